@@ -1,0 +1,281 @@
+/* LOAD's hot loop: rebuild a CUgraph from a graph record, then instantiate and launch it.
+ *
+ * The record has been checksummed by the caller, but the parser still checks every length and index
+ * against the buffer, so that a damaged record is an error, never a crash. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "record.h"
+
+typedef struct {
+  const uint64_t *funcs;
+  size_t nfuncs;
+  CUevent *events;
+  size_t nevents;
+  CUcontext ctx;
+  void **scratch; /* kernelParams pointer array, reused across nodes */
+  size_t scratch_cap;
+} build_t;
+
+#define CORRUPT(...) fdy_fail(FDY_ERR_CORRUPT, "damaged graph record: " __VA_ARGS__)
+
+static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out);
+
+static int add_kernel(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUgraphNode *node) {
+  if (bytes < sizeof(rec_kernel)) return CORRUPT("kernel node of %u bytes", bytes);
+  rec_kernel k;
+  memcpy(&k, p, sizeof(k));
+  size_t need = sizeof(rec_kernel) + (size_t)k.param_count * sizeof(rec_param) + (size_t)k.attr_count * sizeof(rec_attr) +
+                k.arg_bytes;
+  if (need > bytes) return CORRUPT("kernel node needs %zu bytes, has %u", need, bytes);
+  if (k.function >= b->nfuncs) return CORRUPT("function index %u of %zu", k.function, b->nfuncs);
+  const rec_param *params = (const rec_param *)(p + sizeof(rec_kernel));
+  const rec_attr *attrs = (const rec_attr *)(p + sizeof(rec_kernel) + k.param_count * sizeof(rec_param));
+  uint8_t *args = (uint8_t *)(p + sizeof(rec_kernel) + k.param_count * sizeof(rec_param) + k.attr_count * sizeof(rec_attr));
+
+  CUDA_KERNEL_NODE_PARAMS_v2 np;
+  memset(&np, 0, sizeof(np));
+  np.func = (CUfunction)(uintptr_t)b->funcs[k.function];
+  np.gridDimX = k.grid[0]; np.gridDimY = k.grid[1]; np.gridDimZ = k.grid[2];
+  np.blockDimX = k.block[0]; np.blockDimY = k.block[1]; np.blockDimZ = k.block[2];
+  np.sharedMemBytes = k.shared_mem;
+  size_t arg_size = k.arg_bytes;
+  void *extra[5] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &arg_size, CU_LAUNCH_PARAM_END};
+  if (k.arg_mode == FDY_ARG_EXTRA) {
+    np.extra = extra;
+  } else if (k.arg_mode == FDY_ARG_PARAMS) {
+    if (k.param_count > b->scratch_cap) {
+      void **s = realloc(b->scratch, k.param_count * sizeof(void *));
+      if (!s) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+      b->scratch = s;
+      b->scratch_cap = k.param_count;
+    }
+    for (uint16_t i = 0; i < k.param_count; i++) {
+      rec_param pr;
+      memcpy(&pr, &params[i], sizeof(pr));
+      if ((uint64_t)pr.offset + pr.size > k.arg_bytes) return CORRUPT("parameter %u lies outside its argument buffer", i);
+      b->scratch[i] = args + pr.offset;
+    }
+    np.kernelParams = k.param_count ? b->scratch : NULL;
+  } else {
+    return CORRUPT("argument mode %u", k.arg_mode);
+  }
+  CUresult r = fdy_drv.cuGraphAddKernelNode_v2(node, g, NULL, 0, &np);
+  if (r != CUDA_SUCCESS) {
+    const char *name = "?";
+    fdy_drv.cuFuncGetName(&name, np.func);
+    return fdy_fail_cu(r, "cuGraphAddKernelNode", "kernel %s, grid (%u,%u,%u), block (%u,%u,%u), %u bytes shared",
+                       name, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2], k.shared_mem);
+  }
+  for (uint16_t i = 0; i < k.attr_count; i++) {
+    rec_attr a;
+    memcpy(&a, &attrs[i], sizeof(a));
+    CUlaunchAttributeValue v;
+    memcpy(&v, a.value, sizeof(v));
+    if ((r = fdy_drv.cuGraphKernelNodeSetAttribute(*node, (CUlaunchAttributeID)a.id, &v)) != CUDA_SUCCESS) {
+      const char *name = "?";
+      fdy_drv.cuFuncGetName(&name, np.func);
+      return fdy_fail_cu(r, "cuGraphKernelNodeSetAttribute", "launch attribute %u on kernel %s", a.id, name);
+    }
+  }
+  return 0;
+}
+
+static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUgraphNode *node) {
+  CUresult r;
+  switch (p[0]) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return add_kernel(b, g, p, bytes, node);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      if (bytes < sizeof(rec_memset)) return CORRUPT("memset node of %u bytes", bytes);
+      rec_memset m;
+      memcpy(&m, p, sizeof(m));
+      CUDA_MEMSET_NODE_PARAMS mp = {m.dst, m.pitch, m.value, m.element_size, m.width, m.height};
+      r = fdy_drv.cuGraphAddMemsetNode(node, g, NULL, 0, &mp, b->ctx);
+      return r ? fdy_fail_cu(r, "cuGraphAddMemsetNode", "dst 0x%llx", (unsigned long long)m.dst) : 0;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+      if (bytes < sizeof(rec_memcpy)) return CORRUPT("memcpy node of %u bytes", bytes);
+      rec_memcpy m;
+      memcpy(&m, p, sizeof(m));
+      CUDA_MEMCPY3D cp;
+      memset(&cp, 0, sizeof(cp));
+      cp.srcMemoryType = (CUmemorytype)m.src_type; cp.srcDevice = m.src_device;
+      cp.srcXInBytes = m.src_x; cp.srcY = m.src_y; cp.srcZ = m.src_z; cp.srcPitch = m.src_pitch; cp.srcHeight = m.src_height;
+      cp.dstMemoryType = (CUmemorytype)m.dst_type; cp.dstDevice = m.dst_device;
+      cp.dstXInBytes = m.dst_x; cp.dstY = m.dst_y; cp.dstZ = m.dst_z; cp.dstPitch = m.dst_pitch; cp.dstHeight = m.dst_height;
+      cp.WidthInBytes = m.width; cp.Height = m.height; cp.Depth = m.depth;
+      r = fdy_drv.cuGraphAddMemcpyNode(node, g, NULL, 0, &cp, b->ctx);
+      return r ? fdy_fail_cu(r, "cuGraphAddMemcpyNode", "0x%llx -> 0x%llx", (unsigned long long)m.src_device,
+                             (unsigned long long)m.dst_device) : 0;
+    }
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      r = fdy_drv.cuGraphAddEmptyNode(node, g, NULL, 0);
+      return r ? fdy_fail_cu(r, "cuGraphAddEmptyNode", "-") : 0;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+      if (bytes < sizeof(rec_event)) return CORRUPT("event node of %u bytes", bytes);
+      rec_event e;
+      memcpy(&e, p, sizeof(e));
+      if (e.event >= b->nevents) return CORRUPT("event index %u of %zu", e.event, b->nevents);
+      r = p[0] == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? fdy_drv.cuGraphAddEventRecordNode(node, g, NULL, 0, b->events[e.event])
+                                                  : fdy_drv.cuGraphAddEventWaitNode(node, g, NULL, 0, b->events[e.event]);
+      return r ? fdy_fail_cu(r, "cuGraphAddEvent*Node", "event %u", e.event) : 0;
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+      CUgraph child;
+      int rc = build_graph(b, p + sizeof(rec_node), bytes - sizeof(rec_node), &child);
+      if (rc) return rc;
+      r = fdy_drv.cuGraphAddChildGraphNode(node, g, NULL, 0, child);
+      fdy_drv.cuGraphDestroy(child); /* the node holds a clone */
+      return r ? fdy_fail_cu(r, "cuGraphAddChildGraphNode", "-") : 0;
+    }
+    default:
+      return CORRUPT("node type %u", p[0]);
+  }
+}
+
+static int cmp_edge_data(const void *a, const void *b) {
+  const rec_edge *x = a, *y = b;
+  return memcmp(&x->from_port, &y->from_port, 8);
+}
+
+/* Some drivers apply the first edge's data to every edge of a bulk cuGraphAddDependencies call, so
+ * edges are added in groups that share their edge data. */
+static int add_edges(CUgraph g, const CUgraphNode *nodes, uint32_t n, const uint8_t *p, uint32_t count) {
+  if (!count) return 0;
+  rec_edge *edges = malloc(count * sizeof(rec_edge));
+  CUgraphNode *from = malloc(count * sizeof(CUgraphNode)), *to = malloc(count * sizeof(CUgraphNode));
+  CUgraphEdgeData *data = malloc(count * sizeof(CUgraphEdgeData));
+  int rc = 0;
+  if (!edges || !from || !to || !data) { rc = fdy_fail(FDY_ERR_INVALID, "out of host memory"); goto out; }
+  memcpy(edges, p, count * sizeof(rec_edge));
+  for (uint32_t i = 0; i < count; i++)
+    if (edges[i].from >= n || edges[i].to >= n) { rc = CORRUPT("edge %u joins nodes %u and %u of %u", i, edges[i].from, edges[i].to, n); goto out; }
+  qsort(edges, count, sizeof(rec_edge), cmp_edge_data);
+  for (uint32_t start = 0; start < count && rc == 0;) {
+    uint32_t end = start;
+    int plain = 1;
+    while (end < count && cmp_edge_data(&edges[start], &edges[end]) == 0) {
+      from[end - start] = nodes[edges[end].from];
+      to[end - start] = nodes[edges[end].to];
+      memset(&data[end - start], 0, sizeof(CUgraphEdgeData));
+      data[end - start].from_port = edges[end].from_port;
+      data[end - start].to_port = edges[end].to_port;
+      data[end - start].type = edges[end].type;
+      if (edges[end].from_port || edges[end].to_port || edges[end].type) plain = 0;
+      end++;
+    }
+    CUresult r = fdy_drv.cuGraphAddDependencies_v2(g, from, to, plain ? NULL : data, end - start);
+    if (r != CUDA_SUCCESS) rc = fdy_fail_cu(r, "cuGraphAddDependencies", "%u edges with edge data (%u,%u,%u)", end - start,
+                                            edges[start].from_port, edges[start].to_port, edges[start].type);
+    start = end;
+  }
+out:
+  free(edges);
+  free(from);
+  free(to);
+  free(data);
+  return rc;
+}
+
+static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out) {
+  if (avail < sizeof(rec_header)) return CORRUPT("%zu bytes cannot hold a header", avail);
+  rec_header h;
+  memcpy(&h, rec, sizeof(h));
+  if (memcmp(h.magic, FDY_RECORD_MAGIC, 4) != 0) return CORRUPT("bad magic");
+  if (h.version != FDY_RECORD_VERSION) return fdy_fail(FDY_ERR_CORRUPT, "graph record version %u; this Foundry reads %d", h.version, FDY_RECORD_VERSION);
+  if (h.header_bytes != sizeof(rec_header) || h.total_bytes > avail || h.total_bytes < sizeof(rec_header))
+    return CORRUPT("header sizes (%u, %llu of %zu)", h.header_bytes, (unsigned long long)h.total_bytes, avail);
+  CUgraphNode *nodes = calloc(h.node_count ? h.node_count : 1, sizeof(CUgraphNode));
+  if (!nodes) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+  CUgraph g;
+  CUresult r = fdy_drv.cuGraphCreate(&g, 0);
+  if (r != CUDA_SUCCESS) {
+    free(nodes);
+    return fdy_fail_cu(r, "cuGraphCreate", "-");
+  }
+  int rc = 0;
+  size_t at = sizeof(rec_header);
+  for (uint32_t i = 0; i < h.node_count && rc == 0; i++) {
+    uint32_t bytes;
+    if (at + sizeof(rec_node) > h.total_bytes) { rc = CORRUPT("node %u starts past the end", i); break; }
+    memcpy(&bytes, rec + at + 4, 4);
+    if (bytes < sizeof(rec_node) || bytes % 8 || bytes > h.total_bytes - at) { rc = CORRUPT("node %u has size %u", i, bytes); break; }
+    rc = add_node(b, g, rec + at, bytes, &nodes[i]);
+    at += bytes;
+  }
+  if (rc == 0 && at + (uint64_t)h.edge_count * sizeof(rec_edge) != h.total_bytes)
+    rc = CORRUPT("edge table of %u edges does not end the record", h.edge_count);
+  if (rc == 0) rc = add_edges(g, nodes, h.node_count, rec + at, h.edge_count);
+  free(nodes);
+  if (rc) {
+    fdy_drv.cuGraphDestroy(g);
+    return rc;
+  }
+  *out = g;
+  return 0;
+}
+
+FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_t *functions, size_t function_count,
+                               uint64_t *graph) {
+  int rc = fdy_driver_ensure();
+  if (rc) return rc;
+  if (!blob || !graph) return fdy_fail(FDY_ERR_INVALID, "fdy_graph_build: null argument");
+  rec_header h;
+  if (blob_size < sizeof(h)) return CORRUPT("%zu bytes", blob_size);
+  memcpy(&h, blob, sizeof(h));
+  if (h.function_count != function_count)
+    return fdy_fail(FDY_ERR_INVALID, "the record names %u functions, %zu were resolved", h.function_count, function_count);
+  build_t b;
+  memset(&b, 0, sizeof(b));
+  b.funcs = functions;
+  b.nfuncs = function_count;
+  CUresult r = fdy_drv.cuCtxGetCurrent(&b.ctx);
+  if (r != CUDA_SUCCESS || !b.ctx) return fdy_fail_cu(r ? r : CUDA_ERROR_INVALID_CONTEXT, "cuCtxGetCurrent", "LOAD needs a current CUDA context");
+  if (h.event_count) {
+    /* Event nodes name host event objects; LOAD makes fresh ones, which live as long as the process. */
+    b.events = calloc(h.event_count, sizeof(CUevent));
+    if (!b.events) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+    for (uint32_t i = 0; i < h.event_count; i++)
+      if ((r = fdy_drv.cuEventCreate(&b.events[i], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        free(b.events);
+        return fdy_fail_cu(r, "cuEventCreate", "event %u of the graph", i);
+      }
+    b.nevents = h.event_count;
+  }
+  CUgraph g;
+  rc = build_graph(&b, blob, blob_size, &g);
+  free(b.events);
+  free(b.scratch);
+  if (rc == 0) *graph = (uint64_t)(uintptr_t)g;
+  return rc;
+}
+
+FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *exec) {
+  int rc = fdy_driver_ensure();
+  if (rc) return rc;
+  CUgraphExec e;
+  CUresult r = fdy_drv.cuGraphInstantiateWithFlags(&e, (CUgraph)(uintptr_t)graph, flags);
+  if (r != CUDA_SUCCESS)
+    return fdy_fail_cu(r, "cuGraphInstantiateWithFlags",
+                       "graph %p. A kernel may need a launch attribute or function attribute the record lacks, or the "
+                       "GPU differs from the one SAVE ran on", (void *)(uintptr_t)graph);
+  *exec = (uint64_t)(uintptr_t)e;
+  return 0;
+}
+
+FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream) {
+  CUresult r = fdy_drv.cuGraphLaunch((CUgraphExec)(uintptr_t)exec, (CUstream)(uintptr_t)stream);
+  return r ? fdy_fail_cu(r, "cuGraphLaunch", "exec %p on stream %p", (void *)(uintptr_t)exec, (void *)(uintptr_t)stream) : 0;
+}
+
+FDY_EXPORT int fdy_graph_destroy(uint64_t graph) {
+  CUresult r = fdy_drv.cuGraphDestroy((CUgraph)(uintptr_t)graph);
+  return r ? fdy_fail_cu(r, "cuGraphDestroy", "-") : 0;
+}
+
+FDY_EXPORT int fdy_graph_exec_destroy(uint64_t exec) {
+  CUresult r = fdy_drv.cuGraphExecDestroy((CUgraphExec)(uintptr_t)exec);
+  return r ? fdy_fail_cu(r, "cuGraphExecDestroy", "-") : 0;
+}

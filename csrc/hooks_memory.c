@@ -1,0 +1,171 @@
+/* Memory hooks: each routes to the region (region.c) or passes through to the real driver.
+ * Policy lives in region.c; these only translate the driver's calling conventions. */
+#include "internal.h"
+
+
+#define ENSURE_DRIVER()                                  \
+  do {                                                   \
+    if (fdy_driver_ensure() != 0) return CUDA_ERROR_NOT_INITIALIZED; \
+  } while (0)
+
+/* cudaMallocPitch rows are aligned to 512 bytes on every GPU Foundry targets; a fixed rule keeps
+ * pitched allocations byte-deterministic across processes. */
+#define FDY_PITCH_ALIGN 512
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (fdy_region_alloc(dptr, bytesize, FDY_EV_ALLOC, &r)) return r;
+  return fdy_drv.cuMemAlloc_v2(dptr, bytesize);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes) {
+  ENSURE_DRIVER();
+  if (fdy_region_is_active() && pPitch && WidthInBytes && Height &&
+      (ElementSizeBytes == 4 || ElementSizeBytes == 8 || ElementSizeBytes == 16)) {
+    size_t pitch = (WidthInBytes + FDY_PITCH_ALIGN - 1) / FDY_PITCH_ALIGN * FDY_PITCH_ALIGN;
+    CUresult r;
+    if (fdy_region_alloc(dptr, pitch * Height, FDY_EV_ALLOC, &r)) {
+      if (r == CUDA_SUCCESS) *pPitch = pitch;
+      return r;
+    }
+  }
+  return fdy_drv.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (fdy_region_free(dptr, FDY_EV_FREE, &r)) return r;
+  return fdy_drv.cuMemFree_v2(dptr);
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (fdy_region_address_range(dptr, pbase, psize, &r)) return r;
+  return fdy_drv.cuMemGetAddressRange_v2(pbase, psize, dptr);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (fdy_region_refuse(bytesize,
+                        "managed memory (cuMemAllocManaged) cannot be placed in the region; allocate it before "
+                        "set_allocation_region() or after stop_allocation_region()",
+                        &r))
+    return r;
+  return fdy_drv.cuMemAllocManaged(dptr, bytesize, flags);
+}
+
+/* Stream-ordered allocations are served synchronously from the region: memory that is ready at once
+ * satisfies any stream order. During capture they would become memory nodes, which cannot be
+ * persisted, so they are refused there. */
+static int async_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, CUresult *r) {
+  if (!fdy_region_is_active()) return 0;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (fdy_drv.cuStreamIsCapturing && fdy_drv.cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+      status != CU_STREAM_CAPTURE_STATUS_NONE)
+    return fdy_region_refuse(size,
+                             "a stream-ordered allocation during graph capture would become a memory-allocation "
+                             "node, which Foundry cannot persist; use PyTorch's default caching allocator "
+                             "(unset PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync)",
+                             r);
+  return fdy_region_alloc(dptr, size, FDY_EV_ASYNC_ALLOC, r);
+}
+
+static int async_free(CUdeviceptr dptr, CUstream stream, CUresult *r) {
+  if (!fdy_region_contains(dptr)) return 0;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (fdy_drv.cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+    *r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    fdy_fail(FDY_ERR_UNSUPPORTED,
+             "cuMemFreeAsync(0x%llx) during graph capture would become a memory-free node, which Foundry "
+             "cannot persist",
+             (unsigned long long)dptr);
+    return 1;
+  }
+  CUresult s = fdy_drv.cuStreamSynchronize(stream);
+  if (s != CUDA_SUCCESS) {
+    *r = s;
+    fdy_fail_cu(s, "cuStreamSynchronize", "before freeing region memory 0x%llx", (unsigned long long)dptr);
+    return 1;
+  }
+  return fdy_region_free(dptr, FDY_EV_ASYNC_FREE, r);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (async_alloc(dptr, bytesize, hStream, &r)) return r;
+  return fdy_drv.cuMemAllocAsync(dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (async_alloc(dptr, bytesize, hStream ? hStream : CU_STREAM_PER_THREAD, &r)) return r;
+  return fdy_drv.cuMemAllocAsync_ptsz(dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (async_alloc(dptr, bytesize, hStream, &r)) return r;
+  return fdy_drv.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (async_alloc(dptr, bytesize, hStream ? hStream : CU_STREAM_PER_THREAD, &r)) return r;
+  return fdy_drv.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (async_free(dptr, hStream, &r)) return r;
+  return fdy_drv.cuMemFreeAsync(dptr, hStream);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (async_free(dptr, hStream ? hStream : CU_STREAM_PER_THREAD, &r)) return r;
+  return fdy_drv.cuMemFreeAsync_ptsz(dptr, hStream);
+}
+
+/* Virtual memory management, as PyTorch's expandable segments use it: reservations are carved from
+ * the region; mappings into them are only noted, so that LOAD knows what was live. */
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (fdy_region_vmm_reserve(ptr, size, alignment, addr, &r)) return r;
+  return fdy_drv.cuMemAddressReserve(ptr, size, alignment, addr, flags);
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  ENSURE_DRIVER();
+  CUresult r;
+  if (fdy_region_vmm_free(ptr, size, &r)) return r;
+  return fdy_drv.cuMemAddressFree(ptr, size);
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
+  ENSURE_DRIVER();
+  if (fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, -1); /* yield restored pages first */
+  CUresult r = fdy_drv.cuMemMap(ptr, size, offset, handle, flags);
+  if (r == CUDA_SUCCESS && fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, 1);
+  return r;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  ENSURE_DRIVER();
+  CUresult r = fdy_drv.cuMemUnmap(ptr, size);
+  if (r == CUDA_SUCCESS && fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, 0);
+  return r;
+}

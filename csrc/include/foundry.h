@@ -1,0 +1,171 @@
+/*
+ * libfoundry: the C ABI that Python drives through ctypes.
+ *
+ * One shared library plays two roles. Under LD_PRELOAD it interposes the CUDA driver (dlsym and
+ * cuGetProcAddress) and routes allocations and image loads through the region and the registry.
+ * Loaded by Python it is the control surface for those same objects, and it holds the few hot loops
+ * of SAVE and LOAD (graph extraction and graph building).
+ *
+ * Contract for every function here:
+ *   - Returns 0 on success, or a CUresult / FDY_ERR_* code. Never aborts the process.
+ *   - On failure a message naming the call, its arguments and a next step is stored for the calling
+ *     thread (fdy_last_error) and in the process-wide error log (fdy_error_log_read).
+ *   - Handles (CUgraph, CUfunction, ...) travel as uint64_t so that ctypes needs no CUDA types.
+ */
+#ifndef FOUNDRY_H
+#define FOUNDRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FDY_EXPORT __attribute__((visibility("default")))
+
+#define FDY_ABI_VERSION 1
+
+/* Foundry's own error codes live above the CUresult range. */
+enum {
+  FDY_OK = 0,
+  FDY_ERR_NO_DRIVER = 10001,       /* libcuda.so.1 could not be loaded or lacks an entry point */
+  FDY_ERR_REGION_STATE = 10002,    /* region call out of order (not set, already set, ...) */
+  FDY_ERR_BASE_TAKEN = 10003,      /* the driver placed the reservation elsewhere */
+  FDY_ERR_REGION_FULL = 10004,     /* an allocation would escape the region */
+  FDY_ERR_UNSUPPORTED = 10005,     /* an operation Foundry cannot place or persist */
+  FDY_ERR_INVALID = 10006,         /* bad argument */
+  FDY_ERR_NOT_FOUND = 10007,       /* handle/name not known to the registry */
+  FDY_ERR_CORRUPT = 10008,         /* malformed graph record */
+  FDY_ERR_NO_PARAM_INFO = 10009,   /* kernel parameters cannot be introspected */
+  FDY_ERR_TRUNCATED = 10010,       /* output buffer too small; the needed size is reported */
+};
+
+/* ---------------------------------------------------------------- library & errors */
+FDY_EXPORT int fdy_abi_version(void);
+/* 1 when this copy of the library interposes dlsym for the whole process (it was preloaded). */
+FDY_EXPORT int fdy_interposer_active(void);
+/* Message of the last failure on the calling thread ("" if none). Valid until the next call. */
+FDY_EXPORT const char *fdy_last_error(void);
+/* Process-wide error log: every failure from any thread, numbered from 1. Copies the newest
+ * message with a sequence number > after into buf; returns that sequence number, or 0 if none. */
+FDY_EXPORT uint64_t fdy_error_log_read(uint64_t after, char *buf, size_t cap);
+/* Loads the real driver (idempotent). */
+FDY_EXPORT int fdy_driver_open(void);
+/* Raw access to a real driver entry point by name (for Python's few direct driver calls). */
+FDY_EXPORT void *fdy_driver_symbol(const char *name);
+
+/* ---------------------------------------------------------------- allocation region */
+typedef struct {
+  uint64_t base, size;        /* reserved VA range */
+  uint64_t cursor;            /* next allocation offset */
+  uint64_t high_water;        /* max end offset ever handed out */
+  uint64_t granularity;       /* physical mapping granularity of the device */
+  uint64_t mapped_bytes;      /* physically mapped right now */
+  uint64_t prealloc_offset, prealloc_size;
+  int32_t device;             /* device ordinal the region belongs to */
+  int32_t active;             /* allocations are being placed in the region */
+  int32_t reserved;           /* a region exists (active or stopped) */
+  int32_t pad;
+} fdy_region_info;
+
+enum {
+  FDY_EV_ALLOC = 1,        /* cuMemAlloc / cuMemAllocPitch */
+  FDY_EV_FREE = 2,
+  FDY_EV_ASYNC_ALLOC = 3,  /* stream-ordered allocation served from the region */
+  FDY_EV_ASYNC_FREE = 4,
+  FDY_EV_VMM_RESERVE = 5,  /* application's own cuMemAddressReserve carved from the region */
+  FDY_EV_VMM_FREE = 6,
+  FDY_EV_VMM_MAP = 7,      /* application's cuMemMap inside the region */
+  FDY_EV_VMM_UNMAP = 8,
+  FDY_EV_PREALLOC = 9,
+  FDY_EV_PREALLOC_FREE = 10,
+  FDY_EV_RESTORE = 11,     /* LOAD mapped a range it did not allocate itself */
+  FDY_EV_CURSOR = 12,      /* cursor moved by set_current_alloc_offset */
+  FDY_EV_REFUSED = 13,     /* an allocation the region refused (escape, capture, managed) */
+};
+
+typedef struct {
+  uint64_t seq;      /* 1-based, in call order */
+  uint64_t offset;   /* from the region base */
+  uint64_t size;     /* bytes the caller asked for */
+  uint64_t span;     /* bytes the region set aside (granularity-rounded) */
+  uint32_t kind;     /* FDY_EV_* */
+  uint32_t tid;      /* Linux thread id of the caller */
+} fdy_alloc_event;
+
+FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size);
+FDY_EXPORT int fdy_region_stop(void);
+FDY_EXPORT int fdy_region_resume(void);
+/* Unmaps everything the region mapped and frees the reservation. */
+FDY_EXPORT int fdy_region_release(void);
+FDY_EXPORT int fdy_region_info_get(fdy_region_info *out);
+FDY_EXPORT int fdy_region_set_cursor(uint64_t offset);
+FDY_EXPORT int fdy_region_preallocate(uint64_t size);
+FDY_EXPORT int fdy_region_free_preallocated(void);
+/* Maps every part of [offset, offset+size) that is not mapped yet (LOAD's restore of SAVE's live
+ * memory). Granularity-aligned. Moves nothing else. */
+FDY_EXPORT int fdy_region_map_range(uint64_t offset, uint64_t size);
+/* Copies up to cap events starting at index first; returns the total number of events. */
+FDY_EXPORT size_t fdy_region_events(size_t first, fdy_alloc_event *out, size_t cap);
+FDY_EXPORT void fdy_region_clear_events(void);
+
+/* ---------------------------------------------------------------- kernel-image registry */
+enum { FDY_IMG_MODULE = 1, FDY_IMG_LIBRARY = 2 };
+enum {
+  FDY_IMG_FORMAT_UNKNOWN = 0,
+  FDY_IMG_FORMAT_FATBIN = 1,
+  FDY_IMG_FORMAT_ELF = 2,
+  FDY_IMG_FORMAT_PTX = 3,
+};
+
+typedef struct {
+  uint64_t handle;        /* CUmodule or CUlibrary */
+  uint64_t data;          /* address of the image bytes */
+  uint64_t size;          /* image size in bytes */
+  uint32_t kind;          /* FDY_IMG_MODULE / FDY_IMG_LIBRARY */
+  uint32_t format;        /* FDY_IMG_FORMAT_* */
+  uint32_t owned;         /* 1: a private copy (JIT buffers, files); 0: points into a loaded object */
+  uint32_t loaded;        /* 0 once unloaded */
+  uint32_t restored;      /* 1: loaded by LOAD from an archive */
+  uint32_t pad;
+  char hash[68];          /* content hash when known (restored images), else "" */
+} fdy_image_info;
+
+FDY_EXPORT size_t fdy_registry_count(void);
+FDY_EXPORT int fdy_registry_get(size_t index, fdy_image_info *out);
+/* Maps a CUfunction to (image index, mangled entry name). */
+FDY_EXPORT int fdy_registry_resolve(uint64_t function, size_t *image_index, char *name, size_t cap);
+/* Writes the NUL-separated entry names of an image into buf; *needed gets the byte count. */
+FDY_EXPORT int fdy_registry_entries(size_t index, char *buf, size_t cap, size_t *needed);
+/* LOAD: loads an image (kept alive by the caller) as a CUlibrary and registers it. */
+FDY_EXPORT int fdy_image_load(const void *data, uint64_t size, const char *hash, size_t *image_index);
+FDY_EXPORT int fdy_image_function(size_t image_index, const char *name, uint64_t *function);
+/* Records every CUfunction launched eagerly while on (cuLaunchKernel, cuLaunchKernelEx, ...). */
+FDY_EXPORT void fdy_launch_trace(int on);
+FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);
+
+/* Function attributes that the driver keeps per function and graphs do not carry. */
+#define FDY_FUNC_ATTR_COUNT 7
+FDY_EXPORT void fdy_func_attr_ids(int32_t *ids); /* FDY_FUNC_ATTR_COUNT CUfunction_attribute ids */
+FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values);
+FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values);
+
+/* ---------------------------------------------------------------- graph codec */
+/* Serialises a CUgraph into a graph record (docs/FORMAT.md). *blob and *functions are malloc'd and
+ * released with fdy_free. functions[i] is the CUfunction that kernel nodes name by index i. */
+FDY_EXPORT int fdy_graph_extract(uint64_t graph, void **blob, size_t *blob_size, uint64_t **functions,
+                                 size_t *function_count);
+/* Rebuilds a CUgraph from a record; functions[i] replaces index i. */
+FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_t *functions,
+                               size_t function_count, uint64_t *graph);
+FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *exec);
+FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream);
+FDY_EXPORT int fdy_graph_destroy(uint64_t graph);
+FDY_EXPORT int fdy_graph_exec_destroy(uint64_t exec);
+FDY_EXPORT void fdy_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,126 @@
+/* The two doors into the driver: dlsym and cuGetProcAddress.
+ *
+ * The CUDA runtime never calls exported driver symbols: it asks cuGetProcAddress for each entry point
+ * by name, version and flags. PyTorch, Triton and cuda-bindings mostly use dlsym(handle, "cu...").
+ * dlsym(handle, ...) only searches that handle's library, so a preloaded definition is invisible to
+ * it. Foundry therefore overrides dlsym itself and hands out its own cuGetProcAddress; both return a
+ * hook from hooks.h when the name (and, for cuGetProcAddress, the ABI) matches, and the driver's own
+ * answer otherwise. */
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "hooks.h"
+#include "internal.h"
+
+#undef cuGetProcAddress /* we define the 4-argument v1 function under its exported name */
+
+FDY_EXPORT fdy_cuGetProcAddress_v1_t cuGetProcAddress;
+
+typedef struct {
+  const char *base, *symbol;
+  int min_version, per_thread;
+  void *hook;
+} hook_entry;
+
+/* -Bsymbolic-functions makes &symbol our own definition even when another library defines it too. */
+static const hook_entry hooks[] = {
+#define FDY_HOOK_ENTRY(base, symbol, min_version, per_thread) {#base, #symbol, min_version, per_thread, (void *)&symbol},
+    FDY_HOOKS(FDY_HOOK_ENTRY)
+#undef FDY_HOOK_ENTRY
+};
+#define FDY_HOOK_COUNT (sizeof(hooks) / sizeof(hooks[0]))
+
+static const hook_entry *find_by_symbol(const char *name) {
+  for (size_t i = 0; i < FDY_HOOK_COUNT; i++)
+    if (strcmp(hooks[i].symbol, name) == 0) return &hooks[i];
+  return NULL;
+}
+
+/* The entry whose ABI a request for (base, version, per_thread) gets: the highest min_version that
+ * the requested version reaches. */
+static const hook_entry *find_for_request(const char *base, int version, int per_thread) {
+  const hook_entry *best = NULL;
+  for (size_t i = 0; i < FDY_HOOK_COUNT; i++) {
+    const hook_entry *e = &hooks[i];
+    if (e->per_thread != per_thread || e->min_version > version || strcmp(e->base, base) != 0) continue;
+    if (!best || e->min_version > best->min_version) best = e;
+  }
+  return best;
+}
+
+static void *real_of(const char *symbol) {
+  /* fdy_driver_symbol would load the driver; here it is loaded already (the caller got a pointer). */
+  return fdy_real_dlsym ? fdy_driver_symbol(symbol) : NULL;
+}
+
+static void *hook_for_request(const char *base, void *answer, int version, cuuint64_t flags) {
+  int per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const hook_entry *e = find_for_request(base, version, per_thread);
+  if (!e || answer == e->hook) return answer;
+  void *real = real_of(e->symbol);
+  if (answer == real) return e->hook;
+  /* The driver may hand out an internal pointer rather than the exported one. Our headers know
+   * every ABI change up to CUDA_VERSION, so within that range the version alone fixes the ABI. */
+  if (version <= CUDA_VERSION) {
+    fdy_driver_note(e->symbol, answer);
+    return e->hook;
+  }
+  fdy_fail(FDY_ERR_UNSUPPORTED,
+           "cuGetProcAddress(%s, version %d) returned an ABI newer than Foundry's CUDA %d headers; it is "
+           "passed through unhooked, so its calls are not placed in the region. Rebuild Foundry against "
+           "newer CUDA headers.",
+           base, version, CUDA_VERSION);
+  return answer;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status) {
+  if (fdy_driver_ensure() != 0) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = fdy_drv.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
+  if (r == CUDA_SUCCESS && pfn && *pfn && symbol && symbol[0] == 'c' && symbol[1] == 'u')
+    *pfn = hook_for_request(symbol, *pfn, cudaVersion, flags);
+  return r;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+  if (fdy_driver_ensure() != 0) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult r = fdy_drv.cuGetProcAddress_v1 ? fdy_drv.cuGetProcAddress_v1(symbol, pfn, cudaVersion, flags)
+                                        : fdy_drv.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+  if (r == CUDA_SUCCESS && pfn && *pfn && symbol && symbol[0] == 'c' && symbol[1] == 'u')
+    *pfn = hook_for_request(symbol, *pfn, cudaVersion, flags);
+  return r;
+}
+
+/* RTLD_NEXT means "after the caller's object". Forwarding it as is would mean "after libfoundry",
+ * which can hand a caller its own definition back; walk the link map from the caller instead. */
+static void *dlsym_next(const char *name, const void *caller) {
+  Dl_info info;
+  struct link_map *self = NULL;
+  if (dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) && self) {
+    for (struct link_map *l = self->l_next; l; l = l->l_next) {
+      void *p = fdy_real_dlsym(l, name);
+      if (p) return p;
+    }
+    return NULL;
+  }
+  return fdy_real_dlsym(RTLD_NEXT, name);
+}
+
+FDY_EXPORT void *dlsym(void *handle, const char *name) {
+  if (!fdy_real_dlsym) return NULL; /* cannot happen after our constructor; never crash */
+  void *p = handle == RTLD_NEXT ? dlsym_next(name, __builtin_return_address(0)) : fdy_real_dlsym(handle, name);
+  if (p && name[0] == 'c' && name[1] == 'u') {
+    const hook_entry *e = find_by_symbol(name);
+    if (e) {
+      if (p != e->hook) fdy_driver_note(e->symbol, p);
+      return e->hook;
+    }
+  }
+  return p;
+}
+
+FDY_EXPORT int fdy_interposer_active(void) {
+  /* Preloaded: the process-wide dlsym is ours. Loaded later by Python: glibc's comes first. */
+  return fdy_real_dlsym && fdy_real_dlsym(RTLD_DEFAULT, "dlsym") == (void *)&dlsym;
+}

@@ -1,0 +1,114 @@
+"""Exception types. Every message says what happened and what to do next.
+
+The archive layer raises only ``ArchiveError`` subclasses, so that a reader fed arbitrary bytes
+can be trusted to fail in one well-defined way.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArchiveCorruptError",
+    "ArchiveError",
+    "ArchiveForeignError",
+    "ArchiveSignatureError",
+    "ArchiveVersionError",
+    "CodecError",
+    "DriverError",
+    "FoundryError",
+    "IdentityMismatchError",
+    "InterposerNotLoadedError",
+    "KernelNotFoundError",
+    "LayoutMismatchError",
+    "LoadError",
+    "ParamIntrospectionError",
+    "RegionBaseTakenError",
+    "RegionError",
+    "RegionFullError",
+    "RegionStateError",
+    "RegistryError",
+    "UnsupportedNodeError",
+]
+
+
+class FoundryError(Exception):
+    """Base of every error Foundry raises on purpose."""
+
+
+class InterposerNotLoadedError(FoundryError):
+    """libfoundry was not preloaded, so allocations and image loads are not being recorded."""
+
+
+class DriverError(FoundryError):
+    """A CUDA driver call failed. ``code`` is the CUresult (or a Foundry code above 10000)."""
+
+    def __init__(self, message: str, code: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RegionError(DriverError):
+    """The deterministic allocation region refused an operation."""
+
+
+class RegionStateError(RegionError):
+    """A region call made out of order (no region set, one already set, ...)."""
+
+
+class RegionBaseTakenError(RegionError):
+    """The requested base address is already in use in this process."""
+
+
+class RegionFullError(RegionError):
+    """An allocation would escape the region, or physical memory ran out while mapping it."""
+
+
+class RegistryError(DriverError):
+    """The kernel-image registry cannot answer."""
+
+
+class KernelNotFoundError(RegistryError):
+    """A kernel named by a graph is not in any recorded or archived image."""
+
+
+class CodecError(DriverError):
+    """A captured graph cannot be turned into records, or records into a graph."""
+
+
+class UnsupportedNodeError(CodecError):
+    """The graph holds a node type Foundry cannot persist (host callback, memory node, ...)."""
+
+
+class ParamIntrospectionError(CodecError):
+    """The driver cannot describe a kernel's parameters, so they cannot be saved faithfully."""
+
+
+class ArchiveError(FoundryError):
+    """An archive cannot be read, or must not be used on this machine."""
+
+
+class ArchiveCorruptError(ArchiveError):
+    """Truncated, bit-flipped or otherwise malformed archive content."""
+
+
+class ArchiveVersionError(ArchiveError):
+    """The archive was written in a format version this Foundry cannot read."""
+
+
+class ArchiveForeignError(ArchiveError):
+    """The file is not a Foundry archive at all."""
+
+
+class ArchiveSignatureError(ArchiveError):
+    """A signing key is configured and the archive is unsigned or wrongly signed."""
+
+
+class IdentityMismatchError(ArchiveError):
+    """The archive was made on a different GPU, driver or software stack."""
+
+
+class LoadError(FoundryError):
+    """LOAD cannot rebuild the saved state in this process."""
+
+
+class LayoutMismatchError(LoadError):
+    """This process did not make the same region allocations as the SAVE process."""
