@@ -1,0 +1,120 @@
+"""Reading and writing one graph: ``<stem>.json`` (metadata) and ``<stem>.cugraph`` (record).
+
+Write order is ``.cugraph`` then ``.json``, each atomically. The JSON holds the record's size and
+SHA-256, so a reader that starts from the JSON detects a ``.cugraph`` from another save.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from foundry.archive.atomic import write_atomic
+from foundry.archive.container import pack_container, read_container_header, unpack_container
+from foundry.archive.graphmeta import GraphMeta
+from foundry.archive.jsonfields import dump_json, load_json
+from foundry.archive.record_parse import parse_record
+from foundry.archive.record_walk import topology_key
+from foundry.archive.specs import RecordRef
+from foundry.errors import ArchiveCorruptError, ArchiveError
+
+__all__ = ["container_path", "read_graph", "read_meta", "resolve_archive_dir", "write_graph"]
+
+PathLike = str | os.PathLike[str]
+
+
+def container_path(json_path: PathLike) -> Path:
+    """Where ``write_graph`` puts the record of ``json_path``: same directory, suffix ``.cugraph``."""
+    return Path(json_path).with_suffix(".cugraph")
+
+
+def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray | memoryview) -> GraphMeta:
+    """Write ``<stem>.cugraph`` (the container of ``record``) and then ``<stem>.json`` atomically.
+
+    ``meta.record`` is ignored and replaced; the returned metadata is the one written. Before
+    anything is written, ``record`` is parsed and checked against ``meta`` (function count, event
+    count, topology key, image references); any disagreement raises ``ValueError`` and leaves the
+    disk untouched. The parent directory must exist.
+    """
+    json_path = Path(json_path)
+    cpath = container_path(json_path)
+    if cpath == json_path:
+        raise ValueError(f"{json_path}: a graph's JSON file must not end in .cugraph")
+    try:
+        parsed = parse_record(record)
+    except ArchiveError as exc:
+        raise ValueError(f"graph {meta.name!r}: the record is not valid: {exc}") from None
+    if parsed.function_count != len(meta.functions):
+        raise ValueError(
+            f"graph {meta.name!r}: the record names {parsed.function_count} functions, "
+            f"the metadata lists {len(meta.functions)}"
+        )
+    if parsed.event_count != meta.events:
+        raise ValueError(
+            f"graph {meta.name!r}: the record uses {parsed.event_count} events, "
+            f"the metadata says {meta.events}"
+        )
+    topology = topology_key(parsed)
+    if meta.topology != topology:
+        raise ValueError(
+            f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the "
+            f"record's topology key {topology}"
+        )
+    problem = meta.problem()
+    if problem is not None:
+        raise ValueError(f"graph {meta.name!r}: {problem}")
+    container = pack_container(record)
+    ref = RecordRef(cpath.name, len(record), read_container_header(container).sha256)
+    final = dataclasses.replace(meta, record=ref)
+    text = dump_json(final.to_json())
+    write_atomic(cpath, container)
+    write_atomic(json_path, text)
+    return final
+
+
+def read_meta(json_path: PathLike) -> GraphMeta:
+    """Parse and validate ``json_path`` only (no other file is opened).
+
+    Errors: ``ArchiveCorruptError`` (missing file, bad JSON, wrong or missing key),
+    ``ArchiveForeignError`` (not a graph JSON), ``ArchiveVersionError`` (unknown format_version).
+    """
+    json_path = Path(json_path)
+    return GraphMeta.from_json(load_json(_read(json_path, "graph metadata"), str(json_path)), str(json_path))
+
+
+def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, bytes]:
+    """The metadata and the graph record of the graph whose JSON is ``json_path``.
+
+    The ``.cugraph`` file is read with one read. Always checked: the container's structure, and that
+    its header carries the size and SHA-256 the JSON names (so files of different saves are never
+    combined). With ``verify`` (the default) the record is also hashed and compared. The record is
+    returned as bytes, not parsed (``parse_record`` does that). Errors as for ``read_meta``, plus
+    ``ArchiveCorruptError`` for a missing, damaged or mismatched ``.cugraph``.
+    """
+    json_path = Path(json_path)
+    meta = read_meta(json_path)
+    assert meta.record is not None  # from_json always sets it
+    cpath = json_path.parent / meta.record.file
+    data = _read(cpath, f"graph record of {json_path}")
+    header = read_container_header(data, source=str(cpath))
+    if header.sha256 != meta.record.sha256 or header.record_size != meta.record.bytes:
+        raise ArchiveCorruptError(
+            f"{cpath} holds a {header.record_size}-byte record with SHA-256 {header.sha256}, but "
+            f"{json_path} expects {meta.record.bytes} bytes with SHA-256 {meta.record.sha256}: the two "
+            "files come from different saves. Save the graph again."
+        )
+    return meta, unpack_container(data, verify=verify, source=str(cpath))
+
+
+def resolve_archive_dir(json_path: PathLike, meta: GraphMeta) -> Path:
+    """The directory holding the graph's images: ``meta.archive_dir`` taken relative to the JSON's
+    directory (an absolute ``archive_dir`` is used as is)."""
+    return Path(json_path).parent / meta.archive_dir
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None

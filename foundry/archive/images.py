@@ -1,0 +1,97 @@
+"""Content-addressed kernel images: ``<archive>/images/<sha256>.bin``.
+
+An image file is named by the SHA-256 of its bytes, so it is written once and never rewritten;
+any number of graphs and saves share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+from pathlib import Path
+
+from foundry.archive.atomic import write_atomic
+from foundry.archive.jsonfields import is_sha256
+from foundry.archive.specs import ImageFormat, ImageRef
+from foundry.errors import ArchiveCorruptError
+
+__all__ = ["IMAGES_DIR", "image_path", "image_relpath", "open_image", "write_image"]
+
+IMAGES_DIR = "images"
+
+PathLike = str | os.PathLike[str]
+
+
+def image_relpath(sha256: str) -> str:
+    """``images/<sha256>.bin``, the path the manifest records (``ValueError`` for a bad hash)."""
+    if not is_sha256(sha256):
+        raise ValueError(f"{sha256!r:.80} is not a lower-case hex SHA-256")
+    return f"{IMAGES_DIR}/{sha256}.bin"
+
+
+def image_path(archive_dir: PathLike, sha256: str) -> Path:
+    """The file of image ``sha256`` in ``archive_dir`` (``ValueError`` for a malformed hash)."""
+    return Path(archive_dir) / image_relpath(sha256)
+
+
+def write_image(
+    archive_dir: PathLike, data: bytes | bytearray | memoryview, fmt: ImageFormat | str
+) -> ImageRef:
+    """Store ``data`` under its SHA-256 and describe it.
+
+    If the file already exists with the right size it is left alone (content addressing: same name,
+    same bytes); otherwise it is written atomically, creating ``images/`` if needed. ``fmt`` must be
+    an ``ImageFormat`` or its value, and ``data`` must not be empty (``ValueError`` otherwise).
+    """
+    fmt = ImageFormat(fmt)
+    size = memoryview(data).nbytes
+    if size == 0:
+        raise ValueError("a kernel image cannot be empty")
+    sha = hashlib.sha256(data).hexdigest()
+    path = image_path(archive_dir, sha)
+    try:
+        if path.stat().st_size == size:
+            return ImageRef(sha, size, fmt)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, data)
+    return ImageRef(sha, size, fmt)
+
+
+def open_image(archive_dir: PathLike, sha256: str, verify: bool) -> mmap.mmap:
+    """Map image ``sha256`` copy-on-write. The caller closes the map (or lets it be collected).
+
+    Copy-on-write rather than read-only because ctypes can only take the address of a writable
+    buffer (LOAD hands the address to the driver); the file itself is never modified.
+
+    With ``verify`` the bytes are hashed and a difference raises ``ArchiveCorruptError``. A missing
+    or empty image raises ``ArchiveCorruptError`` naming the hash and the directory. A malformed
+    hash raises ``ValueError``.
+    """
+    path = image_path(archive_dir, sha256)
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise ArchiveCorruptError(
+                    f"{path}: kernel image {sha256} is empty: the image is damaged. Save the graph again."
+                )
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise ArchiveCorruptError(
+            f"kernel image {sha256} is missing from {Path(archive_dir) / IMAGES_DIR} ({exc.strerror}): "
+            "copy the archive completely, or save the graph again"
+        ) from None
+    return _checked(mapped, sha256, path, verify)
+
+
+def _checked(mapped: mmap.mmap, sha256: str, path: Path, verify: bool) -> mmap.mmap:
+    if verify:
+        actual = hashlib.sha256(mapped).hexdigest()
+        if actual != sha256:
+            mapped.close()
+            raise ArchiveCorruptError(
+                f"{path}: content SHA-256 is {actual}, the file name says {sha256}: "
+                "the image is damaged. Save the graph again."
+            )
+    return mapped

@@ -1,0 +1,209 @@
+"""Value objects of a graph record (docs/FORMAT.md, "Graph record").
+
+These are plain frozen dataclasses: they hold exactly what the record holds, nothing derived.
+``parse_record`` builds them from bytes, ``encode_record`` turns them back into the canonical
+bytes. Construction does not validate (parsing validates the bytes, encoding validates the objects),
+so building a record by hand and calling ``encode_record`` is the way to check it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TypeAlias
+
+__all__ = [
+    "PERSISTED_NODE_TYPES",
+    "ArgMode",
+    "ChildGraphNode",
+    "Edge",
+    "EmptyNode",
+    "EventNode",
+    "GraphRecord",
+    "KernelNode",
+    "LaunchAttr",
+    "MemcpyNode",
+    "MemsetNode",
+    "Node",
+    "NodeType",
+]
+
+
+class NodeType(IntEnum):
+    """``CUgraphNodeType``. Only the members in ``PERSISTED_NODE_TYPES`` can appear in a record."""
+
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+    HOST = 3
+    GRAPH = 4
+    EMPTY = 5
+    WAIT_EVENT = 6
+    EVENT_RECORD = 7
+    EXT_SEMAS_SIGNAL = 8
+    EXT_SEMAS_WAIT = 9
+    MEM_ALLOC = 10
+    MEM_FREE = 11
+    BATCH_MEM_OP = 12
+    CONDITIONAL = 13
+
+
+PERSISTED_NODE_TYPES: frozenset[NodeType] = frozenset(
+    {
+        NodeType.KERNEL,
+        NodeType.MEMCPY,
+        NodeType.MEMSET,
+        NodeType.GRAPH,
+        NodeType.EMPTY,
+        NodeType.WAIT_EVENT,
+        NodeType.EVENT_RECORD,
+    }
+)
+
+
+class ArgMode(IntEnum):
+    """How a kernel node's arguments were given to the driver."""
+
+    PARAMS = 0
+    """``kernelParams``: one pointer per parameter; ``params`` says where each one lies in ``args``."""
+    EXTRA = 1
+    """``extra``: ``args`` is the raw ``CU_LAUNCH_PARAM_BUFFER_POINTER`` buffer; ``params`` is empty."""
+
+
+class LaunchAttr(IntEnum):
+    """The ``CUlaunchAttributeID`` values this layer interprets (others are kept verbatim)."""
+
+    COOPERATIVE = 2
+    CLUSTER_DIMENSION = 4
+
+
+@dataclass(frozen=True, slots=True)
+class KernelNode:
+    """A kernel launch. ``params[i] = (offset, size)`` of parameter i inside ``args``;
+    ``attrs[k] = (CUlaunchAttributeID, 64-byte CUlaunchAttributeValue)``."""
+
+    function_index: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+    arg_mode: ArgMode
+    params: tuple[tuple[int, int], ...]
+    attrs: tuple[tuple[int, bytes], ...]
+    args: bytes
+
+    @property
+    def node_type(self) -> NodeType:
+        return NodeType.KERNEL
+
+    def attr(self, attr_id: int) -> bytes | None:
+        """The value of launch attribute ``attr_id`` (the last one if repeated), or None."""
+        found = None
+        for key, value in self.attrs:
+            if key == attr_id:
+                found = value
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class MemsetNode:
+    """``CUDA_MEMSET_NODE_PARAMS`` (device memory only)."""
+
+    dst: int
+    pitch: int
+    value: int
+    element_size: int
+    width: int
+    height: int
+
+    @property
+    def node_type(self) -> NodeType:
+        return NodeType.MEMSET
+
+
+@dataclass(frozen=True, slots=True)
+class MemcpyNode:
+    """``CUDA_MEMCPY3D`` of a device-to-device copy (``*_memory_type`` are ``CUmemorytype``)."""
+
+    src_device: int
+    src_x_bytes: int
+    src_y: int
+    src_z: int
+    src_pitch: int
+    src_height: int
+    dst_device: int
+    dst_x_bytes: int
+    dst_y: int
+    dst_z: int
+    dst_pitch: int
+    dst_height: int
+    width_bytes: int
+    height: int
+    depth: int
+    src_memory_type: int
+    dst_memory_type: int
+
+    @property
+    def node_type(self) -> NodeType:
+        return NodeType.MEMCPY
+
+
+@dataclass(frozen=True, slots=True)
+class EventNode:
+    """An event wait (``kind`` = WAIT_EVENT) or event record (``kind`` = EVENT_RECORD) node.
+    ``event_index`` numbers the events LOAD creates (below the top-level ``event_count``)."""
+
+    kind: NodeType
+    event_index: int
+
+    @property
+    def node_type(self) -> NodeType:
+        return self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyNode:
+    """A node that does nothing and only orders others."""
+
+    @property
+    def node_type(self) -> NodeType:
+        return NodeType.EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class ChildGraphNode:
+    """A child graph. Its record has ``function_count == event_count == 0``: it uses the tables
+    of the top-level record."""
+
+    record: GraphRecord
+
+    @property
+    def node_type(self) -> NodeType:
+        return NodeType.GRAPH
+
+
+Node: TypeAlias = KernelNode | MemcpyNode | MemsetNode | EventNode | EmptyNode | ChildGraphNode
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A dependency ``src -> dst`` with its ``CUgraphEdgeData`` (ports and dependency type)."""
+
+    src: int
+    dst: int
+    from_port: int = 0
+    to_port: int = 0
+    type: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GraphRecord:
+    """One graph: nodes in node-index order and the edges between them.
+
+    ``function_count``/``event_count`` are the sizes of the function and event tables; they are
+    meaningful at the top level only and are 0 in child graphs.
+    """
+
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    function_count: int = 0
+    event_count: int = 0

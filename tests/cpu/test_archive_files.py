@@ -1,0 +1,288 @@
+"""Atomic writes, the .cugraph container, and one graph's pair of files."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import foundry.archive.graphfile as graphfile
+from foundry.archive import (
+    GraphMeta,
+    container_path,
+    encode_record,
+    pack_container,
+    parse_record,
+    read_container_header,
+    read_graph,
+    read_meta,
+    resolve_archive_dir,
+    sha256_bytes,
+    sha256_file,
+    unpack_container,
+    write_atomic,
+    write_graph,
+)
+from foundry.archive.atomic import TEMP_SUFFIX
+from foundry.archive.samples import random_record, sample_meta, sample_record
+from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+
+IMAGES = (b"\x7fELF image one" * 10, b"\x7fELF image two" * 10)
+
+
+def leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.endswith(TEMP_SUFFIX)]
+
+
+# ---------------------------------------------------------------- atomic
+
+
+def test_write_atomic_creates_and_replaces(tmp_path: Path) -> None:
+    target = tmp_path / "f.bin"
+    write_atomic(target, b"one")
+    write_atomic(target, memoryview(b"two-two"))
+    assert target.read_bytes() == b"two-two"
+    assert leftovers(tmp_path) == []
+    assert (target.stat().st_mode & 0o777) == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_failed_rename_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"old content")
+
+    def broken_replace(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space"):
+        write_atomic(target, b"new content that never lands")
+    assert target.read_bytes() == b"old content"
+    assert leftovers(tmp_path) == []
+
+
+def test_failed_write_midway_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"old content")
+
+    def failing_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="Input/output"):
+        write_atomic(target, b"x" * 100_000)
+    assert target.read_bytes() == b"old content"
+    assert leftovers(tmp_path) == []
+
+
+def test_any_exception_during_write_cleans_up(tmp_path: Path) -> None:
+    class Exploding:
+        def __buffer__(self, flags: int) -> memoryview:  # pragma: no cover - 3.12+ protocol only
+            raise KeyboardInterrupt
+
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"old")
+    with pytest.raises((KeyboardInterrupt, TypeError)):
+        write_atomic(target, Exploding())  # type: ignore[arg-type]
+    assert target.read_bytes() == b"old"
+    assert leftovers(tmp_path) == []
+
+
+def test_sha256_helpers(tmp_path: Path) -> None:
+    data = os.urandom(3 * (1 << 20) + 17)  # spans several read chunks
+    path = tmp_path / "big"
+    path.write_bytes(data)
+    expected = hashlib.sha256(data).hexdigest()
+    assert sha256_file(path) == sha256_bytes(data) == sha256_bytes(memoryview(data)) == expected
+
+
+# ---------------------------------------------------------------- container
+
+
+def test_container_round_trip_and_layout() -> None:
+    record = encode_record(sample_record())
+    data = pack_container(record)
+    assert data[:8] == b"FDYGRAPH"
+    assert struct.unpack_from("<IIQQ", data, 8) == (1, 0, 64, len(record))
+    assert data[32:64] == hashlib.sha256(record).digest()
+    assert unpack_container(data) == record
+    header = read_container_header(data)
+    assert (header.record_offset, header.record_size, header.sha256) == (
+        64,
+        len(record),
+        sha256_bytes(record),
+    )
+
+
+@pytest.mark.parametrize(
+    ("mutate", "error", "needle"),
+    [
+        (lambda d: b"NOTAGRPH" + d[8:], ArchiveForeignError, "not a Foundry graph container"),
+        (lambda d: d[:8] + struct.pack("<I", 7) + d[12:], ArchiveVersionError, "container version"),
+        (lambda d: d[:12] + struct.pack("<I", 1) + d[16:], ArchiveCorruptError, "flags"),
+        (lambda d: d[:16] + struct.pack("<Q", 72) + d[24:], ArchiveCorruptError, "record offset"),
+        (lambda d: d[:-8], ArchiveCorruptError, "record size"),
+        (lambda d: d + b"\0", ArchiveCorruptError, "appended"),
+        (lambda d: d[:40], ArchiveCorruptError, "truncated"),
+        (lambda d: d[:5], ArchiveCorruptError, "truncated"),
+        (lambda d: d[:100] + bytes([d[100] ^ 1]) + d[101:], ArchiveCorruptError, "SHA-256"),
+        (lambda d: d[:40] + bytes([d[40] ^ 1]) + d[41:], ArchiveCorruptError, "SHA-256"),
+    ],
+)
+def test_container_errors(mutate: object, error: type[Exception], needle: str) -> None:
+    data = pack_container(encode_record(sample_record()))
+    with pytest.raises(error, match=needle):
+        unpack_container(mutate(data), source="g.cugraph")  # type: ignore[operator]
+
+
+def test_container_without_verify_skips_only_the_hash() -> None:
+    data = bytearray(pack_container(encode_record(sample_record())))
+    data[100] ^= 1
+    assert unpack_container(bytes(data), verify=False)[36] == data[100]
+
+
+# ---------------------------------------------------------------- graph files
+
+
+def write_sample(directory: Path, name: str = "graph_0", seed: int | None = None) -> tuple[Path, GraphMeta]:
+    record = sample_record() if seed is None else random_record(seed, nodes=20, functions=3)
+    meta = sample_meta(name, record, IMAGES, ".")
+    path = directory / f"{name}.json"
+    return path, write_graph(path, meta, encode_record(record))
+
+
+def test_write_and_read_graph(tmp_path: Path) -> None:
+    path, written = write_sample(tmp_path)
+    assert container_path(path) == tmp_path / "graph_0.cugraph"
+    record = encode_record(sample_record())
+    assert written.record is not None
+    assert written.record.file == "graph_0.cugraph"
+    assert written.record.sha256 == sha256_bytes(record)
+    assert written.record.bytes == len(record)
+    meta, data = read_graph(path)
+    assert meta == written == read_meta(path)
+    assert data == record and parse_record(data) == sample_record()
+    assert resolve_archive_dir(path, meta) == tmp_path / "."
+    doc = json.loads(path.read_text())
+    assert list(doc)[:5] == ["format", "format_version", "foundry_version", "name", "record"]
+    assert doc["record"] == {"file": "graph_0.cugraph", "bytes": len(record), "sha256": sha256_bytes(record)}
+    assert leftovers(tmp_path) == []
+
+
+def test_write_graph_order_is_record_then_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+    real = graphfile.write_atomic
+
+    def spy(path: Path, data: bytes) -> None:
+        order.append(Path(path).suffix)
+        real(path, data)
+
+    monkeypatch.setattr(graphfile, "write_atomic", spy)
+    write_sample(tmp_path)
+    assert order == [".cugraph", ".json"]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"events": 5}, "events"),
+        ({"topology": "0" * 64}, "topology"),
+        ({"functions": ()}, "functions"),
+    ],
+)
+def test_write_graph_refuses_inconsistent_metadata(
+    tmp_path: Path, change: dict[str, Any], needle: str
+) -> None:
+    meta = dataclasses.replace(sample_meta("g", sample_record(), IMAGES, "."), **change)
+    with pytest.raises(ValueError, match=needle):
+        write_graph(tmp_path / "g.json", meta, encode_record(sample_record()))
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="not valid"):
+        write_graph(tmp_path / "g.json", sample_meta("g", sample_record(), IMAGES, "."), b"junk")
+
+
+def test_mixed_saves_are_detected(tmp_path: Path) -> None:
+    path, _ = write_sample(tmp_path, "a")
+    (tmp_path / "other").mkdir()
+    other, _ = write_sample(tmp_path / "other", "b", seed=1)
+    os.replace(container_path(other), container_path(path))  # a.json now meets b's record
+    for verify in (True, False):
+        with pytest.raises(ArchiveCorruptError, match="different saves"):
+            read_graph(path, verify=verify)
+
+
+def test_damaged_record_is_detected_only_with_verify(tmp_path: Path) -> None:
+    path, _ = write_sample(tmp_path)
+    cpath = container_path(path)
+    data = bytearray(cpath.read_bytes())
+    data[200] ^= 0x10
+    cpath.write_bytes(bytes(data))
+    with pytest.raises(ArchiveCorruptError, match="damaged"):
+        read_graph(path)
+    _, record = read_graph(path, verify=False)
+    assert record == bytes(data[64:])
+
+
+def test_missing_record_file(tmp_path: Path) -> None:
+    path, _ = write_sample(tmp_path)
+    container_path(path).unlink()
+    with pytest.raises(ArchiveCorruptError, match=r"graph_0\.cugraph"):
+        read_graph(path)
+
+
+def edit_json(path: Path, edit: object) -> None:
+    doc = json.loads(path.read_text())
+    edit(doc)  # type: ignore[operator]
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("edit", "error", "needle"),
+    [
+        (lambda d: d.pop("region"), ArchiveCorruptError, "'region': missing"),
+        (lambda d: d["region"]["live"].append([0, 1]), ArchiveCorruptError, "region.live"),
+        (lambda d: d.update(events=True), ArchiveCorruptError, "'events': expected an integer"),
+        (lambda d: d["functions"][0].update(attrs=[1, 2]), ArchiveCorruptError, "functions\\[0\\].attrs"),
+        (lambda d: d["functions"][0].update(image="ab" * 32), ArchiveCorruptError, "which 'images' does not"),
+        (lambda d: d["identity"].update(compute_capability=[9]), ArchiveCorruptError, "compute_capability"),
+        (lambda d: d["record"].update(sha256="XYZ"), ArchiveCorruptError, "record.sha256"),
+        (lambda d: d["outputs"][0].update(strides=[1]), ArchiveCorruptError, "outputs\\[0\\].strides"),
+        (lambda d: d["images"][next(iter(d["images"]))].update(format="zip"), ArchiveCorruptError, "format"),
+        (lambda d: d.update(format="foundry-archive"), ArchiveForeignError, "expected 'foundry-graph'"),
+        (lambda d: d.pop("format"), ArchiveForeignError, "no 'format'"),
+        (lambda d: d.update(format_version=2), ArchiveVersionError, "format_version 2"),
+        (lambda d: d.update(format_version="1"), ArchiveCorruptError, "format_version"),
+    ],
+)
+def test_graph_json_validation(tmp_path: Path, edit: object, error: type[Exception], needle: str) -> None:
+    path, _ = write_sample(tmp_path)
+    edit_json(path, edit)
+    with pytest.raises(error, match=needle):
+        read_meta(path)
+
+
+def test_graph_json_tolerates_unknown_keys_and_null_rng(tmp_path: Path) -> None:
+    path, written = write_sample(tmp_path)
+    edit_json(path, lambda d: d.update(future_key={"x": 1}, rng=None))
+    assert read_meta(path) == dataclasses.replace(written, rng=None)
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"\xff\xfe", b"[1, 2]", b'{"format": NaN}'])
+def test_graph_json_that_is_not_json(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "g.json"
+    path.write_bytes(content)
+    with pytest.raises((ArchiveCorruptError, ArchiveForeignError)):
+        read_meta(path)
+    with pytest.raises(ArchiveCorruptError, match="cannot read"):
+        read_meta(tmp_path / "missing.json")

@@ -1,0 +1,244 @@
+"""Manifest, content-addressed images, and whole-archive checking."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+import foundry.archive.images as images_module
+from foundry.archive import (
+    MANIFEST_NAME,
+    GraphRole,
+    Group,
+    ImageFormat,
+    Manifest,
+    ProblemKind,
+    check_archive,
+    container_path,
+    image_path,
+    open_image,
+    read_manifest,
+    write_image,
+    write_manifest,
+)
+from foundry.archive.samples import write_sample_archive
+from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> tuple[Path, Manifest]:
+    directory = tmp_path / "hook_archive"
+    return directory, write_sample_archive(directory)
+
+
+# ---------------------------------------------------------------- manifest
+
+
+def test_manifest_round_trip(archive: tuple[Path, Manifest]) -> None:
+    directory, manifest = archive
+    assert read_manifest(directory) == manifest
+    doc = json.loads((directory / MANIFEST_NAME).read_text())
+    assert doc["format"] == "foundry-archive" and doc["format_version"] == 1
+    sha = manifest.images[0].sha256
+    assert doc["images"][sha] == {
+        "file": f"images/{sha}.bin",
+        "bytes": manifest.images[0].bytes,
+        "format": "elf",
+    }
+    assert doc["groups"] == [{"topology": manifest.graphs[0].topology, "template": 0, "members": [1]}]
+    assert [g["role"] for g in doc["graphs"]] == ["template", "member"]
+    assert "signature" not in doc
+
+
+def test_manifest_keeps_signature_and_ignores_unknown_keys(archive: tuple[Path, Manifest]) -> None:
+    directory, manifest = archive
+    signed = dataclasses.replace(manifest, signature={"alg": "ed25519", "value": "abc"})
+    write_manifest(directory, signed)
+    path = directory / MANIFEST_NAME
+    doc = json.loads(path.read_text())
+    doc["something_new"] = [1, 2, 3]
+    path.write_text(json.dumps(doc))
+    assert read_manifest(directory) == signed
+
+
+def edit_manifest(directory: Path, edit: object) -> None:
+    path = directory / MANIFEST_NAME
+    doc = json.loads(path.read_text())
+    edit(doc)  # type: ignore[operator]
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("edit", "error", "needle"),
+    [
+        (lambda d: d.update(format="foundry-graph"), ArchiveForeignError, "foundry-archive"),
+        (lambda d: d.update(format_version=9), ArchiveVersionError, "format_version 9"),
+        (lambda d: d.pop("groups"), ArchiveCorruptError, "'groups': missing"),
+        (lambda d: d["graphs"][0].update(role="leader"), ArchiveCorruptError, r"graphs\[0\].role"),
+        (lambda d: d["graphs"][1].update(group=3), ArchiveCorruptError, "group"),
+        (lambda d: d["groups"][0].update(members=[]), ArchiveCorruptError, "role 'member'"),
+        (lambda d: d["groups"][0].update(members=[1, 1]), ArchiveCorruptError, "twice"),
+        (lambda d: d["graphs"][1].update(topology="0" * 64), ArchiveCorruptError, "topology"),
+        (lambda d: d["graphs"][0].update(json_sha256="abc"), ArchiveCorruptError, "json_sha256"),
+        (
+            lambda d: next(iter(d["images"].values())).update(file="../../etc/passwd"),
+            ArchiveCorruptError,
+            "must be 'images/",
+        ),
+        (lambda d: d["region"].update(high_water=2**40), ArchiveCorruptError, "high_water"),
+    ],
+)
+def test_manifest_validation(
+    archive: tuple[Path, Manifest], edit: object, error: type[Exception], needle: str
+) -> None:
+    directory, _ = archive
+    edit_manifest(directory, edit)
+    with pytest.raises(error, match=needle):
+        read_manifest(directory)
+
+
+def test_missing_manifest(tmp_path: Path) -> None:
+    with pytest.raises(ArchiveCorruptError, match=r"no graph_manifest\.json"):
+        read_manifest(tmp_path)
+
+
+def test_write_manifest_refuses_inconsistency(archive: tuple[Path, Manifest]) -> None:
+    directory, manifest = archive
+    before = (directory / MANIFEST_NAME).read_bytes()
+    bad = dataclasses.replace(manifest, groups=(Group(manifest.graphs[0].topology, 1, (0,)),))
+    with pytest.raises(ValueError, match="role"):
+        write_manifest(directory, bad)
+    assert (directory / MANIFEST_NAME).read_bytes() == before
+    assert manifest.graphs[0].role == GraphRole.TEMPLATE
+
+
+# ---------------------------------------------------------------- images
+
+
+def test_write_image_is_content_addressed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b"\x7fELF" + bytes(range(256)) * 4
+    ref = write_image(tmp_path, data, "elf")
+    sha = hashlib.sha256(data).hexdigest()
+    assert (ref.sha256, ref.bytes, ref.format) == (sha, len(data), ImageFormat.ELF)
+    path = image_path(tmp_path, sha)
+    assert path == tmp_path / "images" / f"{sha}.bin" and path.read_bytes() == data
+
+    def no_write(*args: object) -> None:
+        raise AssertionError("an existing image was rewritten")
+
+    monkeypatch.setattr(images_module, "write_atomic", no_write)
+    assert write_image(tmp_path, memoryview(data), ImageFormat.ELF) == ref
+    monkeypatch.undo()
+    path.write_bytes(data[:10])  # a torn file of the wrong size is replaced
+    assert write_image(tmp_path, data, "elf") == ref
+    assert path.read_bytes() == data
+    with pytest.raises(ValueError):
+        write_image(tmp_path, data, "zip")
+    with pytest.raises(ValueError):
+        write_image(tmp_path, b"", "elf")
+
+
+def test_open_image(tmp_path: Path) -> None:
+    data = b"PTX .version 8.0" * 100
+    ref = write_image(tmp_path, data, ImageFormat.PTX)
+    mapped = open_image(tmp_path, ref.sha256, verify=True)
+    assert mapped[:] == data and len(mapped) == len(data)
+    with pytest.raises(TypeError):
+        mapped[0] = 1  # read-only
+    mapped.close()
+    path = image_path(tmp_path, ref.sha256)
+    raw = bytearray(path.read_bytes())
+    raw[5] ^= 1
+    path.write_bytes(bytes(raw))
+    open_image(tmp_path, ref.sha256, verify=False).close()
+    with pytest.raises(ArchiveCorruptError, match="damaged"):
+        open_image(tmp_path, ref.sha256, verify=True)
+    path.write_bytes(b"")
+    with pytest.raises(ArchiveCorruptError, match="empty"):
+        open_image(tmp_path, ref.sha256, verify=False)
+    missing = "ab" * 32
+    with pytest.raises(ArchiveCorruptError, match=f"{missing}.*{tmp_path / 'images'}"):
+        open_image(tmp_path, missing, verify=False)
+    with pytest.raises(ValueError):
+        image_path(tmp_path, "../escape")
+
+
+# ---------------------------------------------------------------- check_archive
+
+
+def test_sound_archive_has_no_problems(archive: tuple[Path, Manifest]) -> None:
+    directory, _ = archive
+    assert check_archive(directory) == []
+
+
+def test_flipped_byte_in_an_image(archive: tuple[Path, Manifest]) -> None:
+    directory, manifest = archive
+    path = image_path(directory, manifest.images[1].sha256)
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 2] ^= 0x04
+    path.write_bytes(bytes(raw))
+    problems = check_archive(directory)
+    assert [(p.path, p.kind) for p in problems] == [(str(path), ProblemKind.CHECKSUM)]
+    assert manifest.images[1].sha256 in problems[0].message
+
+
+def test_missing_image(archive: tuple[Path, Manifest]) -> None:
+    directory, manifest = archive
+    image_path(directory, manifest.images[0].sha256).unlink()
+    problems = check_archive(directory)
+    assert [p.kind for p in problems] == [ProblemKind.MISSING]
+    assert manifest.images[0].sha256 in str(problems[0])
+
+
+def test_corrupted_graph_record(archive: tuple[Path, Manifest]) -> None:
+    directory, _ = archive
+    cpath = container_path(directory / "graph_1.json")
+    raw = bytearray(cpath.read_bytes())
+    raw[150] ^= 0x20
+    cpath.write_bytes(bytes(raw))
+    problems = check_archive(directory)
+    assert len(problems) == 1 and problems[0].kind == ProblemKind.CORRUPT
+    assert "graph 1 (graph_1)" in problems[0].message and "damaged" in problems[0].message
+
+
+def test_edited_graph_json(archive: tuple[Path, Manifest]) -> None:
+    directory, _ = archive
+    path = directory / "graph_0.json"
+    doc = json.loads(path.read_text())
+    doc["name"] = "renamed"
+    path.write_text(json.dumps(doc))
+    kinds = [(p.kind, p.path) for p in check_archive(directory)]
+    assert kinds == [(ProblemKind.CHECKSUM, str(path)), (ProblemKind.MISMATCH, str(path))]
+
+
+def test_record_from_another_save(archive: tuple[Path, Manifest]) -> None:
+    directory, _ = archive
+    shutil.copyfile(container_path(directory / "graph_1.json"), container_path(directory / "graph_0.json"))
+    problems = check_archive(directory)
+    assert [p.kind for p in problems] == [ProblemKind.CORRUPT]
+    assert "different saves" in problems[0].message
+
+
+def test_missing_graph_and_broken_manifest(archive: tuple[Path, Manifest]) -> None:
+    directory, _ = archive
+    os.unlink(directory / "graph_1.json")
+    assert [p.kind for p in check_archive(directory)] == [ProblemKind.MISSING]
+    edit_manifest(directory, lambda d: d.update(format_version=2))
+    assert [p.kind for p in check_archive(directory)] == [ProblemKind.VERSION]
+    (directory / MANIFEST_NAME).unlink()
+    assert [p.kind for p in check_archive(directory)] == [ProblemKind.CORRUPT]
+
+
+def test_image_used_by_a_graph_but_not_listed(archive: tuple[Path, Manifest]) -> None:
+    directory, manifest = archive
+    write_manifest(directory, dataclasses.replace(manifest, images=manifest.images[:1]))
+    problems = check_archive(directory)
+    assert {p.kind for p in problems} == {ProblemKind.MISSING}
+    assert all(manifest.images[1].sha256 in p.message for p in problems)
+    assert len(problems) == 2  # both graphs use it
