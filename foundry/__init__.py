@@ -12,7 +12,31 @@ from typing import Any
 __version__ = "0.1.0"
 
 # public name -> defining module (relative to this package)
-_EXPORTS: dict[str, str] = {}
+_EXPORTS: dict[str, str] = {
+    # the allocation region
+    "set_allocation_region": ".memory.region",
+    "stop_allocation_region": ".memory.region",
+    "resume_allocation_region": ".memory.region",
+    "release_allocation_region": ".memory.region",
+    "allocation_region": ".memory.region",
+    "preallocate_region": ".memory.region",
+    "free_preallocated_region": ".memory.region",
+    "get_current_alloc_offset": ".memory.region",
+    "set_current_alloc_offset": ".memory.region",
+    "region_state": ".memory.region",
+    "allocation_events": ".memory.region",
+    "parse_size": ".memory.sizes",
+    # graphs (torch-facing)
+    "CUDAGraph": ".capture.cudagraph",
+    "graph": ".capture.cudagraph",
+    # archives
+    "save_graph_manifest": ".graph.archive_ops",
+    "load_cuda_modules_and_libraries": ".graph.archive_ops",
+    # errors
+    "FoundryError": ".errors",
+    "ArchiveError": ".errors",
+    "InterposerNotLoadedError": ".errors",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,1 @@
+"""The torch-facing API: capture with PyTorch, save, and get tensors back after LOAD."""

@@ -1,0 +1,175 @@
+"""``foundry.CUDAGraph`` and ``foundry.graph``: PyTorch's CUDA graphs, saveable and loadable.
+
+A graph is either captured here (it wraps ``torch.cuda.CUDAGraph(keep_graph=True)``, so PyTorch's
+memory pools and RNG bookkeeping work as usual) or loaded from an archive (it wraps an exec rebuilt by
+``foundry.graph.load``). Both replay on the caller's current stream.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .._native import require_interposer
+from ..archive import GraphMeta, parse_record
+from ..errors import FoundryError
+from ..graph import codec
+from ..graph.load import LoadedGraph, load_graph
+from ..graph.save import save_graph
+from ..memory.region import region_state
+from .rng import RngState, probe_rng
+from .tensors import flatten_outputs, output_spec, tensor_at
+
+__all__ = ["CUDAGraph", "graph", "shared_pool"]
+
+_pool_lock = threading.Lock()
+_pools: dict[int, Any] = {}
+_capture_streams: dict[int, torch.cuda.Stream] = {}
+
+
+def shared_pool(device: int | None = None) -> Any:
+    """The memory pool Foundry's captures share by default (one per device), as vLLM shares one."""
+    dev = torch.cuda.current_device() if device is None else device
+    with _pool_lock:
+        if dev not in _pools:
+            _pools[dev] = torch.cuda.graph_pool_handle()
+        return _pools[dev]
+
+
+class CUDAGraph:
+    """A CUDA graph that can be saved to and loaded from a Foundry archive."""
+
+    def __init__(self, keep_graph: bool = True) -> None:
+        # keep_graph is accepted for call-shape compatibility; the captured graph is always kept,
+        # because save() needs it.
+        del keep_graph
+        self._torch: torch.cuda.CUDAGraph | None = None
+        self._loaded: LoadedGraph | None = None
+        self._rng: RngState | None = None
+        self._device = torch.cuda.current_device()
+
+    # ------------------------------------------------------------------ capture
+    def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
+        require_interposer("capturing a saveable graph")
+        if self._torch is not None or self._loaded is not None:
+            raise FoundryError("this CUDAGraph already holds a graph; create a new one for another capture")
+        try:
+            self._torch = torch.cuda.CUDAGraph(keep_graph=True)
+        except TypeError as exc:
+            raise FoundryError(
+                f"torch {torch.__version__} cannot keep a captured graph (CUDAGraph(keep_graph=True)); Foundry needs "
+                "torch 2.9 or newer"
+            ) from exc
+        self._device = torch.cuda.current_device()
+        self._torch.capture_begin(pool=pool, capture_error_mode=capture_error_mode)
+
+    def capture_end(self) -> None:
+        self._require_torch().capture_end()
+
+    def _require_torch(self) -> torch.cuda.CUDAGraph:
+        if self._torch is None:
+            raise FoundryError("this CUDAGraph was not captured in this process (it was loaded, or is empty)")
+        return self._torch
+
+    def pool(self) -> Any:
+        return self._require_torch().pool()
+
+    def raw_cuda_graph(self) -> int:
+        return int(self._require_torch().raw_cuda_graph())
+
+    # ------------------------------------------------------------------ replay
+    def replay(self) -> None:
+        if self._loaded is not None:
+            if self._rng is not None:
+                self._rng.prologue()
+            codec.launch(self._loaded.exec, torch.cuda.current_stream().cuda_stream)
+        else:
+            self._require_torch().replay()
+
+    def reset(self) -> None:
+        if self._torch is not None:
+            self._torch.reset()
+            self._torch = None
+        if self._loaded is not None:
+            codec.destroy_exec(self._loaded.exec)
+            codec.destroy_graph(self._loaded.graph)
+            self._loaded = None
+
+    # ------------------------------------------------------------------ SAVE
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        output_tensors: Any = None,
+        archive_dir: str | os.PathLike[str] | None = None,
+    ) -> GraphMeta:
+        """Writes ``<stem>.json`` and ``<stem>.cugraph`` (and the kernel images, into the archive directory).
+
+        If the graph draws random numbers it is replayed twice to locate its generator state; the
+        generator's offset is restored afterwards.
+        """
+        g = self._require_torch()
+        raw = int(g.raw_cuda_graph())
+        outputs = [output_spec(t) for t in flatten_outputs(output_tensors)]
+        state = region_state()
+        extracted = codec.extract(raw)
+        rng = probe_rng(self.replay, parse_record(extracted[0]), state.base, state.size, self._device)
+        return save_graph(raw, path, outputs=outputs, rng=rng, archive_dir=archive_dir, extracted=extracted)
+
+    # ------------------------------------------------------------------ LOAD
+    @classmethod
+    def _from_loaded(cls, loaded: LoadedGraph) -> tuple[CUDAGraph, list[torch.Tensor] | torch.Tensor | None]:
+        g = cls.__new__(cls)
+        g._torch = None
+        g._loaded = loaded
+        g._device = torch.cuda.current_device()
+        g._rng = RngState(loaded.meta.rng, g._device) if loaded.meta.rng is not None else None
+        outputs = [tensor_at(o, g._device) for o in loaded.meta.outputs]
+        return g, outputs[0] if len(outputs) == 1 else (outputs or None)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], allow_mismatch: tuple[str, ...] = ()) -> tuple[CUDAGraph, Any]:
+        """Rebuilds a saved graph: returns ``(graph, outputs)``, outputs at their saved addresses.
+
+        The allocation region must be set with SAVE's base, and the program's persistent tensors
+        allocated in SAVE's order, before this call.
+        """
+        require_interposer("loading a graph")
+        loaded = load_graph(Path(path), allow_mismatch=allow_mismatch)
+        return cls._from_loaded(loaded)
+
+    @property
+    def meta(self) -> GraphMeta | None:
+        return self._loaded.meta if self._loaded is not None else None
+
+
+@contextmanager
+def graph(
+    cuda_graph: CUDAGraph,
+    pool: Any = None,
+    stream: torch.cuda.Stream | None = None,
+    capture_error_mode: str = "global",
+) -> Iterator[CUDAGraph]:
+    """Captures work into ``cuda_graph``, like ``torch.cuda.graph``.
+
+    Unlike torch.cuda.graph, captures share one memory pool by default (``shared_pool()``), so that
+    many graphs (one per batch size) do not each hold their own activations; pass ``pool`` to choose.
+    """
+    torch.cuda.synchronize()
+    device = torch.cuda.current_device()
+    if stream is None:
+        with _pool_lock:
+            stream = _capture_streams.setdefault(device, torch.cuda.Stream(device))
+    capture_stream = stream
+    chosen_pool = pool if pool is not None else shared_pool()
+    with torch.cuda.stream(capture_stream):
+        cuda_graph.capture_begin(pool=chosen_pool, capture_error_mode=capture_error_mode)
+        try:
+            yield cuda_graph
+        finally:
+            cuda_graph.capture_end()

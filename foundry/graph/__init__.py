@@ -1,0 +1,1 @@
+"""Graphs: turning captured CUgraphs into archive entries (SAVE) and back into executable graphs (LOAD)."""

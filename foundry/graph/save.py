@@ -1,0 +1,140 @@
+"""SAVE: one captured CUgraph into an archive (torch-free; foundry.capture adds tensors and RNG)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..archive import (
+    FunctionRef,
+    GraphMeta,
+    ImageFormat,
+    ImageRef,
+    OutputSpec,
+    RngSpec,
+    node_counts,
+    parse_record,
+    topology_key,
+    write_graph,
+    write_image,
+)
+from ..errors import RegionStateError
+from ..kernels import registry
+from ..machine import current_identity
+from ..memory.layout import region_spec
+from . import codec
+
+__all__ = ["SavedGraph", "default_archive_dir", "save_graph", "saved_graphs"]
+
+DEFAULT_ARCHIVE = "hook_archive"
+
+
+@dataclass(frozen=True)
+class SavedGraph:
+    json_path: Path
+    meta: GraphMeta
+    record: bytes
+
+
+_lock = threading.Lock()
+_saved: list[SavedGraph] = []
+_written_images: set[tuple[str, str]] = set()  # (archive dir, sha256)
+
+
+def default_archive_dir() -> Path:
+    """Where images go when save() is not told: $FOUNDRY_ARCHIVE, else the seed's "hook_archive"."""
+    return Path(os.environ.get("FOUNDRY_ARCHIVE", DEFAULT_ARCHIVE))
+
+
+def saved_graphs() -> list[SavedGraph]:
+    """Graphs saved by this process, in order (save_graph_manifest writes them into the manifest)."""
+    with _lock:
+        return list(_saved)
+
+
+def _image_format(fmt: registry.ImageFormat) -> ImageFormat:
+    return {registry.ImageFormat.FATBIN: ImageFormat.FATBIN, registry.ImageFormat.ELF: ImageFormat.ELF}.get(
+        fmt, ImageFormat.PTX
+    )
+
+
+def _kernel_refs(functions: Sequence[int], archive_dir: Path) -> tuple[tuple[FunctionRef, ...], tuple[ImageRef, ...]]:
+    refs: list[FunctionRef] = []
+    images: dict[str, ImageRef] = {}
+    for function in functions:
+        index, name = registry.resolve(function)
+        sha = registry.image_hash(index)
+        if sha not in images:
+            record = next(r for r in registry.recorded_images() if r.index == index)
+            fmt = _image_format(record.format)
+            key = (str(archive_dir.resolve()), sha)
+            with _lock:
+                known = key in _written_images
+            if not known:
+                write_image(archive_dir, registry.image_bytes(index), fmt)
+                with _lock:
+                    _written_images.add(key)
+            images[sha] = ImageRef(sha, record.size, fmt)
+        refs.append(FunctionRef(sha, name, registry.function_attrs(function)))
+    return tuple(refs), tuple(images.values())
+
+
+def _check_outputs(outputs: Sequence[OutputSpec], live: Sequence[tuple[int, int]], base: int) -> None:
+    for i, out in enumerate(outputs):
+        off = out.address - base
+        if not any(start <= off and off + out.nbytes <= start + length for start, length in live):
+            raise RegionStateError(
+                f"output {i} (address {out.address:#x}, {out.nbytes} bytes) is not in the allocation region's live "
+                "memory: it was allocated before set_allocation_region() or after stop_allocation_region(), so LOAD "
+                "could not hand it back at the same address"
+            )
+
+
+def save_graph(
+    graph: int,
+    json_path: str | os.PathLike[str],
+    *,
+    outputs: Sequence[OutputSpec] = (),
+    rng: RngSpec | None = None,
+    archive_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    extracted: tuple[bytes, list[int]] | None = None,
+) -> GraphMeta:
+    """Writes ``<stem>.json`` + ``<stem>.cugraph`` for a captured CUgraph, and its images.
+
+    Everything is gathered and checked before the first byte is written: an unsupported node or an
+    unknown kernel leaves no file behind. ``extracted`` passes in what ``codec.extract(graph)``
+    already returned, to avoid walking the graph twice.
+    """
+    json_path = Path(json_path)
+    archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
+    record, functions = extracted if extracted is not None else codec.extract(graph)
+    parsed = parse_record(record)
+    region = region_spec()
+    _check_outputs(outputs, region.live, region.base)
+    identity = current_identity()
+    functions_refs, images = _kernel_refs(functions, archive)
+    rel_archive = os.path.relpath(archive.resolve(), json_path.resolve().parent)
+    meta = GraphMeta(
+        name=name or json_path.stem,
+        foundry_version=__version__,
+        archive_dir=rel_archive,
+        functions=functions_refs,
+        images=images,
+        events=parsed.event_count,
+        outputs=tuple(outputs),
+        rng=rng,
+        region=region,
+        identity=identity,
+        stats=tuple(sorted(node_counts(parsed).items())),
+        topology=topology_key(parsed),
+    )
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    meta = write_graph(json_path, meta, record)
+    with _lock:
+        _saved.append(SavedGraph(json_path, meta, record))
+    return meta

@@ -1,0 +1,213 @@
+"""The kernel-image registry seen from Python.
+
+A kernel is identified across processes by (content hash of its image, mangled entry name). SAVE
+maps each CUfunction a graph uses to that pair; LOAD loads the images and maps the pair back to a
+CUfunction of its own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import mmap
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .._native import ImageInfo, check, native
+from ..errors import KernelNotFoundError, RegistryError
+
+__all__ = [
+    "FUNC_ATTR_COUNT",
+    "ImageFormat",
+    "ImageRecord",
+    "KernelRef",
+    "function_attrs",
+    "image_bytes",
+    "image_entries",
+    "image_hash",
+    "is_loaded",
+    "launch_trace",
+    "load_image",
+    "loaded_function",
+    "recorded_images",
+    "resolve",
+    "set_function_attrs",
+]
+
+FUNC_ATTR_COUNT = 7
+UNKNOWN_ATTR = -(2**31)
+
+
+class ImageFormat(IntEnum):
+    UNKNOWN = 0
+    FATBIN = 1
+    ELF = 2
+    PTX = 3
+
+    @property
+    def label(self) -> str:
+        return {0: "unknown", 1: "fatbin", 2: "elf", 3: "ptx"}[self.value]
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    index: int
+    handle: int
+    data: int
+    size: int
+    kind: str  # "module" or "library"
+    format: ImageFormat
+    owned: bool
+    loaded: bool
+    restored: bool
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """A kernel's identity across processes."""
+
+    image: str  # sha256 of the image
+    name: str
+
+
+_hash_lock = threading.Lock()
+_hashes: dict[int, str] = {}
+# LOAD side: images loaded from archives, by hash, and the buffers that must outlive them.
+_loaded: dict[str, int] = {}
+_keepalive: list[object] = []
+_functions: dict[tuple[str, str], int] = {}
+
+
+def _record(index: int) -> ImageRecord:
+    info = ImageInfo()
+    check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
+    return ImageRecord(
+        index, info.handle, info.data, info.size, "module" if info.kind == 1 else "library",
+        ImageFormat(info.format), bool(info.owned), bool(info.loaded), bool(info.restored),
+    )  # fmt: skip
+
+
+def recorded_images() -> list[ImageRecord]:
+    lib = native()
+    return [_record(i) for i in range(lib.fdy_registry_count())]
+
+
+def image_bytes(index: int) -> memoryview:
+    """A zero-copy view of a recorded image (valid while the image stays loaded)."""
+    rec = _record(index)
+    if rec.format is ImageFormat.UNKNOWN or not rec.size or not rec.data:
+        raise RegistryError(
+            f"image {index} ({rec.kind} {rec.handle:#x}) has an unknown format, so its size and bytes cannot be "
+            "saved; graphs using its kernels cannot be persisted"
+        )
+    return memoryview((ctypes.c_char * rec.size).from_address(rec.data)).cast("B")
+
+
+def image_hash(index: int) -> str:
+    """sha256 of a recorded image, computed once (SAVE hashes only the images graphs use)."""
+    with _hash_lock:
+        cached = _hashes.get(index)
+    if cached:
+        return cached
+    info = ImageInfo()
+    check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
+    digest = info.hash.decode() if info.hash else hashlib.sha256(image_bytes(index)).hexdigest()
+    with _hash_lock:
+        _hashes[index] = digest
+    return digest
+
+
+def image_entries(index: int) -> list[str]:
+    """Mangled names of the kernels in a loaded image, as the driver enumerates them."""
+    lib = native()
+    needed = ctypes.c_size_t()
+    lib.fdy_registry_entries(index, None, 0, ctypes.byref(needed))
+    buf = ctypes.create_string_buffer(max(needed.value, 1))
+    check(lib.fdy_registry_entries(index, buf, len(buf), ctypes.byref(needed)), "image entries", RegistryError)
+    return [n.decode() for n in buf.raw[: needed.value].split(b"\0") if n]
+
+
+def resolve(function: int) -> tuple[int, str]:
+    """(registry index of its image, mangled name) of a CUfunction this process uses."""
+    index = ctypes.c_size_t()
+    name = ctypes.create_string_buffer(4096)
+    check(native().fdy_registry_resolve(function, ctypes.byref(index), name, len(name)), "resolve", KernelNotFoundError)
+    return index.value, name.value.decode()
+
+
+def function_attrs(function: int) -> tuple[int, ...]:
+    values = (ctypes.c_int32 * FUNC_ATTR_COUNT)()
+    check(native().fdy_func_get_attrs(function, values), "cuFuncGetAttribute")
+    return tuple(values)
+
+
+def set_function_attrs(function: int, attrs: Iterable[int]) -> None:
+    values = (ctypes.c_int32 * FUNC_ATTR_COUNT)(*attrs)
+    check(native().fdy_func_set_attrs(function, values), "cuFuncSetAttribute")
+
+
+def load_image(sha256: str, data: mmap.mmap | bytearray) -> int:
+    """Loads an archived image once per process.
+
+    ``data`` must be a writable buffer (a copy-on-write mmap of the image file, or a bytearray); it is
+    kept alive for the life of the process because the driver is told it may keep reading it.
+    """
+    with _hash_lock:
+        if sha256 in _loaded:
+            return _loaded[sha256]
+    buf = (ctypes.c_char * len(data)).from_buffer(data)
+    index = ctypes.c_size_t()
+    rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
+    check(rc, "load image", RegistryError)
+    with _hash_lock:
+        _keepalive.extend((data, buf))
+        _loaded[sha256] = index.value
+        _hashes[index.value] = sha256
+    return index.value
+
+
+def is_loaded(sha256: str) -> bool:
+    """Whether LOAD already loaded the image with this hash in this process."""
+    with _hash_lock:
+        return sha256 in _loaded
+
+
+def loaded_function(ref: KernelRef) -> int:
+    """The CUfunction of an archived kernel, after its image was loaded with load_image."""
+    key = (ref.image, ref.name)
+    with _hash_lock:
+        cached = _functions.get(key)
+        index = _loaded.get(ref.image)
+    if cached:
+        return cached
+    if index is None:
+        raise KernelNotFoundError(
+            f"kernel {ref.name} lives in image {ref.image[:16]}..., which is not loaded: call "
+            "load_cuda_modules_and_libraries(archive_dir) first"
+        )
+    out = ctypes.c_uint64()
+    check(native().fdy_image_function(index, ref.name.encode(), ctypes.byref(out)), "kernel lookup", KernelNotFoundError)
+    with _hash_lock:
+        _functions[key] = out.value
+    return out.value
+
+
+class launch_trace:  # noqa: N801 - used as a context manager, reads like a function
+    """Records every kernel launched eagerly inside the block: ``with launch_trace() as t: ...; t.functions``."""
+
+    def __init__(self) -> None:
+        self.functions: list[int] = []
+
+    def __enter__(self) -> launch_trace:
+        native().fdy_launch_trace(1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        lib = native()
+        lib.fdy_launch_trace(0)
+        n = lib.fdy_launch_trace_read(None, 0)
+        buf = (ctypes.c_uint64 * n)()
+        n = lib.fdy_launch_trace_read(buf, n)
+        self.functions = list(buf[:n])

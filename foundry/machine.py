@@ -1,0 +1,28 @@
+"""The identity of the machine this process runs on, as archives record and LOAD compares it."""
+
+from __future__ import annotations
+
+import sys
+
+from . import __version__
+from .archive.identity import Identity
+from .driver import current_device, device_identity, driver_version
+
+__all__ = ["current_identity"]
+
+
+def current_identity() -> Identity:
+    """GPU, driver and software stack of the current CUDA context's device."""
+    name, sms, cc = device_identity(current_device())
+    torch = sys.modules.get("torch")
+    torch_version = str(torch.__version__) if torch is not None else None
+    cuda_runtime = str(torch.version.cuda) if torch is not None and torch.version.cuda else None
+    return Identity(
+        gpu_name=name,
+        sm_count=sms,
+        compute_capability=cc,
+        driver_version=driver_version(),
+        cuda_runtime_version=cuda_runtime,
+        torch_version=torch_version,
+        foundry_version=__version__,
+    )

@@ -1,0 +1,1 @@
+"""The deterministic allocation region (native part: csrc/region.c)."""

@@ -1,0 +1,158 @@
+"""Public API of the allocation region, following the seed README's names and call shapes.
+
+The region is process-wide: allocations from every thread land in it while it is active. It covers
+the device whose context is current when it is set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .._native import AllocEvent, RegionInfo, check, native, require_interposer
+from ..errors import RegionStateError
+from .sizes import parse_size
+
+__all__ = [
+    "AllocKind",
+    "AllocationEvent",
+    "RegionState",
+    "allocation_events",
+    "allocation_region",
+    "free_preallocated_region",
+    "get_current_alloc_offset",
+    "preallocate_region",
+    "region_state",
+    "release_allocation_region",
+    "resume_allocation_region",
+    "set_allocation_region",
+    "set_current_alloc_offset",
+    "stop_allocation_region",
+]
+
+
+class AllocKind(IntEnum):
+    """Kinds of entries in the allocation log (FDY_EV_* in foundry.h)."""
+
+    ALLOC = 1
+    FREE = 2
+    ASYNC_ALLOC = 3
+    ASYNC_FREE = 4
+    VMM_RESERVE = 5
+    VMM_FREE = 6
+    VMM_MAP = 7
+    VMM_UNMAP = 8
+    PREALLOC = 9
+    PREALLOC_FREE = 10
+    RESTORE = 11
+    CURSOR = 12
+    REFUSED = 13
+
+
+@dataclass(frozen=True)
+class AllocationEvent:
+    seq: int
+    kind: AllocKind
+    offset: int
+    size: int
+    span: int
+    tid: int
+
+
+@dataclass(frozen=True)
+class RegionState:
+    base: int
+    size: int
+    cursor: int
+    high_water: int
+    granularity: int
+    mapped_bytes: int
+    prealloc_offset: int
+    prealloc_size: int
+    device: int
+    active: bool
+    reserved: bool
+
+
+def _ensure_cuda_context() -> None:
+    """The region needs a current context. Under PyTorch, make the runtime create its primary one."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.init()
+        torch.cuda.synchronize()
+
+
+def set_allocation_region(base: int, size: int | str) -> None:
+    """Reserves ``[base, base + size)`` and places every later device allocation in it."""
+    lib = require_interposer("set_allocation_region()")
+    _ensure_cuda_context()
+    check(lib.fdy_region_set(int(base), parse_size(size)), "set_allocation_region")
+
+
+def stop_allocation_region() -> None:
+    """Stops placing allocations in the region; memory already placed stays valid."""
+    check(native().fdy_region_stop(), "stop_allocation_region", RegionStateError)
+
+
+def resume_allocation_region() -> None:
+    check(native().fdy_region_resume(), "resume_allocation_region", RegionStateError)
+
+
+def release_allocation_region() -> None:
+    """Unmaps everything the region mapped and frees its address range (all its memory is gone)."""
+    check(native().fdy_region_release(), "release_allocation_region")
+
+
+def preallocate_region(size: int | str) -> None:
+    """Maps ``size`` bytes at the cursor now, so that allocations inside them only move the cursor."""
+    check(native().fdy_region_preallocate(parse_size(size)), "preallocate_region")
+
+
+def free_preallocated_region() -> None:
+    check(native().fdy_region_free_preallocated(), "free_preallocated_region", RegionStateError)
+
+
+def region_state() -> RegionState:
+    info = RegionInfo()
+    check(native().fdy_region_info_get(ctypes.byref(info)), "region_state")
+    return RegionState(
+        info.base, info.size, info.cursor, info.high_water, info.granularity, info.mapped_bytes,
+        info.prealloc_offset, info.prealloc_size, info.device, bool(info.active), bool(info.reserved),
+    )  # fmt: skip
+
+
+def get_current_alloc_offset() -> int:
+    return region_state().cursor
+
+
+def set_current_alloc_offset(offset: int) -> None:
+    """Moves the cursor (forward, or back over nothing live); LOAD uses it to skip SAVE's span."""
+    check(native().fdy_region_set_cursor(int(offset)), "set_current_alloc_offset")
+
+
+def allocation_events(first: int = 0) -> list[AllocationEvent]:
+    """The region's allocation log from entry ``first`` on, in call order."""
+    lib = native()
+    total = lib.fdy_region_events(first, None, 0)
+    buf = (AllocEvent * max(total - first, 0))()
+    n = min(lib.fdy_region_events(first, buf, len(buf)) - first, len(buf))
+    return [AllocationEvent(e.seq, AllocKind(e.kind), e.offset, e.size, e.span, e.tid) for e in buf[:n]]
+
+
+@contextmanager
+def allocation_region(base: int, size: int | str, prealloc_size: int | str | None = None) -> Iterator[None]:
+    """Sets the region for the body (optionally preallocating) and stops it afterwards.
+
+    The memory stays mapped after the block, as tensors made inside it may outlive it.
+    """
+    set_allocation_region(base, size)
+    try:
+        if prealloc_size is not None:
+            preallocate_region(prealloc_size)
+        yield
+    finally:
+        stop_allocation_region()
