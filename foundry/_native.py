@@ -58,7 +58,7 @@ _CODE_ERRORS: dict[int, type[DriverError]] = {
 
 
 class RegionInfo(ctypes.Structure):
-    _fields_ = [  # noqa: RUF012 - ctypes needs a class attribute
+    _fields_ = [
         ("base", ctypes.c_uint64),
         ("size", ctypes.c_uint64),
         ("cursor", ctypes.c_uint64),
@@ -75,7 +75,7 @@ class RegionInfo(ctypes.Structure):
 
 
 class AllocEvent(ctypes.Structure):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("seq", ctypes.c_uint64),
         ("offset", ctypes.c_uint64),
         ("size", ctypes.c_uint64),
@@ -86,7 +86,7 @@ class AllocEvent(ctypes.Structure):
 
 
 class ImageInfo(ctypes.Structure):
-    _fields_ = [  # noqa: RUF012
+    _fields_ = [
         ("handle", ctypes.c_uint64),
         ("data", ctypes.c_uint64),
         ("size", ctypes.c_uint64),

@@ -4,7 +4,7 @@ libfoundry resolved (never through hooks)."""
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from ._native import native
@@ -28,7 +28,7 @@ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
 
-@lru_cache(maxsize=None)
+@cache
 def _fn(name: str) -> Any:
     lib = native()
     check = lib.fdy_driver_open()

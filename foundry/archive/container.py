@@ -54,8 +54,7 @@ def read_container_header(data: Buffer, *, source: str = "graph container") -> C
         if n < 8 and L.CONTAINER_MAGIC.startswith(magic):
             raise ArchiveCorruptError(f"{source}: truncated: {n} bytes, a container header needs 64")
         raise ArchiveForeignError(
-            f"{source}: not a Foundry graph container: bytes 0-7 are {magic!r}, expected "
-            f"{L.CONTAINER_MAGIC!r}"
+            f"{source}: not a Foundry graph container: bytes 0-7 are {magic!r}, expected {L.CONTAINER_MAGIC!r}"
         )
     if n < L.CONTAINER.size:
         raise ArchiveCorruptError(f"{source}: truncated: {n} bytes, a container header needs 64")

@@ -52,14 +52,12 @@ def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray 
         )
     if parsed.event_count != meta.events:
         raise ValueError(
-            f"graph {meta.name!r}: the record uses {parsed.event_count} events, "
-            f"the metadata says {meta.events}"
+            f"graph {meta.name!r}: the record uses {parsed.event_count} events, the metadata says {meta.events}"
         )
     topology = topology_key(parsed)
     if meta.topology != topology:
         raise ValueError(
-            f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the "
-            f"record's topology key {topology}"
+            f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the record's topology key {topology}"
         )
     problem = meta.problem()
     if problem is not None:

@@ -124,8 +124,7 @@ class GraphMeta:
         )
         outputs_v, outputs_at = get("outputs")
         outputs = tuple(
-            OutputSpec.from_json(v, outputs_at.index(i))
-            for i, v in enumerate(get_list(outputs_v, outputs_at))
+            OutputSpec.from_json(v, outputs_at.index(i)) for i, v in enumerate(get_list(outputs_v, outputs_at))
         )
         rng_v, rng_at = get("rng")
         stats_v, stats_at = get("stats")

@@ -35,9 +35,7 @@ def image_path(archive_dir: PathLike, sha256: str) -> Path:
     return Path(archive_dir) / image_relpath(sha256)
 
 
-def write_image(
-    archive_dir: PathLike, data: bytes | bytearray | memoryview, fmt: ImageFormat | str
-) -> ImageRef:
+def write_image(archive_dir: PathLike, data: bytes | bytearray | memoryview, fmt: ImageFormat | str) -> ImageRef:
     """Store ``data`` under its SHA-256 and describe it.
 
     If the file already exists with the right size it is left alone (content addressing: same name,

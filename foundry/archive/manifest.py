@@ -145,9 +145,7 @@ class Manifest:
                 if self.graphs[i].group != gi:
                     return f"group {gi} lists graph {i}, whose group is {self.graphs[i].group}"
                 if self.graphs[i].topology != g.topology:
-                    return (
-                        f"graph {i} has topology {self.graphs[i].topology}, its group {gi} has {g.topology}"
-                    )
+                    return f"graph {i} has topology {self.graphs[i].topology}, its group {gi} has {g.topology}"
         for i, e in enumerate(self.graphs):
             if e.group >= len(self.groups):
                 return f"graph {i} names group {e.group}; there are {len(self.groups)} groups"
@@ -165,9 +163,7 @@ class Manifest:
             "created": self.created,
             "identity": self.identity.to_json(),
             "region": self.region.to_json(),
-            "images": {
-                e.sha256: {"file": e.file, "bytes": e.bytes, "format": e.format.value} for e in self.images
-            },
+            "images": {e.sha256: {"file": e.file, "bytes": e.bytes, "format": e.format.value} for e in self.images},
             "graphs": [
                 {
                     "name": e.name,
@@ -182,8 +178,7 @@ class Manifest:
                 for e in self.graphs
             ],
             "groups": [
-                {"topology": g.topology, "template": g.template, "members": list(g.members)}
-                for g in self.groups
+                {"topology": g.topology, "template": g.template, "members": list(g.members)} for g in self.groups
             ],
         }
         if self.signature is not None:
@@ -252,9 +247,7 @@ def _graph(value: Any, at: At) -> GraphEntry:
 def _group(value: Any, at: At) -> Group:
     obj = get_obj(value, at)
     members_v, members_at = field(obj, "members", at)
-    members = tuple(
-        get_int(v, members_at.index(i), U32) for i, v in enumerate(get_list(members_v, members_at))
-    )
+    members = tuple(get_int(v, members_at.index(i), U32) for i, v in enumerate(get_list(members_v, members_at)))
     return Group(get_sha256(*field(obj, "topology", at)), get_int(*field(obj, "template", at), U32), members)
 
 

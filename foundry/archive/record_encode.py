@@ -43,9 +43,7 @@ def encode_record(record: GraphRecord) -> bytes:
 
 def _encode(record: GraphRecord, *, depth: int, where: str) -> bytes:
     if depth > L.MAX_DEPTH:
-        raise ValueError(
-            f"graph record cannot be encoded: {where}child graphs nested deeper than {L.MAX_DEPTH}"
-        )
+        raise ValueError(f"graph record cannot be encoded: {where}child graphs nested deeper than {L.MAX_DEPTH}")
     parts: list[bytes] = [b""]  # placeholder for the header
     for i, node in enumerate(record.nodes):
         try:
@@ -60,8 +58,7 @@ def _encode(record: GraphRecord, *, depth: int, where: str) -> bytes:
             parts.append(L.EDGE.pack(e.src, e.dst, e.from_port, e.to_port, e.type, b""))
         except struct.error as exc:
             raise ValueError(
-                f"graph record cannot be encoded: {where}edge {j}: a field is out of "
-                f"range for its type ({exc})"
+                f"graph record cannot be encoded: {where}edge {j}: a field is out of range for its type ({exc})"
             ) from None
     total = sum(map(len, parts)) + L.HEADER_SIZE
     try:
@@ -76,9 +73,7 @@ def _encode(record: GraphRecord, *, depth: int, where: str) -> bytes:
             total,
         )
     except struct.error as exc:
-        raise ValueError(
-            f"graph record cannot be encoded: {where}header: a count is out of range ({exc})"
-        ) from None
+        raise ValueError(f"graph record cannot be encoded: {where}header: a count is out of range ({exc})") from None
     return b"".join(parts)
 
 

@@ -54,9 +54,7 @@ def parse_record(data: bytes | bytearray | memoryview | mmap.mmap) -> GraphRecor
     if head != L.RECORD_MAGIC:
         if n < 4 and L.RECORD_MAGIC.startswith(head):
             _fail(n, "header", f"truncated: the data is {n} bytes long, a record header needs 32")
-        raise ArchiveForeignError(
-            f"not a Foundry graph record: bytes 0-3 are {head!r}, expected {L.RECORD_MAGIC!r}"
-        )
+        raise ArchiveForeignError(f"not a Foundry graph record: bytes 0-3 are {head!r}, expected {L.RECORD_MAGIC!r}")
     if n < L.HEADER_SIZE:
         _fail(n, "header", f"truncated: the data is {n} bytes long, a record header needs 32")
     version = int.from_bytes(mv[4:6], "little")
@@ -161,9 +159,7 @@ class _Parser:
         if ntype == NodeType.GRAPH:
             if size < L.NODE_HEAD_SIZE + L.HEADER_SIZE:
                 _fail(off + 4, f"{label} record size", f"{size} is too small to hold a child record")
-            child, total = self.record(
-                off + 8, off + size, top=False, depth=depth + 1, where=f"{where}node {i} > "
-            )
+            child, total = self.record(off + 8, off + size, top=False, depth=depth + 1, where=f"{where}node {i} > ")
             if total + L.NODE_HEAD_SIZE != size:
                 _fail(off + 4, f"{label} record size", f"{size}, but the child record is {total} bytes")
             return ChildGraphNode(child), size
@@ -204,8 +200,8 @@ class _Parser:
         mv = self.mv
         if size < L.KERNEL_HEAD_SIZE:
             _fail(off + 4, f"{label} record size", f"{size}, a kernel node needs at least 56")
-        (func, gx, gy, gz, bx, by, bz, shared, mode, r41, pcount, acount, r46, bsize, r52) = (
-            L.KERNEL_FIXED.unpack_from(mv, off + 8)
+        (func, gx, gy, gz, bx, by, bz, shared, mode, r41, pcount, acount, r46, bsize, r52) = L.KERNEL_FIXED.unpack_from(
+            mv, off + 8
         )
         if func >= self.function_count:
             _fail(

@@ -122,8 +122,6 @@ def _topology_digest(record: GraphRecord) -> bytes:
             h.update(_topology_digest(node.record))
         else:
             h.update(bytes((node.node_type,)))
-    for src, dst, fport, tport, etype in sorted(
-        (e.src, e.dst, e.from_port, e.to_port, e.type) for e in record.edges
-    ):
+    for src, dst, fport, tport, etype in sorted((e.src, e.dst, e.from_port, e.to_port, e.type) for e in record.edges):
         h.update(_EDGE.pack(src, dst, fport, tport, etype))
     return h.digest()

@@ -120,9 +120,7 @@ def random_record(seed: int, nodes: int = 1000, functions: int = 50) -> GraphRec
         roll = rng.random()
         if roll < 0.85:
             ptrs = tuple(REGION_BASE + 256 * rng.randrange(1 << 20) for _ in range(rng.randrange(2, 8)))
-            out.append(
-                kernel(rng.randrange(functions), ptrs, tuple(rng.randrange(1 << 31) for _ in range(4)))
-            )
+            out.append(kernel(rng.randrange(functions), ptrs, tuple(rng.randrange(1 << 31) for _ in range(4))))
         elif roll < 0.95:
             out.append(MemsetNode(REGION_BASE + 256 * rng.randrange(1 << 20), 0, 0, 4, 1024, 1))
         else:

@@ -144,12 +144,9 @@ class OutputSpec:
         obj = get_obj(value, at)
         shape_v, shape_at = field(obj, "shape", at)
         strides_v, strides_at = field(obj, "strides", at)
-        shape = tuple(
-            get_int(v, shape_at.index(i), (0, I64[1])) for i, v in enumerate(get_list(shape_v, shape_at))
-        )
+        shape = tuple(get_int(v, shape_at.index(i), (0, I64[1])) for i, v in enumerate(get_list(shape_v, shape_at)))
         strides = tuple(
-            get_int(v, strides_at.index(i), I64)
-            for i, v in enumerate(get_list(strides_v, strides_at, len(shape)))
+            get_int(v, strides_at.index(i), I64) for i, v in enumerate(get_list(strides_v, strides_at, len(shape)))
         )
         return cls(
             get_int(*field(obj, "address", at)),
@@ -237,10 +234,7 @@ class RegionSpec:
         for i, item in enumerate(get_list(events_v, events_at)):
             item_at = events_at.index(i)
             seq, kind, off, sz, span = (
-                get_int(v, item_at.index(k), U32 if k == 1 else U64)
-                for k, v in enumerate(get_list(item, item_at, 5))
+                get_int(v, item_at.index(k), U32 if k == 1 else U64) for k, v in enumerate(get_list(item, item_at, 5))
             )
             events.append((seq, kind, off, sz, span))
-        return cls(
-            base, size, get_int(*field(obj, "granularity", at)), high_water, tuple(live), tuple(events)
-        )
+        return cls(base, size, get_int(*field(obj, "granularity", at)), high_water, tuple(live), tuple(events))

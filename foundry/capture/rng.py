@@ -68,7 +68,9 @@ def probe_rng(replay: Callable[[], None], record: GraphRecord, base: int, size: 
         torch.cuda.synchronize(device)
         seed = _as_int64(gen.initial_seed())
         verified = [
-            (s, o) for s, o in sorted(_candidates(record, base, size)) if _read_i64(s) == seed and _read_i64(o) == before
+            (s, o)
+            for s, o in sorted(_candidates(record, base, size))
+            if _read_i64(s) == seed and _read_i64(o) == before
         ]
     finally:
         gen.set_offset(start)

@@ -20,7 +20,7 @@ __all__ = ["flatten_outputs", "output_spec", "tensor_at"]
 def _span_bytes(t: torch.Tensor) -> int:
     if t.numel() == 0:
         return 0
-    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
     return (last + 1) * t.element_size()
 
 
@@ -67,9 +67,11 @@ def tensor_at(spec: OutputSpec, device: torch.device | int | None = None) -> tor
     dtype = getattr(torch, spec.dtype, None)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"unknown dtype {spec.dtype!r} in the archive")
-    dev = torch.device("cuda", torch.cuda.current_device() if device is None else device) if not isinstance(
-        device, torch.device
-    ) else device
+    dev = (
+        torch.device("cuda", torch.cuda.current_device() if device is None else device)
+        if not isinstance(device, torch.device)
+        else device
+    )
     itemsize = torch.empty((), dtype=dtype).element_size()
     if spec.nbytes == 0:
         return torch.empty(spec.shape, dtype=dtype, device=dev)

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from .._native import check, native
 from ..errors import CodecError
 
-__all__ = ["INSTANTIATE_USE_NODE_PRIORITY", "build", "destroy_exec", "destroy_graph", "extract", "instantiate", "launch"]
+__all__ = [
+    "INSTANTIATE_USE_NODE_PRIORITY",
+    "build",
+    "destroy_exec",
+    "destroy_graph",
+    "extract",
+    "instantiate",
+    "launch",
+]
 
 # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY: PyTorch instantiates with it, and kernel nodes keep
 # their priority launch attribute, so loaded graphs do the same.
@@ -25,7 +33,7 @@ def extract(graph: int) -> tuple[bytes, list[int]]:
     rc = lib.fdy_graph_extract(graph, ctypes.byref(blob), ctypes.byref(size), ctypes.byref(funcs), ctypes.byref(nfuncs))
     check(rc, "graph extraction", CodecError)
     try:
-        record = ctypes.string_at(blob.value, size.value) if size.value else b""
+        record = ctypes.string_at(blob.value, size.value) if blob.value and size.value else b""
         functions = [int(funcs[i]) for i in range(nfuncs.value)]
     finally:
         lib.fdy_free(blob)
@@ -37,7 +45,11 @@ def build(record: bytes | bytearray | memoryview, functions: Sequence[int]) -> i
     """A new CUgraph from a record, with function index i bound to ``functions[i]``."""
     lib = native()
     view = memoryview(record).cast("B")
-    buf = (ctypes.c_char * len(view)).from_buffer_copy(view) if view.readonly else (ctypes.c_char * len(view)).from_buffer(view)
+    buf = (
+        (ctypes.c_char * len(view)).from_buffer_copy(view)
+        if view.readonly
+        else (ctypes.c_char * len(view)).from_buffer(view)
+    )
     funcs = (ctypes.c_uint64 * len(functions))(*functions)
     out = ctypes.c_uint64()
     check(lib.fdy_graph_build(buf, len(view), funcs, len(functions), ctypes.byref(out)), "graph build", CodecError)

@@ -34,7 +34,7 @@ def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
     """Refuses an archive made on another GPU model, driver or software stack."""
     mismatches = compare(meta.identity, current_identity(), frozenset(allow))
     if mismatches:
-        lines = "\n  ".join(m.message() for m in mismatches)
+        lines = "\n  ".join(m.message for m in mismatches)
         raise IdentityMismatchError(
             f"graph {meta.name!r} was saved on a different machine:\n  {lines}\nRe-run SAVE on this machine, or "
             f"pass allow_mismatch={{{', '.join(repr(m.field) for m in mismatches)}}} if you accept the consequence."

@@ -188,13 +188,15 @@ def loaded_function(ref: KernelRef) -> int:
             "load_cuda_modules_and_libraries(archive_dir) first"
         )
     out = ctypes.c_uint64()
-    check(native().fdy_image_function(index, ref.name.encode(), ctypes.byref(out)), "kernel lookup", KernelNotFoundError)
+    check(
+        native().fdy_image_function(index, ref.name.encode(), ctypes.byref(out)), "kernel lookup", KernelNotFoundError
+    )
     with _hash_lock:
         _functions[key] = out.value
     return out.value
 
 
-class launch_trace:  # noqa: N801 - used as a context manager, reads like a function
+class launch_trace:
     """Records every kernel launched eagerly inside the block: ``with launch_trace() as t: ...; t.functions``."""
 
     def __init__(self) -> None:

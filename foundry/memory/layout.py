@@ -15,7 +15,7 @@ from ..archive.specs import RegionSpec
 from ..errors import LayoutMismatchError, RegionStateError
 from .region import AllocationEvent, AllocKind, allocation_events, region_state, set_current_alloc_offset
 
-__all__ = ["live_ranges", "live_allocations", "region_spec", "restore_region"]
+__all__ = ["live_allocations", "live_ranges", "region_spec", "restore_region"]
 
 _ADD = {AllocKind.ALLOC, AllocKind.ASYNC_ALLOC, AllocKind.VMM_MAP, AllocKind.PREALLOC, AllocKind.RESTORE}
 _REMOVE = {

@@ -1,0 +1,1 @@
+"""The cold-start benchmark (`foundry bench`) and the decoder model it measures."""

@@ -1,0 +1,1 @@
+"""The `foundry` command line."""

@@ -1,0 +1,3 @@
+from foundry.cli.main import main
+
+raise SystemExit(main())

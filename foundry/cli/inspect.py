@@ -1,0 +1,129 @@
+"""`foundry inspect PATH`: what an archive (or one graph) holds. Needs neither a GPU nor torch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..archive import MANIFEST_NAME, GraphMeta, read_manifest, read_meta
+from ..errors import ArchiveError
+from ..memory.sizes import format_size
+from .table import table
+
+__all__ = ["add_parser", "summarize"]
+
+
+def _graph_metas(path: Path) -> tuple[Path, list[tuple[Path, GraphMeta]], Any]:
+    if path.is_dir():
+        manifest = read_manifest(path)
+        return path, [(path / g.json, read_meta(path / g.json)) for g in manifest.graphs], manifest
+    meta = read_meta(path)
+    return (path.parent / meta.archive_dir), [(path, meta)], None
+
+
+def summarize(path: Path) -> dict[str, Any]:
+    """The facts `inspect` prints, as one JSON-ready dict."""
+    archive_dir, metas, manifest = _graph_metas(path)
+    kernels: Counter[tuple[str, str]] = Counter()
+    images: dict[str, tuple[int, str]] = {}
+    totals: Counter[str] = Counter()
+    graphs = []
+    for json_path, meta in metas:
+        stats = meta.stats_dict()
+        totals.update(stats)
+        for f in meta.functions:
+            kernels[(f.image, f.name)] += 1
+        for img in meta.images:
+            images[img.sha256] = (img.bytes, img.format.value)
+        assert meta.record is not None
+        graphs.append(
+            {
+                "name": meta.name,
+                "json": str(json_path),
+                "nodes": stats.get("nodes", 0),
+                "kernels": stats.get("kernel", 0),
+                "record_bytes": meta.record.bytes,
+                "topology": meta.topology[:12],
+                "rng": meta.rng is not None,
+                "outputs": len(meta.outputs),
+            }
+        )
+    first = metas[0][1]
+    live = sum(length for _, length in first.region.live)
+    return {
+        "archive": str(archive_dir),
+        "manifest": manifest is not None,
+        "identity": first.identity.to_json(),
+        "region": {
+            "base": hex(first.region.base),
+            "size": first.region.size,
+            "high_water": max(m.region.high_water for _, m in metas),
+            "live_bytes": live,
+        },
+        "graphs": graphs,
+        "groups": len(manifest.groups) if manifest is not None else None,
+        "nodes": dict(totals),
+        "images": [{"sha256": sha, "bytes": b, "format": fmt} for sha, (b, fmt) in images.items()],
+        "image_bytes": sum(b for b, _ in images.values()),
+        "kernels": [{"image": img[:12], "name": name, "graphs": n} for (img, name), n in kernels.most_common()],
+    }
+
+
+def _print(summary: dict[str, Any], kernels: int) -> None:
+    ident = summary["identity"]
+    print(f"archive   {summary['archive']}  (manifest: {'yes' if summary['manifest'] else 'no'})")
+    print(
+        f"saved on  {ident['gpu_name']}, {ident['sm_count']} SMs, sm_{ident['compute_capability'][0]}"
+        f"{ident['compute_capability'][1]}, driver {ident['driver_version']}, torch {ident['torch_version']}, "
+        f"foundry {ident['foundry_version']}"
+    )
+    r = summary["region"]
+    print(
+        f"region    base {r['base']}, size {format_size(r['size'])}, used up to {format_size(r['high_water'])}, "
+        f"live {format_size(r['live_bytes'])}"
+    )
+    n = summary["nodes"]
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(n.items()) if v and k not in ("nodes", "edges"))
+    groups = f", {summary['groups']} topology groups" if summary["groups"] is not None else ""
+    print(f"graphs    {len(summary['graphs'])}{groups}: {n.get('nodes', 0)} nodes ({kinds}), {n.get('edges', 0)} edges")
+    print(f"images    {len(summary['images'])}, {format_size(summary['image_bytes'])}")
+    print()
+    rows = [
+        [g["name"], g["nodes"], g["kernels"], format_size(g["record_bytes"]), g["topology"], "yes" if g["rng"] else ""]
+        for g in summary["graphs"]
+    ]
+    print(table(["graph", "nodes", "kernels", "record", "topology", "rng"], rows))
+    print()
+    rows = [[k["name"][:90], k["image"], k["graphs"]] for k in summary["kernels"][:kernels]]
+    more = len(summary["kernels"]) - kernels
+    print(table(["kernel", "image", "graphs"], rows))
+    if more > 0:
+        print(f"... and {more} more kernels (--kernels N to show more)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if path.is_dir() and not (path / MANIFEST_NAME).is_file():
+        print(f"foundry inspect: {path} has no {MANIFEST_NAME}; pass a graph's .json, or save the manifest")
+        return 2
+    try:
+        summary = summarize(path)
+    except ArchiveError as exc:
+        print(f"foundry inspect: {exc}")
+        return 1
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print(summary, args.kernels)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("inspect", help="summarize an archive directory or a graph .json (no GPU needed)")
+    p.add_argument("path", help="archive directory (with graph_manifest.json) or a graph .json")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--kernels", type=int, default=20, help="how many kernels to list (default 20)")
+    p.set_defaults(func=_run)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Everything the GPU machine is for, in one call: build the native library, run the GPU test tier and
+# (with --bench) the cold-start benchmark. Full logs go to $OUT; a short summary is printed last.
+#
+#   bash scripts/gpu_tier.sh [--bench] [pytest -k expression]
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+export FOUNDRY_GPU_TIER_JSON=$OUT/gpu-tier.json FOUNDRY_GPU_ARTIFACTS=/tmp/foundry-artifacts
+rm -rf "$FOUNDRY_GPU_ARTIFACTS"
+BENCH=0
+if [ "${1:-}" = "--bench" ]; then BENCH=1; shift; fi
+SELECT=${1:-}
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/machine.txt"
+
+if ! { cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/gpu; } > "$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
+fi
+export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so
+
+if [ -n "$SELECT" ]; then
+  python3 -m pytest tests/gpu -q -rfE -p no:cacheprovider -k "$SELECT" 2>&1 | tee "$OUT/gpu-tier.log"
+else
+  python3 -m pytest tests/gpu -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tier.log"
+fi
+TIER=$?
+
+if [ "$BENCH" = 1 ]; then
+  python3 -m foundry.cli bench --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+fi
+
+python3 scripts/collect_artifacts.py "$FOUNDRY_GPU_ARTIFACTS" "$OUT/debug.json"
+echo "================ summary"
+cat "$OUT/machine.txt"
+python3 - "$OUT/gpu-tier.json" <<'PY'
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))
+except OSError:
+    sys.exit("no gpu-tier.json written")
+print(f"GPU tier: {s['passed']} passed, {s['failed']} failed")
+for t in s["tests"]:
+    if t["outcome"] != "passed":
+        print("  ", t["outcome"], t["test"])
+for k, v in s["figures"].items():
+    print(f"  {k}: {json.dumps(v)[:400]}")
+PY
+[ -f "$OUT/cold-start.txt" ] && cat "$OUT/cold-start.txt"
+exit $TIER

@@ -1,0 +1,100 @@
+"""GPU tier: needs torch with CUDA; skipped (not failed) elsewhere. Writes a machine-readable summary
+of every test's outcome and the figures tests record to $FOUNDRY_GPU_TIER_JSON (results/gpu-tier.json
+by default)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_outcomes: list[dict[str, Any]] = []
+_figures: dict[str, Any] = {}
+
+
+def _gpu_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+HAS_GPU = _gpu_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = pytest.mark.skip(reason="needs a CUDA GPU and torch with CUDA")
+    for item in items:
+        if "tests/gpu/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.gpu)
+            if not HAS_GPU:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where tests keep their outputs: $FOUNDRY_GPU_ARTIFACTS (collected by scripts/gpu_tier.sh) or a temp dir."""
+    env = os.environ.get("FOUNDRY_GPU_ARTIFACTS")
+    path = Path(env) if env else tmp_path_factory.mktemp("artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def figures() -> dict[str, Any]:
+    """Figures a test wants in the summary (e.g. the interposer's overhead)."""
+    return _figures
+
+
+def run_foundry(
+    args: list[str], timeout: float = 900, preload: bool = True, env: dict[str, str] | None = None, cwd: Path = REPO
+) -> str:
+    """Runs ``python ARGS`` (under the interposer unless preload=False); returns stdout, fails the test
+    with the tail of stderr otherwise."""
+    full_env = dict(os.environ if env is None else env)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(REPO), full_env.get("PYTHONPATH", "")])
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    cmd = [sys.executable, *args]
+    if preload:
+        cmd = [sys.executable, "-m", "foundry.cli", "run", "--", *cmd]
+    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(args)} exited {proc.returncode}\n--- stderr ---\n{proc.stderr[-6000:]}\n"
+            f"--- stdout ---\n{proc.stdout[-3000:]}"
+        )
+    return proc.stdout
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        _outcomes.append({"test": report.nodeid, "outcome": report.outcome, "seconds": round(report.duration, 3)})
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not HAS_GPU or not any("tests/gpu/" in o["test"] for o in _outcomes):
+        return
+    import torch
+
+    path = Path(os.environ.get("FOUNDRY_GPU_TIER_JSON", REPO / "results" / "gpu-tier.json"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    summary = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "passed": sum(o["outcome"] == "passed" for o in _outcomes),
+        "failed": sum(o["outcome"] == "failed" for o in _outcomes),
+        "tests": _outcomes,
+        "figures": _figures,
+    }
+    path.write_text(json.dumps(summary, indent=1))

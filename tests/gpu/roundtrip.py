@@ -1,0 +1,143 @@
+"""SAVE or LOAD every GPU workload, in a process of its own (run under `foundry run`).
+
+    python roundtrip.py save DIR [names...]   capture natively, record outputs, write the archive
+    python roundtrip.py load DIR              rebuild from the archive, replay, compare bit for bit
+
+Both modes build every workload's persistent state first, in the same order, so that LOAD's
+allocations land where SAVE's did. Before each replay both set the inputs from the same seed and the
+default generator to the same offset, so outputs must match byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import foundry
+from tests.gpu.workloads import WORKLOADS
+
+BASE = 0x7F0000000000
+REGION = "64GB"
+
+
+def _flat(obj: Any) -> list[torch.Tensor]:
+    return [obj] if isinstance(obj, torch.Tensor) else [t for o in obj for t in _flat(o)]
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().view(torch.uint8).cpu()
+
+
+def save(out_dir: Path, names: list[str]) -> dict[str, Any]:
+    archive = out_dir / "archive"
+    states = {w.name: w.build() for w in WORKLOADS if not names or w.name in names}
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    results: dict[str, Any] = {}
+    keep = []
+    for wname, state in states.items():
+        for gname, body in state.graphs.items():
+            key = f"{wname}_{gname}" if gname else wname
+            try:
+                state.reset(0)
+                body()
+                body()
+                torch.cuda.synchronize()
+                g = foundry.CUDAGraph()
+                t0 = time.perf_counter()
+                with foundry.graph(g):
+                    out = body()
+                capture_s = time.perf_counter() - t0
+                offsets = []
+                expected = []
+                for seed in (0, 1):
+                    state.reset(seed)
+                    offsets.append(gen.get_offset())
+                    g.replay()
+                    torch.cuda.synchronize()
+                    expected.append([_bytes(t) for t in _flat(out)])
+                    if seed == 0:
+                        t0 = time.perf_counter()
+                        meta = g.save(archive / f"{key}.json", output_tensors=out, archive_dir=archive)
+                        save_s = time.perf_counter() - t0
+                torch.save({"offsets": offsets, "expected": expected}, out_dir / f"{key}.expected.pt")
+                keep.append((g, out))
+                results[key] = {
+                    "saved": True,
+                    "nodes": meta.stats_dict().get("nodes"),
+                    "kernels": meta.stats_dict().get("kernel"),
+                    "rng": meta.rng is not None,
+                    "capture_s": capture_s,
+                    "save_s": save_s,
+                }
+            except Exception as exc:  # each workload reports on its own
+                results[key] = {
+                    "saved": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "trace": traceback.format_exc(),
+                }
+    if any(r["saved"] for r in results.values()):
+        foundry.save_graph_manifest(archive)
+    return results
+
+
+def load(out_dir: Path, modules_s: float) -> dict[str, Any]:
+    archive = out_dir / "archive"
+    saved = json.loads((out_dir / "save.json").read_text())
+    states = {w.name: w.build() for w in WORKLOADS if any(k == w.name or k.startswith(w.name + "_") for k in saved)}
+    gen = torch.cuda.default_generators[torch.cuda.current_device()]
+    results: dict[str, Any] = {"_modules_s": modules_s}
+    for wname, state in states.items():
+        for gname in state.graphs:
+            key = f"{wname}_{gname}" if gname else wname
+            if not saved.get(key, {}).get("saved"):
+                continue
+            try:
+                t0 = time.perf_counter()
+                g, out = foundry.CUDAGraph.load(archive / f"{key}.json")
+                load_s = time.perf_counter() - t0
+                ref = torch.load(out_dir / f"{key}.expected.pt")
+                same = []
+                for seed in (0, 1):
+                    state.reset(seed)
+                    gen.set_offset(ref["offsets"][seed])
+                    g.replay()
+                    torch.cuda.synchronize()
+                    got = [_bytes(t) for t in _flat(out)]
+                    same.append(len(got) == len(ref["expected"][seed]) and all(
+                        torch.equal(a, b) for a, b in zip(got, ref["expected"][seed], strict=False)
+                    ))  # fmt: skip
+                results[key] = {"loaded": True, "identical": same, "load_s": load_s}
+            except Exception as exc:
+                results[key] = {
+                    "loaded": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "trace": traceback.format_exc(),
+                }
+    return results
+
+
+def main() -> None:
+    mode, out_dir = sys.argv[1], Path(sys.argv[2])
+    torch.manual_seed(0)
+    torch.cuda.init()
+    modules_s = 0.0
+    if mode == "load":  # as the seed README does: images first, then the region
+        t0 = time.perf_counter()
+        foundry.load_cuda_modules_and_libraries(out_dir / "archive")
+        modules_s = time.perf_counter() - t0
+    foundry.set_allocation_region(BASE, REGION)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = save(out_dir, sys.argv[3:]) if mode == "save" else load(out_dir, modules_s)
+    (out_dir / f"{mode}.json").write_text(json.dumps(results, indent=1))
+    print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "trace"} if isinstance(v, dict) else v
+                      for k, v in results.items()}, indent=1))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
