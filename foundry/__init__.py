@@ -30,8 +30,8 @@ _EXPORTS: dict[str, str] = {
     "CUDAGraph": ".capture.cudagraph",
     "graph": ".capture.cudagraph",
     # archives
-    "save_graph_manifest": ".graph.archive_ops",
-    "load_cuda_modules_and_libraries": ".graph.archive_ops",
+    "save_graph_manifest": ".graphs.archive_ops",
+    "load_cuda_modules_and_libraries": ".graphs.archive_ops",
     # errors
     "FoundryError": ".errors",
     "ArchiveError": ".errors",

@@ -64,6 +64,12 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 class QwenDecoder(torch.nn.Module):
     """One decode step: ``forward(input_ids[bs], positions[bs]) -> logits[bs, vocab]``."""
 
+    cos: torch.Tensor
+    sin: torch.Tensor
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    seq_idx: torch.Tensor
+
     def __init__(self, cfg: DecoderConfig, seed: int = 0, dtype: torch.dtype = torch.bfloat16) -> None:
         super().__init__()
         self.cfg = cfg

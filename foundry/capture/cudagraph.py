@@ -2,7 +2,7 @@
 
 A graph is either captured here (it wraps ``torch.cuda.CUDAGraph(keep_graph=True)``, so PyTorch's
 memory pools and RNG bookkeeping work as usual) or loaded from an archive (it wraps an exec rebuilt by
-``foundry.graph.load``). Both replay on the caller's current stream.
+``foundry.graphs.load``). Both replay on the caller's current stream.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import torch
 from .._native import require_interposer
 from ..archive import GraphMeta, parse_record
 from ..errors import FoundryError
-from ..graph import codec
-from ..graph.load import LoadedGraph, load_graph
-from ..graph.save import save_graph
+from ..graphs import codec
+from ..graphs.load import LoadedGraph, load_graph
+from ..graphs.save import save_graph
 from ..memory.region import region_state
 from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at

@@ -72,7 +72,7 @@ def tensor_at(spec: OutputSpec, device: torch.device | int | None = None) -> tor
         if not isinstance(device, torch.device)
         else device
     )
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = dtype.itemsize
     if spec.nbytes == 0:
         return torch.empty(spec.shape, dtype=dtype, device=dev)
     nbytes = max(spec.nbytes, itemsize)

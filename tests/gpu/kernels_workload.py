@@ -21,9 +21,9 @@ import triton.language as tl
 
 import foundry
 from foundry.archive import write_image
-from foundry.graph import codec
-from foundry.graph.load import load_images
-from foundry.graph.save import _image_format
+from foundry.graphs import codec
+from foundry.graphs.load import load_images
+from foundry.graphs.save import _image_format
 from foundry.kernels import registry
 
 
