@@ -122,7 +122,7 @@ def load(out_dir: Path, modules_s: float) -> dict[str, Any]:
                 torch.cuda.synchronize()
                 got = [_bytes(t) for t in _flat(out)]
                 expected = ref["expected"][seed]
-                same.append(len(got) == len(expected) and all(torch.equal(a, b) for a, b in zip(got, expected)))
+                same.append(len(got) == len(expected) and all(map(torch.equal, got, expected)))
             results[key]["identical"] = same
         except Exception as exc:
             results[key].update(error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc(), identical=None)

@@ -1,0 +1,265 @@
+/* fakecuda: kernel image parsing (cubin ELF, fatbin, fatbin wrapper, PTX).
+ *
+ * Layouts (little-endian), as produced by tests/fakecuda/images.py:
+ *   ELF64, e_machine 190 (EM_CUDA): kernels are the STT_FUNC/STB_GLOBAL symbols of .symtab.
+ *     The image ends at the furthest of: section header table, program header table, any section.
+ *   fatbin: u32 magic 0xBA55ED50, u16 version, u16 header_size, u64 fat_size; then entries
+ *     {u16 kind (1 PTX, 2 ELF), u16 flags, u32 entry_header_size, u64 payload_size} + payload
+ *     padded to 8. Size = header_size + fat_size. The first ELF entry is used, else the first PTX.
+ *   wrapper: {i32 magic 0x466243B1, i32 version, u64 data (-> fatbin), u64 filename_or_fatbins}.
+ *   PTX: NUL-terminated text; kernels are the names after ".entry".
+ */
+#include "fakecuda.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FATBIN_MAGIC 0xBA55ED50u
+#define WRAPPER_MAGIC 0x466243B1u
+#define MAX_IMAGE (1ull << 30)
+#define MAX_PTX (64ull << 20)
+
+static uint32_t rd32(const unsigned char *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+static int add_name(fc_image *img, const char *s, size_t len) {
+  if (len == 0) return 0;
+  for (size_t i = 0; i < img->nnames; i++)
+    if (strlen(img->names[i]) == len && memcmp(img->names[i], s, len) == 0) return 0;
+  char **nn = realloc(img->names, (img->nnames + 1) * sizeof(*nn));
+  if (!nn) return -1;
+  img->names = nn;
+  char *c = malloc(len + 1);
+  if (!c) return -1;
+  memcpy(c, s, len);
+  c[len] = 0;
+  img->names[img->nnames++] = c;
+  return 0;
+}
+
+void fc_image_free(fc_image *img) {
+  for (size_t i = 0; i < img->nnames; i++) free(img->names[i]);
+  free(img->names);
+  free(img->data);
+  memset(img, 0, sizeof(*img));
+}
+
+/* ------------------------------------------------------------------ ELF */
+static int elf_size(const unsigned char *p, size_t limit, size_t *size) {
+  if (limit && limit < sizeof(Elf64_Ehdr)) return -1;
+  Elf64_Ehdr eh;
+  memcpy(&eh, p, sizeof(eh));
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != 190) return -1;
+  if (eh.e_shnum && eh.e_shentsize != sizeof(Elf64_Shdr)) return -1;
+  if (eh.e_phnum && eh.e_phentsize != sizeof(Elf64_Phdr)) return -1;
+  unsigned long long end = sizeof(Elf64_Ehdr);
+  unsigned long long sh_end = eh.e_shoff + (unsigned long long)eh.e_shnum * sizeof(Elf64_Shdr);
+  unsigned long long ph_end = eh.e_phoff + (unsigned long long)eh.e_phnum * sizeof(Elf64_Phdr);
+  if (eh.e_shoff > MAX_IMAGE || eh.e_phoff > MAX_IMAGE) return -1;
+  if (eh.e_shnum && sh_end > end) end = sh_end;
+  if (eh.e_phnum && ph_end > end) end = ph_end;
+  if (limit && end > limit) return -1;
+  for (unsigned i = 0; i < eh.e_shnum; i++) {
+    Elf64_Shdr sh;
+    memcpy(&sh, p + eh.e_shoff + i * sizeof(sh), sizeof(sh));
+    if (sh.sh_type == SHT_NOBITS || sh.sh_type == SHT_NULL) continue;
+    if (sh.sh_offset > MAX_IMAGE || sh.sh_size > MAX_IMAGE) return -1;
+    if (sh.sh_offset + sh.sh_size > end) end = sh.sh_offset + sh.sh_size;
+  }
+  for (unsigned i = 0; i < eh.e_phnum; i++) {
+    Elf64_Phdr ph;
+    memcpy(&ph, p + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+    if (ph.p_offset > MAX_IMAGE || ph.p_filesz > MAX_IMAGE) return -1;
+    if (ph.p_offset + ph.p_filesz > end) end = ph.p_offset + ph.p_filesz;
+  }
+  if (end > MAX_IMAGE || (limit && end > limit)) return -1;
+  *size = (size_t)end;
+  return 0;
+}
+
+/* p has at least size bytes (already validated by elf_size). */
+static int elf_names(const unsigned char *p, size_t size, fc_image *img) {
+  Elf64_Ehdr eh;
+  memcpy(&eh, p, sizeof(eh));
+  for (unsigned i = 0; i < eh.e_shnum; i++) {
+    Elf64_Shdr sh, st;
+    memcpy(&sh, p + eh.e_shoff + i * sizeof(sh), sizeof(sh));
+    if (sh.sh_type != SHT_SYMTAB) continue;
+    if (sh.sh_link >= eh.e_shnum || sh.sh_offset + sh.sh_size > size) return -1;
+    memcpy(&st, p + eh.e_shoff + sh.sh_link * sizeof(st), sizeof(st));
+    if (st.sh_offset + st.sh_size > size) return -1;
+    const char *strs = (const char *)p + st.sh_offset;
+    for (size_t k = 0; k + sizeof(Elf64_Sym) <= sh.sh_size; k += sizeof(Elf64_Sym)) {
+      Elf64_Sym sym;
+      memcpy(&sym, p + sh.sh_offset + k, sizeof(sym));
+      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || ELF64_ST_BIND(sym.st_info) != STB_GLOBAL) continue;
+      if (sym.st_name >= st.sh_size) return -1;
+      size_t len = strnlen(strs + sym.st_name, st.sh_size - sym.st_name);
+      if (sym.st_name + len >= st.sh_size) return -1; /* not terminated */
+      if (add_name(img, strs + sym.st_name, len)) return -1;
+    }
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------ PTX */
+static int ptx_names(const char *s, size_t n, fc_image *img) {
+  int has_version = 0;
+  for (size_t i = 0; i + 8 <= n; i++)
+    if (memcmp(s + i, ".version", 8) == 0) has_version = 1;
+  size_t found = 0;
+  for (size_t i = 0; i + 6 <= n; i++) {
+    if (memcmp(s + i, ".entry", 6) != 0) continue;
+    if (i > 0 && !(s[i - 1] == ' ' || s[i - 1] == '\t' || s[i - 1] == '\n' || s[i - 1] == '\r')) continue;
+    size_t j = i + 6;
+    if (j >= n || !(s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r')) continue;
+    while (j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r')) j++;
+    size_t k = j;
+    while (k < n && (s[k] == '_' || s[k] == '$' || (s[k] >= '0' && s[k] <= '9') || (s[k] >= 'a' && s[k] <= 'z') ||
+                     (s[k] >= 'A' && s[k] <= 'Z')))
+      k++;
+    if (k > j) {
+      if (add_name(img, s + j, k - j)) return -1;
+      found++;
+    }
+  }
+  return (has_version || found) ? 0 : -1;
+}
+
+static int looks_like_text(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n && i < 64 && p[i]; i++)
+    if (!(p[i] == '\n' || p[i] == '\r' || p[i] == '\t' || (p[i] >= 0x20 && p[i] < 0x7f))) return 0;
+  return n > 0 && p[0] != 0;
+}
+
+/* ------------------------------------------------------------------ fatbin */
+static int fatbin_size(const unsigned char *p, size_t limit, size_t *size) {
+  if (limit && limit < 16) return -1;
+  uint16_t hsize;
+  uint64_t fat;
+  memcpy(&hsize, p + 6, 2);
+  memcpy(&fat, p + 8, 8);
+  if (hsize < 16 || fat > MAX_IMAGE) return -1;
+  unsigned long long total = (unsigned long long)hsize + fat;
+  if (limit && total > limit) return -1;
+  *size = (size_t)total;
+  return 0;
+}
+
+static int fatbin_names(const unsigned char *p, size_t size, fc_image *img) {
+  uint16_t hsize;
+  memcpy(&hsize, p + 6, 2);
+  const unsigned char *elf = NULL, *ptx = NULL;
+  size_t elf_n = 0, ptx_n = 0;
+  for (size_t off = hsize; off + 16 <= size;) {
+    uint16_t kind;
+    uint32_t ehs;
+    uint64_t psize;
+    memcpy(&kind, p + off, 2);
+    memcpy(&ehs, p + off + 4, 4);
+    memcpy(&psize, p + off + 8, 8);
+    if (ehs < 16 || psize > size || off + ehs + psize > size) return -1;
+    if (kind == 2 && !elf) {
+      elf = p + off + ehs;
+      elf_n = psize;
+    } else if (kind == 1 && !ptx) {
+      ptx = p + off + ehs;
+      ptx_n = psize;
+    }
+    off += ehs + ((psize + 7) & ~(uint64_t)7);
+  }
+  if (elf) {
+    size_t esz;
+    if (elf_n < 4 || memcmp(elf, ELFMAG, SELFMAG) != 0 || elf_size(elf, elf_n, &esz) != 0) return -1;
+    return elf_names(elf, esz, img);
+  }
+  if (ptx) return ptx_names((const char *)ptx, strnlen((const char *)ptx, ptx_n), img);
+  return -1;
+}
+
+/* ------------------------------------------------------------------ entry */
+static CUresult finish(fc_image *out, const unsigned char *src, size_t size, int format, int extra_nul) {
+  out->data = malloc(size + (extra_nul ? 1 : 0));
+  if (!out->data) return CUDA_ERROR_OUT_OF_MEMORY;
+  memcpy(out->data, src, size);
+  if (extra_nul) out->data[size++] = 0;
+  out->size = size;
+  out->format = format;
+  int bad;
+  if (format == FC_IMG_ELF) bad = elf_names(out->data, size, out);
+  else if (format == FC_IMG_FATBIN) bad = fatbin_names(out->data, size, out);
+  else bad = ptx_names((const char *)out->data, strnlen((const char *)out->data, size), out);
+  if (bad) {
+    fc_image_free(out);
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fc_image_parse(const void *src, size_t known, fc_image *out) {
+  memset(out, 0, sizeof(*out));
+  const unsigned char *p = src;
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (known && known < 4) return CUDA_ERROR_INVALID_IMAGE;
+  uint32_t magic = rd32(p);
+  size_t size;
+  if (magic == WRAPPER_MAGIC) {
+    if (known && known < 24) return CUDA_ERROR_INVALID_IMAGE;
+    const unsigned char *fb;
+    int32_t version;
+    memcpy(&version, p + 4, 4);
+    memcpy(&fb, p + 8, sizeof(fb));
+    if (!fb || (version != 1 && version != 2) || rd32(fb) != FATBIN_MAGIC) return CUDA_ERROR_INVALID_IMAGE;
+    if (fatbin_size(fb, 0, &size)) return CUDA_ERROR_INVALID_IMAGE;
+    return finish(out, fb, size, FC_IMG_FATBIN, 0);
+  }
+  if (magic == FATBIN_MAGIC) {
+    if (fatbin_size(p, known, &size)) return CUDA_ERROR_INVALID_IMAGE;
+    return finish(out, p, size, FC_IMG_FATBIN, 0);
+  }
+  if (memcmp(p, ELFMAG, SELFMAG) == 0) {
+    if (elf_size(p, known, &size)) return CUDA_ERROR_INVALID_IMAGE;
+    return finish(out, p, size, FC_IMG_ELF, 0);
+  }
+  if (!looks_like_text(p, known ? known : 64)) return CUDA_ERROR_INVALID_IMAGE;
+  if (known) {
+    size = strnlen((const char *)p, known);
+    return finish(out, p, size, FC_IMG_PTX, 1);
+  }
+  size = strnlen((const char *)p, MAX_PTX);
+  if (size >= MAX_PTX) return CUDA_ERROR_INVALID_IMAGE;
+  return finish(out, p, size + 1, FC_IMG_PTX, 0);
+}
+
+CUresult fc_image_read_file(const char *path, fc_image *out) {
+  memset(out, 0, sizeof(*out));
+  if (!path) return CUDA_ERROR_INVALID_VALUE;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_FILE_NOT_FOUND;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0 || (unsigned long long)st.st_size > MAX_IMAGE) {
+    close(fd);
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  size_t n = (size_t)st.st_size, got = 0;
+  unsigned char *buf = malloc(n);
+  if (!buf) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  while (got < n) {
+    ssize_t k = read(fd, buf + got, n - got);
+    if (k <= 0) break;
+    got += (size_t)k;
+  }
+  close(fd);
+  CUresult r = got == n ? fc_image_parse(buf, n, out) : CUDA_ERROR_FILE_NOT_FOUND;
+  free(buf);
+  return r;
+}

@@ -1,0 +1,199 @@
+"""Kernel images the fake CUDA driver accepts, in the container layouts of real NVIDIA images.
+
+* ``make_cubin``: an ELF64 cubin (e_machine 190 = EM_CUDA). As nvcc does, the section header table
+  sits at the end of the file; with ``phdrs_last`` a program header table follows it, so the file's
+  true end is only knowable from the ELF headers.
+* ``make_fatbin``: a fatbin container (magic 0xBA55ED50) holding ELF and/or PTX entries.
+* ``make_ptx``: NUL-terminated PTX text.
+* ``fatbin_wrapper``: the 24-byte ``__fatBinC_Wrapper_t`` the CUDA runtime hands to the driver.
+
+All integers are little-endian. Pure Python, no dependencies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+EM_CUDA = 190
+FATBIN_MAGIC = 0xBA55ED50
+FATBIN_VERSION = 1
+FATBIN_HEADER_SIZE = 16
+FATBIN_ENTRY_HEADER_SIZE = 64
+FATBIN_KIND_PTX = 1
+FATBIN_KIND_ELF = 2
+WRAPPER_MAGIC = 0x466243B1
+WRAPPER_SIZE = 24
+
+_SHT_PROGBITS = 1
+_SHT_SYMTAB = 2
+_SHT_STRTAB = 3
+_SHF_ALLOC = 0x2
+_SHF_EXECINSTR = 0x4
+_STB_GLOBAL = 1
+_STT_FUNC = 2
+_STO_CUDA_ENTRY = 0x10
+_PT_LOAD = 1
+_EHDR_SIZE = 64
+_SHDR_SIZE = 64
+_PHDR_SIZE = 56
+_SYM_SIZE = 24
+
+
+def _align(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+class _StrTab:
+    def __init__(self) -> None:
+        self.data = bytearray(b"\0")
+        self.index: dict[str, int] = {"": 0}
+
+    def add(self, s: str) -> int:
+        if s not in self.index:
+            self.index[s] = len(self.data)
+            self.data += s.encode() + b"\0"
+        return self.index[s]
+
+
+def _filler(name: str, n: int = 32) -> bytes:
+    """Deterministic per-kernel "code" so that different kernels give different images."""
+    out = b""
+    seed = name.encode()
+    while len(out) < n:
+        seed = hashlib.sha256(seed).digest()
+        out += seed
+    return out[:n]
+
+
+def make_cubin(kernels: list[str], payload: bytes = b"", phdrs_last: bool = False) -> bytes:
+    """An ELF64 cubin whose kernels are STT_FUNC / STB_GLOBAL symbols of ``.symtab``.
+
+    Sections: null, .shstrtab, .strtab, .symtab, then one ``.text.<name>`` per kernel (or one
+    ``.text`` when there are none) holding ``payload`` plus per-kernel filler bytes. The section
+    header table is placed at the end of the file; with ``phdrs_last`` a program header table (one
+    PT_LOAD per text section) is placed after it.
+    """
+    shstr = _StrTab()
+    strtab = _StrTab()
+    texts: list[tuple[str, bytes]] = (
+        [(f".text.{k}", payload + _filler(k)) for k in kernels] if kernels else [(".text", payload + _filler(""))]
+    )
+    # Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, 4.. text sections.
+    names = [".shstrtab", ".strtab", ".symtab"] + [t[0] for t in texts]
+    name_off = [0] + [shstr.add(n) for n in names]
+    symtab = bytearray(_SYM_SIZE)  # null symbol
+    for i, k in enumerate(kernels):
+        st_info = (_STB_GLOBAL << 4) | _STT_FUNC
+        symtab += struct.pack("<IBBHQQ", strtab.add(k), st_info, _STO_CUDA_ENTRY, 4 + i, 0, len(texts[i][1]))
+
+    body = bytearray(_EHDR_SIZE)
+    # (type, flags, offset, size, link, info, addralign, entsize) per section, index 1..
+    shdrs: list[tuple[int, int, int, int, int, int, int, int]] = []
+
+    def place(data: bytes, align: int) -> int:
+        body.extend(b"\0" * (_align(len(body), align) - len(body)))
+        off = len(body)
+        body.extend(data)
+        return off
+
+    off = place(bytes(shstr.data), 1)
+    shdrs.append((_SHT_STRTAB, 0, off, len(shstr.data), 0, 0, 1, 0))
+    off = place(bytes(strtab.data), 1)
+    shdrs.append((_SHT_STRTAB, 0, off, len(strtab.data), 0, 0, 1, 0))
+    off = place(bytes(symtab), 8)
+    shdrs.append((_SHT_SYMTAB, 0, off, len(symtab), 2, 1, 8, _SYM_SIZE))
+    text_offsets: list[tuple[int, int]] = []
+    for _, data in texts:
+        off = place(data, 128)
+        text_offsets.append((off, len(data)))
+        shdrs.append((_SHT_PROGBITS, _SHF_ALLOC | _SHF_EXECINSTR, off, len(data), 3, 0, 128, 0))
+
+    shoff = _align(len(body), 8)
+    body.extend(b"\0" * (shoff - len(body)))
+    body += bytes(_SHDR_SIZE)  # null section
+    for i, (typ, flags, o, size, link, info, align, entsize) in enumerate(shdrs):
+        body += struct.pack("<IIQQQQIIQQ", name_off[i + 1], typ, flags, 0, o, size, link, info, align, entsize)
+    shnum = len(shdrs) + 1
+
+    phoff = 0
+    phnum = 0
+    if phdrs_last:
+        phoff = len(body)
+        for o, size in text_offsets:
+            body += struct.pack("<IIQQQQQQ", _PT_LOAD, 5, o, 0, 0, size, size, 8)
+        phnum = len(text_offsets)
+
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0x33, 7]) + bytes(7)  # ELF64, LE, v1, OSABI CUDA, ABI v7
+    e_flags = (90 << 16) | 90  # sm_90 (the exact encoding is irrelevant to the fake)
+    ehdr = ident + struct.pack(
+        "<HHIQQQIHHHHHH",
+        2,  # ET_EXEC
+        EM_CUDA,
+        1,
+        0,  # e_entry
+        phoff,
+        shoff,
+        e_flags,
+        _EHDR_SIZE,
+        _PHDR_SIZE if phnum else 0,
+        phnum,
+        _SHDR_SIZE,
+        shnum,
+        1,  # .shstrtab
+    )
+    body[:_EHDR_SIZE] = ehdr
+    return bytes(body)
+
+
+def make_ptx(kernels: list[str]) -> bytes:
+    """PTX text (``.version 8.0``, ``.target sm_90``) with one ``.visible .entry`` per kernel."""
+    lines = [".version 8.0", ".target sm_90", ".address_size 64", ""]
+    for k in kernels:
+        lines += [f".visible .entry {k}(", "\t.param .u64 p0", ")", "{", "\tret;", "}", ""]
+    return "\n".join(lines).encode() + b"\0"
+
+
+def make_fatbin(entries: list[tuple[str, bytes]]) -> bytes:
+    """A fatbin of ``(kind, payload)`` entries, kind ``"elf"`` or ``"ptx"`` (or the ints 2 / 1).
+
+    Layout: ``u32 magic, u16 version, u16 header_size, u64 fat_size`` then fat_size bytes of
+    entries ``u16 kind, u16 flags, u32 entry_header_size, u64 payload_size`` (zero-filled up to
+    entry_header_size) followed by the payload padded to 8. Image size = header_size + fat_size.
+    """
+    body = bytearray()
+    for kind, payload in entries:
+        k = {"ptx": FATBIN_KIND_PTX, "elf": FATBIN_KIND_ELF}.get(kind, kind) if isinstance(kind, str) else kind
+        if k not in (FATBIN_KIND_PTX, FATBIN_KIND_ELF):
+            raise ValueError(f"unknown fatbin entry kind {kind!r}")
+        hdr = struct.pack("<HHIQ", k, 0, FATBIN_ENTRY_HEADER_SIZE, len(payload))
+        body += hdr + bytes(FATBIN_ENTRY_HEADER_SIZE - len(hdr))
+        body += payload + bytes(_align(len(payload), 8) - len(payload))
+    return struct.pack("<IHHQ", FATBIN_MAGIC, FATBIN_VERSION, FATBIN_HEADER_SIZE, len(body)) + bytes(body)
+
+
+def fatbin_wrapper(fatbin_address: int) -> bytes:
+    """``{i32 magic 0x466243B1, i32 version 1, u64 data, u64 filename_or_fatbins 0}``."""
+    return struct.pack("<iiQQ", WRAPPER_MAGIC, 1, fatbin_address, 0)
+
+
+def image_size(data: bytes) -> int:
+    """Size of the image at the start of ``data`` as the driver computes it (for test oracles)."""
+    if data[:4] == b"\x7fELF":
+        shoff: int = struct.unpack_from("<Q", data, 0x28)[0]
+        phoff: int = struct.unpack_from("<Q", data, 0x20)[0]
+        phnum: int = struct.unpack_from("<H", data, 0x38)[0]
+        shnum: int = struct.unpack_from("<H", data, 0x3C)[0]
+        sh_end = shoff + shnum * _SHDR_SIZE if shnum else 0
+        ph_end = phoff + phnum * _PHDR_SIZE if phnum else 0
+        end: int = max(_EHDR_SIZE, sh_end, ph_end)
+        for i in range(shnum):
+            _, typ, _, _, off, size = struct.unpack_from("<IIQQQQ", data, shoff + i * _SHDR_SIZE)
+            if typ not in (0, 8):  # SHT_NULL, SHT_NOBITS
+                end = max(end, off + size)
+        return end
+    if struct.unpack_from("<I", data, 0)[0] == FATBIN_MAGIC:
+        hsize: int = struct.unpack_from("<H", data, 6)[0]
+        fat: int = struct.unpack_from("<Q", data, 8)[0]
+        return hsize + fat
+    return data.index(b"\0") + 1

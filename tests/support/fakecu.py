@@ -1,0 +1,678 @@
+"""A small ctypes harness that plays "the application / CUDA runtime" on top of libcuda.so.1.
+
+The driver is loaded with ``ctypes.CDLL("libcuda.so.1")`` (found through LD_LIBRARY_PATH), so every
+entry point is looked up with dlsym, which Foundry's interposer overrides when it is preloaded.
+``proc()`` resolves entry points through ``cuGetProcAddress_v2`` instead, the path the real CUDA
+runtime takes.
+
+Example::
+
+    from tests.support.fakecu import Cuda
+    from tests.fakecuda.images import make_cubin
+
+    cu = Cuda()                                   # cuInit + primary context, current
+    mod = cu.load_module(make_cubin(["fk_fill_f32"]))
+    fill = cu.module_function(mod, "fk_fill_f32")
+    out = cu.malloc(4 * 8)
+    cu.launch(fill, (1, 1, 1), (8, 1, 1), [("ptr", out), (ctypes.c_float, 2.5), (ctypes.c_int, 8)])
+    assert cu.read_f32(out, 8) == [2.5] * 8
+
+Works with the real driver as well (it only uses documented driver API calls).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+c_int = ctypes.c_int
+c_uint = ctypes.c_uint
+c_size_t = ctypes.c_size_t
+c_u64 = ctypes.c_uint64
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+POINTER = ctypes.POINTER
+
+H = c_void_p  # any opaque handle (CUcontext, CUmodule, CUfunction, CUstream, CUgraph, ...)
+DP = c_u64  # CUdeviceptr
+
+CUDA_SUCCESS = 0
+CU_LAUNCH_PARAM_END = 0
+CU_LAUNCH_PARAM_BUFFER_POINTER = 1
+CU_LAUNCH_PARAM_BUFFER_SIZE = 2
+CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+CU_LAUNCH_ATTRIBUTE_PRIORITY = 8
+CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC = 1
+CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC = 1
+CU_GET_PROC_ADDRESS_DEFAULT = 0
+CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1
+CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 2
+CU_STREAM_CAPTURE_MODE_GLOBAL = 0
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+CU_STREAM_CAPTURE_MODE_RELAXED = 2
+CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0
+CU_MEM_ALLOCATION_TYPE_PINNED = 1
+CU_MEM_LOCATION_TYPE_DEVICE = 1
+CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "graph", 5: "empty", 6: "wait_event",
+              7: "event_record", 8: "ext_sem_signal", 9: "ext_sem_wait", 10: "mem_alloc", 11: "mem_free"}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------- structs
+class CUlaunchAttributeValue(ctypes.Union):
+    _fields_ = [("pad", ctypes.c_char * 64), ("u32", c_uint * 16)]
+
+
+class CUlaunchAttribute(ctypes.Structure):
+    _fields_ = [("id", c_int), ("_pad", ctypes.c_char * 4), ("value", CUlaunchAttributeValue)]
+
+
+class CUlaunchConfig(ctypes.Structure):
+    _fields_ = [
+        ("gridDimX", c_uint), ("gridDimY", c_uint), ("gridDimZ", c_uint),
+        ("blockDimX", c_uint), ("blockDimY", c_uint), ("blockDimZ", c_uint),
+        ("sharedMemBytes", c_uint), ("hStream", H), ("attrs", POINTER(CUlaunchAttribute)), ("numAttrs", c_uint),
+    ]  # fmt: skip
+
+
+class CUgraphEdgeData(ctypes.Structure):
+    _fields_ = [("from_port", ctypes.c_ubyte), ("to_port", ctypes.c_ubyte), ("type", ctypes.c_ubyte),
+                ("reserved", ctypes.c_ubyte * 5)]  # fmt: skip
+
+
+class CUDA_KERNEL_NODE_PARAMS(ctypes.Structure):
+    _fields_ = [
+        ("func", H), ("gridDimX", c_uint), ("gridDimY", c_uint), ("gridDimZ", c_uint),
+        ("blockDimX", c_uint), ("blockDimY", c_uint), ("blockDimZ", c_uint), ("sharedMemBytes", c_uint),
+        ("kernelParams", POINTER(c_void_p)), ("extra", POINTER(c_void_p)), ("kern", H), ("ctx", H),
+    ]  # fmt: skip
+
+
+class CUDA_MEMSET_NODE_PARAMS(ctypes.Structure):
+    _fields_ = [("dst", DP), ("pitch", c_size_t), ("value", c_uint), ("elementSize", c_uint),
+                ("width", c_size_t), ("height", c_size_t)]  # fmt: skip
+
+
+HOSTFN = ctypes.CFUNCTYPE(None, c_void_p)
+
+
+class CUDA_HOST_NODE_PARAMS(ctypes.Structure):
+    _fields_ = [("fn", HOSTFN), ("userData", c_void_p)]
+
+
+class CUgraphExecUpdateResultInfo(ctypes.Structure):
+    _fields_ = [("result", c_int), ("errorNode", H), ("errorFromNode", H)]
+
+
+class CUmemLocation(ctypes.Structure):
+    _fields_ = [("type", c_int), ("id", c_int)]
+
+
+class CUmemAllocationProp(ctypes.Structure):
+    _fields_ = [("type", c_int), ("requestedHandleTypes", c_int), ("location", CUmemLocation),
+                ("win32HandleMetaData", c_void_p), ("allocFlags", ctypes.c_ubyte * 8)]  # fmt: skip
+
+
+class CUmemAccessDesc(ctypes.Structure):
+    _fields_ = [("location", CUmemLocation), ("flags", c_int)]
+
+
+# ---------------------------------------------------------------------------------------- signatures
+P = c_void_p
+PH = POINTER(H)
+SIGS: dict[str, list[Any]] = {
+    "cuInit": [c_uint],
+    "cuDriverGetVersion": [POINTER(c_int)],
+    "cuDeviceGet": [POINTER(c_int), c_int],
+    "cuDeviceGetCount": [POINTER(c_int)],
+    "cuDeviceGetName": [c_char_p, c_int, c_int],
+    "cuDeviceGetAttribute": [POINTER(c_int), c_int, c_int],
+    "cuDeviceTotalMem_v2": [POINTER(c_size_t), c_int],
+    "cuDevicePrimaryCtxRetain": [PH, c_int],
+    "cuDevicePrimaryCtxRelease_v2": [c_int],
+    "cuCtxSetCurrent": [H],
+    "cuCtxGetCurrent": [PH],
+    "cuCtxSynchronize": [],
+    "cuGetErrorName": [c_int, POINTER(c_char_p)],
+    "cuGetErrorString": [c_int, POINTER(c_char_p)],
+    "cuGetProcAddress_v2": [c_char_p, POINTER(c_void_p), c_int, c_u64, POINTER(c_int)],
+    "cuGetProcAddress": [c_char_p, POINTER(c_void_p), c_int, c_u64],
+    "cuMemAlloc_v2": [POINTER(DP), c_size_t],
+    "cuMemAlloc": [POINTER(ctypes.c_uint32), ctypes.c_uint32],
+    "cuMemFree": [ctypes.c_uint32],
+    "cuMemFree_v2": [DP],
+    "cuMemAllocPitch_v2": [POINTER(DP), POINTER(c_size_t), c_size_t, c_size_t, c_uint],
+    "cuMemGetAddressRange_v2": [POINTER(DP), POINTER(c_size_t), DP],
+    "cuMemGetInfo_v2": [POINTER(c_size_t), POINTER(c_size_t)],
+    "cuMemcpyHtoD_v2": [DP, P, c_size_t],
+    "cuMemcpyDtoH_v2": [P, DP, c_size_t],
+    "cuMemcpyDtoD_v2": [DP, DP, c_size_t],
+    "cuMemcpyHtoDAsync_v2": [DP, P, c_size_t, H],
+    "cuMemcpyDtoHAsync_v2": [P, DP, c_size_t, H],
+    "cuMemcpyDtoDAsync_v2": [DP, DP, c_size_t, H],
+    "cuMemsetD8_v2": [DP, ctypes.c_ubyte, c_size_t],
+    "cuMemsetD32_v2": [DP, c_uint, c_size_t],
+    "cuMemsetD8Async": [DP, ctypes.c_ubyte, c_size_t, H],
+    "cuMemsetD32Async": [DP, c_uint, c_size_t, H],
+    "cuMemAllocAsync": [POINTER(DP), c_size_t, H],
+    "cuMemFreeAsync": [DP, H],
+    "cuMemGetAllocationGranularity": [POINTER(c_size_t), POINTER(CUmemAllocationProp), c_int],
+    "cuMemAddressReserve": [POINTER(DP), c_size_t, c_size_t, DP, ctypes.c_ulonglong],
+    "cuMemAddressFree": [DP, c_size_t],
+    "cuMemCreate": [POINTER(ctypes.c_ulonglong), c_size_t, POINTER(CUmemAllocationProp), ctypes.c_ulonglong],
+    "cuMemRelease": [ctypes.c_ulonglong],
+    "cuMemMap": [DP, c_size_t, c_size_t, ctypes.c_ulonglong, ctypes.c_ulonglong],
+    "cuMemSetAccess": [DP, c_size_t, POINTER(CUmemAccessDesc), c_size_t],
+    "cuMemUnmap": [DP, c_size_t],
+    "cuModuleLoadData": [PH, P],
+    "cuModuleLoadDataEx": [PH, P, c_uint, P, P],
+    "cuModuleLoadFatBinary": [PH, P],
+    "cuModuleLoad": [PH, c_char_p],
+    "cuModuleUnload": [H],
+    "cuModuleGetFunction": [PH, H, c_char_p],
+    "cuModuleGetFunctionCount": [POINTER(c_uint), H],
+    "cuModuleEnumerateFunctions": [PH, c_uint, H],
+    "cuLibraryLoadData": [PH, P, P, P, c_uint, P, P, c_uint],
+    "cuLibraryLoadFromFile": [PH, c_char_p, P, P, c_uint, P, P, c_uint],
+    "cuLibraryUnload": [H],
+    "cuLibraryGetKernel": [PH, H, c_char_p],
+    "cuLibraryGetKernelCount": [POINTER(c_uint), H],
+    "cuLibraryEnumerateKernels": [PH, c_uint, H],
+    "cuLibraryGetModule": [PH, H],
+    "cuKernelGetFunction": [PH, H],
+    "cuKernelGetName": [POINTER(c_char_p), H],
+    "cuKernelGetAttribute": [POINTER(c_int), c_int, H, c_int],
+    "cuKernelSetAttribute": [c_int, c_int, H, c_int],
+    "cuFuncGetName": [POINTER(c_char_p), H],
+    "cuFuncGetModule": [PH, H],
+    "cuFuncGetParamInfo": [H, c_size_t, POINTER(c_size_t), POINTER(c_size_t)],
+    "cuFuncGetAttribute": [POINTER(c_int), c_int, H],
+    "cuFuncSetAttribute": [H, c_int, c_int],
+    "cuFuncIsLoaded": [POINTER(c_int), H],
+    "cuFuncLoad": [H],
+    "cuLaunchKernel": [H, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, H, P, P],
+    "cuLaunchKernelEx": [POINTER(CUlaunchConfig), H, P, P],
+    "cuLaunchCooperativeKernel": [H, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, H, P],
+    "cuLaunchHostFunc": [H, HOSTFN, P],
+    "cuStreamCreate": [PH, c_uint],
+    "cuStreamDestroy_v2": [H],
+    "cuStreamSynchronize": [H],
+    "cuStreamQuery": [H],
+    "cuStreamWaitEvent": [H, H, c_uint],
+    "cuStreamIsCapturing": [H, POINTER(c_int)],
+    "cuStreamBeginCapture_v2": [H, c_int],
+    "cuStreamEndCapture": [H, PH],
+    "cuStreamGetCaptureInfo_v3": [H, POINTER(c_int), POINTER(c_u64), PH, POINTER(P), POINTER(P), POINTER(c_size_t)],
+    "cuThreadExchangeStreamCaptureMode": [POINTER(c_int)],
+    "cuEventCreate": [PH, c_uint],
+    "cuEventDestroy_v2": [H],
+    "cuEventRecord": [H, H],
+    "cuEventRecordWithFlags": [H, H, c_uint],
+    "cuEventSynchronize": [H],
+    "cuEventQuery": [H],
+    "cuEventElapsedTime_v2": [POINTER(ctypes.c_float), H, H],
+    "cuGraphCreate": [PH, c_uint],
+    "cuGraphDestroy": [H],
+    "cuGraphClone": [PH, H],
+    "cuGraphGetNodes": [H, PH, POINTER(c_size_t)],
+    "cuGraphGetRootNodes": [H, PH, POINTER(c_size_t)],
+    "cuGraphGetEdges_v2": [H, PH, PH, POINTER(CUgraphEdgeData), POINTER(c_size_t)],
+    "cuGraphGetEdges": [H, PH, PH, POINTER(c_size_t)],
+    "cuGraphNodeGetType": [H, POINTER(c_int)],
+    "cuGraphDestroyNode": [H],
+    "cuGraphAddKernelNode_v2": [PH, H, PH, c_size_t, POINTER(CUDA_KERNEL_NODE_PARAMS)],
+    "cuGraphKernelNodeGetParams_v2": [H, POINTER(CUDA_KERNEL_NODE_PARAMS)],
+    "cuGraphKernelNodeSetParams_v2": [H, POINTER(CUDA_KERNEL_NODE_PARAMS)],
+    "cuGraphKernelNodeGetAttribute": [H, c_int, POINTER(CUlaunchAttributeValue)],
+    "cuGraphKernelNodeSetAttribute": [H, c_int, POINTER(CUlaunchAttributeValue)],
+    "cuGraphAddDependencies_v2": [H, PH, PH, POINTER(CUgraphEdgeData), c_size_t],
+    "cuGraphAddEmptyNode": [PH, H, PH, c_size_t],
+    "cuGraphAddMemsetNode": [PH, H, PH, c_size_t, POINTER(CUDA_MEMSET_NODE_PARAMS), H],
+    "cuGraphMemsetNodeGetParams": [H, POINTER(CUDA_MEMSET_NODE_PARAMS)],
+    "cuGraphAddChildGraphNode": [PH, H, PH, c_size_t, H],
+    "cuGraphChildGraphNodeGetGraph": [H, PH],
+    "cuGraphAddEventRecordNode": [PH, H, PH, c_size_t, H],
+    "cuGraphAddEventWaitNode": [PH, H, PH, c_size_t, H],
+    "cuGraphEventRecordNodeGetEvent": [H, PH],
+    "cuGraphAddHostNode": [PH, H, PH, c_size_t, POINTER(CUDA_HOST_NODE_PARAMS)],
+    "cuGraphInstantiateWithFlags": [PH, H, ctypes.c_ulonglong],
+    "cuGraphLaunch": [H, H],
+    "cuGraphUpload": [H, H],
+    "cuGraphExecDestroy": [H],
+    "cuGraphExecKernelNodeSetParams_v2": [H, H, POINTER(CUDA_KERNEL_NODE_PARAMS)],
+    "cuGraphExecUpdate_v2": [H, H, POINTER(CUgraphExecUpdateResultInfo)],
+}
+
+_SUFFIXES = ("", "_v2", "_v3", "_ptsz", "_ptds", "_v2_ptsz", "_v2_ptds", "_v3_ptsz")
+
+_driver: ctypes.CDLL | None = None
+
+
+def driver() -> ctypes.CDLL:
+    """libcuda.so.1, loaded once (dlopen by soname: LD_LIBRARY_PATH decides which one)."""
+    global _driver
+    if _driver is None:
+        _driver = ctypes.CDLL("libcuda.so.1")
+    return _driver
+
+
+def fn(name: str) -> Any:
+    """The dlsym'd entry point ``name`` with its argument types set (int return = CUresult)."""
+    f = getattr(driver(), name)
+    if name in SIGS and f.argtypes is None:
+        f.argtypes = SIGS[name]
+        f.restype = c_int
+    return f
+
+
+def error_name(code: int) -> str:
+    s = c_char_p()
+    if fn("cuGetErrorName")(code, ctypes.byref(s)) != 0 or not s.value:
+        return f"CUresult({code})"
+    return s.value.decode()
+
+
+class CudaError(RuntimeError):
+    def __init__(self, code: int, what: str) -> None:
+        self.code = code
+        self.name = error_name(code)
+        super().__init__(f"{what} failed: {self.name} ({code})")
+
+
+def check(result: int, what: str) -> None:
+    """Raise CudaError (a RuntimeError) naming the call and cuGetErrorName(result) unless success."""
+    if result != CUDA_SUCCESS:
+        raise CudaError(result, what)
+
+
+def call(name: str, *args: Any) -> None:
+    check(fn(name)(*args), name)
+
+
+def proc_address(name: str, version: int = 13000, flags: int = 0) -> tuple[int, int, int]:
+    """Raw cuGetProcAddress_v2: (CUresult, address or 0, symbolStatus)."""
+    p = c_void_p()
+    st = c_int(-1)
+    r = fn("cuGetProcAddress_v2")(name.encode(), ctypes.byref(p), version, flags, ctypes.byref(st))
+    return r, p.value or 0, st.value
+
+
+def symbol_address(name: str) -> int:
+    """Address dlsym gives for ``name`` (0 if absent)."""
+    try:
+        return ctypes.cast(getattr(driver(), name), c_void_p).value or 0
+    except AttributeError:
+        return 0
+
+
+def proc_symbol(name: str, version: int = 13000, flags: int = 0) -> str | None:
+    """Which exported symbol cuGetProcAddress_v2(name, version, flags) returned, if identifiable."""
+    r, addr, _ = proc_address(name, version, flags)
+    check(r, f"cuGetProcAddress_v2({name!r}, {version}, {flags})")
+    cands = [name + s for s in _SUFFIXES] + ["cuGraphInstantiateWithFlags"]
+    for cand in cands:
+        if symbol_address(cand) == addr:
+            return cand
+    return None
+
+
+def proc(name: str, version: int = 13000, flags: int = 0, argtypes: Sequence[Any] | None = None) -> Any:
+    """The entry point ``name`` (a base name such as "cuMemAlloc") as ``cuGetProcAddress_v2`` resolves
+    it for ``version``/``flags``; a ctypes function returning the CUresult. Argument types come from
+    ``argtypes`` or, when the resolved implementation is a known symbol, from its signature."""
+    r, addr, _ = proc_address(name, version, flags)
+    check(r, f"cuGetProcAddress_v2({name!r}, {version}, {flags})")
+    if argtypes is None:
+        sym = proc_symbol(name, version, flags)
+        base_sym = sym.replace("_ptsz", "").replace("_ptds", "") if sym else None
+        argtypes = SIGS.get(sym or "") or SIGS.get(base_sym or "")
+    if argtypes is not None:
+        return ctypes.CFUNCTYPE(c_int, *argtypes)(addr)
+    f: Any = ctypes.CFUNCTYPE(c_int)(addr)
+    f.argtypes = None  # unknown signature: any arguments, converted by ctypes' defaults
+    return f
+
+
+ArgSpec = tuple[Any, Any]  # (ctypes type or "ptr", value)
+
+
+def _arg_object(spec: ArgSpec) -> Any:
+    t, v = spec
+    if t == "ptr":
+        t = c_u64
+    if isinstance(v, t):
+        return v
+    if isinstance(v, tuple):
+        return t(*v)
+    return t(v)
+
+
+def pack_args(args: Sequence[ArgSpec]) -> bytes:
+    """Arguments laid out with natural C alignment, as a CU_LAUNCH_PARAM_BUFFER_POINTER buffer."""
+    buf = bytearray()
+    for spec in args:
+        obj = _arg_object(spec)
+        al = ctypes.alignment(type(obj))
+        buf += bytes(-len(buf) % al)
+        buf += bytes(obj)
+    return bytes(buf)
+
+
+class Cuda:
+    """The application's view: one device, its primary context current on the creating thread."""
+
+    def __init__(self, device: int = 0) -> None:
+        self.lib = driver()
+        call("cuInit", 0)
+        d = c_int()
+        call("cuDeviceGet", ctypes.byref(d), device)
+        self.device = d.value
+        ctx = H()
+        call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), self.device)
+        self.ctx = ctx.value
+        self.make_current()
+        self._keep: list[Any] = []  # ctypes objects that must outlive asynchronous use
+
+    # ------------------------------------------------------------------ basics
+    @staticmethod
+    def check(result: int, what: str) -> None:
+        check(result, what)
+
+    @staticmethod
+    def call(name: str, *args: Any) -> None:
+        call(name, *args)
+
+    @staticmethod
+    def raw(name: str, *args: Any) -> int:
+        """Call an entry point and return the CUresult without raising."""
+        return int(fn(name)(*args))
+
+    def make_current(self) -> None:
+        call("cuCtxSetCurrent", self.ctx)
+
+    def sync(self) -> None:
+        call("cuCtxSynchronize")
+
+    # ------------------------------------------------------------------ memory
+    def malloc(self, n: int) -> int:
+        p = DP()
+        call("cuMemAlloc_v2", ctypes.byref(p), n)
+        return p.value
+
+    def free(self, p: int) -> None:
+        call("cuMemFree_v2", p)
+
+    def memcpy_htod(self, dst: int, data: bytes) -> None:
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        call("cuMemcpyHtoD_v2", dst, buf, len(data))
+
+    def memcpy_dtoh(self, src: int, n: int) -> bytes:
+        buf = ctypes.create_string_buffer(n)
+        call("cuMemcpyDtoH_v2", buf, src, n)
+        return buf.raw
+
+    def memset_d32(self, dst: int, value: int, n: int) -> None:
+        call("cuMemsetD32_v2", dst, value, n)
+
+    def write_f32(self, ptr: int, values: Sequence[float]) -> None:
+        self.memcpy_htod(ptr, struct.pack(f"<{len(values)}f", *values))
+
+    def read_f32(self, ptr: int, n: int) -> list[float]:
+        return list(struct.unpack(f"<{n}f", self.memcpy_dtoh(ptr, 4 * n)))
+
+    def write_u64(self, ptr: int, value: int) -> None:
+        self.memcpy_htod(ptr, struct.pack("<Q", value))
+
+    # ------------------------------------------------------------------ VMM
+    @staticmethod
+    def _prop(device: int = 0) -> CUmemAllocationProp:
+        prop = CUmemAllocationProp()
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = device
+        return prop
+
+    def granularity(self) -> int:
+        g = c_size_t()
+        prop = self._prop(self.device)
+        call("cuMemGetAllocationGranularity", ctypes.byref(g), ctypes.byref(prop), CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+        return g.value
+
+    def reserve(self, size: int, addr: int = 0, align: int = 0) -> int:
+        p = DP()
+        call("cuMemAddressReserve", ctypes.byref(p), size, align, addr, 0)
+        return p.value
+
+    def address_free(self, ptr: int, size: int) -> None:
+        call("cuMemAddressFree", ptr, size)
+
+    def mem_create(self, size: int) -> int:
+        h = ctypes.c_ulonglong()
+        prop = self._prop(self.device)
+        call("cuMemCreate", ctypes.byref(h), size, ctypes.byref(prop), 0)
+        return h.value
+
+    def mem_release(self, handle: int) -> None:
+        call("cuMemRelease", handle)
+
+    def mem_map(self, ptr: int, size: int, handle: int, offset: int = 0) -> None:
+        call("cuMemMap", ptr, size, offset, handle, 0)
+
+    def set_access(self, ptr: int, size: int, flags: int = CU_MEM_ACCESS_FLAGS_PROT_READWRITE) -> None:
+        desc = CUmemAccessDesc()
+        desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE
+        desc.location.id = self.device
+        desc.flags = flags
+        call("cuMemSetAccess", ptr, size, ctypes.byref(desc), 1)
+
+    def unmap(self, ptr: int, size: int) -> None:
+        call("cuMemUnmap", ptr, size)
+
+    # ------------------------------------------------------------------ images, modules, libraries
+    def load_module(self, image: bytes) -> int:
+        buf = ctypes.create_string_buffer(bytes(image), len(image))
+        m = H()
+        call("cuModuleLoadData", ctypes.byref(m), buf)
+        return m.value or 0
+
+    def load_library(self, image: bytes) -> int:
+        buf = ctypes.create_string_buffer(bytes(image), len(image))
+        lib = H()
+        call("cuLibraryLoadData", ctypes.byref(lib), buf, None, None, 0, None, None, 0)
+        return lib.value or 0
+
+    def module_function(self, mod: int, name: str) -> int:
+        f = H()
+        call("cuModuleGetFunction", ctypes.byref(f), mod, name.encode())
+        return f.value or 0
+
+    def library_kernel(self, lib: int, name: str) -> int:
+        k = H()
+        call("cuLibraryGetKernel", ctypes.byref(k), lib, name.encode())
+        return k.value or 0
+
+    def kernel_function(self, kernel: int) -> int:
+        f = H()
+        call("cuKernelGetFunction", ctypes.byref(f), kernel)
+        return f.value or 0
+
+    def func_name(self, func: int) -> str:
+        s = c_char_p()
+        call("cuFuncGetName", ctypes.byref(s), func)
+        return (s.value or b"").decode()
+
+    def param_info(self, func: int) -> list[tuple[int, int]]:
+        """[(offset, size)] of every parameter, via cuFuncGetParamInfo until INVALID_VALUE."""
+        out: list[tuple[int, int]] = []
+        off, size = c_size_t(), c_size_t()
+        while True:
+            r = fn("cuFuncGetParamInfo")(func, len(out), ctypes.byref(off), ctypes.byref(size))
+            if r == 1:  # CUDA_ERROR_INVALID_VALUE: past the last parameter
+                return out
+            check(r, "cuFuncGetParamInfo")
+            out.append((off.value, size.value))
+
+    def func_attr(self, func: int, attr: int) -> int:
+        v = c_int()
+        call("cuFuncGetAttribute", ctypes.byref(v), attr, func)
+        return v.value
+
+    def set_func_attr(self, func: int, attr: int, value: int) -> None:
+        call("cuFuncSetAttribute", func, attr, value)
+
+    # ------------------------------------------------------------------ launches
+    def _params(self, args: Sequence[ArgSpec], use_extra: bool) -> tuple[Any, Any]:
+        if use_extra:
+            packed = pack_args(args)
+            buf = ctypes.create_string_buffer(packed, max(len(packed), 1))
+            size = c_size_t(len(packed))
+            extra = (c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.cast(buf, c_void_p),
+                                   CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.cast(ctypes.pointer(size), c_void_p),
+                                   CU_LAUNCH_PARAM_END)  # fmt: skip
+            self._keep_tmp: tuple[Any, ...] = (buf, size, extra)
+            return None, extra
+        objs = [_arg_object(a) for a in args]
+        arr = (c_void_p * max(len(objs), 1))(*[ctypes.cast(ctypes.pointer(o), c_void_p) for o in objs])
+        self._keep_tmp = (objs, arr)
+        return arr, None
+
+    def launch(self, func: int, grid: Sequence[int], block: Sequence[int], args: Sequence[ArgSpec],
+               shared: int = 0, stream: int = 0, use_extra: bool = False) -> None:  # fmt: skip
+        self.check(self.launch_raw(func, grid, block, args, shared, stream, use_extra), "cuLaunchKernel")
+
+    def launch_raw(self, func: int, grid: Sequence[int], block: Sequence[int], args: Sequence[ArgSpec],
+                   shared: int = 0, stream: int = 0, use_extra: bool = False) -> int:  # fmt: skip
+        params, extra = self._params(args, use_extra)
+        return int(fn("cuLaunchKernel")(func, *grid, *block, shared, stream, params, extra))
+
+    @staticmethod
+    def attrs(cluster: Sequence[int] | None = None, programmatic: bool = False,
+              extra: Sequence[tuple[int, Sequence[int]]] = ()) -> list[tuple[int, Sequence[int]]]:  # fmt: skip
+        """Launch attributes as (id, u32 words of the value)."""
+        out: list[tuple[int, Sequence[int]]] = []
+        if cluster is not None:
+            out.append((CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, list(cluster)))
+        if programmatic:
+            out.append((CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, [1]))
+        out.extend(extra)
+        return out
+
+    def launch_ex_raw(self, func: int, grid: Sequence[int], block: Sequence[int], args: Sequence[ArgSpec],
+                      shared: int = 0, stream: int = 0, cluster: Sequence[int] | None = None,
+                      programmatic: bool = False, attrs: Sequence[tuple[int, Sequence[int]]] = (),
+                      use_extra: bool = False) -> int:  # fmt: skip
+        lst = self.attrs(cluster, programmatic, attrs)
+        arr = (CUlaunchAttribute * max(len(lst), 1))()
+        for i, (aid, words) in enumerate(lst):
+            arr[i].id = aid
+            for j, w in enumerate(words):
+                arr[i].value.u32[j] = w
+        cfg = CUlaunchConfig(*grid, *block, shared, stream, arr, len(lst))
+        params, extra = self._params(args, use_extra)
+        return int(fn("cuLaunchKernelEx")(ctypes.byref(cfg), func, params, extra))
+
+    def launch_ex(self, func: int, grid: Sequence[int], block: Sequence[int], args: Sequence[ArgSpec],
+                  shared: int = 0, stream: int = 0, cluster: Sequence[int] | None = None,
+                  programmatic: bool = False, attrs: Sequence[tuple[int, Sequence[int]]] = (),
+                  use_extra: bool = False) -> None:  # fmt: skip
+        r = self.launch_ex_raw(func, grid, block, args, shared, stream, cluster, programmatic, attrs, use_extra)
+        self.check(r, "cuLaunchKernelEx")
+
+    def launch_host(self, stream: int, callback: Any) -> None:
+        """cuLaunchHostFunc with a Python callable taking no arguments (kept alive by this object)."""
+        cb = HOSTFN(lambda _user: callback())
+        self._keep.append(cb)
+        call("cuLaunchHostFunc", stream, cb, None)
+
+    # ------------------------------------------------------------------ streams, events, capture
+    def stream_create(self, flags: int = 0) -> int:
+        s = H()
+        call("cuStreamCreate", ctypes.byref(s), flags)
+        return s.value or 0
+
+    def stream_destroy(self, s: int) -> None:
+        call("cuStreamDestroy_v2", s)
+
+    def stream_sync(self, s: int) -> None:
+        call("cuStreamSynchronize", s)
+
+    def event_create(self, flags: int = 0) -> int:
+        e = H()
+        call("cuEventCreate", ctypes.byref(e), flags)
+        return e.value or 0
+
+    def event_record(self, ev: int, stream: int = 0) -> None:
+        call("cuEventRecord", ev, stream)
+
+    def stream_wait_event(self, stream: int, ev: int) -> None:
+        call("cuStreamWaitEvent", stream, ev, 0)
+
+    def begin_capture(self, stream: int, mode: int = CU_STREAM_CAPTURE_MODE_GLOBAL) -> None:
+        call("cuStreamBeginCapture_v2", stream, mode)
+
+    def end_capture(self, stream: int) -> int:
+        g = H()
+        call("cuStreamEndCapture", stream, ctypes.byref(g))
+        return g.value or 0
+
+    def capture_status(self, stream: int) -> int:
+        st = c_int()
+        call("cuStreamIsCapturing", stream, ctypes.byref(st))
+        return st.value
+
+    # ------------------------------------------------------------------ graphs
+    def instantiate(self, graph: int, flags: int = 0) -> int:
+        e = H()
+        call("cuGraphInstantiateWithFlags", ctypes.byref(e), graph, flags)
+        return e.value or 0
+
+    def graph_launch(self, exec_: int, stream: int = 0) -> None:
+        call("cuGraphLaunch", exec_, stream)
+
+    def graph_nodes(self, graph: int) -> list[int]:
+        n = c_size_t()
+        call("cuGraphGetNodes", graph, None, ctypes.byref(n))
+        arr = (H * max(n.value, 1))()
+        call("cuGraphGetNodes", graph, arr, ctypes.byref(n))
+        return [arr[i] or 0 for i in range(n.value)]
+
+    def node_type(self, node: int) -> str:
+        t = c_int()
+        call("cuGraphNodeGetType", node, ctypes.byref(t))
+        return NODE_TYPES.get(t.value, str(t.value))
+
+    def graph_edges(self, graph: int) -> list[tuple[int, int, tuple[int, int, int]]]:
+        """[(from, to, (from_port, to_port, type))] via cuGraphGetEdges_v2 with edge data."""
+        n = c_size_t()
+        call("cuGraphGetEdges_v2", graph, None, None, None, ctypes.byref(n))
+        k = max(n.value, 1)
+        fr, to, data = (H * k)(), (H * k)(), (CUgraphEdgeData * k)()
+        call("cuGraphGetEdges_v2", graph, fr, to, data, ctypes.byref(n))
+        return [(fr[i] or 0, to[i] or 0, (data[i].from_port, data[i].to_port, data[i].type)) for i in range(n.value)]
+
+    def kernel_node_params(self, node: int) -> CUDA_KERNEL_NODE_PARAMS:
+        p = CUDA_KERNEL_NODE_PARAMS()
+        call("cuGraphKernelNodeGetParams_v2", node, ctypes.byref(p))
+        return p
+
+
+# ---------------------------------------------------------------------------------------- references
+_M64 = (1 << 64) - 1
+
+
+def _mix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def philox_ref(seed: int, offset: int, i: int) -> float:
+    """What fk_philox_f32 writes at index i for (seed, offset + offset_intragraph)."""
+    return (_mix64((seed ^ _mix64((offset & _M64) ^ _mix64(i))) & _M64) >> 40) / 16777216.0
