@@ -20,6 +20,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuMemcpyHtoDAsync_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p],
     "cuMemcpyDtoH_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t],
     "cuStreamSynchronize": [ctypes.c_void_p],
+    "cuCtxSynchronize": [],
+    "cuMemcpyHtoD_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
     "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
 }
 

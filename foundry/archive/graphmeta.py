@@ -18,7 +18,7 @@ from foundry.archive.jsonfields import (
     get_str,
     is_sha256,
 )
-from foundry.archive.specs import FunctionRef, ImageRef, OutputSpec, RecordRef, RegionSpec, RngSpec
+from foundry.archive.specs import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta"]
 
@@ -49,6 +49,7 @@ class GraphMeta:
     stats: tuple[tuple[str, int], ...]
     topology: str
     record: RecordRef | None = None
+    memory: MemorySpec | None = None
 
     def image(self, sha256: str) -> ImageRef:
         """The image with content hash ``sha256`` (``KeyError`` if the graph uses no such image)."""
@@ -97,6 +98,7 @@ class GraphMeta:
             "identity": self.identity.to_json(),
             "stats": dict(self.stats),
             "topology": self.topology,
+            "memory": None if self.memory is None else self.memory.to_json(),
         }
 
     @classmethod
@@ -143,6 +145,7 @@ class GraphMeta:
             stats=stats,
             topology=get_sha256(*get("topology")),
             record=RecordRef.from_json(*get("record")),
+            memory=None if obj.get("memory") is None else MemorySpec.from_json(obj["memory"], at.key("memory")),
         )
         problem = meta.problem()
         if problem is not None:

@@ -29,6 +29,7 @@ __all__ = [
     "FunctionRef",
     "ImageFormat",
     "ImageRef",
+    "MemorySpec",
     "OutputSpec",
     "RecordRef",
     "RegionSpec",
@@ -238,3 +239,37 @@ class RegionSpec:
             )
             events.append((seq, kind, off, sz, span))
         return cls(base, size, get_int(*field(obj, "granularity", at)), high_water, tuple(live), tuple(events))
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySpec:
+    """Contents of the program's state memory at SAVE (docs/FORMAT.md, "memory").
+
+    ``ranges`` are ``(offset, length)`` pairs from the region base, sorted and non-overlapping; the
+    file ``memory/<sha256>.bin`` of the archive holds their bytes back to back.
+    """
+
+    sha256: str
+    bytes: int
+    ranges: tuple[tuple[int, int], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "bytes": self.bytes, "ranges": [list(r) for r in self.ranges]}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> MemorySpec:
+        obj = get_obj(value, at)
+        ranges_v, ranges_at = field(obj, "ranges", at)
+        ranges: list[tuple[int, int]] = []
+        end = 0
+        for i, item in enumerate(get_list(ranges_v, ranges_at)):
+            item_at = ranges_at.index(i)
+            off, length = (get_int(v, item_at.index(k)) for k, v in enumerate(get_list(item, item_at, 2)))
+            if off < end:
+                item_at.fail("ranges must be sorted and must not overlap")
+            end = off + length
+            ranges.append((off, length))
+        total = get_int(*field(obj, "bytes", at))
+        if total != sum(length for _, length in ranges):
+            at.key("bytes").fail(f"{total} is not the sum of the range lengths")
+        return cls(get_sha256(*field(obj, "sha256", at)), total, tuple(ranges))

@@ -23,6 +23,7 @@ from ..graphs import codec
 from ..graphs.load import LoadedGraph, load_graph
 from ..graphs.save import save_graph
 from ..memory.region import region_state
+from ..memory.snapshot import capture_window
 from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at
 
@@ -40,6 +41,21 @@ def shared_pool(device: int | None = None) -> Any:
         if dev not in _pools:
             _pools[dev] = torch.cuda.graph_pool_handle()
         return _pools[dev]
+
+
+def blocks_in_use() -> list[tuple[int, int]]:
+    """(address, size) of every block PyTorch's caching allocator has handed out on this device."""
+    device = torch.cuda.current_device()
+    used = []
+    for segment in torch.cuda.memory_snapshot():
+        if segment.get("device", device) != device:
+            continue
+        address = segment["address"]
+        for block in segment["blocks"]:
+            if block["state"] == "active_allocated":
+                used.append((block.get("address", address), block["size"]))
+            address += block["size"]
+    return used
 
 
 class CUDAGraph:
@@ -140,7 +156,7 @@ class CUDAGraph:
         allocated in SAVE's order, before this call.
         """
         require_interposer("loading a graph")
-        loaded = load_graph(Path(path), allow_mismatch=allow_mismatch)
+        loaded = load_graph(Path(path), allow_mismatch=allow_mismatch, occupied=blocks_in_use)
         return cls._from_loaded(loaded)
 
     @property
@@ -167,7 +183,7 @@ def graph(
             stream = _capture_streams.setdefault(device, torch.cuda.Stream(device))
     capture_stream = stream
     chosen_pool = pool if pool is not None else shared_pool()
-    with torch.cuda.stream(capture_stream):
+    with torch.cuda.stream(capture_stream), capture_window():
         cuda_graph.capture_begin(pool=chosen_pool, capture_error_mode=capture_error_mode)
         try:
             yield cuda_graph

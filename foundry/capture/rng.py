@@ -19,7 +19,11 @@ from .tensors import tensor_at
 
 __all__ = ["RngState", "probe_rng"]
 
-_PHILOX_STATE_BYTES = 21  # seed (8), offset (8), offset_intragraph (4), captured (1)
+# at::PhiloxCudaState as a kernel argument: seed (a value, or in some PyTorch releases a pointer),
+# the offset pointer at +8, the intra-graph offset (u32) at +16 and `captured_` (bool) at +20.
+_PHILOX_STATE_BYTES = 21
+# An offset no real generator state would hold by chance, for the probing replay (a multiple of 4).
+_PROBE_OFFSET = 0x5EED_0FF5_E700
 
 
 def _generator(device: int) -> torch.Generator:
@@ -30,30 +34,36 @@ def _as_int64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+def _int64_at(address: int, device: int | None = None) -> torch.Tensor:
+    return tensor_at(OutputSpec(address, (1,), (1,), "int64", 8), device)
+
+
 def _read_i64(address: int) -> int:
-    return int(tensor_at(OutputSpec(address, (1,), (1,), "int64", 8)).item())
+    return int(_int64_at(address).item())
 
 
 def _candidates(record: GraphRecord, base: int, size: int) -> set[tuple[int, int]]:
-    """(seed pointer, offset pointer) pairs laid out like at::PhiloxCudaState with captured_ = true."""
+    """(seed pointer or 0, offset pointer) of every argument laid out like a captured PhiloxCudaState."""
     found: set[tuple[int, int]] = set()
     for _, node in iter_nodes(record):
         if not isinstance(node, KernelNode):
             continue
         args = node.args
         for at in range(0, len(args) - _PHILOX_STATE_BYTES + 1, 8):
-            seed_ptr, offset_ptr = struct.unpack_from("<QQ", args, at)
             if args[at + 20] != 1:
                 continue
-            if base <= seed_ptr < base + size and base <= offset_ptr < base + size:
-                found.add((seed_ptr, offset_ptr))
+            seed_word, offset_ptr = struct.unpack_from("<QQ", args, at)
+            if base <= offset_ptr < base + size:
+                found.add((seed_word if base <= seed_word < base + size else 0, offset_ptr))
     return found
 
 
 def probe_rng(replay: Callable[[], None], record: GraphRecord, base: int, size: int, device: int) -> RngSpec | None:
     """Replays the graph to measure its RNG use; None when it draws no random numbers.
 
-    The generator's offset is restored afterwards, so probing does not shift later random numbers.
+    A second replay runs with a distinctive generator offset, and the offset buffer is the one
+    candidate that then holds it. The generator's offset is restored afterwards, so probing does not
+    shift later random numbers.
     """
     gen = _generator(device)
     start = gen.get_offset()
@@ -63,25 +73,26 @@ def probe_rng(replay: Callable[[], None], record: GraphRecord, base: int, size: 
     if increment == 0:
         return None
     try:
-        before = gen.get_offset()
+        gen.set_offset(_PROBE_OFFSET)
         replay()
         torch.cuda.synchronize(device)
         seed = _as_int64(gen.initial_seed())
-        verified = [
+        verified = {
             (s, o)
-            for s, o in sorted(_candidates(record, base, size))
-            if _read_i64(s) == seed and _read_i64(o) == before
-        ]
+            for s, o in _candidates(record, base, size)
+            if _read_i64(o) == _PROBE_OFFSET and (s == 0 or _read_i64(s) == seed)
+        }
     finally:
         gen.set_offset(start)
-    if len(verified) != 1:
+    offsets = {o for _, o in verified}
+    if len(offsets) != 1:
         raise CodecError(
             f"the graph draws random numbers (each replay advances the generator by {increment}), but Foundry found "
-            f"{len(verified)} candidate seed/offset buffers instead of one, so LOAD could not reproduce them. Only "
+            f"{len(offsets)} generator offset buffers instead of one, so LOAD could not reproduce them. Only "
             "PyTorch's default CUDA generator is supported inside saved graphs."
         )
-    seed_address, offset_address = verified[0]
-    return RngSpec(seed_address, offset_address, increment)
+    seed_address = max(s for s, _ in verified)
+    return RngSpec(seed_address, offsets.pop(), increment)
 
 
 class RngState:
@@ -90,12 +101,17 @@ class RngState:
     def __init__(self, spec: RngSpec, device: int) -> None:
         self.increment = spec.increment
         self.device = device
-        self.seed = tensor_at(OutputSpec(spec.seed_address, (1,), (1,), "int64", 8), device)
+        # seed_address 0: the seed is a value baked into the kernels' arguments at capture, as PyTorch
+        # releases that keep only the offset on the device do; then there is no seed to refill.
+        self.seed = (
+            tensor_at(OutputSpec(spec.seed_address, (1,), (1,), "int64", 8), device) if spec.seed_address else None
+        )
         self.offset = tensor_at(OutputSpec(spec.offset_address, (1,), (1,), "int64", 8), device)
 
     def prologue(self) -> None:
         gen = _generator(self.device)
         offset = gen.get_offset()
-        self.seed.fill_(_as_int64(gen.initial_seed()))
+        if self.seed is not None:
+            self.seed.fill_(_as_int64(gen.initial_seed()))
         self.offset.fill_(offset)
         gen.set_offset(offset + self.increment)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,10 +11,11 @@ from ..archive import GraphMeta, compare, open_image, read_graph, resolve_archiv
 from ..errors import IdentityMismatchError
 from ..kernels import registry
 from ..machine import current_identity
-from ..memory.layout import restore_region
+from ..memory.layout import own_chunks, restore_region
+from ..memory.snapshot import restore_snapshot
 from . import codec
 
-__all__ = ["LoadedGraph", "check_identity", "load_graph", "load_images", "resolve_functions"]
+__all__ = ["LoadedGraph", "check_identity", "load_graph", "load_images", "resolve_functions", "restore_memory"]
 
 
 @dataclass
@@ -59,15 +60,38 @@ def resolve_functions(meta: GraphMeta) -> list[int]:
     return functions
 
 
+_restored_memory: set[str] = set()
+
+
+def restore_memory(
+    archive_dir: Path, meta: GraphMeta, occupied: Callable[[], list[tuple[int, int]]] | None = None
+) -> None:
+    """Writes SAVE's state memory back (once per snapshot per process), around this process's own data."""
+    if meta.memory is None or meta.memory.sha256 in _restored_memory:
+        return
+    restore_snapshot(archive_dir, meta.memory, meta.region.base, occupied, own_chunks())
+    _restored_memory.add(meta.memory.sha256)
+
+
 def load_graph(
-    json_path: str | os.PathLike[str], *, allow_mismatch: Iterable[str] = (), verify_images: bool = True
+    json_path: str | os.PathLike[str],
+    *,
+    allow_mismatch: Iterable[str] = (),
+    verify_images: bool = True,
+    occupied: Callable[[], list[tuple[int, int]]] | None = None,
 ) -> LoadedGraph:
-    """Reads, checks and rebuilds one graph; the region must be set as in the SAVE run."""
+    """Reads, checks and rebuilds one graph; the region must be set as in the SAVE run.
+
+    ``occupied`` lists the (address, size) blocks this process's allocator has in use, so that SAVE's
+    state memory can be restored around them (see restore_memory).
+    """
     json_path = Path(json_path)
     meta, record = read_graph(json_path)
     check_identity(meta, allow_mismatch)
+    archive_dir = resolve_archive_dir(json_path, meta)
     restore_region(meta.region)
-    load_images(resolve_archive_dir(json_path, meta), (i.sha256 for i in meta.images), verify_images)
+    restore_memory(archive_dir, meta, occupied)
+    load_images(archive_dir, (i.sha256 for i in meta.images), verify_images)
     graph = codec.build(record, resolve_functions(meta))
     try:
         exec_ = codec.instantiate(graph)

@@ -26,6 +26,7 @@ from ..errors import RegionStateError
 from ..kernels import registry
 from ..machine import current_identity
 from ..memory.layout import region_spec
+from ..memory.snapshot import take_snapshot
 from . import codec
 
 __all__ = ["SavedGraph", "default_archive_dir", "save_graph", "saved_graphs"]
@@ -103,12 +104,14 @@ def save_graph(
     archive_dir: str | os.PathLike[str] | None = None,
     name: str | None = None,
     extracted: tuple[bytes, list[int]] | None = None,
+    snapshot: bool = True,
 ) -> GraphMeta:
     """Writes ``<stem>.json`` + ``<stem>.cugraph`` for a captured CUgraph, and its images.
 
     Everything is gathered and checked before the first byte is written: an unsupported node or an
     unknown kernel leaves no file behind. ``extracted`` passes in what ``codec.extract(graph)``
-    already returned, to avoid walking the graph twice.
+    already returned, to avoid walking the graph twice. ``snapshot`` copies the program's state
+    memory into the archive when it is small enough (docs/FORMAT.md, "State memory").
     """
     json_path = Path(json_path)
     archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
@@ -118,6 +121,7 @@ def save_graph(
     _check_outputs(outputs, region.live, region.base)
     identity = current_identity()
     functions_refs, images = _kernel_refs(functions, archive)
+    memory = take_snapshot(archive, region.base) if snapshot else None
     rel_archive = os.path.relpath(archive.resolve(), json_path.resolve().parent)
     meta = GraphMeta(
         name=name or json_path.stem,
@@ -132,6 +136,7 @@ def save_graph(
         identity=identity,
         stats=tuple(sorted(node_counts(parsed).items())),
         topology=topology_key(parsed),
+        memory=memory,
     )
     json_path.parent.mkdir(parents=True, exist_ok=True)
     meta = write_graph(json_path, meta, record)

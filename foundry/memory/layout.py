@@ -66,6 +66,17 @@ def live_allocations(events: Sequence[AllocationEvent]) -> dict[int, int]:
     return live
 
 
+def own_chunks() -> list[tuple[int, int]]:
+    """(offset, span) of the allocations this process holds in the region."""
+    live: dict[int, int] = {}
+    for e in allocation_events():
+        if e.kind in _ALLOCS:
+            live[e.offset] = e.span
+        elif e.kind in (AllocKind.FREE, AllocKind.ASYNC_FREE):
+            live.pop(e.offset, None)
+    return sorted(live.items())
+
+
 def region_spec() -> RegionSpec:
     """The region as SAVE must record it."""
     state = region_state()
