@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
 #include "record.h"
 
 typedef struct {
@@ -14,101 +13,56 @@ typedef struct {
   CUevent *events;
   size_t nevents;
   CUcontext ctx;
-  void **scratch; /* kernelParams pointer array, reused across nodes */
-  size_t scratch_cap;
+  fdy_decoded decoded; /* reused across nodes */
 } build_t;
 
 #define CORRUPT(...) fdy_fail(FDY_ERR_CORRUPT, "damaged graph record: " __VA_ARGS__)
 
-static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out);
+static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out, uint64_t *nodes_out, size_t cap);
 
-static int add_kernel(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUgraphNode *node) {
-  if (bytes < sizeof(rec_kernel)) return CORRUPT("kernel node of %u bytes", bytes);
-  rec_kernel k;
-  memcpy(&k, p, sizeof(k));
-  size_t need = sizeof(rec_kernel) + (size_t)k.param_count * sizeof(rec_param) + (size_t)k.attr_count * sizeof(rec_attr) +
-                k.arg_bytes;
-  if (need > bytes) return CORRUPT("kernel node needs %zu bytes, has %u", need, bytes);
-  if (k.function >= b->nfuncs) return CORRUPT("function index %u of %zu", k.function, b->nfuncs);
-  const rec_param *params = (const rec_param *)(p + sizeof(rec_kernel));
-  const rec_attr *attrs = (const rec_attr *)(p + sizeof(rec_kernel) + k.param_count * sizeof(rec_param));
-  uint8_t *args = (uint8_t *)(p + sizeof(rec_kernel) + k.param_count * sizeof(rec_param) + k.attr_count * sizeof(rec_attr));
+static const char *func_name(CUfunction f) {
+  const char *name = "?";
+  fdy_drv.cuFuncGetName(&name, f);
+  return name;
+}
 
-  CUDA_KERNEL_NODE_PARAMS_v2 np;
-  memset(&np, 0, sizeof(np));
-  np.func = (CUfunction)(uintptr_t)b->funcs[k.function];
-  np.gridDimX = k.grid[0]; np.gridDimY = k.grid[1]; np.gridDimZ = k.grid[2];
-  np.blockDimX = k.block[0]; np.blockDimY = k.block[1]; np.blockDimZ = k.block[2];
-  np.sharedMemBytes = k.shared_mem;
-  size_t arg_size = k.arg_bytes;
-  void *extra[5] = {CU_LAUNCH_PARAM_BUFFER_POINTER, args, CU_LAUNCH_PARAM_BUFFER_SIZE, &arg_size, CU_LAUNCH_PARAM_END};
-  if (k.arg_mode == FDY_ARG_EXTRA) {
-    np.extra = extra;
-  } else if (k.arg_mode == FDY_ARG_PARAMS) {
-    if (k.param_count > b->scratch_cap) {
-      void **s = realloc(b->scratch, k.param_count * sizeof(void *));
-      if (!s) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
-      b->scratch = s;
-      b->scratch_cap = k.param_count;
-    }
-    for (uint16_t i = 0; i < k.param_count; i++) {
-      rec_param pr;
-      memcpy(&pr, &params[i], sizeof(pr));
-      if ((uint64_t)pr.offset + pr.size > k.arg_bytes) return CORRUPT("parameter %u lies outside its argument buffer", i);
-      b->scratch[i] = args + pr.offset;
-    }
-    np.kernelParams = k.param_count ? b->scratch : NULL;
-  } else {
-    return CORRUPT("argument mode %u", k.arg_mode);
-  }
-  CUresult r = fdy_drv.cuGraphAddKernelNode_v2(node, g, NULL, 0, &np);
-  if (r != CUDA_SUCCESS) {
-    const char *name = "?";
-    fdy_drv.cuFuncGetName(&name, np.func);
-    return fdy_fail_cu(r, "cuGraphAddKernelNode", "kernel %s, grid (%u,%u,%u), block (%u,%u,%u), %u bytes shared",
-                       name, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2], k.shared_mem);
-  }
-  for (uint16_t i = 0; i < k.attr_count; i++) {
+int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d) {
+  for (uint16_t i = 0; i < d->attr_count; i++) {
     rec_attr a;
-    memcpy(&a, &attrs[i], sizeof(a));
+    memcpy(&a, &d->attrs[i], sizeof(a));
     CUlaunchAttributeValue v;
     memcpy(&v, a.value, sizeof(v));
-    if ((r = fdy_drv.cuGraphKernelNodeSetAttribute(*node, (CUlaunchAttributeID)a.id, &v)) != CUDA_SUCCESS) {
-      const char *name = "?";
-      fdy_drv.cuFuncGetName(&name, np.func);
-      return fdy_fail_cu(r, "cuGraphKernelNodeSetAttribute", "launch attribute %u on kernel %s", a.id, name);
-    }
+    CUresult r = fdy_drv.cuGraphKernelNodeSetAttribute(node, (CUlaunchAttributeID)a.id, &v);
+    if (r != CUDA_SUCCESS)
+      return fdy_fail_cu(r, "cuGraphKernelNodeSetAttribute", "launch attribute %u on kernel %s", a.id,
+                         func_name(d->kernel.func));
   }
   return 0;
 }
 
 static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUgraphNode *node) {
   CUresult r;
+  fdy_decoded *d = &b->decoded;
+  int rc;
   switch (p[0]) {
-    case CU_GRAPH_NODE_TYPE_KERNEL: return add_kernel(b, g, p, bytes, node);
-    case CU_GRAPH_NODE_TYPE_MEMSET: {
-      if (bytes < sizeof(rec_memset)) return CORRUPT("memset node of %u bytes", bytes);
-      rec_memset m;
-      memcpy(&m, p, sizeof(m));
-      CUDA_MEMSET_NODE_PARAMS mp = {m.dst, m.pitch, m.value, m.element_size, m.width, m.height};
-      r = fdy_drv.cuGraphAddMemsetNode(node, g, NULL, 0, &mp, b->ctx);
-      return r ? fdy_fail_cu(r, "cuGraphAddMemsetNode", "dst 0x%llx", (unsigned long long)m.dst) : 0;
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      if ((rc = fdy_decode_node(d, p, bytes, b->funcs, b->nfuncs))) return rc;
+      const CUDA_KERNEL_NODE_PARAMS_v2 *k = &d->kernel;
+      if ((r = fdy_drv.cuGraphAddKernelNode_v2(node, g, NULL, 0, k)) != CUDA_SUCCESS)
+        return fdy_fail_cu(r, "cuGraphAddKernelNode", "kernel %s, grid (%u,%u,%u), block (%u,%u,%u), %u bytes shared",
+                           func_name(k->func), k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
+                           k->blockDimZ, k->sharedMemBytes);
+      return fdy_set_kernel_attrs(*node, d);
     }
-    case CU_GRAPH_NODE_TYPE_MEMCPY: {
-      if (bytes < sizeof(rec_memcpy)) return CORRUPT("memcpy node of %u bytes", bytes);
-      rec_memcpy m;
-      memcpy(&m, p, sizeof(m));
-      CUDA_MEMCPY3D cp;
-      memset(&cp, 0, sizeof(cp));
-      cp.srcMemoryType = (CUmemorytype)m.src_type; cp.srcDevice = m.src_device;
-      cp.srcXInBytes = m.src_x; cp.srcY = m.src_y; cp.srcZ = m.src_z; cp.srcPitch = m.src_pitch; cp.srcHeight = m.src_height;
-      cp.dstMemoryType = (CUmemorytype)m.dst_type; cp.dstDevice = m.dst_device;
-      cp.dstXInBytes = m.dst_x; cp.dstY = m.dst_y; cp.dstZ = m.dst_z; cp.dstPitch = m.dst_pitch; cp.dstHeight = m.dst_height;
-      cp.WidthInBytes = m.width; cp.Height = m.height; cp.Depth = m.depth;
-      r = fdy_drv.cuGraphAddMemcpyNode(node, g, NULL, 0, &cp, b->ctx);
-      return r ? fdy_fail_cu(r, "cuGraphAddMemcpyNode", "0x%llx -> 0x%llx", (unsigned long long)m.src_device,
-                             (unsigned long long)m.dst_device) : 0;
-    }
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+      if ((rc = fdy_decode_node(d, p, bytes, b->funcs, b->nfuncs))) return rc;
+      r = fdy_drv.cuGraphAddMemsetNode(node, g, NULL, 0, &d->memset, b->ctx);
+      return r ? fdy_fail_cu(r, "cuGraphAddMemsetNode", "dst 0x%llx", (unsigned long long)d->memset.dst) : 0;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      if ((rc = fdy_decode_node(d, p, bytes, b->funcs, b->nfuncs))) return rc;
+      r = fdy_drv.cuGraphAddMemcpyNode(node, g, NULL, 0, &d->memcpy, b->ctx);
+      return r ? fdy_fail_cu(r, "cuGraphAddMemcpyNode", "0x%llx -> 0x%llx", (unsigned long long)d->memcpy.srcDevice,
+                             (unsigned long long)d->memcpy.dstDevice) : 0;
     case CU_GRAPH_NODE_TYPE_EMPTY:
       r = fdy_drv.cuGraphAddEmptyNode(node, g, NULL, 0);
       return r ? fdy_fail_cu(r, "cuGraphAddEmptyNode", "-") : 0;
@@ -124,8 +78,7 @@ static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUg
     }
     case CU_GRAPH_NODE_TYPE_GRAPH: {
       CUgraph child;
-      int rc = build_graph(b, p + sizeof(rec_node), bytes - sizeof(rec_node), &child);
-      if (rc) return rc;
+      if ((rc = build_graph(b, p + sizeof(rec_node), bytes - sizeof(rec_node), &child, NULL, 0))) return rc;
       r = fdy_drv.cuGraphAddChildGraphNode(node, g, NULL, 0, child);
       fdy_drv.cuGraphDestroy(child); /* the node holds a clone */
       return r ? fdy_fail_cu(r, "cuGraphAddChildGraphNode", "-") : 0;
@@ -179,7 +132,7 @@ out:
   return rc;
 }
 
-static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out) {
+static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out, uint64_t *nodes_out, size_t cap) {
   if (avail < sizeof(rec_header)) return CORRUPT("%zu bytes cannot hold a header", avail);
   rec_header h;
   memcpy(&h, rec, sizeof(h));
@@ -208,6 +161,7 @@ static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *ou
   if (rc == 0 && at + (uint64_t)h.edge_count * sizeof(rec_edge) != h.total_bytes)
     rc = CORRUPT("edge table of %u edges does not end the record", h.edge_count);
   if (rc == 0) rc = add_edges(g, nodes, h.node_count, rec + at, h.edge_count);
+  for (uint32_t i = 0; rc == 0 && nodes_out && i < h.node_count && i < cap; i++) nodes_out[i] = (uint64_t)(uintptr_t)nodes[i];
   free(nodes);
   if (rc) {
     fdy_drv.cuGraphDestroy(g);
@@ -218,7 +172,7 @@ static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *ou
 }
 
 FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_t *functions, size_t function_count,
-                               uint64_t *graph) {
+                               uint64_t *graph, uint64_t *nodes, size_t node_cap) {
   int rc = fdy_driver_ensure();
   if (rc) return rc;
   if (!blob || !graph) return fdy_fail(FDY_ERR_INVALID, "fdy_graph_build: null argument");
@@ -245,9 +199,9 @@ FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_
     b.nevents = h.event_count;
   }
   CUgraph g;
-  rc = build_graph(&b, blob, blob_size, &g);
+  rc = build_graph(&b, blob, blob_size, &g, nodes, node_cap);
   free(b.events);
-  free(b.scratch);
+  fdy_decoded_free(&b.decoded);
   if (rc == 0) *graph = (uint64_t)(uintptr_t)g;
   return rc;
 }

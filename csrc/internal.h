@@ -56,7 +56,10 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
   X(cuGraphEventWaitNodeGetEvent) X(cuGraphAddKernelNode_v2) X(cuGraphAddMemsetNode)          \
   X(cuGraphAddMemcpyNode) X(cuGraphAddEmptyNode) X(cuGraphAddEventRecordNode)                 \
   X(cuGraphAddEventWaitNode) X(cuGraphAddChildGraphNode) X(cuGraphAddDependencies_v2)         \
-  X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)
+  X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                      \
+  X(cuGraphKernelNodeSetParams_v2) X(cuGraphExecKernelNodeSetParams_v2)                       \
+  X(cuGraphMemsetNodeSetParams) X(cuGraphMemcpyNodeSetParams)                                 \
+  X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecMemcpyNodeSetParams)
 
 typedef struct {
 #define FDY_DECLARE_REAL(name) __typeof__(name) *name;

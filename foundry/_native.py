@@ -137,7 +137,15 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
         _int,
         [_u64, ctypes.POINTER(_p), ctypes.POINTER(_size), ctypes.POINTER(ctypes.POINTER(_u64)), ctypes.POINTER(_size)],
     ),
-    "fdy_graph_build": (_int, [_p, _size, ctypes.POINTER(_u64), _size, ctypes.POINTER(_u64)]),
+    "fdy_graph_build": (
+        _int,
+        [_p, _size, ctypes.POINTER(_u64), _size, ctypes.POINTER(_u64), ctypes.POINTER(_u64), _size],
+    ),
+    "fdy_overrides_apply": (_int, [_u64, _int, ctypes.POINTER(_u64), _size, _p, _size, ctypes.POINTER(_u64), _size]),
+    "fdy_delta_from_record": (
+        _int,
+        [_p, _size, ctypes.POINTER(ctypes.c_uint32), _size, ctypes.POINTER(_p), ctypes.POINTER(_size)],
+    ),
     "fdy_graph_instantiate": (_int, [_u64, _u64, ctypes.POINTER(_u64)]),
     "fdy_graph_launch": (_int, [_u64, _u64]),
     "fdy_graph_destroy": (_int, [_u64]),

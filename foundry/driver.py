@@ -10,7 +10,15 @@ from typing import Any
 from ._native import native
 from .errors import DriverError
 
-__all__ = ["call", "current_device", "device_identity", "driver_version", "memcpy_dtoh", "memcpy_htod_async"]
+__all__ = [
+    "call",
+    "current_context",
+    "current_device",
+    "device_identity",
+    "driver_version",
+    "memcpy_dtoh",
+    "memcpy_htod_async",
+]
 
 _SIGNATURES: dict[str, list[Any]] = {
     "cuCtxGetDevice": [ctypes.POINTER(ctypes.c_int)],
@@ -21,6 +29,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuMemcpyDtoH_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t],
     "cuStreamSynchronize": [ctypes.c_void_p],
     "cuCtxSynchronize": [],
+    "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
+    "cuCtxSetCurrent": [ctypes.c_void_p],
     "cuMemcpyHtoD_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
     "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
 }
@@ -61,6 +71,15 @@ def current_device() -> int:
     dev = ctypes.c_int()
     call("cuCtxGetDevice", ctypes.byref(dev))
     return dev.value
+
+
+def current_context() -> int:
+    """The calling thread's current CUcontext (threads started later must make it current)."""
+    ctx = ctypes.c_void_p()
+    call("cuCtxGetCurrent", ctypes.byref(ctx))
+    if not ctx.value:
+        raise DriverError("no CUDA context is current on this thread: initialise CUDA first (torch.cuda.init())")
+    return ctx.value
 
 
 def driver_version() -> int:

@@ -156,9 +156,19 @@ FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values);
  * released with fdy_free. functions[i] is the CUfunction that kernel nodes name by index i. */
 FDY_EXPORT int fdy_graph_extract(uint64_t graph, void **blob, size_t *blob_size, uint64_t **functions,
                                  size_t *function_count);
-/* Rebuilds a CUgraph from a record; functions[i] replaces index i. */
+/* Rebuilds a CUgraph from a record; functions[i] replaces index i. nodes (may be NULL) receives the
+ * CUgraphNode of each top-level node, in record order, for later overrides. */
 FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_t *functions,
-                               size_t function_count, uint64_t *graph);
+                               size_t function_count, uint64_t *graph, uint64_t *nodes, size_t node_cap);
+/* Applies a delta's node records (docs/FORMAT.md "Delta") to a graph built from its template
+ * (to_exec = 0: cuGraph*NodeSetParams, launch attributes included) or to an exec instantiated from it
+ * (to_exec = 1: cuGraphExec*NodeSetParams). nodes are the template's top-level node handles. */
+FDY_EXPORT int fdy_overrides_apply(uint64_t target, int to_exec, const uint64_t *nodes, size_t node_count,
+                                   const void *delta, size_t delta_size, const uint64_t *functions,
+                                   size_t function_count);
+/* A delta holding the record's own nodes at the given indices (to switch a shared exec back). */
+FDY_EXPORT int fdy_delta_from_record(const void *record, size_t record_size, const uint32_t *indices, size_t count,
+                                     void **delta, size_t *delta_size);
 FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *exec);
 FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream);
 FDY_EXPORT int fdy_graph_destroy(uint64_t graph);

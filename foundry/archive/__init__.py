@@ -11,6 +11,7 @@ from __future__ import annotations
 from foundry.archive.atomic import sha256_bytes, sha256_file, write_atomic
 from foundry.archive.check import Problem, ProblemKind, check_archive
 from foundry.archive.container import ContainerHeader, pack_container, read_container_header, unpack_container
+from foundry.archive.delta import DELTA_MAGIC, Delta, encode_delta, parse_delta
 from foundry.archive.graphfile import container_path, read_graph, read_meta, resolve_archive_dir, write_graph
 from foundry.archive.graphmeta import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, GraphMeta
 from foundry.archive.identity import IDENTITY_FIELDS, Identity, Mismatch, compare
@@ -56,9 +57,11 @@ from foundry.archive.specs import (
     RecordRef,
     RegionSpec,
     RngSpec,
+    TemplateRef,
 )
 
 __all__ = [
+    "DELTA_MAGIC",
     "FUNCTION_ATTR_IDS",
     "GRAPH_FORMAT",
     "GRAPH_FORMAT_VERSION",
@@ -71,6 +74,7 @@ __all__ = [
     "ArgMode",
     "ChildGraphNode",
     "ContainerHeader",
+    "Delta",
     "Edge",
     "EmptyNode",
     "EventNode",
@@ -99,9 +103,11 @@ __all__ = [
     "RecordRef",
     "RegionSpec",
     "RngSpec",
+    "TemplateRef",
     "check_archive",
     "compare",
     "container_path",
+    "encode_delta",
     "encode_record",
     "image_path",
     "image_relpath",
@@ -111,6 +117,7 @@ __all__ = [
     "now_iso",
     "open_image",
     "pack_container",
+    "parse_delta",
     "parse_record",
     "read_container_header",
     "read_graph",

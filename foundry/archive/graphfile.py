@@ -12,6 +12,7 @@ from pathlib import Path
 
 from foundry.archive.atomic import write_atomic
 from foundry.archive.container import pack_container, read_container_header, unpack_container
+from foundry.archive.delta import parse_delta
 from foundry.archive.graphmeta import GraphMeta
 from foundry.archive.jsonfields import dump_json, load_json
 from foundry.archive.record_parse import parse_record
@@ -32,6 +33,8 @@ def container_path(json_path: PathLike) -> Path:
 def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray | memoryview) -> GraphMeta:
     """Write ``<stem>.cugraph`` (the container of ``record``) and then ``<stem>.json`` atomically.
 
+    ``record`` is a graph record, or a delta when ``meta.template`` is set (a template member).
+
     ``meta.record`` is ignored and replaced; the returned metadata is the one written. Before
     anything is written, ``record`` is parsed and checked against ``meta`` (function count, event
     count, topology key, image references); any disagreement raises ``ValueError`` and leaves the
@@ -41,6 +44,38 @@ def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray 
     cpath = container_path(json_path)
     if cpath == json_path:
         raise ValueError(f"{json_path}: a graph's JSON file must not end in .cugraph")
+    if meta.template is not None:
+        _check_delta(meta, record)
+    else:
+        _check_record(meta, record)
+    problem = meta.problem()
+    if problem is not None:
+        raise ValueError(f"graph {meta.name!r}: {problem}")
+    container = pack_container(record)
+    ref = RecordRef(cpath.name, len(record), read_container_header(container).sha256)
+    final = dataclasses.replace(meta, record=ref)
+    text = dump_json(final.to_json())
+    write_atomic(cpath, container)
+    write_atomic(json_path, text)
+    return final
+
+
+def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview) -> None:
+    assert meta.template is not None
+    try:
+        delta = parse_delta(payload)
+    except ArchiveError as exc:
+        raise ValueError(f"graph {meta.name!r}: the delta is not valid: {exc}") from None
+    if delta.function_count != len(meta.functions):
+        raise ValueError(
+            f"graph {meta.name!r}: the delta names {delta.function_count} functions, the metadata lists "
+            f"{len(meta.functions)}"
+        )
+    if delta.template_sha256 != meta.template.record_sha256:
+        raise ValueError(f"graph {meta.name!r}: the delta's template is not the one the metadata names")
+
+
+def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview) -> None:
     try:
         parsed = parse_record(record)
     except ArchiveError as exc:
@@ -59,16 +94,6 @@ def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray 
         raise ValueError(
             f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the record's topology key {topology}"
         )
-    problem = meta.problem()
-    if problem is not None:
-        raise ValueError(f"graph {meta.name!r}: {problem}")
-    container = pack_container(record)
-    ref = RecordRef(cpath.name, len(record), read_container_header(container).sha256)
-    final = dataclasses.replace(meta, record=ref)
-    text = dump_json(final.to_json())
-    write_atomic(cpath, container)
-    write_atomic(json_path, text)
-    return final
 
 
 def read_meta(json_path: PathLike) -> GraphMeta:

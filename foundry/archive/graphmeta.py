@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from foundry.archive.identity import Identity
 from foundry.archive.jsonfields import (
@@ -18,9 +19,20 @@ from foundry.archive.jsonfields import (
     get_str,
     is_sha256,
 )
-from foundry.archive.specs import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec
+from foundry.archive.specs import (
+    FunctionRef,
+    ImageRef,
+    MemorySpec,
+    OutputSpec,
+    RecordRef,
+    RegionSpec,
+    RngSpec,
+    TemplateRef,
+)
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta"]
+
+T = TypeVar("T")
 
 GRAPH_FORMAT = "foundry-graph"
 GRAPH_FORMAT_VERSION = 1
@@ -50,6 +62,7 @@ class GraphMeta:
     topology: str
     record: RecordRef | None = None
     memory: MemorySpec | None = None
+    template: TemplateRef | None = None
 
     def image(self, sha256: str) -> ImageRef:
         """The image with content hash ``sha256`` (``KeyError`` if the graph uses no such image)."""
@@ -99,6 +112,7 @@ class GraphMeta:
             "stats": dict(self.stats),
             "topology": self.topology,
             "memory": None if self.memory is None else self.memory.to_json(),
+            "template": None if self.template is None else self.template.to_json(),
         }
 
     @classmethod
@@ -146,8 +160,17 @@ class GraphMeta:
             topology=get_sha256(*get("topology")),
             record=RecordRef.from_json(*get("record")),
             memory=None if obj.get("memory") is None else MemorySpec.from_json(obj["memory"], at.key("memory")),
+            template=None
+            if obj.get("template") is None
+            else TemplateRef.from_json(obj["template"], at.key("template")),
         )
         problem = meta.problem()
         if problem is not None:
             at.fail(problem)
         return meta
+
+
+def _optional(obj: dict[str, Any], key: str, at: At, parse: Callable[[Any, At], T]) -> T | None:
+    """Keys added after the first release may be absent or null: both mean "none"."""
+    value = obj.get(key)
+    return None if value is None else parse(value, at.key(key))

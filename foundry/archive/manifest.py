@@ -113,6 +113,7 @@ class Group:
     topology: str
     template: int
     members: tuple[int, ...]
+    varying: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +179,13 @@ class Manifest:
                 for e in self.graphs
             ],
             "groups": [
-                {"topology": g.topology, "template": g.template, "members": list(g.members)} for g in self.groups
+                {
+                    "topology": g.topology,
+                    "template": g.template,
+                    "members": list(g.members),
+                    "varying": list(g.varying),
+                }
+                for g in self.groups
             ],
         }
         if self.signature is not None:
@@ -248,7 +255,9 @@ def _group(value: Any, at: At) -> Group:
     obj = get_obj(value, at)
     members_v, members_at = field(obj, "members", at)
     members = tuple(get_int(v, members_at.index(i), U32) for i, v in enumerate(get_list(members_v, members_at)))
-    return Group(get_sha256(*field(obj, "topology", at)), get_int(*field(obj, "template", at), U32), members)
+    varying_v, varying_at = (obj["varying"], at.key("varying")) if "varying" in obj else ([], at)
+    varying = tuple(get_int(v, varying_at.index(i), U32) for i, v in enumerate(get_list(varying_v, varying_at)))
+    return Group(get_sha256(*field(obj, "topology", at)), get_int(*field(obj, "template", at), U32), members, varying)
 
 
 def write_manifest(archive_dir: PathLike, manifest: Manifest) -> None:

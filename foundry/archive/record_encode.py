@@ -24,7 +24,7 @@ from foundry.archive.nodes import (
 from foundry.archive.record_parse import parse_record
 from foundry.errors import ArchiveError
 
-__all__ = ["encode_record"]
+__all__ = ["encode_node", "encode_record"]
 
 
 def encode_record(record: GraphRecord) -> bytes:
@@ -75,6 +75,11 @@ def _encode(record: GraphRecord, *, depth: int, where: str) -> bytes:
     except struct.error as exc:
         raise ValueError(f"graph record cannot be encoded: {where}header: a count is out of range ({exc})") from None
     return b"".join(parts)
+
+
+def encode_node(node: Node) -> bytes:
+    """The canonical record of one node (as stored in a delta's overrides)."""
+    return _node(node, 0, "")
 
 
 def _node(node: Node, depth: int, where: str) -> bytes:

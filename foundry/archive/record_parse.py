@@ -26,7 +26,7 @@ from foundry.archive.nodes import (
 )
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-__all__ = ["parse_record"]
+__all__ = ["parse_node", "parse_record"]
 
 _ZERO8 = bytes(8)
 _ZERO5 = bytes(5)
@@ -67,6 +67,19 @@ def parse_record(data: bytes | bytearray | memoryview | mmap.mmap) -> GraphRecor
     parser = _Parser(mv)
     record, _ = parser.record(0, n, top=True, depth=0, where="")
     return record
+
+
+def parse_node(
+    data: bytes | bytearray | memoryview, offset: int, end: int, function_count: int, where: str = ""
+) -> tuple[Node, int]:
+    """Parse one node record at ``offset`` (ending at or before ``end``) whose function indices must be
+    below ``function_count``; returns the node and its size. Used for deltas' override records."""
+    mv = memoryview(data)
+    if mv.ndim != 1 or mv.format != "B":
+        mv = mv.cast("B")
+    parser = _Parser(mv)
+    parser.function_count = function_count
+    return parser.node(offset, end, 0, 0, where)
 
 
 class _Parser:

@@ -273,3 +273,23 @@ class MemorySpec:
         if total != sum(length for _, length in ranges):
             at.key("bytes").fail(f"{total} is not the sum of the range lengths")
         return cls(get_sha256(*field(obj, "sha256", at)), total, tuple(ranges))
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateRef:
+    """A template member's template: its graph JSON (relative to the member's JSON, or absolute) and
+    the SHA-256 of its graph record, which the member's delta also names."""
+
+    json: str
+    record_sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"json": self.json, "record_sha256": self.record_sha256}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> TemplateRef:
+        obj = get_obj(value, at)
+        path = get_str(*field(obj, "json", at))
+        if not path:
+            at.key("json").fail("empty path")
+        return cls(path, get_sha256(*field(obj, "record_sha256", at)))

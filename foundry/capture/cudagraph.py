@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -20,7 +20,9 @@ from .._native import require_interposer
 from ..archive import GraphMeta, parse_record
 from ..errors import FoundryError
 from ..graphs import codec
+from ..graphs import pending as pending_loads
 from ..graphs.load import LoadedGraph, load_graph
+from ..graphs.pending import PendingLoads
 from ..graphs.save import save_graph
 from ..memory.region import region_state
 from ..memory.snapshot import capture_window
@@ -41,6 +43,10 @@ def shared_pool(device: int | None = None) -> Any:
         if dev not in _pools:
             _pools[dev] = torch.cuda.graph_pool_handle()
         return _pools[dev]
+
+
+class Runner(Protocol):
+    def launch(self, stream: int) -> None: ...
 
 
 def blocks_in_use() -> list[tuple[int, int]]:
@@ -66,14 +72,15 @@ class CUDAGraph:
         # because save() needs it.
         del keep_graph
         self._torch: torch.cuda.CUDAGraph | None = None
-        self._loaded: LoadedGraph | None = None
+        self._runner: Runner | None = None  # a loaded graph: its exec, or its place in a template group
+        self._meta: GraphMeta | None = None
         self._rng: RngState | None = None
         self._device = torch.cuda.current_device()
 
     # ------------------------------------------------------------------ capture
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
         require_interposer("capturing a saveable graph")
-        if self._torch is not None or self._loaded is not None:
+        if self._torch is not None or self._runner is not None:
             raise FoundryError("this CUDAGraph already holds a graph; create a new one for another capture")
         try:
             self._torch = torch.cuda.CUDAGraph(keep_graph=True)
@@ -101,10 +108,10 @@ class CUDAGraph:
 
     # ------------------------------------------------------------------ replay
     def replay(self) -> None:
-        if self._loaded is not None:
+        if self._runner is not None:
             if self._rng is not None:
                 self._rng.prologue()
-            codec.launch(self._loaded.exec, torch.cuda.current_stream().cuda_stream)
+            self._runner.launch(torch.cuda.current_stream().cuda_stream)
         else:
             self._require_torch().replay()
 
@@ -112,10 +119,11 @@ class CUDAGraph:
         if self._torch is not None:
             self._torch.reset()
             self._torch = None
-        if self._loaded is not None:
-            codec.destroy_exec(self._loaded.exec)
-            codec.destroy_graph(self._loaded.graph)
-            self._loaded = None
+        if isinstance(self._runner, LoadedGraph):
+            codec.destroy_exec(self._runner.exec)
+            codec.destroy_graph(self._runner.graph)
+        self._runner = None
+        self._meta = None
 
     # ------------------------------------------------------------------ SAVE
     def save(
@@ -139,13 +147,14 @@ class CUDAGraph:
 
     # ------------------------------------------------------------------ LOAD
     @classmethod
-    def _from_loaded(cls, loaded: LoadedGraph) -> tuple[CUDAGraph, list[torch.Tensor] | torch.Tensor | None]:
+    def _from_runner(cls, runner: Runner, meta: GraphMeta) -> tuple[CUDAGraph, Any]:
         g = cls.__new__(cls)
         g._torch = None
-        g._loaded = loaded
+        g._runner = runner
+        g._meta = meta
         g._device = torch.cuda.current_device()
-        g._rng = RngState(loaded.meta.rng, g._device) if loaded.meta.rng is not None else None
-        outputs = [tensor_at(o, g._device) for o in loaded.meta.outputs]
+        g._rng = RngState(meta.rng, g._device) if meta.rng is not None else None
+        outputs = [tensor_at(o, g._device) for o in meta.outputs]
         return g, outputs[0] if len(outputs) == 1 else (outputs or None)
 
     @classmethod
@@ -157,11 +166,37 @@ class CUDAGraph:
         """
         require_interposer("loading a graph")
         loaded = load_graph(Path(path), allow_mismatch=allow_mismatch, occupied=blocks_in_use)
-        return cls._from_loaded(loaded)
+        return cls._from_runner(loaded, loaded.meta)
+
+    @classmethod
+    def start_graph_builds(
+        cls, paths: Iterable[str | os.PathLike[str]], num_threads: int = 8, allow_mismatch: tuple[str, ...] = ()
+    ) -> PendingLoads:
+        """Checks the graphs, restores SAVE's memory, and builds the graphs in the background.
+
+        Returns at once; finish_graph_loads / finish_one_graph_load hand out the graphs. A graph is
+        replayable as soon as its topology group's template exec exists; it gets its own exec later.
+        """
+        require_interposer("loading graphs")
+        return pending_loads.start([Path(p) for p in paths], num_threads, allow_mismatch, occupied=blocks_in_use)
+
+    @classmethod
+    def finish_one_graph_load(cls, pending: PendingLoads, index: int) -> tuple[CUDAGraph, Any]:
+        """``(graph, outputs)`` of graph ``index``; waits only until its group's template is ready."""
+        done = pending.finished.get(index)
+        if done is None:
+            handle = pending.wait_group(index)
+            done = pending.finished[index] = cls._from_runner(handle, handle.source.meta)
+        return done
+
+    @classmethod
+    def finish_graph_loads(cls, pending: PendingLoads) -> list[tuple[CUDAGraph, Any]]:
+        """``[(graph, outputs), ...]`` in the order the paths were given."""
+        return [cls.finish_one_graph_load(pending, i) for i in range(len(pending.handles))]
 
     @property
     def meta(self) -> GraphMeta | None:
-        return self._loaded.meta if self._loaded is not None else None
+        return self._meta
 
 
 @contextmanager

@@ -21,58 +21,59 @@ from ..archive import (
 )
 from ..archive.images import IMAGES_DIR
 from ..errors import ArchiveError, FoundryError
+from ..memory.layout import region_spec
+from ..memory.region import region_state
 from .load import load_images
-from .save import SavedGraph, saved_graphs
+from .save import replace_saved, saved_graphs
+from .templates import plan_groups, write_member_deltas
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
-__all__ = ["group_by_topology", "load_cuda_modules_and_libraries", "save_graph_manifest"]
-
-
-def group_by_topology(graphs: list[SavedGraph]) -> list[tuple[str, list[int]]]:
-    """(topology key, graph indices) in first-seen order; the first index of each group is its template."""
-    groups: dict[str, list[int]] = {}
-    for i, g in enumerate(graphs):
-        groups.setdefault(g.meta.topology, []).append(i)
-    return list(groups.items())
+__all__ = ["load_cuda_modules_and_libraries", "save_graph_manifest"]
 
 
 def save_graph_manifest(archive_dir: str | os.PathLike[str]) -> Manifest:
-    """Writes ``graph_manifest.json`` for every graph this process saved, grouped by topology."""
+    """Writes ``graph_manifest.json`` for every graph this process saved, grouped into templates.
+
+    Members of a topology group are rewritten as deltas against their template (each verified to be
+    its template plus its overrides) before the manifest, which names them all, is written last.
+    """
     archive = Path(archive_dir)
     graphs = saved_graphs()
     if not graphs:
         raise FoundryError("save_graph_manifest(): this process saved no graphs (call CUDAGraph.save first)")
-    groups = group_by_topology(graphs)
-    group_of = {i: gi for gi, (_, members) in enumerate(groups) for i in members}
+    plans = plan_groups(graphs)
+    graphs = write_member_deltas(graphs, plans)
+    replace_saved(graphs)
+    group_of = {i: gi for gi, plan in enumerate(plans) for i in (plan.template, *plan.members)}
     entries = []
     images: dict[str, ImageEntry] = {}
     for i, g in enumerate(graphs):
         assert g.meta.record is not None
-        rel = os.path.relpath(g.json_path.resolve(), archive.resolve())
-        gi = group_of[i]
+        plan = plans[group_of[i]]
         entries.append(
             GraphEntry(
                 name=g.meta.name,
-                json=rel,
+                json=os.path.relpath(g.json_path.resolve(), archive.resolve()),
                 json_sha256=sha256_file(g.json_path),
                 record_sha256=g.meta.record.sha256,
                 nodes=g.meta.stats_dict().get("nodes", 0),
                 topology=g.meta.topology,
-                group=gi,
-                role=GraphRole.TEMPLATE if groups[gi][1][0] == i else GraphRole.MEMBER,
+                group=group_of[i],
+                role=GraphRole.TEMPLATE if plan.template == i else GraphRole.MEMBER,
             )
         )
         for ref in g.meta.images:
             images.setdefault(ref.sha256, ImageEntry.from_ref(ref))
+    last = graphs[-1].meta
     manifest = Manifest(
         foundry_version=__version__,
         created=now_iso(),
-        identity=graphs[-1].meta.identity,
-        region=graphs[-1].meta.region,
+        identity=last.identity,
+        region=region_spec(full_log=True) if region_state().reserved else last.region,
         images=tuple(images.values()),
         graphs=tuple(entries),
-        groups=tuple(Group(key, members[0], tuple(members[1:])) for key, members in groups),
+        groups=tuple(Group(graphs[p.template].meta.topology, p.template, p.members, p.varying) for p in plans),
     )
     write_manifest(archive, manifest)
     return manifest

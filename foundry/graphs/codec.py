@@ -10,7 +10,10 @@ from ..errors import CodecError
 
 __all__ = [
     "INSTANTIATE_USE_NODE_PRIORITY",
+    "apply_overrides",
     "build",
+    "build_with_nodes",
+    "delta_from_record",
     "destroy_exec",
     "destroy_graph",
     "extract",
@@ -41,19 +44,68 @@ def extract(graph: int) -> tuple[bytes, list[int]]:
     return record, functions
 
 
+class _Buffer:
+    """A graph record or delta as a ctypes buffer, kept alive next to whatever the driver built from it."""
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        self.size = len(view)
+        self.c = (
+            (ctypes.c_char * self.size).from_buffer_copy(view)
+            if view.readonly
+            else ((ctypes.c_char * self.size).from_buffer(view))
+        )
+
+
+def _u64_array(values: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
+    return (ctypes.c_uint64 * len(values))(*values)
+
+
 def build(record: bytes | bytearray | memoryview, functions: Sequence[int]) -> int:
     """A new CUgraph from a record, with function index i bound to ``functions[i]``."""
-    lib = native()
-    view = memoryview(record).cast("B")
-    buf = (
-        (ctypes.c_char * len(view)).from_buffer_copy(view)
-        if view.readonly
-        else (ctypes.c_char * len(view)).from_buffer(view)
-    )
-    funcs = (ctypes.c_uint64 * len(functions))(*functions)
+    return build_with_nodes(record, functions, 0)[0]
+
+
+def build_with_nodes(
+    record: bytes | bytearray | memoryview, functions: Sequence[int], node_count: int
+) -> tuple[int, ctypes.Array[ctypes.c_uint64]]:
+    """(CUgraph, handles of its first node_count top-level nodes) built from a record."""
+    buf = _Buffer(record)
+    funcs = _u64_array(functions)
+    nodes = (ctypes.c_uint64 * max(node_count, 1))()
     out = ctypes.c_uint64()
-    check(lib.fdy_graph_build(buf, len(view), funcs, len(functions), ctypes.byref(out)), "graph build", CodecError)
-    return out.value
+    rc = native().fdy_graph_build(buf.c, buf.size, funcs, len(functions), ctypes.byref(out), nodes, node_count)
+    check(rc, "graph build", CodecError)
+    return out.value, nodes
+
+
+def apply_overrides(
+    target: int,
+    to_exec: bool,
+    nodes: ctypes.Array[ctypes.c_uint64],
+    delta: bytes | bytearray | memoryview,
+    functions: Sequence[int],
+) -> None:
+    """Puts a delta's node parameters into a graph built from its template, or into its exec."""
+    buf = _Buffer(delta)
+    funcs = _u64_array(functions)
+    rc = native().fdy_overrides_apply(target, int(to_exec), nodes, len(nodes), buf.c, buf.size, funcs, len(funcs))
+    check(rc, "applying a template member's parameters", CodecError)
+
+
+def delta_from_record(record: bytes | bytearray | memoryview, indices: Sequence[int]) -> bytes:
+    """A delta holding the record's own nodes at ``indices``."""
+    lib = native()
+    buf = _Buffer(record)
+    idx = (ctypes.c_uint32 * max(len(indices), 1))(*indices)
+    out = ctypes.c_void_p()
+    size = ctypes.c_size_t()
+    rc = lib.fdy_delta_from_record(buf.c, buf.size, idx, len(indices), ctypes.byref(out), ctypes.byref(size))
+    check(rc, "template delta", CodecError)
+    try:
+        return ctypes.string_at(out.value, size.value) if out.value else b""
+    finally:
+        lib.fdy_free(out)
 
 
 def instantiate(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY) -> int:

@@ -1,21 +1,55 @@
-"""LOAD: an archived graph back into an executable graph in this process (torch-free)."""
+"""LOAD: archived graphs back into executable graphs in this process (torch-free).
+
+The steps are separate functions because background loading (pending.py) runs them on different
+threads: reading and checking (CPU only), restoring memory (before the program allocates more),
+loading images, and building and instantiating (driver work).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..archive import GraphMeta, compare, open_image, read_graph, resolve_archive_dir
-from ..errors import IdentityMismatchError
+from ..errors import ArchiveCorruptError, IdentityMismatchError
 from ..kernels import registry
 from ..machine import current_identity
 from ..memory.layout import own_chunks, restore_region
 from ..memory.snapshot import restore_snapshot
 from . import codec
 
-__all__ = ["LoadedGraph", "check_identity", "load_graph", "load_images", "resolve_functions", "restore_memory"]
+__all__ = [
+    "GraphSource",
+    "LoadedGraph",
+    "build_exec",
+    "check_identity",
+    "load_graph",
+    "load_images",
+    "prepare_memory",
+    "read_source",
+    "resolve_functions",
+]
+
+Occupied = Callable[[], list[tuple[int, int]]]
+
+
+@dataclass(frozen=True)
+class GraphSource:
+    """A graph read and checksummed from disk: its record (or, for a template member, its delta and
+    its template's source)."""
+
+    json_path: Path
+    meta: GraphMeta
+    payload: bytes
+    archive_dir: Path
+    template: GraphSource | None = None
+
+    @property
+    def node_count(self) -> int:
+        return int.from_bytes(self.payload[8:12], "little")
 
 
 @dataclass
@@ -31,6 +65,32 @@ class LoadedGraph:
         codec.launch(self.exec, stream)
 
 
+_cache_lock = threading.Lock()
+_templates: dict[Path, GraphSource] = {}
+
+
+def read_source(json_path: str | os.PathLike[str]) -> GraphSource:
+    """Reads and checks a graph's files (and its template's, once per process)."""
+    json_path = Path(json_path)
+    meta, payload = read_graph(json_path)
+    template = None
+    if meta.template is not None:
+        tpath = (json_path.parent / meta.template.json).resolve()
+        with _cache_lock:
+            template = _templates.get(tpath)
+        if template is None:
+            template = read_source(tpath)
+            with _cache_lock:
+                _templates[tpath] = template
+        assert template.meta.record is not None
+        if template.meta.record.sha256 != meta.template.record_sha256 or template.template is not None:
+            raise ArchiveCorruptError(
+                f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
+                "graph: the two come from different saves. Save the graphs (and the manifest) again."
+            )
+    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template)
+
+
 def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
     """Refuses an archive made on another GPU model, driver or software stack."""
     mismatches = compare(meta.identity, current_identity(), frozenset(allow))
@@ -42,12 +102,36 @@ def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
         )
 
 
+_restored_memory: set[str] = set()
+
+
+def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = None) -> None:
+    """Maps SAVE's live memory and writes its state memory back, once per distinct snapshot.
+
+    Must run before the program allocates again: later allocations would otherwise land on memory
+    the graphs use. ``occupied`` lists the (address, size) blocks this process's allocator has in use.
+    """
+    for src in sources:
+        restore_region(src.meta.region)
+    for src in sources:
+        memory = src.meta.memory
+        if memory is not None and memory.sha256 not in _restored_memory:
+            restore_snapshot(src.archive_dir, memory, src.meta.region.base, occupied, own_chunks())
+            _restored_memory.add(memory.sha256)
+
+
 def load_images(archive_dir: Path, shas: Iterable[str], verify: bool = True) -> None:
     """Loads the archived images (each once per process), checking their hashes first."""
     for sha in shas:
-        if registry.is_loaded(sha):
-            continue
-        registry.load_image(sha, open_image(archive_dir, sha, verify))
+        if not registry.is_loaded(sha):
+            registry.load_image(sha, open_image(archive_dir, sha, verify))
+
+
+def source_images(src: GraphSource) -> list[str]:
+    shas = [i.sha256 for i in src.meta.images]
+    if src.template is not None:
+        shas += [i.sha256 for i in src.template.meta.images if i.sha256 not in shas]
+    return shas
 
 
 def resolve_functions(meta: GraphMeta) -> list[int]:
@@ -60,17 +144,24 @@ def resolve_functions(meta: GraphMeta) -> list[int]:
     return functions
 
 
-_restored_memory: set[str] = set()
-
-
-def restore_memory(
-    archive_dir: Path, meta: GraphMeta, occupied: Callable[[], list[tuple[int, int]]] | None = None
-) -> None:
-    """Writes SAVE's state memory back (once per snapshot per process), around this process's own data."""
-    if meta.memory is None or meta.memory.sha256 in _restored_memory:
-        return
-    restore_snapshot(archive_dir, meta.memory, meta.region.base, occupied, own_chunks())
-    _restored_memory.add(meta.memory.sha256)
+def build_exec(src: GraphSource) -> tuple[int, int]:
+    """(CUgraph, CUgraphExec) of a source: a template member is its template's graph with its
+    overrides applied before instantiation, so its exec is as good as a natively captured one."""
+    if src.template is None:
+        graph = codec.build(src.payload, resolve_functions(src.meta))
+    else:
+        t = src.template
+        graph, nodes = codec.build_with_nodes(t.payload, resolve_functions(t.meta), t.node_count)
+        try:
+            codec.apply_overrides(graph, False, nodes, src.payload, resolve_functions(src.meta))
+        except BaseException:
+            codec.destroy_graph(graph)
+            raise
+    try:
+        return graph, codec.instantiate(graph)
+    except BaseException:
+        codec.destroy_graph(graph)
+        raise
 
 
 def load_graph(
@@ -78,24 +169,12 @@ def load_graph(
     *,
     allow_mismatch: Iterable[str] = (),
     verify_images: bool = True,
-    occupied: Callable[[], list[tuple[int, int]]] | None = None,
+    occupied: Occupied | None = None,
 ) -> LoadedGraph:
-    """Reads, checks and rebuilds one graph; the region must be set as in the SAVE run.
-
-    ``occupied`` lists the (address, size) blocks this process's allocator has in use, so that SAVE's
-    state memory can be restored around them (see restore_memory).
-    """
-    json_path = Path(json_path)
-    meta, record = read_graph(json_path)
-    check_identity(meta, allow_mismatch)
-    archive_dir = resolve_archive_dir(json_path, meta)
-    restore_region(meta.region)
-    restore_memory(archive_dir, meta, occupied)
-    load_images(archive_dir, (i.sha256 for i in meta.images), verify_images)
-    graph = codec.build(record, resolve_functions(meta))
-    try:
-        exec_ = codec.instantiate(graph)
-    except BaseException:
-        codec.destroy_graph(graph)
-        raise
-    return LoadedGraph(meta, json_path, graph, exec_)
+    """Reads, checks and rebuilds one graph; the region must be set as in the SAVE run."""
+    src = read_source(json_path)
+    check_identity(src.meta, allow_mismatch)
+    prepare_memory([src], occupied)
+    load_images(src.archive_dir, source_images(src), verify_images)
+    graph, exec_ = build_exec(src)
+    return LoadedGraph(src.meta, src.json_path, graph, exec_)

@@ -29,16 +29,19 @@ from ..memory.layout import region_spec
 from ..memory.snapshot import take_snapshot
 from . import codec
 
-__all__ = ["SavedGraph", "default_archive_dir", "save_graph", "saved_graphs"]
+__all__ = ["SavedGraph", "default_archive_dir", "replace_saved", "save_graph", "saved_graphs"]
 
 DEFAULT_ARCHIVE = "hook_archive"
 
 
 @dataclass(frozen=True)
 class SavedGraph:
+    """A graph this process saved: its full record, and the delta on disk once it became a member."""
+
     json_path: Path
     meta: GraphMeta
     record: bytes
+    delta: bytes | None = None
 
 
 _lock = threading.Lock()
@@ -55,6 +58,12 @@ def saved_graphs() -> list[SavedGraph]:
     """Graphs saved by this process, in order (save_graph_manifest writes them into the manifest)."""
     with _lock:
         return list(_saved)
+
+
+def replace_saved(graphs: list[SavedGraph]) -> None:
+    """Records what save_graph_manifest rewrote (members stored as deltas)."""
+    with _lock:
+        _saved[: len(graphs)] = graphs
 
 
 def _image_format(fmt: registry.ImageFormat) -> ImageFormat:

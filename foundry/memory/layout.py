@@ -68,17 +68,15 @@ def live_allocations(events: Sequence[AllocationEvent]) -> dict[int, int]:
 
 def own_chunks() -> list[tuple[int, int]]:
     """(offset, span) of the allocations this process holds in the region."""
-    live: dict[int, int] = {}
-    for e in allocation_events():
-        if e.kind in _ALLOCS:
-            live[e.offset] = e.span
-        elif e.kind in (AllocKind.FREE, AllocKind.ASYNC_FREE):
-            live.pop(e.offset, None)
-    return sorted(live.items())
+    return [(off, span) for off, span, _ in _own_allocations()]
 
 
-def region_spec() -> RegionSpec:
-    """The region as SAVE must record it."""
+def region_spec(full_log: bool = False) -> RegionSpec:
+    """The region as SAVE records it.
+
+    A graph's JSON keeps, of the allocation log, only the events of allocations still live (what
+    LOAD's layout check needs); the manifest keeps the full log (``full_log``), for verification.
+    """
     state = region_state()
     if not state.reserved:
         raise RegionStateError(
@@ -87,6 +85,9 @@ def region_spec() -> RegionSpec:
         )
     events = allocation_events()
     quads = [(int(e.kind), e.offset, e.size, e.span) for e in events]
+    if not full_log:
+        live = live_allocations(events)
+        events = [e for e in events if e.kind in _ALLOCS and live.get(e.offset) == e.size]
     return RegionSpec(
         base=state.base,
         size=state.size,
@@ -131,19 +132,34 @@ def restore_region(saved: RegionSpec) -> None:
 
 
 def _check_layout(saved: RegionSpec) -> None:
-    """Every allocation this process made below SAVE's high-water mark must be one SAVE made too."""
-    saved_allocs: dict[int, int] = {}
-    for _, kind, offset, size, _span in saved.events:
-        if kind in (AllocKind.ALLOC, AllocKind.ASYNC_ALLOC):
-            saved_allocs.setdefault(offset, size)
-    for offset, size in sorted(live_allocations(allocation_events()).items()):
-        if offset >= saved.high_water:
+    """This process's allocations must not move anything a loaded graph uses.
+
+    Each live allocation here either is one SAVE had (same offset and size), or lies outside SAVE's
+    live memory; anything else means a tensor of this program sits where SAVE had other data.
+    """
+    saved_allocs = {offset: size for _, kind, offset, size, _ in saved.events if kind in _ALLOCS}
+    for offset, span, size in _own_allocations():
+        if saved_allocs.get(offset) == size:
             continue
-        if saved_allocs.get(offset) != size:
-            had = saved_allocs.get(offset)
-            what = f"an allocation of {had} bytes" if had is not None else "no allocation"
-            raise LayoutMismatchError(
-                f"this process allocated {size} bytes at region offset {offset:#x}, where SAVE made {what}. The "
-                "program must allocate its persistent tensors (weights, caches, static inputs) in the same order "
-                "and sizes as in the SAVE run, before loading graphs."
-            )
+        overlap = next(((s, n) for s, n in saved.live if s < offset + span and offset < s + n), None)
+        if overlap is None:
+            continue
+        had = saved_allocs.get(offset)
+        what = f"an allocation of {had} bytes" if had is not None else "no allocation starting there"
+        raise LayoutMismatchError(
+            f"this process allocated {size} bytes at region offset {offset:#x}, where SAVE had {what} (SAVE's memory "
+            f"[{overlap[0]:#x}, {overlap[0] + overlap[1]:#x}) is live there). The program must allocate its "
+            "persistent tensors (weights, caches, static inputs) in the same order and sizes as in the SAVE run, "
+            "before loading graphs."
+        )
+
+
+def _own_allocations() -> list[tuple[int, int, int]]:
+    """(offset, span, size) of this process's live allocations."""
+    live: dict[int, tuple[int, int]] = {}
+    for e in allocation_events():
+        if e.kind in _ALLOCS:
+            live[e.offset] = (e.span, e.size)
+        elif e.kind in (AllocKind.FREE, AllocKind.ASYNC_FREE):
+            live.pop(e.offset, None)
+    return [(off, span, size) for off, (span, size) in sorted(live.items())]

@@ -51,7 +51,7 @@ def test_manifest_round_trip(archive: tuple[Path, Manifest]) -> None:
         "bytes": manifest.images[0].bytes,
         "format": "elf",
     }
-    assert doc["groups"] == [{"topology": manifest.graphs[0].topology, "template": 0, "members": [1]}]
+    assert doc["groups"] == [{"topology": manifest.graphs[0].topology, "template": 0, "members": [1], "varying": []}]
     assert [g["role"] for g in doc["graphs"]] == ["template", "member"]
     assert "signature" not in doc
 

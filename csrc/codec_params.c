@@ -1,0 +1,107 @@
+/* Node records -> driver parameter structs, shared by graph building and exec updates. Every length
+ * and index is checked against the record: a damaged record is an error, never a crash. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "record.h"
+
+#define CORRUPT(...) fdy_fail(FDY_ERR_CORRUPT, "damaged graph record: " __VA_ARGS__)
+
+static int decode_kernel(fdy_decoded *d, const uint8_t *p, uint32_t bytes, const uint64_t *funcs, size_t nfuncs) {
+  if (bytes < sizeof(rec_kernel)) return CORRUPT("kernel node of %u bytes", bytes);
+  rec_kernel k;
+  memcpy(&k, p, sizeof(k));
+  size_t tables = (size_t)k.param_count * sizeof(rec_param) + (size_t)k.attr_count * sizeof(rec_attr);
+  if (sizeof(rec_kernel) + tables + k.arg_bytes > bytes)
+    return CORRUPT("kernel node needs %zu bytes, has %u", sizeof(rec_kernel) + tables + k.arg_bytes, bytes);
+  if (k.function >= nfuncs) return CORRUPT("function index %u of %zu", k.function, nfuncs);
+  const rec_param *params = (const rec_param *)(p + sizeof(rec_kernel));
+  d->attrs = (const rec_attr *)(p + sizeof(rec_kernel) + k.param_count * sizeof(rec_param));
+  d->attr_count = k.attr_count;
+  uint8_t *args = (uint8_t *)(p + sizeof(rec_kernel) + tables);
+
+  CUDA_KERNEL_NODE_PARAMS_v2 *np = &d->kernel;
+  memset(np, 0, sizeof(*np));
+  np->func = (CUfunction)(uintptr_t)funcs[k.function];
+  np->gridDimX = k.grid[0]; np->gridDimY = k.grid[1]; np->gridDimZ = k.grid[2];
+  np->blockDimX = k.block[0]; np->blockDimY = k.block[1]; np->blockDimZ = k.block[2];
+  np->sharedMemBytes = k.shared_mem;
+  if (k.arg_mode == FDY_ARG_EXTRA) {
+    d->arg_size = k.arg_bytes;
+    d->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    d->extra[1] = args;
+    d->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    d->extra[3] = &d->arg_size;
+    d->extra[4] = CU_LAUNCH_PARAM_END;
+    np->extra = d->extra;
+    return 0;
+  }
+  if (k.arg_mode != FDY_ARG_PARAMS) return CORRUPT("argument mode %u", k.arg_mode);
+  if (k.param_count > d->scratch_cap) {
+    void **s = realloc(d->scratch, k.param_count * sizeof(void *));
+    if (!s) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+    d->scratch = s;
+    d->scratch_cap = k.param_count;
+  }
+  for (uint16_t i = 0; i < k.param_count; i++) {
+    rec_param pr;
+    memcpy(&pr, &params[i], sizeof(pr));
+    if ((uint64_t)pr.offset + pr.size > k.arg_bytes) return CORRUPT("parameter %u lies outside its argument buffer", i);
+    d->scratch[i] = args + pr.offset;
+  }
+  np->kernelParams = k.param_count ? d->scratch : NULL;
+  return 0;
+}
+
+int fdy_decode_node(fdy_decoded *d, const uint8_t *p, uint32_t bytes, const uint64_t *funcs, size_t nfuncs) {
+  switch (p[0]) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return decode_kernel(d, p, bytes, funcs, nfuncs);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      if (bytes < sizeof(rec_memset)) return CORRUPT("memset node of %u bytes", bytes);
+      rec_memset m;
+      memcpy(&m, p, sizeof(m));
+      d->memset = (CUDA_MEMSET_NODE_PARAMS){m.dst, m.pitch, m.value, m.element_size, m.width, m.height};
+      return 0;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+      if (bytes < sizeof(rec_memcpy)) return CORRUPT("memcpy node of %u bytes", bytes);
+      rec_memcpy m;
+      memcpy(&m, p, sizeof(m));
+      CUDA_MEMCPY3D *cp = &d->memcpy;
+      memset(cp, 0, sizeof(*cp));
+      cp->srcMemoryType = (CUmemorytype)m.src_type; cp->srcDevice = m.src_device;
+      cp->srcXInBytes = m.src_x; cp->srcY = m.src_y; cp->srcZ = m.src_z; cp->srcPitch = m.src_pitch; cp->srcHeight = m.src_height;
+      cp->dstMemoryType = (CUmemorytype)m.dst_type; cp->dstDevice = m.dst_device;
+      cp->dstXInBytes = m.dst_x; cp->dstY = m.dst_y; cp->dstZ = m.dst_z; cp->dstPitch = m.dst_pitch; cp->dstHeight = m.dst_height;
+      cp->WidthInBytes = m.width; cp->Height = m.height; cp->Depth = m.depth;
+      return 0;
+    }
+    default:
+      return CORRUPT("node type %u has no parameters to decode", p[0]);
+  }
+}
+
+void fdy_decoded_free(fdy_decoded *d) {
+  free(d->scratch);
+  d->scratch = NULL;
+  d->scratch_cap = 0;
+}
+
+int fdy_record_node_offsets(const uint8_t *rec, size_t size, size_t *offsets, size_t cap, size_t *count) {
+  if (size < sizeof(rec_header)) return CORRUPT("%zu bytes cannot hold a header", size);
+  rec_header h;
+  memcpy(&h, rec, sizeof(h));
+  if (memcmp(h.magic, FDY_RECORD_MAGIC, 4) != 0 || h.header_bytes != sizeof(rec_header) || h.total_bytes > size)
+    return CORRUPT("bad header");
+  size_t at = sizeof(rec_header);
+  for (uint32_t i = 0; i < h.node_count; i++) {
+    uint32_t bytes;
+    if (at + sizeof(rec_node) > h.total_bytes) return CORRUPT("node %u starts past the end", i);
+    memcpy(&bytes, rec + at + 4, 4);
+    if (bytes < sizeof(rec_node) || bytes % 8 || bytes > h.total_bytes - at) return CORRUPT("node %u has size %u", i, bytes);
+    if (i < cap) offsets[i] = at;
+    at += bytes;
+  }
+  *count = h.node_count;
+  return 0;
+}

@@ -1,0 +1,215 @@
+"""Background loading: every graph replayable early, every graph at full speed later.
+
+``start`` does on the calling thread only what must precede the program's next allocation (read and
+check the files, map SAVE's memory), then returns. A loader thread loads the images (hashed on a pool
+of ``num_threads`` threads), builds and instantiates one exec per topology group, and marks the group
+ready: from then on every member replays on that exec, switched in by updating only the nodes that
+vary. The loader then gives each member an exec of its own, so that steady-state replay pays no
+update penalty. ctypes releases the GIL during driver calls, so the loader runs beside the program.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..archive import open_image
+from ..driver import call, current_context
+from ..errors import LoadError
+from ..kernels import registry
+from . import codec
+from .load import (
+    GraphSource,
+    Occupied,
+    build_exec,
+    check_identity,
+    prepare_memory,
+    read_source,
+    resolve_functions,
+    source_images,
+)
+
+__all__ = ["GraphHandle", "PendingLoads", "start"]
+
+
+@dataclass
+class _Group:
+    template: GraphSource
+    ready: threading.Event = field(default_factory=threading.Event)
+    exec: int = 0  # shared exec, instantiated from the template
+    graph: int = 0
+    nodes: Any = None  # the template graph's top-level node handles
+    template_delta: bytes = b""  # the template's own values of every varying node
+    template_functions: list[int] = field(default_factory=list)
+    current: int = -1  # index of the member whose parameters the shared exec holds; -1: the template's
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass
+class GraphHandle:
+    """One loaded graph: replays on its own exec once built, on its group's shared exec before."""
+
+    index: int
+    source: GraphSource
+    group: _Group
+    functions: list[int] = field(default_factory=list)
+    exec: int = 0  # dedicated exec, 0 until the loader built it
+    graph: int = 0
+
+    def launch(self, stream: int) -> None:
+        if self.exec:
+            codec.launch(self.exec, stream)
+            return
+        g = self.group
+        wanted = -1 if self.source.template is None else self.index
+        with g.lock:
+            if g.current != wanted:
+                if wanted == -1:
+                    codec.apply_overrides(g.exec, True, g.nodes, g.template_delta, g.template_functions)
+                else:
+                    codec.apply_overrides(g.exec, True, g.nodes, self.source.payload, self.functions)
+                g.current = wanted
+            codec.launch(g.exec, stream)
+
+
+class PendingLoads:
+    """What start() returns; finish()/finish_one() wait on it."""
+
+    def __init__(self, handles: list[GraphHandle], groups: list[_Group]) -> None:
+        self.handles = handles
+        self.groups = groups
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        self.timings: dict[str, float] = {}
+        self.thread: threading.Thread | None = None
+        self.finished: dict[int, Any] = {}  # what the torch layer handed out, by index
+        self.dedicated_go = threading.Event()  # the loader builds members' own execs once set
+
+    def build_dedicated(self) -> None:
+        """Lets a loader started with defer_dedicated=True go on to members' own execs."""
+        self.dedicated_go.set()
+
+    def wait_group(self, index: int, timeout: float | None = None) -> GraphHandle:
+        handle = self.handles[index]
+        while not handle.group.ready.wait(0.05 if timeout is None else timeout):
+            if self.error is not None or (self.done.is_set() and not handle.group.ready.is_set()):
+                break
+        if self.error is not None:
+            raise LoadError(f"background loading failed: {self.error}") from self.error
+        return handle
+
+    def wait_all(self) -> None:
+        """Blocks until every graph has its own exec (or the loader failed)."""
+        self.done.wait()
+        if self.error is not None:
+            raise LoadError(f"background loading failed: {self.error}") from self.error
+
+
+def _load_images(sources: Sequence[GraphSource], num_threads: int, verify: bool) -> None:
+    wanted: dict[str, Path] = {}
+    for src in sources:
+        for sha in source_images(src):
+            wanted.setdefault(sha, src.archive_dir)
+    todo = [(sha, d) for sha, d in wanted.items() if not registry.is_loaded(sha)]
+    # Hashing releases the GIL; loading is a driver call: both overlap across threads.
+    with ThreadPoolExecutor(max_workers=max(1, num_threads)) as pool:
+        mapped = list(pool.map(lambda item: (item[0], open_image(item[1], item[0], verify)), todo))
+    for sha, data in mapped:
+        registry.load_image(sha, data)
+
+
+def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:
+    try:
+        call("cuCtxSetCurrent", context)
+        sources = [h.source for h in pending.handles]
+        _load_images(sources, num_threads, verify)
+        pending.timings["images_s"] = time.perf_counter() - start
+        for g in pending.groups:
+            t = g.template
+            g.template_functions = resolve_functions(t.meta)
+            g.graph, g.nodes = codec.build_with_nodes(t.payload, g.template_functions, t.node_count)
+            g.exec = codec.instantiate(g.graph)
+            members = [h for h in pending.handles if h.group is g and h.source.template is not None]
+            varying = sorted({i for h in members for i in _override_indices(h.source.payload)})
+            g.template_delta = codec.delta_from_record(t.payload, varying)
+            for h in members:
+                h.functions = resolve_functions(h.source.meta)
+            g.ready.set()
+        pending.timings["all_replayable_s"] = time.perf_counter() - start
+        pending.dedicated_go.wait()
+        for g in pending.groups:
+            group = [h for h in pending.handles if h.group is g]
+            for h in group:
+                if h.source.template is not None:
+                    h.graph, h.exec = build_exec(h.source)
+            # Every member has its own exec now: the shared one goes back to the template for good.
+            with g.lock:
+                if g.current != -1:
+                    codec.apply_overrides(g.exec, True, g.nodes, g.template_delta, g.template_functions)
+                    g.current = -1
+                for h in group:
+                    if h.source.template is None:
+                        h.graph, h.exec = g.graph, g.exec
+        pending.timings["all_dedicated_s"] = time.perf_counter() - start
+    except BaseException as exc:  # reported to whoever waits
+        pending.error = exc
+    finally:
+        pending.done.set()
+
+
+def _override_indices(delta: bytes) -> list[int]:
+    """Node indices a delta overrides (read from its records without a full parse)."""
+    count = int.from_bytes(delta[8:12], "little")
+    out, at = [], 64
+    for _ in range(count):
+        out.append(int.from_bytes(delta[at : at + 4], "little"))
+        at += 8 + int.from_bytes(delta[at + 12 : at + 16], "little")
+    return out
+
+
+def start(
+    paths: Iterable[str | Path],
+    num_threads: int = 8,
+    allow_mismatch: Iterable[str] = (),
+    verify_images: bool = True,
+    occupied: Occupied | None = None,
+    defer_dedicated: bool = False,
+) -> PendingLoads:
+    """Checks the archives, restores SAVE's memory, and starts the loader thread.
+
+    With ``defer_dedicated`` the loader stops once every graph is replayable and builds members' own
+    execs only after ``build_dedicated()`` (to measure replay on shared execs, or to keep the GPU
+    quiet during a latency-critical phase).
+    """
+    t0 = time.perf_counter()
+    sources = [read_source(p) for p in paths]
+    if not sources:
+        raise LoadError("start_graph_builds() got no graphs to load")
+    allow = tuple(allow_mismatch)
+    for src in {id(s.meta.identity): s for s in sources}.values():
+        check_identity(src.meta, allow)
+    prepare_memory(sources, occupied)
+    groups: dict[Path, _Group] = {}
+    handles = []
+    for i, src in enumerate(sources):
+        template = src.template or src
+        key = template.json_path.resolve()
+        group = groups.setdefault(key, _Group(template))
+        handles.append(GraphHandle(i, src, group))
+    pending = PendingLoads(handles, list(groups.values()))
+    if not defer_dedicated:
+        pending.dedicated_go.set()
+    pending.timings["prepare_s"] = time.perf_counter() - t0
+    pending.thread = threading.Thread(
+        target=_loader,
+        args=(pending, current_context(), num_threads, verify_images, t0),
+        name="foundry-loader",
+        daemon=True,
+    )
+    pending.thread.start()
+    return pending

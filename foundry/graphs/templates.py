@@ -1,0 +1,146 @@
+"""Topology templates: graphs that differ only in node parameters share one template.
+
+Two graphs can share an exec (members switched in with per-node parameter updates) only when their
+node types, edges and edge data match, and every kernel node keeps its cluster shape and cooperative
+mode (an exec cannot switch those: the driver answers CUDA_ERROR_INVALID_CLUSTER_SIZE). The template
+key therefore covers the record's topology key plus each kernel's required cluster shape, a function
+attribute the record does not hold. A member is stored as a delta: its values for every node that
+varies anywhere in the group, so that applying one member's delta switches a shared exec to it from
+any other member.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..archive import (
+    ChildGraphNode,
+    Delta,
+    GraphMeta,
+    GraphRecord,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    Node,
+    TemplateRef,
+    encode_delta,
+    iter_nodes,
+    parse_delta,
+    parse_record,
+    write_graph,
+)
+from ..errors import CodecError
+from .save import SavedGraph
+
+__all__ = ["GroupPlan", "plan_groups", "template_key", "write_member_deltas"]
+
+_VARYING = (KernelNode, MemsetNode, MemcpyNode)
+
+
+def template_key(meta: GraphMeta, record: GraphRecord) -> str:
+    """Topology key plus every kernel's compile-time cluster shape (function attributes 11-13)."""
+    h = hashlib.sha256(meta.topology.encode())
+    for _, node in iter_nodes(record):
+        if isinstance(node, KernelNode):
+            h.update(struct.pack("<3i", *meta.functions[node.function_index].attrs[2:5]))
+    return h.hexdigest()
+
+
+def _identity(node: Node, meta: GraphMeta) -> Any:
+    """A comparable value of a node with function indices replaced by the functions themselves."""
+    if isinstance(node, KernelNode):
+        return (replace(node, function_index=0), meta.functions[node.function_index])
+    if isinstance(node, ChildGraphNode):
+        return (tuple(_identity(n, meta) for n in node.record.nodes), node.record.edges)
+    return node
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """Indices into the saved-graph list: the template, its members, and the nodes that vary."""
+
+    key: str
+    template: int
+    members: tuple[int, ...]
+    varying: tuple[int, ...]
+
+
+def _differing(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord]) -> list[int] | None:
+    """Top-level nodes whose parameters differ, or None when the member cannot be switched in."""
+    (tm, tr), (mm, mr) = template, member
+    out = []
+    for i, (a, b) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
+        if _identity(a, tm) == _identity(b, mm):
+            continue
+        if not isinstance(a, _VARYING) or type(a) is not type(b):
+            return None
+        # Launch attributes cannot be updated in an exec; members must keep the template's.
+        if isinstance(a, KernelNode) and isinstance(b, KernelNode) and a.attrs != b.attrs:
+            return None
+        out.append(i)
+    return out
+
+
+def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
+    """Groups in first-seen order; a graph that cannot join its key's group becomes a template itself."""
+    parsed = [(g.meta, parse_record(g.record)) for g in graphs]
+    plans: list[GroupPlan] = []
+    open_groups: dict[str, list[tuple[int, list[int], set[int]]]] = {}
+    for i, (meta, record) in enumerate(parsed):
+        key = template_key(meta, record)
+        placed = False
+        for template, members, varying in open_groups.get(key, []):
+            diff = _differing(parsed[template], (meta, record))
+            if diff is not None:
+                members.append(i)
+                varying.update(diff)
+                placed = True
+                break
+        if not placed:
+            open_groups.setdefault(key, []).append((i, [], set()))
+    for key, groups in open_groups.items():
+        for template, members, varying in groups:
+            plans.append(GroupPlan(key, template, tuple(members), tuple(sorted(varying))))
+    plans.sort(key=lambda p: p.template)
+    return plans
+
+
+def _verify(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord], delta: Delta) -> None:
+    """SAVE's proof that a member is its template plus its overrides, node by node."""
+    (tm, tr), (mm, mr) = template, member
+    overrides = dict(delta.overrides)
+    for i, (t, m) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
+        rebuilt = _identity(overrides[i], mm) if i in overrides else _identity(t, tm)
+        if rebuilt != _identity(m, mm):
+            raise CodecError(f"graph {mm.name!r} is not template {tm.name!r} plus its overrides at node {i}")
+    if tr.edges != mr.edges:
+        raise CodecError(f"graph {mm.name!r} and template {tm.name!r} differ in their edges")
+
+
+def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]) -> list[SavedGraph]:
+    """Rewrites every member's files as a delta against its template; returns the updated list."""
+    out = list(graphs)
+    for plan in plans:
+        template = graphs[plan.template]
+        assert template.meta.record is not None
+        tpair = (template.meta, parse_record(template.record))
+        for index in plan.members:
+            member = graphs[index]
+            mpair = (member.meta, parse_record(member.record))
+            delta = Delta(
+                template.meta.record.sha256,
+                len(member.meta.functions),
+                tuple((i, mpair[1].nodes[i]) for i in plan.varying),
+            )
+            payload = encode_delta(delta)
+            _verify(tpair, mpair, parse_delta(payload))
+            rel = os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
+            meta = replace(member.meta, record=None, template=TemplateRef(rel, template.meta.record.sha256))
+            written = write_graph(member.json_path, meta, payload)
+            out[index] = SavedGraph(member.json_path, written, member.record, payload)
+    return out
