@@ -52,8 +52,7 @@ def vllm_batch_sizes(max_batch: int = 512) -> list[int]:
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    var = x.float().pow(2).mean(-1, keepdim=True)
-    return (x.float() * torch.rsqrt(var + eps)).to(x.dtype) * weight
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -62,7 +61,9 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class QwenDecoder(torch.nn.Module):
-    """One decode step: ``forward(input_ids[bs], positions[bs]) -> logits[bs, vocab]``."""
+    """One decode step: ``forward(input_ids[bs], positions[bs]) -> hidden[bs, hidden]`` (final norm
+    applied); ``logits(hidden)`` projects to the vocabulary. As in vLLM, the graph covers the model body
+    and the logits are computed outside it."""
 
     cos: torch.Tensor
     sin: torch.Tensor
@@ -132,4 +133,7 @@ class QwenDecoder(torch.nn.Module):
         x = F.embedding(input_ids, self.embed)
         for i in range(self.cfg.layers):
             x = self._layer(i, x, positions)
-        return F.linear(_rms_norm(x, self.final_norm, self.cfg.eps), self.lm_head)
+        return _rms_norm(x, self.final_norm, self.cfg.eps)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.lm_head)

@@ -170,12 +170,17 @@ class CUDAGraph:
 
     @classmethod
     def start_graph_builds(
-        cls, paths: Iterable[str | os.PathLike[str]], num_threads: int = 8, allow_mismatch: tuple[str, ...] = ()
+        cls,
+        paths: Iterable[str | os.PathLike[str]],
+        num_threads: int = 8,
+        allow_mismatch: tuple[str, ...] = (),
+        defer_dedicated: bool = False,
     ) -> PendingLoads:
         """Checks the graphs, restores SAVE's memory, and builds the graphs in the background.
 
         Returns at once; finish_graph_loads / finish_one_graph_load hand out the graphs. A graph is
-        replayable as soon as its topology group's template exec exists; it gets its own exec later.
+        replayable as soon as its topology group's template exec exists; it gets its own exec later
+        (after ``pending.build_dedicated()`` when ``defer_dedicated``).
         """
         require_interposer("loading graphs")
         return pending_loads.start([Path(p) for p in paths], num_threads, allow_mismatch, occupied=blocks_in_use)

@@ -18,9 +18,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run_cmd.add_parser(sub)
+    from . import bench as bench_cmd
     from . import inspect as inspect_cmd
 
     inspect_cmd.add_parser(sub)
+    bench_cmd.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,158 @@
+"""`foundry bench`: native warm-up + capture against Foundry's LOAD, side by side, in one run.
+
+For each model shape and variant, a native process warms up, captures the decode graphs for every
+batch size and saves them; a fresh process then loads them. The report (JSON, a table and a plot)
+compares cold start, replay latency per batch size and outputs, as measured in this run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..cli.table import table
+
+__all__ = ["run_bench", "summarize"]
+
+
+def _worker(mode: str, shape: str, variant: str, out: Path, sizes: list[int] | None, log: Path) -> dict[str, Any]:
+    from ..cli.run import preload_env
+
+    env = preload_env()
+    env["FOUNDRY_BENCH_SPAWN"] = repr(time.time())
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    cmd = [sys.executable, "-m", "foundry.bench.worker", mode, shape, variant, str(out)]
+    if sizes:
+        cmd.append(",".join(map(str, sizes)))
+    with log.open("a") as sink:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sink.write(line)
+            if line.startswith("["):
+                print("  " + line.rstrip(), flush=True)
+        code = proc.wait()
+    if code != 0:
+        tail = log.read_text().splitlines()[-25:]
+        raise RuntimeError(f"{mode} worker for {shape}/{variant} failed ({code}); see {log}:\n" + "\n".join(tail))
+    return dict(json.loads((out / f"{mode}.json").read_text()))
+
+
+def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:
+    """The figures issue #4 asks for, from the two workers' raw results."""
+    sizes = list(native["latency_us"])
+    ratio = {bs: loaded["latency_us"][bs] / native["latency_us"][bs] for bs in sizes}
+    ratio_t = {bs: loaded["latency_template_us"][bs] / native["latency_us"][bs] for bs in sizes}
+    nodes = sum(native["nodes"].values())
+    return {
+        "shape": shape,
+        "variant": variant,
+        "graphs": len(sizes),
+        "nodes": nodes,
+        "native_warmup_capture_s": native["native_warmup_capture_s"],
+        "native_warmup_s": native["native_warmup_s"],
+        "native_capture_s": native["native_capture_s"],
+        "save_s": native["save_s"],
+        "save_over_capture": native["save_s"] / native["native_capture_s"],
+        "load_first_s": loaded["load_first_s"],
+        "load_all_s": loaded["load_all_s"],
+        "dedicated_s": loaded["dedicated_s"],
+        "speedup": native["native_warmup_capture_s"] / loaded["load_all_s"],
+        "restore_us_per_node": loaded["load_all_s"] / nodes * 1e6,
+        "first_step_native_s": native["first_step_s"],
+        "first_step_load_s": loaded["first_step_s"],
+        "replay_ratio_max": max(ratio.values()),
+        "replay_ratio_median": statistics.median(ratio.values()),
+        "replay_ratio_max_template": max(ratio_t.values()),
+        "replay_ratio_median_template": statistics.median(ratio_t.values()),
+        "switch_us_median": statistics.median(loaded["switch_us"].values()) if loaded["switch_us"] else None,
+        "bit_identical": loaded["digests"] == native["digests"],
+        "bit_identical_template": loaded["digests_template"] == native["digests"],
+        "archive_bytes": native["archive_bytes"],
+        "groups": loaded["groups"],
+        "load_timings": loaded["timings"],
+        "latency_us": {
+            bs: [native["latency_us"][bs], loaded["latency_template_us"][bs], loaded["latency_us"][bs]] for bs in sizes
+        },
+    }
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    heads = ["model", "variant", "graphs", "nodes", "native s", "SAVE s", "LOAD first s", "LOAD all s", "speedup",
+             "us/node", "replay max", "replay max (tmpl)", "identical", "archive MiB"]  # fmt: skip
+    body = []
+    for r in rows:
+        identical = "yes" if r["bit_identical"] and r["bit_identical_template"] else "NO"
+        body.append([
+            r["shape"], r["variant"], r["graphs"], r["nodes"], f"{r['native_warmup_capture_s']:.2f}",
+            f"{r['save_s']:.2f}", f"{r['load_first_s']:.3f}", f"{r['load_all_s']:.3f}", f"{r['speedup']:.0f}x",
+            f"{r['restore_us_per_node']:.2f}", f"{r['replay_ratio_max']:.3f}", f"{r['replay_ratio_max_template']:.3f}",
+            identical, f"{r['archive_bytes'] / 2**20:.1f}",
+        ])  # fmt: skip
+    return table(heads, body)
+
+
+def _plot(rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("  (matplotlib not installed: no plot)")
+        return
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5))
+    labels = [f"{r['shape']}\n{r['variant']}" for r in rows]
+    x = range(len(rows))
+    left.bar([i - 0.2 for i in x], [r["native_warmup_capture_s"] for r in rows], 0.4, label="native warm-up + capture")
+    left.bar([i + 0.2 for i in x], [r["load_all_s"] for r in rows], 0.4, label="Foundry LOAD (all replayable)")
+    left.set_yscale("log")
+    left.set_xticks(list(x), labels)
+    left.set_ylabel("seconds (log)")
+    left.set_title("Cold start")
+    left.legend()
+    for r in rows:
+        sizes = [int(b) for b in r["latency_us"]]
+        right.plot(sizes, [v[2] / v[0] for v in r["latency_us"].values()], label=f"{r['shape']} {r['variant']}")
+    right.axhline(1.01, color="grey", linestyle="--", linewidth=0.8)
+    right.axhline(0.99, color="grey", linestyle="--", linewidth=0.8)
+    right.set_xlabel("batch size")
+    right.set_ylabel("loaded / native replay latency")
+    right.set_title("Steady-state replay (own execs)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def run_bench(out: Path, shapes: list[str], variants: list[str], sizes: list[int] | None) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "bench-workers.log"
+    log.write_text("")
+    rows = []
+    machine: dict[str, Any] = {}
+    for shape in shapes:
+        for variant in variants:
+            work = Path(os.environ.get("FOUNDRY_BENCH_WORK", "/tmp/foundry-bench")) / f"{shape}-{variant}"
+            if work.exists():
+                import shutil
+
+                shutil.rmtree(work)
+            print(f"== {shape} / {variant}", flush=True)
+            native = _worker("native", shape, variant, work, sizes, log)
+            machine = native.get("machine", machine)
+            loaded = _worker("load", shape, variant, work, sizes, log)
+            row = summarize(shape, variant, native, loaded)
+            rows.append(row)
+            print(_table([row]), flush=True)
+    doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine, "results": rows}
+    (out / "cold-start.json").write_text(json.dumps(doc, indent=1))
+    (out / "cold-start.txt").write_text(_table(rows) + "\n")
+    _plot(rows, out / "cold-start.png")
+    print("\n" + _table(rows))
+    return rows

@@ -1,0 +1,212 @@
+"""One side of the cold-start benchmark, in a process of its own (started by foundry.bench.runner).
+
+    python -m foundry.bench.worker native SHAPE VARIANT OUT   warm up, capture, SAVE, measure
+    python -m foundry.bench.worker load   SHAPE VARIANT OUT   LOAD in the background, measure
+
+Both build the same model with the same seed, so their allocations land at the same addresses. The
+environment variable FOUNDRY_BENCH_SPAWN carries the parent's clock at spawn time, so "process start
+to first decode step" includes interpreter and torch start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import foundry
+from foundry.bench.model import SHAPES, QwenDecoder, vllm_batch_sizes
+
+BASE = 0x600000000000
+REGION = "512GB"
+LATENCY_REPS = 20
+
+
+def _progress(tag: str, message: str) -> None:
+    print(f"[{tag}] {message}", flush=True)
+
+
+def _since_spawn() -> float:
+    return time.time() - float(os.environ.get("FOUNDRY_BENCH_SPAWN", time.time()))
+
+
+def _build(shape: str) -> tuple[QwenDecoder, torch.Tensor, torch.Tensor]:
+    cfg = SHAPES[shape]
+    model = QwenDecoder(cfg, seed=0)
+    ids = torch.zeros(cfg.max_batch, dtype=torch.int64, device="cuda")
+    pos = torch.zeros(cfg.max_batch, dtype=torch.int64, device="cuda")
+    return model, ids, pos
+
+
+def _fill(model: QwenDecoder, ids: torch.Tensor, pos: torch.Tensor, seed: int) -> None:
+    """Same inputs and an empty KV cache in both processes, so replays must agree byte for byte."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    ids.copy_(torch.randint(0, model.cfg.vocab, ids.shape, generator=gen, device="cuda"))
+    pos.copy_(torch.randint(1, model.cfg.max_seq, pos.shape, generator=gen, device="cuda"))
+    model.k_cache.zero_()
+    model.v_cache.zero_()
+
+
+def _digests(graphs: dict[int, tuple[Any, torch.Tensor]]) -> dict[str, str]:
+    out = {}
+    for bs, (g, hidden) in graphs.items():
+        g.replay()
+        torch.cuda.synchronize()
+        out[str(bs)] = hashlib.sha256(hidden.contiguous().view(torch.uint8).cpu().numpy().tobytes()).hexdigest()
+    return out
+
+
+def _latency_us(graph: Any, reps: int = LATENCY_REPS) -> float:
+    """Median replay time (CUDA events, warm, one replay per measurement)."""
+    for _ in range(3):
+        graph.replay()
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        start[i].record()
+        graph.replay()
+        end[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(start, end, strict=True)) * 1000
+
+
+def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
+    tag = f"{shape} {variant} native"
+    torch.cuda.init()
+    foundry.set_allocation_region(BASE, REGION)
+    model, ids, pos = _build(shape)
+    fn = torch.compile(model, dynamic=True) if variant == "compiled" else model
+    _fill(model, ids, pos, 0)
+    torch.cuda.synchronize()
+    graphs: dict[int, tuple[foundry.CUDAGraph, torch.Tensor]] = {}
+    warmup_s = capture_s = 0.0
+    t_start = time.perf_counter()
+    with torch.no_grad():
+        for n, bs in enumerate(sorted(sizes, reverse=True)):  # largest first, as vLLM captures
+            t0 = time.perf_counter()
+            fn(ids[:bs], pos[:bs])
+            torch.cuda.synchronize()
+            t1 = time.perf_counter()
+            g = foundry.CUDAGraph()
+            with foundry.graph(g):
+                hidden = fn(ids[:bs], pos[:bs])
+            g.replay()  # PyTorch instantiates on the first replay
+            torch.cuda.synchronize()
+            warmup_s += t1 - t0
+            capture_s += time.perf_counter() - t1
+            graphs[bs] = (g, hidden)
+            if n % 8 == 0 or n == len(sizes) - 1:
+                _progress(
+                    tag, f"warmed up and captured {n + 1}/{len(sizes)} graphs ({time.perf_counter() - t_start:.1f} s)"
+                )
+    native_s = time.perf_counter() - t_start
+    graphs[sizes[0]][0].replay()
+    torch.cuda.synchronize()
+    first_step_s = _since_spawn()
+
+    archive = out / "archive"
+    t0 = time.perf_counter()
+    for bs, (g, hidden) in graphs.items():
+        g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
+    foundry.save_graph_manifest(archive)
+    save_s = time.perf_counter() - t0
+    _progress(tag, f"saved {len(graphs)} graphs in {save_s:.2f} s")
+
+    _fill(model, ids, pos, 1)
+    ordered = {bs: graphs[bs] for bs in sizes}
+    digests = _digests(ordered)
+    latency = {str(bs): _latency_us(g) for bs, (g, _) in ordered.items()}
+    nodes = {str(bs): _saved_nodes(out / f"bs{bs}.json") for bs in sizes}
+    return {
+        "native_warmup_s": warmup_s,
+        "native_capture_s": capture_s,
+        "native_warmup_capture_s": native_s,
+        "first_step_s": first_step_s,
+        "save_s": save_s,
+        "digests": digests,
+        "latency_us": latency,
+        "nodes": nodes,
+        "archive_bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file() and p.suffix != ".pt"),
+        "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda},
+    }
+
+
+def _saved_nodes(json_path: Path) -> int:
+    return int(json.loads(json_path.read_text())["stats"]["nodes"])
+
+
+def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
+    tag = f"{shape} {variant} load"
+    torch.cuda.init()
+    foundry.set_allocation_region(BASE, REGION)
+    model, ids, pos = _build(shape)
+    torch.cuda.synchronize()
+    paths = [out / f"bs{bs}.json" for bs in sizes]
+    t0 = time.perf_counter()
+    pending = foundry.CUDAGraph.start_graph_builds(paths, num_threads=8, defer_dedicated=True)
+    start_s = time.perf_counter() - t0
+    first = foundry.CUDAGraph.finish_one_graph_load(pending, 0)
+    load_first_s = time.perf_counter() - t0
+    loaded = foundry.CUDAGraph.finish_graph_loads(pending)
+    load_all_s = time.perf_counter() - t0
+    first[0].replay()
+    torch.cuda.synchronize()
+    first_step_s = _since_spawn()
+    _progress(tag, f"{len(paths)} graphs replayable {load_all_s * 1000:.0f} ms after start_graph_builds")
+    graphs = {bs: loaded[i] for i, bs in enumerate(sizes)}
+
+    _fill(model, ids, pos, 1)
+    digests_template = _digests(graphs)
+    latency_template = {str(bs): _latency_us(g) for bs, (g, _) in graphs.items()}
+    switch_us = {}
+    for bs, (g, _) in list(graphs.items())[:8]:
+        other = graphs[sizes[-1] if bs != sizes[-1] else sizes[0]][0]
+        other.replay()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        g.replay()
+        torch.cuda.synchronize()
+        switch_us[str(bs)] = (time.perf_counter() - t1) * 1e6
+
+    t1 = time.perf_counter()
+    pending.build_dedicated()
+    pending.wait_all()
+    dedicated_s = time.perf_counter() - t1
+    _progress(tag, f"members' own execs built in {dedicated_s:.2f} s (in the background)")
+    _fill(model, ids, pos, 1)
+    digests = _digests(graphs)
+    latency = {str(bs): _latency_us(g) for bs, (g, _) in graphs.items()}
+    return {
+        "start_s": start_s,
+        "load_first_s": load_first_s,
+        "load_all_s": load_all_s,
+        "dedicated_s": dedicated_s,
+        "first_step_s": first_step_s,
+        "timings": pending.timings,
+        "groups": len(pending.groups),
+        "digests_template": digests_template,
+        "digests": digests,
+        "latency_template_us": latency_template,
+        "latency_us": latency,
+        "switch_us": switch_us,
+    }
+
+
+def main() -> None:
+    mode, shape, variant, out = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
+    sizes = [int(s) for s in sys.argv[5].split(",")] if len(sys.argv) > 5 else vllm_batch_sizes()
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    result = (native if mode == "native" else load)(shape, variant, out, sizes)
+    (out / f"{mode}.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

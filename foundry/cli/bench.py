@@ -1,0 +1,41 @@
+"""`foundry bench`: the cold-start benchmark (needs a CUDA GPU and PyTorch)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser"]
+
+
+def _run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("torch") is None:
+        print("foundry bench: PyTorch is not installed; the benchmark runs a PyTorch model on a CUDA GPU")
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("foundry bench: no CUDA GPU is visible; run the benchmark on a machine with an NVIDIA GPU")
+        return 2
+    from ..bench.model import SHAPES, vllm_batch_sizes
+    from ..bench.runner import run_bench
+
+    shapes = args.shapes.split(",")
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        print(f"foundry bench: unknown shape(s) {unknown}; choose from {sorted(SHAPES)}")
+        return 2
+    sizes = vllm_batch_sizes()[: args.graphs] if args.graphs else None
+    run_bench(Path(args.out), shapes, args.variants.split(","), sizes)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("bench", help="cold-start benchmark: native warm-up + capture vs Foundry LOAD (GPU)")
+    p.add_argument("--out", default="bench-results", help="where the JSON, table and plot go")
+    p.add_argument("--shapes", default="qwen3-0.6b,qwen3-8b", help="comma-separated model shapes")
+    p.add_argument("--variants", default="eager,compiled", help="eager and/or compiled (torch.compile)")
+    p.add_argument("--graphs", type=int, default=0, help="only the first N of vLLM's 67 batch sizes (quick runs)")
+    p.set_defaults(func=_run)
