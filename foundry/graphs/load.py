@@ -134,12 +134,22 @@ def source_images(src: GraphSource) -> list[str]:
     return shas
 
 
+_attrs_applied: dict[tuple[str, str], tuple[int, ...]] = {}
+
+
 def resolve_functions(meta: GraphMeta) -> list[int]:
-    """CUfunction handles for the graph's function table, with their saved attributes applied."""
+    """CUfunction handles for the graph's function table, with their saved attributes applied (once
+    per kernel and process: many graphs share their kernels)."""
     functions = []
     for ref in meta.functions:
+        key = (ref.image, ref.name)
         f = registry.loaded_function(registry.KernelRef(ref.image, ref.name))
-        registry.set_function_attrs(f, ref.attrs)
+        with _cache_lock:
+            applied = _attrs_applied.get(key)
+        if applied != ref.attrs:
+            registry.set_function_attrs(f, ref.attrs)
+            with _cache_lock:
+                _attrs_applied[key] = ref.attrs
         functions.append(f)
     return functions
 

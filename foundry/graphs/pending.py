@@ -20,7 +20,7 @@ from typing import Any
 
 from ..archive import open_image
 from ..driver import call, current_context
-from ..errors import LoadError
+from ..errors import CodecError, LoadError
 from ..kernels import registry
 from . import codec
 from .load import (
@@ -69,10 +69,18 @@ class GraphHandle:
         wanted = -1 if self.source.template is None else self.index
         with g.lock:
             if g.current != wanted:
-                if wanted == -1:
-                    codec.apply_overrides(g.exec, True, g.nodes, g.template_delta, g.template_functions)
-                else:
-                    codec.apply_overrides(g.exec, True, g.nodes, self.source.payload, self.functions)
+                try:
+                    if wanted == -1:
+                        codec.apply_overrides(g.exec, True, g.nodes, g.template_delta, g.template_functions)
+                    else:
+                        codec.apply_overrides(g.exec, True, g.nodes, self.source.payload, self.functions)
+                except CodecError:
+                    # The driver refused to switch this exec (a case the template key did not foresee):
+                    # the member gets its own exec now instead, and the shared one is left as it was.
+                    g.current = -2  # unknown: the next switch re-applies fully
+                    self.graph, self.exec = build_exec(self.source)
+                    codec.launch(self.exec, stream)
+                    return
                 g.current = wanted
             codec.launch(g.exec, stream)
 
@@ -145,7 +153,7 @@ def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool,
         for g in pending.groups:
             group = [h for h in pending.handles if h.group is g]
             for h in group:
-                if h.source.template is not None:
+                if h.source.template is not None and not h.exec:
                     h.graph, h.exec = build_exec(h.source)
             # Every member has its own exec now: the shared one goes back to the template for good.
             with g.lock:

@@ -41,6 +41,20 @@ def test_loaded_graph_is_bit_identical(roundtrip: tuple[dict[str, Any], dict[str
     assert loaded[key]["identical"] == [True, True], "outputs differ (saved inputs, new inputs)"
 
 
+def test_background_loading_matches_native_on_shared_and_own_execs(
+    roundtrip: tuple[dict[str, Any], dict[str, Any]], artifacts: Path, figures: dict[str, Any]
+) -> None:
+    out = artifacts / "roundtrip"
+    run_foundry(["tests/gpu/roundtrip.py", "loadbg", str(out)])
+    results = json.loads((out / "loadbg.json").read_text())
+    figures["background"] = {"all_replayable_s": results["_all_replayable_s"], "groups": results["_groups"]}
+    graphs = {k: v for k, v in results.items() if not k.startswith("_")}
+    assert set(graphs) == {k for k in GRAPHS if roundtrip[0][k]["saved"]}
+    assert results["_groups"] < len(graphs), "no two graphs shared a template"
+    for key, phases in graphs.items():
+        assert phases == {"template": [True, True], "dedicated": [True, True]}, key
+
+
 def test_seed_readme_examples_run_as_written(tmp_path: Path) -> None:
     here = Path(__file__).parent
     native = json.loads(run_foundry([str(here / "seed_save.py")], cwd=tmp_path).strip().splitlines()[-1])
