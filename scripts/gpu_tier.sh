@@ -3,6 +3,8 @@
 # (with --bench) the cold-start benchmark. Full logs go to $OUT; a short summary is printed last.
 #
 #   bash scripts/gpu_tier.sh [--bench] [pytest -k expression]
+#   FOUNDRY_BENCH_ARGS="--shapes qwen3-0.6b --variants eager" bash scripts/gpu_tier.sh --bench
+#   SKIP_TIER=1 bash scripts/gpu_tier.sh --bench        (benchmark only)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -21,15 +23,19 @@ if ! { cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --bu
 fi
 export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so
 
-if [ -n "$SELECT" ]; then
-  python3 -m pytest tests/gpu -q -rfE -p no:cacheprovider -k "$SELECT" 2>&1 | tee "$OUT/gpu-tier.log"
-else
-  python3 -m pytest tests/gpu -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tier.log"
+TIER=0
+if [ "${SKIP_TIER:-0}" != 1 ]; then
+  if [ -n "$SELECT" ]; then
+    python3 -m pytest tests/gpu -q -rfE -p no:cacheprovider -k "$SELECT" 2>&1 | tee "$OUT/gpu-tier.log"
+  else
+    python3 -m pytest tests/gpu -q -rfE -p no:cacheprovider 2>&1 | tee "$OUT/gpu-tier.log"
+  fi
+  TIER=$?
 fi
-TIER=$?
 
 if [ "$BENCH" = 1 ]; then
-  python3 -m foundry.cli bench --out "$OUT" 2>&1 | tee "$OUT/bench.log"
+  # shellcheck disable=SC2086 # the arguments are meant to split
+  python3 -m foundry.cli bench --out "$OUT" ${FOUNDRY_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 fi
 
 python3 scripts/collect_artifacts.py "$FOUNDRY_GPU_ARTIFACTS" "$OUT/debug.json"
