@@ -90,6 +90,15 @@ static int param_layout(extract_t *c, uint32_t index, layout_t **out) {
     CUresult r = fdy_drv.cuFuncGetParamInfo ? fdy_drv.cuFuncGetParamInfo(f, i, &off, &size) : CUDA_ERROR_NOT_SUPPORTED;
     if (r == CUDA_ERROR_INVALID_VALUE && i > 0) break;
     if (r == CUDA_ERROR_INVALID_VALUE && i == 0) break; /* a kernel without parameters */
+    /* An invalid handle is not a driver without parameter info: the kernel's module or library was
+     * unloaded after capture. Reporting it as NO_PARAM_INFO sent users to upgrade their driver
+     * (tests/cpu/test_save_load_errors.py, test_save_of_kernel_from_unloaded_module_...). */
+    if (r == CUDA_ERROR_INVALID_HANDLE)
+      return fdy_fail(FDY_ERR_NOT_FOUND,
+                      "a kernel node launches a function that is no longer loaded (cuFuncGetParamInfo returned "
+                      "CUDA_ERROR_INVALID_HANDLE): its module or library was unloaded after capture. Nothing was "
+                      "written. Next step: save graphs before unloading the modules and libraries their kernels "
+                      "come from.");
     if (r != CUDA_SUCCESS)
       return fdy_fail(FDY_ERR_NO_PARAM_INFO,
                       "cannot introspect the parameters of kernel %s: cuFuncGetParamInfo(index %u) returned %s (%d). "

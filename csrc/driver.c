@@ -14,12 +14,19 @@ static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static int driver_status = FDY_ERR_NO_DRIVER;
 static void *driver_handle;
 
-/* Runs before anything in the process can call our dlsym: preloaded constructors run first. */
-__attribute__((constructor)) static void resolve_real_dlsym(void) {
-  if (fdy_real_dlsym) return;
-  fdy_real_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!fdy_real_dlsym) fdy_real_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+/* Resolves glibc's dlsym. Runs as our constructor, and also from our dlsym when that is called before
+ * the constructor: libraries initialised earlier (our dependencies such as libc/libstdc++, and the
+ * ASan runtime, which looks up every function it intercepts) may call dlsym first, and used to get NULL
+ * for every name. In a sanitized build this may run before the sanitizer runtime is initialised, so
+ * it is not instrumented (tests/cpu/test_native_sanitized.py). */
+__attribute__((no_sanitize("address", "undefined"))) void fdy_resolve_real_dlsym(void) {
+  if (__atomic_load_n(&fdy_real_dlsym, __ATOMIC_ACQUIRE)) return;
+  void *(*real)(void *, const char *) = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (!real) real = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  __atomic_store_n(&fdy_real_dlsym, real, __ATOMIC_RELEASE);
 }
+
+__attribute__((constructor)) static void resolve_real_dlsym(void) { fdy_resolve_real_dlsym(); }
 
 typedef struct {
   const char *name;
@@ -59,7 +66,7 @@ void fdy_driver_note(const char *symbol, void *real) {
 }
 
 static void load_driver(void) {
-  resolve_real_dlsym();
+  fdy_resolve_real_dlsym();
   if (!fdy_real_dlsym) {
     driver_status = fdy_fail(FDY_ERR_NO_DRIVER, "glibc's dlsym could not be found (dlvsym GLIBC_2.34/2.2.5)");
     return;

@@ -92,6 +92,23 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
   return r;
 }
 
+/* The definition of name in object l itself (not in one of its dependencies), or NULL.
+ * Why not fdy_real_dlsym(l, name): a link map of an object loaded at start-up (LD_PRELOAD, DT_NEEDED)
+ * has no search list of its own until something dlopens it, and glibc's dlsym dereferences that
+ * missing list: any library calling dlsym(RTLD_NEXT, ...) crashed the process (found by
+ * tests/cpu/test_interposer.py). dlopen(RTLD_NOLOAD) returns a proper handle for the loaded object. */
+static void *lookup_in_object(struct link_map *l, const char *name) {
+  void *h = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD); /* "" is the main program */
+  if (!h) return NULL;
+  void *p = fdy_real_dlsym(h, name);
+  dlclose(h);
+  Dl_info info;
+  struct link_map *owner = NULL;
+  /* dlsym(h) also searches l's dependencies; only l's own definition counts here. */
+  if (p && dladdr1(p, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == l) return p;
+  return NULL;
+}
+
 /* RTLD_NEXT means "after the caller's object". Forwarding it as is would mean "after libfoundry",
  * which can hand a caller its own definition back; walk the link map from the caller instead. */
 static void *dlsym_next(const char *name, const void *caller) {
@@ -99,7 +116,7 @@ static void *dlsym_next(const char *name, const void *caller) {
   struct link_map *self = NULL;
   if (dladdr1(caller, &info, (void **)&self, RTLD_DL_LINKMAP) && self) {
     for (struct link_map *l = self->l_next; l; l = l->l_next) {
-      void *p = fdy_real_dlsym(l, name);
+      void *p = lookup_in_object(l, name);
       if (p) return p;
     }
     return NULL;
@@ -107,9 +124,11 @@ static void *dlsym_next(const char *name, const void *caller) {
   return fdy_real_dlsym(RTLD_NEXT, name);
 }
 
-FDY_EXPORT void *dlsym(void *handle, const char *name) {
-  if (!fdy_real_dlsym) return NULL; /* cannot happen after our constructor; never crash */
-  void *p = handle == RTLD_NEXT ? dlsym_next(name, __builtin_return_address(0)) : fdy_real_dlsym(handle, name);
+/* driver.c; declared here rather than in internal.h, which this change does not touch. */
+void fdy_resolve_real_dlsym(void);
+
+static void *dlsym_hooked(void *handle, const char *name, const void *caller) {
+  void *p = handle == RTLD_NEXT ? dlsym_next(name, caller) : fdy_real_dlsym(handle, name);
   if (p && name[0] == 'c' && name[1] == 'u') {
     const hook_entry *e = find_by_symbol(name);
     if (e) {
@@ -118,6 +137,27 @@ FDY_EXPORT void *dlsym(void *handle, const char *name) {
     }
   }
   return p;
+}
+
+static int interposer_ready; /* set by our constructor */
+
+__attribute__((constructor)) static void mark_interposer_ready(void) {
+  fdy_resolve_real_dlsym();
+  __atomic_store_n(&interposer_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* Not instrumented: it can be called before the sanitizer runtime of a sanitized build is initialised
+ * (the ASan runtime resolves its interceptors through dlsym, before any of our code may run). */
+FDY_EXPORT __attribute__((no_sanitize("address", "undefined"))) void *dlsym(void *handle, const char *name) {
+  if (!__atomic_load_n(&interposer_ready, __ATOMIC_ACQUIRE)) {
+    /* Before our constructor (a library initialised earlier than us): this used to return NULL for
+     * every name. Nothing can have been interposed yet, so the answer is glibc's. RTLD_NEXT is then
+     * relative to libfoundry, which defines nothing such an early caller asks for. */
+    fdy_resolve_real_dlsym();
+    void *(*real)(void *, const char *) = __atomic_load_n(&fdy_real_dlsym, __ATOMIC_ACQUIRE);
+    return real ? real(handle, name) : NULL;
+  }
+  return dlsym_hooked(handle, name, __builtin_return_address(0));
 }
 
 FDY_EXPORT int fdy_interposer_active(void) {

@@ -182,10 +182,15 @@ static void unmap_unit(size_t i) {
   unit_remove(i);
 }
 
-/* Maps every part of [off, off+len) not mapped yet. On failure, what this call mapped is undone. */
+/* owner_off of the units a map_gaps call is still making (real owner offsets are below R.size). */
+#define UNIT_PENDING UINT64_MAX
+
+/* Maps every part of [off, off+len) not mapped yet. On failure, what this call mapped is undone.
+ * The new units carry UNIT_PENDING until the call succeeds: undoing "every unit of this owner in the
+ * range" also unmapped units an earlier call had mapped (a failed LOAD restore of [0, 12 MiB) undid
+ * an earlier restore of [4, 6 MiB), whose memory the program was using; tests/cpu/test_region.py). */
 static int map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) {
   uint64_t at = off, end = off + len;
-  size_t before = R.nunits;
   int rc = 0;
   while (at < end && rc == 0) {
     size_t i = unit_lower(at);
@@ -194,14 +199,17 @@ static int map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_o
       continue;
     }
     uint64_t gap_end = i < R.nunits && R.units[i].off < end ? R.units[i].off : end;
-    rc = map_one(at, gap_end - at, owner, owner_off);
+    rc = map_one(at, gap_end - at, owner, UNIT_PENDING);
     at = gap_end;
   }
-  if (rc != 0 && R.nunits != before) {
-    for (size_t i = R.nunits; i-- > 0;)
-      if (R.units[i].owner == owner && R.units[i].owner_off == owner_off && R.units[i].off >= off &&
-          R.units[i].off < end)
-        unmap_unit(i);
+  for (size_t i = unit_lower(off); i < R.nunits && R.units[i].off < end;) {
+    if (R.units[i].owner_off != UNIT_PENDING) {
+      i++;
+    } else if (rc == 0) {
+      R.units[i++].owner_off = owner_off;
+    } else {
+      unmap_unit(i); /* removes unit i; the next one moves into its place */
+    }
   }
   return rc;
 }
@@ -356,6 +364,20 @@ int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res) {
     pthread_mutex_unlock(&R.lock);
     fdy_fail(FDY_ERR_INVALID, "cuMemAddressFree(0x%llx, %zu): not a reservation carved from the Foundry region",
              (unsigned long long)ptr, size);
+    *res = CUDA_ERROR_INVALID_VALUE;
+    return 1;
+  }
+  /* The driver refuses to free a reservation that still has mappings. Accepting it here forgot the
+   * reservation while the application's pages stayed mapped in the region (and made the region's own
+   * cuMemAddressFree fail at release); tests/cpu/test_region.py. */
+  for (size_t u = unit_lower(R.chunks[i].off); u < R.nunits && R.units[u].off < R.chunks[i].off + R.chunks[i].span;
+       u++) {
+    if (R.units[u].owner != OWN_APP) continue;
+    pthread_mutex_unlock(&R.lock);
+    fdy_fail(FDY_ERR_INVALID,
+             "cuMemAddressFree(0x%llx, %zu): the reservation still has mappings (region offset 0x%llx); "
+             "cuMemUnmap them first",
+             (unsigned long long)ptr, size, (unsigned long long)R.units[u].off);
     *res = CUDA_ERROR_INVALID_VALUE;
     return 1;
   }

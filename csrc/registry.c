@@ -107,9 +107,12 @@ void fdy_registry_on_unload(uint64_t handle, uint32_t kind) {
     image_t *img = &images[idx - 1];
     img->loaded = 0;
     fdy_map_del(m, handle);
-    /* Handles may be reused by the driver: forget functions resolved to this image. */
+    /* Handles may be reused by the driver: forget functions resolved to this image. A value of 0 is
+     * an entry an earlier unload already forgot; reading resolved[0 - 1] for it read out of bounds on
+     * every later unload (AddressSanitizer, tests/cpu/test_native_sanitized.py). */
     for (size_t i = 0; i < func_cache.cap; i++)
-      if (func_cache.keys && func_cache.keys[i] && resolved[func_cache.vals[i] - 1].image == idx - 1)
+      if (func_cache.keys && func_cache.keys[i] && func_cache.vals[i] &&
+          resolved[func_cache.vals[i] - 1].image == idx - 1)
         func_cache.vals[i] = 0;
   }
   pthread_mutex_unlock(&lock);

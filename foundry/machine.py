@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from functools import lru_cache
 
 from . import __version__
 from .archive.identity import Identity
@@ -11,9 +12,15 @@ from .driver import current_device, device_identity, driver_version
 __all__ = ["current_identity"]
 
 
+@lru_cache(maxsize=8)
+def _device(device: int) -> tuple[str, int, tuple[int, int], int]:
+    name, sms, cc = device_identity(device)
+    return name, sms, cc, driver_version()
+
+
 def current_identity() -> Identity:
     """GPU, driver and software stack of the current CUDA context's device."""
-    name, sms, cc = device_identity(current_device())
+    name, sms, cc, driver = _device(current_device())
     torch = sys.modules.get("torch")
     torch_version = str(torch.__version__) if torch is not None else None
     cuda_runtime = str(torch.version.cuda) if torch is not None and torch.version.cuda else None
@@ -21,7 +28,7 @@ def current_identity() -> Identity:
         gpu_name=name,
         sm_count=sms,
         compute_capability=cc,
-        driver_version=driver_version(),
+        driver_version=driver,
         cuda_runtime_version=cuda_runtime,
         torch_version=torch_version,
         foundry_version=__version__,

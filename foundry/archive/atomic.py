@@ -1,9 +1,13 @@
 """Crash-safe file writes and SHA-256 helpers.
 
-``write_atomic`` guarantees that after it returns the file holds the new bytes durably, and that
-if it raises (or the process dies) the file still holds its old bytes, or does not exist if it did
-not before: the bytes go to a temporary file in the same directory, which is flushed, ``fsync``ed
-and renamed over the target, and then the directory itself is ``fsync``ed.
+``write_atomic`` guarantees that if it raises (or the process dies) the file still holds its old
+bytes, or does not exist if it did not before: the bytes go to a temporary file in the same
+directory, which is renamed over the target. With ``durable`` (the default) the file is ``fsync``ed
+before and the directory after the rename, so the new bytes survive a power loss once it returns.
+
+SAVE writes graph files without ``durable`` and makes them durable all at once before the manifest,
+its commit point: after a power loss a non-durable file can only be empty or short, which the
+checksums that the manifest and each graph's JSON carry reveal, so LOAD refuses rather than misreads.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ TEMP_SUFFIX = ".foundry-tmp"
 _CHUNK = 1 << 20
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | bytearray | memoryview) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (see the module docstring).
+def write_atomic(path: str | os.PathLike[str], data: bytes | bytearray | memoryview, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically, and durably unless told not to (module docstring).
 
     The new file gets the usual permissions (0666 less the umask). The parent directory must exist.
     Errors are the ``OSError`` of the failing call; the temporary file is removed before it
@@ -38,13 +42,15 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | bytearray | memoryv
         with open(fd, "wb", closefd=True) as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(directory)
+    if durable:
+        _fsync_dir(directory)
 
 
 def _create_temp(directory: Path, name: str) -> tuple[int, str]:

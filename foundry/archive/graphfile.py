@@ -15,6 +15,7 @@ from foundry.archive.container import pack_container, read_container_header, unp
 from foundry.archive.delta import parse_delta
 from foundry.archive.graphmeta import GraphMeta
 from foundry.archive.jsonfields import dump_json, load_json
+from foundry.archive.nodes import GraphRecord
 from foundry.archive.record_parse import parse_record
 from foundry.archive.record_walk import topology_key
 from foundry.archive.specs import RecordRef
@@ -30,10 +31,18 @@ def container_path(json_path: PathLike) -> Path:
     return Path(json_path).with_suffix(".cugraph")
 
 
-def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray | memoryview) -> GraphMeta:
+def write_graph(
+    json_path: PathLike,
+    meta: GraphMeta,
+    record: bytes | bytearray | memoryview,
+    parsed: GraphRecord | None = None,
+    durable: bool = True,
+) -> GraphMeta:
     """Write ``<stem>.cugraph`` (the container of ``record``) and then ``<stem>.json`` atomically.
 
     ``record`` is a graph record, or a delta when ``meta.template`` is set (a template member).
+    ``parsed`` is ``parse_record(record)`` when the caller has it already. ``durable=False`` skips the
+    fsyncs (see foundry.archive.atomic; SAVE makes a whole archive durable at once).
 
     ``meta.record`` is ignored and replaced; the returned metadata is the one written. Before
     anything is written, ``record`` is parsed and checked against ``meta`` (function count, event
@@ -47,7 +56,7 @@ def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray 
     if meta.template is not None:
         _check_delta(meta, record)
     else:
-        _check_record(meta, record)
+        _check_record(meta, record, parsed)
     problem = meta.problem()
     if problem is not None:
         raise ValueError(f"graph {meta.name!r}: {problem}")
@@ -55,8 +64,8 @@ def write_graph(json_path: PathLike, meta: GraphMeta, record: bytes | bytearray 
     ref = RecordRef(cpath.name, len(record), read_container_header(container).sha256)
     final = dataclasses.replace(meta, record=ref)
     text = dump_json(final.to_json())
-    write_atomic(cpath, container)
-    write_atomic(json_path, text)
+    write_atomic(cpath, container, durable)
+    write_atomic(json_path, text, durable)
     return final
 
 
@@ -75,11 +84,12 @@ def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview) -> No
         raise ValueError(f"graph {meta.name!r}: the delta's template is not the one the metadata names")
 
 
-def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview) -> None:
-    try:
-        parsed = parse_record(record)
-    except ArchiveError as exc:
-        raise ValueError(f"graph {meta.name!r}: the record is not valid: {exc}") from None
+def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, parsed: GraphRecord | None) -> None:
+    if parsed is None:
+        try:
+            parsed = parse_record(record)
+        except ArchiveError as exc:
+            raise ValueError(f"graph {meta.name!r}: the record is not valid: {exc}") from None
     if parsed.function_count != len(meta.functions):
         raise ValueError(
             f"graph {meta.name!r}: the record names {parsed.function_count} functions, "

@@ -35,8 +35,15 @@ def image_path(archive_dir: PathLike, sha256: str) -> Path:
     return Path(archive_dir) / image_relpath(sha256)
 
 
-def write_image(archive_dir: PathLike, data: bytes | bytearray | memoryview, fmt: ImageFormat | str) -> ImageRef:
-    """Store ``data`` under its SHA-256 and describe it.
+def write_image(
+    archive_dir: PathLike,
+    data: bytes | bytearray | memoryview,
+    fmt: ImageFormat | str,
+    sha256: str | None = None,
+    durable: bool = True,
+) -> ImageRef:
+    """Store ``data`` under its SHA-256 and describe it. ``sha256`` skips hashing when the caller
+    has just computed it; ``durable`` as for write_atomic.
 
     If the file already exists with the right size it is left alone (content addressing: same name,
     same bytes); otherwise it is written atomically, creating ``images/`` if needed. ``fmt`` must be
@@ -46,14 +53,14 @@ def write_image(archive_dir: PathLike, data: bytes | bytearray | memoryview, fmt
     size = memoryview(data).nbytes
     if size == 0:
         raise ValueError("a kernel image cannot be empty")
-    sha = hashlib.sha256(data).hexdigest()
+    sha = sha256 or hashlib.sha256(data).hexdigest()
     path = image_path(archive_dir, sha)
     try:
         if path.stat().st_size == size:
             return ImageRef(sha, size, fmt)
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, data)
+    write_atomic(path, data, durable)
     return ImageRef(sha, size, fmt)
 
 

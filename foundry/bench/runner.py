@@ -76,6 +76,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "bit_identical_template": loaded["digests_template"] == native["digests"],
         "archive_bytes": native["archive_bytes"],
         "groups": loaded["groups"],
+        "grouping": native.get("groups"),
         "load_timings": loaded["timings"],
         "latency_us": {
             bs: [native["latency_us"][bs], loaded["latency_template_us"][bs], loaded["latency_us"][bs]] for bs in sizes

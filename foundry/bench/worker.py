@@ -115,7 +115,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     t0 = time.perf_counter()
     for bs, (g, hidden) in graphs.items():
         g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
-    foundry.save_graph_manifest(archive)
+    manifest = foundry.save_graph_manifest(archive)
     save_s = time.perf_counter() - t0
     _progress(tag, f"saved {len(graphs)} graphs in {save_s:.2f} s")
 
@@ -133,8 +133,19 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
         "digests": digests,
         "latency_us": latency,
         "nodes": nodes,
+        "groups": _group_report(manifest),
         "archive_bytes": sum(p.stat().st_size for p in out.rglob("*") if p.is_file() and p.suffix != ".pt"),
         "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda},
+    }
+
+
+def _group_report(manifest: Any) -> dict[str, Any]:
+    """How the graphs grouped, and whether topology or kernels' cluster shapes split them."""
+    names = [g.name for g in manifest.graphs]
+    return {
+        "groups": [[names[g.template], *[names[m] for m in g.members]] for g in manifest.groups],
+        "varying_nodes": [len(g.varying) for g in manifest.groups],
+        "distinct_topologies": len({g.topology for g in manifest.graphs}),
     }
 
 

@@ -24,6 +24,7 @@ from ..graphs import pending as pending_loads
 from ..graphs.load import LoadedGraph, load_graph
 from ..graphs.pending import PendingLoads
 from ..graphs.save import save_graph
+from ..memory.layout import live_ranges_now
 from ..memory.region import region_state
 from ..memory.snapshot import capture_window
 from .rng import RngState, probe_rng
@@ -142,8 +143,12 @@ class CUDAGraph:
         outputs = [output_spec(t) for t in flatten_outputs(output_tensors)]
         state = region_state()
         extracted = codec.extract(raw)
-        rng = probe_rng(self.replay, parse_record(extracted[0]), state.base, state.size, self._device)
-        return save_graph(raw, path, outputs=outputs, rng=rng, archive_dir=archive_dir, extracted=extracted)
+        parsed = parse_record(extracted[0])
+        live = live_ranges_now()
+        rng = probe_rng(self.replay, parsed, state.base, live, self._device)
+        return save_graph(
+            raw, path, outputs=outputs, rng=rng, archive_dir=archive_dir, extracted=extracted, parsed=parsed
+        )
 
     # ------------------------------------------------------------------ LOAD
     @classmethod

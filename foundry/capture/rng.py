@@ -9,19 +9,17 @@ them from this process's default generator before each replay, exactly as PyTorc
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
 from ..archive import GraphRecord, KernelNode, OutputSpec, RngSpec, iter_nodes
-from ..errors import CodecError
+from ..driver import memcpy_dtoh
+from ..errors import CodecError, DriverError
 from .tensors import tensor_at
 
 __all__ = ["RngState", "probe_rng"]
 
-# at::PhiloxCudaState as a kernel argument: seed (a value, or in some PyTorch releases a pointer),
-# the offset pointer at +8, the intra-graph offset (u32) at +16 and `captured_` (bool) at +20.
-_PHILOX_STATE_BYTES = 21
 # An offset no real generator state would hold by chance, for the probing replay (a multiple of 4).
 _PROBE_OFFSET = 0x5EED_0FF5_E700
 
@@ -38,32 +36,36 @@ def _int64_at(address: int, device: int | None = None) -> torch.Tensor:
     return tensor_at(OutputSpec(address, (1,), (1,), "int64", 8), device)
 
 
-def _read_i64(address: int) -> int:
-    return int(_int64_at(address).item())
-
-
-def _candidates(record: GraphRecord, base: int, size: int) -> set[tuple[int, int]]:
-    """(seed pointer or 0, offset pointer) of every argument laid out like a captured PhiloxCudaState."""
-    found: set[tuple[int, int]] = set()
+def _pointers(record: GraphRecord, live: Sequence[tuple[int, int]], base: int) -> set[int]:
+    """Every 8-byte-aligned argument word that points at 8 readable bytes of SAVE's live memory."""
+    found: set[int] = set()
     for _, node in iter_nodes(record):
-        if not isinstance(node, KernelNode):
+        if isinstance(node, KernelNode):
+            args = node.args
+            found.update(w for (w,) in struct.iter_unpack("<Q", args[: len(args) // 8 * 8]))
+    return {p for p in found if any(base + s <= p and p + 8 <= base + s + n for s, n in live)}
+
+
+def _read_words(pointers: Iterable[int]) -> dict[int, int]:
+    values = {}
+    for p in pointers:
+        try:
+            values[p] = _as_int64(int.from_bytes(memcpy_dtoh(p, 8), "little"))
+        except DriverError:
             continue
-        args = node.args
-        for at in range(0, len(args) - _PHILOX_STATE_BYTES + 1, 8):
-            if args[at + 20] != 1:
-                continue
-            seed_word, offset_ptr = struct.unpack_from("<QQ", args, at)
-            if base <= offset_ptr < base + size:
-                found.add((seed_word if base <= seed_word < base + size else 0, offset_ptr))
-    return found
+    return values
 
 
-def probe_rng(replay: Callable[[], None], record: GraphRecord, base: int, size: int, device: int) -> RngSpec | None:
+def probe_rng(
+    replay: Callable[[], None], record: GraphRecord, base: int, live: Sequence[tuple[int, int]], device: int
+) -> RngSpec | None:
     """Replays the graph to measure its RNG use; None when it draws no random numbers.
 
-    A second replay runs with a distinctive generator offset, and the offset buffer is the one
-    candidate that then holds it. The generator's offset is restored afterwards, so probing does not
-    shift later random numbers.
+    A graph's philox kernels read the generator's offset (and, in some PyTorch releases, its seed)
+    through a pointer in their arguments, to a buffer PyTorch refills before each replay. A second
+    replay runs with a distinctive generator offset; the buffer is the one pointed-to word that then
+    holds it. This relies on no argument layout. The generator's offset is restored afterwards, so
+    probing does not shift later random numbers.
     """
     gen = _generator(device)
     start = gen.get_offset()
@@ -77,22 +79,20 @@ def probe_rng(replay: Callable[[], None], record: GraphRecord, base: int, size: 
         replay()
         torch.cuda.synchronize(device)
         seed = _as_int64(gen.initial_seed())
-        verified = {
-            (s, o)
-            for s, o in _candidates(record, base, size)
-            if _read_i64(o) == _PROBE_OFFSET and (s == 0 or _read_i64(s) == seed)
-        }
+        values = _read_words(_pointers(record, live, base))
     finally:
         gen.set_offset(start)
-    offsets = {o for _, o in verified}
+    offsets = [p for p, v in values.items() if v == _PROBE_OFFSET]
+    seeds = [p for p, v in values.items() if v == seed and p not in offsets]
     if len(offsets) != 1:
         raise CodecError(
             f"the graph draws random numbers (each replay advances the generator by {increment}), but Foundry found "
-            f"{len(offsets)} generator offset buffers instead of one, so LOAD could not reproduce them. Only "
-            "PyTorch's default CUDA generator is supported inside saved graphs."
+            f"{len(offsets)} generator offset buffers among {len(values)} pointed-to words instead of one, so LOAD "
+            "could not reproduce them. Only PyTorch's default CUDA generator is supported inside saved graphs."
         )
-    seed_address = max(s for s, _ in verified)
-    return RngSpec(seed_address, offsets.pop(), increment)
+    # A seed read through a pointer must be refilled too; a seed passed by value is baked into the
+    # arguments, exactly as in a natively captured graph.
+    return RngSpec(seeds[0] if len(seeds) == 1 else 0, offsets[0], increment)
 
 
 class RngState:

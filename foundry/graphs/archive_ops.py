@@ -75,6 +75,9 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str]) -> Manifest:
         graphs=tuple(entries),
         groups=tuple(Group(graphs[p.template].meta.topology, p.template, p.members, p.varying) for p in plans),
     )
+    # Everything SAVE wrote so far was written without fsync; one sync makes it all durable before
+    # the manifest, the archive's commit point, is written (durably) last.
+    os.sync()
     write_manifest(archive, manifest)
     return manifest
 

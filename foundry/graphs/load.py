@@ -137,19 +137,31 @@ def source_images(src: GraphSource) -> list[str]:
 _attrs_applied: dict[tuple[str, str], tuple[int, ...]] = {}
 
 
+def _merge_attrs(old: tuple[int, ...] | None, new: tuple[int, ...]) -> tuple[int, ...]:
+    """One kernel's attributes across the graphs that use it. A program may raise the kernel's
+    dynamic shared-memory limit between two captures: the highest limit serves every graph, and a
+    lower one would make the other graphs fail at launch. Other attributes follow the graph loaded
+    last; an attribute SAVE could not read (INT32_MIN) never overrides a known one."""
+    if old is None:
+        return new
+    merged = [max(old[0], new[0])]
+    merged += [n if n != registry.UNKNOWN_ATTR else o for o, n in zip(old[1:], new[1:], strict=True)]
+    return tuple(merged)
+
+
 def resolve_functions(meta: GraphMeta) -> list[int]:
-    """CUfunction handles for the graph's function table, with their saved attributes applied (once
-    per kernel and process: many graphs share their kernels)."""
+    """CUfunction handles for the graph's function table, with their saved attributes applied (and
+    merged across graphs, see _merge_attrs); unchanged attributes are not set again."""
     functions = []
     for ref in meta.functions:
         key = (ref.image, ref.name)
         f = registry.loaded_function(registry.KernelRef(ref.image, ref.name))
         with _cache_lock:
             applied = _attrs_applied.get(key)
-        if applied != ref.attrs:
-            registry.set_function_attrs(f, ref.attrs)
-            with _cache_lock:
-                _attrs_applied[key] = ref.attrs
+            merged = _merge_attrs(applied, ref.attrs)
+            _attrs_applied[key] = merged
+        if merged != applied:
+            registry.set_function_attrs(f, merged)
         functions.append(f)
     return functions
 

@@ -12,6 +12,7 @@ from .. import __version__
 from ..archive import (
     FunctionRef,
     GraphMeta,
+    GraphRecord,
     ImageFormat,
     ImageRef,
     OutputSpec,
@@ -42,6 +43,7 @@ class SavedGraph:
     meta: GraphMeta
     record: bytes
     delta: bytes | None = None
+    parsed: GraphRecord | None = None
 
 
 _lock = threading.Lock()
@@ -85,10 +87,11 @@ def _kernel_refs(functions: Sequence[int], archive_dir: Path) -> tuple[tuple[Fun
             with _lock:
                 known = key in _written_images
             if not known:
-                write_image(archive_dir, registry.image_bytes(index), fmt)
+                write_image(archive_dir, registry.image_bytes(index), fmt, sha256=sha, durable=False)
                 with _lock:
                     _written_images.add(key)
             images[sha] = ImageRef(sha, record.size, fmt)
+        # Read at every save: a program may raise an attribute between two captures.
         refs.append(FunctionRef(sha, name, registry.function_attrs(function)))
     return tuple(refs), tuple(images.values())
 
@@ -114,6 +117,7 @@ def save_graph(
     name: str | None = None,
     extracted: tuple[bytes, list[int]] | None = None,
     snapshot: bool = True,
+    parsed: GraphRecord | None = None,
 ) -> GraphMeta:
     """Writes ``<stem>.json`` + ``<stem>.cugraph`` for a captured CUgraph, and its images.
 
@@ -125,7 +129,8 @@ def save_graph(
     json_path = Path(json_path)
     archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
     record, functions = extracted if extracted is not None else codec.extract(graph)
-    parsed = parse_record(record)
+    if parsed is None:
+        parsed = parse_record(record)
     region = region_spec()
     _check_outputs(outputs, region.live, region.base)
     identity = current_identity()
@@ -148,7 +153,8 @@ def save_graph(
         memory=memory,
     )
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    meta = write_graph(json_path, meta, record)
+    # Not durable yet: save_graph_manifest (or sync_archive) makes the archive durable at once.
+    meta = write_graph(json_path, meta, record, parsed=parsed, durable=False)
     with _lock:
-        _saved.append(SavedGraph(json_path, meta, record))
+        _saved.append(SavedGraph(json_path, meta, record, parsed=parsed))
     return meta

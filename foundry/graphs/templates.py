@@ -88,7 +88,7 @@ def _differing(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta,
 
 def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
     """Groups in first-seen order; a graph that cannot join its key's group becomes a template itself."""
-    parsed = [(g.meta, parse_record(g.record)) for g in graphs]
+    parsed = [(g.meta, g.parsed if g.parsed is not None else parse_record(g.record)) for g in graphs]
     plans: list[GroupPlan] = []
     open_groups: dict[str, list[tuple[int, list[int], set[int]]]] = {}
     for i, (meta, record) in enumerate(parsed):
@@ -128,10 +128,10 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
     for plan in plans:
         template = graphs[plan.template]
         assert template.meta.record is not None
-        tpair = (template.meta, parse_record(template.record))
+        tpair = (template.meta, template.parsed if template.parsed is not None else parse_record(template.record))
         for index in plan.members:
             member = graphs[index]
-            mpair = (member.meta, parse_record(member.record))
+            mpair = (member.meta, member.parsed if member.parsed is not None else parse_record(member.record))
             delta = Delta(
                 template.meta.record.sha256,
                 len(member.meta.functions),
@@ -141,6 +141,6 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
             _verify(tpair, mpair, parse_delta(payload))
             rel = os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
             meta = replace(member.meta, record=None, template=TemplateRef(rel, template.meta.record.sha256))
-            written = write_graph(member.json_path, meta, payload)
-            out[index] = SavedGraph(member.json_path, written, member.record, payload)
+            written = write_graph(member.json_path, meta, payload, durable=False)
+            out[index] = SavedGraph(member.json_path, written, member.record, payload, mpair[1])
     return out

@@ -66,6 +66,11 @@ def live_allocations(events: Sequence[AllocationEvent]) -> dict[int, int]:
     return live
 
 
+def live_ranges_now() -> list[tuple[int, int]]:
+    """(offset, length) of the region memory mapped right now."""
+    return live_ranges((int(e.kind), e.offset, e.size, e.span) for e in allocation_events())
+
+
 def own_chunks() -> list[tuple[int, int]]:
     """(offset, span) of the allocations this process holds in the region."""
     return [(off, span) for off, span, _ in _own_allocations()]

@@ -72,7 +72,7 @@ def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> Mem
     path = archive_dir / MEMORY_DIR / f"{sha}.bin"
     if not (path.is_file() and path.stat().st_size == len(data)):
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data)
+        write_atomic(path, data, durable=False)  # made durable with the archive (see atomic.py)
     return MemorySpec(sha, len(data), tuple(ranges))
 
 

@@ -184,9 +184,9 @@ def test_write_graph_order_is_record_then_json(tmp_path: Path, monkeypatch: pyte
     order: list[str] = []
     real = graphfile.write_atomic
 
-    def spy(path: Path, data: bytes) -> None:
+    def spy(path: Path, data: bytes, durable: bool = True) -> None:
         order.append(Path(path).suffix)
-        real(path, data)
+        real(path, data, durable)
 
     monkeypatch.setattr(graphfile, "write_atomic", spy)
     write_sample(tmp_path)

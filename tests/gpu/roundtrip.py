@@ -20,6 +20,9 @@ from typing import Any
 import torch
 
 import foundry
+from foundry.archive import parse_delta, parse_record
+from foundry.graphs import codec
+from foundry.graphs.load import read_source
 from tests.gpu.workloads import WORKLOADS, WorkloadState
 
 BASE = 0x7F0000000000
@@ -86,6 +89,26 @@ def save(out_dir: Path, names: list[str]) -> dict[str, Any]:
     return results
 
 
+def _reextract(key: str, g: Any) -> bool:
+    """The rebuilt graph, walked again, must be the saved record: same nodes, same parameters, same
+    edges and edge data (edges compared as a set: LOAD adds them grouped by edge data)."""
+    rebuilt = parse_record(codec.extract(g._runner.graph)[0])
+    src = read_source(g._runner.json_path)
+    if src.template is None:
+        saved = parse_record(src.payload)
+        return rebuilt.nodes == saved.nodes and sorted(rebuilt.edges) == sorted(saved.edges)
+    template = parse_record(src.template.payload)
+    overrides = dict(parse_delta(src.payload).overrides)
+    same_edges = sorted(rebuilt.edges) == sorted(template.edges)
+
+    # A member's function indices follow its own table; compare everything else node by node.
+    def key_of(node: Any) -> Any:
+        return node if not hasattr(node, "function_index") else (node.grid, node.block, node.args, node.attrs)
+
+    expected = [overrides.get(i, n) for i, n in enumerate(template.nodes)]
+    return same_edges and [key_of(n) for n in rebuilt.nodes] == [key_of(n) for n in expected]
+
+
 def load(out_dir: Path, modules_s: float) -> dict[str, Any]:
     archive = out_dir / "archive"
     saved = json.loads((out_dir / "save.json").read_text())
@@ -103,7 +126,7 @@ def load(out_dir: Path, modules_s: float) -> dict[str, Any]:
             try:
                 t0 = time.perf_counter()
                 g, out = foundry.CUDAGraph.load(archive / f"{key}.json")
-                results[key] = {"loaded": True, "load_s": time.perf_counter() - t0}
+                results[key] = {"loaded": True, "load_s": time.perf_counter() - t0, "reextract": _reextract(key, g)}
                 loaded[key] = (state, g, out)
             except Exception as exc:
                 results[key] = {

@@ -39,6 +39,7 @@ def test_loaded_graph_is_bit_identical(roundtrip: tuple[dict[str, Any], dict[str
     assert saved[key]["saved"], saved[key].get("trace")
     assert loaded[key]["loaded"], loaded[key].get("trace")
     assert loaded[key]["identical"] == [True, True], "outputs differ (saved inputs, new inputs)"
+    assert loaded[key]["reextract"], "the rebuilt graph, extracted again, differs from the saved record"
 
 
 def test_background_loading_matches_native_on_shared_and_own_execs(
