@@ -19,10 +19,16 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.support.fakecuda_fixture import fakecuda_dir  # noqa: E402,F401 - a fixture, used by name
+from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
 from tests.support.subproc import run_python  # noqa: E402
 
 AppRunner = Callable[..., str]
+
+
+@pytest.fixture(scope="session")
+def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Directory holding the fake libcuda.so.1, built once per session."""
+    return fakecuda_build_dir(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
