@@ -24,6 +24,8 @@ __all__ = [
     "dump_json",
     "field",
     "get_int",
+    "get_int_list",
+    "get_int_rows",
     "get_list",
     "get_obj",
     "get_opt_str",
@@ -89,6 +91,36 @@ def get_int(value: Any, at: At, bounds: tuple[int, int] = U64) -> int:
     if not lo <= value <= hi:
         at.fail(f"{value} is outside {lo}..{hi}")
     return value
+
+
+def get_int_list(value: Any, at: At, length: int | None = None, bounds: tuple[int, int] = U64) -> tuple[int, ...]:
+    """A list of integers, checked with a fast path (graph metadata holds thousands of them); the
+    slow path only runs to name the offending element."""
+    items = get_list(value, at, length)
+    lo, hi = bounds
+    if all(type(v) is int and lo <= v <= hi for v in items):
+        return tuple(items)
+    for i, v in enumerate(items):
+        get_int(v, at.index(i), bounds)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop above raised
+
+
+def get_int_rows(value: Any, at: At, columns: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], ...]:
+    """A list of fixed-width integer rows, ``columns`` giving each column's bounds."""
+    rows = get_list(value, at)
+    width = len(columns)
+    if all(type(r) is list and len(r) == width for r in rows):
+        flat = [v for r in rows for v in r]
+        if all(type(v) is int for v in flat) and all(
+            not flat or (lo <= min(flat[k::width]) and max(flat[k::width]) <= hi) for k, (lo, hi) in enumerate(columns)
+        ):
+            return tuple(map(tuple, rows))
+    for i, row in enumerate(rows):  # slow path: find and name the first bad value
+        row_at = at.index(i)
+        get_list(row, row_at, width)
+        for k, v in enumerate(row):
+            get_int(v, row_at.index(k), columns[k])
+    raise AssertionError("unreachable")  # pragma: no cover - the loop above raised
 
 
 def get_str(value: Any, at: At) -> str:

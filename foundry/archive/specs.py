@@ -18,10 +18,12 @@ from foundry.archive.jsonfields import (
     At,
     field,
     get_int,
-    get_list,
+    get_int_list,
+    get_int_rows,
     get_obj,
     get_sha256,
     get_str,
+    is_sha256,
 )
 
 __all__ = [
@@ -108,16 +110,28 @@ class FunctionRef:
 
     @classmethod
     def from_json(cls, value: Any, at: At) -> FunctionRef:
+        # Fast path: a graph's JSON lists every kernel it launches, and LOAD reads dozens of graphs.
+        if type(value) is dict:
+            image, name, attrs = value.get("image"), value.get("name"), value.get("attrs")
+            if (
+                type(name) is str
+                and name
+                and is_sha256(image)
+                and type(attrs) is list
+                and len(attrs) == len(FUNCTION_ATTR_IDS)
+                and all(type(a) is int and I32[0] <= a <= I32[1] for a in attrs)
+            ):
+                return cls(str(image), name, tuple(attrs))
         obj = get_obj(value, at)
         name = get_str(*field(obj, "name", at))
         if not name:
             at.key("name").fail("empty kernel name")
         attrs, attrs_at = field(obj, "attrs", at)
-        values = get_list(attrs, attrs_at, len(FUNCTION_ATTR_IDS))
+        values = get_int_list(attrs, attrs_at, len(FUNCTION_ATTR_IDS), I32)
         return cls(
             get_sha256(*field(obj, "image", at)),
             name,
-            tuple(get_int(v, attrs_at.index(i), I32) for i, v in enumerate(values)),
+            values,
         )
 
 
@@ -145,10 +159,8 @@ class OutputSpec:
         obj = get_obj(value, at)
         shape_v, shape_at = field(obj, "shape", at)
         strides_v, strides_at = field(obj, "strides", at)
-        shape = tuple(get_int(v, shape_at.index(i), (0, I64[1])) for i, v in enumerate(get_list(shape_v, shape_at)))
-        strides = tuple(
-            get_int(v, strides_at.index(i), I64) for i, v in enumerate(get_list(strides_v, strides_at, len(shape)))
-        )
+        shape = get_int_list(shape_v, shape_at, None, (0, I64[1]))
+        strides = get_int_list(strides_v, strides_at, len(shape), I64)
         return cls(
             get_int(*field(obj, "address", at)),
             shape,
@@ -219,26 +231,18 @@ class RegionSpec:
         if high_water > size:
             at.key("high_water").fail(f"{high_water} is beyond the region size {size}")
         live_v, live_at = field(obj, "live", at)
-        live: list[tuple[int, int]] = []
+        live = get_int_rows(live_v, live_at, (U64, U64))
         end = 0
-        for i, item in enumerate(get_list(live_v, live_at)):
-            item_at = live_at.index(i)
-            off, length = (get_int(v, item_at.index(k)) for k, v in enumerate(get_list(item, item_at, 2)))
+        for i, (off, length) in enumerate(live):
             if off < end:
-                item_at.fail("ranges must be sorted and must not overlap")
+                live_at.index(i).fail("ranges must be sorted and must not overlap")
             end = off + length
             if end > size:
-                item_at.fail(f"range {off}+{length} ends beyond the region size {size}")
-            live.append((off, length))
+                live_at.index(i).fail(f"range {off}+{length} ends beyond the region size {size}")
         events_v, events_at = field(obj, "events", at)
-        events: list[tuple[int, int, int, int, int]] = []
-        for i, item in enumerate(get_list(events_v, events_at)):
-            item_at = events_at.index(i)
-            seq, kind, off, sz, span = (
-                get_int(v, item_at.index(k), U32 if k == 1 else U64) for k, v in enumerate(get_list(item, item_at, 5))
-            )
-            events.append((seq, kind, off, sz, span))
-        return cls(base, size, get_int(*field(obj, "granularity", at)), high_water, tuple(live), tuple(events))
+        events = get_int_rows(events_v, events_at, (U64, U32, U64, U64, U64))
+        granularity = get_int(*field(obj, "granularity", at))
+        return cls(base, size, granularity, high_water, live, events)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,19 +264,16 @@ class MemorySpec:
     def from_json(cls, value: Any, at: At) -> MemorySpec:
         obj = get_obj(value, at)
         ranges_v, ranges_at = field(obj, "ranges", at)
-        ranges: list[tuple[int, int]] = []
+        ranges = get_int_rows(ranges_v, ranges_at, (U64, U64))
         end = 0
-        for i, item in enumerate(get_list(ranges_v, ranges_at)):
-            item_at = ranges_at.index(i)
-            off, length = (get_int(v, item_at.index(k)) for k, v in enumerate(get_list(item, item_at, 2)))
+        for i, (off, length) in enumerate(ranges):
             if off < end:
-                item_at.fail("ranges must be sorted and must not overlap")
+                ranges_at.index(i).fail("ranges must be sorted and must not overlap")
             end = off + length
-            ranges.append((off, length))
         total = get_int(*field(obj, "bytes", at))
         if total != sum(length for _, length in ranges):
             at.key("bytes").fail(f"{total} is not the sum of the range lengths")
-        return cls(get_sha256(*field(obj, "sha256", at)), total, tuple(ranges))
+        return cls(get_sha256(*field(obj, "sha256", at)), total, ranges)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

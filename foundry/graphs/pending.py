@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..archive import open_image
+from ..archive import image_path, open_image
 from ..driver import call, current_context
 from ..errors import CodecError, LoadError
 from ..kernels import registry
@@ -128,11 +128,15 @@ def _load_images(sources: Sequence[GraphSource], num_threads: int, verify: bool)
         for sha in source_images(src):
             wanted.setdefault(sha, src.archive_dir)
     todo = [(sha, d) for sha, d in wanted.items() if not registry.is_loaded(sha)]
-    # Hashing releases the GIL; loading is a driver call: both overlap across threads.
+
+    def load(item: tuple[str, Path]) -> None:
+        sha, directory = item
+        registry.load_image(sha, open_image(directory, sha, verify))
+
+    # Hashing releases the GIL and loading is a driver call: both overlap across threads.
     with ThreadPoolExecutor(max_workers=max(1, num_threads)) as pool:
-        mapped = list(pool.map(lambda item: (item[0], open_image(item[1], item[0], verify)), todo))
-    for sha, data in mapped:
-        registry.load_image(sha, data)
+        # Largest first, so that the longest hash does not start last.
+        list(pool.map(load, sorted(todo, key=lambda item: -image_path(item[1], item[0]).stat().st_size)))
 
 
 def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:
