@@ -26,10 +26,39 @@ static const char *func_name(CUfunction f) {
   return name;
 }
 
-int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d) {
+/* Launch-attribute values a freshly added kernel node already has (read once per process from the
+ * first node built): setting those again is a wasted driver call, and most captured nodes carry two
+ * or three such values (scheduling policy, memory-sync domain map). */
+static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
+static int defaults_known;
+static uint8_t defaults[32][64];
+
+static void learn_defaults(CUgraphNode fresh) {
+  static const int ids[] = FDY_NODE_ATTRS;
+  pthread_mutex_lock(&defaults_lock);
+  if (!defaults_known) {
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+      CUlaunchAttributeValue v;
+      memset(&v, 0, sizeof(v));
+      /* An attribute the driver will not report keeps an impossible all-0xff default: never skipped. */
+      if (fdy_drv.cuGraphKernelNodeGetAttribute(fresh, (CUlaunchAttributeID)ids[i], &v) == CUDA_SUCCESS)
+        memcpy(defaults[ids[i]], &v, 64);
+      else
+        memset(defaults[ids[i]], 0xff, 64);
+    }
+    defaults_known = 1;
+  }
+  pthread_mutex_unlock(&defaults_lock);
+}
+
+int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d, int fresh) {
+  if (fresh && !__atomic_load_n(&defaults_known, __ATOMIC_ACQUIRE)) learn_defaults(node);
   for (uint16_t i = 0; i < d->attr_count; i++) {
     rec_attr a;
     memcpy(&a, &d->attrs[i], sizeof(a));
+    /* Cluster shapes (4, 11) may default to the function's compile-time shape: always set them. */
+    int per_function = a.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION || a.id == CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION;
+    if (fresh && !per_function && a.id < 32 && memcmp(defaults[a.id], a.value, 64) == 0) continue;
     CUlaunchAttributeValue v;
     memcpy(&v, a.value, sizeof(v));
     CUresult r = fdy_drv.cuGraphKernelNodeSetAttribute(node, (CUlaunchAttributeID)a.id, &v);
@@ -52,7 +81,7 @@ static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUg
         return fdy_fail_cu(r, "cuGraphAddKernelNode", "kernel %s, grid (%u,%u,%u), block (%u,%u,%u), %u bytes shared",
                            func_name(k->func), k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
                            k->blockDimZ, k->sharedMemBytes);
-      return fdy_set_kernel_attrs(*node, d);
+      return fdy_set_kernel_attrs(*node, d, 1);
     }
     case CU_GRAPH_NODE_TYPE_MEMSET:
       if ((rc = fdy_decode_node(d, p, bytes, b->funcs, b->nfuncs))) return rc;

@@ -21,7 +21,7 @@ static int apply_one(CUgraphExec exec, CUgraphNode node, const uint8_t *p, uint3
         return r ? fdy_fail_cu(r, "cuGraphExecKernelNodeSetParams", "node %u", index) : 0;
       }
       r = fdy_drv.cuGraphKernelNodeSetParams_v2(node, &d->kernel);
-      return r ? fdy_fail_cu(r, "cuGraphKernelNodeSetParams", "node %u", index) : fdy_set_kernel_attrs(node, d);
+      return r ? fdy_fail_cu(r, "cuGraphKernelNodeSetParams", "node %u", index) : fdy_set_kernel_attrs(node, d, 0);
     case CU_GRAPH_NODE_TYPE_MEMSET:
       if (exec && !fdy_drv.cuGraphExecMemsetNodeSetParams)
         return fdy_fail(FDY_ERR_UNSUPPORTED, "the driver has no cuGraphExecMemsetNodeSetParams");

@@ -120,8 +120,9 @@ typedef struct {
 /* Decodes a kernel, memset or memcpy node record of `bytes` bytes; functions[i] binds index i. */
 int fdy_decode_node(fdy_decoded *d, const uint8_t *rec, uint32_t bytes, const uint64_t *functions, size_t nfuncs);
 void fdy_decoded_free(fdy_decoded *d);
-/* Sets a decoded kernel record's launch attributes on a graph node (codec_build.c). */
-int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d);
+/* Sets a decoded kernel record's launch attributes on a graph node (codec_build.c). fresh: the node
+ * was just added, so values equal to a new node's defaults need not be set. */
+int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d, int fresh);
 /* Walks the top-level node records of a graph record: offsets[i] = byte offset of node i. */
 int fdy_record_node_offsets(const uint8_t *rec, size_t size, size_t *offsets, size_t cap, size_t *count);
 

@@ -40,6 +40,9 @@ static struct {
   unit_t *units;
   size_t nunits, capunits;
   uint64_t prealloc_off, prealloc_size;
+  uint64_t reserve_size;          /* bytes actually reserved at base (>= size when adopted from a hold) */
+  CUdeviceptr held_base;          /* a range reserved ahead of set (fdy_region_hold), not in use yet */
+  uint64_t held_size;
   fdy_alloc_event *events;
   size_t nevents, capevents;
 } R = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -455,6 +458,19 @@ FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size) {
   }
   size = round_up(size, gran);
   CUdeviceptr got = 0;
+  uint64_t reserve_size = size;
+  if (R.held_size && R.held_base == base && R.held_size >= size) {
+    got = base; /* adopt the range fdy_region_hold reserved before the program loaded anything */
+    reserve_size = R.held_size;
+    R.held_base = 0;
+    R.held_size = 0;
+    goto adopt;
+  }
+  if (R.held_size) { /* a hold for another range: give it back first */
+    fdy_drv.cuMemAddressFree(R.held_base, R.held_size);
+    R.held_base = 0;
+    R.held_size = 0;
+  }
   r = fdy_drv.cuMemAddressReserve(&got, size, gran, base, 0);
   if (r != CUDA_SUCCESS) {
     rc = fdy_fail_cu(r, "cuMemAddressReserve",
@@ -472,8 +488,10 @@ FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size) {
                   (unsigned long long)base, (unsigned long long)(base + size));
     goto out;
   }
+adopt:
   R.base = base;
   R.size = size;
+  R.reserve_size = reserve_size;
   R.gran = gran;
   R.device = dev;
   R.cursor = R.hwm = R.mapped = 0;
@@ -484,6 +502,45 @@ FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size) {
 out:
   pthread_mutex_unlock(&R.lock);
   return rc;
+}
+
+/* Reserves [base, base+size) before the region is set, so that nothing the program does first (loading
+ * kernel images, the driver's own reservations) can take the range: LOAD's images are loaded before
+ * set_allocation_region in the seed README's order. fdy_region_set adopts it. */
+FDY_EXPORT int fdy_region_hold(uint64_t base, uint64_t size) {
+  int rc = fdy_driver_ensure();
+  if (rc) return rc;
+  pthread_mutex_lock(&R.lock);
+  if (R.reserved || R.held_size) {
+    pthread_mutex_unlock(&R.lock);
+    return 0; /* a region or a hold exists already: nothing to do */
+  }
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof(prop));
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUdevice dev = 0;
+  fdy_drv.cuCtxGetDevice(&dev);
+  prop.location.id = dev;
+  size_t gran = 0;
+  CUresult r = fdy_drv.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS || !gran || base % gran) {
+    pthread_mutex_unlock(&R.lock);
+    return fdy_fail(FDY_ERR_INVALID, "cannot hold region 0x%llx: no granularity or a misaligned base", (unsigned long long)base);
+  }
+  size = round_up(size, gran);
+  CUdeviceptr got = 0;
+  r = fdy_drv.cuMemAddressReserve(&got, size, gran, base, 0);
+  if (r == CUDA_SUCCESS && got != base) {
+    fdy_drv.cuMemAddressFree(got, size);
+    r = CUDA_ERROR_INVALID_VALUE;
+  }
+  if (r == CUDA_SUCCESS) {
+    R.held_base = base;
+    R.held_size = size;
+  }
+  pthread_mutex_unlock(&R.lock);
+  return r == CUDA_SUCCESS ? 0 : fdy_fail(FDY_ERR_BASE_TAKEN, "region 0x%llx could not be held: already in use", (unsigned long long)base);
 }
 
 FDY_EXPORT int fdy_region_stop(void) {
@@ -510,7 +567,7 @@ FDY_EXPORT int fdy_region_release(void) {
   __atomic_store_n(&R.active, 0, __ATOMIC_RELEASE);
   fdy_drv.cuCtxSynchronize();
   while (R.nunits) unmap_unit(R.nunits - 1);
-  CUresult r = fdy_drv.cuMemAddressFree(R.base, R.size);
+  CUresult r = fdy_drv.cuMemAddressFree(R.base, R.reserve_size);
   if (r != CUDA_SUCCESS) rc = fdy_fail_cu(r, "cuMemAddressFree", "region at 0x%llx", (unsigned long long)R.base);
   R.nchunks = 0;
   R.prealloc_off = R.prealloc_size = 0;

@@ -112,6 +112,7 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "fdy_driver_open": (_int, []),
     "fdy_driver_symbol": (_p, [ctypes.c_char_p]),
     "fdy_region_set": (_int, [_u64, _u64]),
+    "fdy_region_hold": (_int, [_u64, _u64]),
     "fdy_region_stop": (_int, []),
     "fdy_region_resume": (_int, []),
     "fdy_region_release": (_int, []),

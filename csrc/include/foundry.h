@@ -95,6 +95,8 @@ typedef struct {
 } fdy_alloc_event;
 
 FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size);
+/* Reserves the range ahead of fdy_region_set (which adopts it), before anything else can take it. */
+FDY_EXPORT int fdy_region_hold(uint64_t base, uint64_t size);
 FDY_EXPORT int fdy_region_stop(void);
 FDY_EXPORT int fdy_region_resume(void);
 /* Unmaps everything the region mapped and frees the reservation. */

@@ -15,7 +15,15 @@ from foundry.archive.delta import DELTA_MAGIC, Delta, encode_delta, parse_delta
 from foundry.archive.graphfile import container_path, read_graph, read_meta, resolve_archive_dir, write_graph
 from foundry.archive.graphmeta import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, GraphMeta
 from foundry.archive.identity import IDENTITY_FIELDS, Identity, Mismatch, compare
-from foundry.archive.images import IMAGES_DIR, image_path, image_relpath, open_image, write_image
+from foundry.archive.images import (
+    IMAGES_DIR,
+    image_path,
+    image_relpath,
+    open_image,
+    read_region_hint,
+    write_image,
+    write_region_hint,
+)
 from foundry.archive.manifest import (
     MANIFEST_FORMAT,
     MANIFEST_FORMAT_VERSION,
@@ -123,6 +131,7 @@ __all__ = [
     "read_graph",
     "read_manifest",
     "read_meta",
+    "read_region_hint",
     "resolve_archive_dir",
     "sha256_bytes",
     "sha256_file",
@@ -132,4 +141,5 @@ __all__ = [
     "write_graph",
     "write_image",
     "write_manifest",
+    "write_region_hint",
 ]

@@ -12,11 +12,19 @@ import os
 from pathlib import Path
 
 from foundry.archive.atomic import write_atomic
-from foundry.archive.jsonfields import is_sha256
+from foundry.archive.jsonfields import At, check_format, dump_json, field, get_int, is_sha256, load_json
 from foundry.archive.specs import ImageFormat, ImageRef
-from foundry.errors import ArchiveCorruptError
+from foundry.errors import ArchiveCorruptError, ArchiveError
 
-__all__ = ["IMAGES_DIR", "image_path", "image_relpath", "open_image", "write_image"]
+__all__ = [
+    "IMAGES_DIR",
+    "image_path",
+    "image_relpath",
+    "open_image",
+    "read_region_hint",
+    "write_image",
+    "write_region_hint",
+]
 
 IMAGES_DIR = "images"
 
@@ -100,3 +108,29 @@ def _checked(mapped: mmap.mmap, sha256: str, path: Path, verify: bool) -> mmap.m
                 "the image is damaged. Save the graph again."
             )
     return mapped
+
+
+REGION_HINT = "region.json"
+
+
+def write_region_hint(archive_dir: PathLike, base: int, size: int) -> None:
+    """``region.json``: the region the archive's graphs were saved in, which LOAD reserves before it
+    loads the images (docs/FORMAT.md). Rewritten only when it changes."""
+    path = Path(archive_dir) / REGION_HINT
+    text = dump_json({"format": "foundry-region", "format_version": 1, "base": base, "size": size})
+    try:
+        if path.read_bytes() == text:
+            return
+    except OSError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text, durable=False)
+
+
+def read_region_hint(archive_dir: PathLike) -> tuple[int, int] | None:
+    """(base, size) from ``region.json``, or None when it is absent or unreadable (it is only a hint)."""
+    try:
+        doc = load_json((Path(archive_dir) / REGION_HINT).read_bytes(), REGION_HINT)
+        obj = check_format(doc, "foundry-region", (1,), REGION_HINT)
+        return get_int(*field(obj, "base", At(REGION_HINT))), get_int(*field(obj, "size", At(REGION_HINT)))
+    except (OSError, ArchiveError):
+        return None

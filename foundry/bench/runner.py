@@ -74,6 +74,13 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "switch_us_median": statistics.median(loaded["switch_us"].values()) if loaded["switch_us"] else None,
         "bit_identical": loaded["digests"] == native["digests"],
         "bit_identical_template": loaded["digests_template"] == native["digests"],
+        "native_deterministic": native.get("deterministic"),
+        "mismatched_bs": [bs for bs in sizes if loaded["digests"][bs] != native["digests"][bs]],
+        "mismatched_bs_template": [bs for bs in sizes if loaded["digests_template"][bs] != native["digests"][bs]],
+        "replay_ratio_max_vs_direct": max(loaded["latency_us"][bs] / native["latency_direct_us"][bs] for bs in sizes),
+        "replay_ratio_median_vs_direct": statistics.median(
+            loaded["latency_us"][bs] / native["latency_direct_us"][bs] for bs in sizes
+        ),
         "archive_bytes": native["archive_bytes"],
         "groups": loaded["groups"],
         "grouping": native.get("groups"),
@@ -81,6 +88,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "latency_us": {
             bs: [native["latency_us"][bs], loaded["latency_template_us"][bs], loaded["latency_us"][bs]] for bs in sizes
         },
+        "latency_direct_us": native["latency_direct_us"],
     }
 
 

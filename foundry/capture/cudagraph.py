@@ -188,7 +188,13 @@ class CUDAGraph:
         (after ``pending.build_dedicated()`` when ``defer_dedicated``).
         """
         require_interposer("loading graphs")
-        return pending_loads.start([Path(p) for p in paths], num_threads, allow_mismatch, occupied=blocks_in_use)
+        return pending_loads.start(
+            [Path(p) for p in paths],
+            num_threads,
+            allow_mismatch,
+            occupied=blocks_in_use,
+            defer_dedicated=defer_dedicated,
+        )
 
     @classmethod
     def finish_one_graph_load(cls, pending: PendingLoads, index: int) -> tuple[CUDAGraph, Any]:

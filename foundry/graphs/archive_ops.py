@@ -16,13 +16,14 @@ from ..archive import (
     Manifest,
     now_iso,
     read_manifest,
+    read_region_hint,
     sha256_file,
     write_manifest,
 )
 from ..archive.images import IMAGES_DIR
 from ..errors import ArchiveError, FoundryError
 from ..memory.layout import region_spec
-from ..memory.region import region_state
+from ..memory.region import hold_allocation_region, region_state
 from .load import load_images
 from .save import replace_saved, saved_graphs
 from .templates import plan_groups, write_member_deltas
@@ -89,6 +90,9 @@ def load_cuda_modules_and_libraries(archive_dir: str | os.PathLike[str], verify:
     every image in the directory. Each image's SHA-256 is checked before the driver sees it.
     """
     archive = Path(archive_dir)
+    hint = read_region_hint(archive)
+    if hint is not None:  # reserve the region's range before the images (and the driver) take VA space
+        hold_allocation_region(*hint)
     if (archive / MANIFEST_NAME).is_file():
         shas = [e.sha256 for e in read_manifest(archive).images]
     else:

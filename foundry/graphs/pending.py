@@ -139,43 +139,53 @@ def _load_images(sources: Sequence[GraphSource], num_threads: int, verify: bool)
         list(pool.map(load, sorted(todo, key=lambda item: -image_path(item[1], item[0]).stat().st_size)))
 
 
+def _build_template(pending: PendingLoads, g: _Group, context: int) -> None:
+    call("cuCtxSetCurrent", context)
+    t = g.template
+    g.template_functions = resolve_functions(t.meta)
+    g.graph, g.nodes = codec.build_with_nodes(t.payload, g.template_functions, t.node_count)
+    g.exec = codec.instantiate(g.graph)
+    members = [h for h in pending.handles if h.group is g and h.source.template is not None]
+    varying = sorted({i for h in members for i in _override_indices(h.source.payload)})
+    g.template_delta = codec.delta_from_record(t.payload, varying)
+    for h in members:
+        h.functions = resolve_functions(h.source.meta)
+    g.ready.set()
+
+
+def _build_own_execs(pending: PendingLoads, g: _Group, context: int) -> None:
+    call("cuCtxSetCurrent", context)
+    group = [h for h in pending.handles if h.group is g]
+    for h in group:
+        if h.source.template is not None and not h.exec:
+            h.graph, h.exec = build_exec(h.source)
+    # Every member has its own exec now. An exec whose nodes were updated replays slower than a fresh
+    # one (measured: ~8% on a 960-node decoder graph), so the template gets a fresh exec unless nothing
+    # was ever switched; the shared one is freed once its last launch completes.
+    fresh = codec.instantiate(g.graph) if g.switched else g.exec
+    with g.lock:
+        for h in group:
+            if h.source.template is None:
+                h.graph, h.exec = g.graph, fresh
+        if fresh != g.exec:
+            codec.destroy_exec(g.exec)
+            g.exec = fresh
+            g.current = -1
+
+
 def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:
     try:
         call("cuCtxSetCurrent", context)
-        sources = [h.source for h in pending.handles]
-        _load_images(sources, num_threads, verify)
+        _load_images([h.source for h in pending.handles], num_threads, verify)
         pending.timings["images_s"] = time.perf_counter() - start
-        for g in pending.groups:
-            t = g.template
-            g.template_functions = resolve_functions(t.meta)
-            g.graph, g.nodes = codec.build_with_nodes(t.payload, g.template_functions, t.node_count)
-            g.exec = codec.instantiate(g.graph)
-            members = [h for h in pending.handles if h.group is g and h.source.template is not None]
-            varying = sorted({i for h in members for i in _override_indices(h.source.payload)})
-            g.template_delta = codec.delta_from_record(t.payload, varying)
-            for h in members:
-                h.functions = resolve_functions(h.source.meta)
-            g.ready.set()
-        pending.timings["all_replayable_s"] = time.perf_counter() - start
-        pending.dedicated_go.wait()
-        pending.timings["dedicated_start_s"] = time.perf_counter() - start
-        for g in pending.groups:
-            group = [h for h in pending.handles if h.group is g]
-            for h in group:
-                if h.source.template is not None and not h.exec:
-                    h.graph, h.exec = build_exec(h.source)
-            # Every member has its own exec now. An exec whose nodes were updated replays slower than a
-            # fresh one (measured: ~8% on a 960-node decoder graph), so the template gets a fresh exec
-            # unless nothing was ever switched; the shared one is freed once its last launch completes.
-            fresh = codec.instantiate(g.graph) if g.switched else g.exec
-            with g.lock:
-                for h in group:
-                    if h.source.template is None:
-                        h.graph, h.exec = g.graph, fresh
-                if fresh != g.exec:
-                    codec.destroy_exec(g.exec)
-                    g.exec = fresh
-                    g.current = -1
+        # Groups are independent: building their graphs overlaps across threads (ctypes releases the
+        # GIL in the driver calls), and a group is replayable the moment its template is instantiated.
+        with ThreadPoolExecutor(max_workers=max(1, num_threads), thread_name_prefix="foundry-build") as pool:
+            list(pool.map(lambda g: _build_template(pending, g, context), pending.groups))
+            pending.timings["all_replayable_s"] = time.perf_counter() - start
+            pending.dedicated_go.wait()
+            pending.timings["dedicated_start_s"] = time.perf_counter() - start
+            list(pool.map(lambda g: _build_own_execs(pending, g, context), pending.groups))
         pending.timings["all_dedicated_s"] = time.perf_counter() - start
         pending.timings["switches"] = sum(g.switched for g in pending.groups)
         pending.timings["switch_fallbacks"] = sum(g.fallbacks for g in pending.groups)

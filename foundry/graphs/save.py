@@ -22,6 +22,7 @@ from ..archive import (
     topology_key,
     write_graph,
     write_image,
+    write_region_hint,
 )
 from ..errors import RegionStateError
 from ..kernels import registry
@@ -153,8 +154,9 @@ def save_graph(
         memory=memory,
     )
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    # Not durable yet: save_graph_manifest (or sync_archive) makes the archive durable at once.
+    # Not durable yet: save_graph_manifest makes the archive durable at once.
     meta = write_graph(json_path, meta, record, parsed=parsed, durable=False)
+    write_region_hint(archive, region.base, region.size)
     with _lock:
         _saved.append(SavedGraph(json_path, meta, record, parsed=parsed))
     return meta

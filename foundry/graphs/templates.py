@@ -54,7 +54,10 @@ def template_key(meta: GraphMeta, record: GraphRecord) -> str:
 def _identity(node: Node, meta: GraphMeta) -> Any:
     """A comparable value of a node with function indices replaced by the functions themselves."""
     if isinstance(node, KernelNode):
-        return (replace(node, function_index=0), meta.functions[node.function_index])
+        return (
+            meta.functions[node.function_index], node.grid, node.block, node.shared_mem, node.arg_mode,
+            node.params, node.attrs, node.args,
+        )  # fmt: skip
     if isinstance(node, ChildGraphNode):
         return (tuple(_identity(n, meta) for n in node.record.nodes), node.record.edges)
     return node

@@ -25,6 +25,7 @@ __all__ = [
     "allocation_region",
     "free_preallocated_region",
     "get_current_alloc_offset",
+    "hold_allocation_region",
     "preallocate_region",
     "region_state",
     "release_allocation_region",
@@ -91,6 +92,20 @@ def set_allocation_region(base: int, size: int | str) -> None:
     lib = require_interposer("set_allocation_region()")
     _ensure_cuda_context()
     check(lib.fdy_region_set(int(base), parse_size(size)), "set_allocation_region")
+
+
+def hold_allocation_region(base: int, size: int | str) -> bool:
+    """Reserves the range now so that set_allocation_region(base, size) can adopt it later.
+
+    LOAD calls it before loading kernel images (the seed README loads them before setting the region),
+    because the driver may otherwise put its own reservations where the region must go. Best effort:
+    False when the range is taken already; set_allocation_region then reports it clearly.
+    """
+    lib = native()
+    if not lib.preloaded:
+        return False
+    _ensure_cuda_context()
+    return bool(lib.fdy_region_hold(int(base), parse_size(size)) == 0)
 
 
 def stop_allocation_region() -> None:

@@ -10,6 +10,7 @@ default generator to the same offset, so outputs must match byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -89,6 +90,10 @@ def save(out_dir: Path, names: list[str]) -> dict[str, Any]:
     return results
 
 
+def _edges(record: Any) -> list[tuple[int, ...]]:
+    return sorted(dataclasses.astuple(e) for e in record.edges)
+
+
 def _reextract(key: str, g: Any) -> bool:
     """The rebuilt graph, walked again, must be the saved record: same nodes, same parameters, same
     edges and edge data (edges compared as a set: LOAD adds them grouped by edge data)."""
@@ -96,10 +101,10 @@ def _reextract(key: str, g: Any) -> bool:
     src = read_source(g._runner.json_path)
     if src.template is None:
         saved = parse_record(src.payload)
-        return rebuilt.nodes == saved.nodes and sorted(rebuilt.edges) == sorted(saved.edges)
+        return rebuilt.nodes == saved.nodes and _edges(rebuilt) == _edges(saved)
     template = parse_record(src.template.payload)
     overrides = dict(parse_delta(src.payload).overrides)
-    same_edges = sorted(rebuilt.edges) == sorted(template.edges)
+    same_edges = _edges(rebuilt) == _edges(template)
 
     # A member's function indices follow its own table; compare everything else node by node.
     def key_of(node: Any) -> Any:
