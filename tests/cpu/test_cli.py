@@ -1,0 +1,228 @@
+"""The `foundry` command line: `run` (start a program under the interposer) and `inspect` (summarize
+an archive made on the fake CUDA driver), each invoked as ``python -m foundry.cli`` in a subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundry.memory.sizes import format_size
+from tests.support.graphs import BASE, Scenario, save_script
+from tests.support.subproc import REPO_ROOT, child_env, run_json
+
+
+def foundry_cli(
+    *args: str, lib_dir: Path | None = None, preload: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m foundry.cli ARGS``; the CLI process gets LD_PRELOAD=``preload`` (none by default)."""
+    e = child_env(lib_dir)
+    e.pop("LD_PRELOAD", None)
+    if preload is not None:
+        e["LD_PRELOAD"] = preload
+    return subprocess.run(
+        [sys.executable, "-m", "foundry.cli", *args],
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(REPO_ROOT),
+    )
+
+
+# ------------------------------------------------------------------------------------------- run
+CHILD = textwrap.dedent(
+    """
+    import json, os, sys
+    from tests.support.fakecu import Cuda
+    import foundry
+    from foundry._native import native
+    cu = Cuda()
+    foundry.set_allocation_region(0x7f0000000000, "1GB")   # only possible with the interposer loaded
+    first = cu.malloc(1000)
+    print(json.dumps({"argv": sys.argv[1:], "active": native().fdy_interposer_active(),
+                      "preloaded": native().preloaded, "first": first,
+                      "ld_preload": os.environ.get("LD_PRELOAD", "")}))
+    sys.exit(int(sys.argv[1]))
+    """
+)
+
+
+def test_run_starts_child_under_interposer_with_arguments_and_exit_code(fakecuda_dir: Path, foundry_lib: Path) -> None:
+    p = foundry_cli("run", "--", sys.executable, "-c", CHILD, "7", "two words", "--flag", lib_dir=fakecuda_dir)
+    assert p.returncode == 7, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["argv"] == ["7", "two words", "--flag"]
+    assert out["active"] == 1 and out["preloaded"] is True
+    assert out["first"] == BASE  # the region placed the allocation: the interposer is working
+    assert out["ld_preload"].split(":")[0] == str(foundry_lib)
+
+
+def test_run_passes_a_zero_exit_code_and_keeps_existing_preloads(fakecuda_dir: Path, foundry_lib: Path) -> None:
+    code = "import os; print(os.environ['LD_PRELOAD'])"
+    p = foundry_cli("run", sys.executable, "-c", code, lib_dir=fakecuda_dir)  # no "--" needed
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(foundry_lib)
+    # A preload the user already had stays, behind libfoundry; libfoundry is not added twice.
+    for before in ("libm.so.6", f"{foundry_lib}:libm.so.6", f"libm.so.6:{foundry_lib}"):
+        p = foundry_cli("run", "--", sys.executable, "-c", code, lib_dir=fakecuda_dir, preload=before)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip() == f"{foundry_lib}:libm.so.6"
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "--"]], ids=["nothing", "dashes-only"])
+def test_run_without_command_fails_clearly(args: list[str]) -> None:
+    p = foundry_cli(*args)
+    assert p.returncode == 2
+    assert "give the program to start" in p.stderr and "foundry run -- python app.py" in p.stderr
+
+
+def test_run_of_missing_program_fails_clearly() -> None:
+    p = foundry_cli("run", "--", "/nonexistent/program", "x")
+    assert p.returncode == 127
+    assert "cannot start '/nonexistent/program'" in p.stderr
+
+
+# --------------------------------------------------------------------------------------- inspect
+SCENARIO = Scenario(
+    alloc="""
+    n = 64
+    buf("x", 4 * n); buf("y", 4 * n); buf("a", 4 * n); buf("b", 4 * n)
+    def set_inputs(k):
+        cu.write_f32(B["x"], [float(i + k) for i in range(n)])
+        cu.write_f32(B["y"], [1.0] * n)
+    READS["double"] = [("a", n)]
+    READS["triple"] = [("a", n)]
+    READS["sum_then_fill"] = [("b", n)]
+    """,
+    capture="""
+    K = module("fk_add_f32", "fk_scale_f32", "fk_fill_f32")
+    s = cu.stream_create()
+    full = ((1, 1, 1), (n, 1, 1))
+    def scaled(f):
+        cu.begin_capture(s)
+        cu.launch(K["fk_add_f32"], *full, [("ptr", B["x"]), ("ptr", B["y"]), ("ptr", B["a"]), (c_int, n)], stream=s)
+        cu.launch(K["fk_scale_f32"], *full, [("ptr", B["a"]), (c_float, f), (c_int, n)], stream=s)
+        return cu.end_capture(s)
+    add_graph("double", scaled(2.0))
+    add_graph("triple", scaled(3.0))
+    cu.begin_capture(s)
+    call("cuMemsetD32Async", B["b"], 0, n, s)
+    cu.launch(K["fk_add_f32"], *full, [("ptr", B["x"]), ("ptr", B["y"]), ("ptr", B["b"]), (c_int, n)], stream=s)
+    cu.launch(K["fk_fill_f32"], (1, 1, 1), (8, 1, 1), [("ptr", B["b"]), (c_float, 0.5), (c_int, n)], stream=s)
+    add_graph("sum_then_fill", cu.end_capture(s))
+    """,
+)
+NAMES = ["double", "triple", "sum_then_fill"]
+
+
+@pytest.fixture(scope="module")
+def archive(fakecuda_dir: Path, foundry_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    arch = tmp_path_factory.mktemp("cli") / "arch"
+    save = run_json(save_script(SCENARIO, arch), lib_dir=fakecuda_dir, preload=foundry_lib)
+    assert list(save["metas"]) == NAMES
+    return arch
+
+
+def metas(archive: Path) -> dict[str, dict[str, Any]]:
+    return {n: json.loads((archive / f"{n}.json").read_text()) for n in NAMES}
+
+
+def test_inspect_archive_prints_graphs_nodes_kernels_images_region_and_identity(archive: Path) -> None:
+    p = foundry_cli("inspect", str(archive))
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = p.stdout
+    images = sorted((archive / "images").glob("*.bin"))
+    assert "manifest: yes" in out
+    assert "Fake GPU" in out and "132 SMs" in out and "sm_90" in out and "driver 13000" in out
+    assert f"base {BASE:#x}" in out and "size 1.0 GiB" in out
+    assert f"images    {len(images)}, {format_size(sum(i.stat().st_size for i in images))}" in out
+    m = metas(archive)
+    nodes = sum(meta["stats"]["nodes"] for meta in m.values())
+    kernels = sum(meta["stats"]["kernel"] for meta in m.values())
+    assert f"graphs    3, 2 topology groups: {nodes} nodes (" in out
+    assert f"kernel {kernels}" in out and "memset 1" in out
+    for name in [*NAMES, "fk_add_f32", "fk_scale_f32", "fk_fill_f32"]:
+        assert name in out
+
+
+def test_inspect_json_is_machine_readable_and_matches_the_archive(archive: Path) -> None:
+    p = foundry_cli("inspect", "--json", str(archive))
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = json.loads(p.stdout)
+    m = metas(archive)
+    assert summary["manifest"] is True and summary["groups"] == 2
+    assert [g["name"] for g in summary["graphs"]] == NAMES
+    assert [g["nodes"] for g in summary["graphs"]] == [m[n]["stats"]["nodes"] for n in NAMES]
+    for key in ("nodes", "kernel", "memset", "edges"):
+        assert summary["nodes"][key] == sum(meta["stats"].get(key, 0) for meta in m.values())
+    on_disk = {p.stem: p.read_bytes() for p in (archive / "images").glob("*.bin")}
+    assert {i["sha256"]: i["bytes"] for i in summary["images"]} == {s: len(b) for s, b in on_disk.items()}
+    assert all(hashlib.sha256(b).hexdigest() == s for s, b in on_disk.items())
+    assert summary["image_bytes"] == sum(len(b) for b in on_disk.values())
+    assert {k["name"] for k in summary["kernels"]} == {"fk_add_f32", "fk_scale_f32", "fk_fill_f32"}
+    assert summary["identity"]["gpu_name"] == "Fake GPU" and summary["identity"]["sm_count"] == 132
+    assert summary["region"]["base"] == hex(BASE)
+    assert summary["region"]["high_water"] == m["double"]["region"]["high_water"]
+    assert summary["region"]["live_bytes"] == sum(length for _, length in m["double"]["region"]["live"])
+
+
+def test_inspect_one_graph_json(archive: Path) -> None:
+    p = foundry_cli("inspect", "--json", str(archive / "sum_then_fill.json"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = json.loads(p.stdout)
+    meta = metas(archive)["sum_then_fill"]
+    assert summary["manifest"] is False and summary["groups"] is None
+    assert [g["name"] for g in summary["graphs"]] == ["sum_then_fill"]
+    assert summary["nodes"] == meta["stats"]
+    assert {k["name"] for k in summary["kernels"]} == {"fk_add_f32", "fk_fill_f32"}
+    text = foundry_cli("inspect", str(archive / "sum_then_fill.json"))
+    assert text.returncode == 0 and "manifest: no" in text.stdout and "sum_then_fill" in text.stdout
+
+
+@pytest.mark.parametrize("what", ["empty-dir", "missing", "text-file", "foreign-json", "image-file"])
+def test_inspect_of_non_archive_fails_clearly(archive: Path, tmp_path: Path, what: str) -> None:
+    path = tmp_path / what
+    if what == "empty-dir":
+        path.mkdir()
+    elif what == "text-file":
+        path.write_text("hello\n")
+    elif what == "foreign-json":
+        path.write_text(json.dumps({"format": "something-else", "format_version": 1}))
+    elif what == "image-file":
+        path = next((archive / "images").glob("*.bin"))
+    p = foundry_cli("inspect", str(path))
+    assert p.returncode != 0
+    message = (p.stdout + p.stderr).strip()
+    assert message.startswith("foundry inspect: ") and str(path) in message
+    assert "Traceback" not in message
+    if what == "empty-dir":
+        assert "graph_manifest.json" in message
+
+
+def test_inspect_of_damaged_archive_fails_clearly(archive: Path, tmp_path: Path) -> None:
+    import shutil
+
+    damaged = tmp_path / "arch"
+    shutil.copytree(archive, damaged)
+    (damaged / "triple.json").unlink()
+    p = foundry_cli("inspect", str(damaged))
+    assert p.returncode == 1
+    assert "triple.json" in p.stdout + p.stderr and "Traceback" not in p.stdout + p.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: foundry/cli/inspect.py:110 and :115 print errors to stdout, so `inspect --json PATH > f.json` "
+    "writes the error into the JSON output; `foundry run` already uses stderr",
+)
+def test_inspect_json_failure_keeps_stdout_clean(tmp_path: Path) -> None:
+    p = foundry_cli("inspect", "--json", str(tmp_path / "missing.json"))
+    assert p.returncode != 0
+    assert p.stdout == "" and "foundry inspect: " in p.stderr
