@@ -5,6 +5,7 @@
 #   bash scripts/gpu_tier.sh [--bench] [pytest -k expression]
 #   FOUNDRY_BENCH_ARGS="--shapes qwen3-0.6b --variants eager" bash scripts/gpu_tier.sh --bench
 #   SKIP_TIER=1 bash scripts/gpu_tier.sh --bench        (benchmark only)
+#   FIXTURE=1 bash scripts/gpu_tier.sh                   (also save tests/fixtures/gpu_archive as fixture.tar.gz)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -38,7 +39,13 @@ if [ "$BENCH" = 1 ]; then
   python3 -m foundry.cli bench --out "$OUT" ${FOUNDRY_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 fi
 
+if [ "${FIXTURE:-0}" = 1 ]; then
+  rm -rf /tmp/fixture && python3 -m foundry.cli run -- python3 scripts/make_fixture.py /tmp/fixture > "$OUT/fixture.log" 2>&1 \
+    && tar -C /tmp/fixture -czf "$OUT/fixture.tar.gz" . && ls -la "$OUT/fixture.tar.gz"
+fi
 python3 scripts/collect_artifacts.py "$FOUNDRY_GPU_ARTIFACTS" "$OUT/debug.json"
+# The device tool brings back few files: keep the logs together.
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files $(cd "$OUT" && ls *.log 2>/dev/null) 2>/dev/null
 echo "================ summary"
 cat "$OUT/machine.txt"
 python3 - "$OUT/gpu-tier.json" <<'PY'

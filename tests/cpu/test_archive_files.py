@@ -201,9 +201,7 @@ def test_write_graph_order_is_record_then_json(tmp_path: Path, monkeypatch: pyte
         ({"functions": ()}, "functions"),
     ],
 )
-def test_write_graph_refuses_inconsistent_metadata(
-    tmp_path: Path, change: dict[str, Any], needle: str
-) -> None:
+def test_write_graph_refuses_inconsistent_metadata(tmp_path: Path, change: dict[str, Any], needle: str) -> None:
     meta = dataclasses.replace(sample_meta("g", sample_record(), IMAGES, "."), **change)
     with pytest.raises(ValueError, match=needle):
         write_graph(tmp_path / "g.json", meta, encode_record(sample_record()))

@@ -91,9 +91,7 @@ def test_unknown_versions_never_mismatch() -> None:
 
 def test_ignore() -> None:
     current = sample_identity(driver_version=1, foundry_version="0.2.0")
-    assert [m.field for m in compare(sample_identity(), current, frozenset({"driver_version"}))] == [
-        "foundry_version"
-    ]
+    assert [m.field for m in compare(sample_identity(), current, frozenset({"driver_version"}))] == ["foundry_version"]
     assert compare(sample_identity(), current, frozenset(IDENTITY_FIELDS)) == []
     with pytest.raises(ValueError, match="gpu_model"):
         compare(sample_identity(), current, frozenset({"gpu_model"}))

@@ -94,9 +94,7 @@ def edit_manifest(directory: Path, edit: object) -> None:
         (lambda d: d["region"].update(high_water=2**40), ArchiveCorruptError, "high_water"),
     ],
 )
-def test_manifest_validation(
-    archive: tuple[Path, Manifest], edit: object, error: type[Exception], needle: str
-) -> None:
+def test_manifest_validation(archive: tuple[Path, Manifest], edit: object, error: type[Exception], needle: str) -> None:
     directory, _ = archive
     edit_manifest(directory, edit)
     with pytest.raises(error, match=needle):

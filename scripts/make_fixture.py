@@ -1,0 +1,41 @@
+"""Saves the small archive kept in tests/fixtures/gpu_archive (run on a GPU, under `foundry run`).
+
+Two graphs of one small model at two batch sizes, so the archive holds a template and a member
+delta; dropout makes one graph draw random numbers. CPU tests read this real archive.
+
+    foundry run -- python scripts/make_fixture.py OUT_DIR
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import foundry
+
+out = Path(sys.argv[1])
+torch.manual_seed(0)
+torch.cuda.init()
+foundry.set_allocation_region(0x600000000000, "4GB")
+gen = torch.Generator(device="cuda").manual_seed(0)
+w1 = torch.randn(256, 512, device="cuda", generator=gen) * 0.05
+w2 = torch.randn(512, 128, device="cuda", generator=gen) * 0.05
+x = torch.randn(64, 256, device="cuda", generator=gen)
+
+
+def body(bs: int) -> torch.Tensor:
+    h = F.dropout(F.gelu(x[:bs] @ w1), p=0.1, training=True)
+    return torch.softmax(h @ w2, dim=-1)
+
+
+for bs in (64, 32):
+    body(bs)
+    torch.cuda.synchronize()
+    g = foundry.CUDAGraph()
+    with foundry.graph(g):
+        y = body(bs)
+    g.replay()
+    g.save(out / f"mlp_bs{bs}.json", output_tensors=y, archive_dir=out)
+foundry.save_graph_manifest(out)
+print("fixture saved in", out)
