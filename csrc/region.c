@@ -345,6 +345,20 @@ int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevice
     *res = CUDA_ERROR_OUT_OF_MEMORY;
     return 1;
   }
+  if (R.prealloc_size && off < R.prealloc_off + R.prealloc_size && R.prealloc_off < off + span) {
+    /* The preallocation's pages are mapped already, so the application's own cuMemMap into this
+     * reservation would fail; skipping the preallocated range instead would make offsets depend on
+     * whether memory was preallocated. */
+    log_event(FDY_EV_REFUSED, off, size, span);
+    fdy_fail(FDY_ERR_UNSUPPORTED,
+             "cuMemAddressReserve of %zu bytes (PyTorch expandable segments) would lie inside the preallocated "
+             "range of the Foundry region, whose pages are mapped already. Next step: drop prealloc_size, or "
+             "unset PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.",
+             size);
+    pthread_mutex_unlock(&R.lock);
+    *res = CUDA_ERROR_NOT_SUPPORTED;
+    return 1;
+  }
   if (chunk_insert((chunk_t){off, span, size, FDY_EV_VMM_RESERVE}) != 0) {
     pthread_mutex_unlock(&R.lock);
     *res = CUDA_ERROR_OUT_OF_MEMORY;

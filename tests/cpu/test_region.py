@@ -563,23 +563,21 @@ def test_vmm_reservations_are_carved_from_the_region_and_maps_are_logged(app_jso
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: a reservation carved inside a preallocation lies on pages the preallocation already "
-    "mapped, so the application's cuMemMap there fails (PyTorch expandable segments + prealloc_size)",
-)
-def test_expandable_segments_work_inside_a_preallocation(app_json: AppJson) -> None:
+def test_expandable_segments_inside_a_preallocation_are_refused_with_a_next_step(app_json: AppJson) -> None:
     r = app_json(
         scenario("""
         cu = Cuda()
         region.set_allocation_region(BASE, "1GB")
         region.preallocate_region("64MB")
-        seg = cu.reserve(32 * MIB)
-        h = cu.mem_create(2 * MIB)
-        out(seg=seg - BASE, map=int(fn("cuMemMap")(seg, 2 * MIB, 0, h, 0)))
+        seq = log_seq()
+        p = DP(0)
+        rc = int(fn("cuMemAddressReserve")(ctypes.byref(p), 32 * MIB, 0, 0, 0))
+        out(rc=rc, ptr=p.value, message=log_since(seq), kinds=[e[0] for e in events()])
         """)
     )
-    assert r == {"seg": 0, "map": 0}
+    assert r["rc"] == CUDA_ERROR_NOT_SUPPORTED and r["ptr"] == 0
+    assert "preallocated" in r["message"] and "prealloc_size" in r["message"]
+    assert r["kinds"][-1] == EV_REFUSED
 
 
 def test_stream_ordered_allocations_come_from_the_region_and_are_refused_during_capture(
