@@ -184,9 +184,23 @@ static int resolve_locked(CUfunction f, size_t *image_index, const char **name_o
     return 0;
   }
   const char *name = NULL;
-  if (fdy_drv.cuFuncGetName(&name, f) != CUDA_SUCCESS || !name) {
-    if (fdy_drv.cuKernelGetName(&name, (CUkernel)f) != CUDA_SUCCESS || !name)
-      return fdy_fail(FDY_ERR_NOT_FOUND, "function %p has no name the driver can report", (void *)f);
+  CUresult by_func = fdy_drv.cuFuncGetName(&name, f);
+  if (by_func != CUDA_SUCCESS || !name) {
+    name = NULL;
+    CUresult by_kernel = fdy_drv.cuKernelGetName(&name, (CUkernel)f);
+    if (by_kernel != CUDA_SUCCESS || !name) {
+      /* An invalid handle is a function whose module or library was unloaded after capture (a kernel
+       * passed through the `extra` buffer reaches this point without a parameter-info call first). */
+      if (by_func == CUDA_ERROR_INVALID_HANDLE || by_kernel == CUDA_ERROR_INVALID_HANDLE)
+        return fdy_fail(FDY_ERR_NOT_FOUND,
+                        "a kernel node launches function %p, which is no longer loaded (cuFuncGetName returned "
+                        "CUDA_ERROR_INVALID_HANDLE): its module or library was unloaded after capture. Nothing was "
+                        "written. Next step: save graphs before unloading the modules and libraries their kernels "
+                        "come from.",
+                        (void *)f);
+      return fdy_fail(FDY_ERR_NOT_FOUND, "function %p has no name the driver can report (cuFuncGetName: %s)",
+                      (void *)f, fdy_cu_name(by_func));
+    }
   }
   long idx = -1;
   CUmodule mod = NULL;

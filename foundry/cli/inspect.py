@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,11 @@ def summarize(path: Path) -> dict[str, Any]:
         )
     first = metas[0][1]
     live = sum(length for _, length in first.region.live)
+    signature = manifest.signature if manifest is not None else None
     return {
         "archive": str(archive_dir),
         "manifest": manifest is not None,
+        "signed_with": signature.get("key_id") if isinstance(signature, dict) else None,
         "identity": first.identity.to_json(),
         "region": {
             "base": hex(first.region.base),
@@ -74,7 +77,9 @@ def summarize(path: Path) -> dict[str, Any]:
 
 def _print(summary: dict[str, Any], kernels: int) -> None:
     ident = summary["identity"]
-    print(f"archive   {summary['archive']}  (manifest: {'yes' if summary['manifest'] else 'no'})")
+    signed = f"signed with key {summary['signed_with']}" if summary["signed_with"] else "unsigned"
+    state = f"manifest: yes, {signed}" if summary["manifest"] else "manifest: no"
+    print(f"archive   {summary['archive']}  ({state}; `foundry verify` checks it)")
     print(
         f"saved on  {ident['gpu_name']}, {ident['sm_count']} SMs, sm_{ident['compute_capability'][0]}"
         f"{ident['compute_capability'][1]}, driver {ident['driver_version']}, torch {ident['torch_version']}, "
@@ -107,12 +112,15 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
 def _run(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if path.is_dir() and not (path / MANIFEST_NAME).is_file():
-        print(f"foundry inspect: {path} has no {MANIFEST_NAME}; pass a graph's .json, or save the manifest")
+        print(
+            f"foundry inspect: {path} has no {MANIFEST_NAME}; pass a graph's .json, or save the manifest",
+            file=sys.stderr,
+        )
         return 2
     try:
         summary = summarize(path)
     except ArchiveError as exc:
-        print(f"foundry inspect: {exc}")
+        print(f"foundry inspect: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(summary, indent=2))

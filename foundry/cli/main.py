@@ -20,8 +20,10 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_parser(sub)
     from . import bench as bench_cmd
     from . import inspect as inspect_cmd
+    from . import verify as verify_cmd
 
     inspect_cmd.add_parser(sub)
+    verify_cmd.add_parser(sub)
     bench_cmd.add_parser(sub)
     return parser
 

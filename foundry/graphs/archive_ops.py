@@ -21,6 +21,8 @@ from ..archive import (
     write_manifest,
 )
 from ..archive.images import IMAGES_DIR
+from ..archive.signed_archive import authenticate_manifest, sign_manifest
+from ..archive.signing import KeySource, configured_key
 from ..errors import ArchiveError, FoundryError
 from ..memory.layout import region_spec
 from ..memory.region import hold_allocation_region, region_state
@@ -33,13 +35,18 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 __all__ = ["load_cuda_modules_and_libraries", "save_graph_manifest"]
 
 
-def save_graph_manifest(archive_dir: str | os.PathLike[str]) -> Manifest:
+def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySource | None = None) -> Manifest:
     """Writes ``graph_manifest.json`` for every graph this process saved, grouped into templates.
 
     Members of a topology group are rewritten as deltas against their template (each verified to be
     its template plus its overrides) before the manifest, which names them all, is written last.
+
+    With a signing key (``signing_key``, else the configured one: see foundry.archive.signing) the
+    manifest carries an HMAC-SHA256 signature, which covers the whole archive (docs/TRUST.md). A key
+    file that cannot be read raises ``ArchiveSignatureError`` before anything is written.
     """
     archive = Path(archive_dir)
+    key = configured_key(signing_key)
     graphs = saved_graphs()
     if not graphs:
         raise FoundryError("save_graph_manifest(): this process saved no graphs (call CUDAGraph.save first)")
@@ -76,6 +83,8 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str]) -> Manifest:
         graphs=tuple(entries),
         groups=tuple(Group(graphs[p.template].meta.topology, p.template, p.members, p.varying) for p in plans),
     )
+    if key is not None:
+        manifest = sign_manifest(manifest, key)
     # Everything SAVE wrote so far was written without fsync; one sync makes it all durable before
     # the manifest, the archive's commit point, is written (durably) last.
     os.sync()
@@ -83,17 +92,33 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str]) -> Manifest:
     return manifest
 
 
-def load_cuda_modules_and_libraries(archive_dir: str | os.PathLike[str], verify: bool = True) -> int:
+def load_cuda_modules_and_libraries(
+    archive_dir: str | os.PathLike[str], verify: bool = True, signing_key: KeySource | None = None
+) -> int:
     """Loads the archive's kernel images into this process; returns how many were loaded.
 
     With a manifest, exactly the images it lists; without one (graphs saved, manifest not written yet),
     every image in the directory. Each image's SHA-256 is checked before the driver sees it.
+
+    With a signing key (``signing_key``, else the configured one: see foundry.archive.signing), the
+    manifest's signature is proven first, before the GPU is touched: an archive without a manifest,
+    unsigned, signed with another key or changed since raises ``ArchiveSignatureError``. Images are
+    then always hashed (``verify`` is ignored), and the region reserved is the signed manifest's, not
+    the unsigned ``region.json`` hint's.
     """
     archive = Path(archive_dir)
-    hint = read_region_hint(archive)
+    key = configured_key(signing_key)
+    signed = authenticate_manifest(archive, key) if key is not None else None
+    if signed is not None:
+        verify = True
+        hint: tuple[int, int] | None = (signed.region.base, signed.region.size)
+    else:
+        hint = read_region_hint(archive)
     if hint is not None:  # reserve the region's range before the images (and the driver) take VA space
         hold_allocation_region(*hint)
-    if (archive / MANIFEST_NAME).is_file():
+    if signed is not None:
+        shas = [e.sha256 for e in signed.images]
+    elif (archive / MANIFEST_NAME).is_file():
         shas = [e.sha256 for e in read_manifest(archive).images]
     else:
         image_dir = archive / IMAGES_DIR

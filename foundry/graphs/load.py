@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..archive import GraphMeta, compare, open_image, read_graph, resolve_archive_dir
+from ..archive.signed_archive import authenticate_graph
+from ..archive.signing import SigningKey, configured_key
 from ..errors import ArchiveCorruptError, IdentityMismatchError
 from ..kernels import registry
 from ..machine import current_identity
@@ -70,18 +72,40 @@ _templates: dict[Path, GraphSource] = {}
 
 
 def read_source(json_path: str | os.PathLike[str]) -> GraphSource:
-    """Reads and checks a graph's files (and its template's, once per process)."""
-    json_path = Path(json_path)
+    """Reads and checks a graph's files (and its template's, once per process). CPU work only.
+
+    With a signing key configured (foundry.archive.signing), each graph read (its template included)
+    must be listed, with the SHA-256 its JSON has now, in the signed manifest of its archive, or
+    ``ArchiveSignatureError`` is raised: this runs before anything touches the GPU. A template that
+    is itself stored as changes to a template, or a chain of templates that loops back (a graph
+    stored as changes to itself), raises ``ArchiveCorruptError``.
+    """
+    return _read_source(Path(json_path), configured_key(), ())
+
+
+def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...]) -> GraphSource:
     meta, payload = read_graph(json_path)
+    if key is not None:
+        authenticate_graph(json_path, meta, key)
     template = None
     if meta.template is not None:
+        here = json_path.resolve()
         tpath = (json_path.parent / meta.template.json).resolve()
+        if tpath == here or tpath in chain:
+            loop = " -> ".join(str(p) for p in (*chain, here, tpath))
+            raise ArchiveCorruptError(
+                f"{json_path} is stored as changes to a template that leads back to itself ({loop}), so it can "
+                "never be rebuilt: the archive is damaged (saving one path twice in a process used to do this). "
+                "Save the graphs (and the manifest) again."
+            )
         with _cache_lock:
             template = _templates.get(tpath)
         if template is None:
-            template = read_source(tpath)
+            template = _read_source(tpath, key, (*chain, here))
             with _cache_lock:
                 _templates[tpath] = template
+        elif key is not None:  # read earlier, perhaps before a key was configured
+            authenticate_graph(tpath, template.meta, key)
         assert template.meta.record is not None
         if template.meta.record.sha256 != meta.template.record_sha256 or template.template is not None:
             raise ArchiveCorruptError(

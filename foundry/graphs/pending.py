@@ -223,10 +223,13 @@ def start(
     sources = [read_source(p) for p in paths]
     if not sources:
         raise LoadError("start_graph_builds() got no graphs to load")
+    t_read = time.perf_counter()
     allow = tuple(allow_mismatch)
-    for src in {id(s.meta.identity): s for s in sources}.values():
-        check_identity(src.meta, allow)
+    for identity in {s.meta.identity: s for s in sources}.values():
+        check_identity(identity.meta, allow)
+    t_identity = time.perf_counter()
     prepare_memory(sources, occupied)
+    t_memory = time.perf_counter()
     groups: dict[Path, _Group] = {}
     handles = []
     for i, src in enumerate(sources):
@@ -237,7 +240,9 @@ def start(
     pending = PendingLoads(handles, list(groups.values()))
     if not defer_dedicated:
         pending.dedicated_go.set()
-    pending.timings["prepare_s"] = time.perf_counter() - t0
+    pending.timings.update(
+        read_s=t_read - t0, identity_s=t_identity - t_read, memory_s=t_memory - t_identity, prepare_s=t_memory - t0
+    )
     pending.thread = threading.Thread(
         target=_loader,
         args=(pending, current_context(), num_threads, verify_images, t0),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import __version__
@@ -157,6 +157,39 @@ def save_graph(
     # Not durable yet: save_graph_manifest makes the archive durable at once.
     meta = write_graph(json_path, meta, record, parsed=parsed, durable=False)
     write_region_hint(archive, region.base, region.size)
-    with _lock:
-        _saved.append(SavedGraph(json_path, meta, record, parsed=parsed))
+    _remember(SavedGraph(json_path, meta, record, parsed=parsed))
     return meta
+
+
+def _remember(graph: SavedGraph) -> None:
+    """Adds a saved graph to this process's list, replacing an earlier save of the same file.
+
+    Saving a path again overwrites its files, so only the last save may be listed: a second entry for
+    one file would make save_graph_manifest list the graph twice and store it as changes to itself.
+    The replacement keeps the earlier entry's place, so the manifest's order stays that of first saves.
+    Members that an earlier manifest stored as changes to the replaced graph are written back as full
+    records: the template they were stored against is gone, and the next manifest may not make them
+    members of the new one.
+    """
+    target = graph.json_path.resolve()
+    with _lock:
+        for i, earlier in enumerate(_saved):
+            if earlier.json_path.resolve() == target:
+                _saved[i] = graph
+                break
+        else:
+            _saved.append(graph)
+            return
+        orphans = [(i, g) for i, g in enumerate(_saved) if g.delta is not None and _template_path(g) == target]
+    for i, member in orphans:
+        meta = write_graph(
+            member.json_path, replace(member.meta, template=None), member.record, parsed=member.parsed, durable=False
+        )
+        with _lock:
+            if _saved[i] is member:
+                _saved[i] = SavedGraph(member.json_path, meta, member.record, parsed=member.parsed)
+
+
+def _template_path(graph: SavedGraph) -> Path | None:
+    template = graph.meta.template
+    return None if template is None else (graph.json_path.parent / template.json).resolve()

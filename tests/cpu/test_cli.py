@@ -217,11 +217,6 @@ def test_inspect_of_damaged_archive_fails_clearly(archive: Path, tmp_path: Path)
     assert "triple.json" in p.stdout + p.stderr and "Traceback" not in p.stdout + p.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: foundry/cli/inspect.py:110 and :115 print errors to stdout, so `inspect --json PATH > f.json` "
-    "writes the error into the JSON output; `foundry run` already uses stderr",
-)
 def test_inspect_json_failure_keeps_stdout_clean(tmp_path: Path) -> None:
     p = foundry_cli("inspect", "--json", str(tmp_path / "missing.json"))
     assert p.returncode != 0

@@ -11,8 +11,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from tests.support.scenarios import (
     BASE,
     CUDA_ERROR_INVALID_VALUE,

@@ -661,11 +661,6 @@ def test_several_graphs_manifest_groups_by_topology(app_json: JsonRunner, tmp_pa
         assert hashlib.sha256(data).hexdigest() == sha
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: foundry/archive/check.py:129 parses every graph payload with parse_record, but a template "
-    "member's .cugraph now holds a delta (magic FGD1), so check_archive reports a valid archive as FOREIGN",
-)
 def test_archive_with_template_members_passes_check_archive(app_json: JsonRunner, tmp_path: Path) -> None:
     from foundry.archive import check_archive
 
@@ -846,12 +841,6 @@ RESAVE = Scenario(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: saving one path twice in a process keeps both in saved_graphs() (foundry/graphs/save.py:159 "
-    "appends), so save_graph_manifest lists the graph twice and rewrites it as a delta against itself; "
-    "LOAD then recurses through read_source (foundry/graphs/load.py:82)",
-)
 def test_graph_saved_twice_under_one_name_loads_the_last_save(app_json: JsonRunner, tmp_path: Path) -> None:
     rt = roundtrip(app_json, RESAVE, tmp_path / "arch")
     manifest = json.loads((rt.arch / "graph_manifest.json").read_text())

@@ -242,15 +242,7 @@ call("cuModuleUnload", K_MODULE)
     "mode",
     [
         pytest.param("params", id="kernelParams"),
-        pytest.param(
-            "extra",
-            id="extra",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bug: csrc/registry.c:189 answers an unloaded function with 'function 0x... has no name the "
-                "driver can report', which neither says the module was unloaded nor gives a next step",
-            ),
-        ),
+        pytest.param("extra", id="extra"),
     ],
 )
 def test_save_of_kernel_from_unloaded_module_says_so(run_app: Runner, tmp_path: Path, mode: str) -> None:

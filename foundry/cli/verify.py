@@ -1,0 +1,162 @@
+"""`foundry verify PATH`: check an archive (or one graph .json) before running it (docs/TRUST.md).
+
+Needs neither a GPU nor torch: the checks read files only. The identity check compares with this
+machine when a CUDA driver and GPU are visible (skipped, and said so, otherwise). Exit status: 0 when
+every check that ran passed, 1 when a check found a problem, 2 when verification could not start
+(no such path, unreadable key or identity file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..archive.identity import Identity
+from ..archive.jsonfields import load_json
+from ..archive.problems import Check
+from ..archive.signing import KEY_ENV, configured_key
+from ..archive.verify import Report, verify_archive
+from ..errors import ArchiveError
+from .table import table
+
+__all__ = ["add_parser", "render"]
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+EXIT_CANNOT_VERIFY = 2
+
+
+def _identity_from_driver() -> Identity:
+    """This machine's identity read straight from libcuda (device 0 of the visible ones), for a CLI
+    process that has no CUDA context. Raises OSError or RuntimeError when there is no driver or GPU."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    def call(name: str, *args: Any) -> None:
+        rc = getattr(cuda, name)(*args)
+        if rc != 0:
+            raise RuntimeError(f"{name} returned CUDA error {rc}")
+
+    device, value, version = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    call("cuInit", 0)
+    call("cuDeviceGet", ctypes.byref(device), 0)
+    name = ctypes.create_string_buffer(256)
+    call("cuDeviceGetName", name, len(name), device)
+    values = []
+    for attribute in (16, 75, 76):  # multiprocessor count, compute capability major, minor
+        call("cuDeviceGetAttribute", ctypes.byref(value), attribute, device)
+        values.append(value.value)
+    call("cuDriverGetVersion", ctypes.byref(version))
+    return Identity(
+        name.value.decode(errors="replace"), values[0], (values[1], values[2]), version.value, None, None, __version__
+    )
+
+
+def current_identity() -> tuple[Identity | None, str]:
+    """This machine's identity, or None and why it is unavailable. Tries foundry.machine (a process
+    with a current CUDA context), then the driver directly; never raises."""
+    try:
+        from ..machine import current_identity as from_context
+
+        return from_context(), ""
+    except Exception:  # any failure only means "no CUDA context here"; the driver is tried next
+        pass
+    try:
+        return _identity_from_driver(), ""
+    except (OSError, RuntimeError, AttributeError) as exc:
+        return None, f"no CUDA driver and GPU visible to compare with ({exc})"
+
+
+def _identity_from_file(path: str) -> Identity:
+    """An ``identity`` object read from a JSON file: the object itself, or a document holding it under
+    ``identity`` (a graph JSON, a manifest, or `foundry inspect --json` output)."""
+    doc = load_json(Path(path).read_bytes(), path)
+    if isinstance(doc, dict) and isinstance(doc.get("identity"), dict):
+        doc = doc["identity"]
+    return Identity.from_json(doc, path)
+
+
+def _with_reason(report: Report, check: Check, reason: str) -> Report:
+    checks = tuple(
+        dataclasses.replace(c, reason=reason) if c.check == check and c.status == "skipped" else c
+        for c in report.checks
+    )
+    return dataclasses.replace(report, checks=checks)
+
+
+def render(report: Report) -> str:
+    """The human report: what was checked, a table of the checks, the problems grouped by check, notes,
+    and the one-line verdict last."""
+    what = "archive" if report.mode == "archive" else "graph"
+    lines = [f"foundry verify: {report.target} ({what}: {report.graphs} graphs, {report.images} images)", ""]
+    rows = [[c.check.value, c.status.upper() if c.status == "failed" else c.status, c.problems, c.reason]
+            for c in report.checks]  # fmt: skip
+    lines += [table(["check", "result", "problems", "note"], rows), ""]
+    for check in Check:
+        problems = report.problems_of(check)
+        if problems:
+            lines.append(f"{check.value}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+            lines += [f"  {p.kind.value}: {p.path}: {p.message}" for p in problems]
+            lines.append("")
+    if report.notes:
+        lines.append("notes:")
+        lines += [f"  - {n}" for n in report.notes]
+        lines.append("")
+    lines.append(report.verdict)
+    return "\n".join(lines)
+
+
+def _fail(message: str) -> int:
+    print(f"foundry verify: {message}", file=sys.stderr)
+    return EXIT_CANNOT_VERIFY
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        return _fail(f"{path} does not exist: give an archive directory or a graph's .json")
+    try:
+        key = configured_key(args.key)
+    except ArchiveError as exc:
+        return _fail(str(exc))
+    identity: Identity | None = None
+    why = "--no-identity was given"
+    if args.identity:
+        try:
+            identity = _identity_from_file(args.identity)
+        except (OSError, ArchiveError) as exc:
+            return _fail(f"cannot read the identity to compare with from {args.identity}: {exc}")
+    elif not args.no_identity:
+        identity, why = current_identity()
+    report = verify_archive(path, key, identity)
+    if identity is None:
+        report = _with_reason(report, Check.IDENTITY, why)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        print(render(report))
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "verify",
+        help="check an archive or a graph .json before running it: checksums, kernels, templates, pointers, "
+        "identity, signature (no GPU needed)",
+    )
+    p.add_argument("path", help="archive directory (with graph_manifest.json) or a graph .json")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--key", metavar="FILE", help=f"signing key file to check the signature with (default: ${KEY_ENV})")
+    p.add_argument(
+        "--identity",
+        metavar="FILE",
+        help="compare with the identity in this JSON file (an identity object, or a graph JSON, manifest or "
+        "`foundry inspect --json` output holding one) instead of this machine's",
+    )
+    p.add_argument("--no-identity", action="store_true", help="skip the identity check")
+    p.set_defaults(func=_run)
