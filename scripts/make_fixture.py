@@ -29,13 +29,16 @@ def body(bs: int) -> torch.Tensor:
     return torch.softmax(h @ w2, dim=-1)
 
 
-for bs in (64, 32):
+graphs = {}
+for bs in (64, 32):  # capture everything first, then save, as an engine does
     body(bs)
     torch.cuda.synchronize()
     g = foundry.CUDAGraph()
     with foundry.graph(g):
         y = body(bs)
     g.replay()
+    graphs[bs] = (g, y)
+for bs, (g, y) in graphs.items():
     g.save(out / f"mlp_bs{bs}.json", output_tensors=y, archive_dir=out)
 foundry.save_graph_manifest(out)
 print("fixture saved in", out)
