@@ -1,7 +1,9 @@
 """Saves the small archive kept in tests/fixtures/gpu_archive (run on a GPU, under `foundry run`).
 
-Two graphs of one small model at two batch sizes, so the archive holds a template and a member
-delta; dropout makes one graph draw random numbers. CPU tests read this real archive.
+Two graphs of one small element-wise model at two batch sizes, so the archive holds a template and a
+member delta; dropout makes them draw random numbers, and a weight vector the LOAD program does not
+rebuild is kept as state memory. No cuBLAS, so that the archive stays a few MB. CPU tests read this
+real archive.
 
     foundry run -- python scripts/make_fixture.py OUT_DIR
 """
@@ -19,14 +21,13 @@ torch.manual_seed(0)
 torch.cuda.init()
 foundry.set_allocation_region(0x600000000000, "4GB")
 gen = torch.Generator(device="cuda").manual_seed(0)
-w1 = torch.randn(256, 512, device="cuda", generator=gen) * 0.05
-w2 = torch.randn(512, 128, device="cuda", generator=gen) * 0.05
-x = torch.randn(64, 256, device="cuda", generator=gen)
+x = torch.randn(64, 1024, device="cuda", generator=gen)
+scale = torch.randn(1024, device="cuda", generator=gen)
 
 
 def body(bs: int) -> torch.Tensor:
-    h = F.dropout(F.gelu(x[:bs] @ w1), p=0.1, training=True)
-    return torch.softmax(h @ w2, dim=-1)
+    h = F.dropout(F.gelu(x[:bs] * scale), p=0.1, training=True)
+    return torch.softmax(h, dim=-1) + h.sum(-1, keepdim=True)
 
 
 graphs = {}
@@ -39,6 +40,6 @@ for bs in (64, 32):  # capture everything first, then save, as an engine does
     g.replay()
     graphs[bs] = (g, y)
 for bs, (g, y) in graphs.items():
-    g.save(out / f"mlp_bs{bs}.json", output_tensors=y, archive_dir=out)
+    g.save(out / f"ew_bs{bs}.json", output_tensors=y, archive_dir=out)
 foundry.save_graph_manifest(out)
 print("fixture saved in", out)

@@ -82,7 +82,7 @@ def _kernel_refs(functions: Sequence[int], archive_dir: Path) -> tuple[tuple[Fun
         index, name = registry.resolve(function)
         sha = registry.image_hash(index)
         if sha not in images:
-            record = next(r for r in registry.recorded_images() if r.index == index)
+            record = registry.image_record(index)
             fmt = _image_format(record.format)
             key = (str(archive_dir.resolve()), sha)
             with _lock:

@@ -28,13 +28,13 @@ from ..archive import (
     MemsetNode,
     Node,
     TemplateRef,
-    encode_delta,
     iter_nodes,
     parse_delta,
     parse_record,
     write_graph,
 )
 from ..errors import CodecError
+from . import codec
 from .save import SavedGraph
 
 __all__ = ["GroupPlan", "plan_groups", "template_key", "write_member_deltas"]
@@ -125,6 +125,12 @@ def _verify(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, Gr
         raise CodecError(f"graph {mm.name!r} and template {tm.name!r} differ in their edges")
 
 
+def _delta_bytes(record: bytes, varying: Sequence[int], template_sha256: str) -> bytes:
+    data = bytearray(codec.delta_from_record(record, varying))
+    data[32:64] = bytes.fromhex(template_sha256)  # the header's template hash (FORMAT.md, "Delta")
+    return bytes(data)
+
+
 def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]) -> list[SavedGraph]:
     """Rewrites every member's files as a delta against its template; returns the updated list."""
     out = list(graphs)
@@ -135,12 +141,8 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
         for index in plan.members:
             member = graphs[index]
             mpair = (member.meta, member.parsed if member.parsed is not None else parse_record(member.record))
-            delta = Delta(
-                template.meta.record.sha256,
-                len(member.meta.functions),
-                tuple((i, mpair[1].nodes[i]) for i in plan.varying),
-            )
-            payload = encode_delta(delta)
+            # The member's own node records, copied byte for byte (C), then proven by parsing them back.
+            payload = _delta_bytes(member.record, plan.varying, template.meta.record.sha256)
             _verify(tpair, mpair, parse_delta(payload))
             rel = os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
             meta = replace(member.meta, record=None, template=TemplateRef(rel, template.meta.record.sha256))

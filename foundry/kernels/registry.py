@@ -27,6 +27,7 @@ __all__ = [
     "image_bytes",
     "image_entries",
     "image_hash",
+    "image_record",
     "is_loaded",
     "launch_trace",
     "load_image",
@@ -87,6 +88,11 @@ def _record(index: int) -> ImageRecord:
         index, info.handle, info.data, info.size, "module" if info.kind == 1 else "library",
         ImageFormat(info.format), bool(info.owned), bool(info.loaded), bool(info.restored),
     )  # fmt: skip
+
+
+def image_record(index: int) -> ImageRecord:
+    """One recorded image."""
+    return _record(index)
 
 
 def recorded_images() -> list[ImageRecord]:

@@ -36,7 +36,7 @@ def _axpy(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
 
 def record(out: Path) -> None:
     torch.cuda.init()
-    foundry.set_allocation_region(0x7F0000000000, "16GB")
+    foundry.set_allocation_region(0x600000000000, "16GB")
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(512, 1024, device="cuda", generator=gen, dtype=torch.bfloat16)
     b = torch.randn(1024, 768, device="cuda", generator=gen, dtype=torch.bfloat16)

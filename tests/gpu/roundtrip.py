@@ -26,7 +26,7 @@ from foundry.graphs import codec
 from foundry.graphs.load import read_source
 from tests.gpu.workloads import WORKLOADS, WorkloadState
 
-BASE = 0x7F0000000000
+BASE = 0x600000000000
 REGION = "64GB"
 
 

@@ -45,16 +45,21 @@ def test_recorded_kernels_reload_in_a_fresh_process(records: Any, figures: dict[
     figures["kernels_reloaded"] = result["kernels"]
 
 
-def test_eager_overhead_without_region_is_under_one_percent(figures: dict[str, Any]) -> None:
+def test_hooks_cost_under_one_percent_on_launch_and_allocation_paths(figures: dict[str, Any]) -> None:
+    """Same process, same calls, hooked vs real entry points, interleaved: the interposer's own cost."""
+    result = json.loads(run_foundry(["tests/gpu/hook_overhead.py"]).strip().splitlines()[-1])
+    figures["hook_overhead"] = result
+    assert result["launch_overhead"] < 0.01, result
+    assert result["alloc_overhead"] < 0.01, result
+
+
+def test_eager_step_time_with_and_without_the_interposer(figures: dict[str, Any]) -> None:
+    """End to end, in separate processes: informative (process-to-process spread is several percent,
+    larger than what is being measured), so it only guards against a gross slowdown."""
     plain, hooked = [], []
     for _ in range(2):
         plain.append(float(run_foundry(["tests/gpu/eager_timing.py"], preload=False).split()[-1]))
         hooked.append(float(run_foundry(["tests/gpu/eager_timing.py"]).split()[-1]))
-    overhead = min(hooked) / min(plain) - 1
-    figures["eager_overhead"] = {
-        "plain_ms": plain,
-        "preloaded_ms": hooked,
-        "overhead": overhead,
-        "median_overhead": statistics.median(hooked) / statistics.median(plain) - 1,
-    }
-    assert overhead < 0.01
+    overhead = statistics.median(hooked) / statistics.median(plain) - 1
+    figures["eager_overhead"] = {"plain_ms": plain, "preloaded_ms": hooked, "median_overhead": overhead}
+    assert overhead < 0.10

@@ -1,0 +1,88 @@
+"""The interposer's cost on the launch and allocation paths, measured in one process (run under
+`foundry run`, no region set): the same calls through the hooked entry points (what the CUDA runtime
+and PyTorch get) and through the real driver's. Prints one JSON line.
+
+A launch-bound loop of an empty kernel is the worst case for an interposer: any per-call cost shows.
+"""
+
+import ctypes
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from foundry._native import native
+
+torch.cuda.init()
+torch.cuda.synchronize()
+lib = native()
+assert lib.preloaded, "run under foundry run"
+
+with tempfile.TemporaryDirectory() as tmp:
+    src = Path(tmp) / "empty.cu"
+    src.write_text('extern "C" __global__ void empty(int x) {}\n')
+    subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "-o", f"{tmp}/empty.cubin", str(src)], check=True)
+    cubin = (Path(tmp) / "empty.cubin").read_bytes()
+
+cuda = ctypes.CDLL("libcuda.so.1")  # dlsym on this handle hands out Foundry's hooks
+real = {n: lib.fdy_driver_symbol(n.encode()) for n in ("cuLaunchKernel", "cuMemAlloc_v2", "cuMemFree_v2")}
+LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3))
+ALLOC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t)
+FREE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_uint64)
+hooked_launch = LAUNCH(ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p).value)
+real_launch = LAUNCH(real["cuLaunchKernel"])
+assert ctypes.cast(cuda.cuLaunchKernel, ctypes.c_void_p).value != real["cuLaunchKernel"], "not hooked"
+
+mod = ctypes.c_void_p()
+assert cuda.cuModuleLoadData(ctypes.byref(mod), cubin) == 0
+func = ctypes.c_void_p()
+assert cuda.cuModuleGetFunction(ctypes.byref(func), mod, b"empty") == 0
+arg = ctypes.c_int(1)
+params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(arg), ctypes.c_void_p))
+stream = torch.cuda.Stream()
+
+
+def launches(fn: object, n: int = 20000) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn(func, 1, 1, 1, 32, 1, 1, 0, stream.cuda_stream, params, None)  # type: ignore[operator]
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e9
+
+
+def allocs(alloc: object, free: object, n: int = 2000) -> float:
+    p = ctypes.c_uint64()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        alloc(ctypes.byref(p), 4096)  # type: ignore[operator]
+        free(p.value)  # type: ignore[operator]
+    return (time.perf_counter() - t0) / n * 1e9
+
+
+hooked_alloc, hooked_free = (
+    ALLOC(ctypes.cast(cuda.cuMemAlloc_v2, ctypes.c_void_p).value),
+    FREE(ctypes.cast(cuda.cuMemFree_v2, ctypes.c_void_p).value),
+)
+real_alloc, real_free = ALLOC(real["cuMemAlloc_v2"]), FREE(real["cuMemFree_v2"])
+launches(real_launch, 2000)
+launch_hooked, launch_real, alloc_hooked, alloc_real = [], [], [], []
+for _ in range(7):  # interleaved, so that clock and load changes hit both sides alike
+    launch_real.append(launches(real_launch))
+    launch_hooked.append(launches(hooked_launch))
+    alloc_real.append(allocs(real_alloc, real_free))
+    alloc_hooked.append(allocs(hooked_alloc, hooked_free))
+med = statistics.median
+print(
+    json.dumps(
+        {
+            "launch_ns": {"hooked": med(launch_hooked), "real": med(launch_real)},
+            "launch_overhead": med(launch_hooked) / med(launch_real) - 1,
+            "alloc_free_ns": {"hooked": med(alloc_hooked), "real": med(alloc_real)},
+            "alloc_overhead": med(alloc_hooked) / med(alloc_real) - 1,
+        }
+    )
+)
