@@ -159,9 +159,10 @@ def run_bench(out: Path, shapes: list[str], variants: list[str], sizes: list[int
             row = summarize(shape, variant, native, loaded)
             rows.append(row)
             print(_table([row]), flush=True)
-    doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine, "results": rows}
-    (out / "cold-start.json").write_text(json.dumps(doc, indent=1))
-    (out / "cold-start.txt").write_text(_table(rows) + "\n")
+            # Written after every variant, so that a run cut short still reports what it measured.
+            doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine, "results": rows}
+            (out / "cold-start.json").write_text(json.dumps(doc, indent=1))
+            (out / "cold-start.txt").write_text(_table(rows) + "\n")
     _plot(rows, out / "cold-start.png")
     print("\n" + _table(rows))
     return rows
