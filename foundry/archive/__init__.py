@@ -12,7 +12,14 @@ from foundry.archive.atomic import sha256_bytes, sha256_file, write_atomic
 from foundry.archive.check import Problem, ProblemKind, check_archive
 from foundry.archive.container import ContainerHeader, pack_container, read_container_header, unpack_container
 from foundry.archive.delta import DELTA_MAGIC, Delta, encode_delta, parse_delta
-from foundry.archive.graphfile import container_path, read_graph, read_meta, resolve_archive_dir, write_graph
+from foundry.archive.graphfile import (
+    container_path,
+    read_graph,
+    read_meta,
+    read_payload,
+    resolve_archive_dir,
+    write_graph,
+)
 from foundry.archive.graphmeta import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, GraphMeta
 from foundry.archive.identity import IDENTITY_FIELDS, Identity, Mismatch, compare
 from foundry.archive.images import (
@@ -131,6 +138,7 @@ __all__ = [
     "read_graph",
     "read_manifest",
     "read_meta",
+    "read_payload",
     "read_region_hint",
     "resolve_archive_dir",
     "sha256_bytes",

@@ -21,7 +21,7 @@ from foundry.archive.record_walk import topology_key
 from foundry.archive.specs import RecordRef
 from foundry.errors import ArchiveCorruptError, ArchiveError
 
-__all__ = ["container_path", "read_graph", "read_meta", "resolve_archive_dir", "write_graph"]
+__all__ = ["container_path", "read_graph", "read_meta", "read_payload", "resolve_archive_dir", "write_graph"]
 
 PathLike = str | os.PathLike[str]
 
@@ -127,6 +127,13 @@ def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, byt
     """
     json_path = Path(json_path)
     meta = read_meta(json_path)
+    return meta, read_payload(json_path, meta, verify)
+
+
+def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> bytes:
+    """The record (or, for a template member, the delta) of a graph whose metadata was read already:
+    the second half of read_graph, for readers that check all metadata first (background LOAD)."""
+    json_path = Path(json_path)
     assert meta.record is not None  # from_json always sets it
     cpath = json_path.parent / meta.record.file
     data = _read(cpath, f"graph record of {json_path}")
@@ -137,7 +144,7 @@ def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, byt
             f"{json_path} expects {meta.record.bytes} bytes with SHA-256 {meta.record.sha256}: the two "
             "files come from different saves. Save the graph again."
         )
-    return meta, unpack_container(data, verify=verify, source=str(cpath))
+    return unpack_container(data, verify=verify, source=str(cpath))
 
 
 def resolve_archive_dir(json_path: PathLike, meta: GraphMeta) -> Path:

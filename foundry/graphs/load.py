@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..archive import GraphMeta, compare, open_image, read_graph, resolve_archive_dir
+from ..archive import GraphMeta, compare, open_image, read_meta, read_payload, resolve_archive_dir
 from ..archive.signed_archive import authenticate_graph
 from ..archive.signing import SigningKey, configured_key
 from ..errors import ArchiveCorruptError, IdentityMismatchError
@@ -38,16 +38,26 @@ __all__ = [
 Occupied = Callable[[], list[tuple[int, int]]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class GraphSource:
     """A graph read and checksummed from disk: its record (or, for a template member, its delta and
-    its template's source)."""
+    its template's source). A source read with ``lazy`` holds only its metadata until
+    ``read_payload()``, so that background LOAD can read records off the calling thread."""
 
     json_path: Path
     meta: GraphMeta
-    payload: bytes
+    _payload: bytes | None
     archive_dir: Path
     template: GraphSource | None = None
+
+    def read_payload(self) -> bytes:
+        if self._payload is None:
+            self._payload = read_payload(self.json_path, self.meta)
+        return self._payload
+
+    @property
+    def payload(self) -> bytes:
+        return self.read_payload()
 
     @property
     def node_count(self) -> int:
@@ -71,7 +81,7 @@ _cache_lock = threading.Lock()
 _templates: dict[Path, GraphSource] = {}
 
 
-def read_source(json_path: str | os.PathLike[str]) -> GraphSource:
+def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphSource:
     """Reads and checks a graph's files (and its template's, once per process). CPU work only.
 
     With a signing key configured (foundry.archive.signing), each graph read (its template included)
@@ -80,11 +90,12 @@ def read_source(json_path: str | os.PathLike[str]) -> GraphSource:
     is itself stored as changes to a template, or a chain of templates that loops back (a graph
     stored as changes to itself), raises ``ArchiveCorruptError``.
     """
-    return _read_source(Path(json_path), configured_key(), ())
+    return _read_source(Path(json_path), configured_key(), (), lazy)
 
 
-def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...]) -> GraphSource:
-    meta, payload = read_graph(json_path)
+def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...], lazy: bool) -> GraphSource:
+    meta = read_meta(json_path)
+    payload = None if lazy else read_payload(json_path, meta)
     if key is not None:
         authenticate_graph(json_path, meta, key)
     template = None
@@ -101,7 +112,7 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
         with _cache_lock:
             template = _templates.get(tpath)
         if template is None:
-            template = _read_source(tpath, key, (*chain, here))
+            template = _read_source(tpath, key, (*chain, here), lazy)
             with _cache_lock:
                 _templates[tpath] = template
         elif key is not None:  # read earlier, perhaps before a key was configured

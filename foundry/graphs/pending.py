@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,8 @@ class PendingLoads:
 
 
 def _load_images(sources: Sequence[GraphSource], num_threads: int, verify: bool) -> None:
+    """Loads the images and reads the graphs' records, on one pool: both are file reads and hashes
+    (which release the GIL) and driver calls."""
     wanted: dict[str, Path] = {}
     for src in sources:
         for sha in source_images(src):
@@ -133,10 +135,14 @@ def _load_images(sources: Sequence[GraphSource], num_threads: int, verify: bool)
         sha, directory = item
         registry.load_image(sha, open_image(directory, sha, verify))
 
-    # Hashing releases the GIL and loading is a driver call: both overlap across threads.
+    payloads = {id(s): s for src in sources for s in (src, src.template) if s is not None}
     with ThreadPoolExecutor(max_workers=max(1, num_threads)) as pool:
-        # Largest first, so that the longest hash does not start last.
-        list(pool.map(load, sorted(todo, key=lambda item: -image_path(item[1], item[0]).stat().st_size)))
+        # Largest images first, so that the longest hash does not start last.
+        ordered = sorted(todo, key=lambda i: -image_path(i[1], i[0]).stat().st_size)
+        jobs: list[Future[Any]] = [pool.submit(load, item) for item in ordered]
+        jobs += [pool.submit(src.read_payload) for src in payloads.values()]
+        for job in jobs:
+            job.result()
 
 
 def _build_template(pending: PendingLoads, g: _Group, context: int) -> None:
@@ -220,7 +226,8 @@ def start(
     quiet during a latency-critical phase).
     """
     t0 = time.perf_counter()
-    sources = [read_source(p) for p in paths]
+    # Metadata only: the records are read and checksummed on the loader's pool, beside the images.
+    sources = [read_source(p, lazy=True) for p in paths]
     if not sources:
         raise LoadError("start_graph_builds() got no graphs to load")
     t_read = time.perf_counter()
