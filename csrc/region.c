@@ -15,39 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "region_state.h"
 
-enum { OWN_CHUNK = 1, OWN_PREALLOC = 2, OWN_RESTORE = 3, OWN_APP = 4 };
-
-typedef struct {
-  uint64_t off, span, size;
-  uint32_t kind;
-} chunk_t;
-
-typedef struct {
-  uint64_t off, len, owner_off;
-  uint32_t owner;
-} unit_t;
-
-static struct {
-  pthread_mutex_t lock;
-  int reserved, active;
-  CUdeviceptr base;
-  uint64_t size, gran, cursor, hwm, mapped;
-  CUdevice device;
-  chunk_t *chunks;
-  size_t nchunks, capchunks;
-  unit_t *units;
-  size_t nunits, capunits;
-  uint64_t prealloc_off, prealloc_size;
-  uint64_t reserve_size;          /* bytes actually reserved at base (>= size when adopted from a hold) */
-  CUdeviceptr held_base;          /* a range reserved ahead of set (fdy_region_hold), not in use yet */
-  uint64_t held_size;
-  fdy_alloc_event *events;
-  size_t nevents, capevents;
-} R = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static uint64_t round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+fdy_region_t fdy_region_state = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 int fdy_region_contains(CUdeviceptr p) {
   if (!__atomic_load_n(&R.reserved, __ATOMIC_ACQUIRE)) return 0;
@@ -56,7 +26,7 @@ int fdy_region_contains(CUdeviceptr p) {
 
 int fdy_region_is_active(void) { return __atomic_load_n(&R.active, __ATOMIC_ACQUIRE); }
 
-static void log_event(uint32_t kind, uint64_t off, uint64_t size, uint64_t span) {
+void rg_log_event(uint32_t kind, uint64_t off, uint64_t size, uint64_t span) {
   if (R.nevents == R.capevents) {
     size_t cap = R.capevents ? R.capevents * 2 : 1024;
     fdy_alloc_event *e = realloc(R.events, cap * sizeof(*e));
@@ -69,7 +39,7 @@ static void log_event(uint32_t kind, uint64_t off, uint64_t size, uint64_t span)
 }
 
 /* ------------------------------------------------------------ sorted arrays */
-static size_t chunk_lower(uint64_t off) { /* first chunk with chunk.off >= off */
+size_t rg_chunk_lower(uint64_t off) { /* first chunk with chunk.off >= off */
   size_t lo = 0, hi = R.nchunks;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -78,7 +48,7 @@ static size_t chunk_lower(uint64_t off) { /* first chunk with chunk.off >= off *
   return lo;
 }
 
-static int chunk_insert(chunk_t c) {
+static int rg_chunk_insert(chunk_t c) {
   if (R.nchunks == R.capchunks) {
     size_t cap = R.capchunks ? R.capchunks * 2 : 256;
     chunk_t *p = realloc(R.chunks, cap * sizeof(*p));
@@ -86,24 +56,24 @@ static int chunk_insert(chunk_t c) {
     R.chunks = p;
     R.capchunks = cap;
   }
-  size_t i = chunk_lower(c.off);
+  size_t i = rg_chunk_lower(c.off);
   memmove(R.chunks + i + 1, R.chunks + i, (R.nchunks - i) * sizeof(chunk_t));
   R.chunks[i] = c;
   R.nchunks++;
   return 0;
 }
 
-static void chunk_remove(size_t i) {
+static void rg_chunk_remove(size_t i) {
   memmove(R.chunks + i, R.chunks + i + 1, (R.nchunks - i - 1) * sizeof(chunk_t));
   R.nchunks--;
 }
 
-static long chunk_find(uint64_t off) {
-  size_t i = chunk_lower(off);
+long rg_chunk_find(uint64_t off) {
+  size_t i = rg_chunk_lower(off);
   return i < R.nchunks && R.chunks[i].off == off ? (long)i : -1;
 }
 
-static size_t unit_lower(uint64_t off) { /* first unit ending after off */
+size_t rg_unit_lower(uint64_t off) { /* first unit ending after off */
   size_t lo = 0, hi = R.nunits;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -112,7 +82,7 @@ static size_t unit_lower(uint64_t off) { /* first unit ending after off */
   return lo;
 }
 
-static int unit_insert(unit_t u) {
+static int rg_unit_insert(unit_t u) {
   if (R.nunits == R.capunits) {
     size_t cap = R.capunits ? R.capunits * 2 : 256;
     unit_t *p = realloc(R.units, cap * sizeof(*p));
@@ -120,20 +90,20 @@ static int unit_insert(unit_t u) {
     R.units = p;
     R.capunits = cap;
   }
-  size_t i = unit_lower(u.off);
+  size_t i = rg_unit_lower(u.off);
   memmove(R.units + i + 1, R.units + i, (R.nunits - i) * sizeof(unit_t));
   R.units[i] = u;
   R.nunits++;
   return 0;
 }
 
-static void unit_remove(size_t i) {
+static void rg_unit_remove(size_t i) {
   memmove(R.units + i, R.units + i + 1, (R.nunits - i - 1) * sizeof(unit_t));
   R.nunits--;
 }
 
 /* ------------------------------------------------------------ physical mapping */
-static int map_one(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) {
+static int rg_map_one(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) {
   CUmemAllocationProp prop;
   memset(&prop, 0, sizeof(prop));
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -165,7 +135,7 @@ static int map_one(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_of
     fdy_drv.cuMemUnmap(at, len);
     return fdy_fail_cu(r, "cuMemSetAccess", "at 0x%llx, %llu bytes", (unsigned long long)at, (unsigned long long)len);
   }
-  if (unit_insert((unit_t){off, len, owner_off, owner}) != 0) {
+  if (rg_unit_insert((unit_t){off, len, owner_off, owner}) != 0) {
     fdy_drv.cuMemUnmap(at, len);
     return fdy_fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory while recording a region mapping");
   }
@@ -173,7 +143,7 @@ static int map_one(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_of
   return 0;
 }
 
-static void unmap_unit(size_t i) {
+void rg_unmap_unit(size_t i) {
   unit_t u = R.units[i];
   if (u.owner != OWN_APP) {
     CUresult r = fdy_drv.cuMemUnmap(R.base + u.off, u.len);
@@ -182,47 +152,47 @@ static void unmap_unit(size_t i) {
                   (unsigned long long)u.len);
     R.mapped -= u.len;
   }
-  unit_remove(i);
+  rg_unit_remove(i);
 }
 
-/* owner_off of the units a map_gaps call is still making (real owner offsets are below R.size). */
+/* owner_off of the units a rg_map_gaps call is still making (real owner offsets are below R.size). */
 #define UNIT_PENDING UINT64_MAX
 
 /* Maps every part of [off, off+len) not mapped yet. On failure, what this call mapped is undone.
  * The new units carry UNIT_PENDING until the call succeeds: undoing "every unit of this owner in the
  * range" also unmapped units an earlier call had mapped (a failed LOAD restore of [0, 12 MiB) undid
  * an earlier restore of [4, 6 MiB), whose memory the program was using; tests/cpu/test_region.py). */
-static int map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) {
+int rg_map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) {
   uint64_t at = off, end = off + len;
   int rc = 0;
   while (at < end && rc == 0) {
-    size_t i = unit_lower(at);
+    size_t i = rg_unit_lower(at);
     if (i < R.nunits && R.units[i].off <= at) {
       at = R.units[i].off + R.units[i].len;
       continue;
     }
     uint64_t gap_end = i < R.nunits && R.units[i].off < end ? R.units[i].off : end;
-    rc = map_one(at, gap_end - at, owner, UNIT_PENDING);
+    rc = rg_map_one(at, gap_end - at, owner, UNIT_PENDING);
     at = gap_end;
   }
-  for (size_t i = unit_lower(off); i < R.nunits && R.units[i].off < end;) {
+  for (size_t i = rg_unit_lower(off); i < R.nunits && R.units[i].off < end;) {
     if (R.units[i].owner_off != UNIT_PENDING) {
       i++;
     } else if (rc == 0) {
       R.units[i++].owner_off = owner_off;
     } else {
-      unmap_unit(i); /* removes unit i; the next one moves into its place */
+      rg_unmap_unit(i); /* removes unit i; the next one moves into its place */
     }
   }
   return rc;
 }
 
-static void unmap_owned(uint32_t owner, uint64_t owner_off) {
+void rg_unmap_owned(uint32_t owner, uint64_t owner_off) {
   for (size_t i = R.nunits; i-- > 0;)
-    if (R.units[i].owner == owner && (owner != OWN_CHUNK || R.units[i].owner_off == owner_off)) unmap_unit(i);
+    if (R.units[i].owner == owner && (owner != OWN_CHUNK || R.units[i].owner_off == owner_off)) rg_unmap_unit(i);
 }
 
-static int on_region_device(void) {
+static int rg_on_region_device(void) {
   CUdevice dev;
   return fdy_drv.cuCtxGetDevice(&dev) == CUDA_SUCCESS && dev == R.device;
 }
@@ -231,7 +201,7 @@ static int on_region_device(void) {
 int fdy_region_alloc(CUdeviceptr *dptr, size_t size, uint32_t kind, CUresult *res) {
   if (!fdy_region_is_active()) return 0;
   pthread_mutex_lock(&R.lock);
-  if (!R.active || !on_region_device()) {
+  if (!R.active || !rg_on_region_device()) {
     pthread_mutex_unlock(&R.lock);
     return 0; /* stopped meanwhile, or another device: the region covers one device */
   }
@@ -240,9 +210,9 @@ int fdy_region_alloc(CUdeviceptr *dptr, size_t size, uint32_t kind, CUresult *re
     *res = CUDA_ERROR_INVALID_VALUE;
     return 1;
   }
-  uint64_t span = round_up(size, R.gran), off = round_up(R.cursor, R.gran);
+  uint64_t span = rg_round_up(size, R.gran), off = rg_round_up(R.cursor, R.gran);
   if (off > R.size || span > R.size - off) {
-    log_event(FDY_EV_REFUSED, off, size, span);
+    rg_log_event(FDY_EV_REFUSED, off, size, span);
     fdy_fail(FDY_ERR_REGION_FULL,
              "an allocation of %zu bytes escapes the Foundry region [0x%llx, 0x%llx): %llu bytes are used and "
              "%llu remain. Next step: pass a larger size to set_allocation_region()/allocation_region() "
@@ -253,22 +223,22 @@ int fdy_region_alloc(CUdeviceptr *dptr, size_t size, uint32_t kind, CUresult *re
     *res = CUDA_ERROR_OUT_OF_MEMORY;
     return 1;
   }
-  int rc = map_gaps(off, span, OWN_CHUNK, off);
+  int rc = rg_map_gaps(off, span, OWN_CHUNK, off);
   if (rc != 0) {
-    log_event(FDY_EV_REFUSED, off, size, span);
+    rg_log_event(FDY_EV_REFUSED, off, size, span);
     pthread_mutex_unlock(&R.lock);
     *res = rc == CUDA_ERROR_OUT_OF_MEMORY || rc >= FDY_ERR_NO_DRIVER ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)rc;
     return 1;
   }
-  if (chunk_insert((chunk_t){off, span, size, kind}) != 0) {
-    unmap_owned(OWN_CHUNK, off);
+  if (rg_chunk_insert((chunk_t){off, span, size, kind}) != 0) {
+    rg_unmap_owned(OWN_CHUNK, off);
     pthread_mutex_unlock(&R.lock);
     *res = CUDA_ERROR_OUT_OF_MEMORY;
     return 1;
   }
   R.cursor = off + span;
   if (R.cursor > R.hwm) R.hwm = R.cursor;
-  log_event(kind, off, size, span);
+  rg_log_event(kind, off, size, span);
   *dptr = R.base + off;
   pthread_mutex_unlock(&R.lock);
   *res = CUDA_SUCCESS;
@@ -279,7 +249,7 @@ int fdy_region_free(CUdeviceptr ptr, uint32_t kind, CUresult *res) {
   if (!fdy_region_contains(ptr)) return 0;
   pthread_mutex_lock(&R.lock);
   uint64_t off = ptr - R.base;
-  long i = chunk_find(off);
+  long i = rg_chunk_find(off);
   if (i < 0 || R.chunks[i].kind == FDY_EV_VMM_RESERVE) {
     pthread_mutex_unlock(&R.lock);
     fdy_fail(FDY_ERR_INVALID,
@@ -301,9 +271,9 @@ int fdy_region_free(CUdeviceptr ptr, uint32_t kind, CUresult *res) {
     fdy_fail_cu(s, "cuCtxSynchronize", "before freeing region memory at 0x%llx", (unsigned long long)ptr);
     return 1;
   }
-  unmap_owned(OWN_CHUNK, off);
-  log_event(kind, off, R.chunks[i].size, R.chunks[i].span);
-  chunk_remove((size_t)i);
+  rg_unmap_owned(OWN_CHUNK, off);
+  rg_log_event(kind, off, R.chunks[i].size, R.chunks[i].span);
+  rg_chunk_remove((size_t)i);
   pthread_mutex_unlock(&R.lock);
   *res = CUDA_SUCCESS;
   return 1;
@@ -313,7 +283,7 @@ int fdy_region_address_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize,
   if (!fdy_region_contains(ptr)) return 0;
   pthread_mutex_lock(&R.lock);
   uint64_t off = ptr - R.base;
-  size_t i = chunk_lower(off + 1);
+  size_t i = rg_chunk_lower(off + 1);
   int found = 0;
   if (i > 0 && off < R.chunks[i - 1].off + R.chunks[i - 1].span && R.chunks[i - 1].kind != FDY_EV_VMM_RESERVE) {
     if (pbase) *pbase = R.base + R.chunks[i - 1].off;
@@ -329,14 +299,14 @@ int fdy_region_address_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize,
 int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, CUresult *res) {
   if (!fdy_region_is_active() || (addr && !fdy_region_contains(addr))) return 0;
   pthread_mutex_lock(&R.lock);
-  if (!R.active || !on_region_device()) {
+  if (!R.active || !rg_on_region_device()) {
     pthread_mutex_unlock(&R.lock);
     return 0;
   }
-  uint64_t a = align > R.gran ? round_up(align, R.gran) : R.gran;
-  uint64_t off = round_up(R.cursor, a), span = round_up(size ? size : 1, R.gran);
+  uint64_t a = align > R.gran ? rg_round_up(align, R.gran) : R.gran;
+  uint64_t off = rg_round_up(R.cursor, a), span = rg_round_up(size ? size : 1, R.gran);
   if (off > R.size || span > R.size - off) {
-    log_event(FDY_EV_REFUSED, off, size, span);
+    rg_log_event(FDY_EV_REFUSED, off, size, span);
     fdy_fail(FDY_ERR_REGION_FULL,
              "cuMemAddressReserve of %zu bytes (PyTorch expandable segments reserve large ranges) escapes the "
              "Foundry region at 0x%llx of %llu bytes. Next step: a larger region size.",
@@ -349,7 +319,7 @@ int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevice
     /* The preallocation's pages are mapped already, so the application's own cuMemMap into this
      * reservation would fail; skipping the preallocated range instead would make offsets depend on
      * whether memory was preallocated. */
-    log_event(FDY_EV_REFUSED, off, size, span);
+    rg_log_event(FDY_EV_REFUSED, off, size, span);
     fdy_fail(FDY_ERR_UNSUPPORTED,
              "cuMemAddressReserve of %zu bytes (PyTorch expandable segments) would lie inside the preallocated "
              "range of the Foundry region, whose pages are mapped already. Next step: drop prealloc_size, or "
@@ -359,14 +329,14 @@ int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevice
     *res = CUDA_ERROR_NOT_SUPPORTED;
     return 1;
   }
-  if (chunk_insert((chunk_t){off, span, size, FDY_EV_VMM_RESERVE}) != 0) {
+  if (rg_chunk_insert((chunk_t){off, span, size, FDY_EV_VMM_RESERVE}) != 0) {
     pthread_mutex_unlock(&R.lock);
     *res = CUDA_ERROR_OUT_OF_MEMORY;
     return 1;
   }
   R.cursor = off + span;
   if (R.cursor > R.hwm) R.hwm = R.cursor;
-  log_event(FDY_EV_VMM_RESERVE, off, size, span);
+  rg_log_event(FDY_EV_VMM_RESERVE, off, size, span);
   *ptr = R.base + off;
   pthread_mutex_unlock(&R.lock);
   *res = CUDA_SUCCESS;
@@ -376,7 +346,7 @@ int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevice
 int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res) {
   if (!fdy_region_contains(ptr)) return 0;
   pthread_mutex_lock(&R.lock);
-  long i = chunk_find(ptr - R.base);
+  long i = rg_chunk_find(ptr - R.base);
   if (i < 0 || R.chunks[i].kind != FDY_EV_VMM_RESERVE) {
     pthread_mutex_unlock(&R.lock);
     fdy_fail(FDY_ERR_INVALID, "cuMemAddressFree(0x%llx, %zu): not a reservation carved from the Foundry region",
@@ -387,7 +357,7 @@ int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res) {
   /* The driver refuses to free a reservation that still has mappings. Accepting it here forgot the
    * reservation while the application's pages stayed mapped in the region (and made the region's own
    * cuMemAddressFree fail at release); tests/cpu/test_region.py. */
-  for (size_t u = unit_lower(R.chunks[i].off); u < R.nunits && R.units[u].off < R.chunks[i].off + R.chunks[i].span;
+  for (size_t u = rg_unit_lower(R.chunks[i].off); u < R.nunits && R.units[u].off < R.chunks[i].off + R.chunks[i].span;
        u++) {
     if (R.units[u].owner != OWN_APP) continue;
     pthread_mutex_unlock(&R.lock);
@@ -398,8 +368,8 @@ int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res) {
     *res = CUDA_ERROR_INVALID_VALUE;
     return 1;
   }
-  log_event(FDY_EV_VMM_FREE, R.chunks[i].off, R.chunks[i].size, R.chunks[i].span);
-  chunk_remove((size_t)i);
+  rg_log_event(FDY_EV_VMM_FREE, R.chunks[i].off, R.chunks[i].size, R.chunks[i].span);
+  rg_chunk_remove((size_t)i);
   pthread_mutex_unlock(&R.lock);
   *res = CUDA_SUCCESS;
   return 1;
@@ -411,14 +381,14 @@ void fdy_region_note_map(CUdeviceptr ptr, size_t size, int mapped) {
   pthread_mutex_lock(&R.lock);
   uint64_t off = ptr - R.base, end = off + size;
   if (mapped == 1) {
-    if (unit_insert((unit_t){off, size, 0, OWN_APP}) == 0) log_event(FDY_EV_VMM_MAP, off, size, size);
+    if (rg_unit_insert((unit_t){off, size, 0, OWN_APP}) == 0) rg_log_event(FDY_EV_VMM_MAP, off, size, size);
   } else {
     for (size_t i = R.nunits; i-- > 0;) {
       unit_t u = R.units[i];
       if (u.off >= end || u.off + u.len <= off) continue;
-      if ((mapped == 0 && u.owner == OWN_APP) || (mapped == -1 && u.owner == OWN_RESTORE)) unmap_unit(i);
+      if ((mapped == 0 && u.owner == OWN_APP) || (mapped == -1 && u.owner == OWN_RESTORE)) rg_unmap_unit(i);
     }
-    if (mapped == 0) log_event(FDY_EV_VMM_UNMAP, off, size, size);
+    if (mapped == 0) rg_log_event(FDY_EV_VMM_UNMAP, off, size, size);
   }
   pthread_mutex_unlock(&R.lock);
 }
@@ -426,284 +396,10 @@ void fdy_region_note_map(CUdeviceptr ptr, size_t size, int mapped) {
 int fdy_region_refuse(size_t size, const char *what, CUresult *res) {
   if (!fdy_region_is_active()) return 0;
   pthread_mutex_lock(&R.lock);
-  log_event(FDY_EV_REFUSED, R.cursor, size, 0);
+  rg_log_event(FDY_EV_REFUSED, R.cursor, size, 0);
   pthread_mutex_unlock(&R.lock);
   fdy_fail(FDY_ERR_UNSUPPORTED, "Foundry region refused an allocation of %zu bytes: %s", size, what);
   *res = CUDA_ERROR_NOT_SUPPORTED;
   return 1;
 }
 
-/* ------------------------------------------------------------ control API */
-FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size) {
-  int rc = fdy_driver_ensure();
-  if (rc) return rc;
-  pthread_mutex_lock(&R.lock);
-  if (R.reserved) {
-    rc = fdy_fail(FDY_ERR_REGION_STATE,
-                  "a Foundry region is already reserved at 0x%llx (%llu bytes); call resume_allocation_region() "
-                  "to reuse it, or release it first",
-                  (unsigned long long)R.base, (unsigned long long)R.size);
-    goto out;
-  }
-  CUdevice dev;
-  CUresult r = fdy_drv.cuCtxGetDevice(&dev);
-  if (r != CUDA_SUCCESS) {
-    rc = fdy_fail_cu(r, "cuCtxGetDevice",
-                     "set_allocation_region needs a current CUDA context: initialise CUDA first (torch.cuda.init())");
-    goto out;
-  }
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof(prop));
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = dev;
-  size_t gran = 0;
-  r = fdy_drv.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  if (r != CUDA_SUCCESS || gran == 0) {
-    rc = fdy_fail_cu(r, "cuMemGetAllocationGranularity", "device %d: virtual memory management unsupported?", (int)dev);
-    goto out;
-  }
-  if (base == 0 || base % gran != 0 || size == 0 || base + size < base) {
-    rc = fdy_fail(FDY_ERR_INVALID,
-                  "region base 0x%llx / size %llu invalid: the base must be a non-zero multiple of the device's "
-                  "mapping granularity (%zu bytes) and the range must not wrap",
-                  (unsigned long long)base, (unsigned long long)size, gran);
-    goto out;
-  }
-  size = round_up(size, gran);
-  CUdeviceptr got = 0;
-  uint64_t reserve_size = size;
-  if (R.held_size && R.held_base == base && R.held_size >= size) {
-    got = base; /* adopt the range fdy_region_hold reserved before the program loaded anything */
-    reserve_size = R.held_size;
-    R.held_base = 0;
-    R.held_size = 0;
-    goto adopt;
-  }
-  if (R.held_size) { /* a hold for another range: give it back first */
-    fdy_drv.cuMemAddressFree(R.held_base, R.held_size);
-    R.held_base = 0;
-    R.held_size = 0;
-  }
-  r = fdy_drv.cuMemAddressReserve(&got, size, gran, base, 0);
-  if (r != CUDA_SUCCESS) {
-    rc = fdy_fail_cu(r, "cuMemAddressReserve",
-                     "%llu bytes at 0x%llx. Next step: a smaller region size, or another base address",
-                     (unsigned long long)size, (unsigned long long)base);
-    goto out;
-  }
-  if (got != base) {
-    fdy_drv.cuMemAddressFree(got, size);
-    rc = fdy_fail(FDY_ERR_BASE_TAKEN,
-                  "the region base 0x%llx is not available: the driver placed the %llu-byte reservation at 0x%llx "
-                  "instead, so [0x%llx, 0x%llx) is (partly) in use in this process. Next step: choose another "
-                  "base (for example 0x600000000000) and use the same one for SAVE and LOAD.",
-                  (unsigned long long)base, (unsigned long long)size, (unsigned long long)got,
-                  (unsigned long long)base, (unsigned long long)(base + size));
-    goto out;
-  }
-adopt:
-  R.base = base;
-  R.size = size;
-  R.reserve_size = reserve_size;
-  R.gran = gran;
-  R.device = dev;
-  R.cursor = R.hwm = R.mapped = 0;
-  R.prealloc_off = R.prealloc_size = 0;
-  R.nchunks = R.nunits = 0;
-  __atomic_store_n(&R.reserved, 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&R.active, 1, __ATOMIC_RELEASE);
-out:
-  pthread_mutex_unlock(&R.lock);
-  return rc;
-}
-
-/* Reserves [base, base+size) before the region is set, so that nothing the program does first (loading
- * kernel images, the driver's own reservations) can take the range: LOAD's images are loaded before
- * set_allocation_region in the seed README's order. fdy_region_set adopts it. */
-FDY_EXPORT int fdy_region_hold(uint64_t base, uint64_t size) {
-  int rc = fdy_driver_ensure();
-  if (rc) return rc;
-  pthread_mutex_lock(&R.lock);
-  if (R.reserved || R.held_size) {
-    pthread_mutex_unlock(&R.lock);
-    return 0; /* a region or a hold exists already: nothing to do */
-  }
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof(prop));
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  CUdevice dev = 0;
-  fdy_drv.cuCtxGetDevice(&dev);
-  prop.location.id = dev;
-  size_t gran = 0;
-  CUresult r = fdy_drv.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  if (r != CUDA_SUCCESS || !gran || base % gran) {
-    pthread_mutex_unlock(&R.lock);
-    return fdy_fail(FDY_ERR_INVALID, "cannot hold region 0x%llx: no granularity or a misaligned base", (unsigned long long)base);
-  }
-  size = round_up(size, gran);
-  CUdeviceptr got = 0;
-  r = fdy_drv.cuMemAddressReserve(&got, size, gran, base, 0);
-  if (r == CUDA_SUCCESS && got != base) {
-    fdy_drv.cuMemAddressFree(got, size);
-    r = CUDA_ERROR_INVALID_VALUE;
-  }
-  if (r == CUDA_SUCCESS) {
-    R.held_base = base;
-    R.held_size = size;
-  }
-  pthread_mutex_unlock(&R.lock);
-  return r == CUDA_SUCCESS ? 0 : fdy_fail(FDY_ERR_BASE_TAKEN, "region 0x%llx could not be held: already in use", (unsigned long long)base);
-}
-
-FDY_EXPORT int fdy_region_stop(void) {
-  if (!R.reserved) return fdy_fail(FDY_ERR_REGION_STATE, "stop_allocation_region(): no region is set");
-  __atomic_store_n(&R.active, 0, __ATOMIC_RELEASE);
-  return 0;
-}
-
-FDY_EXPORT int fdy_region_resume(void) {
-  if (!R.reserved)
-    return fdy_fail(FDY_ERR_REGION_STATE, "resume_allocation_region(): no region was set; call set_allocation_region()");
-  __atomic_store_n(&R.active, 1, __ATOMIC_RELEASE);
-  return 0;
-}
-
-FDY_EXPORT int fdy_region_release(void) {
-  int rc = fdy_driver_ensure();
-  if (rc) return rc;
-  pthread_mutex_lock(&R.lock);
-  if (!R.reserved) {
-    pthread_mutex_unlock(&R.lock);
-    return 0;
-  }
-  __atomic_store_n(&R.active, 0, __ATOMIC_RELEASE);
-  fdy_drv.cuCtxSynchronize();
-  while (R.nunits) unmap_unit(R.nunits - 1);
-  CUresult r = fdy_drv.cuMemAddressFree(R.base, R.reserve_size);
-  if (r != CUDA_SUCCESS) rc = fdy_fail_cu(r, "cuMemAddressFree", "region at 0x%llx", (unsigned long long)R.base);
-  R.nchunks = 0;
-  R.prealloc_off = R.prealloc_size = 0;
-  __atomic_store_n(&R.reserved, 0, __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&R.lock);
-  return rc;
-}
-
-FDY_EXPORT int fdy_region_info_get(fdy_region_info *out) {
-  if (!out) return FDY_ERR_INVALID;
-  pthread_mutex_lock(&R.lock);
-  *out = (fdy_region_info){R.base, R.size, R.cursor, R.hwm, R.gran, R.mapped, R.prealloc_off, R.prealloc_size,
-                           (int32_t)R.device, R.active, R.reserved, 0};
-  pthread_mutex_unlock(&R.lock);
-  return 0;
-}
-
-FDY_EXPORT int fdy_region_set_cursor(uint64_t offset) {
-  pthread_mutex_lock(&R.lock);
-  int rc = 0;
-  if (!R.reserved) {
-    rc = fdy_fail(FDY_ERR_REGION_STATE, "set_current_alloc_offset(): no region is set");
-  } else {
-    uint64_t off = round_up(offset, R.gran), live_end = 0;
-    for (size_t i = 0; i < R.nchunks; i++)
-      if (R.chunks[i].off + R.chunks[i].span > live_end) live_end = R.chunks[i].off + R.chunks[i].span;
-    if (off > R.size) {
-      rc = fdy_fail(FDY_ERR_INVALID, "set_current_alloc_offset(0x%llx): beyond the region size %llu",
-                    (unsigned long long)offset, (unsigned long long)R.size);
-    } else if (off < live_end) {
-      rc = fdy_fail(FDY_ERR_INVALID,
-                    "set_current_alloc_offset(0x%llx): live allocations reach offset 0x%llx; moving the cursor "
-                    "below them would hand out memory twice",
-                    (unsigned long long)offset, (unsigned long long)live_end);
-    } else {
-      R.cursor = off;
-      log_event(FDY_EV_CURSOR, off, 0, 0);
-    }
-  }
-  pthread_mutex_unlock(&R.lock);
-  return rc;
-}
-
-FDY_EXPORT int fdy_region_preallocate(uint64_t size) {
-  pthread_mutex_lock(&R.lock);
-  int rc = 0;
-  if (!R.reserved) {
-    rc = fdy_fail(FDY_ERR_REGION_STATE, "preallocate_region(): no region is set");
-  } else if (R.prealloc_size) {
-    rc = fdy_fail(FDY_ERR_REGION_STATE, "preallocate_region(): memory is already preallocated (%llu bytes)",
-                  (unsigned long long)R.prealloc_size);
-  } else {
-    uint64_t off = round_up(R.cursor, R.gran), span = round_up(size, R.gran);
-    if (span == 0 || off > R.size || span > R.size - off) {
-      rc = fdy_fail(FDY_ERR_REGION_FULL, "preallocate_region(%llu): does not fit in the %llu bytes left in the region",
-                    (unsigned long long)size, (unsigned long long)(R.size - (off < R.size ? off : R.size)));
-    } else if ((rc = map_gaps(off, span, OWN_PREALLOC, 0)) == 0) {
-      R.prealloc_off = off;
-      R.prealloc_size = span;
-      log_event(FDY_EV_PREALLOC, off, size, span);
-    }
-  }
-  pthread_mutex_unlock(&R.lock);
-  return rc;
-}
-
-FDY_EXPORT int fdy_region_free_preallocated(void) {
-  pthread_mutex_lock(&R.lock);
-  int rc = 0;
-  if (!R.prealloc_size) {
-    rc = fdy_fail(FDY_ERR_REGION_STATE, "free_preallocated_region(): nothing is preallocated");
-  } else {
-    size_t live = 0;
-    for (size_t i = 0; i < R.nchunks; i++)
-      if (R.chunks[i].off < R.prealloc_off + R.prealloc_size && R.chunks[i].off + R.chunks[i].span > R.prealloc_off)
-        live++;
-    if (live) {
-      rc = fdy_fail(FDY_ERR_REGION_STATE,
-                    "free_preallocated_region(): %zu allocations still live in the preallocated range; free them "
-                    "first (for PyTorch: delete the tensors, then torch.cuda.empty_cache())",
-                    live);
-    } else {
-      fdy_drv.cuCtxSynchronize();
-      unmap_owned(OWN_PREALLOC, 0);
-      log_event(FDY_EV_PREALLOC_FREE, R.prealloc_off, R.prealloc_size, R.prealloc_size);
-      R.prealloc_off = R.prealloc_size = 0;
-    }
-  }
-  pthread_mutex_unlock(&R.lock);
-  return rc;
-}
-
-FDY_EXPORT int fdy_region_map_range(uint64_t offset, uint64_t size) {
-  pthread_mutex_lock(&R.lock);
-  int rc = 0;
-  if (!R.reserved) {
-    rc = fdy_fail(FDY_ERR_REGION_STATE, "no region is set: call set_allocation_region() with the SAVE base first");
-  } else {
-    uint64_t off = offset / R.gran * R.gran, end = round_up(offset + size, R.gran);
-    if (end > R.size || end < off)
-      rc = fdy_fail(FDY_ERR_REGION_FULL,
-                    "restoring [0x%llx, +%llu) needs a region of at least %llu bytes; this one has %llu. Use the "
-                    "region size SAVE used",
-                    (unsigned long long)offset, (unsigned long long)size, (unsigned long long)end,
-                    (unsigned long long)R.size);
-    else if ((rc = map_gaps(off, end - off, OWN_RESTORE, 0)) == 0)
-      log_event(FDY_EV_RESTORE, off, size, end - off);
-  }
-  pthread_mutex_unlock(&R.lock);
-  return rc;
-}
-
-FDY_EXPORT size_t fdy_region_events(size_t first, fdy_alloc_event *out, size_t cap) {
-  pthread_mutex_lock(&R.lock);
-  size_t total = R.nevents;
-  for (size_t i = 0; out && i < cap && first + i < total; i++) out[i] = R.events[first + i];
-  pthread_mutex_unlock(&R.lock);
-  return total;
-}
-
-FDY_EXPORT void fdy_region_clear_events(void) {
-  pthread_mutex_lock(&R.lock);
-  R.nevents = 0;
-  pthread_mutex_unlock(&R.lock);
-}

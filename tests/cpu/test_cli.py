@@ -44,7 +44,7 @@ CHILD = textwrap.dedent(
     import foundry
     from foundry._native import native
     cu = Cuda()
-    foundry.set_allocation_region(0x7f0000000000, "1GB")   # only possible with the interposer loaded
+    foundry.set_allocation_region(0x700000000000, "1GB")   # only possible with the interposer loaded
     first = cu.malloc(1000)
     print(json.dumps({"argv": sys.argv[1:], "active": native().fdy_interposer_active(),
                       "preloaded": native().preloaded, "first": first,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-BASE = 0x7F0000000000
+BASE = 0x700000000000  # far from where Linux maps libraries, and outside AddressSanitizer's shadow
 REGION_SIZE = "1GB"
 
 # Python that both processes run first. `cu` is the application's view of the (fake) driver.

@@ -1,0 +1,50 @@
+/* The region's state, shared by the allocation engine (region.c) and its control API
+ * (region_api.c). Everything here is used under fdy_region_state.lock. */
+#ifndef FOUNDRY_REGION_STATE_H
+#define FOUNDRY_REGION_STATE_H
+
+#include "internal.h"
+
+enum { OWN_CHUNK = 1, OWN_PREALLOC = 2, OWN_RESTORE = 3, OWN_APP = 4 };
+
+typedef struct {
+  uint64_t off, span, size;
+  uint32_t kind;
+} chunk_t;
+
+typedef struct {
+  uint64_t off, len, owner_off;
+  uint32_t owner;
+} unit_t;
+
+typedef struct {
+  pthread_mutex_t lock;
+  int reserved, active;
+  CUdeviceptr base;
+  uint64_t size, gran, cursor, hwm, mapped;
+  CUdevice device;
+  chunk_t *chunks;
+  size_t nchunks, capchunks;
+  unit_t *units;
+  size_t nunits, capunits;
+  uint64_t prealloc_off, prealloc_size;
+  uint64_t reserve_size;          /* bytes actually reserved at base (>= size when adopted from a hold) */
+  CUdeviceptr held_base;          /* a range reserved ahead of set (fdy_region_hold), not in use yet */
+  uint64_t held_size;
+  fdy_alloc_event *events;
+  size_t nevents, capevents;
+} fdy_region_t;
+
+extern fdy_region_t fdy_region_state;
+#define R fdy_region_state
+
+static inline uint64_t rg_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+void rg_log_event(uint32_t kind, uint64_t off, uint64_t size, uint64_t span);
+size_t rg_chunk_lower(uint64_t off);
+long rg_chunk_find(uint64_t off);
+size_t rg_unit_lower(uint64_t off);
+void rg_unmap_unit(size_t i);
+int rg_map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off);
+void rg_unmap_owned(uint32_t owner, uint64_t owner_off);
+
+#endif
