@@ -69,20 +69,35 @@ hooked_alloc, hooked_free = (
 )
 real_alloc, real_free = ALLOC(real["cuMemAlloc_v2"]), FREE(real["cuMemFree_v2"])
 launches(real_launch, 2000)
-launch_hooked, launch_real, alloc_hooked, alloc_real = [], [], [], []
-for _ in range(7):  # interleaved, so that clock and load changes hit both sides alike
-    launch_real.append(launches(real_launch))
-    launch_hooked.append(launches(hooked_launch))
-    alloc_real.append(allocs(real_alloc, real_free))
-    alloc_hooked.append(allocs(hooked_alloc, hooked_free))
+allocs(real_alloc, real_free, 500)
+# Many short rounds, interleaved and with the order flipped every round, so that clock, allocator
+# state and load changes hit both sides alike; each round gives one paired ratio and the figure is
+# their median (a cuMemAlloc+cuMemFree pair costs ~90 us and drifts by a few percent over seconds,
+# which swamps a sub-microsecond hook when whole blocks are compared).
+launch_ratio, alloc_ratio = [], []
+launch_ns: dict[str, list[float]] = {"hooked": [], "real": []}
+alloc_ns: dict[str, list[float]] = {"hooked": [], "real": []}
+for i in range(41):
+    sides = [("real", real_launch, real_alloc, real_free), ("hooked", hooked_launch, hooked_alloc, hooked_free)]
+    if i % 2:
+        sides.reverse()
+    round_launch, round_alloc = {}, {}
+    for name, launch, alloc, free in sides:
+        round_launch[name] = launches(launch, 4000)
+        round_alloc[name] = allocs(alloc, free, 300)
+        launch_ns[name].append(round_launch[name])
+        alloc_ns[name].append(round_alloc[name])
+    launch_ratio.append(round_launch["hooked"] / round_launch["real"])
+    alloc_ratio.append(round_alloc["hooked"] / round_alloc["real"])
 med = statistics.median
 print(
     json.dumps(
         {
-            "launch_ns": {"hooked": med(launch_hooked), "real": med(launch_real)},
-            "launch_overhead": med(launch_hooked) / med(launch_real) - 1,
-            "alloc_free_ns": {"hooked": med(alloc_hooked), "real": med(alloc_real)},
-            "alloc_overhead": med(alloc_hooked) / med(alloc_real) - 1,
+            "launch_ns": {k: med(v) for k, v in launch_ns.items()},
+            "launch_overhead": med(launch_ratio) - 1,
+            "alloc_free_ns": {k: med(v) for k, v in alloc_ns.items()},
+            "alloc_overhead": med(alloc_ratio) - 1,
+            "rounds": len(alloc_ratio),
         }
     )
 )
