@@ -2,7 +2,7 @@
 
 Two graphs of one small element-wise model at two batch sizes, so the archive holds a template and a
 member delta; dropout makes them draw random numbers, and a weight vector the LOAD program does not
-rebuild is kept as state memory. No cuBLAS, so that the archive stays a few MB. CPU tests read this
+rebuild is kept as state memory. Two ATen ops and no cuBLAS, so that the archive stays a few MB. CPU tests read this
 real archive.
 
     foundry run -- python scripts/make_fixture.py OUT_DIR
@@ -26,8 +26,9 @@ scale = torch.randn(1024, device="cuda", generator=gen)
 
 
 def body(bs: int) -> torch.Tensor:
-    h = F.dropout(F.gelu(x[:bs] * scale), p=0.1, training=True)
-    return torch.softmax(h, dim=-1) + h.sum(-1, keepdim=True)
+    # Every distinct ATen op brings a whole kernel image (one per source file of libtorch_cuda, up to
+    # 3 MB each): two ops keep the archive small.
+    return F.dropout(x[:bs] * scale, p=0.1, training=True)
 
 
 graphs = {}
