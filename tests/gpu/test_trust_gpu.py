@@ -1,0 +1,144 @@
+"""Trust on the hardware: an archive saved on this GPU, damaged in copies, is refused by LOAD (each
+attempt in a fresh process) with the right exception and a message naming the problem; the same
+archive, signed, still loads in a fresh process and replays bit-identically to the native graphs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundry.archive import read_manifest, write_manifest
+from foundry.archive.signed_archive import sign_manifest
+from foundry.archive.signing import KEY_ENV, SigningKey
+
+from .conftest import run_foundry
+
+GRAPH = "dropout"  # cuBLAS, Philox RNG and state memory: the richest small graph
+
+
+@pytest.fixture(scope="module")
+def saved(artifacts: Path) -> Path:
+    out = artifacts / "trust" / "saved"
+    run_foundry(["tests/gpu/roundtrip.py", "save", str(out), "dropout", "elementwise"])
+    return out
+
+
+def _edit_json(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _largest_image(archive: Path) -> Path:
+    return max((archive / "images").glob("*.bin"), key=lambda p: p.stat().st_size)
+
+
+def _identity(field: str, value: object) -> Callable[[Path], None]:
+    return lambda a: _edit_json(a / f"{GRAPH}.json", lambda d: d["identity"].__setitem__(field, value))
+
+
+DAMAGES: list[Any] = [
+    pytest.param(lambda a: _flip(_largest_image(a), 4096), "ArchiveCorruptError", ["damaged"], id="image-bitflip"),
+    pytest.param(
+        lambda a: (a / f"{GRAPH}.cugraph").write_bytes((a / f"{GRAPH}.cugraph").read_bytes()[:100]),
+        "ArchiveCorruptError",
+        [f"{GRAPH}.cugraph"],
+        id="record-truncated",
+    ),
+    pytest.param(
+        lambda a: _flip(a / f"{GRAPH}.cugraph", -9), "ArchiveCorruptError", [f"{GRAPH}.cugraph"], id="record-bitflip"
+    ),
+    pytest.param(
+        lambda a: _edit_json(a / f"{GRAPH}.json", lambda d: d.__setitem__("format_version", 99)),
+        "ArchiveVersionError",
+        ["format_version 99", "save again"],
+        id="wrong-version",
+    ),
+    pytest.param(
+        lambda a: (a / f"{GRAPH}.json").write_text('{"model": "llama", "weights": []}'),
+        "ArchiveForeignError",
+        ["not a Foundry"],
+        id="foreign-file",
+    ),
+    pytest.param(
+        _identity("gpu_name", "NVIDIA H100 80GB HBM3"),
+        "IdentityMismatchError",
+        ["NVIDIA H100 80GB HBM3", "Re-run SAVE"],
+        id="other-gpu",
+    ),
+    pytest.param(
+        _identity("driver_version", 12080), "IdentityMismatchError", ["12080", "Re-run SAVE"], id="other-driver"
+    ),
+    pytest.param(_identity("sm_count", 78), "IdentityMismatchError", ["78"], id="other-sm-count"),
+]
+
+
+def _attempt(archive: Path, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any] | None:
+    out = run_foundry(["tests/gpu/trust.py", str(archive), GRAPH, *flags], env=env)
+    result: dict[str, Any] | None = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _expect(result: dict[str, Any] | None, error: str, fragments: list[str]) -> None:
+    assert result is not None, f"LOAD accepted the archive; {error} expected"
+    assert result["error"] == error, result
+    for fragment in fragments:
+        assert fragment.lower() in result["message"].lower(), (fragment, result["message"])
+
+
+@pytest.mark.parametrize(("damage", "error", "fragments"), DAMAGES)
+def test_damaged_archive_is_refused_by_load(
+    saved: Path,
+    tmp_path: Path,
+    figures: dict[str, Any],
+    request: pytest.FixtureRequest,
+    damage: Callable[[Path], None],
+    error: str,
+    fragments: list[str],
+) -> None:
+    archive = shutil.copytree(saved / "archive", tmp_path / "archive")
+    damage(archive)
+    result = _attempt(archive)
+    figures.setdefault("trust", {})[request.node.callspec.id] = (
+        result and f"{result['error']}: {result['message'][:300]}"
+    )
+    _expect(result, error, fragments)
+
+
+def test_region_base_already_taken_is_refused(saved: Path) -> None:
+    result = _attempt(saved / "archive", "--take-base")
+    _expect(result, "RegionBaseTakenError", ["0x600000000000"])
+
+
+def test_signed_archive_loads_bit_identically_and_other_keys_are_refused(
+    saved: Path, tmp_path: Path, figures: dict[str, Any]
+) -> None:
+    signed = shutil.copytree(saved, tmp_path / "signed")
+    (tmp_path / "good.key").write_bytes(b"g" * 32)
+    (tmp_path / "other.key").write_bytes(b"o" * 32)
+    write_manifest(signed / "archive", sign_manifest(read_manifest(signed / "archive"), SigningKey(b"g" * 32)))
+    env = dict(os.environ)
+
+    unsigned = _attempt(saved / "archive", env={**env, KEY_ENV: str(tmp_path / "good.key")})
+    _expect(unsigned, "ArchiveSignatureError", ["is not signed"])
+    wrong = _attempt(signed / "archive", env={**env, KEY_ENV: str(tmp_path / "other.key")})
+    _expect(wrong, "ArchiveSignatureError", ["not with the configured key"])
+
+    # The good archive, with its key: a fresh process loads every graph and compares with native.
+    run_foundry(["tests/gpu/roundtrip.py", "load", str(signed)], env={**env, KEY_ENV: str(tmp_path / "good.key")})
+    loaded = json.loads((signed / "load.json").read_text())
+    graphs = {k: v for k, v in loaded.items() if not k.startswith("_")}
+    figures["trust_signed_load"] = {k: v.get("identical") for k, v in graphs.items()}
+    assert graphs and all(v.get("identical") == [True, True] for v in graphs.values()), graphs
