@@ -22,14 +22,21 @@ so the test can compare the native graph with the rebuilt one node by node.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import struct
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# Archive helpers now in archive_damage.py, re-exported for existing `from tests.support.graphs import ...`.
+from tests.support.archive_damage import (  # noqa: F401
+    archive_files,
+    copy_archive,
+    flip_byte,
+    graph_files,
+    truncate,
+)
 
 BASE = 0x700000000000  # far from where Linux maps libraries, and outside AddressSanitizer's shadow
 REGION_SIZE = "1GB"
@@ -372,41 +379,6 @@ def roundtrip(
     rt = RoundTrip(arch, save)
     rt.load = run_load(app_json, sc, arch, list(save["native"]), load_env, json_dir=json_dir)
     return rt
-
-
-# ------------------------------------------------------------------------------------ archive files
-def archive_files(root: Path) -> dict[str, str]:
-    """Relative path -> SHA-256 of every file under ``root`` (empty when it does not exist)."""
-    if not root.exists():
-        return {}
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
-def graph_files(root: Path) -> list[str]:
-    """The graph and manifest files (.json, .cugraph) under ``root``."""
-    if not root.exists():
-        return []
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.suffix in (".json", ".cugraph"))
-
-
-def copy_archive(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def flip_byte(path: Path, offset: int) -> None:
-    """Inverts one byte of a file (negative offsets count from the end)."""
-    data = bytearray(path.read_bytes())
-    data[offset] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
-def truncate(path: Path, keep: int) -> None:
-    path.write_bytes(path.read_bytes()[:keep])
 
 
 def f32(x: float) -> float:

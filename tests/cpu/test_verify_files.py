@@ -1,5 +1,7 @@
-"""`foundry verify` as a function (foundry.archive.verify.verify_archive), on small archives built here
-from foundry.archive.samples: each defect is found, named, and reported by the check it belongs to."""
+"""`foundry verify` as a function (foundry.archive.verify.verify_archive), on small archives built in
+tests/support/verify_archives.py: a sound archive passes; each damaged or foreign file, missing kernel
+and broken template member is found, named, and reported by the check it belongs to.
+Pointer scan and identity: test_verify_pointers.py."""
 
 from __future__ import annotations
 
@@ -14,157 +16,37 @@ import pytest
 
 from foundry.archive import (
     Delta,
-    GraphEntry,
-    GraphRecord,
-    GraphRole,
-    Group,
-    ImageEntry,
     ImageFormat,
-    KernelNode,
-    Manifest,
     MemorySpec,
     TemplateRef,
     check_archive,
     encode_delta,
-    encode_record,
     image_path,
-    parse_record,
-    read_graph,
     read_meta,
     sha256_bytes,
-    sha256_file,
     write_graph,
     write_image,
-    write_manifest,
 )
 from foundry.archive.problems import Check, ProblemKind
-from foundry.archive.samples import REGION_BASE, sample_identity, sample_meta, sample_record
-from foundry.archive.signed_archive import sign_manifest
-from foundry.archive.signing import SigningKey
-from foundry.archive.verify import Report, verify_archive
+from foundry.archive.samples import sample_identity, sample_meta, sample_record
+from foundry.archive.verify import verify_archive
 from foundry.errors import ArchiveCorruptError
 from tests.fakecuda.images import make_cubin, make_ptx
-
-# Real cubins, so that kernel names are checked: function i of sample_meta lives in image i % 2.
-IMAGES = (make_cubin(["_Z6kernel0Pf", "_Z6kernel2Pf"]), make_cubin(["_Z6kernel1Pf"]))
-VARYING = (0, 5)  # the top-level kernel nodes of sample_record
-LIVE_END = REGION_BASE + 0x60_0000  # sample_meta's live memory is [base, base + 6 MiB)
-OUTSIDE = REGION_BASE + 0x800_0000  # in the region, not live
-
-
-# ------------------------------------------------------------------------------------------- building
-def member_record(base: GraphRecord) -> GraphRecord:
-    """Same topology, other grids and argument bytes in the top-level kernels (pointers XOR 0x40 leave
-    the region, so they are not scanned)."""
-    nodes = tuple(
-        dataclasses.replace(n, grid=(128, 1, 1), args=bytes(b ^ 0x40 for b in n.args))
-        if isinstance(n, KernelNode)
-        else n
-        for n in base.nodes
-    )
-    return dataclasses.replace(base, nodes=nodes)
-
-
-def remanifest(directory: Path, varying: tuple[int, ...] = VARYING, key: SigningKey | None = None) -> Manifest:
-    """Writes the manifest for graph_0 (template) and graph_1 (member) as they are on disk now: every
-    checksum recomputed, as a forger would."""
-    metas = [read_meta(directory / f"graph_{i}.json") for i in range(2)]
-    entries = []
-    for i, m in enumerate(metas):
-        assert m.record is not None
-        entries.append(
-            GraphEntry(
-                m.name,
-                f"graph_{i}.json",
-                sha256_file(directory / f"graph_{i}.json"),
-                m.record.sha256,
-                m.stats_dict()["nodes"],
-                m.topology,
-                0,
-                GraphRole.TEMPLATE if i == 0 else GraphRole.MEMBER,
-            )
-        )
-    images = {ref.sha256: ImageEntry.from_ref(ref) for m in metas for ref in m.images}
-    manifest = Manifest(
-        "0.1.0",
-        "2025-01-01T00:00:00+00:00",
-        sample_identity(),
-        metas[0].region,
-        tuple(images.values()),
-        tuple(entries),
-        (Group(entries[0].topology, 0, (1,), varying),),
-    )
-    if key is not None:
-        manifest = sign_manifest(manifest, key)
-    write_manifest(directory, manifest)
-    return manifest
-
-
-def write_member(
-    directory: Path,
-    delta: Delta,
-    record: GraphRecord,
-    template: str = "graph_0.json",
-    images: tuple[bytes, ...] = IMAGES,
-) -> None:
-    meta = sample_meta("graph_1", record, images, ".")
-    meta = dataclasses.replace(meta, template=TemplateRef(template, delta.template_sha256))
-    write_graph(directory / "graph_1.json", meta, encode_delta(delta))
-
-
-def member_delta(template_sha256: str, member: GraphRecord) -> Delta:
-    return Delta(template_sha256, 3, tuple((i, member.nodes[i]) for i in VARYING))
-
-
-def build_archive(directory: Path, images: tuple[bytes, ...] = IMAGES, key: SigningKey | None = None) -> Path:
-    """graph_0 (sample_record) and graph_1 (a member stored as a delta overriding its two top-level kernels)."""
-    directory.mkdir(parents=True)
-    for image in images:
-        write_image(directory, image, ImageFormat.ELF)
-    base = sample_record()
-    template = write_graph(directory / "graph_0.json", sample_meta("graph_0", base, images, "."), encode_record(base))
-    assert template.record is not None
-    other = member_record(base)
-    write_member(directory, member_delta(template.record.sha256, other), other, images=images)
-    remanifest(directory, key=key)
-    return directory
-
-
-def rewrite(
-    directory: Path, name: str, record: GraphRecord | None = None, retarget: bool = True, **changes: Any
-) -> None:
-    """Rewrites graph ``name`` with another record and/or metadata, then, as a forger would, the member's
-    delta against the rewritten template (unless ``retarget`` is False) and the manifest."""
-    meta, payload = read_graph(directory / f"{name}.json")
-    if record is not None:
-        payload = encode_record(record)
-    written = write_graph(directory / f"{name}.json", dataclasses.replace(meta, **changes), payload)
-    if name == "graph_0" and retarget:
-        assert written.record is not None
-        write_member(directory, member_delta(written.record.sha256, member_record(sample_record())),
-                     member_record(sample_record()))  # fmt: skip
-    remanifest(directory)
+from tests.support.verify_archives import (
+    IMAGES,
+    build_archive,
+    member_record,
+    only_failure,
+    problem,
+    remanifest,
+    rewrite,
+    write_member,
+)
 
 
 @pytest.fixture
 def archive(tmp_path: Path) -> Path:
     return build_archive(tmp_path / "arch")
-
-
-def only_failure(report: Report, check: Check) -> list[Any]:
-    """The problems of ``report``, after asserting that ``check`` is the one check that failed."""
-    failed = {c.check for c in report.checks if c.status == "failed"}
-    assert failed == {check}, [str(p) for p in report.problems]
-    assert not report.ok
-    return list(report.problems)
-
-
-def problem(report: Report, check: Check, kind: ProblemKind, path_end: str, *fragments: str) -> Any:
-    """The first problem of that check and kind whose path ends with ``path_end`` and names every fragment."""
-    for p in report.problems:
-        if p.check == check and p.kind == kind and p.path.endswith(path_end) and all(f in p.message for f in fragments):
-            return p
-    raise AssertionError(f"no {check.value}/{kind.value} problem at *{path_end} with {fragments}: {report.problems}")
 
 
 # ---------------------------------------------------------------------------------------- sound archive
@@ -403,86 +285,3 @@ def test_template_cycle_is_refused_by_load_not_recursed(archive: Path) -> None:
     remanifest(archive)
     report = verify_archive(archive)
     assert any("is itself stored as changes to another graph" in p.message for p in report.problems_of(Check.TEMPLATES))
-
-
-# ------------------------------------------------------------------------------------------ pointers
-def with_pointer(node: KernelNode, param: int, address: int) -> KernelNode:
-    offset, size = node.params[param]
-    assert size == 8
-    args = node.args[:offset] + address.to_bytes(8, "little") + node.args[offset + 8 :]
-    return dataclasses.replace(node, args=args)
-
-
-def test_forged_kernel_argument_pointer_is_found_only_by_the_pointer_scan(archive: Path) -> None:
-    record = parse_record(read_graph(archive / "graph_0.json")[1])
-    child = record.nodes[4].record  # type: ignore[union-attr]
-    forged_child = dataclasses.replace(child, nodes=(with_pointer(child.nodes[0], 1, OUTSIDE + 64), *child.nodes[1:]))
-    nodes = list(record.nodes)
-    nodes[0] = with_pointer(record.nodes[0], 1, OUTSIDE)  # type: ignore[arg-type]
-    nodes[4] = dataclasses.replace(record.nodes[4], record=forged_child)  # type: ignore[call-arg]
-    rewrite(archive, "graph_0", dataclasses.replace(record, nodes=tuple(nodes)))
-    problems = only_failure(verify_archive(archive), Check.POINTERS)
-    assert [p.kind for p in problems] == [ProblemKind.POINTER] * 3
-    first, second, member = (dict(p.details) for p in problems)
-    # The member is built from the template's record: it inherits the child graph (its overrides replace
-    # node 0 only).
-    assert member["graph"] == "graph_1" and member["node"] == (4, 0)
-    assert first == {"graph": "graph_0", "node": (0,), "kernel": "_Z6kernel0Pf", "parameter": 1, "byte": 8,
-                     "address": OUTSIDE, "end": OUTSIDE}  # fmt: skip
-    assert second["node"] == (4, 0) and second["kernel"] == "_Z6kernel1Pf" and second["address"] == OUTSIDE + 64
-    msg = problems[0].message
-    assert "graph 0 (graph_0), node 0 (kernel _Z6kernel0Pf), parameter 1" in msg and f"{OUTSIDE:#x}" in msg
-    assert "region offset 0x8000000" in msg and "not in its live memory" in msg
-    assert "node 4 > 0 (kernel _Z6kernel1Pf), parameter 1" in problems[1].message
-
-
-def test_forged_pointer_in_a_member_override_names_the_members_kernel(archive: Path) -> None:
-    template_sha = read_meta(archive / "graph_0.json").record.sha256  # type: ignore[union-attr]
-    other = member_record(sample_record())
-    forged = with_pointer(other.nodes[0], 0, OUTSIDE)  # type: ignore[arg-type]
-    write_member(archive, Delta(template_sha, 3, ((0, forged), (5, other.nodes[5]))), other)
-    remanifest(archive)
-    (p,) = only_failure(verify_archive(archive), Check.POINTERS)
-    assert dict(p.details)["graph"] == "graph_1" and dict(p.details)["parameter"] == 0
-    assert p.path.endswith("graph_1.json") and "graph 1 (graph_1), node 0 (kernel _Z6kernel0Pf)" in p.message
-
-
-def test_extra_buffer_words_are_scanned(archive: Path) -> None:
-    record = parse_record(read_graph(archive / "graph_0.json")[1])
-    node = record.nodes[5]
-    assert isinstance(node, KernelNode) and node.arg_mode == 1
-    forged = dataclasses.replace(node, args=OUTSIDE.to_bytes(8, "little") + node.args[8:])
-    rewrite(archive, "graph_0", dataclasses.replace(record, nodes=(*record.nodes[:5], forged, *record.nodes[6:])))
-    (p,) = only_failure(verify_archive(archive), Check.POINTERS)
-    assert "node 5 (kernel _Z6kernel2Pf), argument bytes 0..8" in p.message and dict(p.details)["parameter"] == -1
-
-
-def test_memset_running_past_live_memory(archive: Path) -> None:
-    record = parse_record(read_graph(archive / "graph_0.json")[1])
-    memset = dataclasses.replace(record.nodes[1], dst=LIVE_END - 64)  # 64 elements of 4 bytes: 192 bytes too far
-    rewrite(archive, "graph_0", dataclasses.replace(record, nodes=(record.nodes[0], memset, *record.nodes[2:])))
-    p, inherited = only_failure(verify_archive(archive), Check.POINTERS)
-    assert dict(inherited.details)["graph"] == "graph_1"
-    assert "node 1 (memset destination)" in p.message and f"{LIVE_END - 64:#x}..{LIVE_END + 192:#x}" in p.message
-
-
-def test_output_and_rng_outside_live_memory(archive: Path) -> None:
-    meta = read_meta(archive / "graph_0.json")
-    outputs = (dataclasses.replace(meta.outputs[0], address=OUTSIDE),)
-    rewrite(archive, "graph_0", outputs=outputs, rng=dataclasses.replace(meta.rng, offset_address=0x1000))  # type: ignore[type-var]
-    problems = only_failure(verify_archive(archive), Check.POINTERS)
-    assert [dict(p.details).get("output", dict(p.details).get("rng")) for p in problems] == [0, "offset"]
-    assert "output 0: bytes" in problems[0].message and "cannot hand it back" in problems[0].message
-
-
-# ------------------------------------------------------------------------------------------ identity
-def test_identity_mismatch_names_both_values_and_the_consequence(archive: Path) -> None:
-    here = sample_identity(gpu_name="NVIDIA A100-SXM4-80GB", compute_capability=(8, 0))
-    problems = only_failure(verify_archive(archive, current_identity=here), Check.IDENTITY)
-    messages = [p.message for p in problems]
-    assert len(messages) == 2  # the manifest and both graphs share one identity: reported once
-    assert "'NVIDIA H100 80GB HBM3'" in messages[0] and "'NVIDIA A100-SXM4-80GB'" in messages[0]
-    assert "9.0" in messages[1] and "8.0" in messages[1] and "JIT" in messages[1]
-    assert dict(problems[0].details) == {
-        "field": "gpu_name", "saved": "NVIDIA H100 80GB HBM3", "current": "NVIDIA A100-SXM4-80GB"
-    }  # fmt: skip
