@@ -1,0 +1,187 @@
+"""The deterministic allocation region: free, stop/resume, the cursor, address ranges, release.
+
+Every scenario runs in its own process with libfoundry preloaded (tests/support/scenarios.py).
+"""
+
+from __future__ import annotations
+
+from tests.support.region import AppJson, run_in_region
+from tests.support.scenarios import (
+    BASE,
+    CUDA_ERROR_INVALID_VALUE,
+    CUDA_ERROR_NOT_FOUND,
+    EV_ALLOC,
+    EV_CURSOR,
+    EV_FREE,
+    GRAN,
+    MIB,
+    scenario,
+)
+
+
+def test_free_unmaps_and_double_free_or_interior_free_is_rejected(app_json: AppJson) -> None:
+    r = run_in_region(
+        app_json,
+        """
+        res = {}
+        a, b = cu.malloc(3 * MIB), cu.malloc(100)
+        res["mapped_before"] = state()["mapped_bytes"]
+        res["free"] = free_raw(a)
+        res["mapped_after"] = state()["mapped_bytes"]
+        res["unmapped_access"] = int(fn("cuMemsetD8_v2")(a, 1, 16))  # the memory is really gone
+        seq = log_seq()
+        res["double"] = free_raw(a)
+        res["double_msg"] = log_since(seq)
+        res["interior"] = free_raw(b + 64)
+        res["still_live"] = address_range(b)
+        res["next"] = cu.malloc(10) - BASE             # the cursor never goes back
+        res["kinds"] = [e[0] for e in events()]
+        out(**res)
+        """,
+    )
+    assert r["mapped_before"] == 6 * MIB and r["mapped_after"] == 2 * MIB
+    assert r["free"] == 0
+    assert r["unmapped_access"] != 0
+    assert r["double"] == CUDA_ERROR_INVALID_VALUE
+    assert "double free" in r["double_msg"] and "not the start of a live allocation" in r["double_msg"]
+    assert r["interior"] == CUDA_ERROR_INVALID_VALUE
+    assert r["still_live"] == [0, BASE + 4 * MIB, 100]
+    assert r["next"] == 6 * MIB
+    assert r["kinds"] == [EV_ALLOC, EV_ALLOC, EV_FREE, EV_ALLOC]
+
+
+def test_stop_passes_allocations_through_and_resume_continues_at_the_cursor(app_json: AppJson) -> None:
+    r = app_json(
+        scenario("""
+        cu = Cuda()
+        res = {}
+        res["stop_without_region"] = error_of(region.stop_allocation_region)
+        res["resume_without_region"] = error_of(region.resume_allocation_region)
+        region.set_allocation_region(BASE, "1GB")
+        a = cu.malloc(100)
+        region.stop_allocation_region()
+        res["stopped"] = state()["active"]
+        outside = cu.malloc(100)
+        res["outside"] = in_region(outside)
+        res["free_region_memory_while_stopped"] = free_raw(a)
+        res["free_outside"] = free_raw(outside)
+        region.resume_allocation_region()
+        res["resumed"] = state()["active"]
+        res["b"] = cu.malloc(100) - BASE
+        res["events"] = events()
+        out(**res)
+        """)
+    )
+    assert r["stop_without_region"][0] == "RegionStateError" and "no region" in r["stop_without_region"][1]
+    assert r["resume_without_region"][0] == "RegionStateError"
+    assert "set_allocation_region()" in r["resume_without_region"][1]
+    assert r["stopped"] is False and r["resumed"] is True
+    assert r["outside"] is False
+    assert r["free_region_memory_while_stopped"] == 0 and r["free_outside"] == 0
+    assert r["b"] == GRAN
+    assert r["events"] == [[EV_ALLOC, 0, 100, GRAN], [EV_FREE, 0, 100, GRAN], [EV_ALLOC, GRAN, 100, GRAN]]
+
+
+def test_allocation_region_context_manager_stops_the_region_on_exit(app_json: AppJson) -> None:
+    r = app_json(
+        scenario("""
+        cu = Cuda()
+        with region.allocation_region(BASE, "1GB", prealloc_size="8MB"):
+            inside = cu.malloc(10)
+            st = state()
+        after = cu.malloc(10)
+        out(inside=inside - BASE, prealloc=[st["prealloc_offset"], st["prealloc_size"]], mapped=st["mapped_bytes"],
+            active=state()["active"], after_in_region=in_region(after), inside_data_ok=address_range(inside)[0])
+        """)
+    )
+    assert r["inside"] == 0  # inside the preallocation: the cursor does not care about it
+    assert r["prealloc"] == [0, 8 * MIB] and r["mapped"] == 8 * MIB
+    assert r["active"] is False and r["after_in_region"] is False and r["inside_data_ok"] == 0
+
+
+def test_set_current_alloc_offset_moves_forward_and_refuses_to_move_below_live_allocations(
+    app_json: AppJson,
+) -> None:
+    r = app_json(
+        scenario("""
+        cu = Cuda()
+        res = {}
+        res["no_region"] = error_of(region.set_current_alloc_offset, 0)
+        region.set_allocation_region(BASE, "1GB")
+        a = cu.malloc(3 * MIB)                       # [0, 4 MiB)
+        region.set_current_alloc_offset(10 * MIB + 1)  # rounded up to the granularity
+        res["cursor"] = region.get_current_alloc_offset()
+        b = cu.malloc(10)
+        res["b"] = b - BASE
+        res["below_live"] = error_of(region.set_current_alloc_offset, 2 * MIB)
+        res["cursor_kept"] = region.get_current_alloc_offset()
+        res["beyond"] = error_of(region.set_current_alloc_offset, 2 << 30)
+        cu.free(b)
+        region.set_current_alloc_offset(4 * MIB)     # back, over nothing live, is allowed
+        res["back"] = cu.malloc(10) - BASE
+        res["events"] = events()
+        out(**res)
+        """)
+    )
+    assert r["no_region"][0] == "RegionStateError"
+    assert r["cursor"] == 12 * MIB and r["b"] == 12 * MIB
+    name, msg = r["below_live"]
+    assert name == "DriverError" and "live allocations reach offset 0xe00000" in msg
+    assert r["cursor_kept"] == 14 * MIB
+    assert "beyond the region size" in r["beyond"][1]
+    assert r["back"] == 4 * MIB
+    assert r["events"] == [
+        [EV_ALLOC, 0, 3 * MIB, 4 * MIB],
+        [EV_CURSOR, 12 * MIB, 0, 0],
+        [EV_ALLOC, 12 * MIB, 10, GRAN],
+        [EV_FREE, 12 * MIB, 10, GRAN],
+        [EV_CURSOR, 4 * MIB, 0, 0],
+        [EV_ALLOC, 4 * MIB, 10, GRAN],
+    ]
+
+
+def test_address_range_of_region_pointers_names_the_allocation(app_json: AppJson) -> None:
+    r = run_in_region(
+        app_json,
+        """
+        a = cu.malloc(1000)
+        b = cu.malloc(5 * MIB)
+        res = {"start": address_range(a), "inside": address_range(a + 999), "b_end": address_range(b + 5 * MIB - 1)}
+        cu.free(a)
+        res["freed"] = address_range(a)[0]
+        res["unallocated"] = address_range(BASE + 100 * MIB)[0]
+        out(**res)
+        """,
+    )
+    assert r["start"] == [0, BASE, 1000] and r["inside"] == [0, BASE, 1000]
+    assert r["b_end"] == [0, BASE + GRAN, 5 * MIB]
+    assert r["freed"] == CUDA_ERROR_NOT_FOUND and r["unallocated"] == CUDA_ERROR_NOT_FOUND
+
+
+def test_release_unmaps_everything_and_frees_the_range(app_json: AppJson) -> None:
+    r = run_in_region(
+        app_json,
+        """
+        res = {}
+        a = cu.malloc(3 * MIB)
+        region.preallocate_region("8MB")
+        native().fdy_region_map_range(64 * MIB, GRAN)
+        res["mapped"] = state()["mapped_bytes"]
+        region.release_allocation_region()
+        st = state()
+        res["after"] = [st["reserved"], st["active"], st["mapped_bytes"]]
+        res["gone"] = int(fn("cuMemsetD8_v2")(a, 0, 16)) != 0
+        outside = cu.malloc(10)
+        res["outside"] = in_region(outside)
+        region.release_allocation_region()          # releasing nothing is fine
+        region.set_allocation_region(BASE, "1GB")   # the range can be reserved again
+        res["again"] = cu.malloc(10) - BASE
+        res["twice"] = error_of(region.set_allocation_region, BASE, "1GB")
+        out(**res)
+        """,
+    )
+    assert r["mapped"] == 4 * MIB + 8 * MIB + GRAN
+    assert r["after"] == [False, False, 0]
+    assert r["gone"] and r["outside"] is False
+    assert r["again"] == 0
+    assert r["twice"][0] == "RegionStateError" and "already reserved" in r["twice"][1]

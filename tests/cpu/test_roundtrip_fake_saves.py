@@ -1,0 +1,133 @@
+"""SAVE -> LOAD round trips on the fake driver: how and when graphs are saved.
+
+Graph files outside the archive directory, a graph saved twice under one name, kernel
+attributes raised between two saves.
+
+See tests/support/roundtrip_fake.py for what every round trip checks.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.graphs import JsonRunner, Scenario, load_prefix, roundtrip, run_load, run_save
+from tests.support.roundtrip_fake import EVENTS, N, check_roundtrip
+
+
+def test_graph_json_outside_the_archive_directory(app_json: JsonRunner, tmp_path: Path) -> None:
+    rt = roundtrip(app_json, EVENTS, tmp_path / "arch", json_dir=tmp_path / "graphs")
+    check_roundtrip(rt, "events")
+    assert sorted(p.name for p in (tmp_path / "graphs").iterdir()) == ["events.cugraph", "events.json"]
+    assert json.loads((tmp_path / "graphs" / "events.json").read_text())["archive_dir"] == "../arch"
+    manifest = json.loads((tmp_path / "arch" / "graph_manifest.json").read_text())
+    assert [g["json"] for g in manifest["graphs"]] == ["../graphs/events.json"]
+    # The two directories moved together still load (every path in them is relative).
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.move(tmp_path / "arch", moved / "arch")
+    shutil.move(tmp_path / "graphs", moved / "graphs")
+    load = run_load(app_json, EVENTS, moved / "arch", ["events"], json_dir=moved / "graphs")
+    assert load["errors"] == {} and load["loaded"]["events"] == rt.native("events")
+
+
+RESAVE = Scenario(
+    alloc=f"""
+    n = {N}
+    buf("x", 4 * n); buf("t", 4 * n)
+    def set_inputs(k):
+        cu.write_f32(B["x"], [float(i + k) for i in range(n)])
+    READS["g0"] = [("t", n)]
+    """,
+    capture="""
+    K = module("fk_axpy_f32", "fk_fill_f32")
+    s = cu.stream_create()
+    def graph(alpha):
+        cu.begin_capture(s)
+        cu.launch(K["fk_fill_f32"], (1, 1, 1), (n, 1, 1), [("ptr", B["t"]), (c_float, 1.0), (c_int, n)], stream=s)
+        cu.launch(K["fk_axpy_f32"], (1, 1, 1), (n, 1, 1), [(c_float, alpha), ("ptr", B["x"]), ("ptr", B["t"]),
+                  (c_int, n)], stream=s)
+        return cu.end_capture(s)
+    first = graph(2.0)
+    save_graph(first, os.path.join(ARCH, "g0.json"), archive_dir=ARCH)   # saved, then saved over
+    add_graph("g0", graph(-3.0))
+    """,
+)
+
+
+def test_graph_saved_twice_under_one_name_loads_the_last_save(app_json: JsonRunner, tmp_path: Path) -> None:
+    rt = roundtrip(app_json, RESAVE, tmp_path / "arch")
+    manifest = json.loads((rt.arch / "graph_manifest.json").read_text())
+    assert [g["name"] for g in manifest["graphs"]] == ["g0"]
+    check_roundtrip(rt, "g0")
+    assert rt.loaded("g0")[0]["t"] == [1.0 - 3.0 * i for i in range(N)]
+
+
+SMEM_GROWS = Scenario(
+    alloc=f"""
+    n = {N}
+    buf("small", 4 * n); buf("big", 4 * n); buf("x", 4 * n)
+    def set_inputs(k):
+        cu.write_f32(B["x"], [float(i * (k + 1)) for i in range(n)])
+    READS["small"] = [("small", n)]
+    READS["big"] = [("big", n)]
+    """,
+    capture="""
+    K = module("fk_bigsmem_f32", "fk_add_f32")
+    s = cu.stream_create()
+    def graph(out, shared, threads):
+        cu.begin_capture(s)
+        cu.launch(K["fk_bigsmem_f32"], (1, 1, 1), (threads, 1, 1), [("ptr", B[out]), (c_int, n)], shared=shared,
+                  stream=s)
+        cu.launch(K["fk_add_f32"], (1, 1, 1), (n, 1, 1), [("ptr", B[out]), ("ptr", B["x"]), ("ptr", B[out]),
+                  (c_int, n)], stream=s)
+        return cu.end_capture(s)
+    # Saved right after capture, while the kernel's attribute is still the default ...
+    save_now("small", graph("small", 16 * 1024, 100))
+    # ... then the program raises it for a later, bigger launch of the same kernel.
+    cu.set_func_attr(K["fk_bigsmem_f32"], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024)
+    save_now("big", graph("big", 64 * 1024, 200))
+    """,
+)
+
+
+LOAD_ALL_THEN_RUN = """
+from foundry.graphs.load import load_graph
+loaded = {name: attempt(lambda: load_graph(os.path.join(ARCH, name + ".json"))) for name in ORDER}
+runs = {}
+for name in ORDER:
+    if "error" in loaded[name]:
+        runs[name] = loaded[name]
+        continue
+    runs[name] = []
+    for k in INPUT_SETS:
+        set_inputs(k)
+        runs[name].append(attempt(lambda: (loaded[name]["ok"].launch(0), cu.sync(), read(name))[2]))
+emit(runs=runs)
+"""
+
+
+def test_function_attributes_recorded_as_they_are_at_each_save(app_json: JsonRunner, tmp_path: Path) -> None:
+    save = run_save(app_json, SMEM_GROWS, tmp_path / "arch", manifest=False)
+    assert [f[2][0] for f in save["metas"]["small"]["functions"]] == [0, 0]
+    assert [f[2][0] for f in save["metas"]["big"]["functions"]] == [64 * 1024, 0]
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        pytest.param(["big"], id="big-alone"),
+        pytest.param(["small", "big"], id="small-first"),
+        pytest.param(["big", "small"], id="big-first"),
+    ],
+)
+def test_kernel_attribute_raised_between_saves_serves_every_loaded_graph(
+    app_json: JsonRunner, tmp_path: Path, order: list[str]
+) -> None:
+    save = run_save(app_json, SMEM_GROWS, tmp_path / "arch", manifest=False)
+    r = app_json(load_prefix(SMEM_GROWS, tmp_path / "arch") + f"ORDER = {order!r}\n" + LOAD_ALL_THEN_RUN)
+    for name in order:
+        assert r["runs"][name] == [{"ok": out} for out in save["native"][name]], name
