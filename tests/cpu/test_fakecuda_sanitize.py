@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 _ROOT = Path(__file__).resolve().parents[2]
-_FILES = ["test_fakecuda.py", "test_fakecuda_images.py", "test_fakecuda_procaddr.py"]
+_FILES = [
+    "test_fakecuda_devices.py",
+    "test_fakecuda_memory.py",
+    "test_fakecuda_kernels.py",
+    "test_fakecuda_capture.py",
+    "test_fakecuda_graphs.py",
+    "test_fakecuda_misc.py",
+    "test_fakecuda_images.py",
+    "test_fakecuda_procaddr.py",
+]
 
 
 def _libasan() -> str | None:
