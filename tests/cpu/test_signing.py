@@ -24,7 +24,7 @@ from foundry.archive.signing import (
 )
 from foundry.archive.verify import verify_archive
 from foundry.errors import ArchiveSignatureError
-from tests.cpu.test_verify import build_archive, remanifest
+from tests.support.verify_archives import build_archive, remanifest
 
 KEY = SigningKey(b"k" * 32, "test key")
 OTHER = SigningKey(b"o" * 32, "other key")
