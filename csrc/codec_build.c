@@ -46,7 +46,7 @@ static void learn_defaults(CUgraphNode fresh) {
       else
         memset(defaults[ids[i]], 0xff, 64);
     }
-    defaults_known = 1;
+    __atomic_store_n(&defaults_known, 1, __ATOMIC_RELEASE); /* publishes defaults[] to unlocked readers */
   }
   pthread_mutex_unlock(&defaults_lock);
 }
@@ -222,6 +222,7 @@ FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_
     if (!b.events) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
     for (uint32_t i = 0; i < h.event_count; i++)
       if ((r = fdy_drv.cuEventCreate(&b.events[i], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        while (i--) fdy_drv.cuEventDestroy_v2(b.events[i]);
         free(b.events);
         return fdy_fail_cu(r, "cuEventCreate", "event %u of the graph", i);
       }

@@ -26,7 +26,7 @@ typedef struct {
   layout_t *layouts;
   fdy_map event_index; /* CUevent -> index + 1 */
   size_t nevents;
-  const char *last_kernel; /* for error messages: the kernel before a node we cannot handle */
+  CUfunction last_func; /* for error messages: the kernel before a node we cannot handle (named only then) */
 } extract_t;
 
 const char *fdy_node_type_name(int type) {
@@ -53,6 +53,10 @@ static const char *func_name(CUfunction f) {
   const char *n = NULL;
   if (fdy_drv.cuFuncGetName(&n, f) != CUDA_SUCCESS || !n) n = "<unnamed kernel>";
   return n;
+}
+
+static const char *last_kernel(const extract_t *c) {
+  return c->last_func ? func_name(c->last_func) : "<none: first node>";
 }
 
 static int function_index(extract_t *c, CUfunction f, uint32_t *index) {
@@ -85,14 +89,14 @@ static int param_layout(extract_t *c, uint32_t index, layout_t **out) {
   CUfunction f = (CUfunction)(uintptr_t)c->funcs[index];
   size_t cap = 8;
   l->params = malloc(cap * sizeof(rec_param));
+  if (!l->params) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
   for (uint32_t i = 0;; i++) {
     size_t off = 0, size = 0;
     CUresult r = fdy_drv.cuFuncGetParamInfo ? fdy_drv.cuFuncGetParamInfo(f, i, &off, &size) : CUDA_ERROR_NOT_SUPPORTED;
-    if (r == CUDA_ERROR_INVALID_VALUE && i > 0) break;
-    if (r == CUDA_ERROR_INVALID_VALUE && i == 0) break; /* a kernel without parameters */
+    if (r == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter (at i == 0: a kernel without any) */
     /* An invalid handle is not a driver without parameter info: the kernel's module or library was
      * unloaded after capture. Reporting it as NO_PARAM_INFO sent users to upgrade their driver
-     * (tests/cpu/test_save_load_errors.py, test_save_of_kernel_from_unloaded_module_...). */
+     * (tests/cpu/test_save_errors.py, test_save_of_kernel_from_unloaded_module_...). */
     if (r == CUDA_ERROR_INVALID_HANDLE)
       return fdy_fail(FDY_ERR_NOT_FOUND,
                       "a kernel node launches a function that is no longer loaded (cuFuncGetParamInfo returned "
@@ -124,11 +128,11 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
   CUDA_KERNEL_NODE_PARAMS_v2 p;
   memset(&p, 0, sizeof(p));
   CUresult r = fdy_drv.cuGraphKernelNodeGetParams_v2(node, &p);
-  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphKernelNodeGetParams", "after kernel %s", c->last_kernel);
+  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphKernelNodeGetParams", "after kernel %s", last_kernel(c));
   CUfunction f = p.func;
   if (!f && p.kern && (r = fdy_drv.cuKernelGetFunction(&f, p.kern)) != CUDA_SUCCESS)
-    return fdy_fail_cu(r, "cuKernelGetFunction", "kernel node after %s", c->last_kernel);
-  c->last_kernel = func_name(f);
+    return fdy_fail_cu(r, "cuKernelGetFunction", "kernel node after %s", last_kernel(c));
+  c->last_func = f;
   uint32_t index;
   int rc = function_index(c, f, &index);
   if (rc) return rc;
@@ -142,17 +146,17 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
     for (size_t i = 0; p.extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
       if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) extra_buf = p.extra[i + 1];
       else if (p.extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = p.extra[i + 1];
-      else return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s: unknown `extra` launch option %p", c->last_kernel, p.extra[i]);
+      else return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s: unknown `extra` launch option %p", last_kernel(c), p.extra[i]);
     }
     if (!extra_buf || !size || *size > UINT32_MAX)
-      return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s: `extra` without a usable argument buffer", c->last_kernel);
+      return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s: `extra` without a usable argument buffer", last_kernel(c));
     mode = FDY_ARG_EXTRA;
     arg_bytes = (uint32_t)*size;
   } else {
     if ((rc = param_layout(c, index, &l))) return rc;
     if (l->count && !p.kernelParams)
       return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s has %u parameters but its node carries no arguments",
-                      c->last_kernel, l->count);
+                      last_kernel(c), l->count);
     arg_bytes = l->bytes;
   }
 
@@ -202,7 +206,7 @@ static int put_memcpy(extract_t *c, CUgraphNode node) {
   CUDA_MEMCPY3D m;
   memset(&m, 0, sizeof(m));
   CUresult r = fdy_drv.cuGraphMemcpyNodeGetParams(node, &m);
-  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphMemcpyNodeGetParams", "after kernel %s", c->last_kernel);
+  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphMemcpyNodeGetParams", "after kernel %s", last_kernel(c));
   int src_ok = m.srcMemoryType == CU_MEMORYTYPE_DEVICE || m.srcMemoryType == CU_MEMORYTYPE_UNIFIED;
   int dst_ok = m.dstMemoryType == CU_MEMORYTYPE_DEVICE || m.dstMemoryType == CU_MEMORYTYPE_UNIFIED;
   if (!src_ok || !dst_ok)
@@ -212,7 +216,7 @@ static int put_memcpy(extract_t *c, CUgraphNode node) {
                     "before capture, so that the graph only copies device to device.",
                     m.srcMemoryType == CU_MEMORYTYPE_HOST ? "host" : m.srcMemoryType == CU_MEMORYTYPE_ARRAY ? "array" : "device",
                     m.dstMemoryType == CU_MEMORYTYPE_HOST ? "host" : m.dstMemoryType == CU_MEMORYTYPE_ARRAY ? "array" : "device",
-                    c->last_kernel);
+                    last_kernel(c));
   size_t at = fdy_buf_reserve(&c->out, sizeof(rec_memcpy));
   if (c->out.oom) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
   rec_memcpy *rec = (rec_memcpy *)(c->out.data + at);
@@ -231,7 +235,7 @@ static int put_memset(extract_t *c, CUgraphNode node) {
   CUDA_MEMSET_NODE_PARAMS m;
   memset(&m, 0, sizeof(m));
   CUresult r = fdy_drv.cuGraphMemsetNodeGetParams(node, &m);
-  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphMemsetNodeGetParams", "after kernel %s", c->last_kernel);
+  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphMemsetNodeGetParams", "after kernel %s", last_kernel(c));
   size_t at = fdy_buf_reserve(&c->out, sizeof(rec_memset));
   if (c->out.oom) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
   rec_memset *rec = (rec_memset *)(c->out.data + at);
@@ -246,7 +250,7 @@ static int put_event(extract_t *c, CUgraphNode node, CUgraphNodeType type) {
   CUevent ev = NULL;
   CUresult r = type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? fdy_drv.cuGraphEventRecordNodeGetEvent(node, &ev)
                                                         : fdy_drv.cuGraphEventWaitNodeGetEvent(node, &ev);
-  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphEvent*NodeGetEvent", "after kernel %s", c->last_kernel);
+  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphEvent*NodeGetEvent", "after kernel %s", last_kernel(c));
   uint64_t v;
   if (!fdy_map_get(&c->event_index, (uint64_t)(uintptr_t)ev, &v)) {
     v = ++c->nevents;
@@ -257,7 +261,7 @@ static int put_event(extract_t *c, CUgraphNode node, CUgraphNodeType type) {
   return 0;
 }
 
-static int extract_graph(extract_t *c, CUgraph g, int top);
+static int extract_graph(extract_t *c, CUgraph g);
 
 static int put_node(extract_t *c, CUgraphNode node, size_t index) {
   CUgraphNodeType type;
@@ -279,7 +283,7 @@ static int put_node(extract_t *c, CUgraphNode node, size_t index) {
       if ((r = fdy_drv.cuGraphChildGraphNodeGetGraph(node, &child)) != CUDA_SUCCESS)
         return fdy_fail_cu(r, "cuGraphChildGraphNodeGetGraph", "node %zu", index);
       size_t at = fdy_buf_reserve(&c->out, sizeof(rec_node));
-      int rc = extract_graph(c, child, 0);
+      int rc = extract_graph(c, child);
       if (rc) return rc;
       fdy_buf_align8(&c->out);
       if (c->out.oom) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
@@ -293,11 +297,11 @@ static int put_node(extract_t *c, CUgraphNode node, size_t index) {
                       "the graph holds a %s node (node %zu, after kernel %s), which Foundry cannot persist: it "
                       "depends on host-side or graph-owned state. Nothing was written. Next step: keep such work "
                       "out of the captured region (host callbacks, stream-ordered allocations, conditional nodes).",
-                      fdy_node_type_name(type), index, c->last_kernel);
+                      fdy_node_type_name(type), index, last_kernel(c));
   }
 }
 
-static int extract_graph(extract_t *c, CUgraph g, int top) {
+static int extract_graph(extract_t *c, CUgraph g) {
   size_t n = 0, ne = 0;
   CUresult r = fdy_drv.cuGraphGetNodes(g, NULL, &n);
   if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuGraphGetNodes", "graph %p", (void *)g);
@@ -345,7 +349,7 @@ static int extract_graph(extract_t *c, CUgraph g, int top) {
   h->node_count = (uint32_t)n;
   h->edge_count = (uint32_t)ne;
   h->total_bytes = c->out.len - at;
-  (void)top; /* function and event counts are filled in by the caller for the top level only */
+  /* function and event counts: the caller fills them in, for the top level only */
 out:
   free(nodes);
   free(from);
@@ -363,8 +367,8 @@ FDY_EXPORT int fdy_graph_extract(uint64_t graph, void **blob, size_t *blob_size,
     return fdy_fail(FDY_ERR_INVALID, "fdy_graph_extract: null argument");
   extract_t c;
   memset(&c, 0, sizeof(c));
-  c.last_kernel = "<none: first node>";
-  rc = extract_graph(&c, (CUgraph)(uintptr_t)graph, 1);
+  c.last_func = NULL;
+  rc = extract_graph(&c, (CUgraph)(uintptr_t)graph);
   if (rc == 0) {
     rec_header *h = (rec_header *)c.out.data;
     h->function_count = (uint32_t)c.nfuncs;

@@ -51,8 +51,6 @@ int fdy_fail_cu(CUresult r, const char *call, const char *fmt, ...) {
   return (int)r;
 }
 
-void fdy_clear_error(void) { tls_message[0] = 0; }
-
 FDY_EXPORT const char *fdy_last_error(void) { return tls_message; }
 
 FDY_EXPORT uint64_t fdy_error_log_read(uint64_t after, char *buf, size_t cap) {

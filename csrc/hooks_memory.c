@@ -78,7 +78,8 @@ static int async_alloc(CUdeviceptr *dptr, size_t size, CUstream stream, CUresult
 static int async_free(CUdeviceptr dptr, CUstream stream, CUresult *r) {
   if (!fdy_region_contains(dptr)) return 0;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (fdy_drv.cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (fdy_drv.cuStreamIsCapturing && fdy_drv.cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+      status != CU_STREAM_CAPTURE_STATUS_NONE) {
     *r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     fdy_fail(FDY_ERR_UNSUPPORTED,
              "cuMemFreeAsync(0x%llx) during graph capture would become a memory-free node, which Foundry "
@@ -86,12 +87,8 @@ static int async_free(CUdeviceptr dptr, CUstream stream, CUresult *r) {
              (unsigned long long)dptr);
     return 1;
   }
-  CUresult s = fdy_drv.cuStreamSynchronize(stream);
-  if (s != CUDA_SUCCESS) {
-    *r = s;
-    fdy_fail_cu(s, "cuStreamSynchronize", "before freeing region memory 0x%llx", (unsigned long long)dptr);
-    return 1;
-  }
+  /* No stream synchronization here: fdy_region_free synchronizes the context before it unmaps, and
+   * memory it does not unmap (the preallocation) stays valid for work still queued on the stream. */
   return fdy_region_free(dptr, FDY_EV_ASYNC_FREE, r);
 }
 

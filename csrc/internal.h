@@ -36,8 +36,7 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
  * Every driver entry point Foundry itself calls, resolved by exported symbol name from the real
  * libcuda.so.1. Hooked entry points have their real pointer here too (same name). */
 #define FDY_DRIVER_CALLS(X)                                                                    \
-  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                        \
-  X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuDeviceGetAttribute)            \
+  X(cuGetErrorName) X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)                  \
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease) X(cuMemSetAccess)           \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)                        \
   X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2) X(cuMemGetAddressRange_v2)           \
@@ -48,7 +47,7 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
   X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetKernelCount)                         \
   X(cuLibraryEnumerateKernels) X(cuKernelGetFunction) X(cuKernelGetName)                      \
   X(cuFuncGetName) X(cuFuncGetModule) X(cuFuncGetParamInfo) X(cuFuncGetAttribute)             \
-  X(cuFuncSetAttribute) X(cuEventCreate)                                                      \
+  X(cuFuncSetAttribute) X(cuEventCreate) X(cuEventDestroy_v2)                                 \
   X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphGetNodes) X(cuGraphGetEdges_v2)                 \
   X(cuGraphNodeGetType) X(cuGraphKernelNodeGetParams_v2) X(cuGraphKernelNodeGetAttribute)     \
   X(cuGraphKernelNodeSetAttribute) X(cuGraphMemsetNodeGetParams) X(cuGraphMemcpyNodeGetParams) \
@@ -82,6 +81,8 @@ extern fdy_driver_t fdy_drv;
 int fdy_driver_ensure(void);
 /* The real dlsym (glibc's), resolved by the library constructor. */
 extern void *(*fdy_real_dlsym)(void *, const char *);
+/* Resolves fdy_real_dlsym (idempotent); the interposer calls it when dlsym is reached before the constructor. */
+void fdy_resolve_real_dlsym(void);
 /* Fills the pointer slot of a symbol Foundry knows (hooked or called) if it is still empty. */
 void fdy_driver_note(const char *symbol, void *real);
 
@@ -91,7 +92,6 @@ int fdy_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Like fdy_fail for a failed driver call: appends the CUresult name. */
 int fdy_fail_cu(CUresult r, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *fdy_cu_name(CUresult r);
-void fdy_clear_error(void);
 
 /* ---------------------------------------------------------------- region (region.c) */
 /* 1 if ptr lies in the reserved region (active or stopped). */

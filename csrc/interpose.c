@@ -124,9 +124,6 @@ static void *dlsym_next(const char *name, const void *caller) {
   return fdy_real_dlsym(RTLD_NEXT, name);
 }
 
-/* driver.c; declared here rather than in internal.h, which this change does not touch. */
-void fdy_resolve_real_dlsym(void);
-
 static void *dlsym_hooked(void *handle, const char *name, const void *caller) {
   void *p = handle == RTLD_NEXT ? dlsym_next(name, caller) : fdy_real_dlsym(handle, name);
   if (p && name[0] == 'c' && name[1] == 'u') {

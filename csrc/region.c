@@ -39,7 +39,7 @@ void rg_log_event(uint32_t kind, uint64_t off, uint64_t size, uint64_t span) {
 }
 
 /* ------------------------------------------------------------ sorted arrays */
-size_t rg_chunk_lower(uint64_t off) { /* first chunk with chunk.off >= off */
+static size_t rg_chunk_lower(uint64_t off) { /* first chunk with chunk.off >= off */
   size_t lo = 0, hi = R.nchunks;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -68,12 +68,12 @@ static void rg_chunk_remove(size_t i) {
   R.nchunks--;
 }
 
-long rg_chunk_find(uint64_t off) {
+static long rg_chunk_find(uint64_t off) {
   size_t i = rg_chunk_lower(off);
   return i < R.nchunks && R.chunks[i].off == off ? (long)i : -1;
 }
 
-size_t rg_unit_lower(uint64_t off) { /* first unit ending after off */
+static size_t rg_unit_lower(uint64_t off) { /* first unit ending after off */
   size_t lo = 0, hi = R.nunits;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -161,7 +161,7 @@ void rg_unmap_unit(size_t i) {
 /* Maps every part of [off, off+len) not mapped yet. On failure, what this call mapped is undone.
  * The new units carry UNIT_PENDING until the call succeeds: undoing "every unit of this owner in the
  * range" also unmapped units an earlier call had mapped (a failed LOAD restore of [0, 12 MiB) undid
- * an earlier restore of [4, 6 MiB), whose memory the program was using; tests/cpu/test_region.py). */
+ * an earlier restore of [4, 6 MiB), whose memory the program was using; tests/cpu/test_region_restore.py). */
 int rg_map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) {
   uint64_t at = off, end = off + len;
   int rc = 0;
@@ -356,7 +356,7 @@ int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res) {
   }
   /* The driver refuses to free a reservation that still has mappings. Accepting it here forgot the
    * reservation while the application's pages stayed mapped in the region (and made the region's own
-   * cuMemAddressFree fail at release); tests/cpu/test_region.py. */
+   * cuMemAddressFree fail at release); tests/cpu/test_region_driver_apis.py. */
   for (size_t u = rg_unit_lower(R.chunks[i].off); u < R.nunits && R.units[u].off < R.chunks[i].off + R.chunks[i].span;
        u++) {
     if (R.units[u].owner != OWN_APP) continue;

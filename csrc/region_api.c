@@ -5,6 +5,14 @@
 
 #include "region_state.h"
 
+/* Gives back the range fdy_region_hold reserved, if any. Caller holds R.lock. */
+static void drop_hold(void) {
+  if (!R.held_size) return;
+  fdy_drv.cuMemAddressFree(R.held_base, R.held_size);
+  R.held_base = 0;
+  R.held_size = 0;
+}
+
 FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size) {
   int rc = fdy_driver_ensure();
   if (rc) return rc;
@@ -51,11 +59,7 @@ FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size) {
     R.held_size = 0;
     goto adopt;
   }
-  if (R.held_size) { /* a hold for another range: give it back first */
-    fdy_drv.cuMemAddressFree(R.held_base, R.held_size);
-    R.held_base = 0;
-    R.held_size = 0;
-  }
+  drop_hold(); /* a hold for another range: give it back first */
   r = fdy_drv.cuMemAddressReserve(&got, size, gran, base, 0);
   if (r != CUDA_SUCCESS) {
     rc = fdy_fail_cu(r, "cuMemAddressReserve",
@@ -129,16 +133,23 @@ FDY_EXPORT int fdy_region_hold(uint64_t base, uint64_t size) {
   return r == CUDA_SUCCESS ? 0 : fdy_fail(FDY_ERR_BASE_TAKEN, "region 0x%llx could not be held: already in use", (unsigned long long)base);
 }
 
+/* Under the lock, so that a resume racing release cannot leave the region active over a freed range. */
+static int set_active(int active) {
+  pthread_mutex_lock(&R.lock);
+  int reserved = R.reserved;
+  if (reserved) __atomic_store_n(&R.active, active, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&R.lock);
+  return reserved;
+}
+
 FDY_EXPORT int fdy_region_stop(void) {
-  if (!R.reserved) return fdy_fail(FDY_ERR_REGION_STATE, "stop_allocation_region(): no region is set");
-  __atomic_store_n(&R.active, 0, __ATOMIC_RELEASE);
+  if (!set_active(0)) return fdy_fail(FDY_ERR_REGION_STATE, "stop_allocation_region(): no region is set");
   return 0;
 }
 
 FDY_EXPORT int fdy_region_resume(void) {
-  if (!R.reserved)
+  if (!set_active(1))
     return fdy_fail(FDY_ERR_REGION_STATE, "resume_allocation_region(): no region was set; call set_allocation_region()");
-  __atomic_store_n(&R.active, 1, __ATOMIC_RELEASE);
   return 0;
 }
 
@@ -146,6 +157,7 @@ FDY_EXPORT int fdy_region_release(void) {
   int rc = fdy_driver_ensure();
   if (rc) return rc;
   pthread_mutex_lock(&R.lock);
+  drop_hold(); /* a hold never adopted by set_allocation_region() */
   if (!R.reserved) {
     pthread_mutex_unlock(&R.lock);
     return 0;
@@ -274,8 +286,3 @@ FDY_EXPORT size_t fdy_region_events(size_t first, fdy_alloc_event *out, size_t c
   return total;
 }
 
-FDY_EXPORT void fdy_region_clear_events(void) {
-  pthread_mutex_lock(&R.lock);
-  R.nevents = 0;
-  pthread_mutex_unlock(&R.lock);
-}

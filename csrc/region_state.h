@@ -40,9 +40,6 @@ extern fdy_region_t fdy_region_state;
 
 static inline uint64_t rg_round_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 void rg_log_event(uint32_t kind, uint64_t off, uint64_t size, uint64_t span);
-size_t rg_chunk_lower(uint64_t off);
-long rg_chunk_find(uint64_t off);
-size_t rg_unit_lower(uint64_t off);
 void rg_unmap_unit(size_t i);
 int rg_map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off);
 void rg_unmap_owned(uint32_t owner, uint64_t owner_off);

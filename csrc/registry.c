@@ -323,7 +323,10 @@ FDY_EXPORT int fdy_image_load(const void *data, uint64_t size, const char *hash,
   pthread_mutex_lock(&lock);
   size_t idx = add_image(img);
   pthread_mutex_unlock(&lock);
-  if (idx == SIZE_MAX) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+  if (idx == SIZE_MAX) {
+    fdy_drv.cuLibraryUnload(lib);
+    return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+  }
   *image_index = idx;
   return 0;
 }
@@ -385,8 +388,8 @@ FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values) {
     if (r != CUDA_SUCCESS) {
       const char *name = "?";
       fdy_drv.cuFuncGetName(&name, f);
-      return fdy_fail_cu(r, "cuFuncSetAttribute", "attribute %d = %d on kernel %s (it was %d at SAVE)",
-                         (int)func_attrs[i], values[i], name, values[i]);
+      return fdy_fail_cu(r, "cuFuncSetAttribute", "attribute %d = %d (its value at SAVE) on kernel %s, which has %d now",
+                         (int)func_attrs[i], values[i], name, now);
     }
   }
   return 0;

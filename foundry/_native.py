@@ -122,7 +122,6 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "fdy_region_free_preallocated": (_int, []),
     "fdy_region_map_range": (_int, [_u64, _u64]),
     "fdy_region_events": (_size, [_size, ctypes.POINTER(AllocEvent), _size]),
-    "fdy_region_clear_events": (None, []),
     "fdy_registry_count": (_size, []),
     "fdy_registry_get": (_int, [_size, ctypes.POINTER(ImageInfo)]),
     "fdy_registry_resolve": (_int, [_u64, ctypes.POINTER(_size), ctypes.c_char_p, _size]),

@@ -110,7 +110,6 @@ FDY_EXPORT int fdy_region_free_preallocated(void);
 FDY_EXPORT int fdy_region_map_range(uint64_t offset, uint64_t size);
 /* Copies up to cap events starting at index first; returns the total number of events. */
 FDY_EXPORT size_t fdy_region_events(size_t first, fdy_alloc_event *out, size_t cap);
-FDY_EXPORT void fdy_region_clear_events(void);
 
 /* ---------------------------------------------------------------- kernel-image registry */
 enum { FDY_IMG_MODULE = 1, FDY_IMG_LIBRARY = 2 };
