@@ -87,6 +87,7 @@ adopt:
   R.cursor = R.hwm = R.mapped = 0;
   R.prealloc_off = R.prealloc_size = 0;
   R.nchunks = R.nunits = 0;
+  R.nevents = 0; /* the log describes this region: a released one's entries would read as live */
   __atomic_store_n(&R.reserved, 1, __ATOMIC_RELEASE);
   __atomic_store_n(&R.active, 1, __ATOMIC_RELEASE);
 out:

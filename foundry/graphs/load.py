@@ -20,6 +20,7 @@ from ..errors import ArchiveCorruptError, IdentityMismatchError
 from ..kernels import registry
 from ..machine import current_identity
 from ..memory.layout import own_chunks, restore_region
+from ..memory.region import region_epoch
 from ..memory.snapshot import restore_snapshot
 from . import codec
 
@@ -137,7 +138,7 @@ def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
         )
 
 
-_restored_memory: set[str] = set()
+_restored_memory: set[tuple[int, str]] = set()  # (region epoch, snapshot SHA-256)
 
 
 def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = None) -> None:
@@ -150,9 +151,9 @@ def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = N
         restore_region(src.meta.region)
     for src in sources:
         memory = src.meta.memory
-        if memory is not None and memory.sha256 not in _restored_memory:
+        if memory is not None and (region_epoch(), memory.sha256) not in _restored_memory:
             restore_snapshot(src.archive_dir, memory, src.meta.region.base, occupied, own_chunks())
-            _restored_memory.add(memory.sha256)
+            _restored_memory.add((region_epoch(), memory.sha256))
 
 
 def load_images(archive_dir: Path, shas: Iterable[str], verify: bool = True) -> None:

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 from .._native import check, native
 from ..archive.specs import RegionSpec
 from ..errors import LayoutMismatchError, RegionStateError
-from .region import AllocationEvent, AllocKind, allocation_events, region_state, set_current_alloc_offset
+from .region import (
+    AllocationEvent,
+    AllocKind,
+    allocation_events,
+    region_epoch,
+    region_state,
+    set_current_alloc_offset,
+)
 
 __all__ = ["live_allocations", "live_ranges", "region_spec", "restore_region"]
 
@@ -103,12 +110,12 @@ def region_spec(full_log: bool = False) -> RegionSpec:
     )
 
 
-_restored: set[int] = set()
+_restored: set[tuple[int, int]] = set()  # (region epoch, spec hash)
 
 
 def restore_region(saved: RegionSpec) -> None:
     """Maps SAVE's live memory in this process (once per distinct region spec)."""
-    key = hash((saved.base, saved.size, saved.high_water, saved.live))
+    key = (region_epoch(), hash((saved.base, saved.size, saved.high_water, saved.live)))
     if key in _restored:
         return
     state = region_state()

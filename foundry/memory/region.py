@@ -27,6 +27,7 @@ __all__ = [
     "get_current_alloc_offset",
     "hold_allocation_region",
     "preallocate_region",
+    "region_epoch",
     "region_state",
     "release_allocation_region",
     "resume_allocation_region",
@@ -87,11 +88,23 @@ def _ensure_cuda_context() -> None:
         torch.cuda.synchronize()
 
 
+_epoch = 0
+
+
+def region_epoch() -> int:
+    """Counts the regions set in this process. What was learned about one region (memory restored,
+    capture windows in its allocation log) is keyed by it, so that a region set again after
+    release_allocation_region() starts afresh."""
+    return _epoch
+
+
 def set_allocation_region(base: int, size: int | str) -> None:
     """Reserves ``[base, base + size)`` and places every later device allocation in it."""
+    global _epoch
     lib = require_interposer("set_allocation_region()")
     _ensure_cuda_context()
     check(lib.fdy_region_set(int(base), parse_size(size)), "set_allocation_region")
+    _epoch += 1
 
 
 def hold_allocation_region(base: int, size: int | str) -> bool:

@@ -19,7 +19,7 @@ from .._native import native
 from ..archive import MemorySpec, write_atomic
 from ..driver import call, memcpy_dtoh
 from ..errors import ArchiveCorruptError
-from .region import AllocationEvent, AllocKind, allocation_events
+from .region import AllocationEvent, AllocKind, allocation_events, region_epoch
 
 __all__ = ["capture_window", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
 
@@ -27,7 +27,8 @@ MEMORY_DIR = "memory"
 DEFAULT_LIMIT = 256 << 20
 
 _lock = threading.Lock()
-_windows: list[tuple[int, int]] = []  # [first, end) allocation-event indices made during a capture
+# (region epoch, first, end): allocation-event indices made during a capture, in that region's log
+_windows: list[tuple[int, int, int]] = []
 
 
 @contextmanager
@@ -39,7 +40,7 @@ def capture_window() -> Iterator[None]:
     finally:
         end = native().fdy_region_events(0, None, 0)
         with _lock:
-            _windows.append((start, end))
+            _windows.append((region_epoch(), start, end))
 
 
 def snapshot_limit() -> int:
@@ -61,7 +62,8 @@ def state_ranges(events: Sequence[AllocationEvent], windows: Sequence[tuple[int,
 def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> MemorySpec | None:
     """Copies the state memory into ``archive_dir/memory``; None when it exceeds the limit."""
     with _lock:
-        windows = list(_windows)
+        epoch = region_epoch()
+        windows = [(start, end) for e, start, end in _windows if e == epoch]
     ranges = state_ranges(allocation_events(), windows)
     total = sum(length for _, length in ranges)
     if not ranges or total > (snapshot_limit() if limit is None else limit):

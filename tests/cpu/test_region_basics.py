@@ -185,3 +185,24 @@ def test_release_unmaps_everything_and_frees_the_range(app_json: AppJson) -> Non
     assert r["gone"] and r["outside"] is False
     assert r["again"] == 0
     assert r["twice"][0] == "RegionStateError" and "already reserved" in r["twice"][1]
+
+
+def test_a_region_set_again_after_release_starts_a_fresh_allocation_log(app_json: AppJson) -> None:
+    """The log describes the current region: entries of a released one would read as live memory to
+    SAVE's layout record and snapshot, and LOAD's restore would be skipped as already done."""
+    r = run_in_region(
+        app_json,
+        """
+        cu.malloc(3 * MIB)
+        first = [e.offset for e in region.allocation_events()]
+        epoch = region.region_epoch()
+        region.release_allocation_region()
+        region.set_allocation_region(BASE, "1GB")
+        b = cu.malloc(5 * MIB)
+        out(first=first, second=[(e.kind.name, e.offset, e.size) for e in region.allocation_events()],
+            b=b - BASE, epochs=[epoch, region.region_epoch()])
+        """,
+    )
+    assert r["first"] == [0]
+    assert r["second"] == [["ALLOC", 0, 5 * MIB]]
+    assert r["b"] == 0 and r["epochs"][1] == r["epochs"][0] + 1
