@@ -11,11 +11,12 @@ from __future__ import annotations
 from foundry.archive.atomic import sha256_bytes, sha256_file, write_atomic
 from foundry.archive.check import Problem, ProblemKind, check_archive
 from foundry.archive.container import ContainerHeader, pack_container, read_container_header, unpack_container
-from foundry.archive.delta import DELTA_MAGIC, Delta, encode_delta, parse_delta
+from foundry.archive.delta import DELTA_MAGIC, Delta, encode_delta, override_indices, parse_delta
 from foundry.archive.graphfile import (
     container_path,
     read_graph,
     read_meta,
+    read_meta_digest,
     read_payload,
     resolve_archive_dir,
     write_graph,
@@ -131,6 +132,7 @@ __all__ = [
     "node_counts",
     "now_iso",
     "open_image",
+    "override_indices",
     "pack_container",
     "parse_delta",
     "parse_record",
@@ -138,6 +140,7 @@ __all__ = [
     "read_graph",
     "read_manifest",
     "read_meta",
+    "read_meta_digest",
     "read_payload",
     "read_region_hint",
     "resolve_archive_dir",

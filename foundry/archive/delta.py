@@ -12,12 +12,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from foundry.archive.layout import NODE_HEAD
 from foundry.archive.nodes import KernelNode, MemcpyNode, MemsetNode, Node
 from foundry.archive.record_encode import encode_node
 from foundry.archive.record_parse import parse_node
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-__all__ = ["DELTA_MAGIC", "Delta", "encode_delta", "parse_delta"]
+__all__ = ["DELTA_MAGIC", "Delta", "encode_delta", "override_indices", "parse_delta"]
 
 DELTA_MAGIC = b"FGD1"
 DELTA_VERSION = 1
@@ -56,9 +57,8 @@ def encode_delta(delta: Delta) -> bytes:
     return header + bytes(body)
 
 
-def parse_delta(data: bytes | bytearray | memoryview) -> Delta:
-    """Parses and validates a delta; any problem raises an ``ArchiveError`` subclass."""
-    mv = memoryview(data).cast("B")
+def _header(mv: memoryview) -> tuple[int, int, int, bytes]:
+    """(override count, function count, total bytes, template SHA-256) of a checked delta header."""
     if bytes(mv[:4]) != DELTA_MAGIC:
         raise ArchiveForeignError(f"not a Foundry delta: bytes 0-3 are {bytes(mv[:4])!r}, expected {DELTA_MAGIC!r}")
     if len(mv) < _HEADER.size:
@@ -68,16 +68,52 @@ def parse_delta(data: bytes | bytearray | memoryview) -> Delta:
         raise ArchiveVersionError(f"delta version {version}; this Foundry reads version {DELTA_VERSION}")
     if hsize != _HEADER.size or total != len(mv) or r0 or r1:
         raise ArchiveCorruptError(f"delta header: size {hsize}, total {total} of {len(mv)} bytes, reserved {r0},{r1}")
+    return count, fcount, total, sha
+
+
+def _override_at(mv: memoryview, at: int, i: int, total: int, seen: set[int]) -> int:
+    """The node index of override ``i`` at byte ``at``, checked (in bounds, not repeated)."""
+    if at + _OVERRIDE.size > total:
+        raise ArchiveCorruptError(f"delta, byte {at}: override {i} starts past the end")
+    index, reserved = _OVERRIDE.unpack_from(mv, at)
+    if reserved or index in seen:
+        raise ArchiveCorruptError(f"delta, byte {at}: override {i} (node {index}) is repeated or has reserved bits")
+    seen.add(index)
+    return int(index)
+
+
+def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
+    """The template node indices a delta overrides, without parsing the node records (LOAD needs
+    only these on the calling path; the native build checks each record it applies). Bounds are
+    checked, and any problem raises an ``ArchiveError`` subclass."""
+    mv = memoryview(data).cast("B")
+    count, _fcount, total, _sha = _header(mv)
+    out: list[int] = []
+    at = _HEADER.size
+    seen: set[int] = set()
+    for i in range(count):
+        out.append(_override_at(mv, at, i, total, seen))
+        node_at = at + _OVERRIDE.size
+        if node_at + NODE_HEAD.size > total:
+            raise ArchiveCorruptError(f"delta, byte {node_at}: override {i} has no node record")
+        size = NODE_HEAD.unpack_from(mv, node_at)[3]
+        if size < NODE_HEAD.size or node_at + size > total:
+            raise ArchiveCorruptError(f"delta, byte {node_at}: override {i}'s node record of {size} bytes overruns")
+        at = node_at + size
+    if at != total:
+        raise ArchiveCorruptError(f"delta: {total - at} bytes after the last override")
+    return out
+
+
+def parse_delta(data: bytes | bytearray | memoryview) -> Delta:
+    """Parses and validates a delta; any problem raises an ``ArchiveError`` subclass."""
+    mv = memoryview(data).cast("B")
+    count, fcount, total, sha = _header(mv)
     overrides: list[tuple[int, Node]] = []
     at = _HEADER.size
     seen: set[int] = set()
     for i in range(count):
-        if at + _OVERRIDE.size > total:
-            raise ArchiveCorruptError(f"delta, byte {at}: override {i} starts past the end")
-        index, reserved = _OVERRIDE.unpack_from(mv, at)
-        if reserved or index in seen:
-            raise ArchiveCorruptError(f"delta, byte {at}: override {i} (node {index}) is repeated or has reserved bits")
-        seen.add(index)
+        index = _override_at(mv, at, i, total, seen)
         node, size = parse_node(mv, at + _OVERRIDE.size, total, fcount, f"delta override {i}: ")
         if not isinstance(node, _VARYING):
             raise ArchiveCorruptError(f"delta, byte {at}: override {i} is a {node.node_type.name} node")

@@ -10,7 +10,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from foundry.archive.atomic import write_atomic
+from foundry.archive.atomic import sha256_bytes, write_atomic
 from foundry.archive.container import pack_container, read_container_header, unpack_container
 from foundry.archive.delta import parse_delta
 from foundry.archive.graphmeta import GraphMeta
@@ -21,7 +21,15 @@ from foundry.archive.record_walk import topology_key
 from foundry.archive.specs import RecordRef
 from foundry.errors import ArchiveCorruptError, ArchiveError
 
-__all__ = ["container_path", "read_graph", "read_meta", "read_payload", "resolve_archive_dir", "write_graph"]
+__all__ = [
+    "container_path",
+    "read_graph",
+    "read_meta",
+    "read_meta_digest",
+    "read_payload",
+    "resolve_archive_dir",
+    "write_graph",
+]
 
 PathLike = str | os.PathLike[str]
 
@@ -112,8 +120,15 @@ def read_meta(json_path: PathLike) -> GraphMeta:
     Errors: ``ArchiveCorruptError`` (missing file, bad JSON, wrong or missing key),
     ``ArchiveForeignError`` (not a graph JSON), ``ArchiveVersionError`` (unknown format_version).
     """
+    return read_meta_digest(json_path)[0]
+
+
+def read_meta_digest(json_path: PathLike) -> tuple[GraphMeta, str]:
+    """``read_meta`` and the SHA-256 of the very bytes parsed: what a signature check must compare
+    (hashing the file again could hash other bytes than those in use). Errors as ``read_meta``."""
     json_path = Path(json_path)
-    return GraphMeta.from_json(load_json(_read(json_path, "graph metadata"), str(json_path)), str(json_path))
+    data = _read(json_path, "graph metadata")
+    return GraphMeta.from_json(load_json(data, str(json_path)), str(json_path)), sha256_bytes(data)
 
 
 def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, bytes]:

@@ -79,9 +79,10 @@ def authenticate_manifest(archive_dir: PathLike, key: SigningKey) -> Manifest:
     return _verify(Path(archive_dir), key).manifest
 
 
-def authenticate_graph(json_path: PathLike, meta: GraphMeta, key: SigningKey) -> None:
+def authenticate_graph(json_path: PathLike, meta: GraphMeta, key: SigningKey, json_sha256: str | None = None) -> None:
     """Proves that the graph JSON ``json_path`` (whose parsed metadata is ``meta``) is listed, at this
-    path and with the SHA-256 its file has now, in the signed manifest of the archive ``meta`` names.
+    path and with the SHA-256 of the bytes ``meta`` was parsed from (``json_sha256``; without it, of
+    the file as it is now), in the signed manifest of the archive ``meta`` names.
 
     Raises as ``authenticate_manifest``, and ``ArchiveSignatureError`` when the graph is not listed or
     its JSON changed after signing.
@@ -96,7 +97,7 @@ def authenticate_graph(json_path: PathLike, meta: GraphMeta, key: SigningKey) ->
             "manifest was signed, or does not belong to that archive. Save the manifest again with the signing key "
             "configured, or load only graphs the archive lists."
         )
-    actual = sha256_file(json_path)
+    actual = json_sha256 if json_sha256 is not None else sha256_file(json_path)
     if actual != expected:
         raise ArchiveSignatureError(
             f"{json_path} was changed after the archive was signed: its SHA-256 is {actual}, the signed manifest "

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..archive import GraphMeta, compare, open_image, read_meta, read_payload, resolve_archive_dir
+from ..archive import GraphMeta, compare, open_image, read_meta_digest, read_payload, resolve_archive_dir
 from ..archive.signed_archive import authenticate_graph
 from ..archive.signing import SigningKey, configured_key
 from ..errors import ArchiveCorruptError, IdentityMismatchError
@@ -50,6 +50,7 @@ class GraphSource:
     _payload: bytes | None
     archive_dir: Path
     template: GraphSource | None = None
+    json_sha256: str = ""  # of the JSON bytes ``meta`` was parsed from
 
     def read_payload(self) -> bytes:
         if self._payload is None:
@@ -79,52 +80,68 @@ class LoadedGraph:
 
 
 _cache_lock = threading.Lock()
-_templates: dict[Path, GraphSource] = {}
+# Full-record sources by (resolved JSON path, record SHA-256): a template is read once per process
+# whether it is loaded itself or reached from its members, and a template saved again (another
+# record) is read afresh.
+_full_sources: dict[tuple[Path, str], GraphSource] = {}
 
 
 def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphSource:
     """Reads and checks a graph's files (and its template's, once per process). CPU work only.
 
     With a signing key configured (foundry.archive.signing), each graph read (its template included)
-    must be listed, with the SHA-256 its JSON has now, in the signed manifest of its archive, or
-    ``ArchiveSignatureError`` is raised: this runs before anything touches the GPU. A template that
+    must be listed, with the SHA-256 of the JSON bytes parsed, in the signed manifest of its archive,
+    or ``ArchiveSignatureError`` is raised: this runs before anything touches the GPU. A template that
     is itself stored as changes to a template, or a chain of templates that loops back (a graph
     stored as changes to itself), raises ``ArchiveCorruptError``.
     """
     return _read_source(Path(json_path), configured_key(), (), lazy)
 
 
+def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:
+    assert meta.record is not None
+    key = (json_path.resolve(), meta.record.sha256)
+    with _cache_lock:
+        src = _full_sources.get(key)
+        if src is None:
+            src = GraphSource(json_path, meta, None, resolve_archive_dir(json_path, meta), None, digest)
+            _full_sources[key] = src
+    if not lazy:
+        src.read_payload()
+    return src
+
+
 def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...], lazy: bool) -> GraphSource:
-    meta = read_meta(json_path)
-    payload = None if lazy else read_payload(json_path, meta)
+    meta, digest = read_meta_digest(json_path)
     if key is not None:
-        authenticate_graph(json_path, meta, key)
-    template = None
-    if meta.template is not None:
-        here = json_path.resolve()
-        tpath = (json_path.parent / meta.template.json).resolve()
-        if tpath == here or tpath in chain:
-            loop = " -> ".join(str(p) for p in (*chain, here, tpath))
-            raise ArchiveCorruptError(
-                f"{json_path} is stored as changes to a template that leads back to itself ({loop}), so it can "
-                "never be rebuilt: the archive is damaged (saving one path twice in a process used to do this). "
-                "Save the graphs (and the manifest) again."
-            )
-        with _cache_lock:
-            template = _templates.get(tpath)
-        if template is None:
-            template = _read_source(tpath, key, (*chain, here), lazy)
-            with _cache_lock:
-                _templates[tpath] = template
-        elif key is not None:  # read earlier, perhaps before a key was configured
-            authenticate_graph(tpath, template.meta, key)
-        assert template.meta.record is not None
-        if template.meta.record.sha256 != meta.template.record_sha256 or template.template is not None:
-            raise ArchiveCorruptError(
-                f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
-                "graph: the two come from different saves. Save the graphs (and the manifest) again."
-            )
-    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template)
+        authenticate_graph(json_path, meta, key, digest)
+    if meta.template is None:
+        return _full_source(json_path, meta, digest, lazy)
+    here = json_path.resolve()
+    tpath = (json_path.parent / meta.template.json).resolve()
+    if tpath == here or tpath in chain:
+        loop = " -> ".join(str(p) for p in (*chain, here, tpath))
+        raise ArchiveCorruptError(
+            f"{json_path} is stored as changes to a template that leads back to itself ({loop}), so it can "
+            "never be rebuilt: the archive is damaged (saving one path twice in a process used to do this). "
+            "Save the graphs (and the manifest) again."
+        )
+    with _cache_lock:
+        template = _full_sources.get((tpath, meta.template.record_sha256))
+    if template is None:
+        template = _read_source(tpath, key, (*chain, here), lazy)
+    elif key is not None:  # read earlier, perhaps before a key was configured
+        authenticate_graph(tpath, template.meta, key, template.json_sha256)
+    if not lazy:
+        template.read_payload()
+    assert template.meta.record is not None
+    if template.meta.record.sha256 != meta.template.record_sha256 or template.template is not None:
+        raise ArchiveCorruptError(
+            f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
+            "graph: the two come from different saves. Save the graphs (and the manifest) again."
+        )
+    payload = None if lazy else read_payload(json_path, meta)
+    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest)
 
 
 def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
@@ -163,11 +180,15 @@ def load_images(archive_dir: Path, shas: Iterable[str], verify: bool = True) -> 
             registry.load_image(sha, open_image(archive_dir, sha, verify))
 
 
-def source_images(src: GraphSource) -> list[str]:
-    shas = [i.sha256 for i in src.meta.images]
-    if src.template is not None:
-        shas += [i.sha256 for i in src.template.meta.images if i.sha256 not in shas]
-    return shas
+def source_images(src: GraphSource) -> dict[str, tuple[Path, int]]:
+    """Image SHA-256 -> (directory holding it, size in bytes) for a graph and its template; each
+    image is looked up in the archive of the graph that names it."""
+    images: dict[str, tuple[Path, int]] = {}
+    for s in (src, src.template):
+        if s is not None:
+            for ref in s.meta.images:
+                images.setdefault(ref.sha256, (s.archive_dir, ref.bytes))
+    return images
 
 
 _attrs_applied: dict[tuple[str, str], tuple[int, ...]] = {}
@@ -192,26 +213,33 @@ def resolve_functions(meta: GraphMeta) -> list[int]:
     for ref in meta.functions:
         key = (ref.image, ref.name)
         f = registry.loaded_function(registry.KernelRef(ref.image, ref.name))
+        # Set under the lock: templates are built on several threads, and a lower limit set after a
+        # higher one would leave the kernel below what another graph needs.
         with _cache_lock:
             applied = _attrs_applied.get(key)
             merged = _merge_attrs(applied, ref.attrs)
+            if merged != applied:
+                registry.set_function_attrs(f, merged)
             _attrs_applied[key] = merged
-        if merged != applied:
-            registry.set_function_attrs(f, merged)
         functions.append(f)
     return functions
 
 
-def build_exec(src: GraphSource) -> tuple[int, int]:
+def build_exec(
+    src: GraphSource, functions: Sequence[int] | None = None, template_functions: Sequence[int] | None = None
+) -> tuple[int, int]:
     """(CUgraph, CUgraphExec) of a source: a template member is its template's graph with its
-    overrides applied before instantiation, so its exec is as good as a natively captured one."""
+    overrides applied before instantiation, so its exec is as good as a natively captured one.
+    ``functions``/``template_functions``: the function tables, where resolve_functions ran already."""
+    own = resolve_functions(src.meta) if functions is None else functions
     if src.template is None:
-        graph = codec.build(src.payload, resolve_functions(src.meta))
+        graph = codec.build(src.payload, own)
     else:
         t = src.template
-        graph, nodes = codec.build_with_nodes(t.payload, resolve_functions(t.meta), t.node_count)
+        tf = resolve_functions(t.meta) if template_functions is None else template_functions
+        graph, nodes = codec.build_with_nodes(t.payload, tf, t.node_count)
         try:
-            codec.apply_overrides(graph, False, nodes, src.payload, resolve_functions(src.meta))
+            codec.apply_overrides(graph, False, nodes, src.payload, own)
         except BaseException:
             codec.destroy_graph(graph)
             raise
@@ -233,6 +261,7 @@ def load_graph(
     src = read_source(json_path)
     check_identity(src.meta, allow_mismatch)
     prepare_memory([src], occupied)
-    load_images(src.archive_dir, source_images(src), verify_images)
+    for sha, (directory, _size) in source_images(src).items():
+        load_images(directory, [sha], verify_images)
     graph, exec_ = build_exec(src)
     return LoadedGraph(src.meta, src.json_path, graph, exec_)

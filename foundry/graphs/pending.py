@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..archive import image_path, open_image
+from ..archive import open_image, override_indices
 from ..driver import call, current_context
 from ..errors import CodecError, LoadError
 from ..kernels import registry
@@ -64,12 +64,15 @@ class GraphHandle:
     graph: int = 0
 
     def launch(self, stream: int) -> None:
-        if self.exec:
+        if self.exec:  # set under the group's lock, once, and never unset
             codec.launch(self.exec, stream)
             return
         g = self.group
         wanted = -1 if self.source.template is None else self.index
         with g.lock:
+            if self.exec:  # the loader handed this graph its own exec meanwhile
+                codec.launch(self.exec, stream)
+                return
             if g.current != wanted:
                 try:
                     if wanted == -1:
@@ -81,7 +84,7 @@ class GraphHandle:
                     # The driver refused to switch this exec (a case the template key did not foresee):
                     # the member gets its own exec now instead, and the shared one is left as it was.
                     g.current = -2  # unknown: the next switch re-applies fully
-                    self.graph, self.exec = build_exec(self.source)
+                    self.graph, self.exec = build_exec(self.source, self.functions, g.template_functions)
                     codec.launch(self.exec, stream)
                     return
                 g.current = wanted
@@ -125,20 +128,20 @@ class PendingLoads:
 def _load_images(sources: Sequence[GraphSource], num_threads: int, verify: bool) -> None:
     """Loads the images and reads the graphs' records, on one pool: both are file reads and hashes
     (which release the GIL) and driver calls."""
-    wanted: dict[str, Path] = {}
+    wanted: dict[str, tuple[Path, int]] = {}
     for src in sources:
-        for sha in source_images(src):
-            wanted.setdefault(sha, src.archive_dir)
-    todo = [(sha, d) for sha, d in wanted.items() if not registry.is_loaded(sha)]
+        for sha, entry in source_images(src).items():
+            wanted.setdefault(sha, entry)
+    todo = [(sha, d, size) for sha, (d, size) in wanted.items() if not registry.is_loaded(sha)]
 
-    def load(item: tuple[str, Path]) -> None:
-        sha, directory = item
+    def load(item: tuple[str, Path, int]) -> None:
+        sha, directory, _size = item
         registry.load_image(sha, open_image(directory, sha, verify))
 
     payloads = {id(s): s for src in sources for s in (src, src.template) if s is not None}
     with ThreadPoolExecutor(max_workers=max(1, num_threads)) as pool:
-        # Largest images first, so that the longest hash does not start last.
-        ordered = sorted(todo, key=lambda i: -image_path(i[1], i[0]).stat().st_size)
+        # Largest images first (sizes as the metadata records them), so the longest hash does not start last.
+        ordered = sorted(todo, key=lambda i: -i[2])
         jobs: list[Future[Any]] = [pool.submit(load, item) for item in ordered]
         jobs += [pool.submit(src.read_payload) for src in payloads.values()]
         for job in jobs:
@@ -152,31 +155,52 @@ def _build_template(pending: PendingLoads, g: _Group, context: int) -> None:
     g.graph, g.nodes = codec.build_with_nodes(t.payload, g.template_functions, t.node_count)
     g.exec = codec.instantiate(g.graph)
     members = [h for h in pending.handles if h.group is g and h.source.template is not None]
-    varying = sorted({i for h in members for i in _override_indices(h.source.payload)})
+    varying = sorted({i for h in members for i in override_indices(h.source.payload)})
     g.template_delta = codec.delta_from_record(t.payload, varying)
-    for h in members:
-        h.functions = resolve_functions(h.source.meta)
+    for h in pending.handles:
+        if h.group is g:
+            h.functions = g.template_functions if h.source.template is None else resolve_functions(h.source.meta)
     g.ready.set()
 
 
 def _build_own_execs(pending: PendingLoads, g: _Group, context: int) -> None:
     call("cuCtxSetCurrent", context)
     group = [h for h in pending.handles if h.group is g]
-    for h in group:
-        if h.source.template is not None and not h.exec:
-            h.graph, h.exec = build_exec(h.source)
-    # Every member has its own exec now. An exec whose nodes were updated replays slower than a fresh
-    # one (measured: ~8% on a 960-node decoder graph), so the template gets a fresh exec unless nothing
-    # was ever switched; the shared one is freed once its last launch completes.
-    fresh = codec.instantiate(g.graph) if g.switched else g.exec
+    built = {
+        h.index: build_exec(h.source, h.functions, g.template_functions)
+        for h in group
+        if h.source.template is not None and not h.exec
+    }
+    templates = [h for h in group if h.source.template is None]
+    # Execs are handed out under the lock launch() switches under, so that no switch lands in an exec
+    # that has become a graph's own. The shared exec passes to the template only if it still holds
+    # exactly the template's values: never switched (an updated exec also replays slower than a fresh
+    # one, ~8% measured on a 960-node decoder graph) and no refused switch, which can leave it half
+    # updated. Otherwise the template gets a fresh exec, and the shared one is destroyed (the driver
+    # lets queued launches finish).
     with g.lock:
         for h in group:
-            if h.source.template is None:
-                h.graph, h.exec = g.graph, fresh
-        if fresh != g.exec:
-            codec.destroy_exec(g.exec)
-            g.exec = fresh
-            g.current = -1
+            if h.index not in built:
+                continue
+            if h.exec:  # a refused switch gave it an exec meanwhile
+                codec.destroy_exec(built[h.index][1])
+                codec.destroy_graph(built[h.index][0])
+            else:
+                h.graph, h.exec = built[h.index]
+        if templates and g.switched == 0 and g.fallbacks == 0:
+            for h in templates:
+                h.graph, h.exec = g.graph, g.exec
+            return
+    fresh = codec.instantiate(g.graph) if templates else 0
+    with g.lock:
+        for h in templates:
+            h.graph, h.exec = g.graph, fresh
+        codec.destroy_exec(g.exec)
+        g.exec = fresh
+        g.current = -1
+        if not templates:  # nothing replays the template graph itself
+            codec.destroy_graph(g.graph)
+            g.graph = 0
 
 
 def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:
@@ -199,16 +223,6 @@ def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool,
         pending.error = exc
     finally:
         pending.done.set()
-
-
-def _override_indices(delta: bytes) -> list[int]:
-    """Node indices a delta overrides (read from its records without a full parse)."""
-    count = int.from_bytes(delta[8:12], "little")
-    out, at = [], 64
-    for _ in range(count):
-        out.append(int.from_bytes(delta[at : at + 4], "little"))
-        at += 8 + int.from_bytes(delta[at + 12 : at + 16], "little")
-    return out
 
 
 def start(

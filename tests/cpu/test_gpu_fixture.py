@@ -3,6 +3,7 @@ tests/fixtures/gpu_archive), read, inspected and verified on the CPU, then damag
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -17,6 +18,7 @@ from foundry.archive import (
     KernelNode,
     encode_delta,
     kernel_pointer_words,
+    override_indices,
     parse_delta,
     parse_record,
     read_graph,
@@ -27,6 +29,8 @@ from foundry.archive import (
 )
 from foundry.archive.problems import Check, ProblemKind
 from foundry.archive.verify import verify_archive
+from foundry.errors import ArchiveCorruptError, ArchiveError
+from foundry.graphs.load import read_source
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 
@@ -131,3 +135,29 @@ def test_forged_pointer_in_the_real_member_is_caught_by_the_pointer_scan_alone(a
     assert failed == {Check.POINTERS}, [str(p) for p in report.problems]
     details = dict(report.problems_of(Check.POINTERS)[0].details)
     assert details["graph"] == "ew_bs32" and details["parameter"] == param and details["address"] == outside
+
+
+def test_override_indices_of_the_real_member_match_its_parsed_delta() -> None:
+    """LOAD's quick walk of a delta and the full parser agree; damage raises only archive errors."""
+    _meta, payload = read_graph(FIXTURE / "ew_bs32.json")
+    indices = override_indices(payload)
+    assert indices == [i for i, _ in parse_delta(payload).overrides] and indices
+    for cut in range(len(payload)):
+        with pytest.raises(ArchiveError):
+            override_indices(payload[:cut])
+    for pos in range(len(payload)):
+        flipped = bytearray(payload)
+        flipped[pos] ^= 0xFF
+        with contextlib.suppress(ArchiveError):  # a flip may still be a valid delta; nothing else may escape
+            override_indices(bytes(flipped))
+    huge = bytearray(payload)
+    huge[8:12] = (1 << 31).to_bytes(4, "little")  # an override count far beyond the data
+    with pytest.raises(ArchiveCorruptError, match=r"past the end|overruns|no node record"):
+        override_indices(bytes(huge))
+
+
+def test_a_template_is_one_source_whether_listed_or_reached_from_its_member() -> None:
+    member = read_source(FIXTURE / "ew_bs32.json", lazy=True)
+    template = read_source(FIXTURE / "ew_bs64.json", lazy=True)
+    assert member.template is template
+    assert template.json_sha256 == sha256_file(FIXTURE / "ew_bs64.json")

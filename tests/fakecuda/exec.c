@@ -231,6 +231,41 @@ FC_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode n, con
   FC_GUARD(exec_kernel_set_impl(e, n, &v2));
 }
 
+/* Like the driver: the exec's node and the new parameters must both be 1-D (height 1), and the
+ * operation must not be empty; element size and width may change. */
+static CUresult exec_memset_set_impl(CUgraphExec h, CUgraphNode nh, const CUDA_MEMSET_NODE_PARAMS *p) {
+  fc_exec *e = exec_get(h);
+  if (!e || !p || !fc_is(nh, FC_K_NODE)) return CUDA_ERROR_INVALID_VALUE;
+  fc_node *en = exec_node_for(e, (fc_node *)nh);
+  if (!en || en->type != CU_GRAPH_NODE_TYPE_MEMSET || en->memset.height != 1 || p->height != 1 || !p->width ||
+      (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4))
+    return CUDA_ERROR_INVALID_VALUE;
+  en->memset = *p;
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS *p,
+                                               CUcontext ctx) {
+  (void)ctx;
+  FC_GUARD(exec_memset_set_impl(e, n, p));
+}
+
+static CUresult exec_memcpy_set_impl(CUgraphExec h, CUgraphNode nh, const CUDA_MEMCPY3D *p) {
+  fc_exec *e = exec_get(h);
+  if (!e || !p || !fc_is(nh, FC_K_NODE)) return CUDA_ERROR_INVALID_VALUE;
+  fc_node *en = exec_node_for(e, (fc_node *)nh);
+  if (!en || en->type != CU_GRAPH_NODE_TYPE_MEMCPY || en->copy.Height > 1 || en->copy.Depth > 1 || p->Height > 1 ||
+      p->Depth > 1 || !p->WidthInBytes)
+    return CUDA_ERROR_INVALID_VALUE;
+  en->copy = *p;
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec e, CUgraphNode n, const CUDA_MEMCPY3D *p, CUcontext ctx) {
+  (void)ctx;
+  FC_GUARD(exec_memcpy_set_impl(e, n, p));
+}
+
 static int edge_cmp(const void *a, const void *b) {
   const size_t *x = a, *y = b;
   for (int i = 0; i < 3; i++)

@@ -183,6 +183,8 @@ static const fc_proc table[] = {
     E(cuGraphExecKernelNodeSetParams, 10010, cuGraphExecKernelNodeSetParams)
     E(cuGraphExecKernelNodeSetParams, 12000, cuGraphExecKernelNodeSetParams_v2)
     E(cuGraphExecUpdate, 10020, cuGraphExecUpdate) E(cuGraphExecUpdate, 12000, cuGraphExecUpdate_v2)
+    E(cuGraphExecMemsetNodeSetParams, 10020, cuGraphExecMemsetNodeSetParams)
+    E(cuGraphExecMemcpyNodeSetParams, 10020, cuGraphExecMemcpyNodeSetParams)
 };
 
 CUresult fc_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,

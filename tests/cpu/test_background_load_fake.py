@@ -1,0 +1,72 @@
+"""Background LOAD (foundry.graphs.pending) on the fake driver, SAVE and LOAD in separate processes:
+members replay as themselves on their group's shared exec (switched in by node updates) and on
+their own execs later, and a damaged archive fails the loader with the archive's own error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
+from tests.support.graphs import JsonRunner, load_prefix, run_save
+
+NAMES = ["v0", "v1", "v2", "v3"]  # one topology group: v0 is the template, the others its members
+
+BACKGROUND = """
+from foundry.graphs import pending
+p = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=3, defer_dedicated=True)
+handles = [p.wait_group(i) for i in range(len(NAMES))]
+def replay(phase):
+    runs = []
+    for k in INPUT_SETS:
+        set_inputs(k)
+        for i in (2, 0, 3, 1, 2, 1, 0):  # interleaved: every launch switches the shared exec
+            handles[i].launch(0); cu.sync(); runs.append([phase, NAMES[i], k, read(NAMES[i])])
+    return runs
+shared = replay("shared")
+shared_execs = {h.exec for h in handles}
+p.build_dedicated(); p.wait_all()
+own = replay("own")
+group = handles[0].group
+emit(runs=shared + own, shared_execs=sorted(shared_execs), own_execs=[h.exec for h in handles],
+     group_exec=group.exec, switched=p.timings["switches"], fallbacks=p.timings["switch_fallbacks"],
+     same_template=len({id(h.source.template) for h in handles[1:]} | {id(handles[0].source)}))
+"""
+
+
+def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_json: JsonRunner, tmp_path: Path) -> None:
+    arch = tmp_path / "arch"
+    save = run_save(app_json, VARIANTS, arch)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BACKGROUND)
+    assert len(r["runs"]) == 2 * 2 * 7
+    for phase, name, k, out in r["runs"]:
+        assert out == save["native"][name][k], (phase, name, k)
+    assert r["shared_execs"] == [0], "no graph had an exec of its own before build_dedicated()"
+    assert r["switched"] > 0 and r["fallbacks"] == 0
+    own = r["own_execs"]
+    assert 0 not in own and len(set(own)) == len(NAMES)
+    # The shared exec was switched, so the template got a fresh exec rather than the updated one.
+    assert r["group_exec"] == own[0]
+    # The template listed in the paths and the members' template are one source, read once.
+    assert r["same_template"] == 1
+
+
+FAILING = """
+from foundry import errors
+from foundry.graphs import pending
+p = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)
+try:
+    p.wait_all()
+    emit(error=None)
+except errors.LoadError as exc:
+    emit(error=type(exc.__cause__).__name__, message=str(exc))
+"""
+
+
+def test_a_missing_image_fails_the_loader_with_the_archive_error(app_json: JsonRunner, tmp_path: Path) -> None:
+    arch = tmp_path / "arch"
+    run_save(app_json, VARIANTS, arch)
+    for image in (arch / "images").glob("*.bin"):
+        image.unlink()
+    r = app_json(load_prefix(VARIANTS, arch, load_images=False) + f"\nNAMES = {NAMES!r}\n" + FAILING)
+    assert r["error"] == "ArchiveCorruptError", r
+    assert "is missing" in r["message"] and "copy the archive completely" in r["message"].lower()
