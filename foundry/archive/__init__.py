@@ -25,11 +25,15 @@ from foundry.archive.graphmeta import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, GraphM
 from foundry.archive.identity import IDENTITY_FIELDS, Identity, Mismatch, compare
 from foundry.archive.images import (
     IMAGES_DIR,
+    MEMORY_DIR,
     image_path,
     image_relpath,
+    memory_path,
     open_image,
+    read_memory,
     read_region_hint,
     write_image,
+    write_memory,
     write_region_hint,
 )
 from foundry.archive.manifest import (
@@ -86,6 +90,7 @@ __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_FORMAT_VERSION",
     "MANIFEST_NAME",
+    "MEMORY_DIR",
     "PERSISTED_NODE_TYPES",
     "ArgMode",
     "ChildGraphNode",
@@ -129,6 +134,7 @@ __all__ = [
     "image_relpath",
     "iter_nodes",
     "kernel_pointer_words",
+    "memory_path",
     "node_counts",
     "now_iso",
     "open_image",
@@ -139,6 +145,7 @@ __all__ = [
     "read_container_header",
     "read_graph",
     "read_manifest",
+    "read_memory",
     "read_meta",
     "read_meta_digest",
     "read_payload",
@@ -152,5 +159,6 @@ __all__ = [
     "write_graph",
     "write_image",
     "write_manifest",
+    "write_memory",
     "write_region_hint",
 ]

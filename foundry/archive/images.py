@@ -1,7 +1,8 @@
-"""Content-addressed kernel images: ``<archive>/images/<sha256>.bin``.
+"""Content-addressed files of an archive: kernel images (``<archive>/images/<sha256>.bin``) and state
+memory snapshots (``<archive>/memory/<sha256>.bin``).
 
-An image file is named by the SHA-256 of its bytes, so it is written once and never rewritten;
-any number of graphs and saves share it.
+A file is named by the SHA-256 of its bytes, so any number of graphs and saves share it; SAVE
+rewrites it only when the file there is not those bytes (a damaged copy is repaired by saving again).
 """
 
 from __future__ import annotations
@@ -11,22 +12,28 @@ import mmap
 import os
 from pathlib import Path
 
-from foundry.archive.atomic import write_atomic
+from foundry.archive.atomic import sha256_file, write_atomic
 from foundry.archive.jsonfields import At, check_format, dump_json, field, get_int, is_sha256, load_json
 from foundry.archive.specs import ImageFormat, ImageRef
 from foundry.errors import ArchiveCorruptError, ArchiveError
 
 __all__ = [
     "IMAGES_DIR",
+    "MEMORY_DIR",
     "image_path",
     "image_relpath",
+    "memory_path",
     "open_image",
+    "read_memory",
     "read_region_hint",
     "write_image",
+    "write_memory",
     "write_region_hint",
 ]
 
 IMAGES_DIR = "images"
+MEMORY_DIR = "memory"
+"""Where state memory snapshots live in an archive (docs/FORMAT.md, "State memory")."""
 
 PathLike = str | os.PathLike[str]
 
@@ -62,14 +69,43 @@ def write_image(
     if size == 0:
         raise ValueError("a kernel image cannot be empty")
     sha = sha256 or hashlib.sha256(data).hexdigest()
-    path = image_path(archive_dir, sha)
+    _write_addressed(image_path(archive_dir, sha), data, size, sha, durable)
+    return ImageRef(sha, size, fmt)
+
+
+def _write_addressed(path: Path, data: bytes | bytearray | memoryview, size: int, sha: str, durable: bool) -> None:
+    """Writes ``data`` (``size`` bytes, SHA-256 ``sha``) at ``path`` unless the file there already
+    holds exactly those bytes."""
     try:
-        if path.stat().st_size == size:
-            return ImageRef(sha, size, fmt)
+        if path.stat().st_size == size and sha256_file(path) == sha:
+            return
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, data, durable)
-    return ImageRef(sha, size, fmt)
+
+
+def memory_path(archive_dir: PathLike, sha256: str) -> Path:
+    """The file of state memory snapshot ``sha256`` in ``archive_dir``."""
+    return Path(archive_dir) / MEMORY_DIR / f"{sha256}.bin"
+
+
+def write_memory(archive_dir: PathLike, data: bytes, sha256: str) -> None:
+    """Stores a state memory snapshot (made durable with the archive, see atomic.py)."""
+    _write_addressed(memory_path(archive_dir, sha256), data, len(data), sha256, durable=False)
+
+
+def read_memory(archive_dir: PathLike, sha256: str, size: int) -> bytearray:
+    """The snapshot ``sha256`` of ``size`` bytes, checked; a missing or damaged file raises
+    ``ArchiveCorruptError`` naming it and the next step."""
+    path = memory_path(archive_dir, sha256)
+    try:
+        data = bytearray(path.read_bytes())
+    except OSError as exc:
+        missing = f"state memory {path} is missing ({exc.strerror}): copy the archive completely"
+        raise ArchiveCorruptError(missing) from None
+    if len(data) != size or hashlib.sha256(data).hexdigest() != sha256:
+        raise ArchiveCorruptError(f"state memory {path} is damaged (size or SHA-256 differ); save the graph again")
+    return data
 
 
 def open_image(archive_dir: PathLike, sha256: str, verify: bool) -> mmap.mmap:

@@ -12,7 +12,7 @@ from pathlib import Path
 from foundry.archive.atomic import sha256_bytes
 from foundry.archive.delta import parse_delta
 from foundry.archive.graphfile import read_graph, resolve_archive_dir
-from foundry.archive.images import image_path
+from foundry.archive.images import image_path, memory_path
 from foundry.archive.imagescan import detect_format, kernel_names
 from foundry.archive.manifest import GraphEntry, Manifest
 from foundry.archive.problems import Check, ProblemKind
@@ -22,7 +22,6 @@ from foundry.archive.verify_state import Findings, GraphUnderCheck, ImageInfo, k
 from foundry.errors import ArchiveError
 
 __all__ = [
-    "MEMORY_DIR",
     "check_consistency",
     "check_image_file",
     "check_images_dir",
@@ -30,9 +29,6 @@ __all__ = [
     "read_graph_files",
     "read_listed_graphs",
 ]
-
-MEMORY_DIR = "memory"
-"""Where state memory snapshots live in an archive (docs/FORMAT.md, "State memory")."""
 
 
 def check_image_file(path: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
@@ -166,7 +162,7 @@ def check_memory(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> Non
     if memory is None or memory.sha256 in seen:
         return
     seen.add(memory.sha256)
-    path = resolve_archive_dir(graph.json_path, graph.meta) / MEMORY_DIR / f"{memory.sha256}.bin"
+    path = memory_path(resolve_archive_dir(graph.json_path, graph.meta), memory.sha256)
     try:
         data = path.read_bytes()
     except OSError as exc:

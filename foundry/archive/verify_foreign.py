@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from foundry.archive.atomic import TEMP_SUFFIX
-from foundry.archive.images import IMAGES_DIR, REGION_HINT, image_path
+from foundry.archive.images import IMAGES_DIR, MEMORY_DIR, REGION_HINT, image_path, memory_path
 from foundry.archive.jsonfields import is_sha256
 from foundry.archive.manifest import MANIFEST_NAME, Manifest
 from foundry.archive.problems import Check, ProblemKind
-from foundry.archive.verify_files import MEMORY_DIR
 from foundry.archive.verify_state import Findings, GraphUnderCheck
 
 __all__ = ["check_foreign", "known_files"]
@@ -36,7 +35,7 @@ def known_files(directory: Path, manifest: Manifest, graphs: Iterable[GraphUnder
         images_at = graph.json_path.parent / meta.archive_dir
         known.update(image_path(images_at, ref.sha256) for ref in meta.images)
         if meta.memory is not None:
-            known.add(images_at / MEMORY_DIR / f"{meta.memory.sha256}.bin")
+            known.add(memory_path(images_at, meta.memory.sha256))
     for e in manifest.graphs:  # a graph JSON that could not be read still owns its .cugraph
         known.add((directory / e.json).with_suffix(".cugraph"))
     return {p.resolve() for p in known}

@@ -17,6 +17,7 @@ from ..archive import (
     ImageRef,
     OutputSpec,
     RngSpec,
+    image_path,
     node_counts,
     parse_record,
     topology_key,
@@ -87,7 +88,8 @@ def _kernel_refs(functions: Sequence[int], archive_dir: Path) -> tuple[tuple[Fun
             key = (str(archive_dir.resolve()), sha)
             with _lock:
                 known = key in _written_images
-            if not known:
+            # Checked (and repaired) once per process; a stat finds an archive removed since.
+            if not known or not image_path(archive_dir, sha).is_file():
                 write_image(archive_dir, registry.image_bytes(index), fmt, sha256=sha, durable=False)
                 with _lock:
                     _written_images.add(key)

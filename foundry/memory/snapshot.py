@@ -16,14 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .._native import native
-from ..archive import MemorySpec, write_atomic
+from ..archive import MemorySpec, read_memory, write_memory
 from ..driver import call, memcpy_dtoh
-from ..errors import ArchiveCorruptError
 from .region import AllocationEvent, AllocKind, allocation_events, region_epoch
 
 __all__ = ["capture_window", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
 
-MEMORY_DIR = "memory"
 DEFAULT_LIMIT = 256 << 20
 
 _lock = threading.Lock()
@@ -71,10 +69,7 @@ def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> Mem
     call("cuCtxSynchronize")
     data = b"".join(memcpy_dtoh(base + offset, length) for offset, length in ranges)
     sha = hashlib.sha256(data).hexdigest()
-    path = archive_dir / MEMORY_DIR / f"{sha}.bin"
-    if not (path.is_file() and path.stat().st_size == len(data)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data, durable=False)  # made durable with the archive (see atomic.py)
+    write_memory(archive_dir, data, sha)
     return MemorySpec(sha, len(data), tuple(ranges))
 
 
@@ -104,14 +99,7 @@ def restore_snapshot(
     ``occupied()`` (absolute addresses of blocks in use) says nothing lives; without ``occupied`` it
     is left alone.
     """
-    path = archive_dir / MEMORY_DIR / f"{spec.sha256}.bin"
-    try:
-        data = bytearray(path.read_bytes())
-    except OSError as exc:
-        missing = f"state memory {path} is missing ({exc.strerror}): copy the archive completely"
-        raise ArchiveCorruptError(missing) from None
-    if len(data) != spec.bytes or hashlib.sha256(data).hexdigest() != spec.sha256:
-        raise ArchiveCorruptError(f"state memory {path} is damaged (size or SHA-256 differ); save the graph again")
+    data = read_memory(archive_dir, spec.sha256, spec.bytes)
     in_use = sorted((a - base, a - base + n) for a, n in (occupied() if occupied is not None else []))
     chunks = sorted((off, off + span) for off, span in app_chunks)
     buf = (ctypes.c_char * len(data)).from_buffer(data)

@@ -22,10 +22,13 @@ from foundry.archive import (
     check_archive,
     container_path,
     image_path,
+    memory_path,
     open_image,
     read_manifest,
+    read_memory,
     write_image,
     write_manifest,
+    write_memory,
 )
 from foundry.archive.samples import write_sample_archive
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
@@ -136,6 +139,9 @@ def test_write_image_is_content_addressed(tmp_path: Path, monkeypatch: pytest.Mo
     path.write_bytes(data[:10])  # a torn file of the wrong size is replaced
     assert write_image(tmp_path, data, "elf") == ref
     assert path.read_bytes() == data
+    path.write_bytes(b"\x00" + data[1:])  # damaged in place, same size: saving again repairs it
+    assert write_image(tmp_path, data, "elf") == ref
+    assert path.read_bytes() == data
     with pytest.raises(ValueError):
         write_image(tmp_path, data, "zip")
     with pytest.raises(ValueError):
@@ -240,3 +246,19 @@ def test_image_used_by_a_graph_but_not_listed(archive: tuple[Path, Manifest]) ->
     assert {p.kind for p in problems} == {ProblemKind.MISSING}
     assert all(manifest.images[1].sha256 in p.message for p in problems)
     assert len(problems) == 2  # both graphs use it
+
+
+def test_state_memory_is_content_addressed_checked_and_repaired(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 8
+    sha = hashlib.sha256(data).hexdigest()
+    write_memory(tmp_path, data, sha)
+    path = memory_path(tmp_path, sha)
+    assert path == tmp_path / "memory" / f"{sha}.bin" and read_memory(tmp_path, sha, len(data)) == data
+    path.write_bytes(b"\xff" + data[1:])
+    with pytest.raises(ArchiveCorruptError, match="damaged"):
+        read_memory(tmp_path, sha, len(data))
+    write_memory(tmp_path, data, sha)  # saving again repairs the damaged copy
+    assert read_memory(tmp_path, sha, len(data)) == data
+    path.unlink()
+    with pytest.raises(ArchiveCorruptError, match=r"missing.*copy the archive completely"):
+        read_memory(tmp_path, sha, len(data))
