@@ -9,7 +9,6 @@ for bad content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (u
 from __future__ import annotations
 
 from foundry.archive.atomic import sha256_bytes, sha256_file, write_atomic
-from foundry.archive.check import Problem, ProblemKind, check_archive
 from foundry.archive.container import ContainerHeader, pack_container, read_container_header, unpack_container
 from foundry.archive.delta import DELTA_MAGIC, Delta, encode_delta, override_indices, parse_delta
 from foundry.archive.graphfile import (
@@ -64,6 +63,7 @@ from foundry.archive.nodes import (
     Node,
     NodeType,
 )
+from foundry.archive.problems import Problem, ProblemKind
 from foundry.archive.record_encode import encode_record
 from foundry.archive.record_parse import parse_record
 from foundry.archive.record_walk import iter_nodes, kernel_pointer_words, node_counts, topology_key
@@ -79,6 +79,7 @@ from foundry.archive.specs import (
     RngSpec,
     TemplateRef,
 )
+from foundry.archive.verify import check_archive  # last: verify imports most of the package
 
 __all__ = [
     "DELTA_MAGIC",

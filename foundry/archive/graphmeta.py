@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from foundry.archive.identity import Identity
 from foundry.archive.jsonfields import (
@@ -32,7 +31,6 @@ from foundry.archive.specs import (
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta"]
 
-T = TypeVar("T")
 
 GRAPH_FORMAT = "foundry-graph"
 GRAPH_FORMAT_VERSION = 1
@@ -63,13 +61,6 @@ class GraphMeta:
     record: RecordRef | None = None
     memory: MemorySpec | None = None
     template: TemplateRef | None = None
-
-    def image(self, sha256: str) -> ImageRef:
-        """The image with content hash ``sha256`` (``KeyError`` if the graph uses no such image)."""
-        for ref in self.images:
-            if ref.sha256 == sha256:
-                return ref
-        raise KeyError(sha256)
 
     def stats_dict(self) -> dict[str, int]:
         return dict(self.stats)
@@ -168,9 +159,3 @@ class GraphMeta:
         if problem is not None:
             at.fail(problem)
         return meta
-
-
-def _optional(obj: dict[str, Any], key: str, at: At, parse: Callable[[Any, At], T]) -> T | None:
-    """Keys added after the first release may be absent or null: both mean "none"."""
-    value = obj.get(key)
-    return None if value is None else parse(value, at.key(key))

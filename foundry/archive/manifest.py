@@ -16,7 +16,7 @@ from typing import Any
 
 from foundry.archive.atomic import write_atomic
 from foundry.archive.identity import Identity
-from foundry.archive.images import IMAGES_DIR, image_path, image_relpath, open_image, write_image
+from foundry.archive.images import image_relpath
 from foundry.archive.jsonfields import (
     U32,
     U64,
@@ -35,7 +35,6 @@ from foundry.archive.specs import ImageFormat, ImageRef, RegionSpec
 from foundry.errors import ArchiveCorruptError
 
 __all__ = [
-    "IMAGES_DIR",
     "MANIFEST_FORMAT",
     "MANIFEST_FORMAT_VERSION",
     "MANIFEST_FORMAT_VERSIONS",
@@ -45,11 +44,8 @@ __all__ = [
     "Group",
     "ImageEntry",
     "Manifest",
-    "image_path",
     "now_iso",
-    "open_image",
     "read_manifest",
-    "write_image",
     "write_manifest",
 ]
 

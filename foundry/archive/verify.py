@@ -42,7 +42,7 @@ from foundry.archive.verify_state import Findings, GraphUnderCheck, ImageInfo, k
 from foundry.archive.verify_templates import attach_templates, check_groups
 from foundry.errors import ArchiveError, ArchiveSignatureError
 
-__all__ = ["CheckResult", "Report", "verify_archive"]
+__all__ = ["CheckResult", "Report", "check_archive", "verify_archive"]
 
 PathLike = str | os.PathLike[str]
 
@@ -290,8 +290,14 @@ def _check_graph_signature(graphs: list[GraphUnderCheck], key: SigningKey | None
         return
     for graph in graphs:
         try:
-            authenticate_graph(graph.json_path, graph.meta, key)
+            authenticate_graph(graph.json_path, graph.meta, key, graph.json_sha256)
         except ArchiveSignatureError as exc:
             found.add(Check.SIGNATURE, ProblemKind.SIGNATURE, graph.json_path, str(exc))
         except ArchiveError as exc:
             found.add(Check.FILES, kind_of(exc), graph.json_path, f"{graph.label}: the archive's manifest: {exc}")
+
+
+def check_archive(archive_dir: PathLike) -> list[Problem]:
+    """Every problem ``verify_archive`` finds in ``archive_dir`` (no identity or signature checks),
+    in the order found; empty when the archive is sound. Reads and hashes the whole archive."""
+    return list(verify_archive(archive_dir).problems)

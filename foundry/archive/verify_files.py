@@ -11,9 +11,11 @@ from pathlib import Path
 
 from foundry.archive.atomic import sha256_bytes
 from foundry.archive.delta import parse_delta
-from foundry.archive.graphfile import read_graph, resolve_archive_dir
+from foundry.archive.graphfile import read_payload, resolve_archive_dir
+from foundry.archive.graphmeta import GraphMeta
 from foundry.archive.images import image_path, memory_path
 from foundry.archive.imagescan import detect_format, kernel_names
+from foundry.archive.jsonfields import load_json
 from foundry.archive.manifest import GraphEntry, Manifest
 from foundry.archive.problems import Check, ProblemKind
 from foundry.archive.record_parse import parse_record
@@ -84,11 +86,13 @@ def read_graph_files(
     except OSError as exc:
         problem(ProblemKind.MISSING, f"cannot read the graph metadata: {exc.strerror}")
         return None
-    if entry is not None and sha256_bytes(raw) != entry.json_sha256:
-        problem(ProblemKind.CHECKSUM, f"SHA-256 is {sha256_bytes(raw)}, the manifest says {entry.json_sha256}")
+    digest = sha256_bytes(raw)
+    if entry is not None and digest != entry.json_sha256:
+        problem(ProblemKind.CHECKSUM, f"SHA-256 is {digest}, the manifest says {entry.json_sha256}")
     try:
-        meta, payload = read_graph(json_path, verify=True)
-        graph = GraphUnderCheck(json_path, label, meta, payload, entry=entry)
+        meta = GraphMeta.from_json(load_json(raw, str(json_path)), str(json_path))  # the bytes just hashed
+        payload = read_payload(json_path, meta, verify=True)
+        graph = GraphUnderCheck(json_path, label, meta, digest, entry=entry)
         if meta.template is not None:
             graph.delta = parse_delta(payload)
         else:

@@ -72,7 +72,7 @@ class GraphUnderCheck:
     json_path: Path
     label: str
     meta: GraphMeta
-    payload: bytes
+    json_sha256: str  # of the JSON bytes ``meta`` was parsed from
     record: GraphRecord | None = None
     delta: Delta | None = None
     entry: GraphEntry | None = None
