@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -161,7 +160,6 @@ class Lib:
         self.handle = handle
         self.path = path
         self.preloaded = preloaded
-        self.lock = threading.Lock()
         for name, (restype, argtypes) in _SIGNATURES.items():
             fn = getattr(handle, name)
             fn.restype = restype

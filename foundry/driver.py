@@ -17,7 +17,6 @@ __all__ = [
     "device_identity",
     "driver_version",
     "memcpy_dtoh",
-    "memcpy_htod_async",
 ]
 
 _SIGNATURES: dict[str, list[Any]] = {
@@ -25,9 +24,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
     "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],
     "cuDriverGetVersion": [ctypes.POINTER(ctypes.c_int)],
-    "cuMemcpyHtoDAsync_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p],
     "cuMemcpyDtoH_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t],
-    "cuStreamSynchronize": [ctypes.c_void_p],
     "cuCtxSynchronize": [],
     "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
     "cuCtxSetCurrent": [ctypes.c_void_p],
@@ -102,10 +99,6 @@ def device_identity(device: int) -> tuple[str, int, tuple[int, int]]:
         call("cuDeviceGetAttribute", ctypes.byref(v), attr, device)
         values.append(v.value)
     return buf.value.decode(errors="replace"), values[0], (values[1], values[2])
-
-
-def memcpy_htod_async(dst: int, data: bytes, stream: int) -> None:
-    call("cuMemcpyHtoDAsync_v2", dst, data, len(data), stream)
 
 
 def memcpy_dtoh(src: int, n: int) -> bytes:

@@ -18,13 +18,14 @@ from foundry.archive.record_encode import encode_node
 from foundry.archive.record_parse import parse_node
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-__all__ = ["DELTA_MAGIC", "Delta", "encode_delta", "override_indices", "parse_delta"]
+__all__ = ["DELTA_MAGIC", "VARYING_NODE_TYPES", "Delta", "encode_delta", "override_indices", "parse_delta"]
 
 DELTA_MAGIC = b"FGD1"
 DELTA_VERSION = 1
 _HEADER = struct.Struct("<4sHHIIIIQ32s")
 _OVERRIDE = struct.Struct("<II")
-_VARYING = (KernelNode, MemsetNode, MemcpyNode)
+VARYING_NODE_TYPES = (KernelNode, MemsetNode, MemcpyNode)
+"""The node types a template member may override (the rest must equal the template's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,7 @@ class Delta:
 def encode_delta(delta: Delta) -> bytes:
     body = bytearray()
     for index, node in delta.overrides:
-        if not isinstance(node, _VARYING):
+        if not isinstance(node, VARYING_NODE_TYPES):
             raise ValueError(f"override of node {index}: only kernel, memset and memcpy nodes vary, not {node}")
         body += _OVERRIDE.pack(index, 0) + encode_node(node)
     total = _HEADER.size + len(body)
@@ -115,7 +116,7 @@ def parse_delta(data: bytes | bytearray | memoryview) -> Delta:
     for i in range(count):
         index = _override_at(mv, at, i, total, seen)
         node, size = parse_node(mv, at + _OVERRIDE.size, total, fcount, f"delta override {i}: ")
-        if not isinstance(node, _VARYING):
+        if not isinstance(node, VARYING_NODE_TYPES):
             raise ArchiveCorruptError(f"delta, byte {at}: override {i} is a {node.node_type.name} node")
         overrides.append((index, node))
         at += _OVERRIDE.size + size

@@ -28,6 +28,7 @@ __all__ = [
     "read_meta_digest",
     "read_payload",
     "resolve_archive_dir",
+    "template_path",
     "write_graph",
 ]
 
@@ -160,6 +161,12 @@ def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> b
             "files come from different saves. Save the graph again."
         )
     return unpack_container(data, verify=verify, source=str(cpath))
+
+
+def template_path(json_path: PathLike, meta: GraphMeta) -> Path:
+    """The resolved JSON path of the template a member's metadata names (``meta.template`` set)."""
+    assert meta.template is not None
+    return (Path(json_path).parent / meta.template.json).resolve()
 
 
 def resolve_archive_dir(json_path: PathLike, meta: GraphMeta) -> Path:

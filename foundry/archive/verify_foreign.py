@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from foundry.archive.atomic import TEMP_SUFFIX
+from foundry.archive.graphfile import container_path, resolve_archive_dir
 from foundry.archive.images import IMAGES_DIR, MEMORY_DIR, REGION_HINT, image_path, memory_path
 from foundry.archive.jsonfields import is_sha256
 from foundry.archive.manifest import MANIFEST_NAME, Manifest
@@ -32,12 +33,12 @@ def known_files(directory: Path, manifest: Manifest, graphs: Iterable[GraphUnder
         known.add(graph.json_path)
         if meta.record is not None:
             known.add(graph.json_path.parent / meta.record.file)
-        images_at = graph.json_path.parent / meta.archive_dir
+        images_at = resolve_archive_dir(graph.json_path, meta)
         known.update(image_path(images_at, ref.sha256) for ref in meta.images)
         if meta.memory is not None:
             known.add(memory_path(images_at, meta.memory.sha256))
     for e in manifest.graphs:  # a graph JSON that could not be read still owns its .cugraph
-        known.add((directory / e.json).with_suffix(".cugraph"))
+        known.add(container_path(directory / e.json))
     return {p.resolve() for p in known}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from foundry.archive.graphfile import template_path
 from foundry.archive.manifest import Manifest
 from foundry.archive.nodes import GraphRecord, KernelNode
 from foundry.archive.problems import Check, ProblemKind
@@ -42,7 +43,7 @@ def _attach(graph: GraphUnderCheck, by_path: dict[Path, GraphUnderCheck | None],
         found.add(Check.TEMPLATES, kind, graph.json_path, f"{graph.label}: {message}")
 
     here = graph.json_path.resolve()
-    tpath = (graph.json_path.parent / meta.template.json).resolve()
+    tpath = template_path(graph.json_path, meta)
     if tpath == here:
         problem(
             ProblemKind.CORRUPT,
@@ -141,7 +142,7 @@ def check_groups(
             if member is None or member.delta is None or member.meta.template is None:
                 continue
             deltas += 1
-            stored_against = (member.json_path.parent / member.meta.template.json).resolve()
+            stored_against = template_path(member.json_path, member.meta)
             if tpath is not None and stored_against != tpath:
                 found.add(
                     Check.TEMPLATES,

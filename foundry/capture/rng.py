@@ -104,10 +104,8 @@ class RngState:
         self.device = device
         # seed_address 0: the seed is a value baked into the kernels' arguments at capture, as PyTorch
         # releases that keep only the offset on the device do; then there is no seed to refill.
-        self.seed = (
-            tensor_at(OutputSpec(spec.seed_address, (1,), (1,), "int64", 8), device) if spec.seed_address else None
-        )
-        self.offset = tensor_at(OutputSpec(spec.offset_address, (1,), (1,), "int64", 8), device)
+        self.seed = _int64_at(spec.seed_address, device) if spec.seed_address else None
+        self.offset = _int64_at(spec.offset_address, device)
 
     def prologue(self) -> None:
         gen = _generator(self.device)

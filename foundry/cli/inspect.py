@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..archive import MANIFEST_NAME, GraphMeta, read_manifest, read_meta
+from ..archive import MANIFEST_NAME, GraphMeta, read_manifest, read_meta, resolve_archive_dir
 from ..errors import ArchiveError
 from ..memory.sizes import format_size
 from .table import table
@@ -22,12 +22,14 @@ def _graph_metas(path: Path) -> tuple[Path, list[tuple[Path, GraphMeta]], Any]:
         manifest = read_manifest(path)
         return path, [(path / g.json, read_meta(path / g.json)) for g in manifest.graphs], manifest
     meta = read_meta(path)
-    return (path.parent / meta.archive_dir), [(path, meta)], None
+    return resolve_archive_dir(path, meta), [(path, meta)], None
 
 
 def summarize(path: Path) -> dict[str, Any]:
     """The facts `inspect` prints, as one JSON-ready dict."""
     archive_dir, metas, manifest = _graph_metas(path)
+    if not metas:
+        raise ArchiveError(f"{path}: the manifest lists no graphs; there is nothing to inspect")
     kernels: Counter[tuple[str, str]] = Counter()
     images: dict[str, tuple[int, str]] = {}
     totals: Counter[str] = Counter()

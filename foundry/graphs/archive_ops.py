@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from .. import __version__
@@ -21,6 +20,7 @@ from ..archive import (
     write_manifest,
 )
 from ..archive.images import IMAGES_DIR
+from ..archive.jsonfields import is_sha256
 from ..archive.signed_archive import authenticate_manifest, sign_manifest
 from ..archive.signing import KeySource, configured_key
 from ..errors import ArchiveError, FoundryError
@@ -29,8 +29,6 @@ from ..memory.region import hold_allocation_region, region_state
 from .load import load_images
 from .save import replace_saved, saved_graphs
 from .templates import plan_groups, write_member_deltas
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 __all__ = ["load_cuda_modules_and_libraries", "save_graph_manifest"]
 
@@ -124,6 +122,6 @@ def load_cuda_modules_and_libraries(
         image_dir = archive / IMAGES_DIR
         if not image_dir.is_dir():
             raise ArchiveError(f"{archive} is not a Foundry archive: it has neither {MANIFEST_NAME} nor {IMAGES_DIR}/")
-        shas = sorted(p.stem for p in image_dir.glob("*.bin") if _SHA256.fullmatch(p.stem))
+        shas = sorted(p.stem for p in image_dir.glob("*.bin") if is_sha256(p.stem))
     load_images(archive, shas, verify)
     return len(shas)

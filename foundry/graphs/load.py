@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..archive import GraphMeta, compare, open_image, read_meta_digest, read_payload, resolve_archive_dir
+from ..archive.graphfile import template_path
 from ..archive.signed_archive import authenticate_graph
 from ..archive.signing import SigningKey, configured_key
 from ..errors import ArchiveCorruptError, IdentityMismatchError
@@ -118,7 +119,7 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
     if meta.template is None:
         return _full_source(json_path, meta, digest, lazy)
     here = json_path.resolve()
-    tpath = (json_path.parent / meta.template.json).resolve()
+    tpath = template_path(json_path, meta)
     if tpath == here or tpath in chain:
         loop = " -> ".join(str(p) for p in (*chain, here, tpath))
         raise ArchiveCorruptError(

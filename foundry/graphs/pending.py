@@ -109,9 +109,10 @@ class PendingLoads:
         """Lets a loader started with defer_dedicated=True go on to members' own execs."""
         self.dedicated_go.set()
 
-    def wait_group(self, index: int, timeout: float | None = None) -> GraphHandle:
+    def wait_group(self, index: int) -> GraphHandle:
+        """Graph ``index`` once its group is replayable (raises if the loader failed)."""
         handle = self.handles[index]
-        while not handle.group.ready.wait(0.05 if timeout is None else timeout):
+        while not handle.group.ready.wait(0.05):
             if self.error is not None or (self.done.is_set() and not handle.group.ready.is_set()):
                 break
         if self.error is not None:

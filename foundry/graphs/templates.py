@@ -24,8 +24,6 @@ from ..archive import (
     GraphMeta,
     GraphRecord,
     KernelNode,
-    MemcpyNode,
-    MemsetNode,
     Node,
     TemplateRef,
     iter_nodes,
@@ -33,13 +31,12 @@ from ..archive import (
     parse_record,
     write_graph,
 )
+from ..archive.delta import VARYING_NODE_TYPES
 from ..errors import CodecError
 from . import codec
 from .save import SavedGraph
 
 __all__ = ["GroupPlan", "plan_groups", "template_key", "write_member_deltas"]
-
-_VARYING = (KernelNode, MemsetNode, MemcpyNode)
 
 
 def template_key(meta: GraphMeta, record: GraphRecord) -> str:
@@ -80,7 +77,7 @@ def _differing(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta,
     for i, (a, b) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
         if _identity(a, tm) == _identity(b, mm):
             continue
-        if not isinstance(a, _VARYING) or type(a) is not type(b):
+        if not isinstance(a, VARYING_NODE_TYPES) or type(a) is not type(b):
             return None
         # Launch attributes cannot be updated in an exec; members must keep the template's.
         if isinstance(a, KernelNode) and isinstance(b, KernelNode) and a.attrs != b.attrs:

@@ -81,7 +81,8 @@ _keepalive: list[object] = []
 _functions: dict[tuple[str, str], int] = {}
 
 
-def _record(index: int) -> ImageRecord:
+def image_record(index: int) -> ImageRecord:
+    """One recorded image."""
     info = ImageInfo()
     check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
     return ImageRecord(
@@ -90,19 +91,14 @@ def _record(index: int) -> ImageRecord:
     )  # fmt: skip
 
 
-def image_record(index: int) -> ImageRecord:
-    """One recorded image."""
-    return _record(index)
-
-
 def recorded_images() -> list[ImageRecord]:
     lib = native()
-    return [_record(i) for i in range(lib.fdy_registry_count())]
+    return [image_record(i) for i in range(lib.fdy_registry_count())]
 
 
 def image_bytes(index: int) -> memoryview:
     """A zero-copy view of a recorded image (valid while the image stays loaded)."""
-    rec = _record(index)
+    rec = image_record(index)
     if rec.format is ImageFormat.UNKNOWN or not rec.size or not rec.data:
         raise RegistryError(
             f"image {index} ({rec.kind} {rec.handle:#x}) has an unknown format, so its size and bytes cannot be "

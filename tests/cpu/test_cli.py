@@ -3,6 +3,7 @@ an archive made on the fake CUDA driver), each invoked as ``python -m foundry.cl
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -221,3 +222,17 @@ def test_inspect_json_failure_keeps_stdout_clean(tmp_path: Path) -> None:
     p = foundry_cli("inspect", "--json", str(tmp_path / "missing.json"))
     assert p.returncode != 0
     assert p.stdout == "" and "foundry inspect: " in p.stderr
+
+
+def test_inspect_of_a_manifest_listing_no_graphs_fails_clearly(tmp_path: Path) -> None:
+    from foundry.archive import Manifest, read_manifest, write_manifest
+    from foundry.archive.samples import write_sample_archive
+
+    directory = tmp_path / "arch"
+    write_sample_archive(directory)
+    empty: Manifest = dataclasses.replace(read_manifest(directory), graphs=(), groups=(), images=())
+    write_manifest(directory, empty)
+    p = foundry_cli("inspect", str(directory))
+    message = (p.stdout + p.stderr).strip()
+    assert p.returncode != 0 and "Traceback" not in message
+    assert "lists no graphs" in message and str(directory) in message
