@@ -46,6 +46,7 @@ __all__ = [
     "Manifest",
     "now_iso",
     "read_manifest",
+    "read_manifest_doc",
     "write_manifest",
 ]
 
@@ -109,7 +110,7 @@ class Group:
     topology: str
     template: int
     members: tuple[int, ...]
-    varying: tuple[int, ...] = ()
+    varying: tuple[int, ...] | None = None  # None: a manifest written before groups recorded it
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +180,7 @@ class Manifest:
                     "topology": g.topology,
                     "template": g.template,
                     "members": list(g.members),
-                    "varying": list(g.varying),
+                    **({"varying": list(g.varying)} if g.varying is not None else {}),
                 }
                 for g in self.groups
             ],
@@ -251,8 +252,12 @@ def _group(value: Any, at: At) -> Group:
     obj = get_obj(value, at)
     members_v, members_at = field(obj, "members", at)
     members = tuple(get_int(v, members_at.index(i), U32) for i, v in enumerate(get_list(members_v, members_at)))
-    varying_v, varying_at = (obj["varying"], at.key("varying")) if "varying" in obj else ([], at)
-    varying = tuple(get_int(v, varying_at.index(i), U32) for i, v in enumerate(get_list(varying_v, varying_at)))
+    varying = None
+    if "varying" in obj:
+        varying_at = at.key("varying")
+        varying = tuple(
+            get_int(v, varying_at.index(i), U32) for i, v in enumerate(get_list(obj["varying"], varying_at))
+        )
     return Group(get_sha256(*field(obj, "topology", at)), get_int(*field(obj, "template", at), U32), members, varying)
 
 
@@ -271,6 +276,12 @@ def read_manifest(archive_dir: PathLike) -> Manifest:
     """Read and validate ``graph_manifest.json``. A missing manifest or bad content raises
     ``ArchiveCorruptError``; another kind of file ``ArchiveForeignError``; an unknown
     ``format_version`` ``ArchiveVersionError``."""
+    return read_manifest_doc(archive_dir)[0]
+
+
+def read_manifest_doc(archive_dir: PathLike) -> tuple[Manifest, dict[str, Any]]:
+    """``read_manifest`` and the JSON document it was parsed from (what a signature covers), from
+    one read of the file. Errors as ``read_manifest``."""
     path = Path(archive_dir) / MANIFEST_NAME
     try:
         data = path.read_bytes()
@@ -278,4 +289,5 @@ def read_manifest(archive_dir: PathLike) -> Manifest:
         raise ArchiveCorruptError(
             f"{archive_dir}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish"
         ) from None
-    return Manifest.from_json(load_json(data, str(path)), str(path))
+    doc = load_json(data, str(path))
+    return Manifest.from_json(doc, str(path)), doc

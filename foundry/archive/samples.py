@@ -203,7 +203,7 @@ def write_sample_archive(archive_dir: str | os.PathLike[str]) -> Manifest:
         sample_meta("x", base, images, ".").region,
         tuple(ImageEntry.from_ref(r) for r in refs),
         tuple(entries),
-        (Group(entries[0].topology, 0, (1,)),),
+        (Group(entries[0].topology, 0, (1,), ()),),
     )
     write_manifest(directory, manifest)
     return manifest

@@ -23,7 +23,7 @@ from typing import Any
 from foundry.archive.graphfile import resolve_archive_dir
 from foundry.archive.identity import Identity, compare
 from foundry.archive.jsonfields import load_json
-from foundry.archive.manifest import MANIFEST_NAME, read_manifest
+from foundry.archive.manifest import MANIFEST_NAME, read_manifest_doc
 from foundry.archive.problems import Check, Problem, ProblemKind
 from foundry.archive.signed_archive import authenticate_graph
 from foundry.archive.signing import KEY_ENV, KeySource, SigningKey, as_key, check_signature, signature_key_id
@@ -152,8 +152,7 @@ def _verify_directory(
 ) -> tuple[int, int]:
     manifest_path = directory / MANIFEST_NAME
     try:
-        manifest = read_manifest(directory)
-        doc = load_json(manifest_path.read_bytes(), str(manifest_path))
+        manifest, doc = read_manifest_doc(directory)
     except ArchiveError as exc:
         found.add(Check.FILES, kind_of(exc), directory, str(exc))
         _skip_all(found, "the manifest cannot be read")
@@ -187,8 +186,7 @@ def _verify_directory(
     attach_templates(readable, found, read_unlisted, known)
     for graph in readable:
         check_consistency(graph, found, directory)
-    varying = {i for i, g in enumerate(doc.get("groups", [])) if isinstance(g, dict) and "varying" in g}
-    check_groups(manifest, manifest_path, listed, found, varying)
+    check_groups(manifest, manifest_path, listed, found)
     _check_rest(readable, images, found, {e.sha256: e for e in manifest.images})
     if len(readable) < len(listed):
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")

@@ -118,11 +118,10 @@ def check_groups(
     manifest_path: Path,
     graphs: list[GraphUnderCheck | None],
     found: Findings,
-    has_varying: set[int],
 ) -> None:
     """The manifest's groups against the graphs: templates hold their own record, each member stored
     as a delta is stored against its group's template and overrides exactly the group's ``varying``
-    nodes (checked for the groups in ``has_varying``, those whose manifest entry records them)."""
+    nodes (where the manifest records them)."""
     for gi, group in enumerate(manifest.groups):
         template = graphs[group.template]
         if template is not None and template.delta is not None:
@@ -134,7 +133,8 @@ def check_groups(
                 "to another graph",
             )
         tpath = template.json_path.resolve() if template is not None else None
-        varying = sorted(set(group.varying))
+        known = group.varying is not None
+        varying = sorted(set(group.varying or ()))
         deltas = unread = 0
         for index in group.members:
             member = graphs[index]
@@ -152,7 +152,7 @@ def check_groups(
                     f"but it is stored as changes to {stored_against}",
                 )
             overridden = sorted(member.overridden)
-            if gi in has_varying and overridden != varying:
+            if known and overridden != varying:
                 found.add(
                     Check.TEMPLATES,
                     ProblemKind.MISMATCH,
@@ -160,7 +160,7 @@ def check_groups(
                     f"{member.label}: its delta overrides nodes {overridden}, but the manifest says nodes {varying} "
                     f"vary in group {gi}; SAVE stores every member of a group with the same overrides",
                 )
-        if gi in has_varying and varying and not deltas and not unread:
+        if known and varying and not deltas and not unread:
             found.add(
                 Check.TEMPLATES,
                 ProblemKind.MISMATCH,

@@ -161,7 +161,7 @@ def _group_report(manifest: Any) -> dict[str, Any]:
     names = [g.name for g in manifest.graphs]
     return {
         "groups": [[names[g.template], *[names[m] for m in g.members]] for g in manifest.groups],
-        "varying_nodes": [len(g.varying) for g in manifest.groups],
+        "varying_nodes": [len(g.varying or ()) for g in manifest.groups],
         "distinct_topologies": len({g.topology for g in manifest.graphs}),
     }
 

@@ -22,6 +22,7 @@ from foundry.archive import (
     check_archive,
     encode_delta,
     image_path,
+    read_manifest,
     read_meta,
     sha256_bytes,
     write_graph,
@@ -254,6 +255,20 @@ def test_manifest_varying_list_must_match_the_deltas(archive: Path) -> None:
     remanifest(archive, varying=(0,))
     (p,) = only_failure(verify_archive(archive), Check.TEMPLATES)
     assert "overrides nodes [0, 5], but the manifest says nodes [0] vary in group 0" in p.message
+
+
+def test_manifest_group_without_a_varying_list_is_not_held_to_one(archive: Path) -> None:
+    """Manifests written before groups recorded ``varying``: the key is absent, read as None, and
+    written back absent; the deltas are still checked against their template."""
+    path = archive / "graph_manifest.json"
+    doc = json.loads(path.read_text())
+    for group in doc["groups"]:
+        del group["varying"]
+    path.write_text(json.dumps(doc))
+    manifest = read_manifest(archive)
+    assert [g.varying for g in manifest.groups] == [None]
+    assert "varying" not in manifest.to_json()["groups"][0]
+    assert verify_archive(archive).ok
 
 
 def test_graph_stored_as_changes_to_itself(archive: Path) -> None:
