@@ -8,7 +8,7 @@ memory the loaded graphs use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .._native import check, native
 from ..archive.specs import RegionSpec
@@ -62,12 +62,16 @@ def live_ranges(events: Iterable[tuple[int, int, int, int]]) -> list[tuple[int, 
     return _coalesce(_live(events).values())
 
 
-def live_allocations(events: Sequence[AllocationEvent]) -> dict[int, int]:
-    """offset -> size of this process's allocations that are still live."""
-    live: dict[int, int] = {}
-    for e in events:
+def live_allocations(
+    events: Sequence[AllocationEvent], skip: Callable[[int], bool] | None = None
+) -> dict[int, AllocationEvent]:
+    """offset -> the allocation event of each allocation still live at the end of ``events`` (those
+    at the indices ``skip`` accepts left out)."""
+    live: dict[int, AllocationEvent] = {}
+    for index, e in enumerate(events):
         if e.kind in _ALLOCS:
-            live[e.offset] = e.size
+            if skip is None or not skip(index):
+                live[e.offset] = e
         elif e.kind in (AllocKind.FREE, AllocKind.ASYNC_FREE):
             live.pop(e.offset, None)
     return live
@@ -99,7 +103,7 @@ def region_spec(full_log: bool = False) -> RegionSpec:
     quads = [(int(e.kind), e.offset, e.size, e.span) for e in events]
     if not full_log:
         live = live_allocations(events)
-        events = [e for e in events if e.kind in _ALLOCS and live.get(e.offset) == e.size]
+        events = [e for e in events if live.get(e.offset) is e]
     return RegionSpec(
         base=state.base,
         size=state.size,
@@ -168,10 +172,4 @@ def _check_layout(saved: RegionSpec) -> None:
 
 def _own_allocations() -> list[tuple[int, int, int]]:
     """(offset, span, size) of this process's live allocations."""
-    live: dict[int, tuple[int, int]] = {}
-    for e in allocation_events():
-        if e.kind in _ALLOCS:
-            live[e.offset] = (e.span, e.size)
-        elif e.kind in (AllocKind.FREE, AllocKind.ASYNC_FREE):
-            live.pop(e.offset, None)
-    return [(off, span, size) for off, (span, size) in sorted(live.items())]
+    return [(off, e.span, e.size) for off, e in sorted(live_allocations(allocation_events()).items())]

@@ -18,7 +18,8 @@ from pathlib import Path
 from .._native import native
 from ..archive import MemorySpec, read_memory, write_memory
 from ..driver import call, memcpy_dtoh
-from .region import AllocationEvent, AllocKind, allocation_events, region_epoch
+from .layout import live_allocations
+from .region import AllocationEvent, allocation_events, region_epoch
 
 __all__ = ["capture_window", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
 
@@ -47,14 +48,8 @@ def snapshot_limit() -> int:
 
 def state_ranges(events: Sequence[AllocationEvent], windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """(offset, span) of live allocations made outside every capture window, sorted."""
-    live: dict[int, tuple[int, int]] = {}
-    for index, e in enumerate(events):
-        if e.kind in (AllocKind.ALLOC, AllocKind.ASYNC_ALLOC):
-            if not any(start <= index < end for start, end in windows):
-                live[e.offset] = (e.offset, e.span)
-        elif e.kind in (AllocKind.FREE, AllocKind.ASYNC_FREE):
-            live.pop(e.offset, None)
-    return sorted(live.values())
+    live = live_allocations(events, lambda index: any(start <= index < end for start, end in windows))
+    return sorted((offset, e.span) for offset, e in live.items())
 
 
 def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> MemorySpec | None:
