@@ -25,6 +25,7 @@ from ..archive import (
     write_image,
     write_region_hint,
 )
+from ..archive.graphfile import template_path
 from ..errors import RegionStateError
 from ..kernels import registry
 from ..machine import current_identity
@@ -182,7 +183,11 @@ def _remember(graph: SavedGraph) -> None:
         else:
             _saved.append(graph)
             return
-        orphans = [(i, g) for i, g in enumerate(_saved) if g.delta is not None and _template_path(g) == target]
+        orphans = [
+            (i, g)
+            for i, g in enumerate(_saved)
+            if g.delta is not None and g.meta.template is not None and template_path(g.json_path, g.meta) == target
+        ]
     for i, member in orphans:
         meta = write_graph(
             member.json_path, replace(member.meta, template=None), member.record, parsed=member.parsed, durable=False
@@ -190,8 +195,3 @@ def _remember(graph: SavedGraph) -> None:
         with _lock:
             if _saved[i] is member:
                 _saved[i] = SavedGraph(member.json_path, meta, member.record, parsed=member.parsed)
-
-
-def _template_path(graph: SavedGraph) -> Path | None:
-    template = graph.meta.template
-    return None if template is None else (graph.json_path.parent / template.json).resolve()
