@@ -6,6 +6,8 @@
 #   FOUNDRY_BENCH_ARGS="--shapes qwen3-0.6b --variants eager" bash scripts/gpu_tier.sh --bench
 #   SKIP_TIER=1 bash scripts/gpu_tier.sh --bench        (benchmark only)
 #   FIXTURE=1 bash scripts/gpu_tier.sh                   (also save tests/fixtures/gpu_archive as fixture.tar.gz)
+#   ARCHIVE_META=1 ... --bench                           (also bring back the benchmark archives' metadata and
+#                                                         records, without images and memory, to profile on a CPU)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -43,6 +45,10 @@ if [ "${FIXTURE:-0}" = 1 ]; then
   rm -rf /tmp/fixture && python3 -m foundry.cli run -- python3 scripts/make_fixture.py /tmp/fixture > "$OUT/fixture.log" 2>&1 \
     && tar -C /tmp/fixture -czf "$OUT/fixture.tar.gz" . && ls -la "$OUT/fixture.tar.gz"
 fi
+if [ "${ARCHIVE_META:-0}" = 1 ] && [ -d /tmp/foundry-bench ]; then
+  tar -C /tmp/foundry-bench --exclude='*/images/*' --exclude='*/memory/*' --exclude='*.pt' -czf "$OUT/bench-archive-meta.tar.gz" . \
+    && ls -la "$OUT/bench-archive-meta.tar.gz"
+fi
 python3 scripts/collect_artifacts.py "$FOUNDRY_GPU_ARTIFACTS" "$OUT/debug.json"
 # The device tool brings back few files: keep the logs together.
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files $(cd "$OUT" && ls *.log 2>/dev/null) 2>/dev/null
@@ -62,4 +68,15 @@ for k, v in s["figures"].items():
     print(f"  {k}: {json.dumps(v)[:400]}")
 PY
 [ -f "$OUT/cold-start.txt" ] && cat "$OUT/cold-start.txt"
+[ -f "$OUT/cold-start.json" ] && python3 - "$OUT/cold-start.json" <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    print(r["shape"], r["variant"], "load timings", {k: round(v, 3) for k, v in r["load_timings"].items()})
+    print("  replay max/median: same process", round(r["replay_ratio_max"], 4), round(r["replay_ratio_median"], 4),
+          "cross process", round(r["replay_ratio_max_cross_process"], 4), round(r["replay_ratio_median_cross_process"], 4),
+          "shared/own max", round(r["shared_over_own_exec_max"], 4))
+    for key in ("build_probe", "driver_probe", "process_probe_us", "tensor_at_us"):
+        if r.get(key):
+            print(f"  {key}: {json.dumps(r[key])[:600]}")
+PY
 exit $TIER

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +35,11 @@ __all__ = ["CUDAGraph", "graph", "shared_pool"]
 
 _pool_lock = threading.Lock()
 _pools: dict[int, Any] = {}
+# The torch graphs captured into each device's shared pool. PyTorch drops a pool's use count to zero
+# when the last graph using it is reset or deleted, and then refuses (an internal assert) any capture
+# that names the old handle: once no graph uses it, the next capture gets a new pool.
+_pool_users: dict[int, weakref.WeakSet[Any]] = {}
+_pool_used: set[int] = set()  # devices whose current shared pool has had a capture
 _capture_streams: dict[int, torch.cuda.Stream] = {}
 
 
@@ -41,9 +47,24 @@ def shared_pool(device: int | None = None) -> Any:
     """The memory pool Foundry's captures share by default (one per device), as vLLM shares one."""
     dev = torch.cuda.current_device() if device is None else device
     with _pool_lock:
-        if dev not in _pools:
+        users = _pool_users.setdefault(dev, weakref.WeakSet())
+        if dev not in _pools or (dev in _pool_used and not users):
             _pools[dev] = torch.cuda.graph_pool_handle()
+            _pool_used.discard(dev)
         return _pools[dev]
+
+
+def _claim_shared_pool(dev: int, torch_graph: Any) -> None:
+    with _pool_lock:
+        _pool_users.setdefault(dev, weakref.WeakSet()).add(torch_graph)
+        _pool_used.add(dev)
+
+
+def _release_shared_pool(dev: int, torch_graph: Any) -> None:
+    with _pool_lock:
+        users = _pool_users.get(dev)
+        if users is not None:
+            users.discard(torch_graph)
 
 
 class Runner(Protocol):
@@ -119,6 +140,7 @@ class CUDAGraph:
     def reset(self) -> None:
         if self._torch is not None:
             self._torch.reset()
+            _release_shared_pool(self._device, self._torch)
             self._torch = None
         if isinstance(self._runner, LoadedGraph):
             codec.destroy_exec(self._runner.exec)
@@ -236,6 +258,8 @@ def graph(
     chosen_pool = pool if pool is not None else shared_pool()
     with torch.cuda.stream(capture_stream), capture_window():
         cuda_graph.capture_begin(pool=chosen_pool, capture_error_mode=capture_error_mode)
+        if pool is None:
+            _claim_shared_pool(device, cuda_graph._require_torch())
         try:
             yield cuda_graph
         finally:

@@ -1,18 +1,19 @@
 """Background loading: every graph replayable early, every graph at full speed later.
 
 ``start`` does on the calling thread only what must precede the program's next allocation (read and
-check the files, map SAVE's memory), then returns. A loader thread loads the images (hashed on a pool
-of ``num_threads`` threads), builds and instantiates one exec per topology group, and marks the group
-ready: from then on every member replays on that exec, switched in by updating only the nodes that
-vary. The loader then gives each member an exec of its own, so that steady-state replay pays no
-update penalty. ctypes releases the GIL during driver calls, so the loader runs beside the program.
+check the files, map SAVE's memory), then returns. A loader thread loads the images (hashed, with the
+records, on a pool of ``num_threads`` threads) and, as soon as a topology group's images are loaded,
+has one exec built and instantiated for it on another pool; the group is then ready: every member
+replays on that exec, switched in by updating only the nodes that vary. The loader then gives each
+member an exec of its own, so that steady-state replay pays no update penalty. ctypes releases the
+GIL during driver calls, so the loader runs beside the program.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,21 @@ class GraphHandle:
             codec.launch(g.exec, stream)
 
 
+class _Phases:
+    """Seconds spent per loader phase, summed over the threads that ran it (thread time, not wall
+    time: compared with the wall time it shows whether a phase ran in parallel)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seconds: dict[str, float] = {}
+
+    def add(self, name: str, since: float) -> float:
+        now = time.perf_counter()
+        with self._lock:
+            self.seconds[name] = self.seconds.get(name, 0.0) + now - since
+        return now
+
+
 class PendingLoads:
     """What start() returns; finish()/finish_one() wait on it."""
 
@@ -104,6 +120,7 @@ class PendingLoads:
         self.thread: threading.Thread | None = None
         self.finished: dict[int, Any] = {}  # what the torch layer handed out, by index
         self.dedicated_go = threading.Event()  # the loader builds members' own execs once set
+        self.phases = _Phases()
 
     def build_dedicated(self) -> None:
         """Lets a loader started with defer_dedicated=True go on to members' own execs."""
@@ -126,41 +143,42 @@ class PendingLoads:
             raise LoadError(f"background loading failed: {self.error}") from self.error
 
 
-def _load_images(sources: Sequence[GraphSource], num_threads: int, verify: bool) -> None:
-    """Loads the images and reads the graphs' records, on one pool: both are file reads and hashes
-    (which release the GIL) and driver calls."""
-    wanted: dict[str, tuple[Path, int]] = {}
-    for src in sources:
-        for sha, entry in source_images(src).items():
-            wanted.setdefault(sha, entry)
-    todo = [(sha, d, size) for sha, (d, size) in wanted.items() if not registry.is_loaded(sha)]
-
-    def load(item: tuple[str, Path, int]) -> None:
-        sha, directory, _size = item
-        registry.load_image(sha, open_image(directory, sha, verify))
-
-    payloads = {id(s): s for src in sources for s in (src, src.template) if s is not None}
-    with ThreadPoolExecutor(max_workers=max(1, num_threads)) as pool:
-        # Largest images first (sizes as the metadata records them), so the longest hash does not start last.
-        ordered = sorted(todo, key=lambda i: -i[2])
-        jobs: list[Future[Any]] = [pool.submit(load, item) for item in ordered]
-        jobs += [pool.submit(src.read_payload) for src in payloads.values()]
-        for job in jobs:
-            job.result()
+def _image_plan(pending: PendingLoads) -> tuple[dict[str, tuple[Path, int]], dict[int, set[str]]]:
+    """The images still to load, in the order groups are wanted (the group of the first path first),
+    and, per group, the images it waits for: its template's and every member's."""
+    order: dict[str, tuple[Path, int]] = {}
+    missing: dict[int, set[str]] = {id(g): set() for g in pending.groups}
+    for g in pending.groups:
+        for h in (h for h in pending.handles if h.group is g):
+            for sha, entry in source_images(h.source).items():
+                if not registry.is_loaded(sha):
+                    order.setdefault(sha, entry)
+                    missing[id(g)].add(sha)
+    return order, missing
 
 
-def _build_template(pending: PendingLoads, g: _Group, context: int) -> None:
+def _build_template(pending: PendingLoads, g: _Group, context: int, records: dict[int, Future[Any]]) -> None:
+    """The group's shared exec, and what switching members into it needs; then the group is ready."""
     call("cuCtxSetCurrent", context)
+    ph = pending.phases
     t = g.template
-    g.template_functions = resolve_functions(t.meta)
-    g.graph, g.nodes = codec.build_with_nodes(t.payload, g.template_functions, t.node_count)
-    g.exec = codec.instantiate(g.graph)
     members = [h for h in pending.handles if h.group is g and h.source.template is not None]
+    for src in (t, *(h.source for h in members)):
+        records[id(src)].result()
+    clock = time.perf_counter()
+    g.template_functions = resolve_functions(t.meta)
+    clock = ph.add("resolve_functions", clock)
+    g.graph, g.nodes = codec.build_with_nodes(t.payload, g.template_functions, t.node_count)
+    clock = ph.add("build", clock)
+    g.exec = codec.instantiate(g.graph)
+    clock = ph.add("instantiate", clock)
     varying = sorted({i for h in members for i in override_indices(h.source.payload)})
     g.template_delta = codec.delta_from_record(t.payload, varying)
+    clock = ph.add("template_delta", clock)
     for h in pending.handles:
         if h.group is g:
             h.functions = g.template_functions if h.source.template is None else resolve_functions(h.source.meta)
+    ph.add("resolve_functions", clock)
     g.ready.set()
 
 
@@ -205,21 +223,64 @@ def _build_own_execs(pending: PendingLoads, g: _Group, context: int) -> None:
 
 
 def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:
+    """A pipeline. Reader threads hash images and records; this thread loads the images into the
+    driver, one after another (the driver serializes module loads anyway, and contending threads only
+    slow each other); a group is built on a builder thread as soon as every image it needs is loaded,
+    so the first groups are replayable while later images still load."""
     try:
         call("cuCtxSetCurrent", context)
-        _load_images([h.source for h in pending.handles], num_threads, verify)
-        pending.timings["images_s"] = time.perf_counter() - start
-        # Groups are independent: building their graphs overlaps across threads (ctypes releases the
-        # GIL in the driver calls), and a group is replayable the moment its template is instantiated.
-        with ThreadPoolExecutor(max_workers=max(1, num_threads), thread_name_prefix="foundry-build") as pool:
-            list(pool.map(lambda g: _build_template(pending, g, context), pending.groups))
+        ph = pending.phases
+        order, missing = _image_plan(pending)
+        by_id = {id(g): g for g in pending.groups}
+        waiting: dict[str, list[int]] = {}
+        for gid, shas in missing.items():
+            for sha in shas:
+                waiting.setdefault(sha, []).append(gid)
+
+        def read_image(sha: str, directory: Path) -> Any:
+            t = time.perf_counter()
+            data = open_image(directory, sha, verify)
+            ph.add("image_read", t)
+            return data
+
+        def read_record(src: GraphSource) -> None:
+            t = time.perf_counter()
+            src.read_payload()
+            ph.add("record_read", t)
+
+        workers = max(1, num_threads)
+        with (
+            ThreadPoolExecutor(workers, thread_name_prefix="foundry-read") as readers,
+            ThreadPoolExecutor(workers, thread_name_prefix="foundry-build") as builders,
+        ):
+            images = {sha: readers.submit(read_image, sha, d) for sha, (d, _size) in order.items()}
+            sources = [g.template for g in pending.groups]
+            sources += [h.source for h in pending.handles if h.source.template is not None]
+            records = {id(src): readers.submit(read_record, src) for src in sources}
+            builds = []
+            for gid, shas in missing.items():
+                if not shas:
+                    builds.append(builders.submit(_build_template, pending, by_id[gid], context, records))
+            for sha, future in images.items():
+                data = future.result()
+                t = time.perf_counter()
+                registry.load_image(sha, data)
+                ph.add("image_driver_load", t)
+                for gid in waiting.get(sha, ()):
+                    missing[gid].discard(sha)
+                    if not missing[gid]:
+                        builds.append(builders.submit(_build_template, pending, by_id[gid], context, records))
+            pending.timings["images_s"] = time.perf_counter() - start
+            for build in builds:
+                build.result()
             pending.timings["all_replayable_s"] = time.perf_counter() - start
             pending.dedicated_go.wait()
             pending.timings["dedicated_start_s"] = time.perf_counter() - start
-            list(pool.map(lambda g: _build_own_execs(pending, g, context), pending.groups))
+            list(builders.map(lambda g: _build_own_execs(pending, g, context), pending.groups))
         pending.timings["all_dedicated_s"] = time.perf_counter() - start
         pending.timings["switches"] = sum(g.switched for g in pending.groups)
         pending.timings["switch_fallbacks"] = sum(g.fallbacks for g in pending.groups)
+        pending.timings.update({f"thread_{k}_s": v for k, v in ph.seconds.items()})
     except BaseException as exc:  # reported to whoever waits
         pending.error = exc
     finally:
