@@ -202,6 +202,7 @@ def _probe_driver(pending: Any) -> dict[str, float]:
         first_get_s += t2 - t1
     blob = b"".join(blobs)
     out.update(library_load_s=load_s, kernel_first_get_s=first_get_s)
+    out.update(_probe_module_api(blobs, [sorted(kernels.get(sha, ())) for sha in images]))
     hashes: dict[str, Any] = {
         "sha256": lambda b: hashlib.sha256(b).digest(),
         "blake2b": lambda b: hashlib.blake2b(b).digest(),
@@ -212,6 +213,29 @@ def _probe_driver(pending: Any) -> dict[str, float]:
         fn(blob)
         out[f"{name}_MBps"] = len(blob) / (time.perf_counter() - t0) / 1e6
     return out
+
+
+def _probe_module_api(blobs: list[bytes], names: list[list[str]]) -> dict[str, float]:
+    """The same images through cuModuleLoadData + cuModuleGetFunction (libcuda directly), to compare
+    with the library API LOAD uses."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    module_s = get_s = 0.0
+    for blob, kernel_names in zip(blobs, names, strict=True):
+        buf = ctypes.create_string_buffer(blob, len(blob))
+        mod = ctypes.c_void_p()
+        t0 = time.perf_counter()
+        rc = cuda.cuModuleLoadData(ctypes.byref(mod), buf)
+        t1 = time.perf_counter()
+        if rc:
+            return {"module_api_error": float(rc)}
+        for name in kernel_names:
+            fn = ctypes.c_void_p()
+            cuda.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
+        module_s += t1 - t0
+        get_s += time.perf_counter() - t1
+    return {"module_load_s": module_s, "module_get_function_s": get_s}
 
 
 def _probe_process(
@@ -368,6 +392,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     driver_probe = _probe_driver(pending)
     process_probe = _probe_process(model, ids, pos, graphs) if variant == "eager" else {}
     return {
+        "trace": pending.phases.spans,
         "tensor_at_us": tensor_at_us,
         "build_probe": build_probe,
         "driver_probe": driver_probe,

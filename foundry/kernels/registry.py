@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import mmap
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -159,11 +158,11 @@ def set_function_attrs(function: int, attrs: Iterable[int]) -> None:
     check(native().fdy_func_set_attrs(function, values), "cuFuncSetAttribute")
 
 
-def load_image(sha256: str, data: mmap.mmap | bytearray) -> int:
+def load_image(sha256: str, data: bytearray) -> int:
     """Loads an archived image once per process.
 
-    ``data`` must be a writable buffer (a copy-on-write mmap of the image file, or a bytearray); it is
-    kept alive for the life of the process because the driver is told it may keep reading it.
+    ``data`` must be writable (ctypes takes its address); it is kept alive for the life of the
+    process because the driver is told it may keep reading it.
     """
     with _hash_lock:
         if sha256 in _loaded:

@@ -151,16 +151,15 @@ def test_write_image_is_content_addressed(tmp_path: Path, monkeypatch: pytest.Mo
 def test_open_image(tmp_path: Path) -> None:
     data = b"PTX .version 8.0" * 100
     ref = write_image(tmp_path, data, ImageFormat.PTX)
-    mapped = open_image(tmp_path, ref.sha256, verify=True)
-    assert mapped[:] == data and len(mapped) == len(data)
-    mapped[0] = 1  # copy-on-write: writable in this process, the file stays as it was
-    mapped.close()
+    image = open_image(tmp_path, ref.sha256, verify=True)
+    assert image == data and isinstance(image, bytearray)
+    image[0] = 1  # a private copy: writable in this process, the file stays as it was
     path = image_path(tmp_path, ref.sha256)
     assert path.read_bytes() == data
     raw = bytearray(path.read_bytes())
     raw[5] ^= 1
     path.write_bytes(bytes(raw))
-    open_image(tmp_path, ref.sha256, verify=False).close()
+    assert open_image(tmp_path, ref.sha256, verify=False) == raw
     with pytest.raises(ArchiveCorruptError, match="damaged"):
         open_image(tmp_path, ref.sha256, verify=True)
     path.write_bytes(b"")
