@@ -39,39 +39,90 @@ static int apply_one(CUgraphExec exec, CUgraphNode node, const uint8_t *p, uint3
   }
 }
 
+static int delta_header(const uint8_t *p, size_t delta_size, rec_delta_header *h) {
+  if (!p || delta_size < sizeof(*h)) return CORRUPT("%zu bytes", delta_size);
+  memcpy(h, p, sizeof(*h));
+  if (memcmp(h->magic, FDY_DELTA_MAGIC, 4) != 0 || h->version != FDY_DELTA_VERSION ||
+      h->header_bytes != sizeof(*h) || h->total_bytes > delta_size)
+    return CORRUPT("bad header");
+  return 0;
+}
+
+/* Calls visit(node index, node record, its size, ctx) for each override of a checked header, after
+ * bounds checks; stops at the first non-zero return. */
+typedef int (*delta_visit)(uint32_t index, const uint8_t *node, uint32_t bytes, void *ctx);
+
+static int delta_walk(const uint8_t *p, const rec_delta_header *h, size_t node_count, delta_visit visit, void *ctx) {
+  size_t at = sizeof(*h);
+  for (uint32_t i = 0; i < h->override_count; i++) {
+    rec_override o;
+    uint32_t bytes;
+    if (at + sizeof(o) + sizeof(rec_node) > h->total_bytes) return CORRUPT("override %u starts past the end", i);
+    memcpy(&o, p + at, sizeof(o));
+    memcpy(&bytes, p + at + sizeof(o) + 4, 4);
+    if (bytes < sizeof(rec_node) || bytes % 8 || bytes > h->total_bytes - at - sizeof(o))
+      return CORRUPT("override %u has size %u", i, bytes);
+    if (o.node_index >= node_count) return CORRUPT("override %u names node %u of %zu", i, o.node_index, node_count);
+    int rc = visit(o.node_index, p + at + sizeof(o), bytes, ctx);
+    if (rc) return rc;
+    at += sizeof(o) + bytes;
+  }
+  return 0;
+}
+
+typedef struct {
+  CUgraphExec exec;
+  const uint64_t *nodes;
+  const uint64_t *functions;
+  size_t function_count;
+  CUcontext ctx;
+  fdy_decoded d;
+} apply_ctx;
+
+static int apply_visit(uint32_t index, const uint8_t *node, uint32_t bytes, void *c) {
+  apply_ctx *a = c;
+  return apply_one(a->exec, (CUgraphNode)(uintptr_t)a->nodes[index], node, bytes, &a->d, a->functions,
+                   a->function_count, a->ctx, index);
+}
+
 FDY_EXPORT int fdy_overrides_apply(uint64_t target, int to_exec, const uint64_t *nodes, size_t node_count,
                                    const void *delta, size_t delta_size, const uint64_t *functions,
                                    size_t function_count) {
   int rc = fdy_driver_ensure();
   if (rc) return rc;
-  const uint8_t *p = delta;
   rec_delta_header h;
-  if (!p || delta_size < sizeof(h)) return CORRUPT("%zu bytes", delta_size);
-  memcpy(&h, p, sizeof(h));
-  if (memcmp(h.magic, FDY_DELTA_MAGIC, 4) != 0 || h.version != FDY_DELTA_VERSION || h.header_bytes != sizeof(h) ||
-      h.total_bytes > delta_size)
-    return CORRUPT("bad header");
+  if ((rc = delta_header(delta, delta_size, &h))) return rc;
   if (h.function_count != function_count)
     return fdy_fail(FDY_ERR_INVALID, "the delta names %u functions, %zu were resolved", h.function_count, function_count);
-  CUcontext ctx = NULL;
-  fdy_drv.cuCtxGetCurrent(&ctx);
-  fdy_decoded d;
-  memset(&d, 0, sizeof(d));
-  size_t at = sizeof(h);
-  for (uint32_t i = 0; i < h.override_count && rc == 0; i++) {
-    rec_override o;
-    uint32_t bytes;
-    if (at + sizeof(o) + sizeof(rec_node) > h.total_bytes) { rc = CORRUPT("override %u starts past the end", i); break; }
-    memcpy(&o, p + at, sizeof(o));
-    memcpy(&bytes, p + at + sizeof(o) + 4, 4);
-    if (bytes < sizeof(rec_node) || bytes % 8 || bytes > h.total_bytes - at - sizeof(o)) { rc = CORRUPT("override %u has size %u", i, bytes); break; }
-    if (o.node_index >= node_count) { rc = CORRUPT("override %u names node %u of %zu", i, o.node_index, node_count); break; }
-    rc = apply_one(to_exec ? (CUgraphExec)(uintptr_t)target : NULL, (CUgraphNode)(uintptr_t)nodes[o.node_index],
-                   p + at + sizeof(o), bytes, &d, functions, function_count, ctx, o.node_index);
-    at += sizeof(o) + bytes;
-  }
-  fdy_decoded_free(&d);
+  apply_ctx a = {to_exec ? (CUgraphExec)(uintptr_t)target : NULL, nodes, functions, function_count, NULL, {0}};
+  fdy_drv.cuCtxGetCurrent(&a.ctx);
+  rc = delta_walk(delta, &h, node_count, apply_visit, &a);
+  fdy_decoded_free(&a.d);
   return rc;
+}
+
+typedef struct {
+  uint32_t *out;
+  size_t n;
+} indices_ctx;
+
+static int indices_visit(uint32_t index, const uint8_t *node, uint32_t bytes, void *c) {
+  (void)node;
+  (void)bytes;
+  indices_ctx *x = c;
+  x->out[x->n++] = index;
+  return 0;
+}
+
+FDY_EXPORT int fdy_delta_indices(const void *delta, size_t delta_size, size_t node_count, uint32_t *out, size_t cap,
+                                 size_t *count) {
+  rec_delta_header h;
+  int rc = delta_header(delta, delta_size, &h);
+  if (rc) return rc;
+  *count = h.override_count;
+  if (!out || cap < h.override_count) return 0;
+  indices_ctx x = {out, 0};
+  return delta_walk(delta, &h, node_count, indices_visit, &x);
 }
 
 FDY_EXPORT int fdy_delta_from_record(const void *record, size_t record_size, const uint32_t *indices, size_t count,

@@ -27,7 +27,7 @@ from .errors import (
 
 __all__ = ["ABI_VERSION", "FDY", "Lib", "check", "library_path", "native"]
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 LIB_NAME = "libfoundry.so"
 
 
@@ -141,6 +141,10 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
         [_p, _size, ctypes.POINTER(_u64), _size, ctypes.POINTER(_u64), ctypes.POINTER(_u64), _size],
     ),
     "fdy_overrides_apply": (_int, [_u64, _int, ctypes.POINTER(_u64), _size, _p, _size, ctypes.POINTER(_u64), _size]),
+    "fdy_delta_indices": (
+        _int,
+        [_p, _size, _size, ctypes.POINTER(ctypes.c_uint32), _size, ctypes.POINTER(_size)],
+    ),
     "fdy_delta_from_record": (
         _int,
         [_p, _size, ctypes.POINTER(ctypes.c_uint32), _size, ctypes.POINTER(_p), ctypes.POINTER(_size)],

@@ -24,7 +24,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 1
+#define FDY_ABI_VERSION 2
 
 /* Foundry's own error codes live above the CUresult range. */
 enum {
@@ -167,6 +167,10 @@ FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_
 FDY_EXPORT int fdy_overrides_apply(uint64_t target, int to_exec, const uint64_t *nodes, size_t node_count,
                                    const void *delta, size_t delta_size, const uint64_t *functions,
                                    size_t function_count);
+/* The template node index of each override of a delta (checked against node_count); with out NULL
+ * or cap too small, only *count is set. */
+FDY_EXPORT int fdy_delta_indices(const void *delta, size_t delta_size, size_t node_count, uint32_t *out, size_t cap,
+                                 size_t *count);
 /* A delta holding the record's own nodes at the given indices (to switch a shared exec back). */
 FDY_EXPORT int fdy_delta_from_record(const void *record, size_t record_size, const uint32_t *indices, size_t count,
                                      void **delta, size_t *delta_size);

@@ -14,6 +14,7 @@ __all__ = [
     "build",
     "build_with_nodes",
     "delta_from_record",
+    "delta_indices",
     "destroy_exec",
     "destroy_graph",
     "extract",
@@ -91,6 +92,18 @@ def apply_overrides(
     funcs = _u64_array(functions)
     rc = native().fdy_overrides_apply(target, int(to_exec), nodes, len(nodes), buf.c, buf.size, funcs, len(funcs))
     check(rc, "applying a template member's parameters", CodecError)
+
+
+def delta_indices(delta: bytes | bytearray | memoryview, node_count: int) -> list[int]:
+    """The template node indices a delta overrides, checked (each below ``node_count``)."""
+    lib = native()
+    buf = _Buffer(delta)
+    count = ctypes.c_size_t()
+    check(lib.fdy_delta_indices(buf.c, buf.size, node_count, None, 0, ctypes.byref(count)), "delta indices", CodecError)
+    out = (ctypes.c_uint32 * max(count.value, 1))()
+    rc = lib.fdy_delta_indices(buf.c, buf.size, node_count, out, count.value, ctypes.byref(count))
+    check(rc, "delta indices", CodecError)
+    return list(out[: count.value])
 
 
 def delta_from_record(record: bytes | bytearray | memoryview, indices: Sequence[int]) -> bytes:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..archive import open_image, override_indices
+from ..archive import open_image
 from ..driver import call, current_context
 from ..errors import CodecError, LoadError
 from ..kernels import registry
@@ -227,7 +227,8 @@ class _Pipeline:
         for src in members:
             self.records[id(src)].result()
         clock = ph.add("wait_records", clock)
-        varying = sorted({i for src in members for i in override_indices(src.payload)})
+        nodes = g.template.node_count
+        varying = sorted({i for src in members for i in codec.delta_indices(src.payload, nodes)})
         g.template_delta = codec.delta_from_record(g.template.payload, varying)
         clock = ph.add("template_delta", clock)
         for h in self.pending.handles:
