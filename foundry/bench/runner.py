@@ -47,10 +47,11 @@ def _worker(mode: str, shape: str, variant: str, out: Path, sizes: list[int] | N
 def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:
     """The figures issue #4 asks for, from the two workers' raw results."""
     sizes = list(native["latency_us"])
-    # Across processes the same exec replays up to ~10% faster or slower (process state, not the
-    # exec: see the LOAD worker's process probe), so the headline ratio compares the native exec with
-    # one LOAD builds from the archive in the same process, interleaved. The cross-process ratios are
-    # kept beside it.
+    # Across the two processes replay speed differs by the process, not the exec: on the H200 every
+    # graph, native ones captured there included, replayed 5-11% faster in the LOAD process at small
+    # batch sizes (the LOAD worker's process probe). So the headline ratio compares the native exec
+    # with one LOAD builds from the archive in the same process, interleaved; the cross-process ratios
+    # are kept beside it.
     cross = {bs: loaded["latency_us"][bs] / native["latency_us"][bs] for bs in sizes}
     same = native.get("same_process_us") or {}
     ratio = {bs: v["loaded"] / v["native"] for bs, v in same.items()} or cross

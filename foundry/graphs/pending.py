@@ -11,37 +11,26 @@ GIL during driver calls, so the loader runs beside the program.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..archive import open_image
-from ..driver import call, current_context
+from ..driver import current_context
 from ..errors import CodecError, LoadError
-from ..kernels import registry
 from . import codec
-from .load import (
-    GraphSource,
-    Occupied,
-    build_exec,
-    check_identity,
-    prepare_memory,
-    read_source,
-    resolve_functions,
-    source_images,
-)
+from .load import GraphSource, Occupied, build_exec, check_identity, prepare_memory, read_source
+from .loader import Phases, run_loader
 
 __all__ = ["GraphHandle", "PendingLoads", "start"]
 
 
 @dataclass
-class _Group:
+class Group:
+    """Graphs sharing one template: its shared exec and what switching members into it needs."""
+
     template: GraphSource
     ready: threading.Event = field(default_factory=threading.Event)
     exec: int = 0  # shared exec, instantiated from the template
@@ -62,7 +51,7 @@ class GraphHandle:
 
     index: int
     source: GraphSource
-    group: _Group
+    group: Group
     functions: list[int] = field(default_factory=list)
     exec: int = 0  # dedicated exec, 0 until the loader built it
     graph: int = 0
@@ -96,29 +85,10 @@ class GraphHandle:
             codec.launch(g.exec, stream)
 
 
-class _Phases:
-    """Seconds spent per loader phase, summed over the threads that ran it (thread time, not wall
-    time: compared with the wall time it shows whether a phase ran in parallel), and each span, for a
-    timeline."""
-
-    def __init__(self, origin: float) -> None:
-        self._lock = threading.Lock()
-        self.origin = origin
-        self.seconds: dict[str, float] = {}
-        self.spans: list[tuple[str, str, float, float]] = []  # (phase, thread, start, end) from origin
-
-    def add(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        with self._lock:
-            self.seconds[name] = self.seconds.get(name, 0.0) + now - since
-            self.spans.append((name, threading.current_thread().name, since - self.origin, now - self.origin))
-        return now
-
-
 class PendingLoads:
     """What start() returns; finish()/finish_one() wait on it."""
 
-    def __init__(self, handles: list[GraphHandle], groups: list[_Group]) -> None:
+    def __init__(self, handles: list[GraphHandle], groups: list[Group]) -> None:
         self.handles = handles
         self.groups = groups
         self.error: BaseException | None = None
@@ -127,7 +97,7 @@ class PendingLoads:
         self.thread: threading.Thread | None = None
         self.finished: dict[int, Any] = {}  # what the torch layer handed out, by index
         self.dedicated_go = threading.Event()  # the loader builds members' own execs once set
-        self.phases = _Phases(time.perf_counter())
+        self.phases = Phases(time.perf_counter())
 
     def build_dedicated(self) -> None:
         """Lets a loader started with defer_dedicated=True go on to members' own execs."""
@@ -148,212 +118,6 @@ class PendingLoads:
         self.done.wait()
         if self.error is not None:
             raise LoadError(f"background loading failed: {self.error}") from self.error
-
-
-def _plan(pending: PendingLoads) -> tuple[list[GraphSource], dict[str, tuple[Path, int]], dict[int, set[str]]]:
-    """The sources to read (every group's template, in the order groups are wanted, then members),
-    the images still to load in that order, and, by source, the images it waits for."""
-    sources = {id(g.template): g.template for g in pending.groups}
-    for h in pending.handles:
-        sources.setdefault(id(h.source), h.source)
-    order: dict[str, tuple[Path, int]] = {}
-    missing: dict[int, set[str]] = {}
-    for sid, src in sources.items():
-        missing[sid] = set()
-        for sha, entry in source_images(src).items():
-            if not registry.is_loaded(sha):
-                order.setdefault(sha, entry)
-                missing[sid].add(sha)
-    return list(sources.values()), order, missing
-
-
-class _Pipeline:
-    """One LOAD's work in flight: which function tables exist, which groups still wait for what."""
-
-    def __init__(self, pending: PendingLoads, context: int, builders: ThreadPoolExecutor) -> None:
-        self.pending = pending
-        self.context = context
-        self.builders = builders
-        self.records: dict[int, Future[Any]] = {}  # by id(source): its record read and checked
-        self.tables: dict[int, list[int]] = {}  # by id(source): its CUfunction table
-        self.futures: list[Future[Any]] = []  # builder work, appended from several threads
-        self.group_of: dict[int, _Group] = {id(g.template): g for g in pending.groups}
-        self.members: dict[int, list[GraphSource]] = {id(g): [] for g in pending.groups}
-        for h in pending.handles:
-            if h.source.template is not None and id(h.source) not in self.group_of:
-                self.group_of[id(h.source)] = h.group
-                self.members[id(h.group)].append(h.source)
-        for g in pending.groups:
-            g.parts_left = 1 + len(self.members[id(g)])
-
-    def resolved(self, src: GraphSource) -> None:
-        """All images of ``src`` are loaded (called on the loader thread, which thus does all
-        function lookups: the driver loads kernels lazily, on lookup, and serializes that)."""
-        clock = time.perf_counter()
-        self.tables[id(src)] = resolve_functions(src.meta)
-        self.pending.phases.add("resolve_functions", clock)
-        g = self.group_of[id(src)]
-        if src is g.template:
-            self.futures.append(self.builders.submit(self._build, g))
-        else:
-            self._part_done(g)
-
-    def _part_done(self, g: _Group) -> None:
-        with g.lock:
-            g.parts_left -= 1
-            last = g.parts_left == 0
-        if last:
-            self.futures.append(self.builders.submit(self._finish, g))
-
-    def _build(self, g: _Group) -> None:
-        """The group's shared exec (a builder thread)."""
-        call("cuCtxSetCurrent", self.context)
-        ph = self.pending.phases
-        clock = time.perf_counter()
-        self.records[id(g.template)].result()
-        clock = ph.add("wait_records", clock)
-        g.template_functions = self.tables[id(g.template)]
-        g.graph, g.nodes = codec.build_with_nodes(g.template.payload, g.template_functions, g.template.node_count)
-        clock = ph.add("build", clock)
-        g.exec = codec.instantiate(g.graph)
-        ph.add("instantiate", clock)
-        self._part_done(g)
-
-    def _finish(self, g: _Group) -> None:
-        """What switching members into the shared exec needs; then the group is ready."""
-        ph = self.pending.phases
-        clock = time.perf_counter()
-        members = self.members[id(g)]
-        for src in members:
-            self.records[id(src)].result()
-        clock = ph.add("wait_records", clock)
-        nodes = g.template.node_count
-        varying = sorted({i for src in members for i in codec.delta_indices(src.payload, nodes)})
-        g.template_delta = codec.delta_from_record(g.template.payload, varying)
-        clock = ph.add("template_delta", clock)
-        for h in self.pending.handles:
-            if h.group is g:
-                h.functions = g.template_functions if h.source.template is None else self.tables[id(h.source)]
-        g.ready.set()
-        ph.add("ready", clock)
-
-    def wait(self) -> None:
-        """Until all builder work is done; work appended meanwhile is waited for too."""
-        i = 0
-        while i < len(self.futures):
-            self.futures[i].result()
-            i += 1
-
-
-def _build_own_execs(pending: PendingLoads, g: _Group, context: int) -> None:
-    call("cuCtxSetCurrent", context)
-    group = [h for h in pending.handles if h.group is g]
-    built = {
-        h.index: build_exec(h.source, h.functions, g.template_functions)
-        for h in group
-        if h.source.template is not None and not h.exec
-    }
-    templates = [h for h in group if h.source.template is None]
-    # Execs are handed out under the lock launch() switches under, so that no switch lands in an exec
-    # that has become a graph's own. The shared exec passes to the template only if it still holds
-    # exactly the template's values: never switched (an updated exec also replays slower than a fresh
-    # one, ~8% measured on a 960-node decoder graph) and no refused switch, which can leave it half
-    # updated. Otherwise the template gets a fresh exec, and the shared one is destroyed (the driver
-    # lets queued launches finish).
-    with g.lock:
-        for h in group:
-            if h.index not in built:
-                continue
-            if h.exec:  # a refused switch gave it an exec meanwhile
-                codec.destroy_exec(built[h.index][1])
-                codec.destroy_graph(built[h.index][0])
-            else:
-                h.graph, h.exec = built[h.index]
-        if templates and g.switched == 0 and g.fallbacks == 0:
-            for h in templates:
-                h.graph, h.exec = g.graph, g.exec
-            return
-    fresh = codec.instantiate(g.graph) if templates else 0
-    with g.lock:
-        for h in templates:
-            h.graph, h.exec = g.graph, fresh
-        codec.destroy_exec(g.exec)
-        g.exec = fresh
-        g.current = -1
-        if not templates:  # nothing replays the template graph itself
-            codec.destroy_graph(g.graph)
-            g.graph = 0
-
-
-# Builder threads: instantiation contends inside the driver; 4 threads built 25 decoder templates
-# in 0.072 s on the H200, 8 threads in 0.081-0.088 s, 1 thread in 0.19 s.
-_BUILDERS = 4
-
-
-def _loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:
-    """A pipeline. Reader threads hash images and records ahead; this thread loads the images into
-    the driver one after another (the driver serializes module loads: contending threads only slow
-    each other) and looks up each graph's kernels once its images are in; a group's shared exec is
-    built on a builder thread as soon as its template's kernels are known, while later images
-    still load, and the group is ready once its members' kernels are known too."""
-    interval = sys.getswitchinterval()
-    if os.environ.get("FOUNDRY_LOAD_SWITCH_INTERVAL"):  # experiment: GIL hand-over latency
-        sys.setswitchinterval(float(os.environ["FOUNDRY_LOAD_SWITCH_INTERVAL"]))
-    try:
-        call("cuCtxSetCurrent", context)
-        ph = pending.phases
-        sources, order, missing = _plan(pending)
-        waiting: dict[str, list[GraphSource]] = {}
-        for src in sources:
-            for sha in missing[id(src)]:
-                waiting.setdefault(sha, []).append(src)
-
-        def read_image(sha: str, directory: Path) -> bytearray:
-            t = time.perf_counter()
-            data = open_image(directory, sha, verify)
-            ph.add("image_read", t)
-            return data
-
-        def read_record(src: GraphSource) -> None:
-            t = time.perf_counter()
-            src.read_payload()
-            ph.add("record_read", t)
-
-        with (
-            ThreadPoolExecutor(max(1, num_threads), thread_name_prefix="foundry-read") as readers,
-            ThreadPoolExecutor(max(1, min(num_threads, _BUILDERS)), thread_name_prefix="foundry-build") as builders,
-        ):
-            work = _Pipeline(pending, context, builders)
-            images = {sha: readers.submit(read_image, sha, d) for sha, (d, _size) in order.items()}
-            work.records.update({id(src): readers.submit(read_record, src) for src in sources})
-            for src in sources:
-                if not missing[id(src)]:
-                    work.resolved(src)
-            for sha, future in images.items():
-                data = future.result()
-                t = time.perf_counter()
-                registry.load_image(sha, data)
-                ph.add("image_driver_load", t)
-                for src in waiting.get(sha, ()):
-                    missing[id(src)].discard(sha)
-                    if not missing[id(src)]:
-                        work.resolved(src)
-            pending.timings["images_s"] = time.perf_counter() - start
-            work.wait()
-            pending.timings["all_replayable_s"] = time.perf_counter() - start
-            sys.setswitchinterval(interval)
-            pending.dedicated_go.wait()
-            pending.timings["dedicated_start_s"] = time.perf_counter() - start
-            list(builders.map(lambda g: _build_own_execs(pending, g, context), pending.groups))
-        pending.timings["all_dedicated_s"] = time.perf_counter() - start
-        pending.timings["switches"] = sum(g.switched for g in pending.groups)
-        pending.timings["switch_fallbacks"] = sum(g.fallbacks for g in pending.groups)
-        pending.timings.update({f"thread_{k}_s": v for k, v in ph.seconds.items()})
-    except BaseException as exc:  # reported to whoever waits
-        pending.error = exc
-    finally:
-        sys.setswitchinterval(interval)
-        pending.done.set()
 
 
 def start(
@@ -382,12 +146,12 @@ def start(
     t_identity = time.perf_counter()
     prepare_memory(sources, occupied)
     t_memory = time.perf_counter()
-    groups: dict[Path, _Group] = {}
+    groups: dict[Path, Group] = {}
     handles = []
     for i, src in enumerate(sources):
         template = src.template or src
         key = template.json_path.resolve()
-        group = groups.setdefault(key, _Group(template))
+        group = groups.setdefault(key, Group(template))
         handles.append(GraphHandle(i, src, group))
     pending = PendingLoads(handles, list(groups.values()))
     pending.phases.origin = t0
@@ -397,7 +161,7 @@ def start(
         read_s=t_read - t0, identity_s=t_identity - t_read, memory_s=t_memory - t_identity, prepare_s=t_memory - t0
     )
     pending.thread = threading.Thread(
-        target=_loader,
+        target=run_loader,
         args=(pending, current_context(), num_threads, verify_images, t0),
         name="foundry-loader",
         daemon=True,

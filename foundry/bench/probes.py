@@ -1,0 +1,191 @@
+"""Measurements beside the cold-start benchmark's headline figures, each answering one question about
+where time goes: is a loaded exec as fast as the native one in the same process, does graph building
+run in parallel, what does the driver charge per image and kernel, does the process itself change
+replay speed. Used by foundry.bench.worker; results land in cold-start.json."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import foundry
+from foundry.bench.model import QwenDecoder
+from foundry.graphs import codec
+
+PROBE_SIZES = (1, 8, 64, 256, 512)
+PROBE_ROUNDS = 15
+
+__all__ = ["probe_build", "probe_driver", "probe_process", "same_process_latency", "time_interleaved"]
+
+
+def same_process_latency(graphs: dict[int, tuple[Any, torch.Tensor]], out: Path) -> dict[str, dict[str, float]]:
+    """Each native graph against an exec that LOAD's code builds from its archived record, in this one
+    process, interleaved round by round: the same memory, GPU state and clocks for both, so the ratio
+    is the exec's alone. (Across two processes, replay speed differs by up to ~10% in either direction
+    for the same exec; the LOAD worker's process probe shows it.)"""
+    from foundry.graphs.load import build_exec, load_images, read_source, source_images
+
+    stream = torch.cuda.current_stream().cuda_stream
+    result: dict[str, dict[str, float]] = {}
+    for bs, (g, _) in graphs.items():
+        src = read_source(out / f"bs{bs}.json")
+        for sha, (directory, _size) in source_images(src).items():
+            load_images(directory, [sha])
+        rebuilt, rebuilt_exec = build_exec(src)
+        loaded = lambda e=rebuilt_exec: codec.launch(e, stream)  # noqa: E731
+        result[str(bs)] = time_interleaved({"native": g.replay, "loaded": loaded})
+        codec.destroy_exec(rebuilt_exec)
+        codec.destroy_graph(rebuilt)
+    return result
+
+
+def time_interleaved(runs: dict[str, Any]) -> dict[str, float]:
+    """Median replay time per entry, measured round by round in turn (CUDA events)."""
+    for fn in runs.values():
+        for _ in range(3):
+            fn()
+    times: dict[str, list[Any]] = {k: [] for k in runs}
+    for _ in range(PROBE_ROUNDS):
+        for name, fn in runs.items():
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            times[name].append((a, b))
+    torch.cuda.synchronize()
+    return {k: statistics.median(a.elapsed_time(b) for a, b in v) * 1000 for k, v in times.items()}
+
+
+def probe_build(pending: Any) -> dict[str, dict[str, float]]:
+    """Builds and instantiates every group's template again with 1, 4 and 8 threads: does the driver
+    let graph building and instantiation run in parallel, and what does each cost per node?"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from foundry.driver import call, current_context
+
+    context = current_context()
+    groups = pending.groups
+
+    def one(g: Any) -> tuple[int, int, float, float]:
+        call("cuCtxSetCurrent", context)
+        t0 = time.perf_counter()
+        graph, _nodes = codec.build_with_nodes(g.template.payload, g.template_functions, g.template.node_count)
+        t1 = time.perf_counter()
+        exec_ = codec.instantiate(graph)
+        return graph, exec_, t1 - t0, time.perf_counter() - t1
+
+    nodes = sum(g.template.node_count for g in groups)
+    out = {}
+    for threads in (1, 4, 8):
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            res = list(pool.map(one, groups))
+        wall = time.perf_counter() - t0
+        out[str(threads)] = {
+            "wall_s": wall,
+            "build_thread_s": sum(r[2] for r in res),
+            "instantiate_thread_s": sum(r[3] for r in res),
+            "build_us_per_node": sum(r[2] for r in res) / nodes * 1e6,
+            "instantiate_us_per_node": sum(r[3] for r in res) / nodes * 1e6,
+        }
+        for graph, exec_, _, _ in res:
+            codec.destroy_exec(exec_)
+            codec.destroy_graph(graph)
+    return out
+
+
+def probe_driver(pending: Any) -> dict[str, float]:
+    """What the driver charges for LOAD's image work: every image the graphs use is loaded once more
+    (under another registry key) and each of its kernels looked up, timed; and how fast this machine
+    hashes (SHA-256 is what LOAD checks images and records with)."""
+    import hashlib
+    import zlib
+
+    from foundry.archive import open_image
+    from foundry.graphs.load import source_images
+    from foundry.kernels import registry
+
+    images: dict[str, tuple[Path, int]] = {}
+    kernels: dict[str, set[str]] = {}
+    for h in pending.handles:
+        images.update(source_images(h.source))
+        for s in (h.source, h.source.template):
+            for ref in s.meta.functions if s is not None else ():
+                kernels.setdefault(ref.image, set()).add(ref.name)
+    out = {"images": len(images), "image_bytes": sum(n for _, n in images.values()), "kernels": 0.0}
+    load_s = first_get_s = 0.0
+    blobs = []
+    for sha, (directory, _size) in images.items():
+        data = open_image(directory, sha, False)
+        blobs.append(bytes(data))
+        t0 = time.perf_counter()
+        registry.load_image("probe-" + sha, data)
+        t1 = time.perf_counter()
+        for name in sorted(kernels.get(sha, ())):
+            registry.loaded_function(registry.KernelRef("probe-" + sha, name))
+            out["kernels"] += 1
+        t2 = time.perf_counter()
+        load_s += t1 - t0
+        first_get_s += t2 - t1
+    blob = b"".join(blobs)
+    out.update(library_load_s=load_s, kernel_first_get_s=first_get_s)
+    out.update(probe_module_api(blobs, [sorted(kernels.get(sha, ())) for sha in images]))
+    hashes: dict[str, Any] = {
+        "sha256": lambda b: hashlib.sha256(b).digest(),
+        "blake2b": lambda b: hashlib.blake2b(b).digest(),
+        "crc32": zlib.crc32,
+    }
+    for name, fn in hashes.items():
+        t0 = time.perf_counter()
+        fn(blob)
+        out[f"{name}_MBps"] = len(blob) / (time.perf_counter() - t0) / 1e6
+    return out
+
+
+def probe_module_api(blobs: list[bytes], names: list[list[str]]) -> dict[str, float]:
+    """The same images through cuModuleLoadData + cuModuleGetFunction (libcuda directly), to compare
+    with the library API LOAD uses."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    module_s = get_s = 0.0
+    for blob, kernel_names in zip(blobs, names, strict=True):
+        buf = ctypes.create_string_buffer(blob, len(blob))
+        mod = ctypes.c_void_p()
+        t0 = time.perf_counter()
+        rc = cuda.cuModuleLoadData(ctypes.byref(mod), buf)
+        t1 = time.perf_counter()
+        if rc:
+            return {"module_api_error": float(rc)}
+        for name in kernel_names:
+            fn = ctypes.c_void_p()
+            cuda.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
+        module_s += t1 - t0
+        get_s += time.perf_counter() - t1
+    return {"module_load_s": module_s, "module_get_function_s": get_s}
+
+
+def probe_process(
+    model: QwenDecoder, ids: torch.Tensor, pos: torch.Tensor, graphs: dict[int, tuple[Any, torch.Tensor]]
+) -> dict[str, dict[str, float]]:
+    """Native graphs captured in this (LOAD) process, timed against the loaded ones: separates the
+    exec from the process it runs in (the native process may replay its graphs at another speed)."""
+    result = {}
+    with torch.no_grad():
+        for bs in PROBE_SIZES:
+            if bs not in graphs:
+                continue
+            model(ids[:bs], pos[:bs])
+            torch.cuda.synchronize()
+            g = foundry.CUDAGraph()
+            with foundry.graph(g):
+                model(ids[:bs], pos[:bs])
+            g.replay()
+            torch.cuda.synchronize()
+            result[str(bs)] = time_interleaved({"loaded": graphs[bs][0].replay, "native_here": g.replay})
+            g.reset()
+    return result

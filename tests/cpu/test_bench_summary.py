@@ -1,0 +1,43 @@
+"""The benchmark's summary: which measurements its headline figures come from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foundry.bench.runner import summarize
+
+
+def _workers(same_process: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    native: dict[str, Any] = {
+        "latency_us": {"1": 100.0, "8": 200.0},
+        "latency_direct_us": {"1": 100.0, "8": 200.0},
+        "digests": {"1": "a", "8": "b"},
+        "nodes": {"1": 10, "8": 10},
+        "native_warmup_capture_s": 6.0, "native_warmup_s": 5.0, "native_capture_s": 1.0, "save_s": 1.5,
+        "first_step_s": 9.0, "archive_bytes": 123, "deterministic": True,
+    }  # fmt: skip
+    if same_process:
+        native["same_process_us"] = {"1": {"native": 100.0, "loaded": 100.5}, "8": {"native": 200.0, "loaded": 199.0}}
+    loaded: dict[str, Any] = {
+        "latency_us": {"1": 90.0, "8": 180.0},  # the LOAD process replays faster: process state
+        "latency_template_us": {"1": 120.0, "8": 200.0},
+        "digests": {"1": "a", "8": "b"},
+        "digests_template": {"1": "a", "8": "x"},
+        "load_first_s": 0.2, "load_all_s": 0.3, "dedicated_s": 0.4, "first_step_s": 3.0,
+        "timings": {}, "groups": 1, "switch_us": {},
+    }  # fmt: skip
+    return native, loaded
+
+
+def test_headline_replay_ratio_is_the_same_process_one_when_measured() -> None:
+    row = summarize("s", "eager", *_workers(same_process=True))
+    assert row["replay_ratio_max"] == 100.5 / 100.0
+    assert row["replay_ratio_max_cross_process"] == 0.9
+    assert row["shared_over_own_exec_max"] == 120.0 / 90.0
+    assert row["speedup"] == 6.0 / 0.3 and row["restore_us_per_node"] == 0.3 / 20 * 1e6
+    assert row["bit_identical"] and not row["bit_identical_template"] and row["mismatched_bs_template"] == ["8"]
+
+
+def test_without_a_same_process_measurement_the_cross_process_ratio_stands() -> None:
+    row = summarize("s", "eager", *_workers(same_process=False))
+    assert row["replay_ratio_max"] == row["replay_ratio_max_cross_process"] == 0.9
