@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # LOAD alone, repeated under several settings, over one archive the native benchmark worker saves:
 # for deciding loader settings on the GPU machine. Prints one line per setting.
-#   bash scripts/load_matrix.sh "FOUNDRY_LOAD_BUILDERS=1" "FOUNDRY_LOAD_BUILDERS=4" ...
+#   bash scripts/load_matrix.sh "FOUNDRY_BENCH_THREADS=2" "FOUNDRY_BENCH_THREADS=8" "CUDA_MODULE_LOADING=EAGER" ...
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}

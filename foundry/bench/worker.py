@@ -182,7 +182,8 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     torch.cuda.synchronize()
     paths = [out / f"bs{bs}.json" for bs in sizes]
     t0 = time.perf_counter()
-    pending = foundry.CUDAGraph.start_graph_builds(paths, num_threads=8, defer_dedicated=True)
+    threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
+    pending = foundry.CUDAGraph.start_graph_builds(paths, num_threads=threads, defer_dedicated=True)
     start_s = time.perf_counter() - t0
     first = foundry.CUDAGraph.finish_one_graph_load(pending, 0)
     load_first_s = time.perf_counter() - t0
