@@ -12,7 +12,7 @@ from pathlib import Path
 
 from foundry.archive.atomic import sha256_bytes, write_atomic
 from foundry.archive.container import pack_container, read_container_header, unpack_container
-from foundry.archive.delta import parse_delta
+from foundry.archive.delta import Delta, parse_delta
 from foundry.archive.graphmeta import GraphMeta
 from foundry.archive.jsonfields import dump_json, load_json
 from foundry.archive.nodes import GraphRecord
@@ -44,14 +44,15 @@ def write_graph(
     json_path: PathLike,
     meta: GraphMeta,
     record: bytes | bytearray | memoryview,
-    parsed: GraphRecord | None = None,
+    parsed: GraphRecord | Delta | None = None,
     durable: bool = True,
 ) -> GraphMeta:
     """Write ``<stem>.cugraph`` (the container of ``record``) and then ``<stem>.json`` atomically.
 
     ``record`` is a graph record, or a delta when ``meta.template`` is set (a template member).
-    ``parsed`` is ``parse_record(record)`` when the caller has it already. ``durable=False`` skips the
-    fsyncs (see foundry.archive.atomic; SAVE makes a whole archive durable at once).
+    ``parsed`` is ``parse_record(record)`` (``parse_delta`` for a delta) when the caller has it
+    already. ``durable=False`` skips the fsyncs (see foundry.archive.atomic; SAVE makes a whole
+    archive durable at once).
 
     ``meta.record`` is ignored and replaced; the returned metadata is the one written. Before
     anything is written, ``record`` is parsed and checked against ``meta`` (function count, event
@@ -63,9 +64,9 @@ def write_graph(
     if cpath == json_path:
         raise ValueError(f"{json_path}: a graph's JSON file must not end in .cugraph")
     if meta.template is not None:
-        _check_delta(meta, record)
+        _check_delta(meta, record, parsed if isinstance(parsed, Delta) else None)
     else:
-        _check_record(meta, record, parsed)
+        _check_record(meta, record, parsed if isinstance(parsed, GraphRecord) else None)
     problem = meta.problem()
     if problem is not None:
         raise ValueError(f"graph {meta.name!r}: {problem}")
@@ -78,12 +79,13 @@ def write_graph(
     return final
 
 
-def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview) -> None:
+def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview, delta: Delta | None) -> None:
     assert meta.template is not None
-    try:
-        delta = parse_delta(payload)
-    except ArchiveError as exc:
-        raise ValueError(f"graph {meta.name!r}: the delta is not valid: {exc}") from None
+    if delta is None:
+        try:
+            delta = parse_delta(payload)
+        except ArchiveError as exc:
+            raise ValueError(f"graph {meta.name!r}: the delta is not valid: {exc}") from None
     if delta.function_count != len(meta.functions):
         raise ValueError(
             f"graph {meta.name!r}: the delta names {delta.function_count} functions, the metadata lists "

@@ -8,6 +8,7 @@ at fault. It never raises anything else, whatever the input bytes.
 from __future__ import annotations
 
 import mmap
+from operator import add
 from typing import NoReturn
 
 from foundry.archive import layout as L
@@ -80,6 +81,12 @@ def parse_node(
     parser = _Parser(mv)
     parser.function_count = function_count
     return parser.node(offset, end, 0, 0, where)
+
+
+def _label(where: str, i: int, ntype: int) -> str:
+    """How error messages name a node (built only when one fails: parsing is SAVE's hot loop)."""
+    known = _KNOWN_TYPES.get(ntype)
+    return f"{where}node {i} ({known.name.lower() if known is not None else ntype})"
 
 
 class _Parser:
@@ -159,8 +166,16 @@ class _Parser:
         if end - off < L.NODE_HEAD_SIZE:
             _fail(off, f"{where}node {i} header", f"needs 8 bytes, only {end - off} remain before byte {end}")
         ntype, r1, r2, size = L.NODE_HEAD.unpack_from(mv, off)
+        if (
+            ntype == NodeType.KERNEL
+            and not (r1 or r2)
+            and size >= L.NODE_HEAD_SIZE
+            and not size % 8
+            and size <= end - off
+        ):
+            return self.kernel(off, size, where, i), size  # the common case, without building the label
         known = _KNOWN_TYPES.get(ntype)
-        label = f"{where}node {i} ({known.name.lower() if known is not None else ntype})"
+        label = _label(where, i, ntype)
         if r1 or r2:
             _fail(off + 1 if r1 else off + 2, f"{label} reserved", "must be zero")
         if size < L.NODE_HEAD_SIZE or size % 8:
@@ -168,7 +183,7 @@ class _Parser:
         if size > end - off:
             _fail(off + 4, f"{label} record size", f"{size} runs past the record's end at byte {end}")
         if ntype == NodeType.KERNEL:
-            return self.kernel(off, size, label), size
+            return self.kernel(off, size, where, i), size
         if ntype == NodeType.GRAPH:
             if size < L.NODE_HEAD_SIZE + L.HEADER_SIZE:
                 _fail(off + 4, f"{label} record size", f"{size} is too small to hold a child record")
@@ -209,35 +224,47 @@ class _Parser:
         if size != expected:
             _fail(off + 4, f"{label} record size", f"{size}, must be {expected}")
 
-    def kernel(self, off: int, size: int, label: str) -> KernelNode:
+    def kernel(self, off: int, size: int, where: str, i: int) -> KernelNode:
         mv = self.mv
+
+        def label() -> str:
+            return _label(where, i, NodeType.KERNEL)
+
         if size < L.KERNEL_HEAD_SIZE:
-            _fail(off + 4, f"{label} record size", f"{size}, a kernel node needs at least 56")
+            _fail(off + 4, f"{label()} record size", f"{size}, a kernel node needs at least 56")
         (func, gx, gy, gz, bx, by, bz, shared, mode, r41, pcount, acount, r46, bsize, r52) = L.KERNEL_FIXED.unpack_from(
             mv, off + 8
         )
         if func >= self.function_count:
             _fail(
                 off + 8,
-                f"{label} function index",
+                f"{label()} function index",
                 f"{func} is not below the function count {self.function_count}",
             )
         if mode > 1:
-            _fail(off + 40, f"{label} argument mode", f"{mode}, must be 0 (kernelParams) or 1 (extra)")
+            _fail(
+                off + 40,
+                f"{label()} argument mode",
+                f"{mode}, must be 0 (kernelParams) or 1 (extra)",
+            )
         if r41:
-            _fail(off + 41, f"{label} reserved", "must be zero")
+            _fail(off + 41, f"{label()} reserved", "must be zero")
         if r46:
-            _fail(off + 46, f"{label} reserved", "must be zero")
+            _fail(off + 46, f"{label()} reserved", "must be zero")
         if r52:
-            _fail(off + 52, f"{label} reserved", "must be zero")
+            _fail(off + 52, f"{label()} reserved", "must be zero")
         if mode == 1 and pcount:
-            _fail(off + 42, f"{label} parameter count", f"{pcount}, must be 0 with an extra buffer")
+            _fail(
+                off + 42,
+                f"{label()} parameter count",
+                f"{pcount}, must be 0 with an extra buffer",
+            )
         args_at = off + L.KERNEL_HEAD_SIZE + pcount * L.PARAM_SIZE + acount * L.ATTR_SIZE
         used = args_at + bsize - off
         if L.pad8(used) != size:
             _fail(
                 off + 4,
-                f"{label} record size",
+                f"{label()} record size",
                 f"{size}, but {pcount} parameters, {acount} launch attributes and a {bsize}-byte "
                 f"argument buffer need {L.pad8(used)}",
             )
@@ -245,11 +272,13 @@ class _Parser:
         if pcount:
             flat = L.params_struct(pcount).unpack_from(mv, off + L.KERNEL_HEAD_SIZE)
             params = tuple(zip(flat[0::2], flat[1::2], strict=True))
-            for k, (poff, psize) in enumerate(params):
-                if poff + psize > bsize:
+            if max(map(add, flat[0::2], flat[1::2])) > bsize:  # then find which, for the message
+                for k, (poff, psize) in enumerate(params):
+                    if poff + psize <= bsize:
+                        continue
                     _fail(
                         off + L.KERNEL_HEAD_SIZE + k * L.PARAM_SIZE,
-                        f"{label} parameter {k}",
+                        f"{label()} parameter {k}",
                         f"bytes {poff}..{poff + psize} lie outside the {bsize}-byte argument buffer",
                     )
         attrs: list[tuple[int, bytes]] = []
@@ -257,12 +286,12 @@ class _Parser:
         for k in range(acount):
             aid, reserved, value = L.ATTR.unpack_from(mv, at)
             if reserved:
-                _fail(at + 4, f"{label} launch attribute {k} reserved", "must be zero")
+                _fail(at + 4, f"{label()} launch attribute {k} reserved", "must be zero")
             attrs.append((aid, value))
             at += L.ATTR_SIZE
         pad_at = args_at + bsize
         if mv[pad_at : off + size] != _ZERO8[: off + size - pad_at]:
-            _fail(pad_at, f"{label} padding", "must be zero")
+            _fail(pad_at, f"{label()} padding", "must be zero")
         return KernelNode(
             func,
             (gx, gy, gz),

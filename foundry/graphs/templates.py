@@ -110,13 +110,21 @@ def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
     return plans
 
 
-def _verify(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord], delta: Delta) -> None:
-    """SAVE's proof that a member is its template plus its overrides, node by node."""
+def _verify(
+    template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord], delta: Delta, varying: Sequence[int]
+) -> None:
+    """SAVE's proof that a member is its template plus its overrides, node by node: each override is
+    the member's own node (the delta holds the member's node records; same function table, so plain
+    equality), and every other node equals the template's (functions compared by identity)."""
     (tm, tr), (mm, mr) = template, member
-    overrides = dict(delta.overrides)
+    if [i for i, _ in delta.overrides] != list(varying):
+        raise CodecError(f"graph {mm.name!r}: its delta overrides other nodes than its group's varying ones")
+    for i, node in delta.overrides:
+        if node != mr.nodes[i]:
+            raise CodecError(f"graph {mm.name!r}: its delta's node {i} is not the graph's own node {i}")
+    overridden = set(varying)
     for i, (t, m) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
-        rebuilt = _identity(overrides[i], mm) if i in overrides else _identity(t, tm)
-        if rebuilt != _identity(m, mm):
+        if i not in overridden and _identity(t, tm) != _identity(m, mm):
             raise CodecError(f"graph {mm.name!r} is not template {tm.name!r} plus its overrides at node {i}")
     if tr.edges != mr.edges:
         raise CodecError(f"graph {mm.name!r} and template {tm.name!r} differ in their edges")
@@ -140,9 +148,10 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
             mpair = (member.meta, member.parsed if member.parsed is not None else parse_record(member.record))
             # The member's own node records, copied byte for byte (C), then proven by parsing them back.
             payload = _delta_bytes(member.record, plan.varying, template.meta.record.sha256)
-            _verify(tpair, mpair, parse_delta(payload))
+            delta = parse_delta(payload)
+            _verify(tpair, mpair, delta, plan.varying)
             rel = os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
             meta = replace(member.meta, record=None, template=TemplateRef(rel, template.meta.record.sha256))
-            written = write_graph(member.json_path, meta, payload, durable=False)
+            written = write_graph(member.json_path, meta, payload, parsed=delta, durable=False)
             out[index] = SavedGraph(member.json_path, written, member.record, payload, mpair[1])
     return out
