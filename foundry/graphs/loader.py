@@ -43,11 +43,16 @@ class Phases:
 
 
 def _plan(pending: PendingLoads) -> tuple[list[GraphSource], dict[str, tuple[Path, int]], dict[int, set[str]]]:
-    """The sources to read (every group's template, in the order groups are wanted, then members),
-    the images still to load in that order, and, by source, the images it waits for."""
-    sources = {id(g.template): g.template for g in pending.groups}
-    for h in pending.handles:
-        sources.setdefault(id(h.source), h.source)
+    """The sources to read, group by group in the order groups are wanted (the group of the first
+    path first; in a group the template, then its members), the images still to load in that order,
+    and, by source, the images it waits for. Group by group, so that the first group is complete
+    (and ready) early; the large images every template shares come first either way."""
+    sources: dict[int, GraphSource] = {}
+    for g in pending.groups:
+        sources.setdefault(id(g.template), g.template)
+        for h in pending.handles:
+            if h.group is g:
+                sources.setdefault(id(h.source), h.source)
     order: dict[str, tuple[Path, int]] = {}
     missing: dict[int, set[str]] = {}
     for sid, src in sources.items():
