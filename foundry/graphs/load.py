@@ -58,6 +58,10 @@ class GraphSource:
             self._payload = read_payload(self.json_path, self.meta)
         return self._payload
 
+    def release_payload(self) -> None:
+        """Drops the record from memory; ``payload`` reads it again (checked) when next needed."""
+        self._payload = None
+
     @property
     def payload(self) -> bytes:
         return self.read_payload()

@@ -166,20 +166,28 @@ def _build_own_execs(pending: PendingLoads, g: Group, context: int) -> None:
                 codec.destroy_graph(built[h.index][0])
             else:
                 h.graph, h.exec = built[h.index]
-        if templates and g.switched == 0 and g.fallbacks == 0:
+        keep_shared = bool(templates) and g.switched == 0 and g.fallbacks == 0
+        if keep_shared:
             for h in templates:
                 h.graph, h.exec = g.graph, g.exec
-            return
-    fresh = codec.instantiate(g.graph) if templates else 0
+    if not keep_shared:
+        fresh = codec.instantiate(g.graph) if templates else 0
+        with g.lock:
+            for h in templates:
+                h.graph, h.exec = g.graph, fresh
+            codec.destroy_exec(g.exec)
+            g.exec = fresh
+            g.current = -1
+            if not templates:  # nothing replays the template graph itself
+                codec.destroy_graph(g.graph)
+                g.graph = 0
+    # Every graph of the group replays on its own exec now and never switches again: the records
+    # (tens of MB for a decoder's 67 graphs) go, and are read again from disk if a later LOAD in this
+    # process needs them.
     with g.lock:
-        for h in templates:
-            h.graph, h.exec = g.graph, fresh
-        codec.destroy_exec(g.exec)
-        g.exec = fresh
-        g.current = -1
-        if not templates:  # nothing replays the template graph itself
-            codec.destroy_graph(g.graph)
-            g.graph = 0
+        g.template_delta = b""
+        for src in {id(s): s for h in group for s in (h.source, h.source.template) if s is not None}.values():
+            src.release_payload()
 
 
 def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:

@@ -27,9 +27,15 @@ shared_execs = {h.exec for h in handles}
 p.build_dedicated(); p.wait_all()
 own = replay("own")
 group = handles[0].group
-emit(runs=shared + own, shared_execs=sorted(shared_execs), own_execs=[h.exec for h in handles],
-     group_exec=group.exec, switched=p.timings["switches"], fallbacks=p.timings["switch_fallbacks"],
-     same_template=len({id(h.source.template) for h in handles[1:]} | {id(handles[0].source)}))
+released = all(s._payload is None for h in handles for s in (h.source, h.source.template) if s is not None)
+own_execs, group_exec, first = [h.exec for h in handles], group.exec, handles
+p2 = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)  # records read again
+p2.wait_all()
+handles = p2.handles
+again = replay("again")
+emit(runs=shared + own + again, released=released, shared_execs=sorted(shared_execs), own_execs=own_execs,
+     group_exec=group_exec, switched=p.timings["switches"], fallbacks=p.timings["switch_fallbacks"],
+     same_template=len({id(h.source.template) for h in first[1:]} | {id(first[0].source)}))
 """
 
 
@@ -37,7 +43,8 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
     arch = tmp_path / "arch"
     save = run_save(app_json, VARIANTS, arch)
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BACKGROUND)
-    assert len(r["runs"]) == 2 * 2 * 7
+    assert len(r["runs"]) == 3 * 2 * 7
+    assert r["released"], "records stayed in memory after every graph got its own exec"
     for phase, name, k, out in r["runs"]:
         assert out == save["native"][name][k], (phase, name, k)
     assert r["shared_execs"] == [0], "no graph had an exec of its own before build_dedicated()"
