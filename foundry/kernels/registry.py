@@ -76,6 +76,7 @@ _hash_lock = threading.Lock()
 _hashes: dict[int, str] = {}
 # LOAD side: images loaded from archives, by hash, and the buffers that must outlive them.
 _loaded: dict[str, int] = {}
+_loading: dict[str, threading.Lock] = {}  # images being loaded, by hash: later callers wait on it
 _keepalive: list[object] = []
 _functions: dict[tuple[str, str], int] = {}
 
@@ -159,7 +160,8 @@ def set_function_attrs(function: int, attrs: Iterable[int]) -> None:
 
 
 def load_image(sha256: str, data: bytearray) -> int:
-    """Loads an archived image once per process.
+    """Loads an archived image once per process, also when several threads ask at once (a program's
+    own load racing the background loader): the others wait for the first and get its index.
 
     ``data`` must be writable (ctypes takes its address); it is kept alive for the life of the
     process because the driver is told it may keep reading it.
@@ -167,15 +169,21 @@ def load_image(sha256: str, data: bytearray) -> int:
     with _hash_lock:
         if sha256 in _loaded:
             return _loaded[sha256]
-    buf = (ctypes.c_char * len(data)).from_buffer(data)
-    index = ctypes.c_size_t()
-    rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
-    check(rc, "load image", RegistryError)
-    with _hash_lock:
-        _keepalive.extend((data, buf))
-        _loaded[sha256] = index.value
-        _hashes[index.value] = sha256
-    return index.value
+        gate = _loading.setdefault(sha256, threading.Lock())
+    with gate:
+        with _hash_lock:
+            if sha256 in _loaded:
+                return _loaded[sha256]
+        buf = (ctypes.c_char * len(data)).from_buffer(data)
+        index = ctypes.c_size_t()
+        rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
+        check(rc, "load image", RegistryError)
+        with _hash_lock:
+            _keepalive.extend((data, buf))
+            _loaded[sha256] = index.value
+            _hashes[index.value] = sha256
+            _loading.pop(sha256, None)
+        return index.value
 
 
 def is_loaded(sha256: str) -> bool:

@@ -363,6 +363,18 @@ res["missing_image"] = error_of(registry.loaded_function, registry.KernelRef("0"
 res["missing_name"] = error_of(registry.loaded_function, registry.KernelRef(REFS[0][0], "no_such_kernel"))
 load_images(Path(ARCHIVE), [REFS[0][0]])  # loading again loads nothing new
 res["count_after_reload"] = len(registry.recorded_images())
+# One image loaded by 8 threads at once (a foreground load racing the background loader) loads once.
+import threading
+key = REFS[0][0][::-1]  # another registry key for the same bytes, not loaded yet
+data = (Path(ARCHIVE) / "images" / (REFS[0][0] + ".bin")).read_bytes()
+gate, got = threading.Barrier(8), []
+def racer():
+    gate.wait()
+    got.append(registry.load_image(key, bytearray(data)))
+threads = [threading.Thread(target=racer) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+res["race"] = [len(set(got)), len(got), len(registry.recorded_images()) - res["count_after_reload"]]
 out(**res)
 """
 
@@ -394,3 +406,4 @@ def test_archived_images_resolve_every_kernel_and_restore_attributes_in_a_second
     assert "load_cuda_modules_and_libraries" in loaded["missing_image"][1]
     assert loaded["missing_name"][0] == "KernelNotFoundError" and "no_such_kernel" in loaded["missing_name"][1]
     assert loaded["count_after_reload"] == n_images
+    assert loaded["race"] == [1, 8, 1], "one image loaded by racing threads must load once"
