@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from foundry.archive.atomic import sha256_bytes, sha256_file, write_atomic
 from foundry.archive.container import ContainerHeader, pack_container, read_container_header, unpack_container
-from foundry.archive.delta import DELTA_MAGIC, Delta, encode_delta, override_indices, parse_delta
+from foundry.archive.delta import (
+    DELTA_MAGIC,
+    Delta,
+    delta_header,
+    encode_delta,
+    override_indices,
+    override_spans,
+    parse_delta,
+)
 from foundry.archive.graphfile import (
     container_path,
     read_graph,
@@ -65,7 +73,7 @@ from foundry.archive.nodes import (
 )
 from foundry.archive.problems import Problem, ProblemKind
 from foundry.archive.record_encode import encode_record
-from foundry.archive.record_parse import parse_record
+from foundry.archive.record_parse import node_spans, parse_record
 from foundry.archive.record_walk import iter_nodes, kernel_pointer_words, node_counts, topology_key
 from foundry.archive.specs import (
     FUNCTION_ATTR_IDS,
@@ -129,6 +137,7 @@ __all__ = [
     "check_archive",
     "compare",
     "container_path",
+    "delta_header",
     "encode_delta",
     "encode_record",
     "image_path",
@@ -137,9 +146,11 @@ __all__ = [
     "kernel_pointer_words",
     "memory_path",
     "node_counts",
+    "node_spans",
     "now_iso",
     "open_image",
     "override_indices",
+    "override_spans",
     "pack_container",
     "parse_delta",
     "parse_record",

@@ -83,27 +83,38 @@ def _override_at(mv: memoryview, at: int, i: int, total: int, seen: set[int]) ->
     return int(index)
 
 
-def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
-    """The template node indices a delta overrides, without parsing the node records (LOAD needs
-    only these on the calling path; the native build checks each record it applies). Bounds are
-    checked, and any problem raises an ``ArchiveError`` subclass."""
+def override_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int, int]]:
+    """(template node index, start, end) of each override's node record, without parsing the
+    records. Bounds are checked, and any problem raises an ``ArchiveError`` subclass."""
     mv = memoryview(data).cast("B")
     count, _fcount, total, _sha = _header(mv)
-    out: list[int] = []
+    out: list[tuple[int, int, int]] = []
     at = _HEADER.size
     seen: set[int] = set()
     for i in range(count):
-        out.append(_override_at(mv, at, i, total, seen))
+        index = _override_at(mv, at, i, total, seen)
         node_at = at + _OVERRIDE.size
         if node_at + NODE_HEAD.size > total:
             raise ArchiveCorruptError(f"delta, byte {node_at}: override {i} has no node record")
         size = NODE_HEAD.unpack_from(mv, node_at)[3]
         if size < NODE_HEAD.size or node_at + size > total:
             raise ArchiveCorruptError(f"delta, byte {node_at}: override {i}'s node record of {size} bytes overruns")
+        out.append((index, node_at, node_at + size))
         at = node_at + size
     if at != total:
         raise ArchiveCorruptError(f"delta: {total - at} bytes after the last override")
     return out
+
+
+def delta_header(data: bytes | bytearray | memoryview) -> tuple[int, str]:
+    """(function count, template record SHA-256) of a delta, its header checked."""
+    _count, fcount, _total, sha = _header(memoryview(data).cast("B"))
+    return fcount, sha.hex()
+
+
+def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
+    """The template node indices a delta overrides (see override_spans)."""
+    return [index for index, _start, _end in override_spans(data)]
 
 
 def parse_delta(data: bytes | bytearray | memoryview) -> Delta:

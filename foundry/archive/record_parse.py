@@ -70,6 +70,26 @@ def parse_record(data: bytes | bytearray | memoryview | mmap.mmap) -> GraphRecor
     return record
 
 
+def node_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
+    """(start, end) of each top-level node record of a graph record, without parsing the nodes
+    (bounds checked; a problem raises ``ArchiveCorruptError``)."""
+    mv = memoryview(data).cast("B")
+    if len(mv) < L.HEADER_SIZE:
+        _fail(0, "record header", f"needs 32 bytes, only {len(mv)} remain")
+    ncount = L.HEADER.unpack_from(mv, 0)[3]
+    out = []
+    at = L.HEADER_SIZE
+    for i in range(ncount):
+        if at + L.NODE_HEAD_SIZE > len(mv):
+            _fail(at, f"node {i} header", "runs past the record's end")
+        size = L.NODE_HEAD.unpack_from(mv, at)[3]
+        if size < L.NODE_HEAD_SIZE or at + size > len(mv):
+            _fail(at + 4, f"node {i} record size", f"{size} does not fit the record")
+        out.append((at, at + size))
+        at += size
+    return out
+
+
 def parse_node(
     data: bytes | bytearray | memoryview, offset: int, end: int, function_count: int, where: str = ""
 ) -> tuple[Node, int]:

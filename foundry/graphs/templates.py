@@ -26,8 +26,10 @@ from ..archive import (
     KernelNode,
     Node,
     TemplateRef,
+    delta_header,
     iter_nodes,
-    parse_delta,
+    node_spans,
+    override_spans,
     parse_record,
     write_graph,
 )
@@ -111,23 +113,33 @@ def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
 
 
 def _verify(
-    template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord], delta: Delta, varying: Sequence[int]
+    template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord], varying: Sequence[int]
 ) -> None:
-    """SAVE's proof that a member is its template plus its overrides, node by node: each override is
-    the member's own node (the delta holds the member's node records; same function table, so plain
-    equality), and every other node equals the template's (functions compared by identity)."""
+    """With _verify_bytes, SAVE's proof that a member is its template plus its overrides: every node
+    that does not vary equals the template's (functions compared by identity), and so do the edges."""
     (tm, tr), (mm, mr) = template, member
-    if [i for i, _ in delta.overrides] != list(varying):
-        raise CodecError(f"graph {mm.name!r}: its delta overrides other nodes than its group's varying ones")
-    for i, node in delta.overrides:
-        if node != mr.nodes[i]:
-            raise CodecError(f"graph {mm.name!r}: its delta's node {i} is not the graph's own node {i}")
     overridden = set(varying)
     for i, (t, m) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
         if i not in overridden and _identity(t, tm) != _identity(m, mm):
             raise CodecError(f"graph {mm.name!r} is not template {tm.name!r} plus its overrides at node {i}")
     if tr.edges != mr.edges:
         raise CodecError(f"graph {mm.name!r} and template {tm.name!r} differ in their edges")
+
+
+def _verify_bytes(payload: bytes, record: GraphRecord, raw: bytes, varying: Sequence[int], template_sha: str) -> None:
+    """The delta the native code wrote names the template and the member's function table, and holds,
+    for exactly the varying nodes, the member record's own node records byte for byte (a walk and a
+    compare, not a parse: SAVE's hot loop)."""
+    if delta_header(payload) != (record.function_count, template_sha):
+        raise CodecError("a member's delta names another template or function count than the member's")
+    spans = node_spans(raw)
+    overrides = override_spans(payload)
+    if [i for i, _, _ in overrides] != list(varying):
+        raise CodecError("a member's delta overrides other nodes than its group's varying ones")
+    for i, start, end in overrides:
+        a, b = spans[i]
+        if payload[start:end] != raw[a:b]:
+            raise CodecError(f"a member's delta holds another node {i} than the member's own")
 
 
 def _delta_bytes(record: bytes, varying: Sequence[int], template_sha256: str) -> bytes:
@@ -148,8 +160,11 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
             mpair = (member.meta, member.parsed if member.parsed is not None else parse_record(member.record))
             # The member's own node records, copied byte for byte (C), then proven by parsing them back.
             payload = _delta_bytes(member.record, plan.varying, template.meta.record.sha256)
-            delta = parse_delta(payload)
-            _verify(tpair, mpair, delta, plan.varying)
+            tsha = template.meta.record.sha256
+            _verify_bytes(payload, mpair[1], member.record, plan.varying, tsha)
+            _verify(tpair, mpair, plan.varying)
+            # The delta's nodes are the member's own (just proven byte for byte), parsed already.
+            delta = Delta(tsha, mpair[1].function_count, tuple((i, mpair[1].nodes[i]) for i in plan.varying))
             rel = os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
             meta = replace(member.meta, record=None, template=TemplateRef(rel, template.meta.record.sha256))
             written = write_graph(member.json_path, meta, payload, parsed=delta, durable=False)

@@ -1,0 +1,74 @@
+"""SAVE's proof that a member's delta is its own nodes (byte walks instead of parses), on the real
+H200 archive's member rebuilt from its template and delta."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+
+import pytest
+
+from foundry.archive import (
+    delta_header,
+    encode_record,
+    node_spans,
+    override_indices,
+    override_spans,
+    parse_delta,
+    parse_record,
+    read_graph,
+)
+from foundry.errors import ArchiveCorruptError, CodecError
+from foundry.graphs import codec
+from foundry.graphs.templates import _verify_bytes
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
+
+
+def _member() -> tuple[bytes, bytes, str]:
+    """(member record, its delta as stored, template record SHA-256)."""
+    meta, delta = read_graph(FIXTURE / "ew_bs32.json")
+    _tmeta, template = read_graph(FIXTURE / "ew_bs64.json")
+    parsed, d = parse_record(template), parse_delta(delta)
+    nodes = list(parsed.nodes)
+    for i, node in d.overrides:
+        nodes[i] = node
+    record = encode_record(dataclasses.replace(parsed, nodes=tuple(nodes), function_count=d.function_count))
+    assert meta.template is not None
+    return record, delta, meta.template.record_sha256
+
+
+def test_spans_walk_the_same_nodes_the_parsers_see() -> None:
+    record, delta, tsha = _member()
+    spans = node_spans(record)
+    assert len(spans) == len(parse_record(record).nodes) and spans[0][0] == 32
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    assert (
+        [i for i, _, _ in override_spans(delta)]
+        == override_indices(delta)
+        == [i for i, _ in parse_delta(delta).overrides]
+    )
+    assert delta_header(delta) == (parse_delta(delta).function_count, tsha)
+    with pytest.raises(ArchiveCorruptError):
+        node_spans(record[: spans[-1][0] + 4])
+
+
+def test_the_native_delta_of_a_member_passes_and_any_other_bytes_fail() -> None:
+    record, _stored, tsha = _member()
+    varying = override_indices(_stored)
+    payload = bytearray(codec.delta_from_record(record, varying))
+    payload[32:64] = bytes.fromhex(tsha)
+    parsed = parse_record(record)
+    _verify_bytes(bytes(payload), parsed, record, varying, tsha)
+    _index, start, end = override_spans(bytes(payload))[0]
+    for pos in (start + 8, end - 1):  # inside the first override's node record
+        bad = bytearray(payload)
+        bad[pos] ^= 0x01
+        with pytest.raises(CodecError, match="another node"):
+            _verify_bytes(bytes(bad), parsed, record, varying, tsha)
+    with pytest.raises(CodecError, match="another template"):
+        _verify_bytes(bytes(payload), parsed, record, varying, "0" * 64)
+    if len(varying) > 1:
+        with pytest.raises(CodecError, match="other nodes"):
+            _verify_bytes(bytes(payload), parsed, record, varying[:-1], tsha)
