@@ -114,6 +114,12 @@ void fdy_registry_on_unload(uint64_t handle, uint32_t kind) {
       if (func_cache.keys && func_cache.keys[i] && func_cache.vals[i] &&
           resolved[func_cache.vals[i] - 1].image == idx - 1)
         func_cache.vals[i] = 0;
+    /* Its CUkernels too: the driver may hand the same kernel handle to another library's kernel, and
+     * the same library handle to another library, which would name the wrong image. A forgotten
+     * entry (0) makes find_library_of search the loaded libraries instead. */
+    if (kind == FDY_IMG_LIBRARY)
+      for (size_t i = 0; i < kernel_lib.cap; i++)
+        if (kernel_lib.keys && kernel_lib.keys[i] && kernel_lib.vals[i] == handle) kernel_lib.vals[i] = 0;
   }
   pthread_mutex_unlock(&lock);
 }
