@@ -177,6 +177,14 @@ def _saved_nodes(json_path: Path) -> int:
 def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
     tag = f"{shape} {variant} load"
     torch.cuda.init()
+    modules_s = 0.0
+    if os.environ.get("FOUNDRY_BENCH_MODULES_FIRST", "1") == "1":
+        # The seed README's order: the archive's kernel images load at process start, before the
+        # model; start_graph_builds later finds them loaded. Timed apart (modules_s), and inside
+        # "process start to first decode step" either way.
+        t0 = time.perf_counter()
+        foundry.load_cuda_modules_and_libraries(out / "archive")
+        modules_s = time.perf_counter() - t0
     foundry.set_allocation_region(BASE, REGION)
     model, ids, pos = _build(shape)
     torch.cuda.synchronize()
@@ -195,8 +203,8 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     _progress(tag, f"{len(paths)} graphs replayable {load_all_s * 1000:.0f} ms after start_graph_builds")
     graphs = {bs: loaded[i] for i, bs in enumerate(sizes)}
     if os.environ.get("FOUNDRY_BENCH_LOAD_ONLY"):  # timings of LOAD alone (repeated loads in one call)
-        return {"load_first_s": load_first_s, "load_all_s": load_all_s, "timings": pending.timings,
-                "trace": pending.phases.spans}  # fmt: skip
+        return {"modules_s": modules_s, "load_first_s": load_first_s, "load_all_s": load_all_s,
+                "timings": pending.timings, "trace": pending.phases.spans}  # fmt: skip
 
     _fill(model, ids, pos, 1)
     digests_template = _digests(graphs)
@@ -226,6 +234,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     driver_probe = probes.probe_driver(pending)
     process_probe = probes.probe_process(model, ids, pos, graphs) if variant == "eager" else {}
     return {
+        "modules_s": modules_s,
         "trace": pending.phases.spans,
         "tensor_at_us": tensor_at_us,
         "build_probe": build_probe,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,11 +179,19 @@ def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = N
             _restored_memory.add((region_epoch(), memory.sha256))
 
 
-def load_images(archive_dir: Path, shas: Iterable[str], verify: bool = True) -> None:
-    """Loads the archived images (each once per process), checking their hashes first."""
-    for sha in shas:
-        if not registry.is_loaded(sha):
+def load_images(archive_dir: Path, shas: Iterable[str], verify: bool = True, threads: int = 8) -> None:
+    """Loads the archived images (each once per process), checking their hashes first. Reading and
+    hashing run ahead on ``threads`` threads; the driver loads them on this one, in order (it
+    serializes library loads anyway)."""
+    todo = [sha for sha in dict.fromkeys(shas) if not registry.is_loaded(sha)]
+    if len(todo) < 2 or threads < 2:
+        for sha in todo:
             registry.load_image(sha, open_image(archive_dir, sha, verify))
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="foundry-read") as readers:
+        futures = [readers.submit(open_image, archive_dir, sha, verify) for sha in todo]
+        for sha, future in zip(todo, futures, strict=True):
+            registry.load_image(sha, future.result())
 
 
 def source_images(src: GraphSource) -> dict[str, tuple[Path, int]]:
