@@ -154,7 +154,7 @@ def _build_own_execs(pending: PendingLoads, g: Group, context: int) -> None:
     # Execs are handed out under the lock launch() switches under, so that no switch lands in an exec
     # that has become a graph's own. The shared exec passes to the template only if it still holds
     # exactly the template's values: never switched (an updated exec also replays slower than a fresh
-    # one, ~8% measured on a 960-node decoder graph) and no refused switch, which can leave it half
+    # one: 1.13-1.25x on the H200's decoder graphs) and no refused switch, which can leave it half
     # updated. Otherwise the template gets a fresh exec, and the shared one is destroyed (the driver
     # lets queued launches finish).
     with g.lock:
