@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
 from tests.support.graphs import JsonRunner, load_prefix, run_save
 
@@ -77,3 +79,20 @@ def test_a_missing_image_fails_the_loader_with_the_archive_error(app_json: JsonR
     r = app_json(load_prefix(VARIANTS, arch, load_images=False) + f"\nNAMES = {NAMES!r}\n" + FAILING)
     assert r["error"] == "ArchiveCorruptError", r
     assert "is missing" in r["message"] and "copy the archive completely" in r["message"].lower()
+
+
+@pytest.mark.parametrize("damaged", ["v0", "v2"])  # the template's record, a member's delta
+def test_a_damaged_record_fails_the_loader_without_hanging(app_json: JsonRunner, tmp_path: Path, damaged: str) -> None:
+    """A record fails its checksum on a reader thread while builder threads wait for it: the
+    loader reports the archive's error to every waiter, and no thread is left waiting (the app
+    runs under the runner's 120 s timeout)."""
+    arch = tmp_path / "arch"
+    run_save(app_json, VARIANTS, arch)
+    container = arch / f"{damaged}.cugraph"
+    data = bytearray(container.read_bytes())
+    data[-9] ^= 0xFF  # inside the record or delta, past the container's header
+    container.write_bytes(bytes(data))
+    waiting = FAILING.replace("p.wait_all()", "p.wait_group(0); p.wait_all()")
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + waiting)
+    assert r["error"] == "ArchiveCorruptError", r
+    assert f"{damaged}.cugraph" in r["message"] and "SHA-256" in r["message"]
