@@ -68,6 +68,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "native_capture_s": native["native_capture_s"],
         "save_s": native["save_s"],
         "save_over_capture": native["save_s"] / native["native_capture_s"],
+        "save_phases_s": native.get("save_phases_s"),
         "load_modules_s": loaded.get("modules_s", 0.0),  # load_cuda_modules_and_libraries, before the model
         "load_first_s": loaded["load_first_s"],
         "load_all_s": loaded["load_all_s"],

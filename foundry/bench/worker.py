@@ -26,6 +26,7 @@ from foundry.bench import probes
 from foundry.bench.model import SHAPES, QwenDecoder, vllm_batch_sizes
 from foundry.capture.tensors import tensor_at
 from foundry.graphs import codec
+from foundry.graphs.save import SAVE_PHASES
 
 BASE = 0x600000000000
 REGION = "512GB"
@@ -125,11 +126,13 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     first_step_s = _since_spawn()
 
     archive = out / "archive"
+    SAVE_PHASES.reset()
     t0 = time.perf_counter()
     for bs, (g, hidden) in graphs.items():
         g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
     manifest = foundry.save_graph_manifest(archive)
     save_s = time.perf_counter() - t0
+    save_phases = dict(SAVE_PHASES.seconds)
     _progress(tag, f"saved {len(graphs)} graphs in {save_s:.2f} s")
 
     _fill(model, ids, pos, 1)
@@ -143,6 +146,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     nodes = {str(bs): _saved_nodes(out / f"bs{bs}.json") for bs in sizes}
     same_process = probes.same_process_latency(ordered, out)
     return {
+        "save_phases_s": save_phases,
         "same_process_us": same_process,
         "native_warmup_s": warmup_s,
         "native_capture_s": capture_s,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from ..graphs import codec
 from ..graphs import pending as pending_loads
 from ..graphs.load import LoadedGraph, load_graph
 from ..graphs.pending import PendingLoads
-from ..graphs.save import save_graph
+from ..graphs.save import SAVE_PHASES, save_graph
 from ..memory.layout import live_ranges_now
 from ..memory.region import region_state
 from ..memory.snapshot import capture_window
@@ -164,10 +165,14 @@ class CUDAGraph:
         raw = int(g.raw_cuda_graph())
         outputs = [output_spec(t) for t in flatten_outputs(output_tensors)]
         state = region_state()
+        clock = time.perf_counter()
         extracted = codec.extract(raw)
+        clock = SAVE_PHASES.add("extract", clock)
         parsed = parse_record(extracted[0])
+        clock = SAVE_PHASES.add("parse", clock)
         live = live_ranges_now()
         rng = probe_rng(self.replay, parsed, state.base, live, self._device)
+        SAVE_PHASES.add("rng_probe", clock)
         return save_graph(
             raw, path, outputs=outputs, rng=rng, archive_dir=archive_dir, extracted=extracted, parsed=parsed
         )

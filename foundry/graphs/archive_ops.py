@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from .. import __version__
@@ -27,7 +28,7 @@ from ..errors import ArchiveError, FoundryError
 from ..memory.layout import region_spec
 from ..memory.region import hold_allocation_region, region_state
 from .load import load_images
-from .save import replace_saved, saved_graphs
+from .save import SAVE_PHASES, replace_saved, saved_graphs
 from .templates import plan_groups, write_member_deltas
 
 __all__ = ["load_cuda_modules_and_libraries", "save_graph_manifest"]
@@ -48,9 +49,12 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     graphs = saved_graphs()
     if not graphs:
         raise FoundryError("save_graph_manifest(): this process saved no graphs (call CUDAGraph.save first)")
+    clock = time.perf_counter()
     plans = plan_groups(graphs)
+    clock = SAVE_PHASES.add("manifest_plan", clock)
     graphs = write_member_deltas(graphs, plans)
     replace_saved(graphs)
+    clock = SAVE_PHASES.add("manifest_deltas", clock)
     group_of = {i: gi for gi, plan in enumerate(plans) for i in (plan.template, *plan.members)}
     entries = []
     images: dict[str, ImageEntry] = {}
@@ -85,8 +89,11 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
         manifest = sign_manifest(manifest, key)
     # Everything SAVE wrote so far was written without fsync; one sync makes it all durable before
     # the manifest, the archive's commit point, is written (durably) last.
+    clock = SAVE_PHASES.add("manifest_entries", clock)
     os.sync()
+    clock = SAVE_PHASES.add("sync", clock)
     write_manifest(archive, manifest)
+    SAVE_PHASES.add("manifest_write", clock)
     return manifest
 
 

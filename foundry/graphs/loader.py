@@ -5,7 +5,6 @@ driver serializes anyway) and builder threads (each group's shared exec, then me
 
 from __future__ import annotations
 
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -20,26 +19,7 @@ from .load import GraphSource, build_exec, resolve_functions, source_images
 if TYPE_CHECKING:
     from .pending import Group, PendingLoads
 
-__all__ = ["Phases", "run_loader"]
-
-
-class Phases:
-    """Seconds spent per loader phase, summed over the threads that ran it (thread time, not wall
-    time: compared with the wall time it shows whether a phase ran in parallel), and each span, for a
-    timeline."""
-
-    def __init__(self, origin: float) -> None:
-        self._lock = threading.Lock()
-        self.origin = origin
-        self.seconds: dict[str, float] = {}
-        self.spans: list[tuple[str, str, float, float]] = []  # (phase, thread, start, end) from origin
-
-    def add(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        with self._lock:
-            self.seconds[name] = self.seconds.get(name, 0.0) + now - since
-            self.spans.append((name, threading.current_thread().name, since - self.origin, now - self.origin))
-        return now
+__all__ = ["run_loader"]
 
 
 def _plan(pending: PendingLoads) -> tuple[list[GraphSource], dict[str, tuple[Path, int]], dict[int, set[str]]]:

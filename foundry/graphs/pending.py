@@ -22,7 +22,8 @@ from ..driver import current_context
 from ..errors import CodecError, LoadError
 from . import codec
 from .load import GraphSource, Occupied, build_exec, check_identity, prepare_memory, read_source
-from .loader import Phases, run_loader
+from .loader import run_loader
+from .phases import Phases
 
 __all__ = ["GraphHandle", "PendingLoads", "start"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,8 +33,12 @@ from ..machine import current_identity
 from ..memory.layout import region_spec
 from ..memory.snapshot import take_snapshot
 from . import codec
+from .phases import Phases
 
-__all__ = ["SavedGraph", "default_archive_dir", "replace_saved", "save_graph", "saved_graphs"]
+__all__ = ["SAVE_PHASES", "SavedGraph", "default_archive_dir", "replace_saved", "save_graph", "saved_graphs"]
+
+# Where this process's SAVE time went (seconds per phase, summed over all saves): the benchmark reports it.
+SAVE_PHASES = Phases(time.perf_counter(), keep_spans=False)
 
 DEFAULT_ARCHIVE = "hook_archive"
 
@@ -130,16 +135,23 @@ def save_graph(
     already returned, to avoid walking the graph twice. ``snapshot`` copies the program's state
     memory into the archive when it is small enough (docs/FORMAT.md, "State memory").
     """
+    ph = SAVE_PHASES
+    clock = time.perf_counter()
     json_path = Path(json_path)
     archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
     record, functions = extracted if extracted is not None else codec.extract(graph)
+    clock = ph.add("extract", clock)
     if parsed is None:
         parsed = parse_record(record)
+    clock = ph.add("parse", clock)
     region = region_spec()
     _check_outputs(outputs, region.live, region.base)
     identity = current_identity()
+    clock = ph.add("region", clock)
     functions_refs, images = _kernel_refs(functions, archive)
+    clock = ph.add("images", clock)
     memory = take_snapshot(archive, region.base) if snapshot else None
+    clock = ph.add("snapshot", clock)
     rel_archive = os.path.relpath(archive.resolve(), json_path.resolve().parent)
     meta = GraphMeta(
         name=name or json_path.stem,
@@ -156,11 +168,13 @@ def save_graph(
         topology=topology_key(parsed),
         memory=memory,
     )
+    clock = ph.add("metadata", clock)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     # Not durable yet: save_graph_manifest makes the archive durable at once.
     meta = write_graph(json_path, meta, record, parsed=parsed, durable=False)
     write_region_hint(archive, region.base, region.size)
     _remember(SavedGraph(json_path, meta, record, parsed=parsed))
+    ph.add("write", clock)
     return meta
 
 

@@ -44,6 +44,10 @@ emit(runs=shared + own + again, released=released, shared_execs=sorted(shared_ex
 def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_json: JsonRunner, tmp_path: Path) -> None:
     arch = tmp_path / "arch"
     save = run_save(app_json, VARIANTS, arch)
+    # SAVE reports where its time went, phase by phase (the benchmark prints it).
+    assert {"extract", "parse", "images", "write", "manifest_plan", "manifest_deltas", "sync"} <= set(
+        save["save_phases"]
+    )
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BACKGROUND)
     assert len(r["runs"]) == 3 * 2 * 7
     assert r["released"], "records stayed in memory after every graph got its own exec"

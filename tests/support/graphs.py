@@ -216,7 +216,8 @@ for name, (g, rng) in GRAPHS.items():
                    "functions": [[f.image, f.name, list(f.attrs)] for f in meta.functions]}
 if MANIFEST:
     save_graph_manifest(ARCH)
-emit(native=native, structure=structure, metas=metas, buffers=B)
+from foundry.graphs.save import SAVE_PHASES
+emit(native=native, structure=structure, metas=metas, buffers=B, save_phases=sorted(SAVE_PHASES.seconds))
 """
 
 LOAD_HEAD = r"""
