@@ -284,3 +284,39 @@ def test_region_edge_cases_are_clean(sanitized: Sanitized) -> None:
     assert r["managed"] == 801 and r["capture"] == 801
     assert r["long_name"] and r["log"] == [True, True]
     assert r["released"] is False
+
+
+DELTA_WALK = """
+from pathlib import Path
+from foundry.archive import read_graph
+from foundry.errors import CodecError
+from foundry.graphs import codec
+F = Path("tests/fixtures/gpu_archive")
+_m, delta = read_graph(F / "ew_bs32.json")
+_t, template = read_graph(F / "ew_bs64.json")
+n = int.from_bytes(template[8:12], "little")
+indices = codec.delta_indices(delta, n)
+refused = 0
+for cut in range(len(delta)):
+    try:
+        codec.delta_indices(delta[:cut], n)
+    except CodecError:
+        refused += 1
+for pos in range(len(delta)):
+    flipped = bytearray(delta)
+    flipped[pos] ^= 0xFF
+    try:
+        codec.delta_indices(bytes(flipped), n)
+    except CodecError:
+        pass
+back = codec.delta_from_record(template, indices)
+out(indices=indices, refused=refused, cuts=len(delta), back=codec.delta_indices(back, n))
+"""
+
+
+def test_delta_walk_under_damage_is_clean(sanitized: Sanitized) -> None:
+    """LOAD's native delta walk (shared with applying overrides) on the real member's delta, every
+    truncation and every byte flipped: refused or accepted, never out of bounds."""
+    r = sanitized.run(DELTA_WALK)
+    assert r["indices"] and r["back"] == r["indices"]
+    assert r["refused"] == r["cuts"]
