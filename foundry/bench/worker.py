@@ -7,7 +7,8 @@ Both build the same model with the same seed, so their allocations land at the s
 environment variable FOUNDRY_BENCH_SPAWN carries the parent's clock at spawn time, so "process start
 to first decode step" includes interpreter and torch start-up.
 
-Settings for measuring LOAD itself (scripts/load_matrix.sh): FOUNDRY_BENCH_THREADS (start_graph_builds'
+Settings for measuring LOAD itself (`foundry bench --threads/--images-after-start` set the first two;
+scripts/load_matrix.sh sets them directly): FOUNDRY_BENCH_THREADS (start_graph_builds'
 num_threads, 8), FOUNDRY_BENCH_MODULES_FIRST (1: load_cuda_modules_and_libraries at process start, as
 the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BENCH_LOAD_ONLY (stop
 after LOAD, skip the replay measurements and probes).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"foundry bench: unknown shape(s) {unknown}; choose from {sorted(SHAPES)}")
         return 2
     sizes = vllm_batch_sizes()[: args.graphs] if args.graphs else None
+    # The workers read these (foundry/bench/worker.py); they are inherited by the processes run_bench starts.
+    os.environ["FOUNDRY_BENCH_THREADS"] = str(args.threads)
+    os.environ["FOUNDRY_BENCH_MODULES_FIRST"] = "0" if args.images_after_start else "1"
     run_bench(Path(args.out), shapes, args.variants.split(","), sizes)
     return 0
 
@@ -38,4 +42,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--shapes", default="qwen3-0.6b,qwen3-8b", help="comma-separated model shapes")
     p.add_argument("--variants", default="eager,compiled", help="eager and/or compiled (torch.compile)")
     p.add_argument("--graphs", type=int, default=0, help="only the first N of vLLM's 67 batch sizes (quick runs)")
+    p.add_argument("--threads", type=int, default=8, help="start_graph_builds(num_threads=...) in the LOAD process")
+    p.add_argument(
+        "--images-after-start",
+        action="store_true",
+        help="load the kernel images after start_graph_builds instead of at process start "
+        "(load_cuda_modules_and_libraries, the seed README's order)",
+    )
     p.set_defaults(func=_run)
