@@ -1,0 +1,87 @@
+"""SAVE's Python side on a real archive, on any machine (no GPU): the per-graph parse + write that
+CUDAGraph.save does after extraction, and save_graph_manifest's grouping and member deltas.
+
+    python scripts/profile_save.py DIR [--profile]
+
+DIR holds a benchmark's graph JSONs and records (``ARCHIVE_META=1 bash scripts/gpu_tier.sh --bench``
+brings one back as bench-archive-meta.tar.gz). Members are rebuilt as full records from their
+template and delta, then saved again into a scratch copy, as the native worker saved them.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import dataclasses
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from foundry.archive import encode_record, parse_delta, parse_record, read_graph, read_manifest, write_graph
+from foundry.archive.graphfile import template_path
+from foundry.graphs.save import SavedGraph
+from foundry.graphs.templates import plan_groups, write_member_deltas
+
+
+def _graph_paths(work: Path) -> list[Path]:
+    """The graphs in the order SAVE saved them (the manifest's), else every JSON beside a record."""
+    for manifest_dir in (work, work / "archive"):
+        if (manifest_dir / "graph_manifest.json").is_file():
+            return [(manifest_dir / g.json).resolve() for g in read_manifest(manifest_dir).graphs]
+    return sorted(p.resolve() for p in work.glob("*.json") if p.with_suffix(".cugraph").is_file())
+
+
+def _full_records(work: Path) -> dict[Path, tuple[object, bytes]]:
+    graphs = {p: read_graph(p) for p in _graph_paths(work)}
+    out = {}
+    for path, (meta, payload) in graphs.items():
+        if meta.template is None:
+            out[path] = (meta, payload)
+            continue
+        _tmeta, template = graphs[template_path(path, meta)]
+        parsed, delta = parse_record(template), parse_delta(payload)
+        nodes = list(parsed.nodes)
+        for i, node in delta.overrides:
+            nodes[i] = node
+        record = encode_record(dataclasses.replace(parsed, nodes=tuple(nodes), function_count=delta.function_count))
+        out[path] = (dataclasses.replace(meta, template=None), record)
+    return out
+
+
+def main() -> None:
+    source = Path(sys.argv[1])
+    work = Path(tempfile.mkdtemp()) / "archive"
+    shutil.copytree(source, work)
+    records = _full_records(work)
+
+    def save_side() -> list[SavedGraph]:
+        graphs = []
+        for path, (meta, record) in records.items():
+            parsed = parse_record(record)
+            written = write_graph(path, meta, record, parsed=parsed, durable=False)  # type: ignore[arg-type]
+            graphs.append(SavedGraph(path, written, record, None, parsed))
+        return graphs
+
+    t0 = time.perf_counter()
+    graphs = save_side()
+    t1 = time.perf_counter()
+    plans = plan_groups(graphs)
+    write_member_deltas(graphs, plans)
+    t2 = time.perf_counter()
+    nodes = sum(len(g.parsed.nodes) for g in graphs if g.parsed is not None)
+    print(f"{len(graphs)} graphs, {nodes} nodes, {len(plans)} groups: per-graph parse + write {t1 - t0:.3f} s, "
+          f"grouping + member deltas {t2 - t1:.3f} s")  # fmt: skip
+    if "--profile" in sys.argv:
+        profile = cProfile.Profile()
+        profile.enable()
+        again = save_side()
+        write_member_deltas(again, plan_groups(again))
+        profile.disable()
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(20)
+    shutil.rmtree(work.parent)
+
+
+if __name__ == "__main__":
+    main()
