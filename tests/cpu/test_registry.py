@@ -20,8 +20,6 @@ from tests.support.scenarios import scenario
 
 AppJson = Callable[..., Any]
 
-FORMATS = {"fatbin": 1, "elf": 2, "ptx": 3}
-
 
 def test_images_of_every_form_are_recorded_with_the_size_their_headers_give(app_json: AppJson) -> None:
     r = app_json(
