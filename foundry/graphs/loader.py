@@ -5,6 +5,7 @@ driver serializes anyway) and builder threads (each group's shared exec, then me
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -60,8 +61,9 @@ class _Pipeline:
             if h.source.template is not None and id(h.source) not in self.group_of:
                 self.group_of[id(h.source)] = h.group
                 self.members[id(h.group)].append(h.source)
-        for g in pending.groups:
-            g.parts_left = 1 + len(self.members[id(g)])
+        # By group: the shared exec and each member's function table, until all are done.
+        self.parts_left = {id(g): 1 + len(self.members[id(g)]) for g in pending.groups}
+        self._lock = threading.Lock()
 
     def resolved(self, src: GraphSource) -> None:
         """All images of ``src`` are loaded (called on the loader thread, which thus does all
@@ -76,9 +78,9 @@ class _Pipeline:
             self._part_done(g)
 
     def _part_done(self, g: Group) -> None:
-        with g.lock:
-            g.parts_left -= 1
-            last = g.parts_left == 0
+        with self._lock:
+            self.parts_left[id(g)] -= 1
+            last = self.parts_left[id(g)] == 0
         if last:
             self.futures.append(self.builders.submit(self._finish, g))
 

@@ -43,7 +43,6 @@ class Group:
     switched: int = 0  # how many times members were switched into the shared exec
     fallbacks: int = 0  # switches the driver refused (the member got its own exec on the spot)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    parts_left: int = 0  # loader: the shared exec and each member's function table, until all are done
 
 
 @dataclass
