@@ -72,11 +72,14 @@ class GraphRole(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class ImageEntry:
-    """An image of the archive; its file is always ``images/<sha256>.bin``."""
+    """An image of the archive; its file is always ``images/<sha256>.bin``. ``kernels``: the names
+    of its kernels the archive's graphs launch, sorted (empty in manifests written before it existed),
+    so that loading the image can also load those kernels."""
 
     sha256: str
     bytes: int
     format: ImageFormat
+    kernels: tuple[str, ...] = ()
 
     @property
     def file(self) -> str:
@@ -161,7 +164,7 @@ class Manifest:
             "created": self.created,
             "identity": self.identity.to_json(),
             "region": self.region.to_json(),
-            "images": {e.sha256: {"file": e.file, "bytes": e.bytes, "format": e.format.value} for e in self.images},
+            "images": {e.sha256: _image_json(e) for e in self.images},
             "graphs": [
                 {
                     "name": e.name,
@@ -216,6 +219,13 @@ class Manifest:
         return manifest
 
 
+def _image_json(e: ImageEntry) -> dict[str, Any]:
+    doc: dict[str, Any] = {"file": e.file, "bytes": e.bytes, "format": e.format.value}
+    if e.kernels:
+        doc["kernels"] = list(e.kernels)
+    return doc
+
+
 def _image(sha: str, value: Any, at: At) -> ImageEntry:
     get_sha256(sha, at)
     obj = get_obj(value, at)
@@ -223,7 +233,13 @@ def _image(sha: str, value: Any, at: At) -> ImageEntry:
     if get_str(file, file_at) != image_relpath(sha):
         file_at.fail(f"{file!r:.120} must be {image_relpath(sha)!r}")
     ref = ImageRef.from_json(sha, obj, at)
-    return ImageEntry(ref.sha256, ref.bytes, ref.format)
+    kernels: tuple[str, ...] = ()
+    if "kernels" in obj:
+        kernels_at = at.key("kernels")
+        kernels = tuple(get_str(v, kernels_at.index(i)) for i, v in enumerate(get_list(obj["kernels"], kernels_at)))
+        if any(not k for k in kernels) or len(set(kernels)) != len(kernels):
+            kernels_at.fail("kernel names must be non-empty and listed once each")
+    return ImageEntry(ref.sha256, ref.bytes, ref.format, kernels)
 
 
 def _graph(value: Any, at: At) -> GraphEntry:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -199,14 +200,17 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     model, ids, pos = _build(shape)
     torch.cuda.synchronize()
     paths = [out / f"bs{bs}.json" for bs in sizes]
-    t0 = time.perf_counter()
     threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
+    faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t0 = time.perf_counter()
     pending = foundry.CUDAGraph.start_graph_builds(paths, num_threads=threads, defer_dedicated=True)
     start_s = time.perf_counter() - t0
     first = foundry.CUDAGraph.finish_one_graph_load(pending, 0)
     load_first_s = time.perf_counter() - t0
     loaded = foundry.CUDAGraph.finish_graph_loads(pending)
     load_all_s = time.perf_counter() - t0
+    # Page faults while LOAD ran (threads that fault contend for the process's memory-map lock).
+    load_minor_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
     first[0].replay()
     torch.cuda.synchronize()
     first_step_s = _since_spawn()
@@ -214,7 +218,8 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     graphs = {bs: loaded[i] for i, bs in enumerate(sizes)}
     if os.environ.get("FOUNDRY_BENCH_LOAD_ONLY"):  # timings of LOAD alone (repeated loads in one call)
         return {"modules_s": modules_s, "load_first_s": load_first_s, "load_all_s": load_all_s,
-                "timings": pending.timings, "trace": pending.phases.spans}  # fmt: skip
+                "load_minor_faults": load_minor_faults, "timings": pending.timings,
+                "trace": pending.phases.spans}  # fmt: skip
 
     _fill(model, ids, pos, 1)
     digests_template = _digests(graphs)
@@ -253,6 +258,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
         "start_s": start_s,
         "load_first_s": load_first_s,
         "load_all_s": load_all_s,
+        "load_minor_faults": load_minor_faults,
         "dedicated_s": dedicated_s,
         "first_step_s": first_step_s,
         "timings": pending.timings,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .. import __version__
@@ -24,7 +25,9 @@ from ..archive.images import IMAGES_DIR
 from ..archive.jsonfields import is_sha256
 from ..archive.signed_archive import authenticate_manifest, sign_manifest
 from ..archive.signing import KeySource, configured_key
-from ..errors import ArchiveError, FoundryError
+from ..driver import current_context
+from ..errors import ArchiveCorruptError, ArchiveError, DriverError, FoundryError, KernelNotFoundError
+from ..kernels import registry
 from ..memory.layout import region_spec
 from ..memory.region import hold_allocation_region, region_state
 from .load import load_images
@@ -58,6 +61,7 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     group_of = {i: gi for gi, plan in enumerate(plans) for i in (plan.template, *plan.members)}
     entries = []
     images: dict[str, ImageEntry] = {}
+    kernels: dict[str, set[str]] = {}
     for i, g in enumerate(graphs):
         assert g.meta.record is not None
         plan = plans[group_of[i]]
@@ -75,13 +79,15 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
         )
         for ref in g.meta.images:
             images.setdefault(ref.sha256, ImageEntry.from_ref(ref))
+        for fn in g.meta.functions:
+            kernels.setdefault(fn.image, set()).add(fn.name)
     last = graphs[-1].meta
     manifest = Manifest(
         foundry_version=__version__,
         created=now_iso(),
         identity=last.identity,
         region=region_spec(full_log=True) if region_state().reserved else last.region,
-        images=tuple(images.values()),
+        images=tuple(replace(e, kernels=tuple(sorted(kernels.get(sha, ())))) for sha, e in images.items()),
         graphs=tuple(entries),
         groups=tuple(Group(graphs[p.template].meta.topology, p.template, p.members, p.varying) for p in plans),
     )
@@ -103,7 +109,9 @@ def load_cuda_modules_and_libraries(
     """Loads the archive's kernel images into this process; returns how many were loaded.
 
     With a manifest, exactly the images it lists; without one (graphs saved, manifest not written yet),
-    every image in the directory. Each image's SHA-256 is checked before the driver sees it.
+    every image in the directory. Each image's SHA-256 is checked before the driver sees it. Where a
+    CUDA context is current, the kernels the manifest lists for each image are looked up too (which
+    is when the driver loads them), so that LOAD later finds them ready.
 
     With a signing key (``signing_key``, else the configured one: see foundry.archive.signing), the
     manifest's signature is proven first, before the GPU is touched: an archive without a manifest,
@@ -121,14 +129,38 @@ def load_cuda_modules_and_libraries(
         hint = read_region_hint(archive)
     if hint is not None:  # reserve the region's range before the images (and the driver) take VA space
         hold_allocation_region(*hint)
+    entries: tuple[ImageEntry, ...] = ()
     if signed is not None:
-        shas = [e.sha256 for e in signed.images]
+        entries = signed.images
+        shas = [e.sha256 for e in entries]
     elif (archive / MANIFEST_NAME).is_file():
-        shas = [e.sha256 for e in read_manifest(archive).images]
+        entries = read_manifest(archive).images
+        shas = [e.sha256 for e in entries]
     else:
         image_dir = archive / IMAGES_DIR
         if not image_dir.is_dir():
             raise ArchiveError(f"{archive} is not a Foundry archive: it has neither {MANIFEST_NAME} nor {IMAGES_DIR}/")
         shas = sorted(p.stem for p in image_dir.glob("*.bin") if is_sha256(p.stem))
     load_images(archive, shas, verify)
+    _load_kernels(entries)
     return len(shas)
+
+
+def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:
+    """Looks up the kernels the manifest says the graphs launch. The driver loads a library's
+    kernels lazily, on their first lookup in a context (tens of ms for a decoder's ~90 kernels:
+    session 2's driver probe); done here, at process start, that is off LOAD's path. Without a
+    current context (CUDA not initialised yet) LOAD looks them up itself."""
+    try:
+        current_context()
+    except DriverError:
+        return
+    for e in entries:
+        for name in e.kernels:
+            try:
+                registry.loaded_function(registry.KernelRef(e.sha256, name))
+            except KernelNotFoundError as exc:
+                raise ArchiveCorruptError(
+                    f"the manifest lists kernel {name} in image {e.sha256[:16]}..., which the driver cannot find "
+                    f"there ({exc}): the manifest does not belong to these images. Save the archive again."
+                ) from exc

@@ -192,6 +192,12 @@ def is_loaded(sha256: str) -> bool:
         return sha256 in _loaded
 
 
+def is_looked_up(ref: KernelRef) -> bool:
+    """Whether this process has the kernel's CUfunction already (looked up once, then cached)."""
+    with _hash_lock:
+        return (ref.image, ref.name) in _functions
+
+
 def loaded_function(ref: KernelRef) -> int:
     """The CUfunction of an archived kernel, after its image was loaded with load_image."""
     key = (ref.image, ref.name)

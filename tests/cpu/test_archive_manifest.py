@@ -59,6 +59,17 @@ def test_manifest_round_trip(archive: tuple[Path, Manifest]) -> None:
     assert "signature" not in doc
 
 
+def test_manifest_image_kernels_round_trip(archive: tuple[Path, Manifest]) -> None:
+    directory, manifest = archive
+    first = dataclasses.replace(manifest.images[0], kernels=("fk_add_f32", "fk_scale_f32"))
+    listed = dataclasses.replace(manifest, images=(first, *manifest.images[1:]))
+    write_manifest(directory, listed)
+    doc = json.loads((directory / MANIFEST_NAME).read_text())
+    assert doc["images"][first.sha256]["kernels"] == ["fk_add_f32", "fk_scale_f32"]
+    assert all("kernels" not in v for sha, v in doc["images"].items() if sha != first.sha256)
+    assert read_manifest(directory) == listed
+
+
 def test_manifest_keeps_signature_and_ignores_unknown_keys(archive: tuple[Path, Manifest]) -> None:
     directory, manifest = archive
     signed = dataclasses.replace(manifest, signature={"alg": "ed25519", "value": "abc"})
@@ -95,6 +106,10 @@ def edit_manifest(directory: Path, edit: object) -> None:
             "must be 'images/",
         ),
         (lambda d: d["region"].update(high_water=2**40), ArchiveCorruptError, "high_water"),
+        (lambda d: next(iter(d["images"].values())).update(kernels="k"), ArchiveCorruptError, r"kernels.*list"),
+        (lambda d: next(iter(d["images"].values())).update(kernels=[7]), ArchiveCorruptError, r"kernels\[0\]"),
+        (lambda d: next(iter(d["images"].values())).update(kernels=["k", "k"]), ArchiveCorruptError, "once each"),
+        (lambda d: next(iter(d["images"].values())).update(kernels=[""]), ArchiveCorruptError, "non-empty"),
     ],
 )
 def test_manifest_validation(archive: tuple[Path, Manifest], edit: object, error: type[Exception], needle: str) -> None:

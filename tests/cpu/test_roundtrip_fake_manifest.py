@@ -97,7 +97,8 @@ def test_archive_with_template_members_passes_check_archive(app_json: JsonRunner
 IMAGES_ONLY = """
 from foundry.kernels import registry
 count = foundry.load_cuda_modules_and_libraries(ARCH)
-emit(count=count, loaded=sorted(s for s in SHAS if registry.is_loaded(s)))
+emit(count=count, loaded=sorted(s for s in SHAS if registry.is_loaded(s)),
+     looked_up=sorted(k for s in SHAS for k in KERNELS if registry.is_looked_up(registry.KernelRef(s, k))))
 """
 
 
@@ -110,12 +111,27 @@ def test_load_modules_and_libraries_with_and_without_manifest(app_json: JsonRunn
     stray = make_cubin(["fk_sum_f32"])
     stray_sha = hashlib.sha256(stray).hexdigest()
     (arch / "images" / f"{stray_sha}.bin").write_bytes(stray)
-    code = prelude(arch) + f"\nSHAS = {[*used, stray_sha]!r}\n" + IMAGES_ONLY
+    kernels = ["fk_add_f32", "fk_copy_bytes", "fk_scale_f32", "fk_sum_f32"]
+    code = prelude(arch) + f"\nSHAS = {[*used, stray_sha]!r}\nKERNELS = {kernels!r}\n" + IMAGES_ONLY
+    manifest = json.loads((arch / "graph_manifest.json").read_text())
+    # The manifest names the kernels the graphs launch, and loading the images looks those up (the
+    # driver loads kernels on their first lookup); the stray image is neither loaded nor looked into.
+    launched = ["fk_add_f32", "fk_copy_bytes", "fk_scale_f32"]
+    assert manifest["images"][used[0]]["kernels"] == launched
     with_manifest = app_json(code)
-    assert with_manifest == {"count": 1, "loaded": used}
+    assert with_manifest == {"count": 1, "loaded": used, "looked_up": launched}
+    # A manifest naming a kernel its image lacks is refused, naming the kernel and the remedy.
+    good = (arch / "graph_manifest.json").read_bytes()
+    manifest["images"][used[0]]["kernels"] = [*launched, "fk_missing"]
+    (arch / "graph_manifest.json").write_text(json.dumps(manifest))
+    bad = app_json(prelude(arch) + "\ntry:\n    foundry.load_cuda_modules_and_libraries(ARCH)\n"
+                   "except Exception as e:\n    emit(error=type(e).__name__, message=str(e))\n")  # fmt: skip
+    assert bad["error"] == "ArchiveCorruptError", bad
+    assert "fk_missing" in bad["message"] and "Save the archive again" in bad["message"]
+    (arch / "graph_manifest.json").write_bytes(good)
     (arch / "graph_manifest.json").unlink()
     without = app_json(code)
-    assert without == {"count": 2, "loaded": sorted([*used, stray_sha])}
+    assert without == {"count": 2, "loaded": sorted([*used, stray_sha]), "looked_up": []}
     # Without a manifest the graphs still load and run.
     rt = RoundTrip(arch, save, run_load(app_json, FAMILY, arch, ["scale2", "scale3", "add_scale"]))
     for name in ("scale2", "scale3", "add_scale"):
