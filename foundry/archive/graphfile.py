@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from pathlib import Path
 
 from foundry.archive.atomic import sha256_bytes, write_atomic
@@ -126,12 +127,31 @@ def read_meta(json_path: PathLike) -> GraphMeta:
     return read_meta_digest(json_path)[0]
 
 
+# Validated metadata by the SHA-256 of the JSON bytes it was parsed from: the same bytes always give
+# the same (immutable) GraphMeta, and validating dozens of graph JSONs is most of what LOAD does on
+# the calling thread before its loader starts (0.03-0.05 s for a decoder's 67 graphs on the H200
+# host), so load_cuda_modules_and_libraries reads them ahead, at process start. Bounded: a process
+# that reads graphs forever keeps only the latest.
+_META_CACHE_MAX = 4096
+_meta_by_digest: dict[str, GraphMeta] = {}
+_meta_lock = threading.Lock()
+
+
 def read_meta_digest(json_path: PathLike) -> tuple[GraphMeta, str]:
     """``read_meta`` and the SHA-256 of the very bytes parsed: what a signature check must compare
     (hashing the file again could hash other bytes than those in use). Errors as ``read_meta``."""
     json_path = Path(json_path)
     data = _read(json_path, "graph metadata")
-    return GraphMeta.from_json(load_json(data, str(json_path)), str(json_path)), sha256_bytes(data)
+    digest = sha256_bytes(data)
+    with _meta_lock:
+        meta = _meta_by_digest.get(digest)
+    if meta is None:
+        meta = GraphMeta.from_json(load_json(data, str(json_path)), str(json_path))
+        with _meta_lock:
+            if len(_meta_by_digest) >= _META_CACHE_MAX:
+                _meta_by_digest.pop(next(iter(_meta_by_digest)))
+            _meta_by_digest[digest] = meta
+    return meta, digest
 
 
 def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, bytes]:

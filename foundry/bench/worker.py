@@ -10,7 +10,8 @@ to first decode step" includes interpreter and torch start-up.
 Settings for measuring LOAD itself (`foundry bench --threads/--images-after-start` set the first two;
 scripts/load_matrix.sh sets them directly): FOUNDRY_BENCH_THREADS (start_graph_builds'
 num_threads, 8), FOUNDRY_BENCH_MODULES_FIRST (1: load_cuda_modules_and_libraries at process start, as
-the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BENCH_LOAD_ONLY (stop
+the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BENCH_BUILDERS (the
+loader's cap on builder threads, foundry.graphs.loader.MAX_BUILDERS), FOUNDRY_BENCH_LOAD_ONLY (stop
 after LOAD, skip the replay measurements and probes).
 """
 
@@ -32,7 +33,7 @@ import foundry
 from foundry.bench import probes
 from foundry.bench.model import SHAPES, QwenDecoder, vllm_batch_sizes
 from foundry.capture.tensors import tensor_at
-from foundry.graphs import codec
+from foundry.graphs import codec, loader
 from foundry.graphs.save import SAVE_PHASES
 
 BASE = 0x600000000000
@@ -201,6 +202,8 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     torch.cuda.synchronize()
     paths = [out / f"bs{bs}.json" for bs in sizes]
     threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
+    if os.environ.get("FOUNDRY_BENCH_BUILDERS"):  # and the loader's cap on builder threads
+        loader.MAX_BUILDERS = int(os.environ["FOUNDRY_BENCH_BUILDERS"])
     faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
     pending = foundry.CUDAGraph.start_graph_builds(paths, num_threads=threads, defer_dedicated=True)

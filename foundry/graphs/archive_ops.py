@@ -21,6 +21,7 @@ from ..archive import (
     sha256_file,
     write_manifest,
 )
+from ..archive.graphfile import read_meta_digest
 from ..archive.images import IMAGES_DIR
 from ..archive.jsonfields import is_sha256
 from ..archive.signed_archive import authenticate_manifest, sign_manifest
@@ -111,7 +112,8 @@ def load_cuda_modules_and_libraries(
     With a manifest, exactly the images it lists; without one (graphs saved, manifest not written yet),
     every image in the directory. Each image's SHA-256 is checked before the driver sees it. Where a
     CUDA context is current, the kernels the manifest lists for each image are looked up too (which
-    is when the driver loads them), so that LOAD later finds them ready.
+    is when the driver loads them), so that LOAD later finds them ready; and the graphs' metadata
+    files the manifest lists are read and validated ahead of LOAD.
 
     With a signing key (``signing_key``, else the configured one: see foundry.archive.signing), the
     manifest's signature is proven first, before the GPU is touched: an archive without a manifest,
@@ -130,11 +132,13 @@ def load_cuda_modules_and_libraries(
     if hint is not None:  # reserve the region's range before the images (and the driver) take VA space
         hold_allocation_region(*hint)
     entries: tuple[ImageEntry, ...] = ()
+    graphs: tuple[GraphEntry, ...] = ()
     if signed is not None:
-        entries = signed.images
+        entries, graphs = signed.images, signed.graphs
         shas = [e.sha256 for e in entries]
     elif (archive / MANIFEST_NAME).is_file():
-        entries = read_manifest(archive).images
+        manifest = read_manifest(archive)
+        entries, graphs = manifest.images, manifest.graphs
         shas = [e.sha256 for e in entries]
     else:
         image_dir = archive / IMAGES_DIR
@@ -143,7 +147,19 @@ def load_cuda_modules_and_libraries(
         shas = sorted(p.stem for p in image_dir.glob("*.bin") if is_sha256(p.stem))
     load_images(archive, shas, verify)
     _load_kernels(entries)
+    _read_graph_metadata(archive, graphs)
     return len(shas)
+
+
+def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
+    """Reads and validates the manifest's graph JSONs once, so that start_graph_builds finds them
+    parsed (read_meta_digest keeps them by content hash: a file changed since is parsed afresh). A
+    file that cannot be read is left for LOAD, which reports it where the graph is asked for."""
+    for g in graphs:
+        try:
+            read_meta_digest(archive / g.json)
+        except ArchiveError:
+            continue
 
 
 def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:

@@ -16,11 +16,17 @@ from ..driver import call
 from ..kernels import registry
 from . import codec
 from .load import GraphSource, build_exec, resolve_functions, source_images
+from .workpool import PriorityPool
 
 if TYPE_CHECKING:
     from .pending import Group, PendingLoads
 
-__all__ = ["run_loader"]
+__all__ = ["MAX_BUILDERS", "run_loader"]
+
+# Builder threads: the driver serializes much of graph building and instantiation, so more threads
+# mostly contend. H200 host, 0.6B decoder, LOAD alone (session 3, scripts/load_matrix.sh): 4 builders
+# 0.240 s to all replayable, 8 builders 0.264-0.284 s (with 1.6x the builder thread time).
+MAX_BUILDERS = 4
 
 
 def _plan(pending: PendingLoads) -> tuple[list[GraphSource], dict[str, tuple[Path, int]], dict[int, set[str]]]:
@@ -48,7 +54,7 @@ def _plan(pending: PendingLoads) -> tuple[list[GraphSource], dict[str, tuple[Pat
 class _Pipeline:
     """One LOAD's work in flight: which function tables exist, which groups still wait for what."""
 
-    def __init__(self, pending: PendingLoads, context: int, builders: ThreadPoolExecutor) -> None:
+    def __init__(self, pending: PendingLoads, context: int, builders: PriorityPool) -> None:
         self.pending = pending
         self.context = context
         self.builders = builders
@@ -56,6 +62,9 @@ class _Pipeline:
         self.tables: dict[int, list[int]] = {}  # by id(source): its CUfunction table
         self.futures: list[Future[Any]] = []  # builder work, appended from several threads
         self.group_of: dict[int, Group] = {id(g.template): g for g in pending.groups}
+        # Builders run the earliest wanted group's work first: a group's last step, which makes it
+        # ready, goes before later groups' builds.
+        self.rank = {id(g): i for i, g in enumerate(pending.groups)}
         self.members: dict[int, list[GraphSource]] = {id(g): [] for g in pending.groups}
         for h in pending.handles:
             if h.source.template is not None and id(h.source) not in self.group_of:
@@ -73,7 +82,7 @@ class _Pipeline:
         self.pending.phases.add("resolve_functions", clock)
         g = self.group_of[id(src)]
         if src is g.template:
-            self.futures.append(self.builders.submit(self._build, g))
+            self.futures.append(self.builders.submit((self.rank[id(g)],), self._build, g))
         else:
             self._part_done(g)
 
@@ -82,7 +91,7 @@ class _Pipeline:
             self.parts_left[id(g)] -= 1
             last = self.parts_left[id(g)] == 0
         if last:
-            self.futures.append(self.builders.submit(self._finish, g))
+            self.futures.append(self.builders.submit((self.rank[id(g)],), self._finish, g))
 
     def _build(self, g: Group) -> None:
         """The group's shared exec (a builder thread)."""
@@ -200,7 +209,7 @@ def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bo
 
         with (
             ThreadPoolExecutor(max(1, num_threads), thread_name_prefix="foundry-read") as readers,
-            ThreadPoolExecutor(max(1, num_threads), thread_name_prefix="foundry-build") as builders,
+            PriorityPool(max(1, min(num_threads, MAX_BUILDERS)), "foundry-build") as builders,
         ):
             work = _Pipeline(pending, context, builders)
             images = {sha: readers.submit(read_image, sha, d) for sha, (d, _size) in order.items()}
@@ -222,7 +231,7 @@ def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bo
             pending.timings["all_replayable_s"] = time.perf_counter() - start
             pending.dedicated_go.wait()
             pending.timings["dedicated_start_s"] = time.perf_counter() - start
-            list(builders.map(lambda g: _build_own_execs(pending, g, context), pending.groups))
+            builders.map((len(pending.groups),), lambda g: _build_own_execs(pending, g, context), pending.groups)
         pending.timings["all_dedicated_s"] = time.perf_counter() - start
         pending.timings["switches"] = sum(g.switched for g in pending.groups)
         pending.timings["switch_fallbacks"] = sum(g.fallbacks for g in pending.groups)

@@ -284,3 +284,24 @@ def test_graph_json_that_is_not_json(tmp_path: Path, content: bytes) -> None:
         read_meta(path)
     with pytest.raises(ArchiveCorruptError, match="cannot read"):
         read_meta(tmp_path / "missing.json")
+
+
+def test_metadata_is_parsed_once_per_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, written = write_sample(tmp_path)
+    first, digest = graphfile.read_meta_digest(path)
+    assert digest == sha256_bytes(path.read_bytes())
+    parses: list[str] = []
+    real = graphfile.GraphMeta.from_json
+
+    def counted(doc: Any, source: str) -> graphfile.GraphMeta:
+        parses.append(source)
+        return real(doc, source)
+
+    monkeypatch.setattr(graphfile.GraphMeta, "from_json", counted)
+    assert graphfile.read_meta_digest(path) == (first, digest) and parses == []
+    # Other bytes are parsed (and checked) afresh, whatever was read from that path before.
+    edit_json(path, lambda d: d.update(name="renamed"))
+    assert read_meta(path) == dataclasses.replace(written, name="renamed") and parses == [str(path)]
+    edit_json(path, lambda d: d.pop("region"))
+    with pytest.raises(ArchiveCorruptError, match="'region': missing"):
+        read_meta(path)
