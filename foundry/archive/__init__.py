@@ -25,6 +25,7 @@ from foundry.archive.graphfile import (
     read_meta,
     read_meta_digest,
     read_payload,
+    read_payload_view,
     resolve_archive_dir,
     write_graph,
 )
@@ -161,6 +162,7 @@ __all__ = [
     "read_meta",
     "read_meta_digest",
     "read_payload",
+    "read_payload_view",
     "read_region_hint",
     "resolve_archive_dir",
     "sha256_bytes",

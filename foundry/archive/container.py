@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from foundry.archive import layout as L
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-__all__ = ["ContainerHeader", "pack_container", "read_container_header", "unpack_container"]
+__all__ = ["ContainerHeader", "pack_container", "read_container_header", "record_view", "unpack_container"]
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
@@ -81,6 +81,12 @@ def unpack_container(data: Buffer, *, verify: bool = True, source: str = "graph 
     """The graph record inside container ``data``, after ``read_container_header``'s checks and,
     when ``verify`` (the default), a SHA-256 check of the record (``ArchiveCorruptError`` if it
     differs from the header's)."""
+    return bytes(record_view(data, verify=verify, source=source))
+
+
+def record_view(data: Buffer, *, verify: bool = True, source: str = "graph container") -> memoryview:
+    """``unpack_container`` without the copy: a view of the record inside ``data`` (writable when
+    ``data`` is, which lets LOAD hand it to native code as is)."""
     header = read_container_header(data, source=source)
     record = memoryview(data)[header.record_offset :]
     if verify:
@@ -90,4 +96,4 @@ def unpack_container(data: Buffer, *, verify: bool = True, source: str = "graph 
                 f"{source}: the graph record's SHA-256 is {actual}, but the container header (byte 32) "
                 f"says {header.sha256}: the file is damaged. Save the graph again."
             )
-    return bytes(record)
+    return record

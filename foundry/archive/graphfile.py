@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from foundry.archive.atomic import sha256_bytes, write_atomic
-from foundry.archive.container import pack_container, read_container_header, unpack_container
+from foundry.archive.container import pack_container, read_container_header, record_view
 from foundry.archive.delta import Delta, parse_delta
 from foundry.archive.graphmeta import GraphMeta
 from foundry.archive.jsonfields import dump_json, load_json
@@ -28,6 +28,7 @@ __all__ = [
     "read_meta",
     "read_meta_digest",
     "read_payload",
+    "read_payload_view",
     "resolve_archive_dir",
     "template_path",
     "write_graph",
@@ -171,10 +172,17 @@ def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, byt
 def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> bytes:
     """The record (or, for a template member, the delta) of a graph whose metadata was read already:
     the second half of read_graph, for readers that check all metadata first (background LOAD)."""
+    return bytes(read_payload_view(json_path, meta, verify))
+
+
+def read_payload_view(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> memoryview:
+    """``read_payload`` as a writable view into the one buffer the file was read into: no copy
+    (LOAD reads tens of MB of records on several threads, and every fresh page is a page fault
+    those threads contend for). Errors as ``read_payload``."""
     json_path = Path(json_path)
     assert meta.record is not None  # from_json always sets it
     cpath = json_path.parent / meta.record.file
-    data = _read(cpath, f"graph record of {json_path}")
+    data = _read_into(cpath, f"graph record of {json_path}")
     header = read_container_header(data, source=str(cpath))
     if header.sha256 != meta.record.sha256 or header.record_size != meta.record.bytes:
         raise ArchiveCorruptError(
@@ -182,7 +190,7 @@ def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> b
             f"{json_path} expects {meta.record.bytes} bytes with SHA-256 {meta.record.sha256}: the two "
             "files come from different saves. Save the graph again."
         )
-    return unpack_container(data, verify=verify, source=str(cpath))
+    return record_view(data, verify=verify, source=str(cpath))
 
 
 def template_path(json_path: PathLike, meta: GraphMeta) -> Path:
@@ -202,3 +210,17 @@ def _read(path: Path, what: str) -> bytes:
         return path.read_bytes()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+
+
+def _read_into(path: Path, what: str) -> bytearray:
+    """The file in one read into a buffer of its size (``read_bytes`` grows and copies)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            data = bytearray(size)
+            got = f.readinto(data)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    if got != size:
+        raise ArchiveCorruptError(f"{path}: the {what} changed size while it was read ({got} of {size} bytes)")
+    return data

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..archive import GraphMeta, compare, open_image, read_meta_digest, read_payload, resolve_archive_dir
+from ..archive import GraphMeta, compare, open_image, read_meta_digest, read_payload_view, resolve_archive_dir
 from ..archive.graphfile import template_path
 from ..archive.signed_archive import authenticate_graph
 from ..archive.signing import SigningKey, configured_key
@@ -49,14 +49,14 @@ class GraphSource:
 
     json_path: Path
     meta: GraphMeta
-    _payload: bytes | None
+    _payload: memoryview | None  # a writable view of the buffer the file was read into (no copies)
     archive_dir: Path
     template: GraphSource | None = None
     json_sha256: str = ""  # of the JSON bytes ``meta`` was parsed from
 
-    def read_payload(self) -> bytes:
+    def read_payload(self) -> memoryview:
         if self._payload is None:
-            self._payload = read_payload(self.json_path, self.meta)
+            self._payload = read_payload_view(self.json_path, self.meta)
         return self._payload
 
     def release_payload(self) -> None:
@@ -64,7 +64,7 @@ class GraphSource:
         self._payload = None
 
     @property
-    def payload(self) -> bytes:
+    def payload(self) -> memoryview:
         return self.read_payload()
 
     @property
@@ -146,7 +146,7 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
             f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
             "graph: the two come from different saves. Save the graphs (and the manifest) again."
         )
-    payload = None if lazy else read_payload(json_path, meta)
+    payload = None if lazy else read_payload_view(json_path, meta)
     return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest)
 
 

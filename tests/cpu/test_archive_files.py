@@ -230,6 +230,21 @@ def test_damaged_record_is_detected_only_with_verify(tmp_path: Path) -> None:
         read_graph(path)
     _, record = read_graph(path, verify=False)
     assert record == bytes(data[64:])
+    meta = read_meta(path)
+    with pytest.raises(ArchiveCorruptError, match="damaged"):
+        graphfile.read_payload_view(path, meta)
+    view = graphfile.read_payload_view(path, meta, verify=False)
+    assert not view.readonly and view == record  # LOAD hands it to native code without a copy
+
+
+def test_record_view_is_the_record(tmp_path: Path) -> None:
+    path, _ = write_sample(tmp_path)
+    meta, record = read_graph(path)
+    view = graphfile.read_payload_view(path, meta)
+    assert not view.readonly and bytes(view) == record == encode_record(sample_record())
+    os.truncate(container_path(path), 100)
+    with pytest.raises(ArchiveCorruptError, match="truncated"):
+        graphfile.read_payload_view(path, meta)
 
 
 def test_missing_record_file(tmp_path: Path) -> None:
