@@ -21,12 +21,15 @@ from .workpool import PriorityPool
 if TYPE_CHECKING:
     from .pending import Group, PendingLoads
 
-__all__ = ["MAX_BUILDERS", "run_loader"]
+__all__ = ["MAX_BUILDERS", "MAX_READERS", "run_loader"]
 
 # Builder threads: the driver serializes much of graph building and instantiation, so more threads
 # mostly contend. H200 host, 0.6B decoder, LOAD alone (session 3, scripts/load_matrix.sh): 4 builders
 # 0.240 s to all replayable, 8 builders 0.264-0.284 s (with 1.6x the builder thread time).
 MAX_BUILDERS = 4
+# Reader threads: enough to stay ahead of the builders (a record reads and hashes in 1-2 ms); each
+# more one takes the GIL from this thread and the builders between its reads.
+MAX_READERS = 4
 
 
 def _plan(pending: PendingLoads) -> tuple[list[GraphSource], dict[str, tuple[Path, int]], dict[int, set[str]]]:
@@ -208,13 +211,19 @@ def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bo
             ph.add("record_read", t)
 
         with (
-            ThreadPoolExecutor(max(1, num_threads), thread_name_prefix="foundry-read") as readers,
+            ThreadPoolExecutor(max(1, min(num_threads, MAX_READERS)), thread_name_prefix="foundry-read") as readers,
             PriorityPool(max(1, min(num_threads, MAX_BUILDERS)), "foundry-build") as builders,
         ):
             work = _Pipeline(pending, context, builders)
+            # The first group's template goes first, alone: its build then starts before the other
+            # reads compete with this thread for the GIL (which delayed it by 10-15 ms on the H200).
+            first, rest = sources[0], sources[1:]
+            work.records[id(first)] = readers.submit(read_record, first)
+            if not missing[id(first)]:
+                work.resolved(first)
             images = {sha: readers.submit(read_image, sha, d) for sha, (d, _size) in order.items()}
-            work.records.update({id(src): readers.submit(read_record, src) for src in sources})
-            for src in sources:
+            work.records.update({id(src): readers.submit(read_record, src) for src in rest})
+            for src in rest:
                 if not missing[id(src)]:
                     work.resolved(src)
             for sha, future in images.items():
