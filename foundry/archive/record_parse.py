@@ -8,6 +8,8 @@ at fault. It never raises anything else, whatever the input bytes.
 from __future__ import annotations
 
 import mmap
+import struct
+from functools import lru_cache
 from operator import add
 from typing import NoReturn
 
@@ -33,6 +35,11 @@ _ZERO8 = bytes(8)
 _ZERO5 = bytes(5)
 _KNOWN_TYPES = {t.value: t for t in NodeType}
 _ARG_MODES = (ArgMode.PARAMS, ArgMode.EXTRA)
+
+
+@lru_cache(maxsize=512)
+def _params_struct(count: int) -> struct.Struct:
+    return L.params_struct(count)
 
 
 def _fail(offset: int, field: str, problem: str) -> NoReturn:
@@ -244,74 +251,73 @@ class _Parser:
         if size != expected:
             _fail(off + 4, f"{label} record size", f"{size}, must be {expected}")
 
+    def kernel_header_fail(
+        self, off: int, i: int, where: str, func: int, mode: int, r41: int, r46: int, r52: int, pcount: int
+    ) -> NoReturn:
+        """The first problem of a kernel node's fixed fields (called only when there is one)."""
+        label = _label(where, i, NodeType.KERNEL)
+        if func >= self.function_count:
+            _fail(off + 8, f"{label} function index", f"{func} is not below the function count {self.function_count}")
+        if mode > 1:
+            _fail(off + 40, f"{label} argument mode", f"{mode}, must be 0 (kernelParams) or 1 (extra)")
+        if r41:
+            _fail(off + 41, f"{label} reserved", "must be zero")
+        if r46:
+            _fail(off + 46, f"{label} reserved", "must be zero")
+        if r52:
+            _fail(off + 52, f"{label} reserved", "must be zero")
+        _fail(off + 42, f"{label} parameter count", f"{pcount}, must be 0 with an extra buffer")
+
     def kernel(self, off: int, size: int, where: str, i: int) -> KernelNode:
+        # SAVE's hot loop (one call per kernel node): checks are inline, messages built only on failure.
         mv = self.mv
-
-        def label() -> str:
-            return _label(where, i, NodeType.KERNEL)
-
         if size < L.KERNEL_HEAD_SIZE:
-            _fail(off + 4, f"{label()} record size", f"{size}, a kernel node needs at least 56")
+            label = _label(where, i, NodeType.KERNEL)
+            _fail(off + 4, f"{label} record size", f"{size}, a kernel node needs at least 56")
         (func, gx, gy, gz, bx, by, bz, shared, mode, r41, pcount, acount, r46, bsize, r52) = L.KERNEL_FIXED.unpack_from(
             mv, off + 8
         )
-        if func >= self.function_count:
-            _fail(
-                off + 8,
-                f"{label()} function index",
-                f"{func} is not below the function count {self.function_count}",
-            )
-        if mode > 1:
-            _fail(
-                off + 40,
-                f"{label()} argument mode",
-                f"{mode}, must be 0 (kernelParams) or 1 (extra)",
-            )
-        if r41:
-            _fail(off + 41, f"{label()} reserved", "must be zero")
-        if r46:
-            _fail(off + 46, f"{label()} reserved", "must be zero")
-        if r52:
-            _fail(off + 52, f"{label()} reserved", "must be zero")
-        if mode == 1 and pcount:
-            _fail(
-                off + 42,
-                f"{label()} parameter count",
-                f"{pcount}, must be 0 with an extra buffer",
-            )
-        args_at = off + L.KERNEL_HEAD_SIZE + pcount * L.PARAM_SIZE + acount * L.ATTR_SIZE
-        used = args_at + bsize - off
-        if L.pad8(used) != size:
+        if func >= self.function_count or mode > 1 or r41 or r46 or r52 or (mode == 1 and pcount):
+            self.kernel_header_fail(off, i, where, func, mode, r41, r46, r52, pcount)
+        params_at = off + L.KERNEL_HEAD_SIZE
+        attrs_at = params_at + pcount * L.PARAM_SIZE
+        args_at = attrs_at + acount * L.ATTR_SIZE
+        pad_at = args_at + bsize
+        end = off + size
+        if L.pad8(pad_at - off) != size:
             _fail(
                 off + 4,
-                f"{label()} record size",
+                f"{_label(where, i, NodeType.KERNEL)} record size",
                 f"{size}, but {pcount} parameters, {acount} launch attributes and a {bsize}-byte "
-                f"argument buffer need {L.pad8(used)}",
+                f"argument buffer need {L.pad8(pad_at - off)}",
             )
         params: tuple[tuple[int, int], ...] = ()
         if pcount:
-            flat = L.params_struct(pcount).unpack_from(mv, off + L.KERNEL_HEAD_SIZE)
+            flat = _params_struct(pcount).unpack_from(mv, params_at)
             params = tuple(zip(flat[0::2], flat[1::2], strict=True))
             if max(map(add, flat[0::2], flat[1::2])) > bsize:  # then find which, for the message
                 for k, (poff, psize) in enumerate(params):
                     if poff + psize <= bsize:
                         continue
                     _fail(
-                        off + L.KERNEL_HEAD_SIZE + k * L.PARAM_SIZE,
-                        f"{label()} parameter {k}",
+                        params_at + k * L.PARAM_SIZE,
+                        f"{_label(where, i, NodeType.KERNEL)} parameter {k}",
                         f"bytes {poff}..{poff + psize} lie outside the {bsize}-byte argument buffer",
                     )
-        attrs: list[tuple[int, bytes]] = []
-        at = off + L.KERNEL_HEAD_SIZE + pcount * L.PARAM_SIZE
-        for k in range(acount):
-            aid, reserved, value = L.ATTR.unpack_from(mv, at)
-            if reserved:
-                _fail(at + 4, f"{label()} launch attribute {k} reserved", "must be zero")
-            attrs.append((aid, value))
-            at += L.ATTR_SIZE
-        pad_at = args_at + bsize
-        if mv[pad_at : off + size] != _ZERO8[: off + size - pad_at]:
-            _fail(pad_at, f"{label()} padding", "must be zero")
+        attrs: tuple[tuple[int, bytes], ...] = ()
+        if acount:
+            raw = L.ATTR.iter_unpack(mv[attrs_at:args_at])
+            attrs = tuple((aid, value) for aid, reserved, value in raw if not reserved)
+            if len(attrs) != acount:
+                for k, (_aid, reserved, _value) in enumerate(L.ATTR.iter_unpack(mv[attrs_at:args_at])):
+                    if reserved:
+                        _fail(
+                            attrs_at + k * L.ATTR_SIZE + 4,
+                            f"{_label(where, i, NodeType.KERNEL)} launch attribute {k} reserved",
+                            "must be zero",
+                        )
+        if pad_at != end and mv[pad_at:end] != _ZERO8[: end - pad_at]:
+            _fail(pad_at, f"{_label(where, i, NodeType.KERNEL)} padding", "must be zero")
         return KernelNode(
             func,
             (gx, gy, gz),
@@ -319,6 +325,6 @@ class _Parser:
             shared,
             _ARG_MODES[mode],
             params,
-            tuple(attrs),
+            attrs,
             bytes(mv[args_at:pad_at]),
         )

@@ -319,3 +319,30 @@ def test_archive_package_imports_nothing_native() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        ((40, "<I", 7), "byte 40, node 0 \\(kernel\\) function index: 7 is not below the function count 1"),
+        ((72, "<B", 2), "byte 72, node 0 \\(kernel\\) argument mode: 2, must be 0"),
+        ((73, "<B", 1), "byte 73, node 0 \\(kernel\\) reserved"),
+        ((78, "<H", 1), "byte 78, node 0 \\(kernel\\) reserved"),
+        ((84, "<I", 1), "byte 84, node 0 \\(kernel\\) reserved"),
+        ((72, "<B", 1), "byte 74, node 0 \\(kernel\\) parameter count: 2, must be 0 with an extra buffer"),
+        ((100, "<I", 100), "byte 96, node 0 \\(kernel\\) parameter 1: bytes 8..108 lie outside the 16-byte"),
+        ((80, "<I", 200), "byte 36, node 0 \\(kernel\\) record size"),
+        ((108, "<I", 1), "byte 108, node 0 \\(kernel\\) launch attribute 0 reserved"),
+        ((180, "<I", 1), "byte 180, node 0 \\(kernel\\) launch attribute 1 reserved"),
+    ],
+)
+def test_kernel_node_corruption_names_offset_and_field(patch: tuple[int, str, int], needle: str) -> None:
+    # Node 0 at byte 32: fixed fields at 40..87, two parameters at 88..103, two launch attributes at
+    # 104..247 (reserved words at 108 and 180), a 16-byte argument buffer.
+    node = kernel(0, (REGION_BASE, REGION_BASE + 8), (), cooperative=True, cluster=(2, 1, 1))
+    data = bytearray(encode_record(GraphRecord((node,), (), 1, 0)))
+    assert parse_record(bytes(data)).nodes == (node,)
+    offset, fmt, value = patch
+    struct.pack_into(fmt, data, offset, value)
+    with pytest.raises(ArchiveCorruptError, match=needle):
+        parse_record(bytes(data))
