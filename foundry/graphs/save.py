@@ -85,13 +85,14 @@ def _image_format(fmt: registry.ImageFormat) -> ImageFormat:
 def _kernel_refs(functions: Sequence[int], archive_dir: Path) -> tuple[tuple[FunctionRef, ...], tuple[ImageRef, ...]]:
     refs: list[FunctionRef] = []
     images: dict[str, ImageRef] = {}
+    archive_key = str(archive_dir.resolve())  # once per graph, not per image: resolve() walks the path
     for function in functions:
         index, name = registry.resolve(function)
         sha = registry.image_hash(index)
         if sha not in images:
             record = registry.image_record(index)
             fmt = _image_format(record.format)
-            key = (str(archive_dir.resolve()), sha)
+            key = (archive_key, sha)
             with _lock:
                 known = key in _written_images
             # Checked (and repaired) once per process; a stat finds an archive removed since.
