@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["MAX_BUILDERS", "MAX_READERS", "run_loader"]
 
 # Builder threads: the driver serializes much of graph building and instantiation, so more threads
-# mostly contend. H200 host, 0.6B decoder, LOAD alone (session 3, scripts/load_matrix.sh): 4 builders
-# 0.240 s to all replayable, 8 builders 0.264-0.284 s (with 1.6x the builder thread time).
+# mostly contend. H200 host, 0.6B decoder, LOAD alone (session 3, results/load-settings.txt): 2, 3,
+# 4, 6 and 8 builders all finished the 25 groups' builds near 0.21 s, 1 builder took 0.26 s; 8 spent
+# twice the thread time of 4 doing it.
 MAX_BUILDERS = 4
 # Reader threads: enough to stay ahead of the builders (a record reads and hashes in 1-2 ms); each
 # more one takes the GIL from this thread and the builders between its reads.
