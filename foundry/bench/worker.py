@@ -11,8 +11,9 @@ Settings for measuring LOAD itself (`foundry bench --threads/--images-after-star
 scripts/load_matrix.sh sets them directly): FOUNDRY_BENCH_THREADS (start_graph_builds'
 num_threads, 8), FOUNDRY_BENCH_MODULES_FIRST (1: load_cuda_modules_and_libraries at process start, as
 the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BENCH_BUILDERS (the
-loader's cap on builder threads, foundry.graphs.loader.MAX_BUILDERS), FOUNDRY_BENCH_LOAD_ONLY (stop
-after LOAD, skip the replay measurements and probes).
+loader's cap on builder threads, foundry.graphs.loader.MAX_BUILDERS), FOUNDRY_BENCH_PREWARM (one|all:
+build and destroy the first or every template before LOAD is timed, an experiment), FOUNDRY_BENCH_LOAD_ONLY
+(stop after LOAD, skip the replay measurements and probes).
 """
 
 from __future__ import annotations
