@@ -36,7 +36,7 @@ from foundry.archive.verify_files import (
     read_listed_graphs,
 )
 from foundry.archive.verify_foreign import check_foreign, known_files
-from foundry.archive.verify_kernels import check_functions, check_image_formats
+from foundry.archive.verify_kernels import check_functions, check_image_formats, check_manifest_kernels
 from foundry.archive.verify_pointers import scan_graph
 from foundry.archive.verify_state import Findings, GraphUnderCheck, ImageInfo, kind_of
 from foundry.archive.verify_templates import attach_templates, check_groups
@@ -188,6 +188,7 @@ def _verify_directory(
         check_consistency(graph, found, directory)
     check_groups(manifest, manifest_path, listed, found)
     _check_rest(readable, images, found, {e.sha256: e for e in manifest.images})
+    check_manifest_kernels(manifest_path, {e.sha256: e for e in manifest.images}, images, found)
     if len(readable) < len(listed):
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
     check_foreign(directory, known_files(directory, manifest, [*readable, *extra]), found)

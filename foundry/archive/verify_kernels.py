@@ -1,7 +1,8 @@
 """The ``kernels`` check of ``foundry verify``: every kernel a graph launches is in a stored image.
 
 A graph's function table names, for each kernel, the image (by SHA-256) that holds it; its ``images``
-list gives each image's size and format. They must agree with each other and with the manifest, each
+list gives each image's size and format. They must agree with each other and with the manifest (and
+its per-image kernel lists, which must name only kernels their image defines), each
 image's bytes must be of the format recorded for it, and the kernel must be defined in it (checked
 where the image's structure can be read: ELF symbol tables, PTX ``.entry`` lines, uncompressed fatbin
 entries).
@@ -10,13 +11,14 @@ entries).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from foundry.archive.manifest import ImageEntry
 from foundry.archive.problems import Check, ProblemKind
 from foundry.archive.specs import ImageFormat
 from foundry.archive.verify_state import Findings, GraphUnderCheck, ImageInfo
 
-__all__ = ["check_functions", "check_image_formats"]
+__all__ = ["check_functions", "check_image_formats", "check_manifest_kernels"]
 
 
 def check_image_formats(images: Mapping[str, ImageInfo], declared: Mapping[str, ImageFormat], found: Findings) -> None:
@@ -75,6 +77,15 @@ def check_functions(
                     f"image {ref.sha256} is {ref.bytes} bytes of {ref.format.value} in the metadata, "
                     f"{entry.bytes} bytes of {entry.format.value} in the manifest",
                 )
+        for index, fn in enumerate(meta.functions):
+            entry = listed.get(fn.image)
+            if entry is not None and entry.kernels and fn.name not in entry.kernels:
+                problem(
+                    ProblemKind.MISMATCH,
+                    f"function {index} ({fn.name}) is in image {fn.image}, but the manifest's kernel list for that "
+                    "image does not name it: load_cuda_modules_and_libraries would not load it ahead. Write the "
+                    "manifest again (save_graph_manifest)",
+                )
     for index, fn in enumerate(meta.functions):
         info = images.get(fn.image)
         if info is None or not info.sound or info.names is None:
@@ -85,3 +96,23 @@ def check_functions(
                 f"function {index} ({fn.name}) is not defined in its image {fn.image} ({len(info.names)} symbols); "
                 "LOAD would not find the kernel",
             )
+
+
+def check_manifest_kernels(
+    manifest_path: Path, listed: Mapping[str, ImageEntry], images: Mapping[str, ImageInfo], found: Findings
+) -> None:
+    """Each kernel the manifest lists for an image is defined in that image (where its names can be
+    read): load_cuda_modules_and_libraries looks every one up and refuses the archive otherwise."""
+    for sha, entry in listed.items():
+        info = images.get(sha)
+        if info is None or not info.sound or info.names is None or not info.names_complete:
+            continue
+        for name in entry.kernels:
+            if name not in info.names:
+                found.add(
+                    Check.KERNELS,
+                    ProblemKind.MISSING,
+                    manifest_path,
+                    f"the manifest lists kernel {name} in image {sha}, which does not define it "
+                    f"({len(info.names)} symbols): load_cuda_modules_and_libraries would refuse the archive",
+                )

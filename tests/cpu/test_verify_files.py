@@ -213,10 +213,36 @@ def test_kernel_missing_from_its_image_is_named(tmp_path: Path) -> None:
     images = (make_cubin(["_Z6kernel0Pf"]), IMAGES[1])  # function 2 lives in image 0, which lacks it
     report = verify_archive(build_archive(tmp_path / "arch", images))
     problems = only_failure(report, Check.KERNELS)
-    assert [Path(p.path).name for p in problems] == ["graph_0.json", "graph_1.json"]  # both use the kernel
-    for p in problems:
+    # Both graphs use the kernel, and the manifest lists it for that image.
+    assert [Path(p.path).name for p in problems] == ["graph_0.json", "graph_1.json", "graph_manifest.json"]
+    assert "kernel _Z6kernel2Pf in image" in problems[2].message
+    for p in problems[:2]:
         assert p.kind == ProblemKind.MISSING and "function 2 (_Z6kernel2Pf)" in p.message
         assert sha256_bytes(images[0]) in p.message and "LOAD would not find the kernel" in p.message
+
+
+def test_manifest_kernel_lists_are_checked_against_images_and_graphs(archive: Path) -> None:
+    manifest_path = archive / "graph_manifest.json"
+    doc = json.loads(manifest_path.read_text())
+    listed = {sha: v["kernels"] for sha, v in doc["images"].items()}
+    assert sorted(k for ks in listed.values() for k in ks) == sorted(
+        {f["name"] for i in range(2) for f in json.loads((archive / f"graph_{i}.json").read_text())["functions"]}
+    )  # build_archive lists them as save_graph_manifest does, and the sound archive passes (test above)
+    first = next(iter(doc["images"]))
+    doc["images"][first]["kernels"] = [*listed[first], "_Z7missingv"]
+    manifest_path.write_text(json.dumps(doc))
+    problems = only_failure(verify_archive(archive), Check.KERNELS)
+    assert [(p.kind, Path(p.path).name) for p in problems] == [(ProblemKind.MISSING, "graph_manifest.json")]
+    assert "_Z7missingv" in problems[0].message and "would refuse the archive" in problems[0].message
+    dropped = listed[first][0]
+    doc["images"][first]["kernels"] = listed[first][1:]
+    manifest_path.write_text(json.dumps(doc))
+    problems = only_failure(verify_archive(archive), Check.KERNELS)
+    assert {(p.kind, Path(p.path).name) for p in problems} == {
+        (ProblemKind.MISMATCH, "graph_0.json"),
+        (ProblemKind.MISMATCH, "graph_1.json"),
+    }
+    assert all(dropped in p.message and "would not load it ahead" in p.message for p in problems)
 
 
 def test_image_of_another_format_than_recorded(tmp_path: Path) -> None:

@@ -75,7 +75,15 @@ def remanifest(directory: Path, varying: tuple[int, ...] = VARYING, key: Signing
                 GraphRole.TEMPLATE if i == 0 else GraphRole.MEMBER,
             )
         )
-    images = {ref.sha256: ImageEntry.from_ref(ref) for m in metas for ref in m.images}
+    kernels: dict[str, set[str]] = {}
+    for m in metas:  # as save_graph_manifest lists them
+        for fn in m.functions:
+            kernels.setdefault(fn.image, set()).add(fn.name)
+    images = {
+        ref.sha256: dataclasses.replace(ImageEntry.from_ref(ref), kernels=tuple(sorted(kernels.get(ref.sha256, ()))))
+        for m in metas
+        for ref in m.images
+    }
     manifest = Manifest(
         "0.1.0",
         "2025-01-01T00:00:00+00:00",
