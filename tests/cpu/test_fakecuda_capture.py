@@ -3,29 +3,15 @@ params, fork/join and capture errors), events and capture info."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import pytest  # noqa: E402
-
-from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
-from tests.support.fakecuda_helpers import (  # noqa: E402
+from tests.support.fakecuda_helpers import (
     CAPTURE_INVALIDATED,
     CAPTURE_UNJOINED,
     CAPTURE_UNSUPPORTED,
     INVALID_HANDLE,
     run,
 )
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fakecuda_build_dir(tmp_path_factory)
-
 
 # A small "model step" used eagerly and under capture: memset, HtoD copy, kernels with kernelParams
 # and with an extra buffer, DtoD copy, a host callback, philox reading seed/offset from memory.

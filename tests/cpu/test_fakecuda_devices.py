@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import pytest  # noqa: E402
-
-from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
-from tests.support.fakecuda_helpers import INVALID_CONTEXT, INVALID_VALUE, NOT_INITIALIZED, run  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fakecuda_build_dir(tmp_path_factory)
+from tests.support.fakecuda_helpers import INVALID_CONTEXT, INVALID_VALUE, NOT_INITIALIZED, run
 
 
 def test_init_devices_and_env_knobs(fakecuda_dir: Path) -> None:

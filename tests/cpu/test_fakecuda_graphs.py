@@ -3,17 +3,9 @@ instantiate validation, exec update, child graphs and event/host/memset/alloc no
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import pytest  # noqa: E402
-
-from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
-from tests.support.fakecuda_helpers import (  # noqa: E402
+from tests.support.fakecuda_helpers import (
     EXEC_UPDATE_FAILURE,
     INVALID_CLUSTER_SIZE,
     INVALID_HANDLE,
@@ -21,11 +13,6 @@ from tests.support.fakecuda_helpers import (  # noqa: E402
     LOSSY_QUERY,
     run,
 )
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fakecuda_build_dir(tmp_path_factory)
 
 
 def test_programmatic_edges_and_lossy_query(fakecuda_dir: Path) -> None:

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import struct
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import pytest  # noqa: E402
-
-from tests.fakecuda.images import (  # noqa: E402
+from tests.fakecuda.images import (
     EM_CUDA,
     FATBIN_MAGIC,
     WRAPPER_MAGIC,
@@ -24,13 +17,7 @@ from tests.fakecuda.images import (  # noqa: E402
     make_fatbin,
     make_ptx,
 )
-from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
-from tests.support.subproc import run_json  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fakecuda_build_dir(tmp_path_factory)
+from tests.support.subproc import run_json
 
 
 def _elf_header(data: bytes) -> dict[str, int]:

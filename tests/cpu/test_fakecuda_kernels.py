@@ -3,22 +3,9 @@ memory), parameter info and function attributes, kernels from libraries."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import pytest  # noqa: E402
-
-from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
-from tests.support.fakecuda_helpers import ILLEGAL_ADDRESS, INVALID_CLUSTER_SIZE, INVALID_VALUE, NOT_SUPPORTED, run  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fakecuda_build_dir(tmp_path_factory)
+from tests.support.fakecuda_helpers import ILLEGAL_ADDRESS, INVALID_CLUSTER_SIZE, INVALID_VALUE, NOT_SUPPORTED, run
 
 
 def test_builtin_kernels_compute(fakecuda_dir: Path) -> None:

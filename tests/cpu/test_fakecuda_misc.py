@@ -3,22 +3,9 @@ callbacks, capture dependency updates, instantiate with params, JIT-option modul
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import pytest  # noqa: E402
-
-from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
-from tests.support.fakecuda_helpers import INVALID_VALUE, run  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fakecuda_build_dir(tmp_path_factory)
+from tests.support.fakecuda_helpers import INVALID_VALUE, run
 
 
 def test_misc_driver_apis(fakecuda_dir: Path) -> None:

@@ -3,25 +3,11 @@
 from __future__ import annotations
 
 import struct
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-_ROOT = Path(__file__).resolve().parents[2]
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
-
-import pytest  # noqa: E402
-
-from tests.support.fakecuda_fixture import fakecuda_build_dir  # noqa: E402
-from tests.support.subproc import run_json  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return fakecuda_build_dir(tmp_path_factory)
-
+from tests.support.subproc import run_json
 
 PRE = """
 import ctypes, json

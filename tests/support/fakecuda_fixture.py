@@ -1,12 +1,6 @@
-"""The fake CUDA driver, built once per test session.
+"""The fake CUDA driver, built once per test session (tests/conftest.py's ``fakecuda_dir`` fixture).
 
-In a test module (or a conftest)::
-
-    @pytest.fixture(scope="session")
-    def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-        return fakecuda_build_dir(tmp_path_factory)
-
-then run CUDA code in subprocesses with ``LD_LIBRARY_PATH=fakecuda_dir`` (tests/support/subproc.py
+Tests run CUDA code in subprocesses with ``LD_LIBRARY_PATH=fakecuda_dir`` (tests/support/subproc.py
 does that, and preloads libasan for a sanitized build).
 """
 
@@ -31,9 +25,3 @@ def fakecuda_build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.getbasetemp() / ("fakecuda-asan" if sanitize else "fakecuda")
     build_fake_cuda(out, sanitize=sanitize)
     return out
-
-
-@pytest.fixture(scope="session")
-def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Session fixture form of fakecuda_build_dir (import it into a conftest to share it)."""
-    return fakecuda_build_dir(tmp_path_factory)
