@@ -1,4 +1,4 @@
-"""The application behind tests/cpu/test_save_errors.py and test_load_errors.py: one graph (add, then
+"""The application behind tests/cpu/errors/test_save_errors.py and test_load_errors.py: one graph (add, then
 scale) over three buffers of different sizes, and the Python of a SAVE process and of a LOAD process
 that report what happened (``{"ok": ...}`` or the exception) as one JSON line.
 

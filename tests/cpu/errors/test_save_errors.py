@@ -12,36 +12,16 @@ from typing import Any
 
 import pytest
 
-from tests.support.archive_damage import archive_files, copy_archive, graph_files
+from tests.support.archive_damage import archive_files, graph_files
 from tests.support.errors_app import (
     GOOD_CAPTURE,
     KERNELS,
     Runner,
-    app_runner,
     expect_error,
     load_code,
     native_output,
     save_code,
-    save_good_archive,
 )
-
-
-@pytest.fixture(scope="module")
-def run_app(fakecuda_dir: Path, foundry_lib: Path) -> Runner:
-    """Runs application code under the interposer on the fake driver; returns its last JSON line."""
-    return app_runner(fakecuda_dir, foundry_lib)
-
-
-@pytest.fixture(scope="module")
-def good_archive(run_app: Runner, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[list[float]]]:
-    """An archive of one graph (add, then scale) with its manifest, and the native outputs."""
-    return save_good_archive(run_app, tmp_path_factory.mktemp("good") / "arch")
-
-
-@pytest.fixture
-def archive(good_archive: tuple[Path, list[list[float]]], tmp_path: Path) -> Path:
-    """A private copy of the good archive, free to damage."""
-    return copy_archive(good_archive[0], tmp_path / "arch")
 
 
 # ------------------------------------------------------------------------------------ SAVE failures
