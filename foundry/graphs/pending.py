@@ -1,9 +1,10 @@
 """Background loading: every graph replayable early, every graph at full speed later.
 
 ``start`` does on the calling thread only what must precede the program's next allocation (read and
-check the files, map SAVE's memory), then returns. A loader thread loads the images (hashed, with the
-records, on a pool of ``num_threads`` threads) and, as soon as a topology group's images are loaded,
-has one exec built and instantiated for it on another pool; the group is then ready: every member
+check the files, map SAVE's memory), then returns. A loader thread loads the images (read and hashed,
+with the records, on a pool of reader threads) and, as soon as a topology group's images are loaded,
+has one exec built and instantiated for it on a pool of builder threads (loader.py says how many); the
+group is then ready: every member
 replays on that exec, switched in by updating only the nodes that vary. The loader then gives each
 member an exec of its own, so that steady-state replay pays no update penalty. ctypes releases the
 GIL during driver calls, so the loader runs beside the program.
