@@ -40,7 +40,7 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease) X(cuMemSetAccess)           \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)                        \
   X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2) X(cuMemGetAddressRange_v2)           \
-  X(cuMemAllocManaged) X(cuStreamIsCapturing) X(cuStreamSynchronize)                          \
+  X(cuMemAllocManaged) X(cuStreamIsCapturing)                                                \
   X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleLoadFatBinary)          \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetFunctionCount)                        \
   X(cuModuleEnumerateFunctions) X(cuLibraryLoadData) X(cuLibraryLoadFromFile)                 \

@@ -8,8 +8,6 @@ at fault. It never raises anything else, whatever the input bytes.
 from __future__ import annotations
 
 import mmap
-import struct
-from functools import lru_cache
 from operator import add
 from typing import NoReturn
 
@@ -35,11 +33,6 @@ _ZERO8 = bytes(8)
 _ZERO5 = bytes(5)
 _KNOWN_TYPES = {t.value: t for t in NodeType}
 _ARG_MODES = (ArgMode.PARAMS, ArgMode.EXTRA)
-
-
-@lru_cache(maxsize=512)
-def _params_struct(count: int) -> struct.Struct:
-    return L.params_struct(count)
 
 
 def _fail(offset: int, field: str, problem: str) -> NoReturn:
@@ -293,7 +286,7 @@ class _Parser:
             )
         params: tuple[tuple[int, int], ...] = ()
         if pcount:
-            flat = _params_struct(pcount).unpack_from(mv, params_at)
+            flat = L.params_struct(pcount).unpack_from(mv, params_at)
             params = tuple(zip(flat[0::2], flat[1::2], strict=True))
             if max(map(add, flat[0::2], flat[1::2])) > bsize:  # then find which, for the message
                 for k, (poff, psize) in enumerate(params):

@@ -43,13 +43,14 @@ def same_process_latency(graphs: dict[int, tuple[Any, torch.Tensor]], out: Path)
     return result
 
 
-def time_interleaved(runs: dict[str, Any]) -> dict[str, float]:
-    """Median replay time per entry, measured round by round in turn (CUDA events)."""
+def time_interleaved(runs: dict[str, Any], rounds: int = PROBE_ROUNDS) -> dict[str, float]:
+    """Median replay time per entry in us (warm; CUDA events; one replay per measurement), measured
+    round by round in turn."""
     for fn in runs.values():
         for _ in range(3):
             fn()
     times: dict[str, list[Any]] = {k: [] for k in runs}
-    for _ in range(PROBE_ROUNDS):
+    for _ in range(rounds):
         for name, fn in runs.items():
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import resource
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -76,18 +75,9 @@ def _digests(graphs: dict[int, tuple[Any, torch.Tensor]]) -> dict[str, str]:
     return out
 
 
-def _latency_us(graph: Any, reps: int = LATENCY_REPS) -> float:
-    """Median replay time (CUDA events, warm, one replay per measurement)."""
-    for _ in range(3):
-        graph.replay()
-    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        start[i].record()
-        graph.replay()
-        end[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(start, end, strict=True)) * 1000
+def _latency_us(graph: Any) -> float:
+    """Median replay time of one graph (see probes.time_interleaved)."""
+    return probes.time_interleaved({"graph": graph.replay}, LATENCY_REPS)["graph"]
 
 
 class _DirectLaunch:
