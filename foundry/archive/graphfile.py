@@ -56,7 +56,8 @@ def write_graph(
     already. ``durable=False`` skips the fsyncs (see foundry.archive.atomic; SAVE makes a whole
     archive durable at once).
 
-    ``meta.record`` is ignored and replaced; the returned metadata is the one written. Before
+    ``meta.record`` is ignored and replaced, and an empty ``meta.topology`` is filled with the record's
+    topology key (a given one is checked); the returned metadata is the one written. Before
     anything is written, ``record`` is parsed and checked against ``meta`` (function count, event
     count, topology key, image references); any disagreement raises ``ValueError`` and leaves the
     disk untouched. The parent directory must exist.
@@ -68,7 +69,9 @@ def write_graph(
     if meta.template is not None:
         _check_delta(meta, record, parsed if isinstance(parsed, Delta) else None)
     else:
-        _check_record(meta, record, parsed if isinstance(parsed, GraphRecord) else None)
+        topology = _check_record(meta, record, parsed if isinstance(parsed, GraphRecord) else None)
+        if not meta.topology:
+            meta = dataclasses.replace(meta, topology=topology)
     problem = meta.problem()
     if problem is not None:
         raise ValueError(f"graph {meta.name!r}: {problem}")
@@ -97,7 +100,8 @@ def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview, delta
         raise ValueError(f"graph {meta.name!r}: the delta's template is not the one the metadata names")
 
 
-def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, parsed: GraphRecord | None) -> None:
+def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, parsed: GraphRecord | None) -> str:
+    """Checks a record against its metadata; returns the record's topology key."""
     if parsed is None:
         try:
             parsed = parse_record(record)
@@ -113,10 +117,11 @@ def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, parse
             f"graph {meta.name!r}: the record uses {parsed.event_count} events, the metadata says {meta.events}"
         )
     topology = topology_key(parsed)
-    if meta.topology != topology:
+    if meta.topology and meta.topology != topology:
         raise ValueError(
             f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the record's topology key {topology}"
         )
+    return topology
 
 
 def read_meta(json_path: PathLike) -> GraphMeta:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import threading
-from collections import deque
 from collections.abc import Iterator
 
 from foundry.archive.nodes import (
@@ -106,20 +104,7 @@ def topology_key(record: GraphRecord) -> str:
     arguments, memset/memcpy parameters and event indices are not covered. docs/FORMAT.md gives
     the exact byte string hashed.
     """
-    with _recent_lock:
-        for seen, key in _recent:
-            if seen is record:
-                return key
-    key = _topology_digest(record).hex()
-    with _recent_lock:
-        _recent.append((record, key))
-    return key
-
-
-# The last few records keyed: SAVE computes a graph's key for its metadata and again when it checks
-# the metadata against the record before writing (a Python walk of every node, each time).
-_recent: deque[tuple[GraphRecord, str]] = deque(maxlen=4)
-_recent_lock = threading.Lock()
+    return _topology_digest(record).hex()
 
 
 def _topology_digest(record: GraphRecord) -> bytes:

@@ -21,7 +21,6 @@ from ..archive import (
     image_path,
     node_counts,
     parse_record,
-    topology_key,
     write_graph,
     write_image,
     write_region_hint,
@@ -166,7 +165,7 @@ def save_graph(
         region=region,
         identity=identity,
         stats=tuple(sorted(node_counts(parsed).items())),
-        topology=topology_key(parsed),
+        topology="",  # write_graph fills it from the record (walked once)
         memory=memory,
     )
     clock = ph.add("metadata", clock)

@@ -25,6 +25,7 @@ from foundry.archive import (
     resolve_archive_dir,
     sha256_bytes,
     sha256_file,
+    topology_key,
     unpack_container,
     write_atomic,
     write_graph,
@@ -320,3 +321,10 @@ def test_metadata_is_parsed_once_per_content(tmp_path: Path, monkeypatch: pytest
     edit_json(path, lambda d: d.pop("region"))
     with pytest.raises(ArchiveCorruptError, match="'region': missing"):
         read_meta(path)
+
+
+def test_write_graph_fills_an_empty_topology_from_the_record(tmp_path: Path) -> None:
+    record = sample_record()
+    meta = dataclasses.replace(sample_meta("graph_0", record, IMAGES, "."), topology="")
+    written = write_graph(tmp_path / "graph_0.json", meta, encode_record(record))
+    assert written.topology == topology_key(record) == read_meta(tmp_path / "graph_0.json").topology
