@@ -11,7 +11,7 @@ import os
 import threading
 from pathlib import Path
 
-from foundry.archive.atomic import sha256_bytes, write_atomic
+from foundry.archive.atomic import read_buffer, sha256_bytes, write_atomic
 from foundry.archive.container import pack_container, read_container_header, record_view
 from foundry.archive.delta import Delta, parse_delta
 from foundry.archive.graphmeta import GraphMeta
@@ -218,14 +218,9 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _read_into(path: Path, what: str) -> bytearray:
-    """The file in one read into a buffer of its size (``read_bytes`` grows and copies)."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            data = bytearray(size)
-            got = f.readinto(data)
+        return read_buffer(path)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
         raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
-    if got != size:
-        raise ArchiveCorruptError(f"{path}: the {what} changed size while it was read ({got} of {size} bytes)")
-    return data
+    except OSError as exc:
+        raise ArchiveCorruptError(f"{path}: the {what} cannot be read: {exc.strerror}") from None

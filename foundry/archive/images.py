@@ -11,7 +11,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from foundry.archive.atomic import sha256_file, write_atomic
+from foundry.archive.atomic import read_buffer, sha256_file, write_atomic
 from foundry.archive.jsonfields import At, check_format, dump_json, field, get_int, is_sha256, load_json
 from foundry.archive.specs import ImageFormat, ImageRef
 from foundry.errors import ArchiveCorruptError, ArchiveError
@@ -98,7 +98,7 @@ def read_memory(archive_dir: PathLike, sha256: str, size: int) -> bytearray:
     ``ArchiveCorruptError`` naming it and the next step."""
     path = memory_path(archive_dir, sha256)
     try:
-        data = bytearray(path.read_bytes())
+        data = read_buffer(path)
     except OSError as exc:
         missing = f"state memory {path} is missing ({exc.strerror}): copy the archive completely"
         raise ArchiveCorruptError(missing) from None
@@ -108,10 +108,7 @@ def read_memory(archive_dir: PathLike, sha256: str, size: int) -> bytearray:
 
 
 def open_image(archive_dir: PathLike, sha256: str, verify: bool) -> bytearray:
-    """Image ``sha256``, read into a bytearray (writable, because ctypes can only take the address
-    of a writable buffer and LOAD hands that address to the driver). One read, not a file mapping:
-    LOAD reads images on several threads at once, and page faults on mappings serialize on the
-    process's memory-map lock (measured: 8 threads hashing mapped images ran at ~35 MB/s each).
+    """Image ``sha256``, read into a bytearray (``read_buffer``: LOAD hands its address to the driver).
 
     With ``verify`` the bytes are hashed and a difference raises ``ArchiveCorruptError``. A missing
     or empty image raises ``ArchiveCorruptError`` naming the hash and the directory. A malformed
@@ -119,18 +116,20 @@ def open_image(archive_dir: PathLike, sha256: str, verify: bool) -> bytearray:
     """
     path = image_path(archive_dir, sha256)
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            data = bytearray(size)
-            got = f.readinto(data)
+        data = read_buffer(path)
     except (FileNotFoundError, NotADirectoryError) as exc:
         raise ArchiveCorruptError(
             f"kernel image {sha256} is missing from {Path(archive_dir) / IMAGES_DIR} ({exc.strerror}): "
             "copy the archive completely, or save the graph again"
         ) from None
-    if size == 0 or got != size:
+    except OSError as exc:
         raise ArchiveCorruptError(
-            f"{path}: kernel image {sha256} is empty or shrank while read: the image is damaged. Save the graph again."
+            f"{path}: kernel image {sha256} cannot be read ({exc.strerror}): the image is damaged. "
+            "Save the graph again."
+        ) from None
+    if not data:
+        raise ArchiveCorruptError(
+            f"{path}: kernel image {sha256} is empty: the image is damaged. Save the graph again."
         )
     if verify:
         actual = hashlib.sha256(data).hexdigest()

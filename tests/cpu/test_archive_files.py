@@ -328,3 +328,18 @@ def test_write_graph_fills_an_empty_topology_from_the_record(tmp_path: Path) -> 
     meta = dataclasses.replace(sample_meta("graph_0", record, IMAGES, "."), topology="")
     written = write_graph(tmp_path / "graph_0.json", meta, encode_record(record))
     assert written.topology == topology_key(record) == read_meta(tmp_path / "graph_0.json").topology
+
+
+def test_read_buffer_reads_whole_files_and_refuses_one_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import foundry.archive.atomic as atomic
+
+    path = tmp_path / "blob"
+    path.write_bytes(bytes(range(256)) * 3)
+    data = atomic.read_buffer(path)
+    assert isinstance(data, bytearray) and data == path.read_bytes()
+    real_fstat = os.fstat
+    monkeypatch.setattr(atomic.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:6], 1000, *real_fstat(fd)[7:])))
+    with pytest.raises(OSError, match="changed size while read"):
+        atomic.read_buffer(path)
