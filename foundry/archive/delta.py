@@ -18,7 +18,15 @@ from foundry.archive.record_encode import encode_node
 from foundry.archive.record_parse import parse_node
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-__all__ = ["DELTA_MAGIC", "VARYING_NODE_TYPES", "Delta", "encode_delta", "override_indices", "parse_delta"]
+__all__ = [
+    "DELTA_MAGIC",
+    "VARYING_NODE_TYPES",
+    "Delta",
+    "encode_delta",
+    "override_indices",
+    "override_problem",
+    "parse_delta",
+]
 
 DELTA_MAGIC = b"FGD1"
 DELTA_VERSION = 1
@@ -26,6 +34,27 @@ _HEADER = struct.Struct("<4sHHIIIIQ32s")
 _OVERRIDE = struct.Struct("<II")
 VARYING_NODE_TYPES = (KernelNode, MemsetNode, MemcpyNode)
 """The node types a template member may override (the rest must equal the template's)."""
+
+
+def override_problem(original: Node, node: Node) -> str | None:
+    """Why ``node`` cannot stand in for a template's ``original`` in an exec (None when it can), worded
+    to follow "replaces node N, ": an exec updates only some node types, never a node's type, and
+    never a kernel's launch attributes (SAVE groups by this rule; ``foundry verify`` checks stored
+    deltas against it)."""
+    kind = original.node_type.name.lower()
+    if type(original) is not type(node):
+        return (
+            f"a {kind} node of the template, with a {node.node_type.name.lower()} node; an override must "
+            "keep the node's type"
+        )
+    if not isinstance(original, VARYING_NODE_TYPES):
+        return f"a {kind} node, which an exec cannot update"
+    if isinstance(original, KernelNode) and isinstance(node, KernelNode) and original.attrs != node.attrs:
+        return (
+            "a kernel node, with launch attributes other than the template's; an exec cannot switch launch "
+            "attributes, so LOAD would run the member with the template's"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from foundry.archive.delta import override_problem
 from foundry.archive.graphfile import template_path
 from foundry.archive.manifest import Manifest
-from foundry.archive.nodes import GraphRecord, KernelNode
+from foundry.archive.nodes import GraphRecord
 from foundry.archive.problems import Check, ProblemKind
 from foundry.archive.verify_state import Findings, GraphUnderCheck
 
@@ -88,20 +89,9 @@ def _attach(graph: GraphUnderCheck, by_path: dict[Path, GraphUnderCheck | None],
             problem(ProblemKind.CORRUPT, f"its delta overrides node {index}; the template has {len(nodes)} nodes")
             sound = False
             continue
-        original = nodes[index]
-        if type(original) is not type(node):
-            problem(
-                ProblemKind.MISMATCH,
-                f"its delta replaces node {index}, a {original.node_type.name.lower()} node of the template, "
-                f"with a {node.node_type.name.lower()} node; an override must keep the node's type",
-            )
-            sound = False
-        elif isinstance(node, KernelNode) and isinstance(original, KernelNode) and node.attrs != original.attrs:
-            problem(
-                ProblemKind.MISMATCH,
-                f"its delta gives kernel node {index} launch attributes other than the template's; an exec "
-                "cannot switch launch attributes, so LOAD would run the member with the template's",
-            )
+        reason = override_problem(nodes[index], node)
+        if reason is not None:
+            problem(ProblemKind.MISMATCH, f"its delta replaces node {index}, {reason}")
             sound = False
     if not sound:
         return

@@ -33,7 +33,7 @@ from ..archive import (
     parse_record,
     write_graph,
 )
-from ..archive.delta import VARYING_NODE_TYPES
+from ..archive.delta import override_problem
 from ..errors import CodecError
 from . import codec
 from .save import SavedGraph
@@ -97,10 +97,7 @@ def _differing(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta,
     for i, (a, b) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
         if _same(a, tm, b, mm):
             continue
-        if not isinstance(a, VARYING_NODE_TYPES) or type(a) is not type(b):
-            return None
-        # Launch attributes cannot be updated in an exec; members must keep the template's.
-        if isinstance(a, KernelNode) and isinstance(b, KernelNode) and a.attrs != b.attrs:
+        if override_problem(a, b) is not None:
             return None
         out.append(i)
     return out

@@ -54,3 +54,16 @@ def test_same_agrees_with_identity_on_every_node_type() -> None:
         for y in record.nodes:
             for mo in (meta, other_meta):
                 assert _same(x, meta, y, mo) == (_identity(x, meta) == _identity(y, mo)), (x, y)
+
+
+def test_override_rule_shared_by_save_and_verify() -> None:
+    from foundry.archive import EmptyNode
+    from foundry.archive.delta import override_problem
+    from foundry.archive.samples import kernel
+
+    plain, other_args = kernel(0, (1,), (2,)), kernel(1, (3,), (4, 5))
+    clustered = kernel(0, (1,), (2,), cluster=(2, 1, 1))
+    assert override_problem(plain, other_args) is None  # arguments, grid, function: an exec updates them
+    assert "launch attributes" in (override_problem(plain, clustered) or "")
+    assert "keep the node's type" in (override_problem(plain, EmptyNode()) or "")
+    assert "cannot update" in (override_problem(EmptyNode(), EmptyNode()) or "")
