@@ -43,31 +43,45 @@ static int delta_header(const uint8_t *p, size_t delta_size, rec_delta_header *h
   if (!p || delta_size < sizeof(*h)) return CORRUPT("%zu bytes", delta_size);
   memcpy(h, p, sizeof(*h));
   if (memcmp(h->magic, FDY_DELTA_MAGIC, 4) != 0 || h->version != FDY_DELTA_VERSION ||
-      h->header_bytes != sizeof(*h) || h->total_bytes > delta_size)
+      h->header_bytes != sizeof(*h) || h->total_bytes != delta_size || h->reserved0 || h->reserved1)
     return CORRUPT("bad header");
   return 0;
 }
 
 /* Calls visit(node index, node record, its size, ctx) for each override of a checked header, after
- * bounds checks; stops at the first non-zero return. */
+ * the checks the Python reader makes too (archive/delta.py: in bounds, reserved bits zero, no node
+ * overridden twice, nothing after the last override); stops at the first non-zero return. */
 typedef int (*delta_visit)(uint32_t index, const uint8_t *node, uint32_t bytes, void *ctx);
 
 static int delta_walk(const uint8_t *p, const rec_delta_header *h, size_t node_count, delta_visit visit, void *ctx) {
+  uint8_t *seen = calloc(node_count / 8 + 1, 1);
+  if (!seen) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
   size_t at = sizeof(*h);
-  for (uint32_t i = 0; i < h->override_count; i++) {
+  int rc = 0;
+  for (uint32_t i = 0; i < h->override_count && !rc; i++) {
     rec_override o;
     uint32_t bytes;
-    if (at + sizeof(o) + sizeof(rec_node) > h->total_bytes) return CORRUPT("override %u starts past the end", i);
+    if (at + sizeof(o) + sizeof(rec_node) > h->total_bytes) {
+      rc = CORRUPT("override %u starts past the end", i);
+      break;
+    }
     memcpy(&o, p + at, sizeof(o));
     memcpy(&bytes, p + at + sizeof(o) + 4, 4);
     if (bytes < sizeof(rec_node) || bytes % 8 || bytes > h->total_bytes - at - sizeof(o))
-      return CORRUPT("override %u has size %u", i, bytes);
-    if (o.node_index >= node_count) return CORRUPT("override %u names node %u of %zu", i, o.node_index, node_count);
-    int rc = visit(o.node_index, p + at + sizeof(o), bytes, ctx);
-    if (rc) return rc;
-    at += sizeof(o) + bytes;
+      rc = CORRUPT("override %u has size %u", i, bytes);
+    else if (o.node_index >= node_count)
+      rc = CORRUPT("override %u names node %u of %zu", i, o.node_index, node_count);
+    else if (o.reserved || (seen[o.node_index / 8] >> (o.node_index % 8)) & 1)
+      rc = CORRUPT("override %u (node %u) is repeated or has reserved bits", i, o.node_index);
+    else {
+      seen[o.node_index / 8] |= (uint8_t)(1u << (o.node_index % 8));
+      rc = visit(o.node_index, p + at + sizeof(o), bytes, ctx);
+      at += sizeof(o) + bytes;
+    }
   }
-  return 0;
+  if (!rc && at != h->total_bytes) rc = CORRUPT("%zu bytes after the last override", (size_t)(h->total_bytes - at));
+  free(seen);
+  return rc;
 }
 
 typedef struct {
