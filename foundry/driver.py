@@ -20,6 +20,8 @@ __all__ = [
 ]
 
 _SIGNATURES: dict[str, list[Any]] = {
+    "cuInit": [ctypes.c_uint],
+    "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
     "cuCtxGetDevice": [ctypes.POINTER(ctypes.c_int)],
     "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
     "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],

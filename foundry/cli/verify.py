@@ -22,7 +22,7 @@ from ..archive.jsonfields import load_json
 from ..archive.problems import Check
 from ..archive.signing import KEY_ENV, configured_key
 from ..archive.verify import Report, verify_archive
-from ..errors import ArchiveError
+from ..errors import ArchiveError, FoundryError
 from .table import table
 
 __all__ = ["add_parser", "render"]
@@ -33,28 +33,15 @@ EXIT_CANNOT_VERIFY = 2
 
 
 def _identity_from_driver() -> Identity:
-    """This machine's identity read straight from libcuda (device 0 of the visible ones), for a CLI
-    process that has no CUDA context. Raises OSError or RuntimeError when there is no driver or GPU."""
-    cuda = ctypes.CDLL("libcuda.so.1")
+    """This machine's identity read straight from the driver (device 0 of the visible ones), for a CLI
+    process that has no CUDA context. Raises FoundryError or OSError when there is no driver or GPU."""
+    from ..driver import call, device_identity, driver_version
 
-    def call(name: str, *args: Any) -> None:
-        rc = getattr(cuda, name)(*args)
-        if rc != 0:
-            raise RuntimeError(f"{name} returned CUDA error {rc}")
-
-    device, value, version = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
     call("cuInit", 0)
+    device = ctypes.c_int()
     call("cuDeviceGet", ctypes.byref(device), 0)
-    name = ctypes.create_string_buffer(256)
-    call("cuDeviceGetName", name, len(name), device)
-    values = []
-    for attribute in (16, 75, 76):  # multiprocessor count, compute capability major, minor
-        call("cuDeviceGetAttribute", ctypes.byref(value), attribute, device)
-        values.append(value.value)
-    call("cuDriverGetVersion", ctypes.byref(version))
-    return Identity(
-        name.value.decode(errors="replace"), values[0], (values[1], values[2]), version.value, None, None, __version__
-    )
+    name, sms, capability = device_identity(device.value)
+    return Identity(name, sms, capability, driver_version(), None, None, __version__)
 
 
 def current_identity() -> tuple[Identity | None, str]:
@@ -68,7 +55,7 @@ def current_identity() -> tuple[Identity | None, str]:
         pass
     try:
         return _identity_from_driver(), ""
-    except (OSError, RuntimeError, AttributeError) as exc:
+    except (OSError, FoundryError) as exc:
         return None, f"no CUDA driver and GPU visible to compare with ({exc})"
 
 
