@@ -187,8 +187,9 @@ def _verify_directory(
     for graph in readable:
         check_consistency(graph, found, directory)
     check_groups(manifest, manifest_path, listed, found)
-    _check_rest(readable, images, found, {e.sha256: e for e in manifest.images})
-    check_manifest_kernels(manifest_path, {e.sha256: e for e in manifest.images}, images, found)
+    listed_images = {e.sha256: e for e in manifest.images}
+    _check_rest(readable, images, found, listed_images)
+    check_manifest_kernels(manifest_path, listed_images, images, found)
     if len(readable) < len(listed):
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
     check_foreign(directory, known_files(directory, manifest, [*readable, *extra]), found)
