@@ -27,7 +27,7 @@ from .errors import (
 
 __all__ = ["ABI_VERSION", "FDY", "Lib", "check", "library_path", "native"]
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 LIB_NAME = "libfoundry.so"
 
 
@@ -154,6 +154,8 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "fdy_graph_destroy": (_int, [_u64]),
     "fdy_graph_exec_destroy": (_int, [_u64]),
     "fdy_free": (None, [_p]),
+    "fdy_heap_warm": (_p, [_size]),
+    "fdy_heap_release": (None, [_p]),
 }
 
 

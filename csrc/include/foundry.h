@@ -24,7 +24,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 2
+#define FDY_ABI_VERSION 3
 
 /* Foundry's own error codes live above the CUresult range. */
 enum {
@@ -179,6 +179,10 @@ FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream);
 FDY_EXPORT int fdy_graph_destroy(uint64_t graph);
 FDY_EXPORT int fdy_graph_exec_destroy(uint64_t exec);
 FDY_EXPORT void fdy_free(void *p);
+/* Grows the calling thread's malloc arena by about `bytes`, pre-faulted, kept until
+ * fdy_heap_release(returned); NULL when there was nothing to do (heap_warm.c). */
+FDY_EXPORT void *fdy_heap_warm(size_t bytes);
+FDY_EXPORT void fdy_heap_release(void *keep);
 
 #ifdef __cplusplus
 }

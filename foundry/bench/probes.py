@@ -190,3 +190,23 @@ def probe_process(
             result[str(bs)] = time_interleaved({"loaded": graphs[bs][0].replay, "native_here": g.replay})
             g.reset()
     return result
+
+
+def rss_by_mapping() -> dict[str, int]:
+    """Resident kB of each of this process's mappings (/proc/self/smaps), keyed by address range,
+    permissions and name: a diff of two snapshots shows which mappings a phase faulted in."""
+    out: dict[str, int] = {}
+    key = ""
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=5)
+            if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                key = " ".join([head[0], head[1], head[5].strip() if len(head) > 5 else "[anon]"])
+            elif head[0] == "Rss:":
+                out[key] = int(head[1])
+    return out
+
+
+def rss_growth(before: dict[str, int], after: dict[str, int], top: int = 12) -> list[tuple[str, int]]:
+    grown = [(k, kb - before.get(k, 0)) for k, kb in after.items()]
+    return sorted((g for g in grown if g[1] > 0), key=lambda g: -g[1])[:top]

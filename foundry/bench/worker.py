@@ -12,8 +12,10 @@ scripts/load_matrix.sh sets them directly): FOUNDRY_BENCH_THREADS (start_graph_b
 num_threads, 8), FOUNDRY_BENCH_MODULES_FIRST (1: load_cuda_modules_and_libraries at process start, as
 the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BENCH_BUILDERS (the
 loader's cap on builder threads, foundry.graphs.loader.MAX_BUILDERS), FOUNDRY_BENCH_PREWARM (one|all:
-build and destroy the first or every template before LOAD is timed, an experiment), FOUNDRY_BENCH_LOAD_ONLY
-(stop after LOAD, skip the replay measurements and probes).
+build and destroy the first or every template before LOAD is timed, an experiment), FOUNDRY_BENCH_READERS
+(the loader's cap on reader threads), FOUNDRY_BENCH_SMAPS (print which mappings LOAD grew),
+FOUNDRY_BENCH_LOAD_ONLY (stop after LOAD, skip the replay measurements and probes). FOUNDRY_WARM_HEAP=0
+(foundry.graphs.builders) turns off the builders' heap warm-up, for comparison.
 """
 
 from __future__ import annotations
@@ -215,6 +217,9 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
     if os.environ.get("FOUNDRY_BENCH_BUILDERS"):  # and the loader's cap on builder threads
         loader.MAX_BUILDERS = int(os.environ["FOUNDRY_BENCH_BUILDERS"])
+    if os.environ.get("FOUNDRY_BENCH_READERS"):
+        loader.MAX_READERS = int(os.environ["FOUNDRY_BENCH_READERS"])
+    smaps = probes.rss_by_mapping() if os.environ.get("FOUNDRY_BENCH_SMAPS") else {}
     faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
     pending = foundry.CUDAGraph.start_graph_builds(paths, num_threads=threads, defer_dedicated=True)
@@ -223,8 +228,11 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     load_first_s = time.perf_counter() - t0
     loaded = foundry.CUDAGraph.finish_graph_loads(pending)
     load_all_s = time.perf_counter() - t0
-    # Page faults while LOAD ran (threads that fault contend for the process's memory-map lock).
+    # Page faults while LOAD ran: first touches of new heap pages (foundry.graphs.builders).
     load_minor_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
+    if smaps:
+        for name, kb in probes.rss_growth(smaps, probes.rss_by_mapping()):
+            print(f"rss growth {kb:8d} kB  {name}", flush=True)
     first[0].replay()
     torch.cuda.synchronize()
     first_step_s = _since_spawn()

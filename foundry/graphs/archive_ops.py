@@ -31,7 +31,9 @@ from ..errors import ArchiveCorruptError, ArchiveError, DriverError, FoundryErro
 from ..kernels import registry
 from ..memory.layout import region_spec
 from ..memory.region import hold_allocation_region, region_state
+from .builders import warm_builders
 from .load import load_images
+from .loader import MAX_BUILDERS
 from .save import SAVE_PHASES, replace_saved, saved_graphs
 from .templates import plan_groups, write_member_deltas
 
@@ -147,19 +149,26 @@ def load_cuda_modules_and_libraries(
         shas = sorted(p.stem for p in image_dir.glob("*.bin") if is_sha256(p.stem))
     load_images(archive, shas, verify)
     _load_kernels(entries)
-    _read_graph_metadata(archive, graphs)
+    template_nodes = _read_graph_metadata(archive, graphs)
+    warm_builders(template_nodes, MAX_BUILDERS)
     return len(shas)
 
 
-def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
+def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> int:
     """Reads and validates the manifest's graph JSONs once, so that start_graph_builds finds them
     parsed (read_meta_digest keeps them by content hash: a file changed since is parsed afresh). A
-    file that cannot be read is left for LOAD, which reports it where the graph is asked for."""
+    file that cannot be read is left for LOAD, which reports it where the graph is asked for.
+    Returns how many nodes LOAD builds before every graph is replayable (templates and graphs of no
+    group)."""
+    nodes = 0
     for g in graphs:
         try:
-            read_meta_digest(archive / g.json)
+            meta, _digest = read_meta_digest(archive / g.json)
         except ArchiveError:
             continue
+        if meta.template is None:
+            nodes += meta.stats_dict().get("nodes", 0)
+    return nodes
 
 
 def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:

@@ -15,11 +15,12 @@ from ..archive import open_image
 from ..driver import call
 from ..kernels import registry
 from . import codec
+from .builders import take_builders
 from .load import GraphSource, build_exec, resolve_functions, source_images
-from .workpool import PriorityPool
 
 if TYPE_CHECKING:
     from .pending import Group, PendingLoads
+    from .workpool import PriorityPool
 
 __all__ = ["MAX_BUILDERS", "MAX_READERS", "run_loader"]
 
@@ -81,7 +82,7 @@ class _Pipeline:
     def resolved(self, src: GraphSource) -> None:
         """All images of ``src`` are loaded (called on the loader thread, which thus does all
         function lookups: the driver loads kernels lazily, on lookup, and serializes that)."""
-        clock = time.perf_counter()
+        clock = self.pending.phases.begin()
         self.tables[id(src)] = resolve_functions(src.meta)
         self.pending.phases.add("resolve_functions", clock)
         g = self.group_of[id(src)]
@@ -101,7 +102,7 @@ class _Pipeline:
         """The group's shared exec (a builder thread)."""
         call("cuCtxSetCurrent", self.context)
         ph = self.pending.phases
-        clock = time.perf_counter()
+        clock = ph.begin()
         self.records[id(g.template)].result()
         clock = ph.add("wait_records", clock)
         g.template_functions = self.tables[id(g.template)]
@@ -114,7 +115,7 @@ class _Pipeline:
     def _finish(self, g: Group) -> None:
         """What switching members into the shared exec needs; then the group is ready."""
         ph = self.pending.phases
-        clock = time.perf_counter()
+        clock = ph.begin()
         members = self.members[id(g)]
         for src in members:
             self.records[id(src)].result()
@@ -185,6 +186,12 @@ def _build_own_execs(pending: PendingLoads, g: Group, context: int) -> None:
             src.release_payload()
 
 
+def _phase_totals(pending: PendingLoads) -> None:
+    ph = pending.phases
+    pending.timings.update({f"thread_{k}_s": v for k, v in ph.seconds.items()})
+    pending.timings.update({f"faults_{k}": v for k, v in ph.faults.items()})
+
+
 def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bool, start: float) -> None:
     """A pipeline. Reader threads hash images and records ahead; this thread loads the images into
     the driver one after another (the driver serializes module loads: contending threads only slow
@@ -201,20 +208,21 @@ def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bo
                 waiting.setdefault(sha, []).append(src)
 
         def read_image(sha: str, directory: Path) -> bytearray:
-            t = time.perf_counter()
+            t = ph.begin()
             data = open_image(directory, sha, verify)
             ph.add("image_read", t)
             return data
 
         def read_record(src: GraphSource) -> None:
-            t = time.perf_counter()
+            t = ph.begin()
             src.read_payload()
             ph.add("record_read", t)
 
         with (
+            take_builders(max(1, min(num_threads, MAX_BUILDERS))) as crew,
             ThreadPoolExecutor(max(1, min(num_threads, MAX_READERS)), thread_name_prefix="foundry-read") as readers,
-            PriorityPool(max(1, min(num_threads, MAX_BUILDERS)), "foundry-build") as builders,
         ):
+            builders = crew.pool
             work = _Pipeline(pending, context, builders)
             # The first group's template goes first, alone: its build then starts before the other
             # reads compete with this thread for the GIL (which delayed it by 10-15 ms on the H200).
@@ -229,7 +237,7 @@ def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bo
                     work.resolved(src)
             for sha, future in images.items():
                 data = future.result()
-                t = time.perf_counter()
+                t = ph.begin()
                 registry.load_image(sha, data)
                 ph.add("image_driver_load", t)
                 for src in waiting.get(sha, ()):
@@ -239,13 +247,14 @@ def run_loader(pending: PendingLoads, context: int, num_threads: int, verify: bo
             pending.timings["images_s"] = time.perf_counter() - start
             work.wait()
             pending.timings["all_replayable_s"] = time.perf_counter() - start
+            _phase_totals(pending)  # as of all replayable; again below with the own execs' work
             pending.dedicated_go.wait()
             pending.timings["dedicated_start_s"] = time.perf_counter() - start
             builders.map((len(pending.groups),), lambda g: _build_own_execs(pending, g, context), pending.groups)
         pending.timings["all_dedicated_s"] = time.perf_counter() - start
         pending.timings["switches"] = sum(g.switched for g in pending.groups)
         pending.timings["switch_fallbacks"] = sum(g.fallbacks for g in pending.groups)
-        pending.timings.update({f"thread_{k}_s": v for k, v in ph.seconds.items()})
+        _phase_totals(pending)
     except BaseException as exc:  # reported to whoever waits
         pending.error = exc
     finally:

@@ -3,6 +3,7 @@ each span for a timeline. The benchmark reports them (foundry.bench)."""
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 
@@ -20,11 +21,25 @@ class Phases:
         self.keep_spans = keep_spans  # off for process-long totals (SAVE's), which would only grow
         self.seconds: dict[str, float] = {}
         self.spans: list[tuple[str, str, float, float]] = []  # (phase, thread, start, end) from origin
+        # Minor page faults per phase: those a thread took since its previous add(). LOAD's threads
+        # chain their phases, so this attributes nearly every fault; the driver's first-touch faults
+        # were most of a LOAD's cost on the H200 (session 4).
+        self.faults: dict[str, int] = {}
+        self._last = threading.local()
+
+    def begin(self) -> float:
+        """The start of a phase on this thread, after work that is no phase's (its faults not counted)."""
+        self._last.faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        return time.perf_counter()
 
     def add(self, name: str, since: float) -> float:
         now = time.perf_counter()
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        taken = faults - getattr(self._last, "faults", faults)
+        self._last.faults = faults
         with self._lock:
             self.seconds[name] = self.seconds.get(name, 0.0) + now - since
+            self.faults[name] = self.faults.get(name, 0) + taken
             if self.keep_spans:
                 self.spans.append((name, threading.current_thread().name, since - self.origin, now - self.origin))
         return now
@@ -33,4 +48,5 @@ class Phases:
         with self._lock:
             self.origin = time.perf_counter() if origin is None else origin
             self.seconds = {}
+            self.faults = {}
             self.spans = []
