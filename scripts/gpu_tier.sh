@@ -75,7 +75,7 @@ for r in json.load(open(sys.argv[1]))["results"]:
     print("  replay max/median: same process", round(r["replay_ratio_max"], 4), round(r["replay_ratio_median"], 4),
           "cross process", round(r["replay_ratio_max_cross_process"], 4), round(r["replay_ratio_median_cross_process"], 4),
           "shared/own max", round(r["shared_over_own_exec_max"], 4))
-    for key in ("save_phases_s", "build_probe", "driver_probe", "process_probe_us", "tensor_at_us"):
+    for key in ("save_phases_s", "save_phase_faults", "build_probe", "driver_probe", "process_probe_us", "tensor_at_us"):
         if r.get(key):
             print(f"  {key}: {json.dumps(r[key])[:600]}")
 PY

@@ -69,6 +69,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "save_s": native["save_s"],
         "save_over_capture": native["save_s"] / native["native_capture_s"],
         "save_phases_s": native.get("save_phases_s"),
+        "save_phase_faults": native.get("save_phase_faults"),
         "load_modules_s": loaded.get("modules_s", 0.0),  # load_cuda_modules_and_libraries, before the model
         "load_first_s": loaded["load_first_s"],
         "load_all_s": loaded["load_all_s"],

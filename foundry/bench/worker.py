@@ -148,6 +148,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     same_process = probes.same_process_latency(ordered, out)
     return {
         "save_phases_s": save_phases,
+        "save_phase_faults": dict(SAVE_PHASES.faults),
         "same_process_us": same_process,
         "native_warmup_s": warmup_s,
         "native_capture_s": capture_s,

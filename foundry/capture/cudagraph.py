@@ -23,6 +23,7 @@ from ..archive import GraphMeta, parse_record
 from ..errors import FoundryError
 from ..graphs import codec
 from ..graphs import pending as pending_loads
+from ..graphs.gcpause import gc_paused
 from ..graphs.load import LoadedGraph, load_graph
 from ..graphs.pending import PendingLoads
 from ..graphs.save import SAVE_PHASES, save_graph
@@ -150,6 +151,7 @@ class CUDAGraph:
         self._meta = None
 
     # ------------------------------------------------------------------ SAVE
+    @gc_paused()
     def save(
         self,
         path: str | os.PathLike[str],

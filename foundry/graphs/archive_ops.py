@@ -32,6 +32,7 @@ from ..kernels import registry
 from ..memory.layout import region_spec
 from ..memory.region import hold_allocation_region, region_state
 from .builders import warm_builders
+from .gcpause import gc_paused
 from .load import load_images
 from .loader import MAX_BUILDERS
 from .save import SAVE_PHASES, replace_saved, saved_graphs
@@ -40,6 +41,7 @@ from .templates import plan_groups, write_member_deltas
 __all__ = ["load_cuda_modules_and_libraries", "save_graph_manifest"]
 
 
+@gc_paused()
 def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySource | None = None) -> Manifest:
     """Writes ``graph_manifest.json`` for every graph this process saved, grouped into templates.
 

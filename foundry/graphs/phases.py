@@ -50,3 +50,4 @@ class Phases:
             self.seconds = {}
             self.faults = {}
             self.spans = []
+        self.begin()  # faults before the reset are no phase's

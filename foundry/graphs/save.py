@@ -32,6 +32,7 @@ from ..machine import current_identity
 from ..memory.layout import region_spec
 from ..memory.snapshot import take_snapshot
 from . import codec
+from .gcpause import gc_paused
 from .phases import Phases
 
 __all__ = ["SAVE_PHASES", "SavedGraph", "default_archive_dir", "replace_saved", "save_graph", "saved_graphs"]
@@ -116,6 +117,7 @@ def _check_outputs(outputs: Sequence[OutputSpec], live: Sequence[tuple[int, int]
             )
 
 
+@gc_paused()
 def save_graph(
     graph: int,
     json_path: str | os.PathLike[str],
