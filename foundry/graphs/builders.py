@@ -7,7 +7,8 @@ instead of 0.09 s (H200, session 4). ``load_cuda_modules_and_libraries`` therefo
 builder threads early, in the background, and each grows its own arena by its share of what the
 archive's templates will need (native ``fdy_heap_warm``); ``start_graph_builds`` then takes those
 threads over. The memory is what LOAD would have allocated anyway; it is kept from being trimmed
-until the LOAD that takes the threads ends. Set ``FOUNDRY_WARM_HEAP=0`` to turn this off.
+until the LOAD that takes the threads ends, or for WARM_TTL_S if no LOAD comes (a program that
+loads its graphs one by one never does). Set ``FOUNDRY_WARM_HEAP=0`` to turn this off.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = ["Builders", "take_builders", "warm_builders"]
 # driver 580.159: 74k pages faulted for the 24k nodes of 25 templates).
 WARM_BYTES_PER_NODE = 16 * 1024
 WARM_MAX_BYTES_PER_THREAD = 256 << 20
+WARM_TTL_S = 600.0
 _NAME = "foundry-build"
 
 
@@ -80,8 +82,22 @@ def warm_builders(template_nodes: int, threads: int) -> None:
         return
     per_thread = min(template_nodes * WARM_BYTES_PER_NODE // threads, WARM_MAX_BYTES_PER_THREAD)
     with _lock:
-        if _warm is None or _warm.pid != os.getpid():
-            _warm = Builders(threads, per_thread)
+        if _warm is not None and _warm.pid == os.getpid():
+            return
+        _warm = Builders(threads, per_thread)
+        expiry = threading.Timer(WARM_TTL_S, _expire, (_warm,))
+    expiry.daemon = True
+    expiry.start()
+
+
+def _expire(crew: Builders) -> None:
+    """No LOAD took the warmed threads in time: stop them and give their heap back."""
+    global _warm
+    with _lock:
+        if _warm is not crew:
+            return
+        _warm = None
+    crew.close()
 
 
 def take_builders(threads: int) -> Builders:

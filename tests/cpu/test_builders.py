@@ -104,3 +104,19 @@ def test_a_forked_child_does_not_inherit_the_parents_threads() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
     builders.take_builders(2).close()
+
+
+def test_warmed_threads_no_load_takes_stop_and_give_their_heap_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(builders, "WARM_TTL_S", 0.2)
+    builders.warm_builders(1000, 2)
+    crew = builders._warm
+    assert crew is not None
+    deadline = threading.Event()
+    for _ in range(50):
+        if builders._warm is None and crew._keeps == []:
+            break
+        deadline.wait(0.1)
+    assert builders._warm is None and crew._keeps == []
+    assert all(not t.is_alive() for t in crew.pool._threads)
+    with builders.take_builders(2) as fresh:  # and the next LOAD still gets builders
+        assert fresh is not crew and fresh.pool.map((0,), abs, [-1]) == [1]
