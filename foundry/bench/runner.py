@@ -145,10 +145,14 @@ def _plot(rows: list[dict[str, Any]], path: Path) -> None:
     left.bar([i - 0.2 for i in x], [r["native_warmup_capture_s"] for r in rows], 0.4, label="native warm-up + capture")
     left.bar([i + 0.2 for i in x], [r["load_all_s"] for r in rows], 0.4, label="Foundry LOAD (all replayable)")
     left.set_yscale("log")
+    top = max([r["native_warmup_capture_s"] for r in rows] + [1.0])
+    left.set_ylim(top=top * 20)  # room for the legend above the bars
+    for i, r in enumerate(rows):
+        left.annotate(f"{r['speedup']:.0f}x", (i + 0.2, r["load_all_s"]), ha="center", va="bottom", fontsize=8)
     left.set_xticks(list(x), labels)
     left.set_ylabel("seconds (log)")
     left.set_title("Cold start")
-    left.legend()
+    left.legend(loc="upper left", fontsize=8)
     # The headline ratio: native exec vs the exec LOAD builds, in one process, interleaved (the
     # cross-process ratio mixes in the process's own speed; see summarize).
     for r in rows:
