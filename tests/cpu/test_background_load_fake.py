@@ -14,9 +14,11 @@ from tests.support.graphs import JsonRunner, load_prefix, run_save
 NAMES = ["v0", "v1", "v2", "v3"]  # one topology group: v0 is the template, the others its members
 
 BACKGROUND = """
-from foundry.graphs import pending
-p = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=3, defer_dedicated=True)
+from foundry.graphs import builders, pending
+warmed = builders._warm  # started by load_cuda_modules_and_libraries
+p = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=4, defer_dedicated=True)
 handles = [p.wait_group(i) for i in range(len(NAMES))]
+taken = warmed is not None and builders._warm is None and not warmed.pool._closed
 def replay(phase):
     runs = []
     for k in INPUT_SETS:
@@ -27,6 +29,8 @@ def replay(phase):
 shared = replay("shared")
 shared_execs = {h.exec for h in handles}
 p.build_dedicated(); p.wait_all()
+closed = warmed is not None and warmed.pool._closed and warmed._keeps == []
+closed = closed and not any(t.is_alive() for t in warmed.pool._threads)
 own = replay("own")
 group = handles[0].group
 released = all(s._payload is None for h in handles for s in (h.source, h.source.template) if s is not None)
@@ -35,8 +39,9 @@ p2 = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads
 p2.wait_all()
 handles = p2.handles
 again = replay("again")
-emit(runs=shared + own + again, released=released, shared_execs=sorted(shared_execs), own_execs=own_execs,
-     group_exec=group_exec, switched=p.timings["switches"], fallbacks=p.timings["switch_fallbacks"],
+emit(runs=shared + own + again, released=released, taken=taken, closed=closed, shared_execs=sorted(shared_execs),
+     own_execs=own_execs, group_exec=group_exec, switched=p.timings["switches"],
+     fallbacks=p.timings["switch_fallbacks"],
      same_template=len({id(h.source.template) for h in first[1:]} | {id(first[0].source)}))
 """
 
@@ -51,6 +56,9 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BACKGROUND)
     assert len(r["runs"]) == 3 * 2 * 7
     assert r["released"], "records stayed in memory after every graph got its own exec"
+    # The builder threads load_cuda_modules_and_libraries started (heaps paged in) did this LOAD's
+    # work, and stopped with it.
+    assert r["taken"] and r["closed"]
     for phase, name, k, out in r["runs"]:
         assert out == save["native"][name][k], (phase, name, k)
     assert r["shared_execs"] == [0], "no graph had an exec of its own before build_dedicated()"
