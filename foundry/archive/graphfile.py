@@ -187,7 +187,7 @@ def read_payload_view(json_path: PathLike, meta: GraphMeta, verify: bool = True)
     json_path = Path(json_path)
     assert meta.record is not None  # from_json always sets it
     cpath = json_path.parent / meta.record.file
-    data = _read_into(cpath, f"graph record of {json_path}")
+    data = _read(cpath, f"graph record of {json_path}")
     header = read_container_header(data, source=str(cpath))
     if header.sha256 != meta.record.sha256 or header.record_size != meta.record.bytes:
         raise ArchiveCorruptError(
@@ -210,14 +210,7 @@ def resolve_archive_dir(json_path: PathLike, meta: GraphMeta) -> Path:
     return Path(json_path).parent / meta.archive_dir
 
 
-def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
-
-
-def _read_into(path: Path, what: str) -> bytearray:
+def _read(path: Path, what: str) -> bytearray:
     try:
         return read_buffer(path)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:

@@ -147,7 +147,7 @@ def field(obj: dict[str, Any], name: str, at: At) -> tuple[Any, At]:
     return obj[name], sub
 
 
-def load_json(data: bytes, source: str) -> Any:
+def load_json(data: bytes | bytearray, source: str) -> Any:
     """Decode UTF-8 JSON; malformed text raises ``ArchiveCorruptError`` naming ``source``."""
     try:
         return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
