@@ -26,7 +26,7 @@ for name, _thread, a, b in d["trace"]:
     span[name] = (min(lo, a), max(hi, b), total + b - a)
 phases = " ".join(f"{k}[{lo:.3f}-{hi:.3f} sum {s:.3f}]" for k, (lo, hi, s) in span.items() if k in ("image_driver_load", "resolve_functions", "build", "instantiate"))
 first = {k: round(1000 * (b - a), 1) for k, _t, a, b in sorted(d["trace"], key=lambda s: s[2])[::-1] if k in ("build", "instantiate")}
-print(f"{sys.argv[2]:40s} modules {d['modules_s']:.3f} prewarm {d.get('prewarm_s', 0):.3f} first {d['load_first_s']:.3f} all {d['load_all_s']:.3f} read {t['read_s']:.3f} "
+print(f"{sys.argv[2]:40s} modules {d['modules_s']:.3f} first {d['load_first_s']:.3f} all {d['load_all_s']:.3f} read {t['read_s']:.3f} "
       f"images {t['images_s']:.3f} replayable {t['all_replayable_s']:.3f} faults {d.get('load_minor_faults')} first-ms {first} | {phases}")
 print("   faults by phase:", {k[7:]: v for k, v in t.items() if k.startswith("faults_")},
       "thread s:", {k[7:-2]: round(v, 3) for k, v in t.items() if k.startswith("thread_")})

@@ -11,8 +11,7 @@ Settings for measuring LOAD itself (`foundry bench --threads/--images-after-star
 scripts/load_matrix.sh sets them directly): FOUNDRY_BENCH_THREADS (start_graph_builds'
 num_threads, 8), FOUNDRY_BENCH_MODULES_FIRST (1: load_cuda_modules_and_libraries at process start, as
 the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BENCH_BUILDERS (the
-loader's cap on builder threads, foundry.graphs.loader.MAX_BUILDERS), FOUNDRY_BENCH_PREWARM (one|all:
-build and destroy the first or every template before LOAD is timed, an experiment), FOUNDRY_BENCH_READERS
+loader's cap on builder threads, foundry.graphs.loader.MAX_BUILDERS), FOUNDRY_BENCH_READERS
 (the loader's cap on reader threads), FOUNDRY_BENCH_SMAPS (print which mappings LOAD grew),
 FOUNDRY_BENCH_LOAD_ONLY (stop after LOAD, skip the replay measurements and probes). FOUNDRY_WARM_HEAP=0
 (foundry.graphs.builders) turns off the builders' heap warm-up, for comparison.
@@ -180,25 +179,6 @@ def _saved_nodes(json_path: Path) -> int:
     return int(json.loads(json_path.read_text())["stats"]["nodes"])
 
 
-def _prewarm(out: Path, which: str) -> float:
-    """An experiment (FOUNDRY_BENCH_PREWARM=one|all, load_matrix.sh): build, instantiate and destroy
-    the first group's template, or every group's, before LOAD is timed. It tells whether the first
-    builds of a process pay once per process or kernel (then warming once would pay) or per graph."""
-    if not which:
-        return 0.0
-    from foundry.archive import read_manifest
-    from foundry.graphs.load import build_exec, read_source
-
-    t0 = time.perf_counter()
-    manifest = read_manifest(out / "archive")
-    templates = [manifest.graphs[g.template].json for g in manifest.groups]
-    for rel in templates[:1] if which == "one" else templates:
-        graph, exec_ = build_exec(read_source(out / "archive" / rel))
-        codec.destroy_exec(exec_)
-        codec.destroy_graph(graph)
-    return time.perf_counter() - t0
-
-
 def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
     tag = f"{shape} {variant} load"
     torch.cuda.init()
@@ -214,7 +194,6 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     model, ids, pos = _build(shape)
     torch.cuda.synchronize()
     paths = [out / f"bs{bs}.json" for bs in sizes]
-    prewarm_s = _prewarm(out, os.environ.get("FOUNDRY_BENCH_PREWARM", ""))
     threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
     if os.environ.get("FOUNDRY_BENCH_BUILDERS"):  # and the loader's cap on builder threads
         loader.MAX_BUILDERS = int(os.environ["FOUNDRY_BENCH_BUILDERS"])
@@ -240,7 +219,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     _progress(tag, f"{len(paths)} graphs replayable {load_all_s * 1000:.0f} ms after start_graph_builds")
     graphs = {bs: loaded[i] for i, bs in enumerate(sizes)}
     if os.environ.get("FOUNDRY_BENCH_LOAD_ONLY"):  # timings of LOAD alone (repeated loads in one call)
-        return {"modules_s": modules_s, "prewarm_s": prewarm_s, "load_first_s": load_first_s, "load_all_s": load_all_s,
+        return {"modules_s": modules_s, "load_first_s": load_first_s, "load_all_s": load_all_s,
                 "load_minor_faults": load_minor_faults, "timings": pending.timings,
                 "trace": pending.phases.spans}  # fmt: skip
 

@@ -24,11 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_BUILDERS", "MAX_READERS", "run_loader"]
 
-# Builder threads: the driver serializes much of graph building and instantiation, so more threads
-# mostly contend. H200 host, 0.6B decoder, LOAD alone (session 3, results/load-settings.txt): 2, 3,
-# 4, 6 and 8 builders all finished the 25 groups' builds near 0.21 s, 1 builder took 0.26 s; 8 spent
-# twice the thread time of 4 doing it. (Those builds were slowed by page faults that builders.py now
-# takes ahead; 4 stays the count it warms.)
+# Builder threads: past four, threads mostly contend inside the driver. H200 host, 0.6B decoder's 25
+# templates on paged-in heaps (the benchmark's build_probe, session 4): 1 thread 0.18 s, 4 threads
+# 0.065 s, 8 threads 0.078 s with twice the thread time of 4. builders.py warms this many.
 MAX_BUILDERS = 4
 # Reader threads: enough to stay ahead of the builders (a record reads and hashes in 1-2 ms); each
 # more one takes the GIL from this thread and the builders between its reads.

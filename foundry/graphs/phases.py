@@ -10,6 +10,10 @@ import time
 __all__ = ["Phases"]
 
 
+def _thread_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
 class Phases:
     """Seconds spent per phase, summed over the threads that ran it (thread time, not wall
     time: compared with the wall time it shows whether a phase ran in parallel), and each span, for a
@@ -29,12 +33,12 @@ class Phases:
 
     def begin(self) -> float:
         """The start of a phase on this thread, after work that is no phase's (its faults not counted)."""
-        self._last.faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        self._last.faults = _thread_faults()
         return time.perf_counter()
 
     def add(self, name: str, since: float) -> float:
         now = time.perf_counter()
-        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        faults = _thread_faults()
         taken = faults - getattr(self._last, "faults", faults)
         self._last.faults = faults
         with self._lock:
