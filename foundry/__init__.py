@@ -1,7 +1,7 @@
 """Foundry: persist captured CUDA graphs with their execution context and rebuild them fast.
 
-Public names are imported lazily so that ``import foundry.archive`` (the pure-Python archive
-reader) never pulls in ctypes bindings, CUDA or torch.
+Public names are imported lazily so that ``import foundry.format`` (the pure-Python archive
+format) never pulls in ctypes bindings, CUDA or torch.
 """
 
 from __future__ import annotations
@@ -14,24 +14,24 @@ __version__ = "0.1.0"
 # public name -> defining module (relative to this package)
 _EXPORTS: dict[str, str] = {
     # the allocation region
-    "set_allocation_region": ".memory.region",
-    "stop_allocation_region": ".memory.region",
-    "resume_allocation_region": ".memory.region",
-    "release_allocation_region": ".memory.region",
-    "allocation_region": ".memory.region",
-    "preallocate_region": ".memory.region",
-    "free_preallocated_region": ".memory.region",
-    "get_current_alloc_offset": ".memory.region",
-    "set_current_alloc_offset": ".memory.region",
-    "region_state": ".memory.region",
-    "allocation_events": ".memory.region",
-    "parse_size": ".memory.sizes",
+    "set_allocation_region": ".region",
+    "stop_allocation_region": ".region",
+    "resume_allocation_region": ".region",
+    "release_allocation_region": ".region",
+    "allocation_region": ".region",
+    "preallocate_region": ".region",
+    "free_preallocated_region": ".region",
+    "get_current_alloc_offset": ".region",
+    "set_current_alloc_offset": ".region",
+    "region_state": ".region",
+    "allocation_events": ".region",
+    "parse_size": ".sizes",
     # graphs (torch-facing)
-    "CUDAGraph": ".capture.cudagraph",
-    "graph": ".capture.cudagraph",
+    "CUDAGraph": ".capture",
+    "graph": ".capture",
     # archives
-    "save_graph_manifest": ".graphs.archive_ops",
-    "load_cuda_modules_and_libraries": ".graphs.archive_ops",
+    "save_graph_manifest": ".save",
+    "load_cuda_modules_and_libraries": ".load",
     # errors
     "FoundryError": ".errors",
     "ArchiveError": ".errors",

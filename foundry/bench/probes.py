@@ -13,8 +13,9 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.bench.model import QwenDecoder
-from foundry.graphs import codec
+from foundry.native import codec
+
+from .model import QwenDecoder
 
 PROBE_SIZES = (1, 8, 64, 256, 512)
 PROBE_ROUNDS = 15
@@ -27,7 +28,7 @@ def same_process_latency(graphs: dict[int, tuple[Any, torch.Tensor]], out: Path)
     process, interleaved round by round: the same memory, GPU state and clocks for both, so the ratio
     is the exec's alone. (Across two processes, replay speed differs by up to ~10% in either direction
     for the same exec; the LOAD worker's process probe shows it.)"""
-    from foundry.graphs.load import build_exec, load_images, read_source, source_images
+    from foundry.load import build_exec, load_images, read_source, source_images
 
     stream = torch.cuda.current_stream().cuda_stream
     result: dict[str, dict[str, float]] = {}
@@ -66,7 +67,7 @@ def probe_build(pending: Any) -> dict[str, dict[str, float]]:
     let graph building and instantiation run in parallel, and what does each cost per node?"""
     from concurrent.futures import ThreadPoolExecutor
 
-    from foundry.driver import call, current_context
+    from foundry.native import call, current_context
 
     context = current_context()
     groups = pending.groups
@@ -106,17 +107,17 @@ def probe_driver(pending: Any) -> dict[str, float]:
     import hashlib
     import zlib
 
-    from foundry.archive import open_image
-    from foundry.graphs.load import source_images
-    from foundry.kernels import registry
+    from foundry import kernels
+    from foundry.format import open_image
+    from foundry.load import source_images
 
     images: dict[str, tuple[Path, int]] = {}
-    kernels: dict[str, set[str]] = {}
+    names: dict[str, set[str]] = {}
     for h in pending.handles:
         images.update(source_images(h.source))
         for s in (h.source, h.source.template):
             for ref in s.meta.functions if s is not None else ():
-                kernels.setdefault(ref.image, set()).add(ref.name)
+                names.setdefault(ref.image, set()).add(ref.name)
     out = {"images": len(images), "image_bytes": sum(n for _, n in images.values()), "kernels": 0.0}
     load_s = first_get_s = 0.0
     blobs = []
@@ -124,17 +125,17 @@ def probe_driver(pending: Any) -> dict[str, float]:
         data = open_image(directory, sha, False)
         blobs.append(bytes(data))
         t0 = time.perf_counter()
-        registry.load_image("probe-" + sha, data)
+        kernels.load_image("probe-" + sha, data)
         t1 = time.perf_counter()
-        for name in sorted(kernels.get(sha, ())):
-            registry.loaded_function(registry.KernelRef("probe-" + sha, name))
+        for name in sorted(names.get(sha, ())):
+            kernels.loaded_function(kernels.KernelRef("probe-" + sha, name))
             out["kernels"] += 1
         t2 = time.perf_counter()
         load_s += t1 - t0
         first_get_s += t2 - t1
     blob = b"".join(blobs)
     out.update(library_load_s=load_s, kernel_first_get_s=first_get_s)
-    out.update(probe_module_api(blobs, [sorted(kernels.get(sha, ())) for sha in images]))
+    out.update(probe_module_api(blobs, [sorted(names.get(sha, ())) for sha in images]))
     hashes: dict[str, Any] = {
         "sha256": lambda b: hashlib.sha256(b).digest(),
         "blake2b": lambda b: hashlib.blake2b(b).digest(),

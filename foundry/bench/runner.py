@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli.table import table
+from foundry.tables import table
 
 __all__ = ["run_bench", "summarize"]
 
 
 def _worker(mode: str, shape: str, variant: str, out: Path, sizes: list[int] | None, log: Path) -> dict[str, Any]:
-    from ..cli.run import preload_env
+    from foundry.native import preload_env
 
     env = preload_env()
     env["FOUNDRY_BENCH_SPAWN"] = repr(time.time())

@@ -11,10 +11,10 @@ Settings for measuring LOAD itself (`foundry bench --threads/--images-after-star
 scripts/load_matrix.sh sets them directly): FOUNDRY_BENCH_THREADS (start_graph_builds'
 num_threads, 8), FOUNDRY_BENCH_MODULES_FIRST (1: load_cuda_modules_and_libraries at process start, as
 the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BENCH_BUILDERS (the
-loader's cap on builder threads, foundry.graphs.loader.MAX_BUILDERS), FOUNDRY_BENCH_READERS
+loader's cap on builder threads, foundry.load.LIMITS.builders), FOUNDRY_BENCH_READERS
 (the loader's cap on reader threads), FOUNDRY_BENCH_SMAPS (print which mappings LOAD grew),
 FOUNDRY_BENCH_LOAD_ONLY (stop after LOAD, skip the replay measurements and probes). FOUNDRY_WARM_HEAP=0
-(foundry.graphs.builders) turns off the builders' heap warm-up, for comparison.
+(foundry.load.threads) turns off the builders' heap warm-up, for comparison.
 """
 
 from __future__ import annotations
@@ -31,11 +31,13 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.bench import probes
-from foundry.bench.model import SHAPES, QwenDecoder, vllm_batch_sizes
-from foundry.capture.tensors import tensor_at
-from foundry.graphs import codec, loader
-from foundry.graphs.save import SAVE_PHASES
+from foundry.capture import tensor_at
+from foundry.load import LIMITS
+from foundry.native import codec
+from foundry.save import save_phases
+
+from . import probes
+from .model import SHAPES, QwenDecoder, vllm_batch_sizes
 
 BASE = 0x600000000000
 REGION = "512GB"
@@ -126,13 +128,13 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     first_step_s = _since_spawn()
 
     archive = out / "archive"
-    SAVE_PHASES.reset()
+    save_phases().reset()
     t0 = time.perf_counter()
     for bs, (g, hidden) in graphs.items():
         g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
     manifest = foundry.save_graph_manifest(archive)
     save_s = time.perf_counter() - t0
-    save_phases = dict(SAVE_PHASES.seconds)
+    phases = save_phases()
     _progress(tag, f"saved {len(graphs)} graphs in {save_s:.2f} s")
 
     _fill(model, ids, pos, 1)
@@ -146,8 +148,8 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     nodes = {str(bs): _saved_nodes(out / f"bs{bs}.json") for bs in sizes}
     same_process = probes.same_process_latency(ordered, out)
     return {
-        "save_phases_s": save_phases,
-        "save_phase_faults": dict(SAVE_PHASES.faults),
+        "save_phases_s": dict(phases.seconds),
+        "save_phase_faults": dict(phases.faults),
         "same_process_us": same_process,
         "native_warmup_s": warmup_s,
         "native_capture_s": capture_s,
@@ -196,9 +198,9 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     paths = [out / f"bs{bs}.json" for bs in sizes]
     threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
     if os.environ.get("FOUNDRY_BENCH_BUILDERS"):  # and the loader's cap on builder threads
-        loader.MAX_BUILDERS = int(os.environ["FOUNDRY_BENCH_BUILDERS"])
+        LIMITS.builders = int(os.environ["FOUNDRY_BENCH_BUILDERS"])
     if os.environ.get("FOUNDRY_BENCH_READERS"):
-        loader.MAX_READERS = int(os.environ["FOUNDRY_BENCH_READERS"])
+        LIMITS.readers = int(os.environ["FOUNDRY_BENCH_READERS"])
     smaps = probes.rss_by_mapping() if os.environ.get("FOUNDRY_BENCH_SMAPS") else {}
     faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     t0 = time.perf_counter()
@@ -208,7 +210,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     load_first_s = time.perf_counter() - t0
     loaded = foundry.CUDAGraph.finish_graph_loads(pending)
     load_all_s = time.perf_counter() - t0
-    # Page faults while LOAD ran: first touches of new heap pages (foundry.graphs.builders).
+    # Page faults while LOAD ran: first touches of new heap pages (foundry.load.threads).
     load_minor_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
     if smaps:
         for name, kb in probes.rss_growth(smaps, probes.rss_by_mapping()):

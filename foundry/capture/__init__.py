@@ -1,1 +1,9 @@
-"""The torch-facing API: capture with PyTorch, save, and get tensors back after LOAD."""
+"""The torch-facing API: ``CUDAGraph`` and ``graph()`` (capture, save, load, replay), output tensors at
+fixed addresses, and graph-safe random numbers."""
+
+from __future__ import annotations
+
+from .cudagraph import CUDAGraph, graph, shared_pool
+from .tensors import flatten_outputs, output_spec, tensor_at
+
+__all__ = ["CUDAGraph", "flatten_outputs", "graph", "output_spec", "shared_pool", "tensor_at"]

@@ -2,69 +2,76 @@
 
 A graph is either captured here (it wraps ``torch.cuda.CUDAGraph(keep_graph=True)``, so PyTorch's
 memory pools and RNG bookkeeping work as usual) or loaded from an archive (it wraps an exec rebuilt by
-``foundry.graphs.load``). Both replay on the caller's current stream.
+``foundry.load.source``). Both replay on the caller's current stream.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from .._native import require_interposer
-from ..archive import GraphMeta, parse_record
-from ..errors import FoundryError
-from ..graphs import codec
-from ..graphs import pending as pending_loads
-from ..graphs.gcpause import gc_paused
-from ..graphs.load import LoadedGraph, load_graph
-from ..graphs.pending import PendingLoads
-from ..graphs.save import SAVE_PHASES, save_graph
-from ..memory.layout import live_ranges_now
-from ..memory.region import region_state
-from ..memory.snapshot import capture_window
+from foundry._state import ProcessState
+from foundry.errors import FoundryError
+from foundry.format import GraphMeta
+from foundry.load import LoadedGraph, Loader, load_graph
+from foundry.native import codec, require_interposer
+from foundry.region import capture_window, live_ranges_now, region_state
+from foundry.save import extract, gc_paused, save_extracted, save_phases
+
 from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at
 
 __all__ = ["CUDAGraph", "graph", "shared_pool"]
 
-_pool_lock = threading.Lock()
-_pools: dict[int, Any] = {}
-# The torch graphs captured into each device's shared pool. PyTorch drops a pool's use count to zero
-# when the last graph using it is reset or deleted, and then refuses (an internal assert) any capture
-# that names the old handle: once no graph uses it, the next capture gets a new pool.
-_pool_users: dict[int, weakref.WeakSet[Any]] = {}
-_pool_used: set[int] = set()  # devices whose current shared pool has had a capture
-_capture_streams: dict[int, torch.cuda.Stream] = {}
+
+@dataclass
+class _Pools:
+    """Per device: the memory pool Foundry's captures share, the torch graphs captured into it, whether
+    it has had a capture, and the stream captures run on. PyTorch drops a pool's use count to zero
+    when the last graph using it is reset or deleted, and then refuses (an internal assert) any
+    capture that names the old handle: once no graph uses it, the next capture gets a new pool."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    pools: dict[int, Any] = field(default_factory=dict)
+    users: dict[int, weakref.WeakSet[Any]] = field(default_factory=dict)
+    used: set[int] = field(default_factory=set)
+    streams: dict[int, torch.cuda.Stream] = field(default_factory=dict)
+
+
+_STATE = ProcessState("capture.pools", _Pools)
 
 
 def shared_pool(device: int | None = None) -> Any:
     """The memory pool Foundry's captures share by default (one per device), as vLLM shares one."""
     dev = torch.cuda.current_device() if device is None else device
-    with _pool_lock:
-        users = _pool_users.setdefault(dev, weakref.WeakSet())
-        if dev not in _pools or (dev in _pool_used and not users):
-            _pools[dev] = torch.cuda.graph_pool_handle()
-            _pool_used.discard(dev)
-        return _pools[dev]
+    s = _STATE.get()
+    with s.lock:
+        users = s.users.setdefault(dev, weakref.WeakSet())
+        if dev not in s.pools or (dev in s.used and not users):
+            s.pools[dev] = torch.cuda.graph_pool_handle()
+            s.used.discard(dev)
+        return s.pools[dev]
 
 
 def _claim_shared_pool(dev: int, torch_graph: Any) -> None:
-    with _pool_lock:
-        _pool_users.setdefault(dev, weakref.WeakSet()).add(torch_graph)
-        _pool_used.add(dev)
+    s = _STATE.get()
+    with s.lock:
+        s.users.setdefault(dev, weakref.WeakSet()).add(torch_graph)
+        s.used.add(dev)
 
 
 def _release_shared_pool(dev: int, torch_graph: Any) -> None:
-    with _pool_lock:
-        users = _pool_users.get(dev)
+    s = _STATE.get()
+    with s.lock:
+        users = s.users.get(dev)
         if users is not None:
             users.discard(torch_graph)
 
@@ -164,20 +171,12 @@ class CUDAGraph:
         generator's offset is restored afterwards.
         """
         g = self._require_torch()
-        raw = int(g.raw_cuda_graph())
         outputs = [output_spec(t) for t in flatten_outputs(output_tensors)]
         state = region_state()
-        clock = time.perf_counter()
-        extracted = codec.extract(raw)
-        clock = SAVE_PHASES.add("extract", clock)
-        parsed = parse_record(extracted[0])
-        clock = SAVE_PHASES.add("parse", clock)
-        live = live_ranges_now()
-        rng = probe_rng(self.replay, parsed, state.base, live, self._device)
-        SAVE_PHASES.add("rng_probe", clock)
-        return save_graph(
-            raw, path, outputs=outputs, rng=rng, archive_dir=archive_dir, extracted=extracted, parsed=parsed
-        )
+        extracted = extract(int(g.raw_cuda_graph()))
+        with save_phases().span("rng_probe"):
+            rng = probe_rng(self.replay, extracted.parsed, state.base, live_ranges_now(), self._device)
+        return save_extracted(extracted, path, outputs=outputs, rng=rng, archive_dir=archive_dir)
 
     # ------------------------------------------------------------------ LOAD
     @classmethod
@@ -209,7 +208,7 @@ class CUDAGraph:
         num_threads: int = 8,
         allow_mismatch: tuple[str, ...] = (),
         defer_dedicated: bool = False,
-    ) -> PendingLoads:
+    ) -> Loader:
         """Checks the graphs, restores SAVE's memory, and builds the graphs in the background.
 
         Returns at once; finish_graph_loads / finish_one_graph_load hand out the graphs. A graph is
@@ -217,7 +216,7 @@ class CUDAGraph:
         (after ``pending.build_dedicated()`` when ``defer_dedicated``).
         """
         require_interposer("loading graphs")
-        return pending_loads.start(
+        return Loader.start(
             [Path(p) for p in paths],
             num_threads,
             allow_mismatch,
@@ -226,7 +225,7 @@ class CUDAGraph:
         )
 
     @classmethod
-    def finish_one_graph_load(cls, pending: PendingLoads, index: int) -> tuple[CUDAGraph, Any]:
+    def finish_one_graph_load(cls, pending: Loader, index: int) -> tuple[CUDAGraph, Any]:
         """``(graph, outputs)`` of graph ``index``; waits only until its group's template is ready."""
         done = pending.finished.get(index)
         if done is None:
@@ -235,7 +234,7 @@ class CUDAGraph:
         return done
 
     @classmethod
-    def finish_graph_loads(cls, pending: PendingLoads) -> list[tuple[CUDAGraph, Any]]:
+    def finish_graph_loads(cls, pending: Loader) -> list[tuple[CUDAGraph, Any]]:
         """``[(graph, outputs), ...]`` in the order the paths were given."""
         return [cls.finish_one_graph_load(pending, i) for i in range(len(pending.handles))]
 
@@ -259,8 +258,9 @@ def graph(
     torch.cuda.synchronize()
     device = torch.cuda.current_device()
     if stream is None:
-        with _pool_lock:
-            stream = _capture_streams.setdefault(device, torch.cuda.Stream(device))
+        s = _STATE.get()
+        with s.lock:
+            stream = s.streams.setdefault(device, torch.cuda.Stream(device))
     capture_stream = stream
     chosen_pool = pool if pool is not None else shared_pool()
     with torch.cuda.stream(capture_stream), capture_window():

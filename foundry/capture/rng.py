@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from ..archive import GraphRecord, KernelNode, OutputSpec, RngSpec, iter_nodes
-from ..driver import memcpy_dtoh
-from ..errors import CodecError, DriverError
+from foundry.errors import CodecError, DriverError
+from foundry.format import GraphRecord, KernelNode, OutputSpec, RngSpec, iter_nodes
+from foundry.native import memcpy_dtoh
+
 from .tensors import tensor_at
 
 __all__ = ["RngState", "probe_rng"]

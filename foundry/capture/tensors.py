@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ..archive import OutputSpec
+from foundry.format import OutputSpec
 
 __all__ = ["flatten_outputs", "output_spec", "tensor_at"]
 

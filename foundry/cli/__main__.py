@@ -1,3 +1,3 @@
-from foundry.cli.main import main
+from .main import main
 
 raise SystemExit(main())

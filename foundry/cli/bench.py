@@ -20,8 +20,7 @@ def _run(args: argparse.Namespace) -> int:
     if not torch.cuda.is_available():
         print("foundry bench: no CUDA GPU is visible; run the benchmark on a machine with an NVIDIA GPU")
         return 2
-    from ..bench.model import SHAPES, vllm_batch_sizes
-    from ..bench.runner import run_bench
+    from foundry.bench import SHAPES, run_bench, vllm_batch_sizes
 
     shapes = args.shapes.split(",")
     unknown = [s for s in shapes if s not in SHAPES]

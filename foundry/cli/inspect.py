@@ -9,10 +9,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..archive import MANIFEST_NAME, GraphMeta, read_manifest, read_meta, resolve_archive_dir
-from ..errors import ArchiveError
-from ..memory.sizes import format_size
-from .table import table
+from foundry.errors import ArchiveError
+from foundry.format import MANIFEST_NAME, GraphMeta, read_manifest, read_meta, resolve_archive_dir
+from foundry.sizes import format_size
+from foundry.tables import table
 
 __all__ = ["add_parser", "summarize"]
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import run as run_cmd
+from foundry.cli import run as run_cmd
 
 __all__ = ["main"]
 
@@ -18,9 +18,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run_cmd.add_parser(sub)
-    from . import bench as bench_cmd
-    from . import inspect as inspect_cmd
-    from . import verify as verify_cmd
+    from foundry.cli import bench as bench_cmd
+    from foundry.cli import inspect as inspect_cmd
+    from foundry.cli import verify as verify_cmd
 
     inspect_cmd.add_parser(sub)
     verify_cmd.add_parser(sub)

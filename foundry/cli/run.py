@@ -7,19 +7,10 @@ import os
 import sys
 from typing import Any
 
-from .._native import library_path
-from ..errors import FoundryError
+from foundry.errors import FoundryError
+from foundry.native import preload_env
 
-__all__ = ["add_parser", "preload_env"]
-
-
-def preload_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: this process's) with libfoundry first in LD_PRELOAD."""
-    out = dict(os.environ if env is None else env)
-    lib = str(library_path())
-    rest = [p for p in out.get("LD_PRELOAD", "").split(":") if p and p != lib]
-    out["LD_PRELOAD"] = ":".join([lib, *rest])
-    return out
+__all__ = ["add_parser"]
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -16,14 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..archive.identity import Identity
-from ..archive.jsonfields import load_json
-from ..archive.problems import Check
-from ..archive.signing import KEY_ENV, configured_key
-from ..archive.verify import Report, verify_archive
-from ..errors import ArchiveError, FoundryError
-from .table import table
+from foundry import __version__
+from foundry.errors import ArchiveError, FoundryError
+from foundry.format import KEY_ENV, Identity, configured_key, load_json
+from foundry.tables import table
+from foundry.verify import Check, Report, verify_archive
 
 __all__ = ["add_parser", "render"]
 
@@ -35,7 +32,7 @@ EXIT_CANNOT_VERIFY = 2
 def _identity_from_driver() -> Identity:
     """This machine's identity read straight from the driver (device 0 of the visible ones), for a CLI
     process that has no CUDA context. Raises FoundryError or OSError when there is no driver or GPU."""
-    from ..driver import call, device_identity, driver_version
+    from foundry.native import call, device_identity, driver_version
 
     call("cuInit", 0)
     device = ctypes.c_int()
@@ -45,10 +42,10 @@ def _identity_from_driver() -> Identity:
 
 
 def current_identity() -> tuple[Identity | None, str]:
-    """This machine's identity, or None and why it is unavailable. Tries foundry.machine (a process
+    """This machine's identity, or None and why it is unavailable. Tries foundry.native.machine (a process
     with a current CUDA context), then the driver directly; never raises."""
     try:
-        from ..machine import current_identity as from_context
+        from foundry.native import current_identity as from_context
 
         return from_context(), ""
     except Exception:  # any failure only means "no CUDA context here"; the driver is tried next

@@ -1,1 +1,46 @@
-"""Kernel images: what the process loaded (native part: csrc/registry.c) and what LOAD restores."""
+"""Kernel images and kernels: the registry the interposer keeps (SAVE maps each CUfunction a graph
+uses to its image and name), and LOAD's loading of archived images and lookup of their kernels."""
+
+from __future__ import annotations
+
+from .registry import (
+    FUNC_ATTR_COUNT,
+    UNKNOWN_ATTR,
+    ImageFormat,
+    ImageRecord,
+    KernelRef,
+    function_attrs,
+    image_bytes,
+    image_entries,
+    image_hash,
+    image_record,
+    is_loaded,
+    is_looked_up,
+    launch_trace,
+    load_image,
+    loaded_function,
+    recorded_images,
+    resolve,
+    set_function_attrs,
+)
+
+__all__ = [
+    "FUNC_ATTR_COUNT",
+    "UNKNOWN_ATTR",
+    "ImageFormat",
+    "ImageRecord",
+    "KernelRef",
+    "function_attrs",
+    "image_bytes",
+    "image_entries",
+    "image_hash",
+    "image_record",
+    "is_loaded",
+    "is_looked_up",
+    "launch_trace",
+    "load_image",
+    "loaded_function",
+    "recorded_images",
+    "resolve",
+    "set_function_attrs",
+]

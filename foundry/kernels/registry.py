@@ -11,11 +11,12 @@ import ctypes
 import hashlib
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .._native import FDY, ImageInfo, check, native
-from ..errors import KernelNotFoundError, RegistryError
+from foundry._state import ProcessState
+from foundry.errors import KernelNotFoundError, RegistryError
+from foundry.native import FDY, ImageInfo, check, native
 
 __all__ = [
     "FUNC_ATTR_COUNT",
@@ -72,13 +73,21 @@ class KernelRef:
     name: str
 
 
-_hash_lock = threading.Lock()
-_hashes: dict[int, str] = {}
-# LOAD side: images loaded from archives, by hash, and the buffers that must outlive them.
-_loaded: dict[str, int] = {}
-_loading: dict[str, threading.Lock] = {}  # images being loaded, by hash: later callers wait on it
-_keepalive: list[object] = []
-_functions: dict[tuple[str, str], int] = {}
+@dataclass
+class _Kernels:
+    """SAVE: image hashes by registry index, computed once. LOAD: images loaded from archives by hash,
+    the locks of images being loaded (later callers wait on them), the buffers the driver may keep
+    reading, and the CUfunctions looked up, by (image hash, name)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    hashes: dict[int, str] = field(default_factory=dict)
+    loaded: dict[str, int] = field(default_factory=dict)
+    loading: dict[str, threading.Lock] = field(default_factory=dict)
+    keepalive: list[object] = field(default_factory=list)
+    functions: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+_STATE = ProcessState("kernels", _Kernels)
 
 
 def image_record(index: int) -> ImageRecord:
@@ -109,15 +118,16 @@ def image_bytes(index: int) -> memoryview:
 
 def image_hash(index: int) -> str:
     """sha256 of a recorded image, computed once (SAVE hashes only the images graphs use)."""
-    with _hash_lock:
-        cached = _hashes.get(index)
+    s = _STATE.get()
+    with s.lock:
+        cached = s.hashes.get(index)
     if cached:
         return cached
     info = ImageInfo()
     check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
     digest = info.hash.decode() if info.hash else hashlib.sha256(image_bytes(index)).hexdigest()
-    with _hash_lock:
-        _hashes[index] = digest
+    with s.lock:
+        s.hashes[index] = digest
     return digest
 
 
@@ -166,44 +176,48 @@ def load_image(sha256: str, data: bytearray) -> int:
     ``data`` must be writable (ctypes takes its address); it is kept alive for the life of the
     process because the driver is told it may keep reading it.
     """
-    with _hash_lock:
-        if sha256 in _loaded:
-            return _loaded[sha256]
-        gate = _loading.setdefault(sha256, threading.Lock())
+    s = _STATE.get()
+    with s.lock:
+        if sha256 in s.loaded:
+            return s.loaded[sha256]
+        gate = s.loading.setdefault(sha256, threading.Lock())
     with gate:
-        with _hash_lock:
-            if sha256 in _loaded:
-                return _loaded[sha256]
+        with s.lock:
+            if sha256 in s.loaded:
+                return s.loaded[sha256]
         buf = (ctypes.c_char * len(data)).from_buffer(data)
         index = ctypes.c_size_t()
         rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
         check(rc, "load image", RegistryError)
-        with _hash_lock:
-            _keepalive.extend((data, buf))
-            _loaded[sha256] = index.value
-            _hashes[index.value] = sha256
-            _loading.pop(sha256, None)
+        with s.lock:
+            s.keepalive.extend((data, buf))
+            s.loaded[sha256] = index.value
+            s.hashes[index.value] = sha256
+            s.loading.pop(sha256, None)
         return index.value
 
 
 def is_loaded(sha256: str) -> bool:
     """Whether LOAD already loaded the image with this hash in this process."""
-    with _hash_lock:
-        return sha256 in _loaded
+    s = _STATE.get()
+    with s.lock:
+        return sha256 in s.loaded
 
 
 def is_looked_up(ref: KernelRef) -> bool:
     """Whether this process has the kernel's CUfunction already (looked up once, then cached)."""
-    with _hash_lock:
-        return (ref.image, ref.name) in _functions
+    s = _STATE.get()
+    with s.lock:
+        return (ref.image, ref.name) in s.functions
 
 
 def loaded_function(ref: KernelRef) -> int:
     """The CUfunction of an archived kernel, after its image was loaded with load_image."""
+    s = _STATE.get()
     key = (ref.image, ref.name)
-    with _hash_lock:
-        cached = _functions.get(key)
-        index = _loaded.get(ref.image)
+    with s.lock:
+        cached = s.functions.get(key)
+        index = s.loaded.get(ref.image)
     if cached:
         return cached
     if index is None:
@@ -215,8 +229,8 @@ def loaded_function(ref: KernelRef) -> int:
     check(
         native().fdy_image_function(index, ref.name.encode(), ctypes.byref(out)), "kernel lookup", KernelNotFoundError
     )
-    with _hash_lock:
-        _functions[key] = out.value
+    with s.lock:
+        s.functions[key] = out.value
     return out.value
 
 

@@ -12,27 +12,16 @@ from typing import Any
 
 import pytest
 
-import foundry.archive.graphfile as graphfile
-from foundry.archive import (
-    GraphMeta,
-    container_path,
-    encode_record,
-    pack_container,
-    parse_record,
-    read_container_header,
-    read_graph,
-    read_meta,
-    resolve_archive_dir,
-    sha256_bytes,
-    sha256_file,
-    topology_key,
-    unpack_container,
-    write_atomic,
-    write_graph,
-)
-from foundry.archive.atomic import TEMP_SUFFIX
-from foundry.archive.samples import random_record, sample_meta, sample_record
+import foundry.format.graphfile as graphfile
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+from foundry.format import pack_container, read_container_header, unpack_container
+from foundry.format import encode_record
+from foundry.format import TEMP_SUFFIX, sha256_bytes, sha256_file, write_atomic
+from foundry.format import container_path, read_graph, read_meta, resolve_archive_dir, write_graph
+from foundry.format import GraphMeta
+from foundry.format import parse_record
+from foundry.format import topology_key
+from tests.support.samples import random_record, sample_meta, sample_record
 
 IMAGES = (b"\x7fELF image one" * 10, b"\x7fELF image two" * 10)
 
@@ -302,9 +291,11 @@ def test_graph_json_that_is_not_json(tmp_path: Path, content: bytes) -> None:
         read_meta(tmp_path / "missing.json")
 
 
-def test_metadata_is_parsed_once_per_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metadata_is_parsed_once_per_content_by_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from foundry.load import read_meta_cached
+
     path, written = write_sample(tmp_path)
-    first, digest = graphfile.read_meta_digest(path)
+    first, digest = read_meta_cached(path)
     assert digest == sha256_bytes(path.read_bytes())
     parses: list[str] = []
     real = graphfile.GraphMeta.from_json
@@ -314,13 +305,14 @@ def test_metadata_is_parsed_once_per_content(tmp_path: Path, monkeypatch: pytest
         return real(doc, source)
 
     monkeypatch.setattr(graphfile.GraphMeta, "from_json", counted)
-    assert graphfile.read_meta_digest(path) == (first, digest) and parses == []
+    assert read_meta_cached(path) == (first, digest) and parses == []
+    assert read_meta(path) == first and parses == [str(path)]  # the format itself keeps no cache
     # Other bytes are parsed (and checked) afresh, whatever was read from that path before.
     edit_json(path, lambda d: d.update(name="renamed"))
-    assert read_meta(path) == dataclasses.replace(written, name="renamed") and parses == [str(path)]
+    assert read_meta_cached(path)[0] == dataclasses.replace(written, name="renamed") and len(parses) == 2
     edit_json(path, lambda d: d.pop("region"))
     with pytest.raises(ArchiveCorruptError, match="'region': missing"):
-        read_meta(path)
+        read_meta_cached(path)
 
 
 def test_write_graph_fills_an_empty_topology_from_the_record(tmp_path: Path) -> None:
@@ -333,7 +325,7 @@ def test_write_graph_fills_an_empty_topology_from_the_record(tmp_path: Path) -> 
 def test_read_buffer_reads_whole_files_and_refuses_one_that_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import foundry.archive.atomic as atomic
+    import foundry.format.files as atomic
 
     path = tmp_path / "blob"
     path.write_bytes(bytes(range(256)) * 3)

@@ -8,7 +8,9 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from foundry.archive import (
+from foundry.errors import ArchiveCorruptError, ArchiveError
+from foundry.format import encode_record
+from foundry.format.nodes import (
     ArgMode,
     ChildGraphNode,
     Edge,
@@ -20,11 +22,9 @@ from foundry.archive import (
     MemsetNode,
     Node,
     NodeType,
-    encode_record,
-    parse_record,
 )
-from foundry.archive.samples import random_record, sample_record
-from foundry.errors import ArchiveCorruptError, ArchiveError
+from foundry.format import parse_record
+from tests.support.samples import random_record, sample_record
 
 U8 = st.integers(0, 0xFF)
 U16 = st.integers(0, 0xFFFF)

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from foundry.archive import IDENTITY_FIELDS, Identity, compare
-from foundry.archive.samples import sample_identity
 from foundry.errors import ArchiveCorruptError
+from foundry.format import IDENTITY_FIELDS, Identity, compare
+from tests.support.samples import sample_identity
 
 
 def test_json_round_trip() -> None:

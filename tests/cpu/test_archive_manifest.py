@@ -11,27 +11,15 @@ from pathlib import Path
 
 import pytest
 
-import foundry.archive.images as images_module
-from foundry.archive import (
-    MANIFEST_NAME,
-    GraphRole,
-    Group,
-    ImageFormat,
-    Manifest,
-    ProblemKind,
-    check_archive,
-    container_path,
-    image_path,
-    memory_path,
-    open_image,
-    read_manifest,
-    read_memory,
-    write_image,
-    write_manifest,
-    write_memory,
-)
-from foundry.archive.samples import write_sample_archive
+import foundry.format.files as files_module
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+from foundry.format import container_path
+from foundry.format import image_path, memory_path, open_image, read_memory, write_image, write_memory
+from foundry.format import MANIFEST_NAME, GraphRole, Group, Manifest, read_manifest, write_manifest
+from foundry.format import ImageFormat
+from foundry.verify import check_archive
+from foundry.verify import ProblemKind
+from tests.support.samples import write_sample_archive
 
 
 @pytest.fixture
@@ -148,7 +136,7 @@ def test_write_image_is_content_addressed(tmp_path: Path, monkeypatch: pytest.Mo
     def no_write(*args: object) -> None:
         raise AssertionError("an existing image was rewritten")
 
-    monkeypatch.setattr(images_module, "write_atomic", no_write)
+    monkeypatch.setattr(files_module, "write_atomic", no_write)
     assert write_image(tmp_path, memoryview(data), ImageFormat.ELF) == ref
     monkeypatch.undo()
     path.write_bytes(data[:10])  # a torn file of the wrong size is replaced

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from foundry.archive import (
+from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+from foundry.format import encode_record
+from foundry.format.nodes import (
     ArgMode,
     ChildGraphNode,
     Edge,
@@ -22,15 +24,10 @@ from foundry.archive import (
     MemcpyNode,
     MemsetNode,
     NodeType,
-    encode_record,
-    iter_nodes,
-    kernel_pointer_words,
-    node_counts,
-    parse_record,
-    topology_key,
 )
-from foundry.archive.samples import REGION_BASE, kernel, random_record, sample_record
-from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+from foundry.format import parse_record
+from foundry.format import iter_nodes, kernel_pointer_words, node_counts, topology_key
+from tests.support.samples import REGION_BASE, kernel, random_record, sample_record
 
 
 def roundtrip(record: GraphRecord) -> bytes:
@@ -311,11 +308,12 @@ def _timed(fn: object, arg: bytes) -> float:
     return time.perf_counter() - start
 
 
-def test_archive_package_imports_nothing_native() -> None:
+def test_format_package_imports_nothing_native() -> None:
     code = (
-        "import sys, foundry.archive, foundry.archive.samples\n"
+        "import sys, foundry.format, tests.support.samples\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'cuda', 'ctypes', 'numpy')\n"
-        "       or (m.startswith('foundry.') and not m.startswith(('foundry.archive', 'foundry.errors')))]\n"
+        "       or (m.startswith('foundry.')\n"
+        "           and not m.startswith(('foundry.format', 'foundry.errors', 'foundry._state')))]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

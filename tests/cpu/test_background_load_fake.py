@@ -1,4 +1,4 @@
-"""Background LOAD (foundry.graphs.pending) on the fake driver, SAVE and LOAD in separate processes:
+"""Background LOAD (foundry.load.groups) on the fake driver, SAVE and LOAD in separate processes:
 members replay as themselves on their group's shared exec (switched in by node updates) and on
 their own execs later, and a damaged archive fails the loader with the archive's own error."""
 
@@ -14,11 +14,12 @@ from tests.support.graphs import JsonRunner, load_prefix, run_save
 NAMES = ["v0", "v1", "v2", "v3"]  # one topology group: v0 is the template, the others its members
 
 BACKGROUND = """
-from foundry.graphs import builders, pending
-warmed = builders._warm  # started by load_cuda_modules_and_libraries
-p = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=4, defer_dedicated=True)
+from foundry.load import Loader
+from foundry.load import threads as builders
+warmed = builders._STATE.get().crew  # started by load_cuda_modules_and_libraries
+p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=4, defer_dedicated=True)
 handles = [p.wait_group(i) for i in range(len(NAMES))]
-taken = warmed is not None and builders._warm is None and not warmed.pool._closed
+taken = warmed is not None and builders._STATE.get().crew is None and not warmed.pool._closed
 def replay(phase):
     runs = []
     for k in INPUT_SETS:
@@ -35,7 +36,7 @@ own = replay("own")
 group = handles[0].group
 released = all(s._payload is None for h in handles for s in (h.source, h.source.template) if s is not None)
 own_execs, group_exec, first = [h.exec for h in handles], group.exec, handles
-p2 = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)  # records read again
+p2 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)  # records read again
 p2.wait_all()
 handles = p2.handles
 again = replay("again")
@@ -73,8 +74,8 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
 
 FAILING = """
 from foundry import errors
-from foundry.graphs import pending
-p = pending.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)
+from foundry.load import Loader
+p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)
 try:
     p.wait_all()
     emit(error=None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry.bench.runner import summarize
+from foundry.bench import summarize
 
 
 def _workers(same_process: bool) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from foundry._native import native
-from foundry.graphs import builders
+from foundry.load import threads as builders
+from foundry.native import native
 
 _libc = ctypes.CDLL(None)
 _libc.malloc.restype = ctypes.c_void_p
@@ -79,15 +79,15 @@ def test_a_load_with_another_thread_count_gets_a_fresh_pool() -> None:
     builders.warm_builders(1000, 2)
     with builders.take_builders(4) as crew:
         assert crew.threads == 4 and crew._keeps == []
-    assert builders._warm is None
+    assert builders._STATE.get().crew is None
 
 
 def test_turned_off_or_empty_archives_start_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     builders.warm_builders(0, 4)
-    assert builders._warm is None
+    assert builders._STATE.get().crew is None
     monkeypatch.setenv("FOUNDRY_WARM_HEAP", "0")
     builders.warm_builders(5000, 4)
-    assert builders._warm is None
+    assert builders._STATE.get().crew is None
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
@@ -109,14 +109,14 @@ def test_a_forked_child_does_not_inherit_the_parents_threads() -> None:
 def test_warmed_threads_no_load_takes_stop_and_give_their_heap_back(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(builders, "WARM_TTL_S", 0.2)
     builders.warm_builders(1000, 2)
-    crew = builders._warm
+    crew = builders._STATE.get().crew
     assert crew is not None
     deadline = threading.Event()
     for _ in range(50):
-        if builders._warm is None and crew._keeps == []:
+        if builders._STATE.get().crew is None and crew._keeps == []:
             break
         deadline.wait(0.1)
-    assert builders._warm is None and crew._keeps == []
+    assert builders._STATE.get().crew is None and crew._keeps == []
     assert all(not t.is_alive() for t in crew.pool._threads)
     with builders.take_builders(2) as fresh:  # and the next LOAD still gets builders
         assert fresh is not crew and fresh.pool.map((0,), abs, [-1]) == [1]

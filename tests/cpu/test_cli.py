@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from foundry.memory.sizes import format_size
+from foundry.sizes import format_size
 from tests.support.graphs import BASE, Scenario, save_script
 from tests.support.subproc import REPO_ROOT, child_env, run_json
 
@@ -43,7 +43,7 @@ CHILD = textwrap.dedent(
     import json, os, sys
     from tests.support.fakecu import Cuda
     import foundry
-    from foundry._native import native
+    from foundry.native import native
     cu = Cuda()
     foundry.set_allocation_region(0x700000000000, "1GB")   # only possible with the interposer loaded
     first = cu.malloc(1000)
@@ -225,8 +225,8 @@ def test_inspect_json_failure_keeps_stdout_clean(tmp_path: Path) -> None:
 
 
 def test_inspect_of_a_manifest_listing_no_graphs_fails_clearly(tmp_path: Path) -> None:
-    from foundry.archive import Manifest, read_manifest, write_manifest
-    from foundry.archive.samples import write_sample_archive
+    from foundry.format import Manifest, read_manifest, write_manifest
+    from tests.support.samples import write_sample_archive
 
     directory = tmp_path / "arch"
     write_sample_archive(directory)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from foundry.archive import override_indices, override_spans, read_graph
 from foundry.errors import ArchiveError, CodecError
-from foundry.graphs import codec
+from foundry.format.delta import override_indices, override_spans
+from foundry.format import read_graph
+from foundry.native import codec
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 

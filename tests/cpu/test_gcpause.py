@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from foundry.graphs.gcpause import gc_paused
+from foundry.save import gc_paused
 
 
 def test_off_inside_nested_and_restored_after_an_error() -> None:

@@ -13,24 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from foundry.archive import (
-    Identity,
-    KernelNode,
-    encode_delta,
-    kernel_pointer_words,
-    override_indices,
-    parse_delta,
-    parse_record,
-    read_graph,
-    read_manifest,
-    sha256_file,
-    write_graph,
-    write_manifest,
-)
-from foundry.archive.problems import Check, ProblemKind
-from foundry.archive.verify import verify_archive
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.graphs.load import read_source
+from foundry.format.delta import encode_delta, override_indices, parse_delta
+from foundry.format import sha256_file
+from foundry.format import read_graph, write_graph
+from foundry.format import Identity
+from foundry.format import read_manifest, write_manifest
+from foundry.format import KernelNode
+from foundry.format import parse_record
+from foundry.format import kernel_pointer_words
+from foundry.load import read_source
+from foundry.verify import verify_archive
+from foundry.verify import Check, ProblemKind
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 

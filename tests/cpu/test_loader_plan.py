@@ -6,13 +6,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from foundry.graphs.loader import _plan
-from foundry.graphs.pending import GraphHandle, Group, PendingLoads
+from foundry.load import Loader
+from foundry.load.loader import _Pipeline
 
 
 def _source(name: str, images: list[str], template: Any = None) -> Any:
     refs = [SimpleNamespace(sha256=sha, bytes=100) for sha in images]
-    return SimpleNamespace(name=name, meta=SimpleNamespace(images=refs), archive_dir=Path("/a"), template=template)
+    return SimpleNamespace(
+        name=name, meta=SimpleNamespace(images=refs), archive_dir=Path("/a"), template=template, json_path=Path(name)
+    )
 
 
 def test_images_load_group_by_group_with_the_first_paths_group_first() -> None:
@@ -21,10 +23,10 @@ def test_images_load_group_by_group_with_the_first_paths_group_first() -> None:
     t2 = _source("t2", [shared, "b" * 64])
     m1 = _source("m1", [shared, "c" * 64], template=t1)
     m2 = _source("m2", [shared, "d" * 64], template=t2)
-    g1, g2 = Group(t1), Group(t2)
     # Paths: m2 first (its group is wanted first), then t1, m1, t2.
-    handles = [GraphHandle(0, m2, g2), GraphHandle(1, t1, g1), GraphHandle(2, m1, g1), GraphHandle(3, t2, g2)]
-    sources, order, missing = _plan(PendingLoads(handles, [g2, g1]))
+    loader = Loader([m2, t1, m1, t2], defer_dedicated=True)
+    assert [g.template.name for g in loader.groups] == ["t2", "t1"]
+    sources, order, missing = _Pipeline(loader, 0, None).plan()  # type: ignore[arg-type]
     assert [s.name for s in sources] == ["t2", "m2", "t1", "m1"]
     assert list(order) == [shared, "b" * 64, "d" * 64, "a" * 64, "c" * 64]
     # A member waits for its template's images too (source_images includes them).

@@ -288,9 +288,9 @@ def test_region_edge_cases_are_clean(sanitized: Sanitized) -> None:
 
 DELTA_WALK = """
 from pathlib import Path
-from foundry.archive import read_graph
+from foundry.format import read_graph
 from foundry.errors import CodecError
-from foundry.graphs import codec
+from foundry.native import codec
 F = Path("tests/fixtures/gpu_archive")
 _m, delta = read_graph(F / "ew_bs32.json")
 _t, template = read_graph(F / "ew_bs64.json")

@@ -18,7 +18,7 @@ FORMATS = {"fatbin": 1, "elf": 2, "ptx": 3}
 
 
 SAVE_SIDE = """
-from foundry.archive import write_image
+from foundry.format import write_image
 cu = Cuda()
 mod = cu.load_module(images.make_cubin(["fk_fill_f32", "fk_bigsmem_f32"]))
 lib = cu.load_library(images.make_fatbin([("elf", images.make_cubin(["fk_fill_f32", "fk_scale_f32"]))]))
@@ -42,7 +42,7 @@ out(refs=refs, stored=stored)
 LOAD_SIDE = """
 from types import SimpleNamespace
 from pathlib import Path
-from foundry.graphs.load import load_images, resolve_functions
+from foundry.load import load_images, resolve_functions
 cu = Cuda()
 REFS = json.loads(REFS_JSON)
 load_images(Path(ARCHIVE), sorted({r[0] for r in REFS}))

@@ -87,7 +87,7 @@ def test_several_graphs_manifest_groups_by_topology(app_json: JsonRunner, tmp_pa
 
 
 def test_archive_with_template_members_passes_check_archive(app_json: JsonRunner, tmp_path: Path) -> None:
-    from foundry.archive import check_archive
+    from foundry.verify import check_archive
 
     save = run_save(app_json, FAMILY, tmp_path / "arch")
     assert len(save["native"]) == 3
@@ -173,7 +173,7 @@ VARIANTS = Scenario(
 
 
 INTERLEAVED = """
-from foundry.graphs.load import load_graph
+from foundry.load import load_graph
 graphs = {name: load_graph(os.path.join(ARCH, name + ".json")) for name in ("v0", "v1", "v2", "v3")}
 runs = []
 for k in INPUT_SETS:

@@ -95,7 +95,7 @@ SMEM_GROWS = Scenario(
 
 
 LOAD_ALL_THEN_RUN = """
-from foundry.graphs.load import load_graph
+from foundry.load import load_graph
 loaded = {name: attempt(lambda: load_graph(os.path.join(ARCH, name + ".json"))) for name in ORDER}
 runs = {}
 for name in ORDER:

@@ -120,7 +120,7 @@ def _state_inputs() -> list[list[float]]:
 
 
 STATE_LOAD = """
-from foundry.graphs.load import load_graph
+from foundry.load import load_graph
 lg = load_graph(os.path.join(ARCH, "state.json"))
 x_after = cu.read_f32(B["x"], n)
 weights = cu.read_f32(WEIGHTS, n)

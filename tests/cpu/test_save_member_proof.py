@@ -9,19 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from foundry.archive import (
-    delta_header,
-    encode_record,
-    node_spans,
-    override_indices,
-    override_spans,
-    parse_delta,
-    parse_record,
-    read_graph,
-)
 from foundry.errors import ArchiveCorruptError, CodecError
-from foundry.graphs import codec
-from foundry.graphs.templates import _verify_bytes
+from foundry.format.delta import delta_header, override_indices, override_spans, parse_delta
+from foundry.format import encode_record
+from foundry.format import read_graph
+from foundry.format import node_spans, parse_record
+from foundry.native import codec
+from foundry.save.templates import _verify_bytes
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 

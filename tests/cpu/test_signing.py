@@ -1,4 +1,4 @@
-"""Manifest signatures (foundry.archive.signing, signed_archive): keys, the HMAC over the manifest,
+"""Manifest signatures (foundry.format.signing, signed_archive): keys, the HMAC over the manifest,
 `verify_archive(key=...)`, and LOAD's CPU-side check in read_source, on archives built in-process."""
 
 from __future__ import annotations
@@ -10,20 +10,21 @@ from pathlib import Path
 
 import pytest
 
-from foundry.archive import MANIFEST_NAME, read_manifest, sha256_file
-from foundry.archive.problems import Check, ProblemKind
-from foundry.archive.signed_archive import authenticate_manifest
-from foundry.archive.signing import (
+from foundry.errors import ArchiveSignatureError
+from foundry.format import sha256_file
+from foundry.format import MANIFEST_NAME, read_manifest
+from foundry.format.signing import (
     KEY_ENV,
     SigningKey,
+    authenticate_manifest,
     canonical_bytes,
     check_signature,
     configured_key,
     set_signing_key,
     sign_document,
 )
-from foundry.archive.verify import verify_archive
-from foundry.errors import ArchiveSignatureError
+from foundry.verify import verify_archive
+from foundry.verify import Check, ProblemKind
 from tests.support.verify_archives import build_archive, remanifest
 
 KEY = SigningKey(b"k" * 32, "test key")
@@ -152,7 +153,7 @@ def test_single_graph_changed_after_signing(signed: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ LOAD (CPU part)
 def test_read_source_with_a_key_configured(signed: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from foundry.graphs.load import read_source
+    from foundry.load import read_source
 
     key_file = tmp_path / "foundry.key"
     key_file.write_bytes(KEY.secret)
@@ -168,7 +169,7 @@ def test_read_source_with_a_key_configured(signed: Path, monkeypatch: pytest.Mon
 
 
 def test_read_source_refuses_unlisted_graph(signed: Path) -> None:
-    from foundry.graphs.load import read_source
+    from foundry.load import read_source
 
     (signed / "copy.json").write_bytes((signed / "graph_0.json").read_bytes())
     set_signing_key(KEY)

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from foundry.archive import MANIFEST_NAME, read_manifest, sha256_file
-from foundry.archive.signing import KEY_ENV, key_id_of
+from foundry.format import sha256_file
+from foundry.format import MANIFEST_NAME, read_manifest
+from foundry.format.signing import KEY_ENV, key_id_of
 from tests.cpu.test_verify_fake import FAMILY, verify_cli
 from tests.support.graphs import prelude, run_save
 from tests.support.subproc import run_json
@@ -22,7 +23,7 @@ SECRET = b"foundry test signing key, 32 b!"
 OTHER = b"some other signing key, 32 bytes"
 
 LOAD = """
-from foundry.graphs.load import load_graph
+from foundry.load import load_graph
 from foundry.kernels import registry
 SHAS = sorted(json.load(open(os.path.join(ARCH, "graph_manifest.json")))["images"])
 def loaded():

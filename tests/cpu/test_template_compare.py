@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from foundry.archive import GraphRecord, KernelNode
-from foundry.archive.samples import random_record, sample_meta, sample_record
-from foundry.graphs.templates import _identity, _same
+from foundry.format import GraphRecord, KernelNode
+from foundry.save.templates import _identity, _same
+from tests.support.samples import random_record, sample_meta, sample_record
 
 IMAGES = (b"\x7fELF image a", b"\x7fELF image b")
 
@@ -57,9 +57,9 @@ def test_same_agrees_with_identity_on_every_node_type() -> None:
 
 
 def test_override_rule_shared_by_save_and_verify() -> None:
-    from foundry.archive import EmptyNode
-    from foundry.archive.delta import override_problem
-    from foundry.archive.samples import kernel
+    from foundry.format import override_problem
+    from foundry.format import EmptyNode
+    from tests.support.samples import kernel
 
     plain, other_args = kernel(0, (1,), (2,)), kernel(1, (3,), (4, 5))
     clustered = kernel(0, (1,), (2,), cluster=(2, 1, 1))

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from foundry.archive import read_manifest, read_meta
-from foundry.archive.problems import Check
-from foundry.archive.verify import verify_archive
+from foundry.format import read_meta
+from foundry.format import read_manifest
+from foundry.verify import verify_archive
+from foundry.verify import Check
 from tests.support.graphs import Scenario, flip_byte, run_save
 from tests.support.subproc import REPO_ROOT, child_env, run_json
 
@@ -142,8 +143,8 @@ SAVE = True
 foundry.set_allocation_region(BASE, "1GB")
 n = 64
 buf("a", 4 * n)
-from foundry.graphs.save import save_graph
-from foundry.graphs.archive_ops import save_graph_manifest
+from foundry.save import save_graph
+from foundry.save import save_graph_manifest
 K = module("fk_scale_f32", "fk_fill_f32")
 s = cu.stream_create()
 def graph(*launches):
@@ -168,7 +169,7 @@ emit(first=first, second=second, third=roles())
 def test_resaving_a_template_in_one_process_keeps_the_archive_sound(
     fakecuda_dir: Path, foundry_lib: Path, tmp_path: Path
 ) -> None:
-    from foundry.graphs.load import read_source
+    from foundry.load import read_source
     from tests.support.graphs import prelude
 
     arch = tmp_path / "arch"

@@ -1,4 +1,4 @@
-"""`foundry verify` as a function (foundry.archive.verify.verify_archive), on small archives built in
+"""`foundry verify` as a function (foundry.verify.archive.verify_archive), on small archives built in
 tests/support/verify_archives.py: a sound archive passes; each damaged or foreign file, missing kernel
 and broken template member is found, named, and reported by the check it belongs to.
 Pointer scan and identity: test_verify_pointers.py."""
@@ -14,25 +14,17 @@ from typing import Any
 
 import pytest
 
-from foundry.archive import (
-    Delta,
-    ImageFormat,
-    MemorySpec,
-    TemplateRef,
-    check_archive,
-    encode_delta,
-    image_path,
-    read_manifest,
-    read_meta,
-    sha256_bytes,
-    write_graph,
-    write_image,
-)
-from foundry.archive.problems import Check, ProblemKind
-from foundry.archive.samples import sample_identity, sample_meta, sample_record
-from foundry.archive.verify import verify_archive
 from foundry.errors import ArchiveCorruptError
+from foundry.format.delta import Delta, encode_delta
+from foundry.format import sha256_bytes
+from foundry.format import read_meta, write_graph
+from foundry.format import image_path, write_image
+from foundry.format import read_manifest
+from foundry.format import ImageFormat, MemorySpec, TemplateRef
+from foundry.verify import check_archive, verify_archive
+from foundry.verify import Check, ProblemKind
 from tests.fakecuda.images import make_cubin, make_ptx
+from tests.support.samples import sample_identity, sample_meta, sample_record
 from tests.support.verify_archives import (
     IMAGES,
     build_archive,
@@ -298,7 +290,7 @@ def test_manifest_group_without_a_varying_list_is_not_held_to_one(archive: Path)
 
 
 def test_graph_stored_as_changes_to_itself(archive: Path) -> None:
-    from foundry.graphs.load import read_source
+    from foundry.load import read_source
 
     other = member_record(sample_record())
     delta = Delta("ab" * 32, 3, ((0, other.nodes[0]),))
@@ -313,7 +305,7 @@ def test_graph_stored_as_changes_to_itself(archive: Path) -> None:
 
 def test_template_cycle_is_refused_by_load_not_recursed(archive: Path) -> None:
     """graph_1 is changes to graph_0, and graph_0 (rewritten as a delta) changes to graph_1."""
-    from foundry.graphs.load import read_source
+    from foundry.load import read_source
 
     member_sha = read_meta(archive / "graph_1.json").record.sha256  # type: ignore[union-attr]
     base = sample_record()

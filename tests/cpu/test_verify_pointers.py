@@ -1,4 +1,4 @@
-"""`foundry verify` as a function (foundry.archive.verify.verify_archive), on small archives built in
+"""`foundry verify` as a function (foundry.verify.archive.verify_archive), on small archives built in
 tests/support/verify_archives.py: forged pointers (kernel arguments, member overrides, `extra` buffers,
 memsets, outputs, RNG state) are found by the pointer scan and named; an identity mismatch names both
 values. Files, kernels and templates: test_verify_files.py."""
@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from foundry.archive import Delta, KernelNode, parse_record, read_graph, read_meta
-from foundry.archive.problems import Check, ProblemKind
-from foundry.archive.samples import sample_identity, sample_record
-from foundry.archive.verify import verify_archive
+from foundry.format import Delta
+from foundry.format import read_graph, read_meta
+from foundry.format import KernelNode
+from foundry.format import parse_record
+from foundry.verify import verify_archive
+from foundry.verify import Check, ProblemKind
+from tests.support.samples import sample_identity, sample_record
 from tests.support.verify_archives import (
     LIVE_END,
     OUTSIDE,

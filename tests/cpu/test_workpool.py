@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-
-from foundry.graphs.workpool import PriorityPool
+from foundry.load.threads import PriorityPool
 
 
 def test_lowest_priority_first_then_submission_order() -> None:

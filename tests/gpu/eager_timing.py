@@ -5,7 +5,7 @@ import time
 
 import torch
 
-from foundry.bench.model import SHAPES, QwenDecoder
+from foundry.bench import SHAPES, QwenDecoder
 
 torch.cuda.init()
 model = QwenDecoder(SHAPES["tiny"], seed=0)

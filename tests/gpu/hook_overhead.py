@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from foundry._native import native
+from foundry.native import native
 
 torch.cuda.init()
 torch.cuda.synchronize()

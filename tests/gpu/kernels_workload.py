@@ -20,11 +20,11 @@ import triton
 import triton.language as tl
 
 import foundry
-from foundry.archive import write_image
-from foundry.graphs import codec
-from foundry.graphs.load import load_images
-from foundry.graphs.save import _image_format
+from foundry.format import write_image
 from foundry.kernels import registry
+from foundry.load import load_images
+from foundry.native import codec
+from foundry.save.graph import _image_format
 
 
 @triton.jit

@@ -21,9 +21,10 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.archive import parse_delta, parse_record
-from foundry.graphs import codec
-from foundry.graphs.load import read_source
+from foundry.format import parse_delta
+from foundry.format import parse_record
+from foundry.load import read_source
+from foundry.native import codec
 from tests.gpu.workloads import WORKLOADS, WorkloadState
 
 BASE = 0x600000000000

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from foundry.archive import read_manifest, write_manifest
-from foundry.archive.signed_archive import sign_manifest
-from foundry.archive.signing import KEY_ENV, SigningKey
+from foundry.format import read_manifest, write_manifest
+from foundry.format import KEY_ENV, SigningKey, sign_manifest
 
 from .conftest import run_foundry
 

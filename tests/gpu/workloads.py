@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from foundry.bench.model import SHAPES, QwenDecoder
+from foundry.bench import SHAPES, QwenDecoder
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadState"]
 

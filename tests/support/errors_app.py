@@ -43,8 +43,8 @@ cu.begin_capture(s); add(); scale(); g = cu.end_capture(s)
 """
 
 SAVE_ATTEMPT = """
-from foundry.graphs.save import save_graph
-from foundry.graphs.archive_ops import save_graph_manifest
+from foundry.save import save_graph
+from foundry.save import save_graph_manifest
 outputs = [OutputSpec(OUT_ADDR(), (n,), (1,), "float32", 4 * n)]
 saved = attempt(lambda: save_graph(g, os.path.join(ARCH, "g0.json"), outputs=outputs, archive_dir=ARCH) and None)
 manifest = attempt(lambda: save_graph_manifest(ARCH) and None)
@@ -74,7 +74,7 @@ def save_code(arch: Path, capture: str, region: bool = True, out_addr: str = 'B[
 
 
 LOAD_ATTEMPT = """
-from foundry.graphs.load import load_graph
+from foundry.load import load_graph
 def steps():
     if LOAD_IMAGES:
         foundry.load_cuda_modules_and_libraries(ARCH)

@@ -48,7 +48,7 @@ from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint, c_uint64, 
 from tests.support.fakecu import *
 from tests.fakecuda.images import make_cubin, make_fatbin
 import foundry
-from foundry.archive import OutputSpec, RngSpec
+from foundry.format import OutputSpec, RngSpec
 
 BASE = {base}
 ARCH = {arch!r}
@@ -169,8 +169,8 @@ def describe(g, events=None):
 """
 
 SAVE_BODY = r"""
-from foundry.graphs.save import save_graph
-from foundry.graphs.archive_ops import save_graph_manifest
+from foundry.save import save_graph
+from foundry.save import save_graph_manifest
 
 GRAPHS = {}   # name -> (CUgraph, RngSpec or None)
 SAVED_EARLY = set()
@@ -205,7 +205,7 @@ metas = {}
 for name, (g, rng) in GRAPHS.items():
     path = os.path.join(JSON_DIR, name + ".json")
     if name in SAVED_EARLY:
-        from foundry.archive import read_meta
+        from foundry.format import read_meta
         meta = read_meta(path)
     else:
         meta = save_graph(g, path, outputs=outputs_of(name), rng=rng, archive_dir=ARCH)
@@ -216,12 +216,12 @@ for name, (g, rng) in GRAPHS.items():
                    "functions": [[f.image, f.name, list(f.attrs)] for f in meta.functions]}
 if MANIFEST:
     save_graph_manifest(ARCH)
-from foundry.graphs.save import SAVE_PHASES
-emit(native=native, structure=structure, metas=metas, buffers=B, save_phases=sorted(SAVE_PHASES.seconds))
+from foundry.save import save_phases
+emit(native=native, structure=structure, metas=metas, buffers=B, save_phases=sorted(save_phases().seconds))
 """
 
 LOAD_HEAD = r"""
-from foundry.graphs.load import load_graph
+from foundry.load import load_graph
 if LOAD_IMAGES:
     foundry.load_cuda_modules_and_libraries(ARCH)
 foundry.set_allocation_region(BASE, {size!r})

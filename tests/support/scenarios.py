@@ -31,7 +31,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 CUDA_ERROR_NOT_FOUND = 500
 CUDA_ERROR_NOT_SUPPORTED = 801
 
-# FDY_EV_* (csrc/include/foundry.h), spelled out independently of foundry.memory.region.AllocKind so
+# FDY_EV_* (csrc/include/foundry.h), spelled out independently of foundry.region.api.AllocKind so
 # that a renumbering on either side is caught.
 EV_ALLOC = 1
 EV_FREE = 2
@@ -56,8 +56,8 @@ from tests.support.fakecu import (
 from tests.fakecuda import images
 import foundry
 from foundry import errors
-from foundry._native import native
-from foundry.memory import region
+from foundry.native import native
+from foundry.region import api as region
 from foundry.kernels import registry
 
 MIB = {MIB}

@@ -1,5 +1,5 @@
 """Small archives for tests/cpu/test_verify_*.py (``foundry verify`` as a function), built from
-foundry.archive.samples, and ways to rewrite them as a forger would (every checksum recomputed), plus
+tests.support.samples, and ways to rewrite them as a forger would (every checksum recomputed), plus
 ``only_failure`` / ``problem`` to pick a report's problems.
 """
 
@@ -9,32 +9,19 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from foundry.archive import (
-    Delta,
-    GraphEntry,
-    GraphRecord,
-    GraphRole,
-    Group,
-    ImageEntry,
-    ImageFormat,
-    KernelNode,
-    Manifest,
-    TemplateRef,
-    encode_delta,
-    encode_record,
-    read_graph,
-    read_meta,
-    sha256_file,
-    write_graph,
-    write_image,
-    write_manifest,
-)
-from foundry.archive.problems import Check, ProblemKind
-from foundry.archive.samples import REGION_BASE, sample_identity, sample_meta, sample_record
-from foundry.archive.signed_archive import sign_manifest
-from foundry.archive.signing import SigningKey
-from foundry.archive.verify import Report
+from foundry.format.delta import Delta, encode_delta
+from foundry.format import encode_record
+from foundry.format import sha256_file
+from foundry.format import read_graph, read_meta, write_graph
+from foundry.format import write_image
+from foundry.format import GraphEntry, GraphRole, Group, ImageEntry, Manifest, write_manifest
+from foundry.format import GraphRecord, KernelNode
+from foundry.format import SigningKey, sign_manifest
+from foundry.format import ImageFormat, TemplateRef
+from foundry.verify import Report
+from foundry.verify import Check, ProblemKind
 from tests.fakecuda.images import make_cubin
+from tests.support.samples import REGION_BASE, sample_identity, sample_meta, sample_record
 
 # Real cubins, so that kernel names are checked: function i of sample_meta lives in image i % 2.
 IMAGES = (make_cubin(["_Z6kernel0Pf", "_Z6kernel2Pf"]), make_cubin(["_Z6kernel1Pf"]))

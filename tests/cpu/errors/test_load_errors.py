@@ -164,8 +164,8 @@ def test_load_modules_and_libraries_refuses_non_archive(run_app: Runner, tmp_pat
 
 # ---------------------------------------------------------------------------- template members
 FAMILY_SAVE = """
-from foundry.graphs.save import save_graph
-from foundry.graphs.archive_ops import save_graph_manifest
+from foundry.save import save_graph
+from foundry.save import save_graph_manifest
 def graph(factor):
     cu.begin_capture(s); add()
     cu.launch(K["fk_scale_f32"], *full, [("ptr", B["out"]), (c_float, factor), (c_int, n)], stream=s)
@@ -173,7 +173,7 @@ def graph(factor):
 for name, factor in GRAPHS:
     save_graph(graph(factor), os.path.join(ARCH, name + ".json"), archive_dir=ARCH)
 save_graph_manifest(ARCH)
-emit(roles=[g.role.value for g in foundry.archive.read_manifest(ARCH).graphs])
+emit(roles=[g.role.value for g in foundry.format.read_manifest(ARCH).graphs])
 """
 
 

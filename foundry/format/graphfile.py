@@ -1,0 +1,218 @@
+"""Reading and writing one graph: ``<stem>.json`` (metadata) and ``<stem>.cugraph`` (record).
+
+Write order is ``.cugraph`` then ``.json``, each atomically. The JSON holds the record's size and
+SHA-256, so a reader that starts from the JSON detects a ``.cugraph`` from another save.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Protocol
+
+from foundry.errors import ArchiveCorruptError, ArchiveError
+
+from .container import pack_container, read_container_header, record_view
+from .delta import Delta, parse_delta
+from .files import read_buffer, sha256_bytes, write_atomic
+from .jsonfields import dump_json, load_json
+from .metadata import GraphMeta
+from .nodes import GraphRecord
+from .parse import parse_record
+from .values import RecordRef
+from .walk import topology_key
+
+__all__ = [
+    "MetaCache",
+    "container_path",
+    "read_graph",
+    "read_meta",
+    "read_meta_digest",
+    "read_payload",
+    "read_payload_view",
+    "resolve_archive_dir",
+    "template_path",
+    "write_graph",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+def container_path(json_path: PathLike) -> Path:
+    """Where ``write_graph`` puts the record of ``json_path``: same directory, suffix ``.cugraph``."""
+    return Path(json_path).with_suffix(".cugraph")
+
+
+def write_graph(
+    json_path: PathLike,
+    meta: GraphMeta,
+    record: bytes | bytearray | memoryview,
+    parsed: GraphRecord | Delta | None = None,
+    durable: bool = True,
+) -> GraphMeta:
+    """Write ``<stem>.cugraph`` (the container of ``record``) and then ``<stem>.json`` atomically.
+
+    ``record`` is a graph record, or a delta when ``meta.template`` is set (a template member).
+    ``parsed`` is ``parse_record(record)`` (``parse_delta`` for a delta) when the caller has it
+    already. ``durable=False`` skips the fsyncs (see foundry.format.files; SAVE makes a whole
+    archive durable at once).
+
+    ``meta.record`` is ignored and replaced, and an empty ``meta.topology`` is filled with the record's
+    topology key (a given one is checked); the returned metadata is the one written. Before
+    anything is written, ``record`` is parsed and checked against ``meta`` (function count, event
+    count, topology key, image references); any disagreement raises ``ValueError`` and leaves the
+    disk untouched. The parent directory must exist.
+    """
+    json_path = Path(json_path)
+    cpath = container_path(json_path)
+    if cpath == json_path:
+        raise ValueError(f"{json_path}: a graph's JSON file must not end in .cugraph")
+    if meta.template is not None:
+        _check_delta(meta, record, parsed if isinstance(parsed, Delta) else None)
+    else:
+        topology = _check_record(meta, record, parsed if isinstance(parsed, GraphRecord) else None)
+        if not meta.topology:
+            meta = dataclasses.replace(meta, topology=topology)
+    problem = meta.problem()
+    if problem is not None:
+        raise ValueError(f"graph {meta.name!r}: {problem}")
+    container = pack_container(record)
+    ref = RecordRef(cpath.name, len(record), read_container_header(container).sha256)
+    final = dataclasses.replace(meta, record=ref)
+    text = dump_json(final.to_json())
+    write_atomic(cpath, container, durable)
+    write_atomic(json_path, text, durable)
+    return final
+
+
+def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview, delta: Delta | None) -> None:
+    assert meta.template is not None
+    if delta is None:
+        try:
+            delta = parse_delta(payload)
+        except ArchiveError as exc:
+            raise ValueError(f"graph {meta.name!r}: the delta is not valid: {exc}") from None
+    if delta.function_count != len(meta.functions):
+        raise ValueError(
+            f"graph {meta.name!r}: the delta names {delta.function_count} functions, the metadata lists "
+            f"{len(meta.functions)}"
+        )
+    if delta.template_sha256 != meta.template.record_sha256:
+        raise ValueError(f"graph {meta.name!r}: the delta's template is not the one the metadata names")
+
+
+def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, parsed: GraphRecord | None) -> str:
+    """Checks a record against its metadata; returns the record's topology key."""
+    if parsed is None:
+        try:
+            parsed = parse_record(record)
+        except ArchiveError as exc:
+            raise ValueError(f"graph {meta.name!r}: the record is not valid: {exc}") from None
+    if parsed.function_count != len(meta.functions):
+        raise ValueError(
+            f"graph {meta.name!r}: the record names {parsed.function_count} functions, "
+            f"the metadata lists {len(meta.functions)}"
+        )
+    if parsed.event_count != meta.events:
+        raise ValueError(
+            f"graph {meta.name!r}: the record uses {parsed.event_count} events, the metadata says {meta.events}"
+        )
+    topology = topology_key(parsed)
+    if meta.topology and meta.topology != topology:
+        raise ValueError(
+            f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the record's topology key {topology}"
+        )
+    return topology
+
+
+def read_meta(json_path: PathLike) -> GraphMeta:
+    """Parse and validate ``json_path`` only (no other file is opened).
+
+    Errors: ``ArchiveCorruptError`` (missing file, bad JSON, wrong or missing key),
+    ``ArchiveForeignError`` (not a graph JSON), ``ArchiveVersionError`` (unknown format_version).
+    """
+    return read_meta_digest(json_path)[0]
+
+
+class MetaCache(Protocol):
+    """Parsed metadata by the SHA-256 of the JSON bytes it was parsed from (LOAD keeps one per
+    process: the same bytes always give the same immutable ``GraphMeta``)."""
+
+    def get(self, digest: str) -> GraphMeta | None: ...
+
+    def put(self, digest: str, meta: GraphMeta) -> None: ...
+
+
+def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tuple[GraphMeta, str]:
+    """``read_meta`` and the SHA-256 of the very bytes parsed: what a signature check must compare
+    (hashing the file again could hash other bytes than those in use). With ``cache``, bytes parsed
+    before are not validated again. Errors as ``read_meta``."""
+    json_path = Path(json_path)
+    data = _read(json_path, "graph metadata")
+    digest = sha256_bytes(data)
+    meta = cache.get(digest) if cache is not None else None
+    if meta is None:
+        meta = GraphMeta.from_json(load_json(data, str(json_path)), str(json_path))
+        if cache is not None:
+            cache.put(digest, meta)
+    return meta, digest
+
+
+def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, bytes]:
+    """The metadata and the graph record of the graph whose JSON is ``json_path``.
+
+    The ``.cugraph`` file is read with one read. Always checked: the container's structure, and that
+    its header carries the size and SHA-256 the JSON names (so files of different saves are never
+    combined). With ``verify`` (the default) the record is also hashed and compared. The record is
+    returned as bytes, not parsed (``parse_record`` does that). Errors as for ``read_meta``, plus
+    ``ArchiveCorruptError`` for a missing, damaged or mismatched ``.cugraph``.
+    """
+    json_path = Path(json_path)
+    meta = read_meta(json_path)
+    return meta, read_payload(json_path, meta, verify)
+
+
+def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> bytes:
+    """The record (or, for a template member, the delta) of a graph whose metadata was read already:
+    the second half of read_graph, for readers that check all metadata first (background LOAD)."""
+    return bytes(read_payload_view(json_path, meta, verify))
+
+
+def read_payload_view(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> memoryview:
+    """``read_payload`` as a writable view into the one buffer the file was read into: no copy
+    (LOAD reads tens of MB of records on several threads, and every fresh page is a page fault
+    those threads contend for). Errors as ``read_payload``."""
+    json_path = Path(json_path)
+    assert meta.record is not None  # from_json always sets it
+    cpath = json_path.parent / meta.record.file
+    data = _read(cpath, f"graph record of {json_path}")
+    header = read_container_header(data, source=str(cpath))
+    if header.sha256 != meta.record.sha256 or header.record_size != meta.record.bytes:
+        raise ArchiveCorruptError(
+            f"{cpath} holds a {header.record_size}-byte record with SHA-256 {header.sha256}, but "
+            f"{json_path} expects {meta.record.bytes} bytes with SHA-256 {meta.record.sha256}: the two "
+            "files come from different saves. Save the graph again."
+        )
+    return record_view(data, verify=verify, source=str(cpath))
+
+
+def template_path(json_path: PathLike, meta: GraphMeta) -> Path:
+    """The resolved JSON path of the template a member's metadata names (``meta.template`` set)."""
+    assert meta.template is not None
+    return (Path(json_path).parent / meta.template.json).resolve()
+
+
+def resolve_archive_dir(json_path: PathLike, meta: GraphMeta) -> Path:
+    """The directory holding the graph's images: ``meta.archive_dir`` taken relative to the JSON's
+    directory (an absolute ``archive_dir`` is used as is)."""
+    return Path(json_path).parent / meta.archive_dir
+
+
+def _read(path: Path, what: str) -> bytearray:
+    try:
+        return read_buffer(path)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
+        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    except OSError as exc:
+        raise ArchiveCorruptError(f"{path}: the {what} cannot be read: {exc.strerror}") from None

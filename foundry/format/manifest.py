@@ -1,0 +1,310 @@
+"""The archive manifest, ``<archive>/graph_manifest.json`` (docs/FORMAT.md, "Manifest").
+
+The manifest is written last by SAVE and lists every image and graph of the archive with their
+checksums, and the groups of graphs that share a topology. The image helpers of ``images`` are
+re-exported here because every manifest user needs them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from foundry.errors import ArchiveCorruptError
+
+from .files import write_atomic
+from .identity import Identity
+from .images import image_relpath
+from .jsonfields import (
+    U32,
+    U64,
+    At,
+    check_format,
+    dump_json,
+    field,
+    get_int,
+    get_list,
+    get_obj,
+    get_sha256,
+    get_str,
+    load_json,
+)
+from .values import ImageFormat, ImageRef, RegionSpec
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "MANIFEST_FORMAT_VERSION",
+    "MANIFEST_FORMAT_VERSIONS",
+    "MANIFEST_NAME",
+    "GraphEntry",
+    "GraphRole",
+    "Group",
+    "ImageEntry",
+    "Manifest",
+    "now_iso",
+    "read_manifest",
+    "read_manifest_doc",
+    "write_manifest",
+]
+
+MANIFEST_NAME = "graph_manifest.json"
+MANIFEST_FORMAT = "foundry-archive"
+MANIFEST_FORMAT_VERSION = 1
+MANIFEST_FORMAT_VERSIONS: tuple[int, ...] = (1,)
+
+PathLike = str | os.PathLike[str]
+
+
+def now_iso() -> str:
+    """The current UTC time in ISO-8601, as ``created`` is written."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class GraphRole(str, Enum):
+    """A graph's place in its group: the template others are updated from, or a member."""
+
+    TEMPLATE = "template"
+    MEMBER = "member"
+
+
+@dataclass(frozen=True, slots=True)
+class ImageEntry:
+    """An image of the archive; its file is always ``images/<sha256>.bin``. ``kernels``: the names
+    of its kernels the archive's graphs launch, sorted (empty in manifests written before it existed),
+    so that loading the image can also load those kernels."""
+
+    sha256: str
+    bytes: int
+    format: ImageFormat
+    kernels: tuple[str, ...] = ()
+
+    @property
+    def file(self) -> str:
+        return image_relpath(self.sha256)
+
+    @classmethod
+    def from_ref(cls, ref: ImageRef) -> ImageEntry:
+        return cls(ref.sha256, ref.bytes, ref.format)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphEntry:
+    """A graph of the archive. ``json`` is relative to the archive directory; ``record_sha256`` is
+    the graph record's hash (as in its JSON); ``nodes`` counts all nodes, child graphs included."""
+
+    name: str
+    json: str
+    json_sha256: str
+    record_sha256: str
+    nodes: int
+    topology: str
+    group: int
+    role: GraphRole
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Graphs sharing one topology key: the template and the other graphs (``members``, which
+    do not repeat the template). Indices are into ``Manifest.graphs``."""
+
+    topology: str
+    template: int
+    members: tuple[int, ...]
+    varying: tuple[int, ...] | None = None  # None: a manifest written before groups recorded it
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The whole manifest. ``signature`` is kept verbatim (see docs/TRUST.md); None when absent."""
+
+    foundry_version: str
+    created: str
+    identity: Identity
+    region: RegionSpec
+    images: tuple[ImageEntry, ...]
+    graphs: tuple[GraphEntry, ...]
+    groups: tuple[Group, ...]
+    signature: Any = None
+
+    def problem(self) -> str | None:
+        """The first cross-reference inconsistency (repeated image, group index out of range, role
+        or topology not matching the group), or None."""
+        shas = [e.sha256 for e in self.images]
+        if len(set(shas)) != len(shas):
+            return "an image is listed twice"
+        n = len(self.graphs)
+        for gi, g in enumerate(self.groups):
+            listed = (g.template, *g.members)
+            if len(set(listed)) != len(listed):
+                return f"group {gi} lists a graph twice"
+            for i in listed:
+                if i >= n:
+                    return f"group {gi} names graph {i}; there are {n} graphs"
+                if self.graphs[i].group != gi:
+                    return f"group {gi} lists graph {i}, whose group is {self.graphs[i].group}"
+                if self.graphs[i].topology != g.topology:
+                    return f"graph {i} has topology {self.graphs[i].topology}, its group {gi} has {g.topology}"
+        for i, e in enumerate(self.graphs):
+            if e.group >= len(self.groups):
+                return f"graph {i} names group {e.group}; there are {len(self.groups)} groups"
+            group = self.groups[e.group]
+            is_template = group.template == i
+            if (e.role == GraphRole.TEMPLATE) != is_template or (not is_template and i not in group.members):
+                return f"graph {i} has role {e.role.value!r} but group {e.group} does not list it so"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "format": MANIFEST_FORMAT,
+            "format_version": MANIFEST_FORMAT_VERSION,
+            "foundry_version": self.foundry_version,
+            "created": self.created,
+            "identity": self.identity.to_json(),
+            "region": self.region.to_json(),
+            "images": {e.sha256: _image_json(e) for e in self.images},
+            "graphs": [
+                {
+                    "name": e.name,
+                    "json": e.json,
+                    "json_sha256": e.json_sha256,
+                    "record_sha256": e.record_sha256,
+                    "nodes": e.nodes,
+                    "topology": e.topology,
+                    "group": e.group,
+                    "role": e.role.value,
+                }
+                for e in self.graphs
+            ],
+            "groups": [
+                {
+                    "topology": g.topology,
+                    "template": g.template,
+                    "members": list(g.members),
+                    **({"varying": list(g.varying)} if g.varying is not None else {}),
+                }
+                for g in self.groups
+            ],
+        }
+        if self.signature is not None:
+            doc["signature"] = self.signature
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Any, source: str) -> Manifest:
+        """Validate a parsed manifest (errors as for ``GraphMeta.from_json``)."""
+        obj = check_format(doc, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, source)
+        at = At(source)
+        images_v, images_at = field(obj, "images", at)
+        images = tuple(_image(sha, v, images_at.key(sha)) for sha, v in get_obj(images_v, images_at).items())
+        graphs_v, graphs_at = field(obj, "graphs", at)
+        graphs = tuple(_graph(v, graphs_at.index(i)) for i, v in enumerate(get_list(graphs_v, graphs_at)))
+        groups_v, groups_at = field(obj, "groups", at)
+        groups = tuple(_group(v, groups_at.index(i)) for i, v in enumerate(get_list(groups_v, groups_at)))
+        manifest = cls(
+            foundry_version=get_str(*field(obj, "foundry_version", at)),
+            created=get_str(*field(obj, "created", at)),
+            identity=Identity.from_json(*field(obj, "identity", at)),
+            region=RegionSpec.from_json(*field(obj, "region", at)),
+            images=images,
+            graphs=graphs,
+            groups=groups,
+            signature=obj.get("signature"),
+        )
+        problem = manifest.problem()
+        if problem is not None:
+            at.fail(problem)
+        return manifest
+
+
+def _image_json(e: ImageEntry) -> dict[str, Any]:
+    doc: dict[str, Any] = {"file": e.file, "bytes": e.bytes, "format": e.format.value}
+    if e.kernels:
+        doc["kernels"] = list(e.kernels)
+    return doc
+
+
+def _image(sha: str, value: Any, at: At) -> ImageEntry:
+    get_sha256(sha, at)
+    obj = get_obj(value, at)
+    file, file_at = field(obj, "file", at)
+    if get_str(file, file_at) != image_relpath(sha):
+        file_at.fail(f"{file!r:.120} must be {image_relpath(sha)!r}")
+    ref = ImageRef.from_json(sha, obj, at)
+    kernels: tuple[str, ...] = ()
+    if "kernels" in obj:
+        kernels_at = at.key("kernels")
+        kernels = tuple(get_str(v, kernels_at.index(i)) for i, v in enumerate(get_list(obj["kernels"], kernels_at)))
+        if any(not k for k in kernels) or len(set(kernels)) != len(kernels):
+            kernels_at.fail("kernel names must be non-empty and listed once each")
+    return ImageEntry(ref.sha256, ref.bytes, ref.format, kernels)
+
+
+def _graph(value: Any, at: At) -> GraphEntry:
+    obj = get_obj(value, at)
+    json_path = get_str(*field(obj, "json", at))
+    if not json_path:
+        at.key("json").fail("empty path")
+    role_v, role_at = field(obj, "role", at)
+    try:
+        role = GraphRole(get_str(role_v, role_at))
+    except ValueError:
+        role_at.fail(f"{role_v!r:.40} is not 'template' or 'member'")
+    return GraphEntry(
+        name=get_str(*field(obj, "name", at)),
+        json=json_path,
+        json_sha256=get_sha256(*field(obj, "json_sha256", at)),
+        record_sha256=get_sha256(*field(obj, "record_sha256", at)),
+        nodes=get_int(*field(obj, "nodes", at), U64),
+        topology=get_sha256(*field(obj, "topology", at)),
+        group=get_int(*field(obj, "group", at), U32),
+        role=role,
+    )
+
+
+def _group(value: Any, at: At) -> Group:
+    obj = get_obj(value, at)
+    members_v, members_at = field(obj, "members", at)
+    members = tuple(get_int(v, members_at.index(i), U32) for i, v in enumerate(get_list(members_v, members_at)))
+    varying = None
+    if "varying" in obj:
+        varying_at = at.key("varying")
+        varying = tuple(
+            get_int(v, varying_at.index(i), U32) for i, v in enumerate(get_list(obj["varying"], varying_at))
+        )
+    return Group(get_sha256(*field(obj, "topology", at)), get_int(*field(obj, "template", at), U32), members, varying)
+
+
+def write_manifest(archive_dir: PathLike, manifest: Manifest) -> None:
+    """Write ``graph_manifest.json`` atomically, creating ``archive_dir`` if needed. An inconsistent
+    manifest (see ``Manifest.problem``) raises ``ValueError`` and nothing is written."""
+    problem = manifest.problem()
+    if problem is not None:
+        raise ValueError(f"manifest not written: {problem}")
+    directory = Path(archive_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomic(directory / MANIFEST_NAME, dump_json(manifest.to_json()))
+
+
+def read_manifest(archive_dir: PathLike) -> Manifest:
+    """Read and validate ``graph_manifest.json``. A missing manifest or bad content raises
+    ``ArchiveCorruptError``; another kind of file ``ArchiveForeignError``; an unknown
+    ``format_version`` ``ArchiveVersionError``."""
+    return read_manifest_doc(archive_dir)[0]
+
+
+def read_manifest_doc(archive_dir: PathLike) -> tuple[Manifest, dict[str, Any]]:
+    """``read_manifest`` and the JSON document it was parsed from (what a signature covers), from
+    one read of the file. Errors as ``read_manifest``."""
+    path = Path(archive_dir) / MANIFEST_NAME
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise ArchiveCorruptError(
+            f"{archive_dir}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish"
+        ) from None
+    doc = load_json(data, str(path))
+    return Manifest.from_json(doc, str(path)), doc

@@ -1,0 +1,141 @@
+"""A graph's metadata, the ``<stem>.json`` file of docs/FORMAT.md, as one frozen value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .identity import Identity
+from .jsonfields import U32, At, check_format, field, get_int, get_list, get_obj, get_sha256, get_str, is_sha256
+from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
+
+__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta"]
+
+
+GRAPH_FORMAT = "foundry-graph"
+GRAPH_FORMAT_VERSION = 1
+GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (1,)
+
+
+@dataclass(frozen=True, slots=True)
+class GraphMeta:
+    """Everything in a graph's JSON file.
+
+    ``record`` is None until ``write_graph`` fills it in; ``to_json`` needs it. ``images`` lists
+    every image that ``functions`` name, in file order. ``stats`` is informative
+    (``node_counts`` of the record, as ``(key, value)`` pairs).
+    """
+
+    name: str
+    foundry_version: str
+    archive_dir: str
+    functions: tuple[FunctionRef, ...]
+    images: tuple[ImageRef, ...]
+    events: int
+    outputs: tuple[OutputSpec, ...]
+    rng: RngSpec | None
+    region: RegionSpec
+    identity: Identity
+    stats: tuple[tuple[str, int], ...]
+    topology: str
+    record: RecordRef | None = None
+    memory: MemorySpec | None = None
+    template: TemplateRef | None = None
+
+    def stats_dict(self) -> dict[str, int]:
+        return dict(self.stats)
+
+    def problem(self) -> str | None:
+        """What makes this metadata inconsistent (a function naming an image not in ``images``, a
+        repeated image, a malformed hash), or None."""
+        seen: set[str] = set()
+        for ref in self.images:
+            if not is_sha256(ref.sha256):
+                return f"image hash {ref.sha256!r:.80} is not a lower-case hex SHA-256"
+            if ref.sha256 in seen:
+                return f"image {ref.sha256} is listed twice"
+            seen.add(ref.sha256)
+        for i, fn in enumerate(self.functions):
+            if fn.image not in seen:
+                return f"function {i} ({fn.name}) names image {fn.image}, which 'images' does not list"
+        if not is_sha256(self.topology):
+            return f"topology {self.topology!r:.80} is not a lower-case hex SHA-256"
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the file. Raises ``ValueError`` if ``record`` is None."""
+        if self.record is None:
+            raise ValueError(f"graph {self.name!r}: metadata has no record reference yet; use write_graph")
+        return {
+            "format": GRAPH_FORMAT,
+            "format_version": GRAPH_FORMAT_VERSION,
+            "foundry_version": self.foundry_version,
+            "name": self.name,
+            "record": self.record.to_json(),
+            "archive_dir": self.archive_dir,
+            "functions": [f.to_json() for f in self.functions],
+            "images": {ref.sha256: ref.to_json() for ref in self.images},
+            "events": self.events,
+            "outputs": [o.to_json() for o in self.outputs],
+            "rng": None if self.rng is None else self.rng.to_json(),
+            "region": self.region.to_json(),
+            "identity": self.identity.to_json(),
+            "stats": dict(self.stats),
+            "topology": self.topology,
+            "memory": None if self.memory is None else self.memory.to_json(),
+            "template": None if self.template is None else self.template.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, source: str) -> GraphMeta:
+        """Validate a parsed graph JSON document (``source`` names it in messages).
+
+        ``ArchiveForeignError``: not a ``foundry-graph`` document; ``ArchiveVersionError``: unknown
+        ``format_version``; ``ArchiveCorruptError``: any missing key, wrong type or inconsistency.
+        Unknown keys are ignored.
+        """
+        obj = check_format(doc, GRAPH_FORMAT, GRAPH_FORMAT_VERSIONS, source)
+        at = At(source)
+
+        def get(name: str) -> tuple[Any, At]:
+            return field(obj, name, at)
+
+        funcs_v, funcs_at = get("functions")
+        functions = tuple(
+            FunctionRef.from_json(v, funcs_at.index(i)) for i, v in enumerate(get_list(funcs_v, funcs_at))
+        )
+        images_v, images_at = get("images")
+        images = tuple(
+            ImageRef.from_json(get_sha256(sha, images_at.key(sha)), v, images_at.key(sha))
+            for sha, v in get_obj(images_v, images_at).items()
+        )
+        outputs_v, outputs_at = get("outputs")
+        outputs = tuple(
+            OutputSpec.from_json(v, outputs_at.index(i)) for i, v in enumerate(get_list(outputs_v, outputs_at))
+        )
+        rng_v, rng_at = get("rng")
+        stats_v, stats_at = get("stats")
+        stats = tuple((k, get_int(v, stats_at.key(k))) for k, v in get_obj(stats_v, stats_at).items())
+        meta = cls(
+            name=get_str(*get("name")),
+            foundry_version=get_str(*get("foundry_version")),
+            archive_dir=get_str(*get("archive_dir")),
+            functions=functions,
+            images=images,
+            events=get_int(*get("events"), U32),
+            outputs=outputs,
+            rng=None if rng_v is None else RngSpec.from_json(rng_v, rng_at),
+            region=RegionSpec.from_json(*get("region")),
+            identity=Identity.from_json(*get("identity")),
+            stats=stats,
+            topology=get_sha256(*get("topology")),
+            record=RecordRef.from_json(*get("record")),
+            memory=None if obj.get("memory") is None else MemorySpec.from_json(obj["memory"], at.key("memory")),
+            template=None
+            if obj.get("template") is None
+            else TemplateRef.from_json(obj["template"], at.key("template")),
+        )
+        problem = meta.problem()
+        if problem is not None:
+            at.fail(problem)
+        return meta

@@ -1,0 +1,290 @@
+"""Manifest signatures: HMAC-SHA256 with a secret key (docs/TRUST.md, docs/FORMAT.md "Signature").
+
+The manifest holds the SHA-256 of every graph JSON, and each graph JSON the SHA-256 of its record,
+its images and its state memory, so a signature over the manifest covers the whole archive. The
+signature is an HMAC: whoever verifies holds the same secret as whoever signed.
+
+A key is a file of secret bytes (its exact bytes, at least ``MIN_KEY_BYTES`` of them). The key in
+force is, in order: the one passed explicitly, the one set with ``set_signing_key``, the file that
+``$FOUNDRY_SIGNING_KEY`` names. No key configured means no signing at SAVE and no check at LOAD.
+
+Signed archives: with a key configured, LOAD accepts a graph only if the manifest of the archive its
+metadata names is signed with that key, and lists the graph's JSON (at its path) with the SHA-256 the
+file has now. The JSON then authenticates the rest: LOAD checks the record, the images and the state
+memory against the SHA-256 values it holds. Everything here is CPU work on files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Union
+
+from foundry._state import ProcessState
+from foundry.errors import ArchiveSignatureError
+
+from .files import sha256_bytes, sha256_file
+from .graphfile import resolve_archive_dir
+from .jsonfields import check_format, is_sha256, load_json
+from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, Manifest
+from .metadata import GraphMeta
+
+__all__ = [
+    "KEY_ENV",
+    "MIN_KEY_BYTES",
+    "SIGNATURE_ALGORITHM",
+    "SIGNATURE_FIELD",
+    "KeySource",
+    "SigningKey",
+    "as_key",
+    "authenticate_graph",
+    "authenticate_manifest",
+    "canonical_bytes",
+    "check_signature",
+    "configured_key",
+    "key_id_of",
+    "set_signing_key",
+    "sign_document",
+    "sign_manifest",
+    "signature_key_id",
+]
+
+KEY_ENV = "FOUNDRY_SIGNING_KEY"
+"""Environment variable naming the key file."""
+MIN_KEY_BYTES = 16
+SIGNATURE_ALGORITHM = "hmac-sha256"
+SIGNATURE_FIELD = "signature"
+
+
+def key_id_of(secret: bytes) -> str:
+    """The public name of a key: the first 16 hex digits of the SHA-256 of its bytes."""
+    return hashlib.sha256(secret).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """A secret key and where it came from (``source`` names it in messages; the secret never is)."""
+
+    secret: bytes = field(repr=False)
+    source: str = "<bytes>"
+
+    def __post_init__(self) -> None:
+        if len(self.secret) < MIN_KEY_BYTES:
+            raise ArchiveSignatureError(
+                f"signing key {self.source} holds {len(self.secret)} bytes; a key needs at least {MIN_KEY_BYTES} "
+                "secret bytes. Make one with `head -c 32 /dev/urandom > foundry.key`."
+            )
+
+    @property
+    def key_id(self) -> str:
+        return key_id_of(self.secret)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], what: str = "signing key file") -> SigningKey:
+        """The key held by the file at ``path`` (its exact bytes). An unreadable file raises
+        ``ArchiveSignatureError`` naming it."""
+        try:
+            secret = Path(path).read_bytes()
+        except OSError as exc:
+            raise ArchiveSignatureError(
+                f"the {what} {path} cannot be read ({exc.strerror or exc}): fix the path, or unset {KEY_ENV} "
+                "to work without signatures"
+            ) from None
+        return cls(secret, str(path))
+
+
+PathLike = str | os.PathLike[str]
+KeySource = Union[SigningKey, bytes, str, "os.PathLike[str]"]
+"""A key, its secret bytes, or the path of its file."""
+
+
+@dataclass(frozen=True)
+class _Verified:
+    data_sha256: str
+    manifest: Manifest
+    listing: dict[Path, str]  # resolved graph JSON path -> its SHA-256 in the manifest
+
+
+@dataclass
+class _Signing:
+    """The key ``set_signing_key`` set (a forked child keeps it: it is configuration), and the
+    manifests proven signed, by (resolved archive directory, key id)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    key: SigningKey | None = None
+    verified: dict[tuple[Path, str], _Verified] = field(default_factory=dict)
+
+
+_STATE = ProcessState("format.signing", _Signing, after_fork=lambda s: _Signing(key=s.key))
+
+
+def as_key(source: KeySource) -> SigningKey:
+    """A ``SigningKey`` from a key, its secret bytes, or the path of its file."""
+    if isinstance(source, SigningKey):
+        return source
+    if isinstance(source, bytes):
+        return SigningKey(source)
+    return SigningKey.from_file(source)
+
+
+def set_signing_key(source: KeySource | None) -> SigningKey | None:
+    """Sets the key this process signs with at SAVE and requires at LOAD (None: back to
+    ``$FOUNDRY_SIGNING_KEY``). Returns the key set."""
+    key = None if source is None else as_key(source)
+    state = _STATE.get()
+    with state.lock:
+        state.key = key
+    return key
+
+
+def configured_key(explicit: KeySource | None = None) -> SigningKey | None:
+    """The key in force: ``explicit``, else the one ``set_signing_key`` set, else the file
+    ``$FOUNDRY_SIGNING_KEY`` names (an empty value counts as unset), else None."""
+    if explicit is not None:
+        return as_key(explicit)
+    state = _STATE.get()
+    with state.lock:
+        key = state.key
+    if key is not None:
+        return key
+    path = os.environ.get(KEY_ENV, "")
+    if not path:
+        return None
+    return SigningKey.from_file(path, f"signing key file named by {KEY_ENV},")
+
+
+def canonical_bytes(doc: Mapping[str, Any]) -> bytes:
+    """What a signature covers: ``doc`` without its ``signature`` key, as compact JSON with sorted
+    keys (UTF-8, no spaces, no NaN). Equal documents give equal bytes however they were indented."""
+    body = {k: v for k, v in doc.items() if k != SIGNATURE_FIELD}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8")
+
+
+def _mac(doc: Mapping[str, Any], key: SigningKey) -> str:
+    return hmac.new(key.secret, canonical_bytes(doc), hashlib.sha256).hexdigest()
+
+
+def sign_document(doc: Mapping[str, Any], key: SigningKey) -> dict[str, str]:
+    """The ``signature`` object for ``doc`` (any existing signature in it is ignored)."""
+    return {"algorithm": SIGNATURE_ALGORITHM, "key_id": key.key_id, "hmac": _mac(doc, key)}
+
+
+def signature_key_id(doc: Mapping[str, Any]) -> str | None:
+    """The key id a document claims to be signed with, or None when it carries no readable signature."""
+    sig = doc.get(SIGNATURE_FIELD)
+    if isinstance(sig, dict) and isinstance(sig.get("key_id"), str):
+        return str(sig["key_id"])
+    return None
+
+
+def check_signature(doc: Mapping[str, Any], key: SigningKey, source: str) -> None:
+    """Proves ``doc`` (the parsed manifest ``source``) was signed with ``key`` and not changed since.
+
+    Raises ``ArchiveSignatureError`` saying which of these it is: unsigned, a signature in an unknown
+    form, signed with another key (both key ids named), or a signature that does not match the
+    content (changed after signing).
+    """
+    sig = doc.get(SIGNATURE_FIELD)
+    if sig is None:
+        raise ArchiveSignatureError(
+            f"{source} is not signed, and signing key {key.key_id} ({key.source}) is configured, so only archives "
+            "signed with it are accepted. Save the archive again with that key configured, or check where it "
+            "came from."
+        )
+    if (
+        not isinstance(sig, dict)
+        or sig.get("algorithm") != SIGNATURE_ALGORITHM
+        or not isinstance(sig.get("key_id"), str)
+        or not is_sha256(sig.get("hmac"))
+    ):
+        raise ArchiveSignatureError(
+            f"{source}: the signature is not a {SIGNATURE_ALGORITHM} signature this Foundry can check "
+            f"(found {json.dumps(sig)[:160]}); the manifest was altered, or written by a newer Foundry"
+        )
+    if sig["key_id"] != key.key_id:
+        raise ArchiveSignatureError(
+            f"{source} is signed with key {sig['key_id']}, not with the configured key {key.key_id} ({key.source}). "
+            "Configure the key the archive was signed with, or save it again with this one."
+        )
+    if not hmac.compare_digest(str(sig["hmac"]), _mac(doc, key)):
+        raise ArchiveSignatureError(
+            f"{source}: the signature does not match the content: the manifest was changed after it was signed "
+            f"with key {key.key_id}. Do not load this archive; save it again from a trusted source."
+        )
+
+
+# ------------------------------------------------------------------ signed archives
+def sign_manifest(manifest: Manifest, key: SigningKey) -> Manifest:
+    """``manifest`` with its ``signature`` set: HMAC-SHA256 of its JSON without the signature."""
+    unsigned = replace(manifest, signature=None)
+    return replace(manifest, signature=sign_document(unsigned.to_json(), key))
+
+
+def _verify(archive_dir: Path, key: SigningKey) -> _Verified:
+    path = archive_dir / MANIFEST_NAME
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise ArchiveSignatureError(
+            f"{archive_dir} has no {MANIFEST_NAME}, so it is not signed, and signing key {key.key_id} ({key.source}) "
+            "is configured: only signed archives are accepted. Run save_graph_manifest() with the key configured."
+        ) from None
+    digest = sha256_bytes(data)
+    cache_key = (archive_dir.resolve(), key.key_id)
+    state = _STATE.get()
+    with state.lock:
+        known = state.verified.get(cache_key)
+    if known is not None and known.data_sha256 == digest:
+        return known
+    doc = check_format(load_json(data, str(path)), MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, str(path))
+    check_signature(doc, key, str(path))
+    manifest = Manifest.from_json(doc, str(path))
+    base = archive_dir.resolve()
+    listing = {(base / g.json).resolve(): g.json_sha256 for g in manifest.graphs}
+    result = _Verified(digest, manifest, listing)
+    with state.lock:
+        state.verified[cache_key] = result
+    return result
+
+
+def authenticate_manifest(archive_dir: PathLike, key: SigningKey) -> Manifest:
+    """The manifest of ``archive_dir`` once its signature is proven to be ``key``'s.
+
+    Raises ``ArchiveSignatureError`` when there is no manifest, or it is unsigned, signed with
+    another key, or changed after signing; ``ArchiveCorruptError``/``ArchiveForeignError``/
+    ``ArchiveVersionError`` when it cannot be read as a manifest at all.
+    """
+    return _verify(Path(archive_dir), key).manifest
+
+
+def authenticate_graph(json_path: PathLike, meta: GraphMeta, key: SigningKey, json_sha256: str | None = None) -> None:
+    """Proves that the graph JSON ``json_path`` (whose parsed metadata is ``meta``) is listed, at this
+    path and with the SHA-256 of the bytes ``meta`` was parsed from (``json_sha256``; without it, of
+    the file as it is now), in the signed manifest of the archive ``meta`` names.
+
+    Raises as ``authenticate_manifest``, and ``ArchiveSignatureError`` when the graph is not listed or
+    its JSON changed after signing.
+    """
+    json_path = Path(json_path)
+    archive = resolve_archive_dir(json_path, meta)
+    verified = _verify(archive, key)
+    expected = verified.listing.get(json_path.resolve())
+    if expected is None:
+        raise ArchiveSignatureError(
+            f"{json_path} is not listed in the signed manifest {archive / MANIFEST_NAME}: it was saved after the "
+            "manifest was signed, or does not belong to that archive. Save the manifest again with the signing key "
+            "configured, or load only graphs the archive lists."
+        )
+    actual = json_sha256 if json_sha256 is not None else sha256_file(json_path)
+    if actual != expected:
+        raise ArchiveSignatureError(
+            f"{json_path} was changed after the archive was signed: its SHA-256 is {actual}, the signed manifest "
+            f"{archive / MANIFEST_NAME} says {expected}. Do not load it; save the archive again from a trusted source."
+        )

@@ -1,0 +1,296 @@
+"""The small JSON value objects of graph metadata and the manifest (docs/FORMAT.md).
+
+Each class has ``to_json()`` (the exact JSON of the format) and ``from_json(value, at)``, which
+validates types and ranges and raises ``ArchiveCorruptError`` naming the file and key on any problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from .jsonfields import (
+    I32,
+    I64,
+    U32,
+    U64,
+    At,
+    field,
+    get_int,
+    get_int_list,
+    get_int_rows,
+    get_obj,
+    get_sha256,
+    get_str,
+    is_sha256,
+)
+
+__all__ = [
+    "FUNCTION_ATTR_IDS",
+    "FunctionRef",
+    "ImageFormat",
+    "ImageRef",
+    "MemorySpec",
+    "OutputSpec",
+    "RecordRef",
+    "RegionSpec",
+    "RngSpec",
+]
+
+FUNCTION_ATTR_IDS: tuple[int, ...] = (8, 9, 11, 12, 13, 14, 15)
+"""The ``CUfunction_attribute`` ids whose values ``FunctionRef.attrs`` holds, in order."""
+
+
+class ImageFormat(str, Enum):
+    """Kind of a kernel image file."""
+
+    FATBIN = "fatbin"
+    ELF = "elf"
+    PTX = "ptx"
+
+
+def _format(value: Any, at: At) -> ImageFormat:
+    text = get_str(value, at)
+    try:
+        return ImageFormat(text)
+    except ValueError:
+        at.fail(f"{text!r:.40} is not one of {[f.value for f in ImageFormat]}")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRef:
+    """Where a graph's record is: ``file`` relative to the graph JSON; ``bytes`` and ``sha256`` are
+    those of the graph record itself (the container's payload), not of the ``.cugraph`` file."""
+
+    file: str
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "bytes": self.bytes, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> RecordRef:
+        obj = get_obj(value, at)
+        file = get_str(*field(obj, "file", at))
+        if not file:
+            at.key("file").fail("empty file name")
+        return cls(file, get_int(*field(obj, "bytes", at)), get_sha256(*field(obj, "sha256", at)))
+
+
+@dataclass(frozen=True, slots=True)
+class ImageRef:
+    """A kernel image: content hash, size in bytes, format."""
+
+    sha256: str
+    bytes: int
+    format: ImageFormat
+
+    def to_json(self) -> dict[str, Any]:
+        """The value under ``images[sha256]`` in a graph JSON."""
+        return {"bytes": self.bytes, "format": self.format.value}
+
+    @classmethod
+    def from_json(cls, sha256: str, value: Any, at: At) -> ImageRef:
+        obj = get_obj(value, at)
+        return cls(sha256, get_int(*field(obj, "bytes", at)), _format(*field(obj, "format", at)))
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionRef:
+    """A kernel: the image holding it, its mangled name, and the values of ``FUNCTION_ATTR_IDS``."""
+
+    image: str
+    name: str
+    attrs: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"image": self.image, "name": self.name, "attrs": list(self.attrs)}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> FunctionRef:
+        # Fast path: a graph's JSON lists every kernel it launches, and LOAD reads dozens of graphs.
+        if type(value) is dict:
+            image, name, attrs = value.get("image"), value.get("name"), value.get("attrs")
+            if (
+                type(name) is str
+                and name
+                and is_sha256(image)
+                and type(attrs) is list
+                and len(attrs) == len(FUNCTION_ATTR_IDS)
+                and all(type(a) is int and I32[0] <= a <= I32[1] for a in attrs)
+            ):
+                return cls(str(image), name, tuple(attrs))
+        obj = get_obj(value, at)
+        name = get_str(*field(obj, "name", at))
+        if not name:
+            at.key("name").fail("empty kernel name")
+        attrs, attrs_at = field(obj, "attrs", at)
+        values = get_int_list(attrs, attrs_at, len(FUNCTION_ATTR_IDS), I32)
+        return cls(
+            get_sha256(*field(obj, "image", at)),
+            name,
+            values,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """A graph output tensor: device address, shape, strides (elements), dtype name, size."""
+
+    address: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: str
+    nbytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "shape": list(self.shape),
+            "strides": list(self.strides),
+            "dtype": self.dtype,
+            "nbytes": self.nbytes,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> OutputSpec:
+        obj = get_obj(value, at)
+        shape_v, shape_at = field(obj, "shape", at)
+        strides_v, strides_at = field(obj, "strides", at)
+        shape = get_int_list(shape_v, shape_at, None, (0, I64[1]))
+        strides = get_int_list(strides_v, strides_at, len(shape), I64)
+        return cls(
+            get_int(*field(obj, "address", at)),
+            shape,
+            strides,
+            get_str(*field(obj, "dtype", at)),
+            get_int(*field(obj, "nbytes", at)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RngSpec:
+    """Where the graph's random-number generator state lives and how far each replay advances it."""
+
+    seed_address: int
+    offset_address: int
+    increment: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed_address": self.seed_address,
+            "offset_address": self.offset_address,
+            "increment": self.increment,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> RngSpec:
+        obj = get_obj(value, at)
+        return cls(
+            get_int(*field(obj, "seed_address", at)),
+            get_int(*field(obj, "offset_address", at)),
+            get_int(*field(obj, "increment", at)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RegionSpec:
+    """The allocation region at SAVE time (docs/FORMAT.md, "region").
+
+    ``live`` is ``(offset, length)`` pairs, sorted and non-overlapping, inside ``[0, size)``;
+    ``events`` is ``(seq, kind, offset, size, span)`` tuples (kinds: ``FDY_EV_*`` in foundry.h).
+    """
+
+    base: int
+    size: int
+    granularity: int
+    high_water: int
+    live: tuple[tuple[int, int], ...]
+    events: tuple[tuple[int, int, int, int, int], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "size": self.size,
+            "granularity": self.granularity,
+            "high_water": self.high_water,
+            "live": [list(r) for r in self.live],
+            "events": [list(e) for e in self.events],
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> RegionSpec:
+        obj = get_obj(value, at)
+        base = get_int(*field(obj, "base", at))
+        size = get_int(*field(obj, "size", at))
+        if base + size > U64[1] + 1:
+            at.key("size").fail(f"the region {base:#x}+{size:#x} runs past the 64-bit address space")
+        high_water = get_int(*field(obj, "high_water", at))
+        if high_water > size:
+            at.key("high_water").fail(f"{high_water} is beyond the region size {size}")
+        live_v, live_at = field(obj, "live", at)
+        live = get_int_rows(live_v, live_at, (U64, U64))
+        end = 0
+        for i, (off, length) in enumerate(live):
+            if off < end:
+                live_at.index(i).fail("ranges must be sorted and must not overlap")
+            end = off + length
+            if end > size:
+                live_at.index(i).fail(f"range {off}+{length} ends beyond the region size {size}")
+        events_v, events_at = field(obj, "events", at)
+        events = get_int_rows(events_v, events_at, (U64, U32, U64, U64, U64))
+        granularity = get_int(*field(obj, "granularity", at))
+        return cls(base, size, granularity, high_water, live, events)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySpec:
+    """Contents of the program's state memory at SAVE (docs/FORMAT.md, "memory").
+
+    ``ranges`` are ``(offset, length)`` pairs from the region base, sorted and non-overlapping; the
+    file ``memory/<sha256>.bin`` of the archive holds their bytes back to back.
+    """
+
+    sha256: str
+    bytes: int
+    ranges: tuple[tuple[int, int], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256, "bytes": self.bytes, "ranges": [list(r) for r in self.ranges]}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> MemorySpec:
+        obj = get_obj(value, at)
+        ranges_v, ranges_at = field(obj, "ranges", at)
+        ranges = get_int_rows(ranges_v, ranges_at, (U64, U64))
+        end = 0
+        for i, (off, length) in enumerate(ranges):
+            if off < end:
+                ranges_at.index(i).fail("ranges must be sorted and must not overlap")
+            end = off + length
+        total = get_int(*field(obj, "bytes", at))
+        if total != sum(length for _, length in ranges):
+            at.key("bytes").fail(f"{total} is not the sum of the range lengths")
+        return cls(get_sha256(*field(obj, "sha256", at)), total, ranges)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateRef:
+    """A template member's template: its graph JSON (relative to the member's JSON, or absolute) and
+    the SHA-256 of its graph record, which the member's delta also names."""
+
+    json: str
+    record_sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"json": self.json, "record_sha256": self.record_sha256}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> TemplateRef:
+        obj = get_obj(value, at)
+        path = get_str(*field(obj, "json", at))
+        if not path:
+            at.key("json").fail("empty path")
+        return cls(path, get_sha256(*field(obj, "record_sha256", at)))

@@ -1,0 +1,118 @@
+"""Read-only views of a parsed graph record, for ``foundry inspect`` and ``foundry verify``."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Iterator
+
+from .nodes import PERSISTED_NODE_TYPES, ArgMode, ChildGraphNode, GraphRecord, KernelNode, LaunchAttr, Node, NodeType
+
+__all__ = ["TOPOLOGY_KEY_VERSION", "iter_nodes", "kernel_pointer_words", "node_counts", "topology_key"]
+
+TOPOLOGY_KEY_VERSION = b"FTK1"
+"""Domain prefix of the topology-key hash; changes whenever the key's definition changes."""
+
+_U32X2 = struct.Struct("<II")
+_U32X3 = struct.Struct("<3I")
+_NODE_KERNEL = struct.Struct("<BB3I")  # type, cooperative, cluster x, y, z
+_EDGE = struct.Struct("<IIBBB")
+_COUNT_NAMES: dict[NodeType, str] = {
+    NodeType.KERNEL: "kernel",
+    NodeType.MEMCPY: "memcpy",
+    NodeType.MEMSET: "memset",
+    NodeType.GRAPH: "child_graph",
+    NodeType.EMPTY: "empty",
+    NodeType.WAIT_EVENT: "event_wait",
+    NodeType.EVENT_RECORD: "event_record",
+}
+assert set(_COUNT_NAMES) == PERSISTED_NODE_TYPES
+
+
+def iter_nodes(record: GraphRecord) -> Iterator[tuple[tuple[int, ...], Node]]:
+    """Every node of ``record`` and of its child graphs, depth first, parents before children.
+
+    The path is the node's index in the top-level record followed by its index in each child
+    graph on the way down: ``(3,)`` is top-level node 3, ``(3, 0)`` the first node of its child.
+    """
+    return _walk(record, ())
+
+
+def _walk(record: GraphRecord, prefix: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], Node]]:
+    for i, node in enumerate(record.nodes):
+        path = (*prefix, i)
+        yield path, node
+        if isinstance(node, ChildGraphNode):
+            yield from _walk(node.record, path)
+
+
+def node_counts(record: GraphRecord) -> dict[str, int]:
+    """Counts over the whole tree (child graphs included): ``nodes`` (all nodes, child-graph nodes
+    themselves included), ``edges``, and one key per node type (``kernel``, ``memcpy``, ``memset``,
+    ``child_graph``, ``empty``, ``event_wait``, ``event_record``; zero when absent)."""
+    counts = {"nodes": 0, "edges": 0, **{name: 0 for name in _COUNT_NAMES.values()}}
+    stack = [record]
+    while stack:
+        rec = stack.pop()
+        counts["nodes"] += len(rec.nodes)
+        counts["edges"] += len(rec.edges)
+        for node in rec.nodes:
+            counts[_COUNT_NAMES[node.node_type]] += 1
+            if isinstance(node, ChildGraphNode):
+                stack.append(node.record)
+    return counts
+
+
+def kernel_pointer_words(node: KernelNode) -> Iterator[tuple[int, int, int]]:
+    """``(param index, byte offset, value)`` for every 8-byte-aligned little-endian u64 of the
+    argument buffer that could hold a pointer.
+
+    Mode ``PARAMS``: the aligned words that lie wholly inside one parameter, tagged with that
+    parameter's index, in parameter order (a word that straddles two parameters or lies in padding
+    between them cannot be a pointer argument and is skipped). Mode ``EXTRA``: every aligned word of
+    the buffer, tagged -1, since the buffer's layout is unknown. Offsets are from the buffer start.
+    """
+    args = node.args
+    if node.arg_mode == ArgMode.EXTRA:
+        for off in range(0, len(args) - 7, 8):
+            yield -1, off, int.from_bytes(args[off : off + 8], "little")
+        return
+    seen: set[int] = set()
+    for index, (poff, psize) in enumerate(node.params):
+        for off in range((poff + 7) & ~7, poff + psize - 7, 8):
+            if off not in seen and off + 8 <= len(args):
+                seen.add(off)
+                yield index, off, int.from_bytes(args[off : off + 8], "little")
+
+
+def topology_key(record: GraphRecord) -> str:
+    """Hex SHA-256 of what two graphs must share for one to be updated into the other.
+
+    Covers, in order: node and edge counts; per node its type, and for kernel nodes whether the
+    launch is cooperative (attribute 2, first u32 non-zero) and the cluster dimensions (attribute 4,
+    three u32, 0 0 0 when absent); for child-graph nodes the child's own key (raw digest); then the
+    edges with their ports and type, sorted. Function indices, grids, blocks, shared memory,
+    arguments, memset/memcpy parameters and event indices are not covered. docs/FORMAT.md gives
+    the exact byte string hashed.
+    """
+    return _topology_digest(record).hex()
+
+
+def _topology_digest(record: GraphRecord) -> bytes:
+    h = hashlib.sha256(TOPOLOGY_KEY_VERSION)
+    h.update(_U32X2.pack(len(record.nodes), len(record.edges)))
+    for node in record.nodes:
+        if isinstance(node, KernelNode):
+            coop = node.attr(LaunchAttr.COOPERATIVE)
+            cluster = node.attr(LaunchAttr.CLUSTER_DIMENSION)
+            cx, cy, cz = _U32X3.unpack_from((cluster or b"") + bytes(12))
+            cooperative = 1 if coop is not None and int.from_bytes(coop[:4], "little") else 0
+            h.update(_NODE_KERNEL.pack(NodeType.KERNEL, cooperative, cx, cy, cz))
+        elif isinstance(node, ChildGraphNode):
+            h.update(bytes((NodeType.GRAPH,)))
+            h.update(_topology_digest(node.record))
+        else:
+            h.update(bytes((node.node_type,)))
+    for src, dst, fport, tport, etype in sorted((e.src, e.dst, e.from_port, e.to_port, e.type) for e in record.edges):
+        h.update(_EDGE.pack(src, dst, fport, tport, etype))
+    return h.digest()

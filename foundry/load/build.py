@@ -1,0 +1,184 @@
+"""LOAD's driver work for checked sources: the identity check, SAVE's memory mapped and its state
+written back, images loaded, kernels looked up with their saved attributes, graphs built and
+instantiated. ``load_graph`` does all of it for one graph, on the calling thread; the background
+loader (loader.py) runs the same steps on its threads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from foundry import kernels
+from foundry._state import ProcessState
+from foundry.errors import IdentityMismatchError
+from foundry.format import GraphMeta, compare, open_image
+from foundry.native import codec, current_identity
+from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
+
+from .source import GraphSource, read_source, source_images
+
+__all__ = [
+    "LoadedGraph",
+    "Occupied",
+    "build_exec",
+    "check_identity",
+    "load_graph",
+    "load_images",
+    "prepare_memory",
+    "resolve_functions",
+]
+
+Occupied = Callable[[], list[tuple[int, int]]]
+
+
+@dataclass
+class LoadedGraph:
+    """An executable graph rebuilt from an archive, with the metadata it was saved with."""
+
+    meta: GraphMeta
+    json_path: Path
+    graph: int
+    exec: int
+
+    def launch(self, stream: int = 0) -> None:
+        codec.launch(self.exec, stream)
+
+
+@dataclass
+class _Applied:
+    """State memory snapshots written back, by (region epoch, snapshot SHA-256), and the attributes
+    set on each kernel, by (image SHA-256, name)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    memory: set[tuple[int, str]] = field(default_factory=set)
+    attrs: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+
+
+_STATE = ProcessState("load.applied", _Applied)
+
+
+def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
+    """Refuses an archive made on another GPU model, driver or software stack."""
+    mismatches = compare(meta.identity, current_identity(), frozenset(allow))
+    if mismatches:
+        lines = "\n  ".join(m.message for m in mismatches)
+        raise IdentityMismatchError(
+            f"graph {meta.name!r} was saved on a different machine:\n  {lines}\nRe-run SAVE on this machine, or "
+            f"pass allow_mismatch={{{', '.join(repr(m.field) for m in mismatches)}}} if you accept the consequence."
+        )
+
+
+def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = None) -> None:
+    """Maps SAVE's live memory and writes its state memory back, once per distinct snapshot.
+
+    Must run before the program allocates again: later allocations would otherwise land on memory
+    the graphs use. ``occupied`` lists the (address, size) blocks this process's allocator has in use.
+    """
+    state = _STATE.get()
+    for src in sources:
+        restore_region(src.meta.region)
+    for src in sources:
+        memory = src.meta.memory
+        if memory is None:
+            continue
+        key = (region_epoch(), memory.sha256)
+        with state.lock:
+            done = key in state.memory
+        if not done:
+            restore_snapshot(src.archive_dir, memory, src.meta.region.base, occupied, own_chunks())
+            with state.lock:
+                state.memory.add(key)
+
+
+def load_images(archive_dir: Path, shas: Iterable[str], verify: bool = True, threads: int = 8) -> None:
+    """Loads the archived images (each once per process), checking their hashes first. Reading and
+    hashing run ahead on ``threads`` threads; the driver loads them on this one, in order (it
+    serializes library loads anyway)."""
+    todo = [sha for sha in dict.fromkeys(shas) if not kernels.is_loaded(sha)]
+    if len(todo) < 2 or threads < 2:
+        for sha in todo:
+            kernels.load_image(sha, open_image(archive_dir, sha, verify))
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="foundry-read") as readers:
+        futures = [readers.submit(open_image, archive_dir, sha, verify) for sha in todo]
+        for sha, future in zip(todo, futures, strict=True):
+            kernels.load_image(sha, future.result())
+
+
+def _merge_attrs(old: tuple[int, ...] | None, new: tuple[int, ...]) -> tuple[int, ...]:
+    """One kernel's attributes across the graphs that use it. A program may raise the kernel's
+    dynamic shared-memory limit between two captures: the highest limit serves every graph, and a
+    lower one would make the other graphs fail at launch. Other attributes follow the graph loaded
+    last; an attribute SAVE could not read (INT32_MIN) never overrides a known one."""
+    if old is None:
+        return new
+    merged = [max(old[0], new[0])]
+    merged += [n if n != kernels.UNKNOWN_ATTR else o for o, n in zip(old[1:], new[1:], strict=True)]
+    return tuple(merged)
+
+
+def resolve_functions(meta: GraphMeta) -> list[int]:
+    """CUfunction handles for the graph's function table, with their saved attributes applied (and
+    merged across graphs, see _merge_attrs); unchanged attributes are not set again."""
+    state = _STATE.get()
+    functions = []
+    for ref in meta.functions:
+        key = (ref.image, ref.name)
+        f = kernels.loaded_function(kernels.KernelRef(ref.image, ref.name))
+        # Set under the lock: templates are built on several threads, and a lower limit set after a
+        # higher one would leave the kernel below what another graph needs.
+        with state.lock:
+            applied = state.attrs.get(key)
+            merged = _merge_attrs(applied, ref.attrs)
+            if merged != applied:
+                kernels.set_function_attrs(f, merged)
+            state.attrs[key] = merged
+        functions.append(f)
+    return functions
+
+
+def build_exec(
+    src: GraphSource, functions: Sequence[int] | None = None, template_functions: Sequence[int] | None = None
+) -> tuple[int, int]:
+    """(CUgraph, CUgraphExec) of a source: a template member is its template's graph with its
+    overrides applied before instantiation, so its exec is as good as a natively captured one.
+    ``functions``/``template_functions``: the function tables, where resolve_functions ran already."""
+    own = resolve_functions(src.meta) if functions is None else functions
+    if src.template is None:
+        graph = codec.build(src.payload, own)
+    else:
+        t = src.template
+        tf = resolve_functions(t.meta) if template_functions is None else template_functions
+        graph, nodes = codec.build_with_nodes(t.payload, tf, t.node_count)
+        try:
+            codec.apply_overrides(graph, False, nodes, src.payload, own)
+        except BaseException:
+            codec.destroy_graph(graph)
+            raise
+    try:
+        return graph, codec.instantiate(graph)
+    except BaseException:
+        codec.destroy_graph(graph)
+        raise
+
+
+def load_graph(
+    json_path: str | os.PathLike[str],
+    *,
+    allow_mismatch: Iterable[str] = (),
+    verify_images: bool = True,
+    occupied: Occupied | None = None,
+) -> LoadedGraph:
+    """Reads, checks and rebuilds one graph; the region must be set as in the SAVE run."""
+    src = read_source(json_path)
+    check_identity(src.meta, allow_mismatch)
+    prepare_memory([src], occupied)
+    for sha, (directory, _size) in source_images(src).items():
+        load_images(directory, [sha], verify_images)
+    graph, exec_ = build_exec(src)
+    return LoadedGraph(src.meta, src.json_path, graph, exec_)

@@ -1,0 +1,157 @@
+"""A topology group as LOAD holds it: the template's shared exec, its graphs, and every transition
+between them.
+
+A group becomes ready once its shared exec is built and every member's kernels are known: then each
+graph replays on the shared exec, switched in by updating only the nodes that vary. Later each graph
+gets an exec of its own (``take_own_execs``), and never switches again: an exec whose nodes were
+updated replays slower (docs/DESIGN.md). Every change to a group's execs happens under its lock,
+which ``launch`` switches under too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass, field
+
+from foundry.errors import CodecError
+from foundry.native import call, codec
+
+from .build import build_exec
+from .source import GraphSource
+
+__all__ = ["GraphHandle", "Group"]
+
+
+@dataclass(eq=False)
+class GraphHandle:
+    """One loaded graph: replays on its own exec once built, on its group's shared exec before."""
+
+    index: int
+    source: GraphSource
+    group: Group
+    functions: list[int] = field(default_factory=list)
+    exec: int = 0  # dedicated exec, 0 until the loader built it; set under the group's lock, never unset
+    graph: int = 0
+
+    def launch(self, stream: int) -> None:
+        if self.exec:
+            codec.launch(self.exec, stream)
+        else:
+            self.group.launch_shared(self, stream)
+
+
+@dataclass(eq=False)
+class Group:
+    """Graphs sharing one template: its shared exec and what switching members into it needs."""
+
+    template: GraphSource
+    handles: list[GraphHandle] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
+    exec: int = 0  # shared exec, instantiated from the template
+    graph: int = 0
+    nodes: ctypes.Array[ctypes.c_uint64] | None = None  # the template graph's top-level node handles
+    template_delta: bytes = b""  # the template's own values of every varying node
+    template_functions: list[int] = field(default_factory=list)
+    current: int = -1  # index of the member whose parameters the shared exec holds; -1: the template's
+    switched: int = 0  # how many times members were switched into the shared exec
+    fallbacks: int = 0  # switches the driver refused (the member got its own exec on the spot)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def members(self) -> list[GraphSource]:
+        """The distinct member sources of the group (graphs stored as deltas against its template)."""
+        return list({id(h.source): h.source for h in self.handles if h.source.template is not None}.values())
+
+    def build_template(self, functions: list[int]) -> None:
+        """Builds the template's graph (a builder thread), keeping its node handles for switching."""
+        self.template_functions = functions
+        self.graph, self.nodes = codec.build_with_nodes(self.template.payload, functions, self.template.node_count)
+
+    def instantiate_shared(self) -> None:
+        """Instantiates the shared exec from the template's graph (a builder thread)."""
+        self.exec = codec.instantiate(self.graph)
+
+    def make_ready(self, member_functions: dict[int, list[int]]) -> None:
+        """Records the template's values of every node a member varies, hands each graph its function
+        table (``member_functions`` by id of the member's source), and marks the group replayable."""
+        nodes = self.template.node_count
+        varying = sorted({i for src in self.members for i in codec.delta_indices(src.payload, nodes)})
+        self.template_delta = codec.delta_from_record(self.template.payload, varying)
+        for h in self.handles:
+            h.functions = self.template_functions if h.source.template is None else member_functions[id(h.source)]
+        self.ready.set()
+
+    def launch_shared(self, handle: GraphHandle, stream: int) -> None:
+        """Replays ``handle`` on the shared exec, switching the exec to it first if needed."""
+        wanted = -1 if handle.source.template is None else handle.index
+        with self.lock:
+            if handle.exec:  # the loader handed this graph its own exec meanwhile
+                codec.launch(handle.exec, stream)
+                return
+            if self.current != wanted:
+                assert self.nodes is not None
+                try:
+                    if wanted == -1:
+                        codec.apply_overrides(self.exec, True, self.nodes, self.template_delta, self.template_functions)
+                    else:
+                        codec.apply_overrides(self.exec, True, self.nodes, handle.source.payload, handle.functions)
+                except CodecError:
+                    self.fallbacks += 1
+                    # The driver refused to switch this exec (a case the template key did not foresee):
+                    # the member gets its own exec now instead, and the shared one is left as it was.
+                    self.current = -2  # unknown: the next switch re-applies fully
+                    handle.graph, handle.exec = build_exec(handle.source, handle.functions, self.template_functions)
+                    codec.launch(handle.exec, stream)
+                    return
+                self.current = wanted
+                self.switched += 1
+            codec.launch(self.exec, stream)
+
+    def take_own_execs(self, context: int) -> None:
+        """Gives every graph of the group its own exec (a builder thread), then drops the records."""
+        call("cuCtxSetCurrent", context)
+        built = {
+            h.index: build_exec(h.source, h.functions, self.template_functions)
+            for h in self.handles
+            if h.source.template is not None and not h.exec
+        }
+        templates = [h for h in self.handles if h.source.template is None]
+        # Execs are handed out under the lock launch_shared() switches under, so that no switch lands in
+        # an exec that has become a graph's own. The shared exec passes to the template only if it still
+        # holds exactly the template's values: never switched (an updated exec also replays slower
+        # than a fresh one) and no refused switch, which can leave it half updated. Otherwise the
+        # template gets a fresh exec, and the shared one is destroyed (the driver lets queued launches
+        # finish).
+        with self.lock:
+            for h in self.handles:
+                if h.index not in built:
+                    continue
+                if h.exec:  # a refused switch gave it an exec meanwhile
+                    codec.destroy_exec(built[h.index][1])
+                    codec.destroy_graph(built[h.index][0])
+                else:
+                    h.graph, h.exec = built[h.index]
+            keep_shared = bool(templates) and self.switched == 0 and self.fallbacks == 0
+            if keep_shared:
+                for h in templates:
+                    h.graph, h.exec = self.graph, self.exec
+        if not keep_shared:
+            fresh = codec.instantiate(self.graph) if templates else 0
+            with self.lock:
+                for h in templates:
+                    h.graph, h.exec = self.graph, fresh
+                codec.destroy_exec(self.exec)
+                self.exec = fresh
+                self.current = -1
+                if not templates:  # nothing replays the template graph itself
+                    codec.destroy_graph(self.graph)
+                    self.graph = 0
+        # Every graph of the group replays on its own exec now and never switches again: the records
+        # (tens of MB for a decoder's 67 graphs) go, and are read again from disk if a later LOAD in
+        # this process needs them.
+        with self.lock:
+            self.template_delta = b""
+            sources = {id(s): s for h in self.handles for s in (h.source, h.source.template) if s is not None}
+            for src in sources.values():
+                src.release_payload()

@@ -1,0 +1,165 @@
+"""LOAD's first step, CPU work only: a graph's files read and checked into a ``GraphSource``.
+
+Every check that needs no GPU runs here, before anything touches it: the metadata is validated, a
+configured signing key proves the graph is listed in its archive's signed manifest, a template
+member's template is found and proven to be the one its delta was made against. Records are read
+(and checksummed) lazily, so that background LOAD reads them on its reader threads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from foundry._state import ProcessState
+from foundry.errors import ArchiveCorruptError
+from foundry.format import (
+    GraphMeta,
+    SigningKey,
+    authenticate_graph,
+    configured_key,
+    node_count,
+    read_meta_digest,
+    read_payload_view,
+    resolve_archive_dir,
+    template_path,
+)
+
+__all__ = ["GraphSource", "read_source", "source_images"]
+
+_META_CACHE_MAX = 4096
+
+
+@dataclass
+class GraphSource:
+    """A graph read and checksummed from disk: its record (or, for a template member, its delta and
+    its template's source). A source read with ``lazy`` holds only its metadata until
+    ``read_payload()``, so that background LOAD can read records off the calling thread."""
+
+    json_path: Path
+    meta: GraphMeta
+    _payload: memoryview | None  # a writable view of the buffer the file was read into (no copies)
+    archive_dir: Path
+    template: GraphSource | None = None
+    json_sha256: str = ""  # of the JSON bytes ``meta`` was parsed from
+
+    def read_payload(self) -> memoryview:
+        if self._payload is None:
+            self._payload = read_payload_view(self.json_path, self.meta)
+        return self._payload
+
+    def release_payload(self) -> None:
+        """Drops the record from memory; ``payload`` reads it again (checked) when next needed."""
+        self._payload = None
+
+    @property
+    def payload(self) -> memoryview:
+        return self.read_payload()
+
+    @property
+    def node_count(self) -> int:
+        return node_count(self.payload)
+
+
+@dataclass
+class _Sources:
+    """Full-record sources by (resolved JSON path, record SHA-256): a template is read once per process
+    whether it is loaded itself or reached from its members, and a template saved again (another
+    record) is read afresh. And validated metadata by the SHA-256 of the JSON bytes: validating dozens
+    of graph JSONs is most of what LOAD does on the calling thread before its loader starts, so
+    load_cuda_modules_and_libraries reads them ahead, at process start (bounded: a process that reads
+    graphs forever keeps the latest)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    full: dict[tuple[Path, str], GraphSource] = field(default_factory=dict)
+    meta: dict[str, GraphMeta] = field(default_factory=dict)
+
+    def get(self, digest: str) -> GraphMeta | None:
+        with self.lock:
+            return self.meta.get(digest)
+
+    def put(self, digest: str, meta: GraphMeta) -> None:
+        with self.lock:
+            if len(self.meta) >= _META_CACHE_MAX:
+                self.meta.pop(next(iter(self.meta)))
+            self.meta[digest] = meta
+
+
+_STATE = ProcessState("load.sources", _Sources)
+
+
+def read_meta_cached(json_path: str | os.PathLike[str]) -> tuple[GraphMeta, str]:
+    """``read_meta_digest`` through this process's cache of validated metadata."""
+    return read_meta_digest(json_path, _STATE.get())
+
+
+def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphSource:
+    """Reads and checks a graph's files (and its template's, once per process). CPU work only.
+
+    With a signing key configured (foundry.format.signing), each graph read (its template included)
+    must be listed, with the SHA-256 of the JSON bytes parsed, in the signed manifest of its archive,
+    or ``ArchiveSignatureError`` is raised: this runs before anything touches the GPU. A template that
+    is itself stored as changes to a template, or a chain of templates that loops back (a graph
+    stored as changes to itself), raises ``ArchiveCorruptError``.
+    """
+    return _read_source(Path(json_path), configured_key(), (), lazy)
+
+
+def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:
+    assert meta.record is not None
+    state = _STATE.get()
+    key = (json_path.resolve(), meta.record.sha256)
+    with state.lock:
+        src = state.full.get(key)
+        if src is None:
+            src = GraphSource(json_path, meta, None, resolve_archive_dir(json_path, meta), None, digest)
+            state.full[key] = src
+    if not lazy:
+        src.read_payload()
+    return src
+
+
+def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...], lazy: bool) -> GraphSource:
+    state = _STATE.get()
+    meta, digest = read_meta_digest(json_path, state)
+    if key is not None:
+        authenticate_graph(json_path, meta, key, digest)
+    if meta.template is None:
+        return _full_source(json_path, meta, digest, lazy)
+    here = json_path.resolve()
+    tpath = template_path(json_path, meta)
+    if tpath == here or tpath in chain:
+        loop = " -> ".join(str(p) for p in (*chain, here, tpath))
+        raise ArchiveCorruptError(
+            f"{json_path} is stored as changes to a template that leads back to itself ({loop}), so it can "
+            "never be rebuilt: the archive is damaged. Save the graphs (and the manifest) again."
+        )
+    with state.lock:
+        template = state.full.get((tpath, meta.template.record_sha256))
+    if template is None:
+        template = _read_source(tpath, key, (*chain, here), lazy)
+    elif key is not None:  # read earlier, perhaps before a key was configured
+        authenticate_graph(tpath, template.meta, key, template.json_sha256)
+    if not lazy:
+        template.read_payload()
+    assert template.meta.record is not None
+    if template.meta.record.sha256 != meta.template.record_sha256 or template.template is not None:
+        raise ArchiveCorruptError(
+            f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
+            "graph: the two come from different saves. Save the graphs (and the manifest) again."
+        )
+    payload = None if lazy else read_payload_view(json_path, meta)
+    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest)
+
+
+def source_images(src: GraphSource) -> dict[str, tuple[Path, int]]:
+    """Image SHA-256 -> (directory holding it, size in bytes) for a graph and its template; each
+    image is looked up in the archive of the graph that names it."""
+    images: dict[str, tuple[Path, int]] = {}
+    for s in (src, src.template):
+        if s is not None:
+            for ref in s.meta.images:
+                images.setdefault(ref.sha256, (s.archive_dir, ref.bytes))
+    return images

@@ -1,1 +1,0 @@
-"""The deterministic allocation region (native part: csrc/region.c)."""

@@ -1,0 +1,44 @@
+"""libfoundry's C ABI and the CUDA driver, seen from Python: the library (``lib``), the few driver
+calls Python makes itself (``driver``), the graph codec's entry points (``codec``) and this machine's
+identity (``machine``). Everything else in Foundry reaches native code through this surface."""
+
+from __future__ import annotations
+
+from . import codec
+from .driver import call, current_context, current_device, device_identity, driver_version, memcpy_dtoh
+from .lib import (
+    ABI_VERSION,
+    FDY,
+    AllocEvent,
+    ImageInfo,
+    Lib,
+    RegionInfo,
+    check,
+    library_path,
+    native,
+    preload_env,
+    require_interposer,
+)
+from .machine import current_identity
+
+__all__ = [
+    "ABI_VERSION",
+    "FDY",
+    "AllocEvent",
+    "ImageInfo",
+    "Lib",
+    "RegionInfo",
+    "call",
+    "check",
+    "codec",
+    "current_context",
+    "current_device",
+    "current_identity",
+    "device_identity",
+    "driver_version",
+    "library_path",
+    "memcpy_dtoh",
+    "native",
+    "preload_env",
+    "require_interposer",
+]

@@ -1,0 +1,140 @@
+"""Graph records to and from driver graphs (native part: csrc/codec_*.c)."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+from foundry.errors import CodecError
+
+from .lib import check, native
+
+__all__ = [
+    "INSTANTIATE_USE_NODE_PRIORITY",
+    "apply_overrides",
+    "build",
+    "build_with_nodes",
+    "delta_from_record",
+    "delta_indices",
+    "destroy_exec",
+    "destroy_graph",
+    "extract",
+    "instantiate",
+    "launch",
+]
+
+# CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY: PyTorch instantiates with it, and kernel nodes keep
+# their priority launch attribute, so loaded graphs do the same.
+INSTANTIATE_USE_NODE_PRIORITY = 8
+
+
+def extract(graph: int) -> tuple[bytes, list[int]]:
+    """(graph record, CUfunction per function index) of a captured CUgraph."""
+    lib = native()
+    blob = ctypes.c_void_p()
+    size = ctypes.c_size_t()
+    funcs = ctypes.POINTER(ctypes.c_uint64)()
+    nfuncs = ctypes.c_size_t()
+    rc = lib.fdy_graph_extract(graph, ctypes.byref(blob), ctypes.byref(size), ctypes.byref(funcs), ctypes.byref(nfuncs))
+    check(rc, "graph extraction", CodecError)
+    try:
+        record = ctypes.string_at(blob.value, size.value) if blob.value and size.value else b""
+        functions = [int(funcs[i]) for i in range(nfuncs.value)]
+    finally:
+        lib.fdy_free(blob)
+        lib.fdy_free(ctypes.cast(funcs, ctypes.c_void_p))
+    return record, functions
+
+
+class _Buffer:
+    """A graph record or delta as a ctypes buffer, kept alive next to whatever the driver built from it."""
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data).cast("B")
+        self.size = len(view)
+        self.c = (
+            (ctypes.c_char * self.size).from_buffer_copy(view)
+            if view.readonly
+            else ((ctypes.c_char * self.size).from_buffer(view))
+        )
+
+
+def _u64_array(values: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
+    return (ctypes.c_uint64 * len(values))(*values)
+
+
+def build(record: bytes | bytearray | memoryview, functions: Sequence[int]) -> int:
+    """A new CUgraph from a record, with function index i bound to ``functions[i]``."""
+    return build_with_nodes(record, functions, 0)[0]
+
+
+def build_with_nodes(
+    record: bytes | bytearray | memoryview, functions: Sequence[int], node_count: int
+) -> tuple[int, ctypes.Array[ctypes.c_uint64]]:
+    """(CUgraph, handles of its first node_count top-level nodes) built from a record."""
+    buf = _Buffer(record)
+    funcs = _u64_array(functions)
+    nodes = (ctypes.c_uint64 * max(node_count, 1))()
+    out = ctypes.c_uint64()
+    rc = native().fdy_graph_build(buf.c, buf.size, funcs, len(functions), ctypes.byref(out), nodes, node_count)
+    check(rc, "graph build", CodecError)
+    return out.value, nodes
+
+
+def apply_overrides(
+    target: int,
+    to_exec: bool,
+    nodes: ctypes.Array[ctypes.c_uint64],
+    delta: bytes | bytearray | memoryview,
+    functions: Sequence[int],
+) -> None:
+    """Puts a delta's node parameters into a graph built from its template, or into its exec."""
+    buf = _Buffer(delta)
+    funcs = _u64_array(functions)
+    rc = native().fdy_overrides_apply(target, int(to_exec), nodes, len(nodes), buf.c, buf.size, funcs, len(funcs))
+    check(rc, "applying a template member's parameters", CodecError)
+
+
+def delta_indices(delta: bytes | bytearray | memoryview, node_count: int) -> list[int]:
+    """The template node indices a delta overrides, checked (each below ``node_count``)."""
+    lib = native()
+    buf = _Buffer(delta)
+    count = ctypes.c_size_t()
+    check(lib.fdy_delta_indices(buf.c, buf.size, node_count, None, 0, ctypes.byref(count)), "delta indices", CodecError)
+    out = (ctypes.c_uint32 * max(count.value, 1))()
+    rc = lib.fdy_delta_indices(buf.c, buf.size, node_count, out, count.value, ctypes.byref(count))
+    check(rc, "delta indices", CodecError)
+    return list(out[: count.value])
+
+
+def delta_from_record(record: bytes | bytearray | memoryview, indices: Sequence[int]) -> bytes:
+    """A delta holding the record's own nodes at ``indices``."""
+    lib = native()
+    buf = _Buffer(record)
+    idx = (ctypes.c_uint32 * max(len(indices), 1))(*indices)
+    out = ctypes.c_void_p()
+    size = ctypes.c_size_t()
+    rc = lib.fdy_delta_from_record(buf.c, buf.size, idx, len(indices), ctypes.byref(out), ctypes.byref(size))
+    check(rc, "template delta", CodecError)
+    try:
+        return ctypes.string_at(out.value, size.value) if out.value else b""
+    finally:
+        lib.fdy_free(out)
+
+
+def instantiate(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY) -> int:
+    out = ctypes.c_uint64()
+    check(native().fdy_graph_instantiate(graph, flags, ctypes.byref(out)), "graph instantiation", CodecError)
+    return out.value
+
+
+def launch(exec_: int, stream: int) -> None:
+    check(native().fdy_graph_launch(exec_, stream), "graph launch", CodecError)
+
+
+def destroy_graph(graph: int) -> None:
+    check(native().fdy_graph_destroy(graph), "graph destroy", CodecError)
+
+
+def destroy_exec(exec_: int) -> None:
+    check(native().fdy_graph_exec_destroy(exec_), "exec destroy", CodecError)

@@ -1,0 +1,110 @@
+"""The handful of driver calls Python makes itself, through the real driver entry points that
+libfoundry resolved (never through hooks)."""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+from typing import Any
+
+from foundry.errors import DriverError
+
+from .lib import native
+
+__all__ = [
+    "call",
+    "current_context",
+    "current_device",
+    "device_identity",
+    "driver_version",
+    "memcpy_dtoh",
+]
+
+_SIGNATURES: dict[str, list[Any]] = {
+    "cuInit": [ctypes.c_uint],
+    "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
+    "cuCtxGetDevice": [ctypes.POINTER(ctypes.c_int)],
+    "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+    "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],
+    "cuDriverGetVersion": [ctypes.POINTER(ctypes.c_int)],
+    "cuMemcpyDtoH_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t],
+    "cuCtxSynchronize": [],
+    "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
+    "cuCtxSetCurrent": [ctypes.c_void_p],
+    "cuMemcpyHtoD_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
+    "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+}
+
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+@cache
+def _fn(name: str) -> Any:
+    lib = native()
+    check = lib.fdy_driver_open()
+    if check != 0:
+        raise DriverError(lib.last_error(), check)
+    address = lib.fdy_driver_symbol(name.encode())
+    if not address:
+        raise DriverError(f"the CUDA driver has no entry point {name}: a newer NVIDIA driver is needed")
+    fn = ctypes.CFUNCTYPE(ctypes.c_int, *_SIGNATURES[name])(address)
+    return fn
+
+
+def error_name(code: int) -> str:
+    name = ctypes.c_char_p()
+    if _fn("cuGetErrorName")(code, ctypes.byref(name)) == 0 and name.value:
+        return name.value.decode()
+    return f"CUDA error {code}"
+
+
+def call(name: str, *args: Any) -> None:
+    """Calls a driver entry point and raises DriverError naming it on failure."""
+    rc = _fn(name)(*args)
+    if rc != 0:
+        raise DriverError(f"{name} failed with {error_name(rc)} ({rc})", rc)
+
+
+def current_device() -> int:
+    dev = ctypes.c_int()
+    call("cuCtxGetDevice", ctypes.byref(dev))
+    return dev.value
+
+
+def current_context() -> int:
+    """The calling thread's current CUcontext (threads started later must make it current)."""
+    ctx = ctypes.c_void_p()
+    call("cuCtxGetCurrent", ctypes.byref(ctx))
+    if not ctx.value:
+        raise DriverError("no CUDA context is current on this thread: initialise CUDA first (torch.cuda.init())")
+    return ctx.value
+
+
+def driver_version() -> int:
+    v = ctypes.c_int()
+    call("cuDriverGetVersion", ctypes.byref(v))
+    return v.value
+
+
+def device_identity(device: int) -> tuple[str, int, tuple[int, int]]:
+    """(name, multiprocessor count, compute capability) of a device."""
+    buf = ctypes.create_string_buffer(256)
+    call("cuDeviceGetName", buf, len(buf), device)
+    values = []
+    for attr in (
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+    ):
+        v = ctypes.c_int()
+        call("cuDeviceGetAttribute", ctypes.byref(v), attr, device)
+        values.append(v.value)
+    return buf.value.decode(errors="replace"), values[0], (values[1], values[2])
+
+
+def memcpy_dtoh(src: int, n: int) -> bytes:
+    buf = ctypes.create_string_buffer(n)
+    call("cuMemcpyDtoH_v2", buf, src, n)
+    return buf.raw

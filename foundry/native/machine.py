@@ -1,0 +1,36 @@
+"""The identity of the machine this process runs on, as archives record and LOAD compares it."""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+
+from foundry import __version__
+from foundry.format import Identity
+
+from .driver import current_device, device_identity, driver_version
+
+__all__ = ["current_identity"]
+
+
+@lru_cache(maxsize=8)
+def _device(device: int) -> tuple[str, int, tuple[int, int], int]:
+    name, sms, cc = device_identity(device)
+    return name, sms, cc, driver_version()
+
+
+def current_identity() -> Identity:
+    """GPU, driver and software stack of the current CUDA context's device."""
+    name, sms, cc, driver = _device(current_device())
+    torch = sys.modules.get("torch")
+    torch_version = str(torch.__version__) if torch is not None else None
+    cuda_runtime = str(torch.version.cuda) if torch is not None and torch.version.cuda else None
+    return Identity(
+        gpu_name=name,
+        sm_count=sms,
+        compute_capability=cc,
+        driver_version=driver,
+        cuda_runtime_version=cuda_runtime,
+        torch_version=torch_version,
+        foundry_version=__version__,
+    )

@@ -1,0 +1,55 @@
+"""The allocation region: its public API (``api``), the allocation log and what SAVE records of it
+(``log``), how LOAD puts SAVE's memory back (``restore``), and the program's state memory
+(``snapshot``)."""
+
+from __future__ import annotations
+
+from .api import (
+    AllocationEvent,
+    AllocKind,
+    RegionState,
+    allocation_events,
+    allocation_region,
+    free_preallocated_region,
+    get_current_alloc_offset,
+    hold_allocation_region,
+    preallocate_region,
+    region_epoch,
+    region_state,
+    release_allocation_region,
+    resume_allocation_region,
+    set_allocation_region,
+    set_current_alloc_offset,
+    stop_allocation_region,
+)
+from .log import live_allocations, live_ranges, live_ranges_now, own_chunks, region_spec
+from .restore import restore_region
+from .snapshot import capture_window, restore_snapshot, take_snapshot
+
+__all__ = [
+    "AllocKind",
+    "AllocationEvent",
+    "RegionState",
+    "allocation_events",
+    "allocation_region",
+    "capture_window",
+    "free_preallocated_region",
+    "get_current_alloc_offset",
+    "hold_allocation_region",
+    "live_allocations",
+    "live_ranges",
+    "live_ranges_now",
+    "own_chunks",
+    "preallocate_region",
+    "region_epoch",
+    "region_spec",
+    "region_state",
+    "release_allocation_region",
+    "restore_region",
+    "restore_snapshot",
+    "resume_allocation_region",
+    "set_allocation_region",
+    "set_current_alloc_offset",
+    "stop_allocation_region",
+    "take_snapshot",
+]

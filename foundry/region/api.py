@@ -1,0 +1,200 @@
+"""Public API of the allocation region, following the seed README's names and call shapes.
+
+The region is process-wide: allocations from every thread land in it while it is active. It covers
+the device whose context is current when it is set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from foundry._state import ProcessState
+from foundry.errors import RegionStateError
+from foundry.native import AllocEvent, RegionInfo, check, native, require_interposer
+from foundry.sizes import parse_size
+
+__all__ = [
+    "AllocKind",
+    "AllocationEvent",
+    "RegionState",
+    "allocation_events",
+    "allocation_region",
+    "free_preallocated_region",
+    "get_current_alloc_offset",
+    "hold_allocation_region",
+    "preallocate_region",
+    "region_epoch",
+    "region_state",
+    "release_allocation_region",
+    "resume_allocation_region",
+    "set_allocation_region",
+    "set_current_alloc_offset",
+    "stop_allocation_region",
+]
+
+
+class AllocKind(IntEnum):
+    """Kinds of entries in the allocation log (FDY_EV_* in foundry.h)."""
+
+    ALLOC = 1
+    FREE = 2
+    ASYNC_ALLOC = 3
+    ASYNC_FREE = 4
+    VMM_RESERVE = 5
+    VMM_FREE = 6
+    VMM_MAP = 7
+    VMM_UNMAP = 8
+    PREALLOC = 9
+    PREALLOC_FREE = 10
+    RESTORE = 11
+    CURSOR = 12
+    REFUSED = 13
+
+
+@dataclass(frozen=True)
+class AllocationEvent:
+    seq: int
+    kind: AllocKind
+    offset: int
+    size: int
+    span: int
+    tid: int
+
+
+@dataclass(frozen=True)
+class RegionState:
+    base: int
+    size: int
+    cursor: int
+    high_water: int
+    granularity: int
+    mapped_bytes: int
+    prealloc_offset: int
+    prealloc_size: int
+    device: int
+    active: bool
+    reserved: bool
+
+
+def _ensure_cuda_context() -> None:
+    """The region needs a current context. Under PyTorch, make the runtime create its primary one."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.init()
+        torch.cuda.synchronize()
+
+
+@dataclass
+class _Regions:
+    """How many regions this process set (``region_epoch``), and the allocation-log windows that
+    graph captures made, as (region epoch, first event, end event): their allocations are graph-pool
+    memory, not state (snapshot.py)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    epoch: int = 0
+    capture_windows: list[tuple[int, int, int]] = field(default_factory=list)
+
+
+REGIONS = ProcessState("region", _Regions)
+
+
+def region_epoch() -> int:
+    """Counts the regions set in this process. What was learned about one region (memory restored,
+    capture windows in its allocation log) is keyed by it, so that a region set again after
+    release_allocation_region() starts afresh."""
+    return REGIONS.get().epoch
+
+
+def set_allocation_region(base: int, size: int | str) -> None:
+    """Reserves ``[base, base + size)`` and places every later device allocation in it."""
+    lib = require_interposer("set_allocation_region()")
+    _ensure_cuda_context()
+    check(lib.fdy_region_set(int(base), parse_size(size)), "set_allocation_region")
+    regions = REGIONS.get()
+    with regions.lock:
+        regions.epoch += 1
+
+
+def hold_allocation_region(base: int, size: int | str) -> bool:
+    """Reserves the range now so that set_allocation_region(base, size) can adopt it later.
+
+    LOAD calls it before loading kernel images (the seed README loads them before setting the region),
+    because the driver may otherwise put its own reservations where the region must go. Best effort:
+    False when the range is taken already; set_allocation_region then reports it clearly.
+    """
+    lib = native()
+    if not lib.preloaded:
+        return False
+    _ensure_cuda_context()
+    return bool(lib.fdy_region_hold(int(base), parse_size(size)) == 0)
+
+
+def stop_allocation_region() -> None:
+    """Stops placing allocations in the region; memory already placed stays valid."""
+    check(native().fdy_region_stop(), "stop_allocation_region", RegionStateError)
+
+
+def resume_allocation_region() -> None:
+    check(native().fdy_region_resume(), "resume_allocation_region", RegionStateError)
+
+
+def release_allocation_region() -> None:
+    """Unmaps everything the region mapped and frees its address range (all its memory is gone)."""
+    check(native().fdy_region_release(), "release_allocation_region")
+
+
+def preallocate_region(size: int | str) -> None:
+    """Maps ``size`` bytes at the cursor now, so that allocations inside them only move the cursor."""
+    check(native().fdy_region_preallocate(parse_size(size)), "preallocate_region")
+
+
+def free_preallocated_region() -> None:
+    check(native().fdy_region_free_preallocated(), "free_preallocated_region", RegionStateError)
+
+
+def region_state() -> RegionState:
+    info = RegionInfo()
+    check(native().fdy_region_info_get(ctypes.byref(info)), "region_state")
+    return RegionState(
+        info.base, info.size, info.cursor, info.high_water, info.granularity, info.mapped_bytes,
+        info.prealloc_offset, info.prealloc_size, info.device, bool(info.active), bool(info.reserved),
+    )  # fmt: skip
+
+
+def get_current_alloc_offset() -> int:
+    return region_state().cursor
+
+
+def set_current_alloc_offset(offset: int) -> None:
+    """Moves the cursor (forward, or back over nothing live); LOAD uses it to skip SAVE's span."""
+    check(native().fdy_region_set_cursor(int(offset)), "set_current_alloc_offset")
+
+
+def allocation_events(first: int = 0) -> list[AllocationEvent]:
+    """The region's allocation log from entry ``first`` on, in call order."""
+    lib = native()
+    total = lib.fdy_region_events(first, None, 0)
+    buf = (AllocEvent * max(total - first, 0))()
+    n = min(lib.fdy_region_events(first, buf, len(buf)) - first, len(buf))
+    return [AllocationEvent(e.seq, AllocKind(e.kind), e.offset, e.size, e.span, e.tid) for e in buf[:n]]
+
+
+@contextmanager
+def allocation_region(base: int, size: int | str, prealloc_size: int | str | None = None) -> Iterator[None]:
+    """Sets the region for the body (optionally preallocating) and stops it afterwards.
+
+    The memory stays mapped after the block, as tensors made inside it may outlive it.
+    """
+    set_allocation_region(base, size)
+    try:
+        if prealloc_size is not None:
+            preallocate_region(prealloc_size)
+        yield
+    finally:
+        stop_allocation_region()

@@ -1,0 +1,116 @@
+"""The region's allocation log, and what SAVE records of it: the allocations still live and the ranges
+that were mapped ("live"). LOAD compares its own allocations with these (restore.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+from foundry.errors import RegionStateError
+from foundry.format import RegionSpec
+
+from .api import AllocationEvent, AllocKind, allocation_events, region_state
+
+__all__ = [
+    "ALLOCS",
+    "live_allocations",
+    "live_ranges",
+    "live_ranges_now",
+    "own_allocations",
+    "own_chunks",
+    "region_spec",
+]
+
+_ADD = {AllocKind.ALLOC, AllocKind.ASYNC_ALLOC, AllocKind.VMM_MAP, AllocKind.PREALLOC, AllocKind.RESTORE}
+_REMOVE = {
+    AllocKind.FREE: AllocKind.ALLOC,
+    AllocKind.ASYNC_FREE: AllocKind.ASYNC_ALLOC,
+    AllocKind.VMM_UNMAP: AllocKind.VMM_MAP,
+    AllocKind.PREALLOC_FREE: AllocKind.PREALLOC,
+}
+ALLOCS = {AllocKind.ALLOC, AllocKind.ASYNC_ALLOC}
+
+
+def _coalesce(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return [(s, e - s) for s, e in out if e > s]
+
+
+def _live(events: Iterable[tuple[int, int, int, int]]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(kind, offset) -> (offset, end) of everything mapped after replaying (kind, offset, size, span)."""
+    live: dict[tuple[int, int], tuple[int, int]] = {}
+    for kind, offset, size, span in events:
+        k = AllocKind(kind)
+        if k in _ADD:
+            length = size if k is AllocKind.VMM_MAP else span
+            live[(k, offset)] = (offset, offset + length)
+        elif k in _REMOVE:
+            live.pop((_REMOVE[k], offset), None)
+    return live
+
+
+def live_ranges(events: Iterable[tuple[int, int, int, int]]) -> list[tuple[int, int]]:
+    """Sorted, coalesced (offset, length) ranges mapped at the end of a log of (kind, off, size, span)."""
+    return _coalesce(_live(events).values())
+
+
+def live_allocations(
+    events: Sequence[AllocationEvent], skip: Callable[[int], bool] | None = None
+) -> dict[int, AllocationEvent]:
+    """offset -> the allocation event of each allocation still live at the end of ``events`` (those
+    at the indices ``skip`` accepts left out)."""
+    live: dict[int, AllocationEvent] = {}
+    for index, e in enumerate(events):
+        if e.kind in ALLOCS:
+            if skip is None or not skip(index):
+                live[e.offset] = e
+        elif e.kind in (AllocKind.FREE, AllocKind.ASYNC_FREE):
+            live.pop(e.offset, None)
+    return live
+
+
+def live_ranges_now() -> list[tuple[int, int]]:
+    """(offset, length) of the region memory mapped right now."""
+    return live_ranges((int(e.kind), e.offset, e.size, e.span) for e in allocation_events())
+
+
+def own_chunks() -> list[tuple[int, int]]:
+    """(offset, span) of the allocations this process holds in the region."""
+    return [(off, span) for off, span, _ in own_allocations()]
+
+
+def region_spec(full_log: bool = False) -> RegionSpec:
+    """The region as SAVE records it.
+
+    A graph's JSON keeps, of the allocation log, only the events of allocations still live (what
+    LOAD's layout check needs); the manifest keeps the full log (``full_log``), for verification.
+    """
+    state = region_state()
+    if not state.reserved:
+        raise RegionStateError(
+            "SAVE needs the allocation region: call set_allocation_region(base, size) before the model and its "
+            "inputs are allocated, so that every address the graph uses is reproducible"
+        )
+    events = allocation_events()
+    quads = [(int(e.kind), e.offset, e.size, e.span) for e in events]
+    if not full_log:
+        live = live_allocations(events)
+        events = [e for e in events if live.get(e.offset) is e]
+    return RegionSpec(
+        base=state.base,
+        size=state.size,
+        granularity=state.granularity,
+        high_water=state.high_water,
+        live=tuple(live_ranges(quads)),
+        events=tuple((e.seq, int(e.kind), e.offset, e.size, e.span) for e in events),
+    )
+
+
+def own_allocations() -> list[tuple[int, int, int]]:
+    """(offset, span, size) of this process's live allocations."""
+    return [(off, e.span, e.size) for off, e in sorted(live_allocations(allocation_events()).items())]

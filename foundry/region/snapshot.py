@@ -1,0 +1,112 @@
+"""State memory: what a graph reads but a LOAD program may not rebuild (docs/FORMAT.md, "State memory").
+
+SAVE copies every live allocation made outside graph capture (weights, static inputs, warm-up tables)
+when they are small enough; LOAD writes those bytes back only where this process holds nothing of its
+own, so freshly initialised inputs are never overwritten.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from foundry.format import MemorySpec, read_memory, write_memory
+from foundry.native import call, memcpy_dtoh, native
+
+from .api import REGIONS, AllocationEvent, allocation_events
+from .log import live_allocations
+
+__all__ = ["capture_window", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
+
+DEFAULT_LIMIT = 256 << 20
+
+
+@contextmanager
+def capture_window() -> Iterator[None]:
+    """Marks the allocations made in the block as graph-pool memory (not state)."""
+    start = native().fdy_region_events(0, None, 0)
+    try:
+        yield
+    finally:
+        end = native().fdy_region_events(0, None, 0)
+        regions = REGIONS.get()
+        with regions.lock:
+            regions.capture_windows.append((regions.epoch, start, end))
+
+
+def snapshot_limit() -> int:
+    return int(os.environ.get("FOUNDRY_SNAPSHOT_LIMIT", DEFAULT_LIMIT))
+
+
+def state_ranges(events: Sequence[AllocationEvent], windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(offset, span) of live allocations made outside every capture window, sorted."""
+    live = live_allocations(events, lambda index: any(start <= index < end for start, end in windows))
+    return sorted((offset, e.span) for offset, e in live.items())
+
+
+def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> MemorySpec | None:
+    """Copies the state memory into ``archive_dir/memory``; None when it exceeds the limit."""
+    regions = REGIONS.get()
+    with regions.lock:
+        windows = [(start, end) for e, start, end in regions.capture_windows if e == regions.epoch]
+    ranges = state_ranges(allocation_events(), windows)
+    total = sum(length for _, length in ranges)
+    if not ranges or total > (snapshot_limit() if limit is None else limit):
+        return None
+    call("cuCtxSynchronize")
+    data = b"".join(memcpy_dtoh(base + offset, length) for offset, length in ranges)
+    sha = hashlib.sha256(data).hexdigest()
+    write_memory(archive_dir, data, sha)
+    return MemorySpec(sha, len(data), tuple(ranges))
+
+
+def _subtract(start: int, end: int, holes: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """Parts of [start, end) outside the sorted, disjoint [a, b) holes."""
+    at = start
+    for a, b in holes:
+        if b <= at or a >= end:
+            continue
+        if a > at:
+            yield at, a
+        at = max(at, b)
+    if at < end:
+        yield at, end
+
+
+def restore_snapshot(
+    archive_dir: Path,
+    spec: MemorySpec,
+    base: int,
+    occupied: Callable[[], list[tuple[int, int]]] | None = None,
+    app_chunks: Sequence[tuple[int, int]] = (),
+) -> int:
+    """Writes SAVE's state bytes back; returns how many bytes were written.
+
+    Memory this process allocated itself (``app_chunks``, offsets) is only written where
+    ``occupied()`` (absolute addresses of blocks in use) says nothing lives; without ``occupied`` it
+    is left alone.
+    """
+    data = read_memory(archive_dir, spec.sha256, spec.bytes)
+    in_use = sorted((a - base, a - base + n) for a, n in (occupied() if occupied is not None else []))
+    chunks = sorted((off, off + span) for off, span in app_chunks)
+    buf = (ctypes.c_char * len(data)).from_buffer(data)
+    written = 0
+    cursor = 0
+    for offset, length in spec.ranges:
+        start, end = offset, offset + length
+        pieces = list(_subtract(start, end, chunks))  # nobody here owns these parts: restore all of them
+        if occupied is not None:
+            for a, b in chunks:
+                lo, hi = max(a, start), min(b, end)
+                if lo < hi:
+                    pieces.extend(_subtract(lo, hi, in_use))
+        for a, b in pieces:
+            src = ctypes.addressof(buf) + cursor + (a - offset)
+            call("cuMemcpyHtoD_v2", base + a, ctypes.c_void_p(src), b - a)
+            written += b - a
+        cursor += length
+    return written

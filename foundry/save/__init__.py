@@ -1,0 +1,23 @@
+"""SAVE: captured graphs into an archive (torch-free; foundry.capture adds tensors and RNG).
+
+``graph`` extracts and writes one graph; ``templates`` groups graphs of one topology and stores
+members as deltas; ``manifest`` writes the manifest last, the archive's commit point.
+"""
+
+from __future__ import annotations
+
+from .gcpause import gc_paused
+from .graph import Extracted, SavedGraph, extract, save_extracted, save_graph, save_phases, saved_graphs
+from .manifest import save_graph_manifest
+
+__all__ = [
+    "Extracted",
+    "SavedGraph",
+    "extract",
+    "gc_paused",
+    "save_extracted",
+    "save_graph",
+    "save_graph_manifest",
+    "save_phases",
+    "saved_graphs",
+]

@@ -1,0 +1,272 @@
+"""SAVE: one captured CUgraph into an archive (torch-free; foundry.capture adds tensors and RNG).
+
+The steps: ``extract`` walks the driver's graph into a record (native) and parses it once;
+``save_extracted`` gathers everything else (region, kernels and their images, state memory), checks
+it, and only then writes. The records of every graph this process saved are kept until
+``save_graph_manifest`` groups them (manifest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from foundry import __version__, kernels
+from foundry._state import ProcessState
+from foundry.errors import RegionStateError
+from foundry.format import (
+    FunctionRef,
+    GraphMeta,
+    GraphRecord,
+    ImageFormat,
+    ImageRef,
+    OutputSpec,
+    RngSpec,
+    image_path,
+    node_counts,
+    parse_record,
+    template_path,
+    write_graph,
+    write_image,
+    write_region_hint,
+)
+from foundry.native import codec, current_identity
+from foundry.region import region_spec, take_snapshot
+from foundry.timing import Phases
+
+from .gcpause import gc_paused
+
+__all__ = [
+    "Extracted",
+    "SavedGraph",
+    "default_archive_dir",
+    "extract",
+    "replace_saved",
+    "save_extracted",
+    "save_graph",
+    "save_phases",
+    "saved_graphs",
+]
+
+DEFAULT_ARCHIVE = "hook_archive"
+
+
+@dataclass(frozen=True)
+class SavedGraph:
+    """A graph this process saved: its full record, and the delta on disk once it became a member."""
+
+    json_path: Path
+    meta: GraphMeta
+    record: bytes
+    delta: bytes | None = None
+    parsed: GraphRecord | None = None
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A captured graph as SAVE reads it: its record, the CUfunction behind each function index, and
+    the record parsed (checked by ``parse_record``)."""
+
+    record: bytes
+    functions: tuple[int, ...]
+    parsed: GraphRecord
+
+
+@dataclass
+class _Saves:
+    """The graphs this process saved, in first-save order; the images known to be in each archive,
+    as (resolved archive dir, SHA-256); and where SAVE's time went (seconds per phase, summed over
+    all saves: the benchmark reports it)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    saved: list[SavedGraph] = field(default_factory=list)
+    written_images: set[tuple[str, str]] = field(default_factory=set)
+    phases: Phases = field(default_factory=lambda: Phases(keep_spans=False))
+
+
+_STATE = ProcessState("save", _Saves)
+
+
+def save_phases() -> Phases:
+    """Seconds (and page faults) per SAVE phase in this process, summed over every save."""
+    return _STATE.get().phases
+
+
+def default_archive_dir() -> Path:
+    """Where images go when save() is not told: $FOUNDRY_ARCHIVE, else the seed's "hook_archive"."""
+    return Path(os.environ.get("FOUNDRY_ARCHIVE", DEFAULT_ARCHIVE))
+
+
+def saved_graphs() -> list[SavedGraph]:
+    """Graphs saved by this process, in order (save_graph_manifest writes them into the manifest)."""
+    state = _STATE.get()
+    with state.lock:
+        return list(state.saved)
+
+
+def replace_saved(graphs: list[SavedGraph]) -> None:
+    """Records what save_graph_manifest rewrote (members stored as deltas)."""
+    state = _STATE.get()
+    with state.lock:
+        state.saved[: len(graphs)] = graphs
+
+
+def _image_format(fmt: kernels.ImageFormat) -> ImageFormat:
+    return {kernels.ImageFormat.FATBIN: ImageFormat.FATBIN, kernels.ImageFormat.ELF: ImageFormat.ELF}.get(
+        fmt, ImageFormat.PTX
+    )
+
+
+def _kernel_refs(functions: Sequence[int], archive_dir: Path) -> tuple[tuple[FunctionRef, ...], tuple[ImageRef, ...]]:
+    state = _STATE.get()
+    refs: list[FunctionRef] = []
+    images: dict[str, ImageRef] = {}
+    archive_key = str(archive_dir.resolve())  # once per graph, not per image: resolve() walks the path
+    for function in functions:
+        index, name = kernels.resolve(function)
+        sha = kernels.image_hash(index)
+        if sha not in images:
+            record = kernels.image_record(index)
+            fmt = _image_format(record.format)
+            key = (archive_key, sha)
+            with state.lock:
+                known = key in state.written_images
+            # Checked (and repaired) once per process; a stat finds an archive removed since.
+            if not known or not image_path(archive_dir, sha).is_file():
+                write_image(archive_dir, kernels.image_bytes(index), fmt, sha256=sha, durable=False)
+                with state.lock:
+                    state.written_images.add(key)
+            images[sha] = ImageRef(sha, record.size, fmt)
+        # Read at every save: a program may raise an attribute between two captures.
+        refs.append(FunctionRef(sha, name, kernels.function_attrs(function)))
+    return tuple(refs), tuple(images.values())
+
+
+def _check_outputs(outputs: Sequence[OutputSpec], live: Sequence[tuple[int, int]], base: int) -> None:
+    for i, out in enumerate(outputs):
+        off = out.address - base
+        if not any(start <= off and off + out.nbytes <= start + length for start, length in live):
+            raise RegionStateError(
+                f"output {i} (address {out.address:#x}, {out.nbytes} bytes) is not in the allocation region's live "
+                "memory: it was allocated before set_allocation_region() or after stop_allocation_region(), so LOAD "
+                "could not hand it back at the same address"
+            )
+
+
+def extract(graph: int) -> Extracted:
+    """Walks a captured CUgraph into a record and parses it (an unsupported node raises here)."""
+    phases = save_phases()
+    with phases.span("extract"):
+        record, functions = codec.extract(graph)
+    with phases.span("parse"):
+        parsed = parse_record(record)
+    return Extracted(record, tuple(functions), parsed)
+
+
+@gc_paused()
+def save_graph(
+    graph: int,
+    json_path: str | os.PathLike[str],
+    *,
+    outputs: Sequence[OutputSpec] = (),
+    rng: RngSpec | None = None,
+    archive_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    snapshot: bool = True,
+) -> GraphMeta:
+    """Writes ``<stem>.json`` + ``<stem>.cugraph`` for a captured CUgraph, and its images
+    (``extract`` then ``save_extracted``)."""
+    return save_extracted(
+        extract(graph), json_path, outputs=outputs, rng=rng, archive_dir=archive_dir, name=name, snapshot=snapshot
+    )
+
+
+@gc_paused()
+def save_extracted(
+    graph: Extracted,
+    json_path: str | os.PathLike[str],
+    *,
+    outputs: Sequence[OutputSpec] = (),
+    rng: RngSpec | None = None,
+    archive_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+    snapshot: bool = True,
+) -> GraphMeta:
+    """Writes ``<stem>.json`` + ``<stem>.cugraph`` for an extracted graph, and its images.
+
+    Everything is gathered and checked before the first byte is written: an unknown kernel or an
+    output outside the region leaves no file behind. ``snapshot`` copies the program's state memory
+    into the archive when it is small enough (docs/FORMAT.md, "State memory").
+    """
+    phases = save_phases()
+    json_path = Path(json_path)
+    archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
+    with phases.span("region"):
+        region = region_spec()
+        _check_outputs(outputs, region.live, region.base)
+        identity = current_identity()
+    with phases.span("images"):
+        functions, images = _kernel_refs(graph.functions, archive)
+    with phases.span("snapshot"):
+        memory = take_snapshot(archive, region.base) if snapshot else None
+    with phases.span("metadata"):
+        meta = GraphMeta(
+            name=name or json_path.stem,
+            foundry_version=__version__,
+            archive_dir=os.path.relpath(archive.resolve(), json_path.resolve().parent),
+            functions=functions,
+            images=images,
+            events=graph.parsed.event_count,
+            outputs=tuple(outputs),
+            rng=rng,
+            region=region,
+            identity=identity,
+            stats=tuple(sorted(node_counts(graph.parsed).items())),
+            topology="",  # write_graph fills it from the record (walked once)
+            memory=memory,
+        )
+    with phases.span("write"):
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        # Not durable yet: save_graph_manifest makes the archive durable at once.
+        meta = write_graph(json_path, meta, graph.record, parsed=graph.parsed, durable=False)
+        write_region_hint(archive, region.base, region.size)
+        _remember(SavedGraph(json_path, meta, graph.record, parsed=graph.parsed))
+    return meta
+
+
+def _remember(graph: SavedGraph) -> None:
+    """Adds a saved graph to this process's list, replacing an earlier save of the same file.
+
+    Saving a path again overwrites its files, so only the last save may be listed: a second entry for
+    one file would make save_graph_manifest list the graph twice and store it as changes to itself.
+    The replacement keeps the earlier entry's place, so the manifest's order stays that of first saves.
+    Members that an earlier manifest stored as changes to the replaced graph are written back as full
+    records: the template they were stored against is gone, and the next manifest may not make them
+    members of the new one.
+    """
+    state = _STATE.get()
+    target = graph.json_path.resolve()
+    with state.lock:
+        saved = state.saved
+        for i, earlier in enumerate(saved):
+            if earlier.json_path.resolve() == target:
+                saved[i] = graph
+                break
+        else:
+            saved.append(graph)
+            return
+        orphans = [
+            (i, g)
+            for i, g in enumerate(saved)
+            if g.delta is not None and g.meta.template is not None and template_path(g.json_path, g.meta) == target
+        ]
+    for i, member in orphans:
+        meta = write_graph(
+            member.json_path, replace(member.meta, template=None), member.record, parsed=member.parsed, durable=False
+        )
+        with state.lock:
+            if saved[i] is member:
+                saved[i] = SavedGraph(member.json_path, meta, member.record, parsed=member.parsed)

@@ -1,0 +1,104 @@
+"""SAVE's last step: the manifest. ``save_graph_manifest`` groups every graph this process saved into
+topology templates, rewrites members as deltas, and writes the manifest, the archive's commit point.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from foundry import __version__
+from foundry.errors import FoundryError
+from foundry.format import (
+    GraphEntry,
+    GraphRole,
+    Group,
+    ImageEntry,
+    KeySource,
+    Manifest,
+    configured_key,
+    now_iso,
+    sha256_file,
+    sign_manifest,
+    write_manifest,
+)
+from foundry.region import region_spec, region_state
+
+from .gcpause import gc_paused
+from .graph import SavedGraph, replace_saved, save_phases, saved_graphs
+from .templates import GroupPlan, plan_groups, write_member_deltas
+
+__all__ = ["save_graph_manifest"]
+
+
+@gc_paused()
+def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySource | None = None) -> Manifest:
+    """Writes ``graph_manifest.json`` for every graph this process saved, grouped into templates.
+
+    Members of a topology group are rewritten as deltas against their template (each verified to be
+    its template plus its overrides) before the manifest, which names them all, is written last.
+
+    With a signing key (``signing_key``, else the configured one: see foundry.format.signing) the
+    manifest carries an HMAC-SHA256 signature, which covers the whole archive (docs/TRUST.md). A key
+    file that cannot be read raises ``ArchiveSignatureError`` before anything is written.
+    """
+    archive = Path(archive_dir)
+    key = configured_key(signing_key)
+    graphs = saved_graphs()
+    if not graphs:
+        raise FoundryError("save_graph_manifest(): this process saved no graphs (call CUDAGraph.save first)")
+    phases = save_phases()
+    with phases.span("manifest_plan"):
+        plans = plan_groups(graphs)
+    with phases.span("manifest_deltas"):
+        graphs = write_member_deltas(graphs, plans)
+        replace_saved(graphs)
+    with phases.span("manifest_entries"):
+        manifest = _manifest(archive, graphs, plans)
+        if key is not None:
+            manifest = sign_manifest(manifest, key)
+    # Everything SAVE wrote so far was written without fsync; one sync makes it all durable before
+    # the manifest, the archive's commit point, is written (durably) last.
+    with phases.span("sync"):
+        os.sync()
+    with phases.span("manifest_write"):
+        write_manifest(archive, manifest)
+    return manifest
+
+
+def _manifest(archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan]) -> Manifest:
+    """The manifest listing ``graphs`` (members already stored as deltas) in ``plans``' groups."""
+    group_of = {i: gi for gi, plan in enumerate(plans) for i in (plan.template, *plan.members)}
+    entries = []
+    images: dict[str, ImageEntry] = {}
+    kernels: dict[str, set[str]] = {}
+    for i, g in enumerate(graphs):
+        assert g.meta.record is not None
+        plan = plans[group_of[i]]
+        entries.append(
+            GraphEntry(
+                name=g.meta.name,
+                json=os.path.relpath(g.json_path.resolve(), archive.resolve()),
+                json_sha256=sha256_file(g.json_path),
+                record_sha256=g.meta.record.sha256,
+                nodes=g.meta.stats_dict().get("nodes", 0),
+                topology=g.meta.topology,
+                group=group_of[i],
+                role=GraphRole.TEMPLATE if plan.template == i else GraphRole.MEMBER,
+            )
+        )
+        for ref in g.meta.images:
+            images.setdefault(ref.sha256, ImageEntry.from_ref(ref))
+        for fn in g.meta.functions:
+            kernels.setdefault(fn.image, set()).add(fn.name)
+    last = graphs[-1].meta
+    return Manifest(
+        foundry_version=__version__,
+        created=now_iso(),
+        identity=last.identity,
+        region=region_spec(full_log=True) if region_state().reserved else last.region,
+        images=tuple(replace(e, kernels=tuple(sorted(kernels.get(sha, ())))) for sha, e in images.items()),
+        graphs=tuple(entries),
+        groups=tuple(Group(graphs[p.template].meta.topology, p.template, p.members, p.varying) for p in plans),
+    )

@@ -1,0 +1,188 @@
+"""Topology templates: graphs that differ only in node parameters share one template.
+
+Two graphs can share an exec (members switched in with per-node parameter updates) only when their
+node types, edges and edge data match, and every kernel node keeps its cluster shape and cooperative
+mode (an exec cannot switch those: the driver answers CUDA_ERROR_INVALID_CLUSTER_SIZE). The template
+key therefore covers the record's topology key plus each kernel's required cluster shape, a function
+attribute the record does not hold. A member is stored as a delta: its values for every node that
+varies anywhere in the group, so that applying one member's delta switches a shared exec to it from
+any other member.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from foundry.errors import CodecError
+from foundry.format import (
+    ChildGraphNode,
+    Delta,
+    GraphMeta,
+    GraphRecord,
+    KernelNode,
+    Node,
+    TemplateRef,
+    delta_header,
+    iter_nodes,
+    node_spans,
+    override_problem,
+    override_spans,
+    parse_record,
+    write_graph,
+)
+from foundry.native import codec
+
+from .graph import SavedGraph
+
+__all__ = ["GroupPlan", "plan_groups", "template_key", "write_member_deltas"]
+
+
+def template_key(meta: GraphMeta, record: GraphRecord) -> str:
+    """Topology key plus every kernel's compile-time cluster shape (function attributes 11-13)."""
+    h = hashlib.sha256(meta.topology.encode())
+    shapes = [struct.pack("<3i", *f.attrs[2:5]) for f in meta.functions]  # packed once per function
+    h.update(b"".join(shapes[n.function_index] for _, n in iter_nodes(record) if isinstance(n, KernelNode)))
+    return h.hexdigest()
+
+
+def _identity(node: Node, meta: GraphMeta) -> Any:
+    """A comparable value of a node with function indices replaced by the functions themselves."""
+    if isinstance(node, KernelNode):
+        return (
+            meta.functions[node.function_index], node.grid, node.block, node.shared_mem, node.arg_mode,
+            node.params, node.attrs, node.args,
+        )  # fmt: skip
+    if isinstance(node, ChildGraphNode):
+        return (tuple(_identity(n, meta) for n in node.record.nodes), node.record.edges)
+    return node
+
+
+def _same(a: Node, ma: GraphMeta, b: Node, mb: GraphMeta) -> bool:
+    """``_identity(a, ma) == _identity(b, mb)`` without building the tuples: SAVE compares every node
+    of every member with its template's, and kernel nodes mostly differ in their argument bytes,
+    which are compared first."""
+    if type(a) is KernelNode:
+        return (
+            type(b) is KernelNode
+            and a.args == b.args
+            and a.grid == b.grid
+            and a.block == b.block
+            and a.shared_mem == b.shared_mem
+            and a.arg_mode == b.arg_mode
+            and a.params == b.params
+            and a.attrs == b.attrs
+            and ma.functions[a.function_index] == mb.functions[b.function_index]
+        )
+    return bool(_identity(a, ma) == _identity(b, mb))
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """Indices into the saved-graph list: the template, its members, and the nodes that vary."""
+
+    key: str
+    template: int
+    members: tuple[int, ...]
+    varying: tuple[int, ...]
+
+
+def _differing(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord]) -> list[int] | None:
+    """Top-level nodes whose parameters differ, or None when the member cannot be switched in."""
+    (tm, tr), (mm, mr) = template, member
+    out = []
+    for i, (a, b) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
+        if _same(a, tm, b, mm):
+            continue
+        if override_problem(a, b) is not None:
+            return None
+        out.append(i)
+    return out
+
+
+def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
+    """Groups in first-seen order; a graph that cannot join its key's group becomes a template itself."""
+    parsed = [(g.meta, g.parsed if g.parsed is not None else parse_record(g.record)) for g in graphs]
+    plans: list[GroupPlan] = []
+    open_groups: dict[str, list[tuple[int, list[int], set[int]]]] = {}
+    for i, (meta, record) in enumerate(parsed):
+        key = template_key(meta, record)
+        placed = False
+        for template, members, varying in open_groups.get(key, []):
+            diff = _differing(parsed[template], (meta, record))
+            if diff is not None:
+                members.append(i)
+                varying.update(diff)
+                placed = True
+                break
+        if not placed:
+            open_groups.setdefault(key, []).append((i, [], set()))
+    for key, groups in open_groups.items():
+        for template, members, varying in groups:
+            plans.append(GroupPlan(key, template, tuple(members), tuple(sorted(varying))))
+    plans.sort(key=lambda p: p.template)
+    return plans
+
+
+def _verify(
+    template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord], varying: Sequence[int]
+) -> None:
+    """With _verify_bytes, SAVE's proof that a member is its template plus its overrides: every node
+    that does not vary equals the template's (functions compared by identity), and so do the edges."""
+    (tm, tr), (mm, mr) = template, member
+    overridden = set(varying)
+    for i, (t, m) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
+        if i not in overridden and not _same(t, tm, m, mm):
+            raise CodecError(f"graph {mm.name!r} is not template {tm.name!r} plus its overrides at node {i}")
+    if tr.edges != mr.edges:
+        raise CodecError(f"graph {mm.name!r} and template {tm.name!r} differ in their edges")
+
+
+def _verify_bytes(payload: bytes, record: GraphRecord, raw: bytes, varying: Sequence[int], template_sha: str) -> None:
+    """The delta the native code wrote names the template and the member's function table, and holds,
+    for exactly the varying nodes, the member record's own node records byte for byte (a walk and a
+    compare, not a parse: SAVE's hot loop)."""
+    if delta_header(payload) != (record.function_count, template_sha):
+        raise CodecError("a member's delta names another template or function count than the member's")
+    spans = node_spans(raw)
+    overrides = override_spans(payload)
+    if [i for i, _, _ in overrides] != list(varying):
+        raise CodecError("a member's delta overrides other nodes than its group's varying ones")
+    for i, start, end in overrides:
+        a, b = spans[i]
+        if payload[start:end] != raw[a:b]:
+            raise CodecError(f"a member's delta holds another node {i} than the member's own")
+
+
+def _delta_bytes(record: bytes, varying: Sequence[int], template_sha256: str) -> bytes:
+    data = bytearray(codec.delta_from_record(record, varying))
+    data[32:64] = bytes.fromhex(template_sha256)  # the header's template hash (FORMAT.md, "Delta")
+    return bytes(data)
+
+
+def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]) -> list[SavedGraph]:
+    """Rewrites every member's files as a delta against its template; returns the updated list."""
+    out = list(graphs)
+    for plan in plans:
+        template = graphs[plan.template]
+        assert template.meta.record is not None
+        tpair = (template.meta, template.parsed if template.parsed is not None else parse_record(template.record))
+        for index in plan.members:
+            member = graphs[index]
+            mpair = (member.meta, member.parsed if member.parsed is not None else parse_record(member.record))
+            # The member's own node records, copied byte for byte (C), then proven by parsing them back.
+            payload = _delta_bytes(member.record, plan.varying, template.meta.record.sha256)
+            tsha = template.meta.record.sha256
+            _verify_bytes(payload, mpair[1], member.record, plan.varying, tsha)
+            _verify(tpair, mpair, plan.varying)
+            # The delta's nodes are the member's own (just proven byte for byte), parsed already.
+            delta = Delta(tsha, mpair[1].function_count, tuple((i, mpair[1].nodes[i]) for i in plan.varying))
+            rel = os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
+            meta = replace(member.meta, record=None, template=TemplateRef(rel, template.meta.record.sha256))
+            written = write_graph(member.json_path, meta, payload, parsed=delta, durable=False)
+            out[index] = SavedGraph(member.json_path, written, member.record, payload, mpair[1])
+    return out

@@ -1,0 +1,12 @@
+"""``foundry verify``: everything that can be proven about an archive without a GPU (docs/TRUST.md).
+
+``verify_archive`` runs the checks (``files``, ``foreign``, ``kernels``, ``templates``, ``pointers``,
+``identity``, ``signature``: one module each) and returns one ``Report``.
+"""
+
+from __future__ import annotations
+
+from .archive import check_archive, verify_archive
+from .report import Check, CheckResult, Problem, ProblemKind, Report
+
+__all__ = ["Check", "CheckResult", "Problem", "ProblemKind", "Report", "check_archive", "verify_archive"]

@@ -1,0 +1,251 @@
+"""``foundry verify``: everything that can be proven about an archive without a GPU (docs/TRUST.md).
+
+``verify_archive(path)`` checks an archive directory, or one graph's ``.json`` and what it references,
+and returns a ``Report``: one ``Problem`` per defect, grouped by the check that found it (``Check``),
+and the checks that could not run with the reason. It never raises for archive content, never imports
+torch or a native module, and reads every file of the archive once.
+
+The checks, in order: ``files`` (checksums from the manifest down to records, deltas, images and state
+memory; format versions; cross-references), ``foreign`` (files the archive does not account for),
+``kernels`` (function tables against stored images), ``templates`` (members are their template plus
+overrides), ``pointers`` (region addresses a graph uses lie in the memory LOAD maps), ``identity``
+(against a given ``Identity`` of the current machine) and ``signature`` (against a given key).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from foundry.errors import ArchiveError, ArchiveSignatureError
+from foundry.format import (
+    KEY_ENV,
+    MANIFEST_NAME,
+    Identity,
+    KeySource,
+    SigningKey,
+    as_key,
+    authenticate_graph,
+    check_signature,
+    compare,
+    load_json,
+    read_manifest_doc,
+    resolve_archive_dir,
+    signature_key_id,
+)
+
+from .files import (
+    check_consistency,
+    check_image_file,
+    check_images_dir,
+    check_memory,
+    read_graph_files,
+    read_listed_graphs,
+)
+from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
+from .foreign import check_foreign, known_files
+from .kernels import check_functions, check_image_formats, check_manifest_kernels
+from .pointers import scan_graph
+from .report import Check, CheckResult, Problem, ProblemKind, Report
+from .templates import attach_templates, check_groups
+
+__all__ = ["check_archive", "verify_archive"]
+
+PathLike = str | os.PathLike[str]
+
+
+def verify_archive(path: PathLike, key: KeySource | None = None, current_identity: Identity | None = None) -> Report:
+    """Checks the archive directory ``path`` (or its ``graph_manifest.json``, or the one graph whose
+    ``.json`` it is, with its template, images and state memory) and returns the report.
+
+    ``key`` (a ``SigningKey``, its bytes or its file): check that the manifest is signed with it and,
+    for one graph, that the signed manifest lists the graph's JSON as it is now; without it the
+    signature check is skipped (the environment is not read here). ``current_identity``: compare the
+    identity each graph was saved with against it; without it the identity check is skipped. An
+    unreadable key file raises ``ArchiveSignatureError``; nothing else is raised for archive content.
+    """
+    target = Path(path)
+    if target.name == MANIFEST_NAME and target.is_file():  # the manifest stands for its archive
+        target = target.parent
+    signing_key = None if key is None else as_key(key)
+    found = Findings()
+    if target.is_dir():
+        mode = "archive"
+        graphs, images = _verify_directory(target, signing_key, current_identity, found)
+    else:
+        mode = "graph"
+        graphs, images = _verify_graph(target, signing_key, current_identity, found)
+    checks = []
+    for check in Check:
+        count = sum(p.check == check for p in found.problems)
+        if count:
+            checks.append(CheckResult(check, "failed", count))
+        elif check in found.skipped:
+            checks.append(CheckResult(check, "skipped", 0, found.skipped[check]))
+        else:
+            checks.append(CheckResult(check, "passed", 0))
+    return Report(str(target), mode, tuple(checks), tuple(found.problems), tuple(found.notes), graphs, images)
+
+
+def _skip_all(found: Findings, reason: str) -> None:
+    for check in Check:
+        if check != Check.FILES:
+            found.skip(check, reason)
+
+
+def _verify_directory(
+    directory: Path, key: SigningKey | None, identity: Identity | None, found: Findings
+) -> tuple[int, int]:
+    manifest_path = directory / MANIFEST_NAME
+    try:
+        manifest, doc = read_manifest_doc(directory)
+    except ArchiveError as exc:
+        found.add(Check.FILES, kind_of(exc), directory, str(exc))
+        _skip_all(found, "the manifest cannot be read")
+        return 0, 0
+    except OSError as exc:
+        found.add(Check.FILES, ProblemKind.MISSING, directory, f"cannot read the manifest: {exc}")
+        _skip_all(found, "the manifest cannot be read")
+        return 0, 0
+    images: dict[str, ImageInfo] = {}
+    for image in manifest.images:
+        images[image.sha256] = check_image_file(directory / image.file, image.sha256, image.bytes, found)
+    listed = read_listed_graphs(directory, manifest, found)
+    readable = [g for g in listed if g is not None]
+    known: dict[Path, GraphUnderCheck | None] = {
+        (directory / e.json).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)
+    }
+    extra: list[GraphUnderCheck] = []
+
+    def read_unlisted(path: Path) -> GraphUnderCheck | None:
+        found.add(
+            Check.TEMPLATES,
+            ProblemKind.MISMATCH,
+            path,
+            "graphs of the archive are stored as changes to this template, but the manifest does not list it",
+        )
+        graph = read_graph_files(path, f"template {path.name}", found)
+        if graph is not None:
+            extra.append(graph)
+        return graph
+
+    attach_templates(readable, found, read_unlisted, known)
+    for graph in readable:
+        check_consistency(graph, found, directory)
+    check_groups(manifest, manifest_path, listed, found)
+    listed_images = {e.sha256: e for e in manifest.images}
+    _check_rest(readable, images, found, listed_images)
+    check_manifest_kernels(manifest_path, listed_images, images, found)
+    if len(readable) < len(listed):
+        found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
+    check_foreign(directory, known_files(directory, manifest, [*readable, *extra]), found)
+    _check_identity(
+        [(manifest_path, manifest.identity)] + [(g.json_path, g.meta.identity) for g in readable], identity, found
+    )
+    _check_manifest_signature(manifest_path, doc, key, found)
+    return len(manifest.graphs), len(images)
+
+
+def _check_rest(
+    graphs: list[GraphUnderCheck], images: dict[str, ImageInfo], found: Findings, listed: dict[str, Any] | None
+) -> None:
+    """State memory, kernels and pointers of every graph read."""
+    seen: set[str] = set()
+    for graph in graphs:
+        check_memory(graph, found, seen)
+    declared = {ref.sha256: ref.format for g in graphs for ref in g.meta.images}
+    if listed is not None:
+        declared.update({sha: e.format for sha, e in listed.items()})
+    check_image_formats(images, declared, found)
+    for graph in graphs:
+        check_functions(graph, images, listed, found)
+    for graph in graphs:
+        scan_graph(graph, found)
+
+
+def _verify_graph(
+    json_path: Path, key: SigningKey | None, identity: Identity | None, found: Findings
+) -> tuple[int, int]:
+    graph = read_graph_files(json_path, f"graph {json_path.name}", found)
+    if graph is None:
+        _skip_all(found, "the graph cannot be read")
+        return 0, 0
+    graph.label = f"graph {graph.meta.name!r}"
+    read: list[GraphUnderCheck] = [graph]
+
+    def read_template(path: Path) -> GraphUnderCheck | None:
+        template = read_graph_files(path, f"template {path.name}", found)
+        if template is not None:
+            template.label = f"template {template.meta.name!r}"
+            read.append(template)
+        return template
+
+    attach_templates([graph], found, read_template, {json_path.resolve(): graph})
+    check_consistency(graph, found)
+    images: dict[str, ImageInfo] = {}
+    for g in read:
+        wanted = {ref.sha256: ref.bytes for ref in g.meta.images}
+        check_images_dir(found, images, resolve_archive_dir(g.json_path, g.meta), wanted, f"{g.label}'s metadata")
+    _check_rest(read, images, found, None)
+    found.skip(Check.FOREIGN, "only an archive directory is checked for foreign files")
+    _check_identity([(g.json_path, g.meta.identity) for g in read], identity, found)
+    _check_graph_signature(read, key, found)
+    return len(read), len(images)
+
+
+def _check_identity(sources: Iterable[tuple[Path, Identity]], current: Identity | None, found: Findings) -> None:
+    if current is None:
+        found.skip(Check.IDENTITY, "no identity of the current machine was given")
+        return
+    seen: set[Identity] = set()
+    for path, saved in sources:
+        if saved in seen:
+            continue
+        seen.add(saved)
+        for m in compare(saved, current):
+            details = (("field", m.field), ("saved", m.saved), ("current", m.current))
+            found.add(Check.IDENTITY, ProblemKind.IDENTITY, path, m.message, details)
+
+
+def _no_key(signed_with: str | None) -> str:
+    state = f"the manifest is signed with key {signed_with}" if signed_with else "the manifest is unsigned"
+    return f"no key given (--key FILE, or ${KEY_ENV}); {state}"
+
+
+def _check_manifest_signature(path: Path, doc: Any, key: SigningKey | None, found: Findings) -> None:
+    if key is None:
+        found.skip(Check.SIGNATURE, _no_key(signature_key_id(doc)))
+        return
+    try:
+        check_signature(doc, key, str(path))
+    except ArchiveSignatureError as exc:
+        found.add(Check.SIGNATURE, ProblemKind.SIGNATURE, path, str(exc))
+
+
+def _check_graph_signature(graphs: list[GraphUnderCheck], key: SigningKey | None, found: Findings) -> None:
+    if key is None:
+        manifest = resolve_archive_dir(graphs[0].json_path, graphs[0].meta) / MANIFEST_NAME
+        try:
+            signed_with = signature_key_id(load_json(manifest.read_bytes(), str(manifest)))
+        except (OSError, ArchiveError):
+            found.skip(
+                Check.SIGNATURE, f"no key given (--key FILE, or ${KEY_ENV}); the archive has no readable manifest"
+            )
+            return
+        found.skip(Check.SIGNATURE, _no_key(signed_with))
+        return
+    for graph in graphs:
+        try:
+            authenticate_graph(graph.json_path, graph.meta, key, graph.json_sha256)
+        except ArchiveSignatureError as exc:
+            found.add(Check.SIGNATURE, ProblemKind.SIGNATURE, graph.json_path, str(exc))
+        except ArchiveError as exc:
+            found.add(Check.FILES, kind_of(exc), graph.json_path, f"{graph.label}: the archive's manifest: {exc}")
+
+
+def check_archive(archive_dir: PathLike) -> list[Problem]:
+    """Every problem ``verify_archive`` finds in ``archive_dir`` (no identity or signature checks),
+    in the order found; empty when the archive is sound. Reads and hashes the whole archive."""
+    return list(verify_archive(archive_dir).problems)

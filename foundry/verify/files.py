@@ -1,0 +1,204 @@
+"""The ``files`` check of ``foundry verify``: every file readable, known, and matching its checksum.
+
+Follows the checksums down: manifest -> graph JSON -> ``.cugraph`` (record or delta) -> images ->
+state memory, and cross-checks what two files both say (names, record hashes, node counts, topology
+keys, function and event counts). Never raises for archive content; every defect becomes a Problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from foundry.errors import ArchiveError
+from foundry.format import (
+    GraphEntry,
+    GraphMeta,
+    Manifest,
+    detect_format,
+    image_path,
+    kernel_names,
+    load_json,
+    memory_path,
+    node_counts,
+    parse_delta,
+    parse_record,
+    read_payload,
+    resolve_archive_dir,
+    sha256_bytes,
+    topology_key,
+)
+
+from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
+from .report import Check, ProblemKind
+
+__all__ = [
+    "check_consistency",
+    "check_image_file",
+    "check_images_dir",
+    "check_memory",
+    "read_graph_files",
+    "read_listed_graphs",
+]
+
+
+def check_image_file(path: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
+    """Reads the image file ``path`` that must hold ``size`` bytes with SHA-256 ``sha`` (as ``said_by``
+    records); reports any difference, and reads the format and kernel names of a sound image."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        found.add(
+            Check.FILES,
+            ProblemKind.MISSING,
+            path,
+            f"kernel image {sha} cannot be read: {exc.strerror}; LOAD would fail. Copy the archive completely.",
+        )
+        return ImageInfo(sha, path, False)
+    if len(data) != size:
+        found.add(Check.FILES, ProblemKind.CHECKSUM, path, f"kernel image is {len(data)} bytes, {said_by} says {size}")
+        return ImageInfo(sha, path, False)
+    actual = sha256_bytes(data)
+    if actual != sha:
+        found.add(
+            Check.FILES, ProblemKind.CHECKSUM, path, f"kernel image content SHA-256 is {actual}, {said_by} says {sha}"
+        )
+        return ImageInfo(sha, path, False)
+    fmt = detect_format(data)
+    if fmt is None:
+        return ImageInfo(sha, path, True)
+    names = kernel_names(data, fmt)
+    return ImageInfo(sha, path, True, fmt, names.names, names.complete)
+
+
+def check_images_dir(
+    found: Findings, images: dict[str, ImageInfo], directory: Path, wanted: dict[str, int], said_by: str
+) -> None:
+    """Checks each image ``sha -> bytes`` of ``wanted`` in archive ``directory`` not checked yet."""
+    for sha, size in wanted.items():
+        if sha not in images:
+            images[sha] = check_image_file(image_path(directory, sha), sha, size, found, said_by)
+
+
+def read_graph_files(
+    json_path: Path, label: str, found: Findings, entry: GraphEntry | None = None
+) -> GraphUnderCheck | None:
+    """Reads and checks one graph's JSON and ``.cugraph`` (against ``entry``, its manifest entry, when
+    given) and parses its record or delta; None when they cannot be read."""
+    where = str(json_path)
+
+    def problem(kind: ProblemKind, message: str) -> None:
+        found.add(Check.FILES, kind, where, f"{label}: {message}")
+
+    try:
+        raw = json_path.read_bytes()
+    except OSError as exc:
+        problem(ProblemKind.MISSING, f"cannot read the graph metadata: {exc.strerror}")
+        return None
+    digest = sha256_bytes(raw)
+    if entry is not None and digest != entry.json_sha256:
+        problem(ProblemKind.CHECKSUM, f"SHA-256 is {digest}, the manifest says {entry.json_sha256}")
+    try:
+        meta = GraphMeta.from_json(load_json(raw, str(json_path)), str(json_path))  # the bytes just hashed
+        payload = read_payload(json_path, meta, verify=True)
+        graph = GraphUnderCheck(json_path, label, meta, digest, entry=entry)
+        if meta.template is not None:
+            graph.delta = parse_delta(payload)
+        else:
+            graph.record = parse_record(payload)
+    except ArchiveError as exc:
+        found.add(Check.FILES, kind_of(exc), where, f"{label}: {exc}")
+        return None
+    except OSError as exc:
+        problem(ProblemKind.MISSING, f"cannot read the graph record: {exc}")
+        return None
+    assert meta.record is not None
+    if entry is not None:
+        if meta.name != entry.name:
+            problem(ProblemKind.MISMATCH, f"the metadata names the graph {meta.name!r}")
+        if meta.record.sha256 != entry.record_sha256:
+            problem(
+                ProblemKind.MISMATCH,
+                f"record SHA-256 is {meta.record.sha256}, the manifest says {entry.record_sha256}",
+            )
+    return graph
+
+
+def read_listed_graphs(directory: Path, manifest: Manifest, found: Findings) -> list[GraphUnderCheck | None]:
+    """Every graph the manifest lists, read and checked in manifest order (None: unreadable)."""
+    out: list[GraphUnderCheck | None] = []
+    for index, entry in enumerate(manifest.graphs):
+        out.append(read_graph_files(directory / entry.json, f"graph {index} ({entry.name})", found, entry))
+    return out
+
+
+def check_consistency(graph: GraphUnderCheck, found: Findings, archive: Path | None = None) -> None:
+    """What the graph's metadata and manifest entry say against the graph LOAD would build: node
+    count, topology key, function and event counts; and, for a graph listed by the manifest of
+    ``archive``, that its metadata looks for its images in that archive."""
+    record = graph.effective
+    meta, entry = graph.meta, graph.entry
+    check = Check.FILES if graph.delta is None else Check.TEMPLATES
+    where = str(graph.json_path)
+
+    def problem(message: str) -> None:
+        found.add(check, ProblemKind.MISMATCH, where, f"{graph.label}: {message}")
+
+    if record is not None:
+        nodes = node_counts(record)["nodes"]
+        if entry is not None and nodes != entry.nodes:
+            problem(f"the record has {nodes} nodes, the manifest says {entry.nodes}")
+        topology = topology_key(record)
+        if topology != meta.topology or (entry is not None and topology != entry.topology):
+            said = f"the metadata says {meta.topology}" + (f", the manifest {entry.topology}" if entry else "")
+            what = "the record's" if graph.delta is None else "its template's with its overrides applied has"
+            problem(f"{what} topology key is {topology}; {said}")
+        functions = record.function_count if graph.delta is None else graph.delta.function_count
+        if functions != len(meta.functions):
+            problem(f"the record names {functions} functions, the metadata lists {len(meta.functions)}")
+        if record.event_count != meta.events:
+            problem(f"the record uses {record.event_count} events, the metadata says {meta.events}")
+    if archive is not None:
+        images_at = resolve_archive_dir(graph.json_path, meta)
+        try:
+            same = images_at.samefile(archive)
+        except OSError:
+            same = False
+        if not same:
+            problem(f"the metadata looks for its images in {images_at}, not in this archive {archive}")
+
+
+def check_memory(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> None:
+    """The state memory snapshot the graph's metadata names: present, of the recorded size and SHA-256
+    (each snapshot once: graphs of one save share it)."""
+    memory = graph.meta.memory
+    if memory is None or memory.sha256 in seen:
+        return
+    seen.add(memory.sha256)
+    path = memory_path(resolve_archive_dir(graph.json_path, graph.meta), memory.sha256)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        found.add(
+            Check.FILES,
+            ProblemKind.MISSING,
+            path,
+            f"{graph.label}: its state memory snapshot cannot be read ({exc.strerror}); LOAD would fail. "
+            "Copy the archive completely.",
+        )
+        return
+    if len(data) != memory.bytes:
+        found.add(
+            Check.FILES,
+            ProblemKind.CHECKSUM,
+            path,
+            f"state memory snapshot is {len(data)} bytes, {graph.label} says {memory.bytes}",
+        )
+        return
+    actual = sha256_bytes(data)
+    if actual != memory.sha256:
+        found.add(
+            Check.FILES,
+            ProblemKind.CHECKSUM,
+            path,
+            f"state memory snapshot content SHA-256 is {actual}, {graph.label} says {memory.sha256}",
+        )

@@ -1,0 +1,94 @@
+"""What the checks of ``foundry verify`` share: the findings so far, and the graphs read so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from foundry.errors import ArchiveError, ArchiveForeignError, ArchiveVersionError
+from foundry.format import Delta, FunctionRef, GraphEntry, GraphMeta, GraphRecord, ImageFormat
+
+from .report import Check, Problem, ProblemKind
+
+__all__ = ["Findings", "GraphUnderCheck", "ImageInfo", "kind_of"]
+
+
+def kind_of(exc: ArchiveError) -> ProblemKind:
+    """The problem kind of a reader's error."""
+    if isinstance(exc, ArchiveVersionError):
+        return ProblemKind.VERSION
+    if isinstance(exc, ArchiveForeignError):
+        return ProblemKind.FOREIGN
+    return ProblemKind.CORRUPT
+
+
+@dataclass
+class Findings:
+    """Problems in the order found, notes (facts worth telling that are not problems), and the checks
+    that could not run with the reason why."""
+
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    skipped: dict[Check, str] = field(default_factory=dict)
+
+    def add(
+        self, check: Check, kind: ProblemKind, path: str | Path, message: str, details: tuple[tuple[str, Any], ...] = ()
+    ) -> None:
+        self.problems.append(Problem(str(path), kind, message, check, details))
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def skip(self, check: Check, reason: str) -> None:
+        self.skipped.setdefault(check, reason)
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    """A stored image as found: ``sound`` when it exists with the recorded size and SHA-256; its
+    format as read from its bytes (None: not a format the driver takes); the kernels it defines
+    (None when unread)."""
+
+    sha256: str
+    path: Path
+    sound: bool
+    detected: ImageFormat | None = None
+    names: frozenset[str] | None = None
+    names_complete: bool = False
+
+
+@dataclass(eq=False)
+class GraphUnderCheck:
+    """One graph read from disk. ``record`` is its own graph record, or None for a template member,
+    which has a ``delta`` instead; once the member's template is found and its delta checked,
+    ``template`` and ``applied`` (the template's record with the member's overrides) are set."""
+
+    json_path: Path
+    label: str
+    meta: GraphMeta
+    json_sha256: str  # of the JSON bytes ``meta`` was parsed from
+    record: GraphRecord | None = None
+    delta: Delta | None = None
+    entry: GraphEntry | None = None
+    template: GraphUnderCheck | None = None
+    applied: GraphRecord | None = None
+
+    @cached_property
+    def overridden(self) -> frozenset[int]:
+        """Top-level node indices a member's delta overrides (empty for a graph with its own record)."""
+        return frozenset() if self.delta is None else frozenset(index for index, _ in self.delta.overrides)
+
+    @property
+    def effective(self) -> GraphRecord | None:
+        """The graph LOAD would build: its record, or its template's with its overrides applied."""
+        return self.record if self.delta is None else self.applied
+
+    def functions_at(self, path: tuple[int, ...]) -> tuple[FunctionRef, ...]:
+        """The function table that the kernel node at ``path`` of ``effective`` indexes: a member's
+        own for the nodes it overrides, its template's for the others."""
+        if self.template is not None and path[0] not in self.overridden:
+            return self.template.meta.functions
+        return self.meta.functions
