@@ -45,11 +45,15 @@ static int delta_header(const uint8_t *p, size_t delta_size, rec_delta_header *h
   if (memcmp(h->magic, FDY_DELTA_MAGIC, 4) != 0 || h->version != FDY_DELTA_VERSION ||
       h->header_bytes != sizeof(*h) || h->total_bytes != delta_size || h->reserved0 || h->reserved1)
     return CORRUPT("bad header");
+  /* Every count is checked against the bytes present before anyone sizes a buffer by it: each
+   * override takes at least its index and a node header. */
+  if (h->override_count > (delta_size - sizeof(*h)) / (sizeof(rec_override) + sizeof(rec_node)))
+    return CORRUPT("%u overrides cannot fit in %zu bytes", h->override_count, delta_size);
   return 0;
 }
 
 /* Calls visit(node index, node record, its size, ctx) for each override of a checked header, after
- * the checks the Python reader makes too (archive/delta.py: in bounds, reserved bits zero, no node
+ * the checks the Python reader makes too (foundry/format/delta.py: in bounds, reserved bits zero, no node
  * overridden twice, nothing after the last override); stops at the first non-zero return. */
 typedef int (*delta_visit)(uint32_t index, const uint8_t *node, uint32_t bytes, void *ctx);
 
@@ -140,7 +144,8 @@ FDY_EXPORT int fdy_delta_indices(const void *delta, size_t delta_size, size_t no
 }
 
 FDY_EXPORT int fdy_delta_from_record(const void *record, size_t record_size, const uint32_t *indices, size_t count,
-                                     void **delta, size_t *delta_size) {
+                                     const uint8_t *template_sha256, void **delta, size_t *delta_size) {
+  if (!template_sha256) return fdy_fail(FDY_ERR_INVALID, "fdy_delta_from_record: no template SHA-256");
   const uint8_t *rec = record;
   size_t n = 0;
   int rc = fdy_record_node_offsets(rec, record_size, NULL, 0, &n);
@@ -170,6 +175,7 @@ FDY_EXPORT int fdy_delta_from_record(const void *record, size_t record_size, con
   h->override_count = (uint32_t)count;
   h->function_count = rh.function_count;
   h->total_bytes = out.len;
+  memcpy(h->template_sha256, template_sha256, sizeof(h->template_sha256));
   *delta = out.data;
   *delta_size = out.len;
   return 0;

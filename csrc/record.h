@@ -1,105 +1,12 @@
-/* Byte layout of a graph record (docs/FORMAT.md "Graph record"). x86-64 and aarch64 are
- * little-endian, so the packed structs below are the on-disk layout. */
+/* Graph records in native code: node records decoded into driver parameter structs. The byte layout
+ * itself is format.h's, which the Python side is generated from. */
 #ifndef FOUNDRY_RECORD_H
 #define FOUNDRY_RECORD_H
 
 #include <stdint.h>
 
+#include "format.h"
 #include "internal.h"
-
-#define FDY_RECORD_MAGIC "FGR1"
-#define FDY_RECORD_VERSION 1
-#define FDY_ARG_PARAMS 0
-#define FDY_ARG_EXTRA 1
-
-#pragma pack(push, 1)
-typedef struct {
-  char magic[4];
-  uint16_t version, header_bytes;
-  uint32_t node_count, edge_count, function_count, event_count;
-  uint64_t total_bytes;
-} rec_header;
-
-typedef struct {
-  uint8_t type, reserved0;
-  uint16_t reserved1;
-  uint32_t bytes;
-} rec_node;
-
-typedef struct {
-  rec_node h;
-  uint32_t function;
-  uint32_t grid[3], block[3];
-  uint32_t shared_mem;
-  uint8_t arg_mode, reserved0;
-  uint16_t param_count, attr_count, reserved1;
-  uint32_t arg_bytes, reserved2;
-} rec_kernel;
-
-typedef struct {
-  uint32_t offset, size;
-} rec_param;
-
-typedef struct {
-  uint32_t id, reserved;
-  uint8_t value[64];
-} rec_attr;
-
-typedef struct {
-  rec_node h;
-  uint64_t dst, pitch;
-  uint32_t value, element_size;
-  uint64_t width, height;
-} rec_memset;
-
-typedef struct {
-  rec_node h;
-  uint64_t src_device, src_x, src_y, src_z, src_pitch, src_height;
-  uint64_t dst_device, dst_x, dst_y, dst_z, dst_pitch, dst_height;
-  uint64_t width, height, depth;
-  uint32_t src_type, dst_type;
-} rec_memcpy;
-
-typedef struct {
-  rec_node h;
-  uint32_t event, reserved;
-} rec_event;
-
-typedef struct {
-  uint32_t from, to;
-  uint8_t from_port, to_port, type, reserved[5];
-} rec_edge;
-
-/* A delta: node records that replace a template's nodes of the same index (docs/FORMAT.md). */
-typedef struct {
-  char magic[4];
-  uint16_t version, header_bytes;
-  uint32_t override_count, function_count, reserved0, reserved1;
-  uint64_t total_bytes;
-  uint8_t template_sha256[32];
-} rec_delta_header;
-
-typedef struct {
-  uint32_t node_index, reserved;
-} rec_override;
-#pragma pack(pop)
-
-#define FDY_DELTA_MAGIC "FGD1"
-#define FDY_DELTA_VERSION 1
-
-_Static_assert(sizeof(rec_header) == 32, "record header layout");
-_Static_assert(sizeof(rec_kernel) == 56, "kernel record layout");
-_Static_assert(sizeof(rec_attr) == 72, "attribute layout");
-_Static_assert(sizeof(rec_memset) == 48, "memset record layout");
-_Static_assert(sizeof(rec_memcpy) == 136, "memcpy record layout");
-_Static_assert(sizeof(rec_event) == 16, "event record layout");
-_Static_assert(sizeof(rec_edge) == 16, "edge layout");
-_Static_assert(sizeof(rec_delta_header) == 64, "delta header layout");
-_Static_assert(sizeof(rec_override) == 8, "override layout");
-
-/* Launch attributes a kernel node may carry (CUlaunchAttributeID values documented as valid for
- * graph nodes). Only non-zero values are stored. */
-#define FDY_NODE_ATTRS {1, 2, 4, 5, 8, 9, 10, 11, 13, 16}
 
 const char *fdy_node_type_name(int type);
 

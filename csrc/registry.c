@@ -360,24 +360,22 @@ FDY_EXPORT int fdy_image_function(size_t image_index, const char *name, uint64_t
 }
 
 /* ------------------------------------------------------------ per-function attributes */
-static const CUfunction_attribute func_attrs[FDY_FUNC_ATTR_COUNT] = {
-    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,   CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH,          CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT,
-    CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH,          CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-    CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
-};
+static const CUfunction_attribute func_attrs[FDY_FUNC_ATTR_COUNT] = FDY_FUNC_ATTR_IDS;
+/* format.h names the ids as numbers (the archive format must not need cuda.h); these are they. */
+_Static_assert(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES == 8, "FDY_FUNC_ATTR_IDS[0]");
+_Static_assert(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT == 9, "FDY_FUNC_ATTR_IDS[1]");
+_Static_assert(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH == 11, "FDY_FUNC_ATTR_IDS[2]");
+_Static_assert(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT == 12, "FDY_FUNC_ATTR_IDS[3]");
+_Static_assert(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH == 13, "FDY_FUNC_ATTR_IDS[4]");
+_Static_assert(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED == 14, "FDY_FUNC_ATTR_IDS[5]");
+_Static_assert(CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE == 15, "FDY_FUNC_ATTR_IDS[6]");
 
-FDY_EXPORT void fdy_func_attr_ids(int32_t *ids) {
-  for (int i = 0; i < FDY_FUNC_ATTR_COUNT; i++) ids[i] = (int32_t)func_attrs[i];
-}
-
-/* INT32_MIN marks an attribute the driver would not report; it is never set at LOAD. */
 FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values) {
   if (fdy_driver_ensure() != 0) return FDY_ERR_NO_DRIVER;
   for (int i = 0; i < FDY_FUNC_ATTR_COUNT; i++) {
     int v = 0;
     values[i] = fdy_drv.cuFuncGetAttribute(&v, func_attrs[i], (CUfunction)(uintptr_t)function) == CUDA_SUCCESS
-                    ? v : INT32_MIN;
+                    ? v : FDY_FUNC_ATTR_UNKNOWN;
   }
   return 0;
 }
@@ -387,7 +385,7 @@ FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values) {
   CUfunction f = (CUfunction)(uintptr_t)function;
   for (int i = 0; i < FDY_FUNC_ATTR_COUNT; i++) {
     int now = 0;
-    if (values[i] == INT32_MIN) continue;
+    if (values[i] == FDY_FUNC_ATTR_UNKNOWN) continue;
     /* Compile-time cluster shapes cannot be set again; only differences are applied. */
     if (fdy_drv.cuFuncGetAttribute(&now, func_attrs[i], f) == CUDA_SUCCESS && now == values[i]) continue;
     CUresult r = fdy_drv.cuFuncSetAttribute(f, func_attrs[i], values[i]);

@@ -19,11 +19,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from foundry.format import parse_delta
-from foundry.format import encode_record
-from foundry.format import read_graph, template_path, write_graph
-from foundry.format import read_manifest
-from foundry.format import parse_record
+from foundry.format import (
+    encode_record,
+    parse_delta,
+    parse_record,
+    read_graph,
+    read_manifest,
+    template_path,
+    write_graph,
+)
 from foundry.save import SavedGraph
 from foundry.save.templates import plan_groups, write_member_deltas
 

@@ -18,17 +18,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 3
+#define FDY_ABI_VERSION 4
 
+#define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
-enum {
-  FDY_OK = 0,
+enum fdy_error_code {
   FDY_ERR_NO_DRIVER = 10001,       /* libcuda.so.1 could not be loaded or lacks an entry point */
   FDY_ERR_REGION_STATE = 10002,    /* region call out of order (not set, already set, ...) */
   FDY_ERR_BASE_TAKEN = 10003,      /* the driver placed the reservation elsewhere */
@@ -69,7 +71,7 @@ typedef struct {
   int32_t pad;
 } fdy_region_info;
 
-enum {
+enum fdy_alloc_kind {
   FDY_EV_ALLOC = 1,        /* cuMemAlloc / cuMemAllocPitch */
   FDY_EV_FREE = 2,
   FDY_EV_ASYNC_ALLOC = 3,  /* stream-ordered allocation served from the region */
@@ -112,8 +114,8 @@ FDY_EXPORT int fdy_region_map_range(uint64_t offset, uint64_t size);
 FDY_EXPORT size_t fdy_region_events(size_t first, fdy_alloc_event *out, size_t cap);
 
 /* ---------------------------------------------------------------- kernel-image registry */
-enum { FDY_IMG_MODULE = 1, FDY_IMG_LIBRARY = 2 };
-enum {
+enum fdy_image_kind { FDY_IMG_MODULE = 1, FDY_IMG_LIBRARY = 2 };
+enum fdy_image_format {
   FDY_IMG_FORMAT_UNKNOWN = 0,
   FDY_IMG_FORMAT_FATBIN = 1,
   FDY_IMG_FORMAT_ELF = 2,
@@ -146,9 +148,9 @@ FDY_EXPORT int fdy_image_function(size_t image_index, const char *name, uint64_t
 FDY_EXPORT void fdy_launch_trace(int on);
 FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);
 
-/* Function attributes that the driver keeps per function and graphs do not carry. */
-#define FDY_FUNC_ATTR_COUNT 7
-FDY_EXPORT void fdy_func_attr_ids(int32_t *ids); /* FDY_FUNC_ATTR_COUNT CUfunction_attribute ids */
+/* Function attributes that the driver keeps per function and graphs do not carry: FDY_FUNC_ATTR_COUNT
+ * values, of the ids FDY_FUNC_ATTR_IDS (format.h), FDY_FUNC_ATTR_UNKNOWN where the driver would not
+ * report one. */
 FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values);
 FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values);
 
@@ -171,9 +173,10 @@ FDY_EXPORT int fdy_overrides_apply(uint64_t target, int to_exec, const uint64_t 
  * or cap too small, only *count is set. */
 FDY_EXPORT int fdy_delta_indices(const void *delta, size_t delta_size, size_t node_count, uint32_t *out, size_t cap,
                                  size_t *count);
-/* A delta holding the record's own nodes at the given indices (to switch a shared exec back). */
+/* A delta holding the record's own nodes at the given indices, its header written whole: template_sha256
+ * (32 bytes) is the SHA-256 of the template's graph record the delta applies to. */
 FDY_EXPORT int fdy_delta_from_record(const void *record, size_t record_size, const uint32_t *indices, size_t count,
-                                     void **delta, size_t *delta_size);
+                                     const uint8_t *template_sha256, void **delta, size_t *delta_size);
 FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *exec);
 FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream);
 FDY_EXPORT int fdy_graph_destroy(uint64_t graph);

@@ -88,6 +88,7 @@ from .signing import (
 )
 from .values import (
     FUNCTION_ATTR_IDS,
+    FUNCTION_ATTR_UNKNOWN,
     FunctionRef,
     ImageFormat,
     ImageRef,
@@ -103,6 +104,7 @@ from .walk import iter_nodes, kernel_pointer_words, node_counts, topology_key
 __all__ = [
     "DELTA_MAGIC",
     "FUNCTION_ATTR_IDS",
+    "FUNCTION_ATTR_UNKNOWN",
     "GRAPH_FORMAT",
     "GRAPH_FORMAT_VERSION",
     "IDENTITY_FIELDS",

@@ -9,13 +9,13 @@ own function table.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
+from . import layout as L
 from .encode import encode_node
-from .layout import NODE_HEAD
+from .layout import DELTA_MAGIC, DELTA_VERSION, NODE_HEAD
 from .nodes import KernelNode, MemcpyNode, MemsetNode, Node
 from .parse import parse_node
 
@@ -29,10 +29,8 @@ __all__ = [
     "parse_delta",
 ]
 
-DELTA_MAGIC = b"FGD1"
-DELTA_VERSION = 1
-_HEADER = struct.Struct("<4sHHIIIIQ32s")
-_OVERRIDE = struct.Struct("<II")
+_HEADER = L.DELTA_HEADER
+_OVERRIDE = L.OVERRIDE
 VARYING_NODE_TYPES = (KernelNode, MemsetNode, MemcpyNode)
 """The node types a template member may override (the rest must equal the template's)."""
 
@@ -99,6 +97,10 @@ def _header(mv: memoryview) -> tuple[int, int, int, bytes]:
         raise ArchiveVersionError(f"delta version {version}; this Foundry reads version {DELTA_VERSION}")
     if hsize != _HEADER.size or total != len(mv) or r0 or r1:
         raise ArchiveCorruptError(f"delta header: size {hsize}, total {total} of {len(mv)} bytes, reserved {r0},{r1}")
+    # Checked against the bytes present before anything is sized by it: each override takes at least
+    # its index and a node header.
+    if count > (total - _HEADER.size) // (_OVERRIDE.size + NODE_HEAD.size):
+        raise ArchiveCorruptError(f"delta header: {count} overrides cannot fit in a {total}-byte delta")
     return count, fcount, total, sha
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TypeAlias
 
+from ._layout import ArgMode
+
 __all__ = [
     "PERSISTED_NODE_TYPES",
     "ArgMode",
@@ -59,15 +61,6 @@ PERSISTED_NODE_TYPES: frozenset[NodeType] = frozenset(
         NodeType.EVENT_RECORD,
     }
 )
-
-
-class ArgMode(IntEnum):
-    """How a kernel node's arguments were given to the driver."""
-
-    PARAMS = 0
-    """``kernelParams``: one pointer per parameter; ``params`` says where each one lies in ``args``."""
-    EXTRA = 1
-    """``extra``: ``args`` is the raw ``CU_LAUNCH_PARAM_BUFFER_POINTER`` buffer; ``params`` is empty."""
 
 
 class LaunchAttr(IntEnum):

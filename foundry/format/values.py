@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from . import _layout
 from .jsonfields import (
     I32,
     I64,
@@ -28,6 +29,7 @@ from .jsonfields import (
 
 __all__ = [
     "FUNCTION_ATTR_IDS",
+    "FUNCTION_ATTR_UNKNOWN",
     "FunctionRef",
     "ImageFormat",
     "ImageRef",
@@ -38,7 +40,9 @@ __all__ = [
     "RngSpec",
 ]
 
-FUNCTION_ATTR_IDS: tuple[int, ...] = (8, 9, 11, 12, 13, 14, 15)
+FUNCTION_ATTR_IDS: tuple[int, ...] = _layout.FUNC_ATTR_IDS
+FUNCTION_ATTR_UNKNOWN: int = _layout.FUNC_ATTR_UNKNOWN
+"""An attribute value SAVE could not read from the driver (never set at LOAD)."""
 """The ``CUfunction_attribute`` ids whose values ``FunctionRef.attrs`` holds, in order."""
 
 

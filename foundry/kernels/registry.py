@@ -12,11 +12,11 @@ import hashlib
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 from foundry._state import ProcessState
 from foundry.errors import KernelNotFoundError, RegistryError
-from foundry.native import FDY, ImageInfo, check, native
+from foundry.format import FUNCTION_ATTR_IDS, FUNCTION_ATTR_UNKNOWN
+from foundry.native import ErrorCode, ImageInfo, ImageKind, NativeImageFormat, check, native
 
 __all__ = [
     "FUNC_ATTR_COUNT",
@@ -37,19 +37,9 @@ __all__ = [
     "set_function_attrs",
 ]
 
-FUNC_ATTR_COUNT = 7
-UNKNOWN_ATTR = -(2**31)
-
-
-class ImageFormat(IntEnum):
-    UNKNOWN = 0
-    FATBIN = 1
-    ELF = 2
-    PTX = 3
-
-    @property
-    def label(self) -> str:
-        return {0: "unknown", 1: "fatbin", 2: "elf", 3: "ptx"}[self.value]
+FUNC_ATTR_COUNT = len(FUNCTION_ATTR_IDS)
+UNKNOWN_ATTR = FUNCTION_ATTR_UNKNOWN
+ImageFormat = NativeImageFormat
 
 
 @dataclass(frozen=True)
@@ -95,7 +85,7 @@ def image_record(index: int) -> ImageRecord:
     info = ImageInfo()
     check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
     return ImageRecord(
-        index, info.handle, info.data, info.size, "module" if info.kind == 1 else "library",
+        index, info.handle, info.data, info.size, "module" if info.kind == ImageKind.MODULE else "library",
         ImageFormat(info.format), bool(info.owned), bool(info.loaded), bool(info.restored),
     )  # fmt: skip
 
@@ -151,7 +141,7 @@ def resolve(function: int) -> tuple[int, str]:
         # Mangled names of templated kernels can be longer than any fixed buffer: a 4096-byte one made
         # such kernels unresolvable (KernelNotFoundError "kernel name longer than 4096 bytes"), so
         # retry larger on FDY_ERR_TRUNCATED (tests/cpu/test_registry.py).
-        if rc != FDY.TRUNCATED or cap >= 1 << 24:
+        if rc != ErrorCode.TRUNCATED or cap >= 1 << 24:
             break
         cap *= 16
     check(rc, "resolve", KernelNotFoundError)

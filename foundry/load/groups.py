@@ -77,7 +77,8 @@ class Group:
         table (``member_functions`` by id of the member's source), and marks the group replayable."""
         nodes = self.template.node_count
         varying = sorted({i for src in self.members for i in codec.delta_indices(src.payload, nodes)})
-        self.template_delta = codec.delta_from_record(self.template.payload, varying)
+        assert self.template.meta.record is not None
+        self.template_delta = codec.delta_from_record(self.template.payload, varying, self.template.meta.record.sha256)
         for h in self.handles:
             h.functions = self.template_functions if h.source.template is None else member_functions[id(h.source)]
         self.ready.set()

@@ -5,11 +5,13 @@ identity (``machine``). Everything else in Foundry reaches native code through t
 from __future__ import annotations
 
 from . import codec
+from ._abi import AllocKind, ImageKind
+from ._abi import ImageFormat as NativeImageFormat
 from .driver import call, current_context, current_device, device_identity, driver_version, memcpy_dtoh
 from .lib import (
     ABI_VERSION,
-    FDY,
     AllocEvent,
+    ErrorCode,
     ImageInfo,
     Lib,
     RegionInfo,
@@ -23,10 +25,13 @@ from .machine import current_identity
 
 __all__ = [
     "ABI_VERSION",
-    "FDY",
     "AllocEvent",
+    "AllocKind",
+    "ErrorCode",
     "ImageInfo",
+    "ImageKind",
     "Lib",
+    "NativeImageFormat",
     "RegionInfo",
     "call",
     "check",

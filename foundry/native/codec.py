@@ -107,14 +107,18 @@ def delta_indices(delta: bytes | bytearray | memoryview, node_count: int) -> lis
     return list(out[: count.value])
 
 
-def delta_from_record(record: bytes | bytearray | memoryview, indices: Sequence[int]) -> bytes:
-    """A delta holding the record's own nodes at ``indices``."""
+def delta_from_record(record: bytes | bytearray | memoryview, indices: Sequence[int], template_sha256: str) -> bytes:
+    """A delta holding the record's own nodes at ``indices``, against the template whose graph record
+    has SHA-256 ``template_sha256`` (hex); the native side writes its whole header."""
     lib = native()
     buf = _Buffer(record)
     idx = (ctypes.c_uint32 * max(len(indices), 1))(*indices)
+    sha = bytes.fromhex(template_sha256)
+    if len(sha) != 32:
+        raise ValueError(f"template SHA-256 {template_sha256!r:.80} is not 32 bytes of hex")
     out = ctypes.c_void_p()
     size = ctypes.c_size_t()
-    rc = lib.fdy_delta_from_record(buf.c, buf.size, idx, len(indices), ctypes.byref(out), ctypes.byref(size))
+    rc = lib.fdy_delta_from_record(buf.c, buf.size, idx, len(indices), sha, ctypes.byref(out), ctypes.byref(size))
     check(rc, "template delta", CodecError)
     try:
         return ctypes.string_at(out.value, size.value) if out.value else b""

@@ -1,4 +1,5 @@
-"""ctypes binding of libfoundry's C ABI (csrc/include/foundry.h).
+"""ctypes binding of libfoundry's C ABI (csrc/include/foundry.h; its constants, structs and function
+signatures are generated into ``_abi``).
 
 The library may already be in the process as the LD_PRELOAD interposer; then that very copy must be
 used, because the region and the registry live in its memory. Otherwise it is loaded from the
@@ -25,10 +26,12 @@ from foundry.errors import (
     UnsupportedNodeError,
 )
 
+from ._abi import ABI_VERSION, SIGNATURES, AllocEvent, ErrorCode, ImageInfo, RegionInfo
+
 __all__ = [
     "ABI_VERSION",
-    "FDY",
     "AllocEvent",
+    "ErrorCode",
     "ImageInfo",
     "Lib",
     "RegionInfo",
@@ -39,135 +42,15 @@ __all__ = [
     "require_interposer",
 ]
 
-ABI_VERSION = 3
 LIB_NAME = "libfoundry.so"
 
-
-class FDY:
-    """Foundry's own error codes (foundry.h)."""
-
-    NO_DRIVER = 10001
-    REGION_STATE = 10002
-    BASE_TAKEN = 10003
-    REGION_FULL = 10004
-    UNSUPPORTED = 10005
-    INVALID = 10006
-    NOT_FOUND = 10007
-    CORRUPT = 10008
-    NO_PARAM_INFO = 10009
-    TRUNCATED = 10010
-
-
 _CODE_ERRORS: dict[int, type[DriverError]] = {
-    FDY.REGION_STATE: RegionStateError,
-    FDY.BASE_TAKEN: RegionBaseTakenError,
-    FDY.REGION_FULL: RegionFullError,
-    FDY.UNSUPPORTED: UnsupportedNodeError,
-    FDY.NOT_FOUND: KernelNotFoundError,
-    FDY.NO_PARAM_INFO: ParamIntrospectionError,
-}
-
-
-class RegionInfo(ctypes.Structure):
-    _fields_ = [
-        ("base", ctypes.c_uint64),
-        ("size", ctypes.c_uint64),
-        ("cursor", ctypes.c_uint64),
-        ("high_water", ctypes.c_uint64),
-        ("granularity", ctypes.c_uint64),
-        ("mapped_bytes", ctypes.c_uint64),
-        ("prealloc_offset", ctypes.c_uint64),
-        ("prealloc_size", ctypes.c_uint64),
-        ("device", ctypes.c_int32),
-        ("active", ctypes.c_int32),
-        ("reserved", ctypes.c_int32),
-        ("pad", ctypes.c_int32),
-    ]
-
-
-class AllocEvent(ctypes.Structure):
-    _fields_ = [
-        ("seq", ctypes.c_uint64),
-        ("offset", ctypes.c_uint64),
-        ("size", ctypes.c_uint64),
-        ("span", ctypes.c_uint64),
-        ("kind", ctypes.c_uint32),
-        ("tid", ctypes.c_uint32),
-    ]
-
-
-class ImageInfo(ctypes.Structure):
-    _fields_ = [
-        ("handle", ctypes.c_uint64),
-        ("data", ctypes.c_uint64),
-        ("size", ctypes.c_uint64),
-        ("kind", ctypes.c_uint32),
-        ("format", ctypes.c_uint32),
-        ("owned", ctypes.c_uint32),
-        ("loaded", ctypes.c_uint32),
-        ("restored", ctypes.c_uint32),
-        ("pad", ctypes.c_uint32),
-        ("hash", ctypes.c_char * 68),
-    ]
-
-
-_u64 = ctypes.c_uint64
-_size = ctypes.c_size_t
-_int = ctypes.c_int
-_p = ctypes.c_void_p
-_SIGNATURES: dict[str, tuple[object, list[object]]] = {
-    "fdy_abi_version": (_int, []),
-    "fdy_interposer_active": (_int, []),
-    "fdy_last_error": (ctypes.c_char_p, []),
-    "fdy_error_log_read": (_u64, [_u64, ctypes.c_char_p, _size]),
-    "fdy_driver_open": (_int, []),
-    "fdy_driver_symbol": (_p, [ctypes.c_char_p]),
-    "fdy_region_set": (_int, [_u64, _u64]),
-    "fdy_region_hold": (_int, [_u64, _u64]),
-    "fdy_region_stop": (_int, []),
-    "fdy_region_resume": (_int, []),
-    "fdy_region_release": (_int, []),
-    "fdy_region_info_get": (_int, [ctypes.POINTER(RegionInfo)]),
-    "fdy_region_set_cursor": (_int, [_u64]),
-    "fdy_region_preallocate": (_int, [_u64]),
-    "fdy_region_free_preallocated": (_int, []),
-    "fdy_region_map_range": (_int, [_u64, _u64]),
-    "fdy_region_events": (_size, [_size, ctypes.POINTER(AllocEvent), _size]),
-    "fdy_registry_count": (_size, []),
-    "fdy_registry_get": (_int, [_size, ctypes.POINTER(ImageInfo)]),
-    "fdy_registry_resolve": (_int, [_u64, ctypes.POINTER(_size), ctypes.c_char_p, _size]),
-    "fdy_registry_entries": (_int, [_size, ctypes.c_char_p, _size, ctypes.POINTER(_size)]),
-    "fdy_image_load": (_int, [_p, _u64, ctypes.c_char_p, ctypes.POINTER(_size)]),
-    "fdy_image_function": (_int, [_size, ctypes.c_char_p, ctypes.POINTER(_u64)]),
-    "fdy_launch_trace": (None, [_int]),
-    "fdy_launch_trace_read": (_size, [ctypes.POINTER(_u64), _size]),
-    "fdy_func_attr_ids": (None, [ctypes.POINTER(ctypes.c_int32)]),
-    "fdy_func_get_attrs": (_int, [_u64, ctypes.POINTER(ctypes.c_int32)]),
-    "fdy_func_set_attrs": (_int, [_u64, ctypes.POINTER(ctypes.c_int32)]),
-    "fdy_graph_extract": (
-        _int,
-        [_u64, ctypes.POINTER(_p), ctypes.POINTER(_size), ctypes.POINTER(ctypes.POINTER(_u64)), ctypes.POINTER(_size)],
-    ),
-    "fdy_graph_build": (
-        _int,
-        [_p, _size, ctypes.POINTER(_u64), _size, ctypes.POINTER(_u64), ctypes.POINTER(_u64), _size],
-    ),
-    "fdy_overrides_apply": (_int, [_u64, _int, ctypes.POINTER(_u64), _size, _p, _size, ctypes.POINTER(_u64), _size]),
-    "fdy_delta_indices": (
-        _int,
-        [_p, _size, _size, ctypes.POINTER(ctypes.c_uint32), _size, ctypes.POINTER(_size)],
-    ),
-    "fdy_delta_from_record": (
-        _int,
-        [_p, _size, ctypes.POINTER(ctypes.c_uint32), _size, ctypes.POINTER(_p), ctypes.POINTER(_size)],
-    ),
-    "fdy_graph_instantiate": (_int, [_u64, _u64, ctypes.POINTER(_u64)]),
-    "fdy_graph_launch": (_int, [_u64, _u64]),
-    "fdy_graph_destroy": (_int, [_u64]),
-    "fdy_graph_exec_destroy": (_int, [_u64]),
-    "fdy_free": (None, [_p]),
-    "fdy_heap_warm": (_p, [_size]),
-    "fdy_heap_release": (None, [_p]),
+    ErrorCode.REGION_STATE: RegionStateError,
+    ErrorCode.BASE_TAKEN: RegionBaseTakenError,
+    ErrorCode.REGION_FULL: RegionFullError,
+    ErrorCode.UNSUPPORTED: UnsupportedNodeError,
+    ErrorCode.NOT_FOUND: KernelNotFoundError,
+    ErrorCode.NO_PARAM_INFO: ParamIntrospectionError,
 }
 
 
@@ -178,7 +61,7 @@ class Lib:
         self.handle = handle
         self.path = path
         self.preloaded = preloaded
-        for name, (restype, argtypes) in _SIGNATURES.items():
+        for name, (restype, argtypes) in SIGNATURES.items():
             fn = getattr(handle, name)
             fn.restype = restype
             fn.argtypes = argtypes

@@ -12,11 +12,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from enum import IntEnum
 
 from foundry._state import ProcessState
 from foundry.errors import RegionStateError
-from foundry.native import AllocEvent, RegionInfo, check, native, require_interposer
+from foundry.native import AllocEvent, AllocKind, RegionInfo, check, native, require_interposer
 from foundry.sizes import parse_size
 
 __all__ = [
@@ -37,24 +36,6 @@ __all__ = [
     "set_current_alloc_offset",
     "stop_allocation_region",
 ]
-
-
-class AllocKind(IntEnum):
-    """Kinds of entries in the allocation log (FDY_EV_* in foundry.h)."""
-
-    ALLOC = 1
-    FREE = 2
-    ASYNC_ALLOC = 3
-    ASYNC_FREE = 4
-    VMM_RESERVE = 5
-    VMM_FREE = 6
-    VMM_MAP = 7
-    VMM_UNMAP = 8
-    PREALLOC = 9
-    PREALLOC_FREE = 10
-    RESTORE = 11
-    CURSOR = 12
-    REFUSED = 13
 
 
 @dataclass(frozen=True)

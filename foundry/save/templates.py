@@ -158,12 +158,6 @@ def _verify_bytes(payload: bytes, record: GraphRecord, raw: bytes, varying: Sequ
             raise CodecError(f"a member's delta holds another node {i} than the member's own")
 
 
-def _delta_bytes(record: bytes, varying: Sequence[int], template_sha256: str) -> bytes:
-    data = bytearray(codec.delta_from_record(record, varying))
-    data[32:64] = bytes.fromhex(template_sha256)  # the header's template hash (FORMAT.md, "Delta")
-    return bytes(data)
-
-
 def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]) -> list[SavedGraph]:
     """Rewrites every member's files as a delta against its template; returns the updated list."""
     out = list(graphs)
@@ -175,7 +169,7 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
             member = graphs[index]
             mpair = (member.meta, member.parsed if member.parsed is not None else parse_record(member.record))
             # The member's own node records, copied byte for byte (C), then proven by parsing them back.
-            payload = _delta_bytes(member.record, plan.varying, template.meta.record.sha256)
+            payload = codec.delta_from_record(member.record, plan.varying, template.meta.record.sha256)
             tsha = template.meta.record.sha256
             _verify_bytes(payload, mpair[1], member.record, plan.varying, tsha)
             _verify(tpair, mpair, plan.varying)

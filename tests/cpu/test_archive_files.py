@@ -14,13 +14,24 @@ import pytest
 
 import foundry.format.graphfile as graphfile
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import pack_container, read_container_header, unpack_container
-from foundry.format import encode_record
-from foundry.format import TEMP_SUFFIX, sha256_bytes, sha256_file, write_atomic
-from foundry.format import container_path, read_graph, read_meta, resolve_archive_dir, write_graph
-from foundry.format import GraphMeta
-from foundry.format import parse_record
-from foundry.format import topology_key
+from foundry.format import (
+    TEMP_SUFFIX,
+    GraphMeta,
+    container_path,
+    encode_record,
+    pack_container,
+    parse_record,
+    read_container_header,
+    read_graph,
+    read_meta,
+    resolve_archive_dir,
+    sha256_bytes,
+    sha256_file,
+    topology_key,
+    unpack_container,
+    write_atomic,
+    write_graph,
+)
 from tests.support.samples import random_record, sample_meta, sample_record
 
 IMAGES = (b"\x7fELF image one" * 10, b"\x7fELF image two" * 10)

@@ -13,12 +13,23 @@ import pytest
 
 import foundry.format.files as files_module
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import container_path
-from foundry.format import image_path, memory_path, open_image, read_memory, write_image, write_memory
-from foundry.format import MANIFEST_NAME, GraphRole, Group, Manifest, read_manifest, write_manifest
-from foundry.format import ImageFormat
-from foundry.verify import check_archive
-from foundry.verify import ProblemKind
+from foundry.format import (
+    MANIFEST_NAME,
+    GraphRole,
+    Group,
+    ImageFormat,
+    Manifest,
+    container_path,
+    image_path,
+    memory_path,
+    open_image,
+    read_manifest,
+    read_memory,
+    write_image,
+    write_manifest,
+    write_memory,
+)
+from foundry.verify import ProblemKind, check_archive
 from tests.support.samples import write_sample_archive
 
 

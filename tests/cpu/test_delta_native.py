@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveError, CodecError
-from foundry.format.delta import override_indices, override_spans
 from foundry.format import read_graph
+from foundry.format.delta import override_indices, override_spans
 from foundry.native import codec
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"

@@ -14,17 +14,20 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
+from foundry.format import (
+    Identity,
+    KernelNode,
+    kernel_pointer_words,
+    parse_record,
+    read_graph,
+    read_manifest,
+    sha256_file,
+    write_graph,
+    write_manifest,
+)
 from foundry.format.delta import encode_delta, override_indices, parse_delta
-from foundry.format import sha256_file
-from foundry.format import read_graph, write_graph
-from foundry.format import Identity
-from foundry.format import read_manifest, write_manifest
-from foundry.format import KernelNode
-from foundry.format import parse_record
-from foundry.format import kernel_pointer_words
 from foundry.load import read_source
-from foundry.verify import verify_archive
-from foundry.verify import Check, ProblemKind
+from foundry.verify import Check, ProblemKind, verify_archive
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 
@@ -146,7 +149,7 @@ def test_override_indices_of_the_real_member_match_its_parsed_delta() -> None:
             override_indices(bytes(flipped))
     huge = bytearray(payload)
     huge[8:12] = (1 << 31).to_bytes(4, "little")  # an override count far beyond the data
-    with pytest.raises(ArchiveCorruptError, match=r"past the end|overruns|no node record"):
+    with pytest.raises(ArchiveCorruptError, match=r"overrides cannot fit"):  # refused before any walk
         override_indices(bytes(huge))
 
 

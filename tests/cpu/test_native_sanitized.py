@@ -309,7 +309,7 @@ for pos in range(len(delta)):
         codec.delta_indices(bytes(flipped), n)
     except CodecError:
         pass
-back = codec.delta_from_record(template, indices)
+back = codec.delta_from_record(template, indices, "ab" * 32)
 out(indices=indices, refused=refused, cuts=len(delta), back=codec.delta_indices(back, n))
 """
 

@@ -52,7 +52,7 @@ def test_images_of_every_form_are_recorded_with_the_size_their_headers_give(app_
             for how in ("module", "module_ex", "library"):
                 load(how, data)
                 rec = registry.recorded_images()[-1]
-                res[f"{name}/{how}"] = [rec.size, rec.format.label, rec.kind, rec.loaded,
+                res[f"{name}/{how}"] = [rec.size, rec.format.name.lower(), rec.kind, rec.loaded,
                                         bytes(registry.image_bytes(rec.index)).hex()]
         # the runtime's form: a __fatBinC_Wrapper_t pointing at the fatbin
         fat = ctypes.create_string_buffer(forms["fatbin"] + TRAILER, len(forms["fatbin"]) + len(TRAILER))
@@ -61,7 +61,7 @@ def test_images_of_every_form_are_recorded_with_the_size_their_headers_give(app_
         for how in ("fatbinary", "module"):
             load(how, wrapper)
             rec = registry.recorded_images()[-1]
-            res[f"wrapper/{how}"] = [rec.size, rec.format.label, rec.kind, rec.loaded,
+            res[f"wrapper/{how}"] = [rec.size, rec.format.name.lower(), rec.kind, rec.loaded,
                                      bytes(registry.image_bytes(rec.index)).hex()]
         out(**res)
         """)
@@ -142,7 +142,7 @@ def test_images_loaded_from_files_are_recorded(app_json: AppJson, tmp_path: Path
         missing = int(fn("cuModuleLoad")(ctypes.byref(ctypes.c_void_p()), b"/nonexistent/kernels.cubin"))
         recs = registry.recorded_images()
         k = cu.library_kernel(lib.value, "fk_scale_f32")
-        out(recs=[[r.kind, r.format.label, r.size, r.owned, r.handle] for r in recs],
+        out(recs=[[r.kind, r.format.name.lower(), r.size, r.owned, r.handle] for r in recs],
             handles=[mod.value, lib.value], missing=missing,
             data=[bytes(registry.image_bytes(i)).hex() for i in range(len(recs))],
             resolved=[registry.resolve(cu.module_function(mod.value, "fk_add_f32")),
@@ -283,9 +283,9 @@ def test_function_attributes_round_trip(app_json: AppJson) -> None:
         mod = cu.load_module(images.make_cubin(["fk_bigsmem_f32", "fk_fill_f32"]))
         f = cu.module_function(mod, "fk_bigsmem_f32")
         g = cu.module_function(mod, "fk_fill_f32")
-        ids = (ctypes.c_int32 * registry.FUNC_ATTR_COUNT)()
-        native().fdy_func_attr_ids(ids)
-        res = {"ids": list(ids), "initial": list(registry.function_attrs(f))}
+        from foundry.format import FUNCTION_ATTR_IDS
+        ids = list(FUNCTION_ATTR_IDS)
+        res = {"ids": ids, "initial": list(registry.function_attrs(f))}
         want = list(res["initial"])
         want[0], want[1], want[5] = 100 * 1024, 50, 1
         registry.set_function_attrs(f, want)

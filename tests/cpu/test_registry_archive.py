@@ -32,7 +32,7 @@ refs, stored = [], {}
 for f in functions:
     index, name = registry.resolve(f)
     rec = registry.recorded_images()[index]
-    ref = write_image(ARCHIVE, registry.image_bytes(index), rec.format.label)
+    ref = write_image(ARCHIVE, registry.image_bytes(index), rec.format.name.lower())
     assert ref.sha256 == registry.image_hash(index)
     stored[ref.sha256] = [ref.bytes, ref.format.value]
     refs.append([ref.sha256, name, list(registry.function_attrs(f))])

@@ -10,10 +10,8 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError, CodecError
+from foundry.format import encode_record, node_spans, parse_record, read_graph
 from foundry.format.delta import delta_header, override_indices, override_spans, parse_delta
-from foundry.format import encode_record
-from foundry.format import read_graph
-from foundry.format import node_spans, parse_record
 from foundry.native import codec
 from foundry.save.templates import _verify_bytes
 
@@ -51,8 +49,8 @@ def test_spans_walk_the_same_nodes_the_parsers_see() -> None:
 def test_the_native_delta_of_a_member_passes_and_any_other_bytes_fail() -> None:
     record, _stored, tsha = _member()
     varying = override_indices(_stored)
-    payload = bytearray(codec.delta_from_record(record, varying))
-    payload[32:64] = bytes.fromhex(tsha)
+    payload = bytearray(codec.delta_from_record(record, varying, tsha))
+    assert delta_header(payload) == (parse_record(record).function_count, tsha)  # the header written whole
     parsed = parse_record(record)
     _verify_bytes(bytes(payload), parsed, record, varying, tsha)
     _index, start, end = override_spans(bytes(payload))[0]

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveSignatureError
-from foundry.format import sha256_file
-from foundry.format import MANIFEST_NAME, read_manifest
+from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
 from foundry.format.signing import (
     KEY_ENV,
     SigningKey,
@@ -23,8 +22,7 @@ from foundry.format.signing import (
     set_signing_key,
     sign_document,
 )
-from foundry.verify import verify_archive
-from foundry.verify import Check, ProblemKind
+from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.verify_archives import build_archive, remanifest
 
 KEY = SigningKey(b"k" * 32, "test key")

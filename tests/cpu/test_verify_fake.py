@@ -13,10 +13,8 @@ from typing import Any
 
 import pytest
 
-from foundry.format import read_meta
-from foundry.format import read_manifest
-from foundry.verify import verify_archive
-from foundry.verify import Check
+from foundry.format import read_manifest, read_meta
+from foundry.verify import Check, verify_archive
 from tests.support.graphs import Scenario, flip_byte, run_save
 from tests.support.subproc import REPO_ROOT, child_env, run_json
 

@@ -15,14 +15,19 @@ from typing import Any
 import pytest
 
 from foundry.errors import ArchiveCorruptError
+from foundry.format import (
+    ImageFormat,
+    MemorySpec,
+    TemplateRef,
+    image_path,
+    read_manifest,
+    read_meta,
+    sha256_bytes,
+    write_graph,
+    write_image,
+)
 from foundry.format.delta import Delta, encode_delta
-from foundry.format import sha256_bytes
-from foundry.format import read_meta, write_graph
-from foundry.format import image_path, write_image
-from foundry.format import read_manifest
-from foundry.format import ImageFormat, MemorySpec, TemplateRef
-from foundry.verify import check_archive, verify_archive
-from foundry.verify import Check, ProblemKind
+from foundry.verify import Check, ProblemKind, check_archive, verify_archive
 from tests.fakecuda.images import make_cubin, make_ptx
 from tests.support.samples import sample_identity, sample_meta, sample_record
 from tests.support.verify_archives import (

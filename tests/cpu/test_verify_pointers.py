@@ -10,12 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import Delta
-from foundry.format import read_graph, read_meta
-from foundry.format import KernelNode
-from foundry.format import parse_record
-from foundry.verify import verify_archive
-from foundry.verify import Check, ProblemKind
+from foundry.format import Delta, KernelNode, parse_record, read_graph, read_meta
+from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.samples import sample_identity, sample_record
 from tests.support.verify_archives import (
     LIVE_END,

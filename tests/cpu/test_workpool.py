@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from foundry.load.threads import PriorityPool
 
 

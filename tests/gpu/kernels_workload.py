@@ -93,7 +93,7 @@ def record(out: Path) -> None:
         "resolve_s": resolve_s,
         "registry": {
             "images": len(images),
-            "by_kind_format": dict(Counter(f"{r.kind}/{r.format.label}" for r in images)),
+            "by_kind_format": dict(Counter(f"{r.kind}/{r.format.name.lower()}" for r in images)),
             "owned_copies": sum(r.owned for r in images),
             "bytes": sum(r.size for r in images),
             "needed_images": len(needed),

@@ -21,8 +21,7 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.format import parse_delta
-from foundry.format import parse_record
+from foundry.format import parse_delta, parse_record
 from foundry.load import read_source
 from foundry.native import codec
 from tests.gpu.workloads import WORKLOADS, WorkloadState

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from foundry.format import read_manifest, write_manifest
-from foundry.format import KEY_ENV, SigningKey, sign_manifest
+from foundry.format import KEY_ENV, SigningKey, read_manifest, sign_manifest, write_manifest
 
 from .conftest import run_foundry
 

@@ -12,13 +12,29 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from foundry.format import encode_record
-from foundry.format import sha256_bytes, sha256_file
-from foundry.format import write_graph
-from foundry.format import Identity
-from foundry.format import write_image
-from foundry.format import GraphEntry, GraphRole, Group, ImageEntry, Manifest, write_manifest
-from foundry.format import GraphMeta
+from foundry.format import (
+    FunctionRef,
+    GraphEntry,
+    GraphMeta,
+    GraphRole,
+    Group,
+    Identity,
+    ImageEntry,
+    ImageFormat,
+    ImageRef,
+    Manifest,
+    OutputSpec,
+    RegionSpec,
+    RngSpec,
+    encode_record,
+    node_counts,
+    sha256_bytes,
+    sha256_file,
+    topology_key,
+    write_graph,
+    write_image,
+    write_manifest,
+)
 from foundry.format.nodes import (
     ArgMode,
     ChildGraphNode,
@@ -33,8 +49,6 @@ from foundry.format.nodes import (
     Node,
     NodeType,
 )
-from foundry.format import FunctionRef, ImageFormat, ImageRef, OutputSpec, RegionSpec, RngSpec
-from foundry.format import node_counts, topology_key
 
 __all__ = [
     "REGION_BASE",

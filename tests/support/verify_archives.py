@@ -9,17 +9,28 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from foundry.format import (
+    GraphEntry,
+    GraphRecord,
+    GraphRole,
+    Group,
+    ImageEntry,
+    ImageFormat,
+    KernelNode,
+    Manifest,
+    SigningKey,
+    TemplateRef,
+    encode_record,
+    read_graph,
+    read_meta,
+    sha256_file,
+    sign_manifest,
+    write_graph,
+    write_image,
+    write_manifest,
+)
 from foundry.format.delta import Delta, encode_delta
-from foundry.format import encode_record
-from foundry.format import sha256_file
-from foundry.format import read_graph, read_meta, write_graph
-from foundry.format import write_image
-from foundry.format import GraphEntry, GraphRole, Group, ImageEntry, Manifest, write_manifest
-from foundry.format import GraphRecord, KernelNode
-from foundry.format import SigningKey, sign_manifest
-from foundry.format import ImageFormat, TemplateRef
-from foundry.verify import Report
-from foundry.verify import Check, ProblemKind
+from foundry.verify import Check, ProblemKind, Report
 from tests.fakecuda.images import make_cubin
 from tests.support.samples import REGION_BASE, sample_identity, sample_meta, sample_record
 

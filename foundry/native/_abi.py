@@ -1,0 +1,264 @@
+"""Generated from csrc/include/foundry.h by scripts/gen_abi.py: do not edit.
+
+Regenerate with `python scripts/gen_abi.py` after changing the header; CI checks that this file is
+what the header gives."""
+
+from __future__ import annotations
+
+import ctypes
+from enum import IntEnum
+from typing import Any
+
+ABI_VERSION = 4
+OK = 0
+
+
+class ErrorCode(IntEnum):
+    """``enum fdy_error_code``."""
+
+    NO_DRIVER = 10001
+    REGION_STATE = 10002
+    BASE_TAKEN = 10003
+    REGION_FULL = 10004
+    UNSUPPORTED = 10005
+    INVALID = 10006
+    NOT_FOUND = 10007
+    CORRUPT = 10008
+    NO_PARAM_INFO = 10009
+    TRUNCATED = 10010
+
+
+class AllocKind(IntEnum):
+    """``enum fdy_alloc_kind``."""
+
+    ALLOC = 1
+    FREE = 2
+    ASYNC_ALLOC = 3
+    ASYNC_FREE = 4
+    VMM_RESERVE = 5
+    VMM_FREE = 6
+    VMM_MAP = 7
+    VMM_UNMAP = 8
+    PREALLOC = 9
+    PREALLOC_FREE = 10
+    RESTORE = 11
+    CURSOR = 12
+    REFUSED = 13
+
+
+class ImageKind(IntEnum):
+    """``enum fdy_image_kind``."""
+
+    MODULE = 1
+    LIBRARY = 2
+
+
+class ImageFormat(IntEnum):
+    """``enum fdy_image_format``."""
+
+    UNKNOWN = 0
+    FATBIN = 1
+    ELF = 2
+    PTX = 3
+
+
+class RegionInfo(ctypes.Structure):
+    """``fdy_region_info`` (80 bytes)."""
+
+    _fields_ = [
+        ("base", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("cursor", ctypes.c_uint64),
+        ("high_water", ctypes.c_uint64),
+        ("granularity", ctypes.c_uint64),
+        ("mapped_bytes", ctypes.c_uint64),
+        ("prealloc_offset", ctypes.c_uint64),
+        ("prealloc_size", ctypes.c_uint64),
+        ("device", ctypes.c_int32),
+        ("active", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("pad", ctypes.c_int32),
+    ]
+
+
+class AllocEvent(ctypes.Structure):
+    """``fdy_alloc_event`` (40 bytes)."""
+
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("offset", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("span", ctypes.c_uint64),
+        ("kind", ctypes.c_uint32),
+        ("tid", ctypes.c_uint32),
+    ]
+
+
+class ImageInfo(ctypes.Structure):
+    """``fdy_image_info`` (120 bytes)."""
+
+    _fields_ = [
+        ("handle", ctypes.c_uint64),
+        ("data", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("kind", ctypes.c_uint32),
+        ("format", ctypes.c_uint32),
+        ("owned", ctypes.c_uint32),
+        ("loaded", ctypes.c_uint32),
+        ("restored", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("hash", ctypes.c_char * 68),
+    ]
+
+
+# field -> (offset, size) of each struct, as the compiler lays it out
+OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
+    "RegionInfo": {
+        "base": (0, 8),
+        "size": (8, 8),
+        "cursor": (16, 8),
+        "high_water": (24, 8),
+        "granularity": (32, 8),
+        "mapped_bytes": (40, 8),
+        "prealloc_offset": (48, 8),
+        "prealloc_size": (56, 8),
+        "device": (64, 4),
+        "active": (68, 4),
+        "reserved": (72, 4),
+        "pad": (76, 4),
+    },
+    "AllocEvent": {
+        "seq": (0, 8),
+        "offset": (8, 8),
+        "size": (16, 8),
+        "span": (24, 8),
+        "kind": (32, 4),
+        "tid": (36, 4),
+    },
+    "ImageInfo": {
+        "handle": (0, 8),
+        "data": (8, 8),
+        "size": (16, 8),
+        "kind": (24, 4),
+        "format": (28, 4),
+        "owned": (32, 4),
+        "loaded": (36, 4),
+        "restored": (40, 4),
+        "pad": (44, 4),
+        "hash": (48, 68),
+    },
+}
+SIZES: dict[str, int] = {
+    "RegionInfo": 80,
+    "AllocEvent": 40,
+    "ImageInfo": 120,
+}
+
+
+def _ptr(base: Any, depth: int) -> Any:
+    for _ in range(depth):
+        base = ctypes.POINTER(base)
+    return base
+
+
+# name -> (restype, argtypes) of every exported function
+SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "fdy_abi_version": (ctypes.c_int, []),
+    "fdy_interposer_active": (ctypes.c_int, []),
+    "fdy_last_error": (ctypes.c_char_p, []),
+    "fdy_error_log_read": (ctypes.c_uint64, [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]),
+    "fdy_driver_open": (ctypes.c_int, []),
+    "fdy_driver_symbol": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "fdy_region_set": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
+    "fdy_region_hold": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
+    "fdy_region_stop": (ctypes.c_int, []),
+    "fdy_region_resume": (ctypes.c_int, []),
+    "fdy_region_release": (ctypes.c_int, []),
+    "fdy_region_info_get": (ctypes.c_int, [_ptr(RegionInfo, 1)]),
+    "fdy_region_set_cursor": (ctypes.c_int, [ctypes.c_uint64]),
+    "fdy_region_preallocate": (ctypes.c_int, [ctypes.c_uint64]),
+    "fdy_region_free_preallocated": (ctypes.c_int, []),
+    "fdy_region_map_range": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
+    "fdy_region_events": (ctypes.c_size_t, [ctypes.c_size_t, _ptr(AllocEvent, 1), ctypes.c_size_t]),
+    "fdy_registry_count": (ctypes.c_size_t, []),
+    "fdy_registry_get": (ctypes.c_int, [ctypes.c_size_t, _ptr(ImageInfo, 1)]),
+    "fdy_registry_resolve": (
+        ctypes.c_int,
+        [ctypes.c_uint64, _ptr(ctypes.c_size_t, 1), ctypes.c_char_p, ctypes.c_size_t],
+    ),
+    "fdy_registry_entries": (
+        ctypes.c_int,
+        [ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _ptr(ctypes.c_size_t, 1)],
+    ),
+    "fdy_image_load": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, _ptr(ctypes.c_size_t, 1)]),
+    "fdy_image_function": (ctypes.c_int, [ctypes.c_size_t, ctypes.c_char_p, _ptr(ctypes.c_uint64, 1)]),
+    "fdy_launch_trace": (None, [ctypes.c_int]),
+    "fdy_launch_trace_read": (ctypes.c_size_t, [_ptr(ctypes.c_uint64, 1), ctypes.c_size_t]),
+    "fdy_func_get_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
+    "fdy_func_set_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
+    "fdy_graph_extract": (
+        ctypes.c_int,
+        [
+            ctypes.c_uint64,
+            _ptr(ctypes.c_void_p, 1),
+            _ptr(ctypes.c_size_t, 1),
+            _ptr(ctypes.c_uint64, 2),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
+    "fdy_graph_build": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint64, 1),
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint64, 1),
+            _ptr(ctypes.c_uint64, 1),
+            ctypes.c_size_t,
+        ],
+    ),
+    "fdy_overrides_apply": (
+        ctypes.c_int,
+        [
+            ctypes.c_uint64,
+            ctypes.c_int,
+            _ptr(ctypes.c_uint64, 1),
+            ctypes.c_size_t,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint64, 1),
+            ctypes.c_size_t,
+        ],
+    ),
+    "fdy_delta_indices": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint32, 1),
+            ctypes.c_size_t,
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
+    "fdy_delta_from_record": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint32, 1),
+            ctypes.c_size_t,
+            ctypes.c_char_p,
+            _ptr(ctypes.c_void_p, 1),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
+    "fdy_graph_instantiate": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64, _ptr(ctypes.c_uint64, 1)]),
+    "fdy_graph_launch": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
+    "fdy_graph_destroy": (ctypes.c_int, [ctypes.c_uint64]),
+    "fdy_graph_exec_destroy": (ctypes.c_int, [ctypes.c_uint64]),
+    "fdy_free": (None, [ctypes.c_void_p]),
+    "fdy_heap_warm": (ctypes.c_void_p, [ctypes.c_size_t]),
+    "fdy_heap_release": (None, [ctypes.c_void_p]),
+}
