@@ -1,9 +1,9 @@
 /* Pre-faulted heap for LOAD's builder threads.
  *
  * The driver's graph building and instantiation allocate with malloc, about 12 KB of host memory
- * per node (H200, driver 580), from the calling thread's glibc arena. In a fresh process every one
- * of those pages is touched for the first time while LOAD runs: ~74k minor faults for the 0.6B
- * decoder's 25 templates, which doubled the builders' time (0.165 s instead of 0.09 s, session 4).
+ * per node, from the calling thread's glibc arena. In a fresh process every one of those pages is
+ * touched for the first time while LOAD runs, and those first-touch faults cost as much as the
+ * driver's work itself (docs/DESIGN.md, "Templates and background loading", has the measurements).
  *
  * fdy_heap_warm, called on a builder thread before LOAD, grows that thread's arena by `bytes`,
  * writes every page, and frees it again, except the block allocated last. That block sits

@@ -48,25 +48,36 @@ static size_t rg_chunk_lower(uint64_t off) { /* first chunk with chunk.off >= of
   return lo;
 }
 
-static int rg_chunk_insert(chunk_t c) {
-  if (R.nchunks == R.capchunks) {
-    size_t cap = R.capchunks ? R.capchunks * 2 : 256;
-    chunk_t *p = realloc(R.chunks, cap * sizeof(*p));
+/* Inserts `item` (`size` bytes) at index `at` of a growable array of `*n` items; -1 when out of memory. */
+static int array_insert(void **items, size_t *n, size_t *cap, size_t size, size_t at, const void *item) {
+  if (*n == *cap) {
+    size_t grown = *cap ? *cap * 2 : 256;
+    void *p = realloc(*items, grown * size);
     if (!p) return -1;
-    R.chunks = p;
-    R.capchunks = cap;
+    *items = p;
+    *cap = grown;
   }
-  size_t i = rg_chunk_lower(c.off);
-  memmove(R.chunks + i + 1, R.chunks + i, (R.nchunks - i) * sizeof(chunk_t));
-  R.chunks[i] = c;
-  R.nchunks++;
+  uint8_t *base = *items;
+  memmove(base + (at + 1) * size, base + at * size, (*n - at) * size);
+  memcpy(base + at * size, item, size);
+  (*n)++;
   return 0;
 }
 
-static void rg_chunk_remove(size_t i) {
-  memmove(R.chunks + i, R.chunks + i + 1, (R.nchunks - i - 1) * sizeof(chunk_t));
-  R.nchunks--;
+static void array_remove(void *items, size_t *n, size_t size, size_t at) {
+  uint8_t *base = items;
+  memmove(base + at * size, base + (at + 1) * size, (*n - at - 1) * size);
+  (*n)--;
 }
+
+static int rg_chunk_insert(chunk_t c) {
+  void *items = R.chunks;
+  int rc = array_insert(&items, &R.nchunks, &R.capchunks, sizeof(c), rg_chunk_lower(c.off), &c);
+  R.chunks = items;
+  return rc;
+}
+
+static void rg_chunk_remove(size_t i) { array_remove(R.chunks, &R.nchunks, sizeof(chunk_t), i); }
 
 static long rg_chunk_find(uint64_t off) {
   size_t i = rg_chunk_lower(off);
@@ -83,24 +94,13 @@ static size_t rg_unit_lower(uint64_t off) { /* first unit ending after off */
 }
 
 static int rg_unit_insert(unit_t u) {
-  if (R.nunits == R.capunits) {
-    size_t cap = R.capunits ? R.capunits * 2 : 256;
-    unit_t *p = realloc(R.units, cap * sizeof(*p));
-    if (!p) return -1;
-    R.units = p;
-    R.capunits = cap;
-  }
-  size_t i = rg_unit_lower(u.off);
-  memmove(R.units + i + 1, R.units + i, (R.nunits - i) * sizeof(unit_t));
-  R.units[i] = u;
-  R.nunits++;
-  return 0;
+  void *items = R.units;
+  int rc = array_insert(&items, &R.nunits, &R.capunits, sizeof(u), rg_unit_lower(u.off), &u);
+  R.units = items;
+  return rc;
 }
 
-static void rg_unit_remove(size_t i) {
-  memmove(R.units + i, R.units + i + 1, (R.nunits - i - 1) * sizeof(unit_t));
-  R.nunits--;
-}
+static void rg_unit_remove(size_t i) { array_remove(R.units, &R.nunits, sizeof(unit_t), i); }
 
 /* ------------------------------------------------------------ physical mapping */
 static int rg_map_one(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) {

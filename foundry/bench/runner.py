@@ -45,7 +45,7 @@ def _worker(mode: str, shape: str, variant: str, out: Path, sizes: list[int] | N
 
 
 def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:
-    """The figures issue #4 asks for, from the two workers' raw results."""
+    """One row of the report: the cold-start, SAVE, LOAD and replay figures, from the two workers' raw results."""
     sizes = list(native["latency_us"])
     # Across the two processes replay speed differs by the process, not the exec: on the H200 every
     # graph, native ones captured there included, replayed 5-11% faster in the LOAD process at small

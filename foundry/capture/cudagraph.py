@@ -24,7 +24,7 @@ from foundry.format import GraphMeta
 from foundry.load import LoadedGraph, Loader, load_graph
 from foundry.native import codec, require_interposer
 from foundry.region import capture_window, live_ranges_now, region_state
-from foundry.save import extract, gc_paused, save_extracted, save_phases
+from foundry.save import extract, gc_paused, save_graph, save_phases
 
 from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at
@@ -176,7 +176,7 @@ class CUDAGraph:
         extracted = extract(int(g.raw_cuda_graph()))
         with save_phases().span("rng_probe"):
             rng = probe_rng(self.replay, extracted.parsed, state.base, live_ranges_now(), self._device)
-        return save_extracted(extracted, path, outputs=outputs, rng=rng, archive_dir=archive_dir)
+        return save_graph(extracted, path, outputs=outputs, rng=rng, archive_dir=archive_dir)
 
     # ------------------------------------------------------------------ LOAD
     @classmethod

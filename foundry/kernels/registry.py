@@ -138,9 +138,8 @@ def resolve(function: int) -> tuple[int, str]:
     while True:
         name = ctypes.create_string_buffer(cap)
         rc = native().fdy_registry_resolve(function, ctypes.byref(index), name, len(name))
-        # Mangled names of templated kernels can be longer than any fixed buffer: a 4096-byte one made
-        # such kernels unresolvable (KernelNotFoundError "kernel name longer than 4096 bytes"), so
-        # retry larger on FDY_ERR_TRUNCATED (tests/cpu/test_registry.py).
+        # Mangled names of templated kernels can be longer than any fixed buffer: on TRUNCATED the
+        # native side says so, and the name is asked for again in a larger one.
         if rc != ErrorCode.TRUNCATED or cap >= 1 << 24:
             break
         cap *= 16

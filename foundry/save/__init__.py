@@ -7,7 +7,7 @@ members as deltas; ``manifest`` writes the manifest last, the archive's commit p
 from __future__ import annotations
 
 from .gcpause import gc_paused
-from .graph import Extracted, SavedGraph, extract, save_extracted, save_graph, save_phases, saved_graphs
+from .graph import Extracted, SavedGraph, extract, save_graph, save_phases, saved_graphs
 from .manifest import save_graph_manifest
 
 __all__ = [
@@ -15,7 +15,6 @@ __all__ = [
     "SavedGraph",
     "extract",
     "gc_paused",
-    "save_extracted",
     "save_graph",
     "save_graph_manifest",
     "save_phases",

@@ -1,7 +1,7 @@
 """SAVE: one captured CUgraph into an archive (torch-free; foundry.capture adds tensors and RNG).
 
 The steps: ``extract`` walks the driver's graph into a record (native) and parses it once;
-``save_extracted`` gathers everything else (region, kernels and their images, state memory), checks
+``save_graph`` gathers everything else (region, kernels and their images, state memory), checks
 it, and only then writes. The records of every graph this process saved are kept until
 ``save_graph_manifest`` groups them (manifest.py).
 """
@@ -45,7 +45,6 @@ __all__ = [
     "default_archive_dir",
     "extract",
     "replace_saved",
-    "save_extracted",
     "save_graph",
     "save_phases",
     "saved_graphs",
@@ -168,7 +167,7 @@ def extract(graph: int) -> Extracted:
 
 @gc_paused()
 def save_graph(
-    graph: int,
+    graph: int | Extracted,
     json_path: str | os.PathLike[str],
     *,
     outputs: Sequence[OutputSpec] = (),
@@ -177,30 +176,15 @@ def save_graph(
     name: str | None = None,
     snapshot: bool = True,
 ) -> GraphMeta:
-    """Writes ``<stem>.json`` + ``<stem>.cugraph`` for a captured CUgraph, and its images
-    (``extract`` then ``save_extracted``)."""
-    return save_extracted(
-        extract(graph), json_path, outputs=outputs, rng=rng, archive_dir=archive_dir, name=name, snapshot=snapshot
-    )
+    """Writes ``<stem>.json`` + ``<stem>.cugraph`` for a captured CUgraph (a handle, or what
+    ``extract`` made of it), and its images.
 
-
-@gc_paused()
-def save_extracted(
-    graph: Extracted,
-    json_path: str | os.PathLike[str],
-    *,
-    outputs: Sequence[OutputSpec] = (),
-    rng: RngSpec | None = None,
-    archive_dir: str | os.PathLike[str] | None = None,
-    name: str | None = None,
-    snapshot: bool = True,
-) -> GraphMeta:
-    """Writes ``<stem>.json`` + ``<stem>.cugraph`` for an extracted graph, and its images.
-
-    Everything is gathered and checked before the first byte is written: an unknown kernel or an
-    output outside the region leaves no file behind. ``snapshot`` copies the program's state memory
-    into the archive when it is small enough (docs/FORMAT.md, "State memory").
+    Everything is gathered and checked before the first byte is written: an unsupported node, an
+    unknown kernel or an output outside the region leaves no file behind. ``snapshot`` copies the
+    program's state memory into the archive when it is small enough (docs/FORMAT.md, "State memory").
     """
+    if not isinstance(graph, Extracted):
+        graph = extract(graph)
     phases = save_phases()
     json_path = Path(json_path)
     archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()

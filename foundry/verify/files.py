@@ -41,9 +41,9 @@ __all__ = [
 ]
 
 
-def check_image_file(path: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
-    """Reads the image file ``path`` that must hold ``size`` bytes with SHA-256 ``sha`` (as ``said_by``
-    records); reports any difference, and reads the format and kernel names of a sound image."""
+def _read_checked(path: Path, size: int, sha: str, what: str, said_by: str, found: Findings) -> bytes | None:
+    """The content-addressed file ``path`` (``what``: what it is), which must hold ``size`` bytes with
+    SHA-256 ``sha`` as ``said_by`` records; None, with the problem reported, when it does not."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -51,17 +51,24 @@ def check_image_file(path: Path, sha: str, size: int, found: Findings, said_by: 
             Check.FILES,
             ProblemKind.MISSING,
             path,
-            f"kernel image {sha} cannot be read: {exc.strerror}; LOAD would fail. Copy the archive completely.",
+            f"{what} {sha} cannot be read ({exc.strerror}); LOAD would fail. Copy the archive completely.",
         )
-        return ImageInfo(sha, path, False)
+        return None
     if len(data) != size:
-        found.add(Check.FILES, ProblemKind.CHECKSUM, path, f"kernel image is {len(data)} bytes, {said_by} says {size}")
-        return ImageInfo(sha, path, False)
+        found.add(Check.FILES, ProblemKind.CHECKSUM, path, f"{what} is {len(data)} bytes, {said_by} says {size}")
+        return None
     actual = sha256_bytes(data)
     if actual != sha:
-        found.add(
-            Check.FILES, ProblemKind.CHECKSUM, path, f"kernel image content SHA-256 is {actual}, {said_by} says {sha}"
-        )
+        found.add(Check.FILES, ProblemKind.CHECKSUM, path, f"{what} content SHA-256 is {actual}, {said_by} says {sha}")
+        return None
+    return data
+
+
+def check_image_file(path: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
+    """Reads the image file ``path`` that must hold ``size`` bytes with SHA-256 ``sha`` (as ``said_by``
+    records); reports any difference, and reads the format and kernel names of a sound image."""
+    data = _read_checked(path, size, sha, "kernel image", said_by, found)
+    if data is None:
         return ImageInfo(sha, path, False)
     fmt = detect_format(data)
     if fmt is None:
@@ -175,30 +182,4 @@ def check_memory(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> Non
         return
     seen.add(memory.sha256)
     path = memory_path(resolve_archive_dir(graph.json_path, graph.meta), memory.sha256)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        found.add(
-            Check.FILES,
-            ProblemKind.MISSING,
-            path,
-            f"{graph.label}: its state memory snapshot cannot be read ({exc.strerror}); LOAD would fail. "
-            "Copy the archive completely.",
-        )
-        return
-    if len(data) != memory.bytes:
-        found.add(
-            Check.FILES,
-            ProblemKind.CHECKSUM,
-            path,
-            f"state memory snapshot is {len(data)} bytes, {graph.label} says {memory.bytes}",
-        )
-        return
-    actual = sha256_bytes(data)
-    if actual != memory.sha256:
-        found.add(
-            Check.FILES,
-            ProblemKind.CHECKSUM,
-            path,
-            f"state memory snapshot content SHA-256 is {actual}, {graph.label} says {memory.sha256}",
-        )
+    _read_checked(path, memory.bytes, memory.sha256, "state memory snapshot", graph.label, found)

@@ -46,8 +46,7 @@ def _attach(graph: GraphUnderCheck, by_path: dict[Path, GraphUnderCheck | None],
     if tpath == here:
         problem(
             ProblemKind.CORRUPT,
-            "it is stored as changes to itself, so LOAD can never rebuild it (saving one path twice in a process "
-            "used to do this). Save the graph and the manifest again.",
+            "it is stored as changes to itself, so LOAD can never rebuild it. Save the graph and the manifest again.",
         )
         return
     if tpath not in by_path:

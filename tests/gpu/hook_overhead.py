@@ -49,7 +49,7 @@ stream = torch.cuda.Stream()
 def launches(fn: object, n: int = 20000, batch: int = 256) -> float:
     """CPU time per launch. In batches well under the launch queue's depth, synchronized outside the
     timed part: timing thousands of launches back to back measures how fast the GPU drains the queue
-    (its jitter once failed this test at +1.8% with a hook that adds a relaxed load, session 4)."""
+    (its jitter once failed this test at +1.8% with a hook that adds a relaxed load)."""
     spent = 0.0
     s = stream.cuda_stream
     for _ in range(max(1, n // batch)):

@@ -56,7 +56,7 @@ def test_hooks_cost_under_one_percent_on_launch_and_allocation_paths(figures: di
 def test_eager_step_time_with_and_without_the_interposer(figures: dict[str, Any]) -> None:
     """End to end, in separate processes: informative (process-to-process spread is several percent,
     larger than what is being measured), so it only guards against a gross slowdown. Three runs each,
-    interleaved, medians compared: one slow process alone (session 3 saw a 23.6 ms run beside 16.4 ms
+    interleaved, medians compared: one slow process alone (a 23.6 ms run was seen beside 16.4 ms
     ones of the same setting, while the paired in-process hook cost read -1.9%) cannot fail it."""
     plain, hooked = [], []
     for _ in range(3):

@@ -1,0 +1,133 @@
+"""The package tree is the pipeline, and its edges only go one way: no two packages import each other
+(no cycle at all), a package is reached only through its surface (its ``__init__``), the archive format
+imports neither native code nor torch, and every package states its surface in ``__all__``."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+FOUNDRY = Path(__file__).resolve().parents[2] / "foundry"
+PACKAGES = sorted(p.name for p in FOUNDRY.iterdir() if (p / "__init__.py").is_file())
+LEAVES = sorted(p.stem for p in FOUNDRY.glob("*.py") if p.stem != "__init__")
+
+
+def _module_name(path: Path) -> str:
+    parts = ["foundry", *path.relative_to(FOUNDRY).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[str]:
+    """Absolute names of the foundry modules ``path`` imports at run time (``TYPE_CHECKING`` blocks are
+    for the type checker only and do not count); ``from X import y`` counts as X.y when y is a module."""
+    tree = ast.parse(path.read_text())
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names if a.name.startswith("foundry")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if not target.startswith("foundry"):
+                continue
+            for a in node.names:
+                candidate = f"{target}.{a.name}"
+                is_module = (FOUNDRY.parent / candidate.replace(".", "/")).with_suffix(".py").is_file() or (
+                    FOUNDRY.parent / candidate.replace(".", "/") / "__init__.py"
+                ).is_file()
+                out.append(candidate if is_module else target)
+    return out
+
+
+def _surface(package: str) -> list[str]:
+    """The names a package's ``__init__`` lists in ``__all__`` (read, not imported: some need torch)."""
+    tree = ast.parse((FOUNDRY / package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError(f"foundry.{package} states no __all__")
+
+
+def _unit(module: str) -> str:
+    """The package (or top-level module) a module belongs to: ``foundry.load.loader`` -> ``load``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _edges() -> dict[tuple[str, str], list[str]]:
+    edges: dict[tuple[str, str], list[str]] = {}
+    for path in FOUNDRY.rglob("*.py"):
+        here = _module_name(path)
+        for target in _imports(path):
+            a, b = _unit(here), _unit(target)
+            if a and b and a != b:
+                edges.setdefault((a, b), []).append(f"{here} -> {target}")
+    return edges
+
+
+def test_no_cycle_between_packages() -> None:
+    graph: dict[str, set[str]] = {}
+    for a, b in _edges():
+        graph.setdefault(a, set()).add(b)
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in graph.get(node, ()):
+            assert state.get(nxt) != 1, f"import cycle: {' -> '.join([*path, node, nxt])}"
+            if nxt not in state:
+                visit(nxt, [*path, node])
+        state[node] = 2
+
+    for node in list(graph):
+        if node not in state:
+            visit(node, [])
+
+
+def test_packages_are_reached_through_their_surface() -> None:
+    wrong = []
+    for path in FOUNDRY.rglob("*.py"):
+        here = _module_name(path)
+        for target in _imports(path):
+            unit = _unit(target)
+            if unit in PACKAGES and unit != _unit(here):
+                surface = f"foundry.{unit}"
+                # a module the surface names (``from foundry.native import codec``) is part of it
+                named = _surface(unit)
+                if target != surface and target.rsplit(".", 1)[-1] not in named:
+                    wrong.append(f"{here} imports {target}, not {surface}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_format_imports_no_native_code_nor_other_packages() -> None:
+    allowed = {"format", "errors", "_state"}
+    found = {b for (a, b) in _edges() if a == "format"}
+    assert found <= allowed, found - allowed
+
+
+def test_leaf_modules_import_nothing_of_foundry_but_errors() -> None:
+    for leaf in LEAVES:
+        targets = {_unit(t) for t in _imports(FOUNDRY / f"{leaf}.py")} - {""}
+        assert targets <= {"errors"}, (leaf, targets)
+
+
+def test_every_package_states_its_surface() -> None:
+    for package in PACKAGES:
+        names = _surface(package)
+        assert names, package
+        if package in ("bench", "capture"):  # they need torch to import
+            continue
+        module = importlib.import_module(f"foundry.{package}")
+        assert all(hasattr(module, n) for n in names), package
