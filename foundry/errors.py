@@ -26,6 +26,7 @@ __all__ = [
     "RegionFullError",
     "RegionStateError",
     "RegistryError",
+    "SaveError",
     "UnsupportedNodeError",
 ]
 
@@ -104,6 +105,10 @@ class ArchiveSignatureError(ArchiveError):
 
 class IdentityMismatchError(ArchiveError):
     """The archive was made on a different GPU, driver or software stack."""
+
+
+class SaveError(FoundryError):
+    """SAVE cannot write the graph as asked; nothing was written."""
 
 
 class LoadError(FoundryError):

@@ -14,13 +14,16 @@ from .delta import DELTA_MAGIC, Delta, delta_header, override_problem, override_
 from .encode import encode_node, encode_record
 from .files import (
     IMAGES_DIR,
+    MAX_JSON_BYTES,
     MEMORY_DIR,
     REGION_HINT,
     TEMP_SUFFIX,
+    inside,
     memory_path,
     read_buffer,
     read_memory,
     read_region_hint,
+    read_regular,
     sha256_bytes,
     sha256_file,
     write_atomic,
@@ -41,7 +44,7 @@ from .graphfile import (
 )
 from .identity import IDENTITY_FIELDS, Identity, Mismatch, compare
 from .images import KernelNames, detect_format, image_path, image_relpath, kernel_names, open_image, write_image
-from .jsonfields import is_sha256, load_json
+from .jsonfields import is_sha256, load_json, load_sealed, relative_path_problem
 from .manifest import (
     MANIFEST_FORMAT,
     MANIFEST_FORMAT_VERSION,
@@ -82,6 +85,7 @@ from .signing import (
     authenticate_manifest,
     check_signature,
     configured_key,
+    manifest_disagreement,
     set_signing_key,
     sign_manifest,
     signature_key_id,
@@ -113,6 +117,7 @@ __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_FORMAT_VERSION",
     "MANIFEST_NAME",
+    "MAX_JSON_BYTES",
     "MEMORY_DIR",
     "PERSISTED_NODE_TYPES",
     "REGION_HINT",
@@ -165,11 +170,14 @@ __all__ = [
     "encode_record",
     "image_path",
     "image_relpath",
+    "inside",
     "is_sha256",
     "iter_nodes",
     "kernel_names",
     "kernel_pointer_words",
     "load_json",
+    "load_sealed",
+    "manifest_disagreement",
     "memory_path",
     "node_count",
     "node_counts",
@@ -193,6 +201,8 @@ __all__ = [
     "read_payload",
     "read_payload_view",
     "read_region_hint",
+    "read_regular",
+    "relative_path_problem",
     "resolve_archive_dir",
     "set_signing_key",
     "sha256_bytes",

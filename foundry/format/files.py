@@ -12,6 +12,14 @@ checksums that the manifest and each graph's JSON carry reveal, so LOAD refuses 
 Content-addressed files (kernel images ``images/<sha256>.bin``, state memory ``memory/<sha256>.bin``)
 are named by the SHA-256 of their bytes, so any number of graphs and saves share one; SAVE rewrites
 such a file only when the file there is not those bytes (a damaged copy is repaired by saving again).
+
+Reading: every file of an archive is read through ``read_regular``, and every path an archive file
+names through ``inside`` first. A path named inside a file is relative to a root (the directory of the
+file that names it, or the archive directory) and must stay in it: absolute paths, ``..`` and symlinks
+whose target leaves the root are refused before anything is opened. Only regular files are read
+(opened without blocking, so a FIFO cannot hang a reader, then checked with fstat), and never more
+bytes than the size the archive states (or a fixed bound for files whose size nothing states).
+Messages name paths, never the bytes of a file that is not the archive's.
 """
 
 from __future__ import annotations
@@ -22,21 +30,26 @@ import hashlib
 import mmap
 import os
 import secrets
+import stat
 from pathlib import Path
 
-from foundry.errors import ArchiveCorruptError, ArchiveError
+from foundry.errors import ArchiveCorruptError
 
-from .jsonfields import At, check_format, dump_json, field, get_int, load_json
+from .jsonfields import At, check_format, field, get_int, load_sealed, relative_path_problem, seal
 
 __all__ = [
     "IMAGES_DIR",
+    "MAX_HINT_BYTES",
+    "MAX_JSON_BYTES",
     "MEMORY_DIR",
     "REGION_HINT",
     "TEMP_SUFFIX",
+    "inside",
     "memory_path",
     "read_buffer",
     "read_memory",
     "read_region_hint",
+    "read_regular",
     "sha256_bytes",
     "sha256_file",
     "write_addressed",
@@ -53,6 +66,12 @@ MEMORY_DIR = "memory"
 """Where state memory snapshots live in an archive (docs/FORMAT.md, "State memory")."""
 REGION_HINT = "region.json"
 """The region LOAD reserves before it loads images (docs/FORMAT.md, "Region hint")."""
+REGION_HINT_VERSION = 2
+
+MAX_JSON_BYTES = 1 << 30
+"""Bound on reading a graph JSON or a manifest, whose size no other file states."""
+MAX_HINT_BYTES = 1 << 16
+"""Bound on reading ``region.json``."""
 
 _CHUNK = 1 << 20
 
@@ -108,18 +127,91 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
-def read_buffer(path: PathLike) -> bytearray:
-    """The whole file, in one read into a buffer of its size. Writable, because ctypes can only take
-    the address of a writable buffer, and not a mapping: page faults on mappings serialize on the
-    process's memory-map lock when several threads read (LOAD's readers ran at ~35 MB/s each).
-    Raises OSError as ``open`` does, and when the file changed size while it was read."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        data = bytearray(size)
-        got = f.readinto(data)
-    if got != size:
-        raise OSError(errno.EIO, f"changed size while read ({got} of {size} bytes)", str(path))
+def inside(root: PathLike, name: str, what: str) -> Path:
+    """The real path of ``root/name``, proven to lie in ``root`` once every symlink is resolved:
+    ``ArchiveCorruptError`` names the path otherwise (``name`` absolute or with ``..``, or a link out)."""
+    problem = relative_path_problem(str(name))
+    if problem:
+        raise ArchiveCorruptError(
+            f"{root}: the {what} {str(name)!r:.120} {problem}; archive paths are names relative to the archive. "
+            "The file naming it was damaged or edited; save it again."
+        )
+    full = Path(root) / str(name)
+    real = Path(os.path.realpath(full))
+    base = Path(os.path.realpath(root))
+    if real != base and base not in real.parents:
+        raise ArchiveCorruptError(
+            f"{full}: the {what} resolves to {real}, outside {base}; an archive's files must be in the archive "
+            "(a symbolic link points out of it). Copy the files into the archive."
+        )
+    return real
+
+
+def read_regular(
+    path: PathLike, what: str, *, size: int | None = None, limit: int = MAX_JSON_BYTES, follow: bool = False
+) -> bytearray:
+    """The whole regular file ``path`` in one buffer of its size, read without blocking and bounded:
+    ``size`` bytes exactly when given, else at most ``limit``. The last component is not followed
+    unless ``follow`` (paths ``inside`` resolved have none; a path the user named may be a link).
+    Writable, because ctypes can only take the address of a writable buffer; not a mapping, because
+    page faults on mappings serialize on the process's memory-map lock when several threads read.
+
+    ``ArchiveCorruptError`` names the path and ``what`` for a missing file, a link, a directory, a
+    FIFO or device, a size other than ``size`` or beyond ``limit``, and a file that changed while read.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise ArchiveCorruptError(f"{path}: the {what} is missing: copy the archive completely") from None
+        why = "it is a symbolic link, which the archive may not hold here" if exc.errno == errno.ELOOP else exc.strerror
+        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {why}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ArchiveCorruptError(
+                f"{path}: the {what} is not a regular file (a {_kind(st.st_mode)}); an archive holds regular files "
+                "only. Copy the archive again."
+            )
+        if size is not None and st.st_size != size:
+            raise ArchiveCorruptError(
+                f"{path}: the {what} is {st.st_size} bytes, the archive says {size}: it is truncated, appended to or "
+                "from another save. Save it again."
+            )
+        if st.st_size > limit:
+            raise ArchiveCorruptError(f"{path}: the {what} is {st.st_size} bytes, more than the {limit} a reader takes")
+        data = bytearray(st.st_size)
+        view = memoryview(data)
+        got = 0
+        while got < len(data):
+            n = os.readv(fd, [view[got:]])
+            if n <= 0:
+                break
+            got += n
+        if got != len(data) or os.read(fd, 1):
+            raise ArchiveCorruptError(
+                f"{path}: the {what} changed size while it was read; read it when no one writes it"
+            )
+    except OSError as exc:
+        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     return data
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):  # fmt: skip
+        if test(mode):
+            return name
+    return "special file"
+
+
+def read_buffer(path: PathLike) -> bytearray:
+    """The whole regular file ``path`` (a path the user named: it may be a link), bounded by
+    ``MAX_JSON_BYTES``; see ``read_regular``."""
+    return read_regular(path, "file", follow=True)
 
 
 def sha256_bytes(data: bytes | bytearray | memoryview | mmap.mmap) -> str:
@@ -162,13 +254,9 @@ def write_memory(archive_dir: PathLike, data: bytes, sha256: str) -> None:
 def read_memory(archive_dir: PathLike, sha256: str, size: int) -> bytearray:
     """The snapshot ``sha256`` of ``size`` bytes, checked; a missing or damaged file raises
     ``ArchiveCorruptError`` naming it and the next step."""
-    path = memory_path(archive_dir, sha256)
-    try:
-        data = read_buffer(path)
-    except OSError as exc:
-        missing = f"state memory {path} is missing ({exc.strerror}): copy the archive completely"
-        raise ArchiveCorruptError(missing) from None
-    if len(data) != size or hashlib.sha256(data).hexdigest() != sha256:
+    path = inside(archive_dir, f"{MEMORY_DIR}/{sha256}.bin", "state memory")
+    data = read_regular(path, "state memory snapshot", size=size)
+    if hashlib.sha256(data).hexdigest() != sha256:
         raise ArchiveCorruptError(f"state memory {path} is damaged (size or SHA-256 differ); save the graph again")
     return data
 
@@ -177,7 +265,7 @@ def write_region_hint(archive_dir: PathLike, base: int, size: int) -> None:
     """``region.json``: the region the archive's graphs were saved in, which LOAD reserves before it
     loads the images (docs/FORMAT.md). Rewritten only when it changes."""
     path = Path(archive_dir) / REGION_HINT
-    text = dump_json({"format": "foundry-region", "format_version": 1, "base": base, "size": size})
+    text = seal({"format": "foundry-region", "format_version": REGION_HINT_VERSION, "base": base, "size": size})
     try:
         if path.read_bytes() == text:
             return
@@ -187,10 +275,12 @@ def write_region_hint(archive_dir: PathLike, base: int, size: int) -> None:
 
 
 def read_region_hint(archive_dir: PathLike) -> tuple[int, int] | None:
-    """(base, size) from ``region.json``, or None when it is absent or unreadable (it is only a hint)."""
-    try:
-        doc = load_json((Path(archive_dir) / REGION_HINT).read_bytes(), REGION_HINT)
-        obj = check_format(doc, "foundry-region", (1,), REGION_HINT)
-        return get_int(*field(obj, "base", At(REGION_HINT))), get_int(*field(obj, "size", At(REGION_HINT)))
-    except (OSError, ArchiveError):
+    """(base, size) from ``region.json``, or None when the archive has none; a damaged hint raises
+    ``ArchiveCorruptError`` like any other file of the archive (it is sealed)."""
+    path = Path(archive_dir) / REGION_HINT
+    if not path.exists() and not path.is_symlink():
         return None
+    data = read_regular(inside(archive_dir, REGION_HINT, "region hint"), "region hint", limit=MAX_HINT_BYTES)
+    obj = check_format(load_sealed(data, str(path)), "foundry-region", (REGION_HINT_VERSION,), str(path))
+    at = At(str(path))
+    return get_int(*field(obj, "base", at)), get_int(*field(obj, "size", at))

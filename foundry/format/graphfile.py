@@ -15,8 +15,9 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .container import pack_container, read_container_header, record_view
 from .delta import Delta, parse_delta
-from .files import read_buffer, sha256_bytes, write_atomic
-from .jsonfields import dump_json, load_json
+from .files import inside, read_regular, sha256_bytes, write_atomic
+from .jsonfields import load_sealed, seal
+from .layout import CONTAINER_RECORD_OFFSET
 from .metadata import GraphMeta
 from .nodes import GraphRecord
 from .parse import parse_record
@@ -80,7 +81,7 @@ def write_graph(
     container = pack_container(record)
     ref = RecordRef(cpath.name, len(record), read_container_header(container).sha256)
     final = dataclasses.replace(meta, record=ref)
-    text = dump_json(final.to_json())
+    text = seal(final.to_json())
     write_atomic(cpath, container, durable)
     write_atomic(json_path, text, durable)
     return final
@@ -149,11 +150,11 @@ def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tup
     (hashing the file again could hash other bytes than those in use). With ``cache``, bytes parsed
     before are not validated again. Errors as ``read_meta``."""
     json_path = Path(json_path)
-    data = _read(json_path, "graph metadata")
+    data = read_regular(json_path, "graph metadata", follow=True)
     digest = sha256_bytes(data)
     meta = cache.get(digest) if cache is not None else None
     if meta is None:
-        meta = GraphMeta.from_json(load_json(data, str(json_path)), str(json_path))
+        meta = GraphMeta.from_json(load_sealed(data, str(json_path)), str(json_path))
         if cache is not None:
             cache.put(digest, meta)
     return meta, digest
@@ -185,8 +186,8 @@ def read_payload_view(json_path: PathLike, meta: GraphMeta, verify: bool = True)
     those threads contend for). Errors as ``read_payload``."""
     json_path = Path(json_path)
     assert meta.record is not None  # from_json always sets it
-    cpath = json_path.parent / meta.record.file
-    data = _read(cpath, f"graph record of {json_path}")
+    cpath = inside(json_path.parent, meta.record.file, f"graph record of {json_path}")
+    data = read_regular(cpath, f"graph record of {json_path}", size=CONTAINER_RECORD_OFFSET + meta.record.bytes)
     header = read_container_header(data, source=str(cpath))
     if header.sha256 != meta.record.sha256 or header.record_size != meta.record.bytes:
         raise ArchiveCorruptError(
@@ -200,19 +201,10 @@ def read_payload_view(json_path: PathLike, meta: GraphMeta, verify: bool = True)
 def template_path(json_path: PathLike, meta: GraphMeta) -> Path:
     """The resolved JSON path of the template a member's metadata names (``meta.template`` set)."""
     assert meta.template is not None
-    return (Path(json_path).parent / meta.template.json).resolve()
+    return inside(Path(json_path).parent, meta.template.json, "template")
 
 
 def resolve_archive_dir(json_path: PathLike, meta: GraphMeta) -> Path:
     """The directory holding the graph's images: ``meta.archive_dir`` taken relative to the JSON's
-    directory (an absolute ``archive_dir`` is used as is)."""
-    return Path(json_path).parent / meta.archive_dir
-
-
-def _read(path: Path, what: str) -> bytearray:
-    try:
-        return read_buffer(path)
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as exc:
-        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
-    except OSError as exc:
-        raise ArchiveCorruptError(f"{path}: the {what} cannot be read: {exc.strerror}") from None
+    directory, resolved, and proven to lie in it (``ArchiveCorruptError`` otherwise)."""
+    return inside(Path(json_path).parent, meta.archive_dir, "archive directory")

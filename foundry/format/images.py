@@ -18,7 +18,7 @@ from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError
 
-from .files import IMAGES_DIR, read_buffer, write_addressed
+from .files import IMAGES_DIR, inside, read_regular, write_addressed
 from .jsonfields import is_sha256
 from .values import ImageFormat, ImageRef
 
@@ -70,35 +70,23 @@ def write_image(
     return ImageRef(sha, size, fmt)
 
 
-def open_image(archive_dir: PathLike, sha256: str, verify: bool) -> bytearray:
-    """Image ``sha256``, read into a bytearray (``read_buffer``: LOAD hands its address to the driver).
+def open_image(archive_dir: PathLike, sha256: str, verify: bool, size: int | None = None) -> bytearray:
+    """Image ``sha256`` of ``archive_dir``, read into a bytearray (``read_regular``: only a regular file
+    inside the archive, ``size`` bytes exactly when the archive states it; LOAD hands the buffer's
+    address to the driver).
 
-    With ``verify`` the bytes are hashed and a difference raises ``ArchiveCorruptError``. A missing
-    or empty image raises ``ArchiveCorruptError`` naming the hash and the directory. A malformed
-    hash raises ``ValueError``.
+    With ``verify`` the bytes are hashed and a difference raises ``ArchiveCorruptError``; so does a
+    missing, empty, linked-out or special file. A malformed hash raises ``ValueError``.
     """
-    path = image_path(archive_dir, sha256)
-    try:
-        data = read_buffer(path)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise ArchiveCorruptError(
-            f"kernel image {sha256} is missing from {Path(archive_dir) / IMAGES_DIR} ({exc.strerror}): "
-            "copy the archive completely, or save the graph again"
-        ) from None
-    except OSError as exc:
-        raise ArchiveCorruptError(
-            f"{path}: kernel image {sha256} cannot be read ({exc.strerror}): the image is damaged. "
-            "Save the graph again."
-        ) from None
+    what = f"kernel image {sha256}"
+    data = read_regular(inside(archive_dir, image_relpath(sha256), what), what, size=size)
     if not data:
-        raise ArchiveCorruptError(
-            f"{path}: kernel image {sha256} is empty: the image is damaged. Save the graph again."
-        )
+        raise ArchiveCorruptError(f"{image_path(archive_dir, sha256)}: {what} is empty: save the graph again")
     if verify:
         actual = hashlib.sha256(data).hexdigest()
         if actual != sha256:
             raise ArchiveCorruptError(
-                f"{path}: content SHA-256 is {actual}, the file name says {sha256}: "
+                f"{image_path(archive_dir, sha256)}: content SHA-256 is {actual}, the file name says {sha256}: "
                 "the image is damaged. Save the graph again."
             )
     return data

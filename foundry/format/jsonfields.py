@@ -1,5 +1,9 @@
 """Strict readers of JSON values, and the one JSON dialect every archive file is written in.
 
+Every archive JSON file is sealed: its last key, ``digest``, is the SHA-256 of every byte before the
+line that holds it, so that any change to the file (a flipped bit included) is refused before a value
+is used, without re-serializing anything (``seal``, ``load_sealed``).
+
 Each reader takes an ``At`` (the file and the key path being read) and raises
 ``ArchiveCorruptError`` naming both when a value is missing or of the wrong type or range. Booleans
 are never accepted as integers. Keys a reader does not ask for are ignored.
@@ -7,9 +11,11 @@ are never accepted as integers. Keys a reader does not ask for are ignored.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, NoReturn
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
@@ -29,10 +35,14 @@ __all__ = [
     "get_list",
     "get_obj",
     "get_opt_str",
+    "get_relpath",
     "get_sha256",
     "get_str",
     "is_sha256",
     "load_json",
+    "load_sealed",
+    "relative_path_problem",
+    "seal",
 ]
 
 U32 = (0, 2**32 - 1)
@@ -133,6 +143,35 @@ def get_opt_str(value: Any, at: At) -> str | None:
     return None if value is None else get_str(value, at)
 
 
+def relative_path_problem(name: str, parents: bool = False, bare: bool = False) -> str | None:
+    """Why ``name`` is not an archive path (relative, no NUL, no ``..``), or None. With ``parents``,
+    ``..`` may lead the path (a manifest lists graphs saved beside its archive that way; nothing opens
+    a file through such a path); with ``bare``, it must be a file name alone."""
+    if not name or "\0" in name:
+        return "is empty or holds a NUL byte"
+    path = PurePosixPath(name)
+    if name.startswith("/") or path.is_absolute():
+        return "is an absolute path"
+    parts = path.parts
+    if bare and (len(parts) != 1 or parts[0] in (".", "..")):
+        return "is not a bare file name"
+    if parents:
+        while parts and parts[0] == "..":
+            parts = parts[1:]
+    if ".." in parts:
+        return "leaves the directory it is relative to ('..')"
+    return None
+
+
+def get_relpath(value: Any, at: At, parents: bool = False, bare: bool = False) -> str:
+    """An archive path (``relative_path_problem``): refused before anything opens it."""
+    name = get_str(value, at)
+    problem = relative_path_problem(name, parents, bare)
+    if problem:
+        at.fail(f"{name!r:.120} {problem}; archive paths are names relative to the archive")
+    return name
+
+
 def get_sha256(value: Any, at: At) -> str:
     if not is_sha256(value):
         at.fail(f"expected a lower-case hex SHA-256, found {value!r:.80}")
@@ -194,4 +233,49 @@ def check_format(doc: Any, fmt: str, versions: tuple[int, ...], source: str) -> 
             f"{source}: format_version {version}; this Foundry reads {fmt} version(s) "
             f"{', '.join(map(str, versions))}. Load it with the Foundry release that wrote it, or save again."
         )
+    return doc
+
+
+SEAL_KEY = "digest"
+_SEAL_LINE = b'  "digest": "'
+_SEAL_END = b'"\n}\n'
+
+
+def seal(obj: dict[str, Any]) -> bytes:
+    """``dump_json(obj)`` with a last key ``digest``: the SHA-256 (hex) of every byte before the line
+    that holds it. ``obj`` must not have the key itself."""
+    if SEAL_KEY in obj:
+        raise ValueError(f"a document to seal must not have a {SEAL_KEY!r} key")
+    body = dump_json(obj)
+    assert body.endswith(b"\n}\n")
+    head = body[: -len(b"\n}\n")] + b",\n"
+    return head + _SEAL_LINE + hashlib.sha256(head).hexdigest().encode() + _SEAL_END
+
+
+def load_sealed(data: bytes | bytearray, source: str) -> Any:
+    """The JSON document of sealed bytes (``seal``), its ``digest`` key removed, once the digest is
+    proven to be that of the bytes before it; ``ArchiveCorruptError`` names ``source`` otherwise (the
+    file was changed or damaged after it was written)."""
+    data = bytes(data)
+    at = data.rfind(b"\n" + _SEAL_LINE)
+    end = at + 1 + len(_SEAL_LINE) + 64
+    if at < 0 or data[end:] != _SEAL_END:
+        doc = load_json(data, source)  # a file that is not JSON at all says so first
+        if not isinstance(doc, dict) or SEAL_KEY not in doc:
+            raise ArchiveCorruptError(
+                f"{source}: no {SEAL_KEY!r} key at the end: the file was not written whole by Foundry, or was "
+                "edited. Save it again."
+            )
+        raise ArchiveCorruptError(f"{source}: the {SEAL_KEY!r} key is not where SAVE writes it (the file was edited)")
+    stated = data[at + 1 + len(_SEAL_LINE) : end].decode("ascii", "replace")
+    actual = hashlib.sha256(data[: at + 1]).hexdigest()
+    if stated != actual:
+        raise ArchiveCorruptError(
+            f"{source}: the file's bytes have SHA-256 {actual}, its {SEAL_KEY!r} says {stated}: it was changed or "
+            "damaged after SAVE wrote it. Do not load it; save it again."
+        )
+    doc = load_json(data, source)
+    if not isinstance(doc, dict) or list(doc)[-1:] != [SEAL_KEY]:  # a repeated key would hide one
+        raise ArchiveCorruptError(f"{source}: {SEAL_KEY!r} must be the last key, once")
+    del doc[SEAL_KEY]
     return doc

@@ -16,7 +16,7 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
-from .files import write_atomic
+from .files import inside, read_regular, write_atomic
 from .identity import Identity
 from .images import image_relpath
 from .jsonfields import (
@@ -24,14 +24,15 @@ from .jsonfields import (
     U64,
     At,
     check_format,
-    dump_json,
     field,
     get_int,
     get_list,
     get_obj,
+    get_relpath,
     get_sha256,
     get_str,
-    load_json,
+    load_sealed,
+    seal,
 )
 from .values import ImageFormat, ImageRef, RegionSpec
 
@@ -53,8 +54,8 @@ __all__ = [
 
 MANIFEST_NAME = "graph_manifest.json"
 MANIFEST_FORMAT = "foundry-archive"
-MANIFEST_FORMAT_VERSION = 1
-MANIFEST_FORMAT_VERSIONS: tuple[int, ...] = (1,)
+MANIFEST_FORMAT_VERSION = 2
+MANIFEST_FORMAT_VERSIONS: tuple[int, ...] = (MANIFEST_FORMAT_VERSION,)
 
 PathLike = str | os.PathLike[str]
 
@@ -245,9 +246,7 @@ def _image(sha: str, value: Any, at: At) -> ImageEntry:
 
 def _graph(value: Any, at: At) -> GraphEntry:
     obj = get_obj(value, at)
-    json_path = get_str(*field(obj, "json", at))
-    if not json_path:
-        at.key("json").fail("empty path")
+    json_path = get_relpath(*field(obj, "json", at), parents=True)
     role_v, role_at = field(obj, "role", at)
     try:
         role = GraphRole(get_str(role_v, role_at))
@@ -286,7 +285,7 @@ def write_manifest(archive_dir: PathLike, manifest: Manifest) -> None:
         raise ValueError(f"manifest not written: {problem}")
     directory = Path(archive_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    write_atomic(directory / MANIFEST_NAME, dump_json(manifest.to_json()))
+    write_atomic(directory / MANIFEST_NAME, seal(manifest.to_json()))
 
 
 def read_manifest(archive_dir: PathLike) -> Manifest:
@@ -300,11 +299,8 @@ def read_manifest_doc(archive_dir: PathLike) -> tuple[Manifest, dict[str, Any]]:
     """``read_manifest`` and the JSON document it was parsed from (what a signature covers), from
     one read of the file. Errors as ``read_manifest``."""
     path = Path(archive_dir) / MANIFEST_NAME
-    try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        raise ArchiveCorruptError(
-            f"{archive_dir}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish"
-        ) from None
-    doc = load_json(data, str(path))
+    if not path.exists() and not path.is_symlink():
+        raise ArchiveCorruptError(f"{archive_dir}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
+    data = read_regular(inside(archive_dir, MANIFEST_NAME, "manifest"), "manifest")
+    doc = load_sealed(data, str(path))
     return Manifest.from_json(doc, str(path)), doc

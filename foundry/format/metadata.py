@@ -6,15 +6,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from .identity import Identity
-from .jsonfields import U32, At, check_format, field, get_int, get_list, get_obj, get_sha256, get_str, is_sha256
+from .jsonfields import (
+    U32,
+    At,
+    check_format,
+    field,
+    get_int,
+    get_list,
+    get_obj,
+    get_relpath,
+    get_sha256,
+    get_str,
+    is_sha256,
+)
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta"]
 
 
 GRAPH_FORMAT = "foundry-graph"
-GRAPH_FORMAT_VERSION = 1
-GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (1,)
+GRAPH_FORMAT_VERSION = 2
+GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (GRAPH_FORMAT_VERSION,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +131,7 @@ class GraphMeta:
         meta = cls(
             name=get_str(*get("name")),
             foundry_version=get_str(*get("foundry_version")),
-            archive_dir=get_str(*get("archive_dir")),
+            archive_dir=get_relpath(*get("archive_dir")),
             functions=functions,
             images=images,
             events=get_int(*get("events"), U32),

@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any, Union
 
 from foundry._state import ProcessState
-from foundry.errors import ArchiveSignatureError
+from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 
-from .files import sha256_bytes, sha256_file
+from .files import inside, read_regular, sha256_bytes, sha256_file
 from .graphfile import resolve_archive_dir
-from .jsonfields import check_format, is_sha256, load_json
-from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, Manifest
+from .jsonfields import check_format, is_sha256, load_sealed
+from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, GraphEntry, Manifest
 from .metadata import GraphMeta
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "check_signature",
     "configured_key",
     "key_id_of",
+    "manifest_disagreement",
     "set_signing_key",
     "sign_document",
     "sign_manifest",
@@ -108,7 +109,7 @@ KeySource = Union[SigningKey, bytes, str, "os.PathLike[str]"]
 class _Verified:
     data_sha256: str
     manifest: Manifest
-    listing: dict[Path, str]  # resolved graph JSON path -> its SHA-256 in the manifest
+    listing: dict[Path, GraphEntry]  # by the resolved path of the graph JSON
 
 
 @dataclass
@@ -227,27 +228,31 @@ def sign_manifest(manifest: Manifest, key: SigningKey) -> Manifest:
     return replace(manifest, signature=sign_document(unsigned.to_json(), key))
 
 
-def _verify(archive_dir: Path, key: SigningKey) -> _Verified:
+def _verify(archive_dir: Path, key: SigningKey | None) -> _Verified | None:
+    """The manifest of ``archive_dir``, sealed and (with ``key``) proven signed, with its graphs by
+    resolved path; None when the archive has no manifest and no key is configured."""
     path = archive_dir / MANIFEST_NAME
-    try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+    if not path.exists() and not path.is_symlink():
+        if key is None:
+            return None
         raise ArchiveSignatureError(
             f"{archive_dir} has no {MANIFEST_NAME}, so it is not signed, and signing key {key.key_id} ({key.source}) "
             "is configured: only signed archives are accepted. Run save_graph_manifest() with the key configured."
-        ) from None
+        )
+    data = read_regular(inside(archive_dir, MANIFEST_NAME, "manifest"), "manifest")
     digest = sha256_bytes(data)
-    cache_key = (archive_dir.resolve(), key.key_id)
+    cache_key = (archive_dir.resolve(), key.key_id if key is not None else "")
     state = _STATE.get()
     with state.lock:
         known = state.verified.get(cache_key)
     if known is not None and known.data_sha256 == digest:
         return known
-    doc = check_format(load_json(data, str(path)), MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, str(path))
-    check_signature(doc, key, str(path))
+    doc = check_format(load_sealed(data, str(path)), MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, str(path))
+    if key is not None:
+        check_signature(doc, key, str(path))
     manifest = Manifest.from_json(doc, str(path))
     base = archive_dir.resolve()
-    listing = {(base / g.json).resolve(): g.json_sha256 for g in manifest.graphs}
+    listing = {(base / g.json).resolve(): g for g in manifest.graphs}
     result = _Verified(digest, manifest, listing)
     with state.lock:
         state.verified[cache_key] = result
@@ -261,30 +266,65 @@ def authenticate_manifest(archive_dir: PathLike, key: SigningKey) -> Manifest:
     another key, or changed after signing; ``ArchiveCorruptError``/``ArchiveForeignError``/
     ``ArchiveVersionError`` when it cannot be read as a manifest at all.
     """
-    return _verify(Path(archive_dir), key).manifest
+    verified = _verify(Path(archive_dir), key)
+    assert verified is not None  # with a key, a missing manifest raised
+    return verified.manifest
 
 
-def authenticate_graph(json_path: PathLike, meta: GraphMeta, key: SigningKey, json_sha256: str | None = None) -> None:
-    """Proves that the graph JSON ``json_path`` (whose parsed metadata is ``meta``) is listed, at this
-    path and with the SHA-256 of the bytes ``meta`` was parsed from (``json_sha256``; without it, of
-    the file as it is now), in the signed manifest of the archive ``meta`` names.
+def authenticate_graph(
+    json_path: PathLike, meta: GraphMeta, key: SigningKey | None, json_sha256: str | None = None
+) -> None:
+    """Proves that the graph JSON ``json_path`` (whose parsed metadata is ``meta``) is the one its
+    archive's manifest lists: at this path, with the SHA-256 of the bytes ``meta`` was parsed from
+    (``json_sha256``; without it, of the file as it is now), and agreeing with what the manifest says
+    of it (name, record, topology, machine identity, region, images).
 
-    Raises as ``authenticate_manifest``, and ``ArchiveSignatureError`` when the graph is not listed or
-    its JSON changed after signing.
+    With ``key``, the manifest must exist and be signed with it (``ArchiveSignatureError`` otherwise,
+    and for a graph unlisted or changed after signing). Without, an archive that has no manifest yet
+    (graphs saved, manifest not written) passes; one that has a manifest must list the graph as it is
+    (``ArchiveCorruptError`` otherwise). Raises as ``authenticate_manifest`` for an unreadable manifest.
     """
     json_path = Path(json_path)
     archive = resolve_archive_dir(json_path, meta)
     verified = _verify(archive, key)
-    expected = verified.listing.get(json_path.resolve())
-    if expected is None:
-        raise ArchiveSignatureError(
-            f"{json_path} is not listed in the signed manifest {archive / MANIFEST_NAME}: it was saved after the "
-            "manifest was signed, or does not belong to that archive. Save the manifest again with the signing key "
-            "configured, or load only graphs the archive lists."
+    if verified is None:
+        return
+    error = ArchiveSignatureError if key is not None else ArchiveCorruptError
+    manifest_path = archive / MANIFEST_NAME
+    entry = verified.listing.get(json_path.resolve())
+    if entry is None:
+        what = "signed manifest" if key is not None else "manifest"
+        raise error(
+            f"{json_path} is not listed in the {what} {manifest_path}: it was saved after the manifest was written, "
+            "or does not belong to that archive. Save the manifest again (save_graph_manifest), or load only graphs "
+            "the archive lists."
         )
     actual = json_sha256 if json_sha256 is not None else sha256_file(json_path)
-    if actual != expected:
-        raise ArchiveSignatureError(
-            f"{json_path} was changed after the archive was signed: its SHA-256 is {actual}, the signed manifest "
-            f"{archive / MANIFEST_NAME} says {expected}. Do not load it; save the archive again from a trusted source."
+    if actual != entry.json_sha256:
+        raise error(
+            f"{json_path} was changed after the manifest was written: its SHA-256 is {actual}, the manifest "
+            f"{manifest_path} says {entry.json_sha256}. Do not load it; save the archive again."
         )
+    problem = manifest_disagreement(verified.manifest, entry, meta)
+    if problem:
+        raise ArchiveCorruptError(
+            f"{json_path} and the manifest {manifest_path} disagree: {problem}. The two come from different saves; "
+            "save the archive again."
+        )
+
+
+def manifest_disagreement(manifest: Manifest, entry: GraphEntry, meta: GraphMeta) -> str | None:
+    """What a graph's metadata and its manifest (and manifest entry) state differently, or None."""
+    assert meta.record is not None
+    if (entry.name, entry.record_sha256, entry.topology) != (meta.name, meta.record.sha256, meta.topology):
+        return "the graph's name, record SHA-256 or topology key"
+    if manifest.identity != meta.identity:
+        return "the machine the graph was saved on (identity)"
+    ours, theirs = manifest.region, meta.region
+    if (ours.base, ours.size, ours.granularity) != (theirs.base, theirs.size, theirs.granularity):
+        return f"the region (base {ours.base:#x} size {ours.size} in the manifest, {theirs.base:#x} {theirs.size} here)"
+    images = {e.sha256: (e.bytes, e.format) for e in manifest.images}
+    for ref in meta.images:
+        if images.get(ref.sha256) != (ref.bytes, ref.format):
+            return f"kernel image {ref.sha256} (not listed with the same size and format)"
+    return None

@@ -22,6 +22,7 @@ from .jsonfields import (
     get_int_list,
     get_int_rows,
     get_obj,
+    get_relpath,
     get_sha256,
     get_str,
     is_sha256,
@@ -77,9 +78,7 @@ class RecordRef:
     @classmethod
     def from_json(cls, value: Any, at: At) -> RecordRef:
         obj = get_obj(value, at)
-        file = get_str(*field(obj, "file", at))
-        if not file:
-            at.key("file").fail("empty file name")
+        file = get_relpath(*field(obj, "file", at), bare=True)
         return cls(file, get_int(*field(obj, "bytes", at)), get_sha256(*field(obj, "sha256", at)))
 
 
@@ -294,7 +293,5 @@ class TemplateRef:
     @classmethod
     def from_json(cls, value: Any, at: At) -> TemplateRef:
         obj = get_obj(value, at)
-        path = get_str(*field(obj, "json", at))
-        if not path:
-            at.key("json").fail("empty path")
+        path = get_relpath(*field(obj, "json", at))
         return cls(path, get_sha256(*field(obj, "record_sha256", at)))

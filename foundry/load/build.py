@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,17 +95,28 @@ def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = N
                 state.memory.add(key)
 
 
-def load_images(archive_dir: Path, shas: Iterable[str], verify: bool = True, threads: int = 8) -> None:
-    """Loads the archived images (each once per process), checking their hashes first. Reading and
-    hashing run ahead on ``threads`` threads; the driver loads them on this one, in order (it
-    serializes library loads anyway)."""
+def load_images(
+    archive_dir: Path,
+    shas: Iterable[str],
+    verify: bool = True,
+    threads: int = 8,
+    sizes: Mapping[str, int] | None = None,
+) -> None:
+    """Loads the archived images (each once per process), checking their hashes (and ``sizes``, where the
+    archive states them) first. Reading and hashing run ahead on ``threads`` threads; the driver loads
+    them on this one, in order (it serializes library loads anyway)."""
     todo = [sha for sha in dict.fromkeys(shas) if not kernels.is_loaded(sha)]
+    size = (sizes or {}).get
+
+    def read(sha: str) -> bytearray:
+        return open_image(archive_dir, sha, verify, size(sha))
+
     if len(todo) < 2 or threads < 2:
         for sha in todo:
-            kernels.load_image(sha, open_image(archive_dir, sha, verify))
+            kernels.load_image(sha, read(sha))
         return
     with ThreadPoolExecutor(threads, thread_name_prefix="foundry-read") as readers:
-        futures = [readers.submit(open_image, archive_dir, sha, verify) for sha in todo]
+        futures = [readers.submit(read, sha) for sha in todo]
         for sha, future in zip(todo, futures, strict=True):
             kernels.load_image(sha, future.result())
 
@@ -178,7 +189,7 @@ def load_graph(
     src = read_source(json_path)
     check_identity(src.meta, allow_mismatch)
     prepare_memory([src], occupied)
-    for sha, (directory, _size) in source_images(src).items():
-        load_images(directory, [sha], verify_images)
+    for sha, (directory, size) in source_images(src).items():
+        load_images(directory, [sha], verify_images, sizes={sha: size})
     graph, exec_ = build_exec(src)
     return LoadedGraph(src.meta, src.json_path, graph, exec_)

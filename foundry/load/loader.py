@@ -200,9 +200,9 @@ class _Pipeline:
             for sha in missing[id(src)]:
                 waiting.setdefault(sha, []).append(src)
 
-        def read_image(sha: str, directory: Path) -> bytearray:
+        def read_image(sha: str, directory: Path, size: int) -> bytearray:
             with self.phases.span("image_read"):
-                return open_image(directory, sha, verify)
+                return open_image(directory, sha, verify, size)
 
         def read_record(src: GraphSource) -> None:
             with self.phases.span("record_read"):
@@ -214,7 +214,7 @@ class _Pipeline:
         self.records[id(first)] = readers.submit(read_record, first)
         if not missing[id(first)]:
             self.resolved(first)
-        images = {sha: readers.submit(read_image, sha, d) for sha, (d, _size) in order.items()}
+        images = {sha: readers.submit(read_image, sha, d, size) for sha, (d, size) in order.items()}
         self.records.update({id(src): readers.submit(read_record, src) for src in rest})
         for src in rest:
             if not missing[id(src)]:

@@ -98,9 +98,10 @@ def read_meta_cached(json_path: str | os.PathLike[str]) -> tuple[GraphMeta, str]
 def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphSource:
     """Reads and checks a graph's files (and its template's, once per process). CPU work only.
 
-    With a signing key configured (foundry.format.signing), each graph read (its template included)
-    must be listed, with the SHA-256 of the JSON bytes parsed, in the signed manifest of its archive,
-    or ``ArchiveSignatureError`` is raised: this runs before anything touches the GPU. A template that
+    Each graph read (its template included) must be listed, with the SHA-256 of the JSON bytes parsed,
+    in its archive's manifest when the archive has one (``ArchiveCorruptError`` otherwise), and in a
+    manifest signed with the key when a signing key is configured (foundry.format.signing;
+    ``ArchiveSignatureError`` otherwise): this runs before anything touches the GPU. A template that
     is itself stored as changes to a template, or a chain of templates that loops back (a graph
     stored as changes to itself), raises ``ArchiveCorruptError``.
     """
@@ -124,8 +125,7 @@ def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> G
 def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...], lazy: bool) -> GraphSource:
     state = _STATE.get()
     meta, digest = read_meta_digest(json_path, state)
-    if key is not None:
-        authenticate_graph(json_path, meta, key, digest)
+    authenticate_graph(json_path, meta, key, digest)
     if meta.template is None:
         return _full_source(json_path, meta, digest, lazy)
     here = json_path.resolve()
@@ -140,7 +140,7 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
         template = state.full.get((tpath, meta.template.record_sha256))
     if template is None:
         template = _read_source(tpath, key, (*chain, here), lazy)
-    elif key is not None:  # read earlier, perhaps before a key was configured
+    else:  # read earlier, perhaps before a key was configured or the manifest was written
         authenticate_graph(tpath, template.meta, key, template.json_sha256)
     if not lazy:
         template.read_payload()

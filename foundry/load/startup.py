@@ -17,8 +17,10 @@ from foundry.format import (
     GraphEntry,
     ImageEntry,
     KeySource,
+    Manifest,
     authenticate_manifest,
     configured_key,
+    inside,
     is_sha256,
     read_manifest,
     read_region_hint,
@@ -44,29 +46,29 @@ def load_cuda_modules_and_libraries(
     is when the driver loads them), so that LOAD later finds them ready; and the graphs' metadata
     files the manifest lists are read and validated ahead of LOAD.
 
-    With a signing key (``signing_key``, else the configured one: see foundry.format.signing), the
-    manifest's signature is proven first, before the GPU is touched: an archive without a manifest,
-    unsigned, signed with another key or changed since raises ``ArchiveSignatureError``. Images are
-    then always hashed (``verify`` is ignored), and the region reserved is the signed manifest's, not
-    the unsigned ``region.json`` hint's.
+    The manifest (sealed: any change to it is refused) gives the region to reserve, the images with
+    their sizes and the kernels; without one, ``region.json`` and the images directory do. With a
+    signing key (``signing_key``, else the configured one: see foundry.format.signing), the manifest's
+    signature is proven first, before the GPU is touched: an archive without a manifest, unsigned,
+    signed with another key or changed since raises ``ArchiveSignatureError``, and images are always
+    hashed (``verify=False``, which skips hashing them, is ignored).
     """
     archive = Path(archive_dir)
     key = configured_key(signing_key)
-    signed = authenticate_manifest(archive, key) if key is not None else None
-    if signed is not None:
+    manifest: Manifest | None = None
+    if key is not None:
+        manifest = authenticate_manifest(archive, key)
         verify = True
-        hint: tuple[int, int] | None = (signed.region.base, signed.region.size)
-    else:
-        hint = read_region_hint(archive)
-    if hint is not None:  # reserve the region's range before the images (and the driver) take VA space
+    elif (archive / MANIFEST_NAME).exists():
+        manifest = read_manifest(archive)
+    # The region's range is reserved before the images (and the driver) take VA space: the manifest's
+    # region where there is a manifest (it is sealed, and signed when a key is configured), else the hint.
+    hint = (manifest.region.base, manifest.region.size) if manifest is not None else read_region_hint(archive)
+    if hint is not None:
         hold_allocation_region(*hint)
     entries: tuple[ImageEntry, ...] = ()
     graphs: tuple[GraphEntry, ...] = ()
-    if signed is not None:
-        entries, graphs = signed.images, signed.graphs
-        shas = [e.sha256 for e in entries]
-    elif (archive / MANIFEST_NAME).is_file():
-        manifest = read_manifest(archive)
+    if manifest is not None:
         entries, graphs = manifest.images, manifest.graphs
         shas = [e.sha256 for e in entries]
     else:
@@ -74,7 +76,7 @@ def load_cuda_modules_and_libraries(
         if not image_dir.is_dir():
             raise ArchiveError(f"{archive} is not a Foundry archive: it has neither {MANIFEST_NAME} nor {IMAGES_DIR}/")
         shas = sorted(p.stem for p in image_dir.glob("*.bin") if is_sha256(p.stem))
-    load_images(archive, shas, verify)
+    load_images(archive, shas, verify, sizes={e.sha256: e.bytes for e in entries})
     _load_kernels(entries)
     template_nodes = _read_graph_metadata(archive, graphs)
     warm_builders(template_nodes, LIMITS.builders)
@@ -90,7 +92,9 @@ def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> int:
     nodes = 0
     for g in graphs:
         try:
-            meta, _digest = read_meta_cached(archive / g.json)
+            # Only graphs inside the archive: a manifest may name graphs saved beside it, which the program
+            # loads by their own path; nothing is read through a manifest path that leaves the archive.
+            meta, _digest = read_meta_cached(inside(archive, g.json, "graph metadata"))
         except ArchiveError:
             continue
         if meta.template is None:

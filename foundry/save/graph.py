@@ -16,7 +16,7 @@ from pathlib import Path
 
 from foundry import __version__, kernels
 from foundry._state import ProcessState
-from foundry.errors import RegionStateError
+from foundry.errors import RegionStateError, SaveError
 from foundry.format import (
     FunctionRef,
     GraphMeta,
@@ -28,6 +28,7 @@ from foundry.format import (
     image_path,
     node_counts,
     parse_record,
+    relative_path_problem,
     template_path,
     write_graph,
     write_image,
@@ -183,11 +184,18 @@ def save_graph(
     unknown kernel or an output outside the region leaves no file behind. ``snapshot`` copies the
     program's state memory into the archive when it is small enough (docs/FORMAT.md, "State memory").
     """
+    json_path = Path(json_path)
+    archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
+    rel_archive = os.path.relpath(archive.resolve(), json_path.resolve().parent)
+    if relative_path_problem(rel_archive):
+        raise SaveError(
+            f"{json_path}: its archive directory {archive} is not at or below the graph's own directory, and "
+            "LOAD reads nothing outside a graph's directory. Save the graph's JSON in the archive directory, or "
+            "in a directory that holds it."
+        )
     if not isinstance(graph, Extracted):
         graph = extract(graph)
     phases = save_phases()
-    json_path = Path(json_path)
-    archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
     with phases.span("region"):
         region = region_spec()
         _check_outputs(outputs, region.live, region.base)
@@ -200,7 +208,7 @@ def save_graph(
         meta = GraphMeta(
             name=name or json_path.stem,
             foundry_version=__version__,
-            archive_dir=os.path.relpath(archive.resolve(), json_path.resolve().parent),
+            archive_dir=rel_archive,
             functions=functions,
             images=images,
             events=graph.parsed.event_count,

@@ -33,6 +33,7 @@ from foundry.format import (
     override_problem,
     override_spans,
     parse_record,
+    relative_path_problem,
     write_graph,
 )
 from foundry.native import codec
@@ -104,6 +105,17 @@ def _differing(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta,
     return out
 
 
+def _template_ref(template: SavedGraph, member: SavedGraph) -> str:
+    """The template's JSON as the member's metadata names it: relative to the member's directory."""
+    return os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
+
+
+def _reachable(template: SavedGraph, member: SavedGraph) -> bool:
+    """Whether a member can name this template: LOAD reads nothing outside a graph's own directory, so
+    the template must lie at or below it (graphs of one directory always can)."""
+    return relative_path_problem(_template_ref(template, member)) is None
+
+
 def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
     """Groups in first-seen order; a graph that cannot join its key's group becomes a template itself."""
     parsed = [(g.meta, g.parsed if g.parsed is not None else parse_record(g.record)) for g in graphs]
@@ -113,6 +125,8 @@ def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
         key = template_key(meta, record)
         placed = False
         for template, members, varying in open_groups.get(key, []):
+            if not _reachable(graphs[template], graphs[i]):
+                continue
             diff = _differing(parsed[template], (meta, record))
             if diff is not None:
                 members.append(i)
@@ -175,8 +189,8 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
             _verify(tpair, mpair, plan.varying)
             # The delta's nodes are the member's own (just proven byte for byte), parsed already.
             delta = Delta(tsha, mpair[1].function_count, tuple((i, mpair[1].nodes[i]) for i in plan.varying))
-            rel = os.path.relpath(template.json_path.resolve(), member.json_path.resolve().parent)
-            meta = replace(member.meta, record=None, template=TemplateRef(rel, template.meta.record.sha256))
+            ref = TemplateRef(_template_ref(template, member), template.meta.record.sha256)
+            meta = replace(member.meta, record=None, template=ref)
             written = write_graph(member.json_path, meta, payload, parsed=delta, durable=False)
             out[index] = SavedGraph(member.json_path, written, member.record, payload, mpair[1])
     return out

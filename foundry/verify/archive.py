@@ -30,7 +30,6 @@ from foundry.format import (
     authenticate_graph,
     check_signature,
     compare,
-    load_json,
     read_manifest_doc,
     resolve_archive_dir,
     signature_key_id,
@@ -111,7 +110,7 @@ def _verify_directory(
         return 0, 0
     images: dict[str, ImageInfo] = {}
     for image in manifest.images:
-        images[image.sha256] = check_image_file(directory / image.file, image.sha256, image.bytes, found)
+        images[image.sha256] = check_image_file(directory, image.sha256, image.bytes, found)
     listed = read_listed_graphs(directory, manifest, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
@@ -226,10 +225,11 @@ def _check_manifest_signature(path: Path, doc: Any, key: SigningKey | None, foun
 
 def _check_graph_signature(graphs: list[GraphUnderCheck], key: SigningKey | None, found: Findings) -> None:
     if key is None:
-        manifest = resolve_archive_dir(graphs[0].json_path, graphs[0].meta) / MANIFEST_NAME
         try:
-            signed_with = signature_key_id(load_json(manifest.read_bytes(), str(manifest)))
-        except (OSError, ArchiveError):
+            signed_with = signature_key_id(
+                read_manifest_doc(resolve_archive_dir(graphs[0].json_path, graphs[0].meta))[1]
+            )
+        except ArchiveError:
             found.skip(
                 Check.SIGNATURE, f"no key given (--key FILE, or ${KEY_ENV}); the archive has no readable manifest"
             )

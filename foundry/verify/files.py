@@ -7,24 +7,29 @@ keys, function and event counts). Never raises for archive content; every defect
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from foundry.errors import ArchiveError
 from foundry.format import (
+    MEMORY_DIR,
     GraphEntry,
     GraphMeta,
     Manifest,
     detect_format,
-    image_path,
+    image_relpath,
+    inside,
     kernel_names,
-    load_json,
-    memory_path,
+    load_sealed,
+    manifest_disagreement,
     node_counts,
     parse_delta,
     parse_record,
     read_payload,
+    read_regular,
     resolve_archive_dir,
     sha256_bytes,
+    template_path,
     topology_key,
 )
 
@@ -41,33 +46,38 @@ __all__ = [
 ]
 
 
-def _read_checked(path: Path, size: int, sha: str, what: str, said_by: str, found: Findings) -> bytes | None:
-    """The content-addressed file ``path`` (``what``: what it is), which must hold ``size`` bytes with
-    SHA-256 ``sha`` as ``said_by`` records; None, with the problem reported, when it does not."""
+def _read_checked(
+    root: Path, rel: str, size: int, sha: str, what: str, said_by: str, found: Findings
+) -> tuple[Path, bytes | None]:
+    """The content-addressed file ``root/rel`` (``what``: what it is), which must be a regular file inside
+    ``root`` holding ``size`` bytes with SHA-256 ``sha`` as ``said_by`` records; its path and bytes, or
+    None for the bytes, with the problem reported, when it is not."""
+    shown = root / rel
+    if not os.path.lexists(shown):
+        found.add(Check.FILES, ProblemKind.MISSING, shown, f"{what} {sha} is missing; LOAD would fail. Copy the "
+                  "archive completely.")  # fmt: skip
+        return shown, None
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        found.add(
-            Check.FILES,
-            ProblemKind.MISSING,
-            path,
-            f"{what} {sha} cannot be read ({exc.strerror}); LOAD would fail. Copy the archive completely.",
-        )
-        return None
-    if len(data) != size:
-        found.add(Check.FILES, ProblemKind.CHECKSUM, path, f"{what} is {len(data)} bytes, {said_by} says {size}")
-        return None
+        path = inside(root, rel, what)
+        actual_size = os.stat(path).st_size
+        if actual_size != size:
+            found.add(Check.FILES, ProblemKind.CHECKSUM, shown, f"{what} is {actual_size} bytes, {said_by} says {size}")
+            return shown, None
+        data = read_regular(path, what, size=size)
+    except (ArchiveError, OSError) as exc:
+        found.add(Check.FILES, ProblemKind.CORRUPT, shown, str(exc))
+        return shown, None
     actual = sha256_bytes(data)
     if actual != sha:
-        found.add(Check.FILES, ProblemKind.CHECKSUM, path, f"{what} content SHA-256 is {actual}, {said_by} says {sha}")
-        return None
-    return data
+        found.add(Check.FILES, ProblemKind.CHECKSUM, shown, f"{what} content SHA-256 is {actual}, {said_by} says {sha}")
+        return shown, None
+    return shown, bytes(data)
 
 
-def check_image_file(path: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
-    """Reads the image file ``path`` that must hold ``size`` bytes with SHA-256 ``sha`` (as ``said_by``
-    records); reports any difference, and reads the format and kernel names of a sound image."""
-    data = _read_checked(path, size, sha, "kernel image", said_by, found)
+def check_image_file(directory: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
+    """Reads image ``sha`` of archive ``directory``, which must hold ``size`` bytes with that SHA-256 (as
+    ``said_by`` records); reports any difference, and reads the format and kernel names of a sound image."""
+    path, data = _read_checked(directory, image_relpath(sha), size, sha, "kernel image", said_by, found)
     if data is None:
         return ImageInfo(sha, path, False)
     fmt = detect_format(data)
@@ -83,7 +93,7 @@ def check_images_dir(
     """Checks each image ``sha -> bytes`` of ``wanted`` in archive ``directory`` not checked yet."""
     for sha, size in wanted.items():
         if sha not in images:
-            images[sha] = check_image_file(image_path(directory, sha), sha, size, found, said_by)
+            images[sha] = check_image_file(directory, sha, size, found, said_by)
 
 
 def read_graph_files(
@@ -96,16 +106,24 @@ def read_graph_files(
     def problem(kind: ProblemKind, message: str) -> None:
         found.add(Check.FILES, kind, where, f"{label}: {message}")
 
+    if not os.path.lexists(json_path):
+        problem(ProblemKind.MISSING, "the graph metadata is missing")
+        return None
     try:
-        raw = json_path.read_bytes()
-    except OSError as exc:
-        problem(ProblemKind.MISSING, f"cannot read the graph metadata: {exc.strerror}")
+        raw = read_regular(json_path, "graph metadata", follow=entry is None)  # a listed one is inside already
+    except ArchiveError as exc:
+        problem(kind_of(exc), str(exc))
         return None
     digest = sha256_bytes(raw)
     if entry is not None and digest != entry.json_sha256:
         problem(ProblemKind.CHECKSUM, f"SHA-256 is {digest}, the manifest says {entry.json_sha256}")
     try:
-        meta = GraphMeta.from_json(load_json(raw, str(json_path)), str(json_path))  # the bytes just hashed
+        meta = GraphMeta.from_json(load_sealed(raw, str(json_path)), str(json_path))  # the bytes just hashed
+        # The paths the metadata names stay inside their roots (checked once here, so that later
+        # checks can use them): its archive directory, its template.
+        resolve_archive_dir(json_path, meta)
+        if meta.template is not None:
+            template_path(json_path, meta)
         payload = read_payload(json_path, meta, verify=True)
         graph = GraphUnderCheck(json_path, label, meta, digest, entry=entry)
         if meta.template is not None:
@@ -131,10 +149,26 @@ def read_graph_files(
 
 
 def read_listed_graphs(directory: Path, manifest: Manifest, found: Findings) -> list[GraphUnderCheck | None]:
-    """Every graph the manifest lists, read and checked in manifest order (None: unreadable)."""
+    """Every graph the manifest lists, read and checked in manifest order (None: unreadable, or saved
+    beside the archive rather than in it: nothing is read through a path that leaves the archive)."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):
-        out.append(read_graph_files(directory / entry.json, f"graph {index} ({entry.name})", found, entry))
+        label = f"graph {index} ({entry.name})"
+        try:
+            path = inside(directory, entry.json, "graph metadata")
+        except ArchiveError:
+            found.note(
+                f"{label}: its JSON {entry.json} lies outside the archive directory, which verify does not read "
+                f"from: check it by its own path (foundry verify {entry.json}), or save graphs inside the archive"
+            )
+            out.append(None)
+            continue
+        graph = read_graph_files(path, label, found, entry)
+        if graph is not None:
+            problem = manifest_disagreement(manifest, entry, graph.meta)
+            if problem:
+                found.add(Check.FILES, ProblemKind.MISMATCH, path, f"{label}: the manifest disagrees on {problem}")
+        out.append(graph)
     return out
 
 
@@ -181,5 +215,10 @@ def check_memory(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> Non
     if memory is None or memory.sha256 in seen:
         return
     seen.add(memory.sha256)
-    path = memory_path(resolve_archive_dir(graph.json_path, graph.meta), memory.sha256)
-    _read_checked(path, memory.bytes, memory.sha256, "state memory snapshot", graph.label, found)
+    try:
+        directory = resolve_archive_dir(graph.json_path, graph.meta)
+    except ArchiveError as exc:
+        found.add(Check.FILES, kind_of(exc), graph.json_path, f"{graph.label}: {exc}")
+        return
+    rel = f"{MEMORY_DIR}/{memory.sha256}.bin"
+    _read_checked(directory, rel, memory.bytes, memory.sha256, "state memory snapshot", graph.label, found)

@@ -30,6 +30,7 @@ from foundry.format import (
     write_memory,
 )
 from foundry.verify import ProblemKind, check_archive
+from tests.support.archive_damage import load_doc, write_doc
 from tests.support.samples import write_sample_archive
 
 
@@ -45,8 +46,10 @@ def archive(tmp_path: Path) -> tuple[Path, Manifest]:
 def test_manifest_round_trip(archive: tuple[Path, Manifest]) -> None:
     directory, manifest = archive
     assert read_manifest(directory) == manifest
-    doc = json.loads((directory / MANIFEST_NAME).read_text())
-    assert doc["format"] == "foundry-archive" and doc["format_version"] == 1
+    raw = json.loads((directory / MANIFEST_NAME).read_text())
+    assert list(raw)[-1] == "digest"  # sealed: the digest of the bytes before it, last
+    doc = load_doc(directory / MANIFEST_NAME)
+    assert doc["format"] == "foundry-archive" and doc["format_version"] == 2
     sha = manifest.images[0].sha256
     assert doc["images"][sha] == {
         "file": f"images/{sha}.bin",
@@ -74,17 +77,17 @@ def test_manifest_keeps_signature_and_ignores_unknown_keys(archive: tuple[Path, 
     signed = dataclasses.replace(manifest, signature={"alg": "ed25519", "value": "abc"})
     write_manifest(directory, signed)
     path = directory / MANIFEST_NAME
-    doc = json.loads(path.read_text())
+    doc = load_doc(path)
     doc["something_new"] = [1, 2, 3]
-    path.write_text(json.dumps(doc))
+    write_doc(path, doc)
     assert read_manifest(directory) == signed
 
 
 def edit_manifest(directory: Path, edit: object) -> None:
     path = directory / MANIFEST_NAME
-    doc = json.loads(path.read_text())
+    doc = load_doc(path)
     edit(doc)  # type: ignore[operator]
-    path.write_text(json.dumps(doc))
+    write_doc(path, doc)
 
 
 @pytest.mark.parametrize(
@@ -180,7 +183,7 @@ def test_open_image(tmp_path: Path) -> None:
     with pytest.raises(ArchiveCorruptError, match="empty"):
         open_image(tmp_path, ref.sha256, verify=False)
     missing = "ab" * 32
-    with pytest.raises(ArchiveCorruptError, match=f"{missing}.*{tmp_path / 'images'}"):
+    with pytest.raises(ArchiveCorruptError, match=f"{tmp_path / 'images'}/{missing}.bin.*is missing"):
         open_image(tmp_path, missing, verify=False)
     with pytest.raises(ValueError):
         image_path(tmp_path, "../escape")
@@ -227,11 +230,18 @@ def test_corrupted_graph_record(archive: tuple[Path, Manifest]) -> None:
 def test_edited_graph_json(archive: tuple[Path, Manifest]) -> None:
     directory, _ = archive
     path = directory / "graph_0.json"
-    doc = json.loads(path.read_text())
+    doc = load_doc(path)
     doc["name"] = "renamed"
-    path.write_text(json.dumps(doc))
-    kinds = [(p.kind, p.path) for p in check_archive(directory)]
-    assert kinds == [(ProblemKind.CHECKSUM, str(path)), (ProblemKind.MISMATCH, str(path))]
+    write_doc(path, doc)
+    problems = check_archive(directory)
+    kinds = [(p.kind, p.path) for p in problems]
+    # its digest is not the manifest's, the manifest names it otherwise, and so does the record
+    assert kinds == [
+        (ProblemKind.CHECKSUM, str(path)),
+        (ProblemKind.MISMATCH, str(path)),
+        (ProblemKind.MISMATCH, str(path)),
+    ]
+    assert "the manifest disagrees on the graph's name" in problems[2].message
 
 
 def test_record_from_another_save(archive: tuple[Path, Manifest]) -> None:
@@ -246,7 +256,7 @@ def test_missing_graph_and_broken_manifest(archive: tuple[Path, Manifest]) -> No
     directory, _ = archive
     os.unlink(directory / "graph_1.json")
     assert [p.kind for p in check_archive(directory)] == [ProblemKind.MISSING]
-    edit_manifest(directory, lambda d: d.update(format_version=2))
+    edit_manifest(directory, lambda d: d.update(format_version=3))
     assert [p.kind for p in check_archive(directory)] == [ProblemKind.VERSION]
     (directory / MANIFEST_NAME).unlink()
     assert [p.kind for p in check_archive(directory)] == [ProblemKind.CORRUPT]
@@ -256,9 +266,9 @@ def test_image_used_by_a_graph_but_not_listed(archive: tuple[Path, Manifest]) ->
     directory, manifest = archive
     write_manifest(directory, dataclasses.replace(manifest, images=manifest.images[:1]))
     problems = check_archive(directory)
-    assert {p.kind for p in problems} == {ProblemKind.MISSING}
+    # both graphs use it: each uses an image the manifest does not list, and disagrees with it on that
+    assert sorted(p.kind.value for p in problems) == ["mismatch", "mismatch", "missing", "missing"]
     assert all(manifest.images[1].sha256 in p.message for p in problems)
-    assert len(problems) == 2  # both graphs use it
 
 
 def test_state_memory_is_content_addressed_checked_and_repaired(tmp_path: Path) -> None:

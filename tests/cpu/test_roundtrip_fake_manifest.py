@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from tests.fakecuda.images import make_cubin
+from tests.support.archive_damage import load_doc, write_doc
 from tests.support.graphs import (
     JsonRunner,
     RoundTrip,
@@ -113,7 +114,7 @@ def test_load_modules_and_libraries_with_and_without_manifest(app_json: JsonRunn
     (arch / "images" / f"{stray_sha}.bin").write_bytes(stray)
     kernels = ["fk_add_f32", "fk_copy_bytes", "fk_scale_f32", "fk_sum_f32"]
     code = prelude(arch) + f"\nSHAS = {[*used, stray_sha]!r}\nKERNELS = {kernels!r}\n" + IMAGES_ONLY
-    manifest = json.loads((arch / "graph_manifest.json").read_text())
+    manifest = load_doc(arch / "graph_manifest.json")
     # The manifest names the kernels the graphs launch, and loading the images looks those up (the
     # driver loads kernels on their first lookup); the stray image is neither loaded nor looked into.
     launched = ["fk_add_f32", "fk_copy_bytes", "fk_scale_f32"]
@@ -123,7 +124,7 @@ def test_load_modules_and_libraries_with_and_without_manifest(app_json: JsonRunn
     # A manifest naming a kernel its image lacks is refused, naming the kernel and the remedy.
     good = (arch / "graph_manifest.json").read_bytes()
     manifest["images"][used[0]]["kernels"] = [*launched, "fk_missing"]
-    (arch / "graph_manifest.json").write_text(json.dumps(manifest))
+    write_doc(arch / "graph_manifest.json", manifest)
     bad = app_json(prelude(arch) + "\ntry:\n    foundry.load_cuda_modules_and_libraries(ARCH)\n"
                    "except Exception as e:\n    emit(error=type(e).__name__, message=str(e))\n")  # fmt: skip
     assert bad["error"] == "ArchiveCorruptError", bad

@@ -1,37 +1,51 @@
 """SAVE -> LOAD round trips on the fake driver: how and when graphs are saved.
 
-Graph files outside the archive directory, a graph saved twice under one name, kernel
-attributes raised between two saves.
+Graph files beside the archive directory (and where SAVE refuses to put them), a graph saved twice
+under one name, kernel attributes raised between two saves.
 
 See tests/support/roundtrip_fake.py for what every round trip checks.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.support.archive_damage import load_doc
 from tests.support.graphs import JsonRunner, Scenario, load_prefix, roundtrip, run_load, run_save
 from tests.support.roundtrip_fake import EVENTS, N, check_roundtrip
+from tests.support.subproc import SubprocessError
 
 
-def test_graph_json_outside_the_archive_directory(app_json: JsonRunner, tmp_path: Path) -> None:
-    rt = roundtrip(app_json, EVENTS, tmp_path / "arch", json_dir=tmp_path / "graphs")
+def test_graph_json_beside_the_archive_directory(app_json: JsonRunner, tmp_path: Path) -> None:
+    """The seed README's layout: graph.json in a directory that holds the archive (hook_archive/)."""
+    rt = roundtrip(app_json, EVENTS, tmp_path / "arch", json_dir=tmp_path)
     check_roundtrip(rt, "events")
-    assert sorted(p.name for p in (tmp_path / "graphs").iterdir()) == ["events.cugraph", "events.json"]
-    assert json.loads((tmp_path / "graphs" / "events.json").read_text())["archive_dir"] == "../arch"
-    manifest = json.loads((tmp_path / "arch" / "graph_manifest.json").read_text())
-    assert [g["json"] for g in manifest["graphs"]] == ["../graphs/events.json"]
-    # The two directories moved together still load (every path in them is relative).
+    assert {"events.cugraph", "events.json"} <= {p.name for p in tmp_path.iterdir()}
+    assert load_doc(tmp_path / "events.json")["archive_dir"] == "arch"
+    # The manifest names the graph (so that LOAD checks its digest against it), but nothing reads it
+    # through that path: a graph outside the archive is loaded by its own path.
+    manifest = load_doc(tmp_path / "arch" / "graph_manifest.json")
+    assert [g["json"] for g in manifest["graphs"]] == ["../events.json"]
+    # Moved together, the two still load (every path in them is relative).
     moved = tmp_path / "moved"
     moved.mkdir()
-    shutil.move(tmp_path / "arch", moved / "arch")
-    shutil.move(tmp_path / "graphs", moved / "graphs")
-    load = run_load(app_json, EVENTS, moved / "arch", ["events"], json_dir=moved / "graphs")
+    for name in ("arch", "events.json", "events.cugraph"):
+        shutil.move(tmp_path / name, moved / name)
+    load = run_load(app_json, EVENTS, moved / "arch", ["events"], json_dir=moved)
     assert load["errors"] == {} and load["loaded"]["events"] == rt.native("events")
+
+
+def test_graph_json_that_could_not_reach_its_archive_is_refused_at_save(app_json: JsonRunner, tmp_path: Path) -> None:
+    """A graph JSON in a sibling of the archive would have to name it with '..', which LOAD refuses: SAVE
+    refuses first, and writes nothing."""
+    (tmp_path / "graphs").mkdir()
+    with pytest.raises(SubprocessError) as refused:
+        run_save(app_json, EVENTS, tmp_path / "arch", json_dir=tmp_path / "graphs")
+    assert "SaveError" in refused.value.stderr and "not at or below the graph's own directory" in refused.value.stderr
+    assert not any((tmp_path / "graphs").iterdir())
 
 
 RESAVE = Scenario(
@@ -60,7 +74,7 @@ RESAVE = Scenario(
 
 def test_graph_saved_twice_under_one_name_loads_the_last_save(app_json: JsonRunner, tmp_path: Path) -> None:
     rt = roundtrip(app_json, RESAVE, tmp_path / "arch")
-    manifest = json.loads((rt.arch / "graph_manifest.json").read_text())
+    manifest = load_doc(rt.arch / "graph_manifest.json")
     assert [g["name"] for g in manifest["graphs"]] == ["g0"]
     check_roundtrip(rt, "g0")
     assert rt.loaded("g0")[0]["t"] == [1.0 - 3.0 * i for i in range(N)]

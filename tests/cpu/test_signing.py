@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from foundry.format.signing import (
     sign_document,
 )
 from foundry.verify import Check, ProblemKind, verify_archive
+from tests.support.archive_damage import edit_doc
 from tests.support.verify_archives import build_archive, remanifest
 
 KEY = SigningKey(b"k" * 32, "test key")
@@ -43,10 +43,9 @@ def signed(tmp_path: Path) -> Path:
 
 
 def edit_manifest(archive: Path, edit: object) -> None:
-    path = archive / MANIFEST_NAME
-    doc = json.loads(path.read_text())
-    edit(doc)  # type: ignore[operator]
-    path.write_text(json.dumps(doc, indent=4))
+    """An edit as a forger makes it: the seal is a checksum anyone can compute, so it is made again;
+    only the signature cannot be."""
+    edit_doc(archive / MANIFEST_NAME, edit)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------ primitives
@@ -132,21 +131,25 @@ def test_signature_problems_are_found(signed: Path, make: object, key: SigningKe
 def test_graph_tampered_after_signing_with_its_checksum_forged(signed: Path) -> None:
     """A forger edits a graph JSON and its checksum in the manifest, but cannot sign."""
     path = signed / "graph_0.json"
-    path.write_text(path.read_text().replace('"foundry_version": "0.1.0"', '"foundry_version": "0.1.9"', 1))
+    edit_doc(path, lambda d: d.update(foundry_version="0.1.9"))
     edit_manifest(signed, lambda d: d["graphs"][0].update(json_sha256=sha256_file(path)))
     report = verify_archive(signed, key=KEY)
     assert [(p.check, p.kind) for p in report.problems] == [(Check.SIGNATURE, ProblemKind.SIGNATURE)]
     one = verify_archive(path, key=KEY)
     assert [p.check for p in one.problems] == [Check.SIGNATURE]
-    assert "changed after it was signed" in one.problems[0].message
+    assert "graph_0.json is not listed" not in one.problems[0].message
+    assert "signature does not match" in one.problems[0].message
 
 
 def test_single_graph_changed_after_signing(signed: Path) -> None:
     path = signed / "graph_1.json"
-    path.write_text(path.read_text() + " ")
+    edit_doc(path, lambda d: d.update(name="graph_1x"))  # sealed again, but not what was signed
     report = verify_archive(path, key=KEY)
     (p,) = report.problems
-    assert p.check == Check.SIGNATURE and "graph_1.json was changed after the archive was signed" in p.message
+    assert p.check == Check.SIGNATURE and "graph_1.json was changed after the manifest was written" in p.message
+    path.write_bytes(path.read_bytes() + b" ")  # not even sealed: damage, refused before the signature
+    (p,) = verify_archive(path, key=KEY).problems
+    assert p.check == Check.FILES and "the file was edited" in p.message
 
 
 # ------------------------------------------------------------------------------------------ LOAD (CPU part)

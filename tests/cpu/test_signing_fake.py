@@ -15,6 +15,7 @@ import pytest
 from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
 from foundry.format.signing import KEY_ENV, key_id_of
 from tests.cpu.test_verify_fake import FAMILY, verify_cli
+from tests.support.archive_damage import edit_doc, load_doc, write_doc
 from tests.support.graphs import prelude, run_save
 from tests.support.subproc import run_json
 
@@ -108,18 +109,18 @@ def test_load_with_the_key_accepts_the_signed_archive(
 
 def unsign(arch: Path) -> None:
     path = arch / MANIFEST_NAME
-    doc = json.loads(path.read_text())
+    doc = load_doc(path)
     del doc["signature"]
-    path.write_text(json.dumps(doc))
+    write_doc(path, doc)
 
 
 def tamper_manifest(arch: Path) -> None:
     """Edit a graph JSON and update its checksum in the manifest: everything but the signature is consistent."""
     path = arch / "three.json"
-    path.write_text(path.read_text().replace('"name": "three"', '"name": "three!"'))
-    doc = json.loads((arch / MANIFEST_NAME).read_text())
+    edit_doc(path, lambda d: d.update(name="three!"))
+    doc = load_doc(arch / MANIFEST_NAME)
     doc["graphs"][1].update(name="three!", json_sha256=sha256_file(path))
-    (arch / MANIFEST_NAME).write_text(json.dumps(doc))
+    write_doc(arch / MANIFEST_NAME, doc)
 
 
 @pytest.mark.parametrize(
@@ -150,10 +151,10 @@ def test_load_with_a_key_refuses_a_graph_changed_after_signing(
     runner: Any, archive: Path, keys: dict[str, Path]
 ) -> None:
     path = archive / "two.json"  # the template of the graph loaded
-    path.write_text(path.read_text() + "\n")
+    edit_doc(path, lambda d: d.update(foundry_version="0.1.9"))  # sealed again: only the signature tells
     r = load(runner, archive, keys["right"], modules=False)
     assert r["graph"]["error"] == "ArchiveSignatureError"
-    assert "two.json was changed after the archive was signed" in r["graph"]["message"]
+    assert "two.json was changed after the manifest was written" in r["graph"]["message"]
     assert r["after_graph"] == {"images": [], "recorded": 0}
 
 

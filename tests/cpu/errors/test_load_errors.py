@@ -8,14 +8,13 @@ tests/support/errors_app.py. SAVE failures: test_save_errors.py.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.archive_damage import copy_archive, flip_byte, truncate
+from tests.support.archive_damage import copy_archive, flip_byte, load_doc, truncate, write_doc
 from tests.support.errors_app import (
     ALLOCS,
     KERNELS,
@@ -99,16 +98,16 @@ def _memory(archive: Path) -> Path:
 
 def _json_missing_key(archive: Path) -> None:
     path = archive / "g0.json"
-    doc = json.loads(path.read_text())
+    doc = load_doc(path)
     del doc["functions"]
-    path.write_text(json.dumps(doc))
+    write_doc(path, doc)
 
 
 def _json_other_record(archive: Path) -> None:
     path = archive / "g0.json"
-    doc = json.loads(path.read_text())
+    doc = load_doc(path)
     doc["record"]["sha256"] = "0" * 64
-    path.write_text(json.dumps(doc))
+    write_doc(path, doc)
 
 
 Damage = Callable[[Path], None]
@@ -120,10 +119,10 @@ DAMAGES: list[Any] = [
     pytest.param(lambda a: truncate(_image(a), 64), ["damaged"], id="image-truncated"),
     pytest.param(lambda a: flip_byte(a / "g0.cugraph", -9), ["g0.cugraph"], id="cugraph-bitflip"),
     pytest.param(lambda a: truncate(a / "g0.cugraph", 100), ["g0.cugraph"], id="cugraph-truncated"),
-    pytest.param(lambda a: (a / "g0.cugraph").unlink(), ["cannot read the graph record"], id="cugraph-missing"),
+    pytest.param(lambda a: (a / "g0.cugraph").unlink(), ["graph record", "is missing"], id="cugraph-missing"),
     pytest.param(lambda a: truncate(a / "g0.json", 200), ["g0.json"], id="json-truncated"),
     pytest.param(_json_missing_key, ["functions"], id="json-missing-key"),
-    pytest.param(_json_other_record, ["different saves"], id="json-other-record"),
+    pytest.param(_json_other_record, ["changed after the manifest was written"], id="json-other-record"),
     pytest.param(lambda a: _memory(a).unlink(), ["state memory", "missing", "copy the archive"], id="memory-missing"),
     pytest.param(lambda a: flip_byte(_memory(a), 0), ["state memory", "damaged"], id="memory-bitflip"),
 ]
@@ -192,6 +191,9 @@ def test_member_whose_template_is_missing_or_resaved_is_refused(run_app: Runner,
     # A later SAVE process re-saves only the template: the member's changes no longer apply to it.
     resaved = copy_archive(arch, tmp_path / "resaved")
     run_app(family_code(resaved, [("g1", 7.0)]))
+    r = run_app(load_code(resaved))  # the new manifest lists the template only
+    expect_error(r["result"], "ArchiveCorruptError", "g0.json", "not listed in the manifest")
+    (resaved / "graph_manifest.json").unlink()  # without a manifest, the template itself tells
     r = run_app(load_code(resaved))
     expect_error(r["result"], "ArchiveCorruptError", "g1.json", "different saves")
     # The template's record is gone.
