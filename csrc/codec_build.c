@@ -162,13 +162,9 @@ out:
 }
 
 static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out, uint64_t *nodes_out, size_t cap) {
-  if (avail < sizeof(rec_header)) return CORRUPT("%zu bytes cannot hold a header", avail);
   rec_header h;
-  memcpy(&h, rec, sizeof(h));
-  if (memcmp(h.magic, FDY_RECORD_MAGIC, 4) != 0) return CORRUPT("bad magic");
-  if (h.version != FDY_RECORD_VERSION) return fdy_fail(FDY_ERR_CORRUPT, "graph record version %u; this Foundry reads %d", h.version, FDY_RECORD_VERSION);
-  if (h.header_bytes != sizeof(rec_header) || h.total_bytes > avail || h.total_bytes < sizeof(rec_header))
-    return CORRUPT("header sizes (%u, %llu of %zu)", h.header_bytes, (unsigned long long)h.total_bytes, avail);
+  int hrc = fdy_record_header(rec, avail, &h);
+  if (hrc) return hrc;
   CUgraphNode *nodes = calloc(h.node_count ? h.node_count : 1, sizeof(CUgraphNode));
   if (!nodes) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
   CUgraph g;
@@ -206,8 +202,7 @@ FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_
   if (rc) return rc;
   if (!blob || !graph) return fdy_fail(FDY_ERR_INVALID, "fdy_graph_build: null argument");
   rec_header h;
-  if (blob_size < sizeof(h)) return CORRUPT("%zu bytes", blob_size);
-  memcpy(&h, blob, sizeof(h));
+  if ((rc = fdy_record_header(blob, blob_size, &h))) return rc;
   if (h.function_count != function_count)
     return fdy_fail(FDY_ERR_INVALID, "the record names %u functions, %zu were resolved", h.function_count, function_count);
   build_t b;

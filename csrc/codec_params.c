@@ -87,12 +87,30 @@ void fdy_decoded_free(fdy_decoded *d) {
   d->scratch_cap = 0;
 }
 
+int fdy_record_header(const uint8_t *rec, size_t size, rec_header *h) {
+  if (!rec || size < sizeof(rec_header)) return CORRUPT("%zu bytes cannot hold a header", size);
+  memcpy(h, rec, sizeof(*h));
+  if (memcmp(h->magic, FDY_RECORD_MAGIC, 4) != 0) return CORRUPT("bad magic");
+  if (h->version != FDY_RECORD_VERSION)
+    return fdy_fail(FDY_ERR_CORRUPT, "graph record version %u; this Foundry reads %d", h->version, FDY_RECORD_VERSION);
+  if (h->header_bytes != sizeof(rec_header) || h->total_bytes > size || h->total_bytes < sizeof(rec_header))
+    return CORRUPT("header sizes (%u, %llu of %zu)", h->header_bytes, (unsigned long long)h->total_bytes, size);
+  /* Every count is checked against the bytes present before anyone sizes a buffer by it: each node
+   * takes at least a node header, each edge an edge record, and each event at least one event node. */
+  uint64_t room = h->total_bytes - sizeof(rec_header);
+  if ((uint64_t)h->node_count * sizeof(rec_node) + (uint64_t)h->edge_count * sizeof(rec_edge) > room)
+    return CORRUPT("%u nodes and %u edges cannot fit in %llu bytes", h->node_count, h->edge_count,
+                   (unsigned long long)h->total_bytes);
+  if ((uint64_t)h->event_count * sizeof(rec_event) > room)
+    return CORRUPT("%u events cannot be used by the nodes of %llu bytes", h->event_count,
+                   (unsigned long long)h->total_bytes);
+  return 0;
+}
+
 int fdy_record_node_offsets(const uint8_t *rec, size_t size, size_t *offsets, size_t cap, size_t *count) {
-  if (size < sizeof(rec_header)) return CORRUPT("%zu bytes cannot hold a header", size);
   rec_header h;
-  memcpy(&h, rec, sizeof(h));
-  if (memcmp(h.magic, FDY_RECORD_MAGIC, 4) != 0 || h.header_bytes != sizeof(rec_header) || h.total_bytes > size)
-    return CORRUPT("bad header");
+  int rc = fdy_record_header(rec, size, &h);
+  if (rc) return rc;
   size_t at = sizeof(rec_header);
   for (uint32_t i = 0; i < h.node_count; i++) {
     uint32_t bytes;

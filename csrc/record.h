@@ -30,6 +30,8 @@ void fdy_decoded_free(fdy_decoded *d);
 /* Sets a decoded kernel record's launch attributes on a graph node (codec_build.c). fresh: the node
  * was just added, so values equal to a new node's defaults need not be set. */
 int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d, int fresh);
+/* Checks a graph record's header, its counts against the bytes present included, and copies it to *h. */
+int fdy_record_header(const uint8_t *rec, size_t size, rec_header *h);
 /* Walks the top-level node records of a graph record: offsets[i] = byte offset of node i. */
 int fdy_record_node_offsets(const uint8_t *rec, size_t size, size_t *offsets, size_t cap, size_t *count);
 

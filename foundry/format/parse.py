@@ -72,12 +72,15 @@ def parse_record(data: bytes | bytearray | memoryview | mmap.mmap) -> GraphRecor
 
 
 def node_count(data: bytes | bytearray | memoryview) -> int:
-    """The top-level node count a graph record's header states (the header's size checked only; a
-    record is parsed or walked, with all its checks, before it is used)."""
+    """The top-level node count a graph record's header states, checked against the bytes present (the
+    rest of the record is parsed or walked, with all its checks, before it is used)."""
     mv = memoryview(data).cast("B")
     if len(mv) < L.HEADER_SIZE:
         _fail(0, "record header", f"needs 32 bytes, only {len(mv)} remain")
-    return int(L.HEADER.unpack_from(mv, 0)[3])
+    count = int(L.HEADER.unpack_from(mv, 0)[3])
+    if count * L.NODE_HEAD_SIZE > len(mv) - L.HEADER_SIZE:  # checked before anyone sizes a buffer by it
+        _fail(8, "record header node count", f"{count} nodes cannot fit in {len(mv)} bytes")
+    return count
 
 
 def node_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
@@ -165,6 +168,8 @@ class _Parser:
                 f"{what} node/edge count",
                 f"{ncount} nodes and {ecount} edges cannot fit in a {total}-byte record",
             )
+        if evcount * L.EVENT_SIZE > total - L.HEADER_SIZE:  # each event is used by at least one event node
+            _fail(start + 20, f"{what} event count", f"{evcount} events cannot be used by the nodes of {total} bytes")
         off = start + L.HEADER_SIZE
         nodes: list[Node] = []
         for i in range(ncount):

@@ -14,6 +14,7 @@ from .build import (
     check_identity,
     load_graph,
     load_images,
+    preflight,
     prepare_memory,
     resolve_functions,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "load_cuda_modules_and_libraries",
     "load_graph",
     "load_images",
+    "preflight",
     "prepare_memory",
     "read_meta_cached",
     "read_source",

@@ -16,7 +16,7 @@ from pathlib import Path
 from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import IdentityMismatchError
-from foundry.format import GraphMeta, compare, open_image
+from foundry.format import GraphMeta, compare, open_image, read_memory, read_region_hint
 from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
 
@@ -29,6 +29,7 @@ __all__ = [
     "check_identity",
     "load_graph",
     "load_images",
+    "preflight",
     "prepare_memory",
     "resolve_functions",
 ]
@@ -193,3 +194,21 @@ def load_graph(
         load_images(directory, [sha], verify_images, sizes={sha: size})
     graph, exec_ = build_exec(src)
     return LoadedGraph(src.meta, src.json_path, graph, exec_)
+
+
+def preflight(paths: Iterable[str | os.PathLike[str]]) -> list[GraphSource]:
+    """Every check LOAD makes before it touches the GPU, for the graphs at ``paths``, run now and in
+    full: each graph's metadata, its listing in its archive's manifest and the manifest itself, its
+    template, its record, its images and its state memory, read and checked against the digests and
+    sizes the archive states, and the archive's region hint. Returns the checked sources; raises the
+    first problem (an ``ArchiveError`` naming the file). LOAD makes the same checks lazily, on its
+    threads, as it needs each file; this makes them all before anything else happens."""
+    sources = [read_source(p) for p in paths]
+    for src in sources:
+        read_region_hint(src.archive_dir)
+        for sha, (directory, size) in source_images(src).items():
+            open_image(directory, sha, True, size)
+        for s in (src, src.template):
+            if s is not None and s.meta.memory is not None:
+                read_memory(s.archive_dir, s.meta.memory.sha256, s.meta.memory.bytes)
+    return sources

@@ -23,14 +23,17 @@ from foundry.errors import ArchiveError, ArchiveSignatureError
 from foundry.format import (
     KEY_ENV,
     MANIFEST_NAME,
+    REGION_HINT,
     Identity,
     KeySource,
+    Manifest,
     SigningKey,
     as_key,
     authenticate_graph,
     check_signature,
     compare,
     read_manifest_doc,
+    read_region_hint,
     resolve_archive_dir,
     signature_key_id,
 )
@@ -139,6 +142,7 @@ def _verify_directory(
     check_manifest_kernels(manifest_path, listed_images, images, found)
     if len(readable) < len(listed):
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
+    _check_region_hint(directory, manifest, found)
     check_foreign(directory, known_files(directory, manifest, [*readable, *extra]), found)
     _check_identity(
         [(manifest_path, manifest.identity)] + [(g.json_path, g.meta.identity) for g in readable], identity, found
@@ -183,6 +187,10 @@ def _verify_graph(
 
     attach_templates([graph], found, read_template, {json_path.resolve(): graph})
     check_consistency(graph, found)
+    if key is None:  # with a key, the signature check makes this check and more
+        _check_listing(read, found)
+    for directory in {resolve_archive_dir(g.json_path, g.meta) for g in read}:
+        _check_region_hint(directory, None, found)
     images: dict[str, ImageInfo] = {}
     for g in read:
         wanted = {ref.sha256: ref.bytes for ref in g.meta.images}
@@ -221,6 +229,31 @@ def _check_manifest_signature(path: Path, doc: Any, key: SigningKey | None, foun
         check_signature(doc, key, str(path))
     except ArchiveSignatureError as exc:
         found.add(Check.SIGNATURE, ProblemKind.SIGNATURE, path, str(exc))
+
+
+def _check_listing(graphs: list[GraphUnderCheck], found: Findings) -> None:
+    """As LOAD checks each graph before the GPU, key or no key: the manifest beside it (when its archive
+    has one) lists it as it is, and agrees with it."""
+    for graph in graphs:
+        try:
+            authenticate_graph(graph.json_path, graph.meta, None, graph.json_sha256)
+        except ArchiveError as exc:
+            found.add(Check.FILES, kind_of(exc), graph.json_path, f"{graph.label}: {exc}")
+
+
+def _check_region_hint(directory: Path, manifest: Manifest | None, found: Findings) -> None:
+    """``region.json``, which LOAD reads when the archive has no manifest: sound, and the manifest's region."""
+    try:
+        hint = read_region_hint(directory)
+    except ArchiveError as exc:
+        found.add(Check.FILES, kind_of(exc), directory / REGION_HINT, str(exc))
+        return
+    if hint is not None and manifest is not None and hint != (manifest.region.base, manifest.region.size):
+        found.add(
+            Check.FILES, ProblemKind.MISMATCH, directory / REGION_HINT,
+            f"the region hint says base {hint[0]:#x} size {hint[1]}, the manifest {manifest.region.base:#x} "
+            f"{manifest.region.size}: the two come from different saves",
+        )  # fmt: skip
 
 
 def _check_graph_signature(graphs: list[GraphUnderCheck], key: SigningKey | None, found: Findings) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
@@ -93,7 +93,15 @@ def records(draw: st.DrawFn, functions: int = 0, events: int = 0, depth: int = 0
     if n:
         index = st.integers(0, n - 1)
         edges = draw(st.lists(st.builds(Edge, index, index, U8, U8, U8), max_size=6))
-    return GraphRecord(tuple(node_list), tuple(edges), functions if top else 0, events if top else 0)
+    record = GraphRecord(tuple(node_list), tuple(edges), functions if top else 0, events if top else 0)
+    if top:
+        # A record may not declare more events than its event nodes could use (a reader bounds every
+        # count by the bytes present): such a draw is not a record.
+        try:
+            encode_record(record)
+        except ValueError as exc:
+            assume("events cannot be used" not in str(exc))
+    return record
 
 
 @FAST

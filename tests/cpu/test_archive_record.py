@@ -108,7 +108,8 @@ def test_fixed_node_sizes() -> None:
         (EventNode(NodeType.WAIT_EVENT, 0), 16),
         (EmptyNode(), 8),
     ]:
-        data = encode_record(GraphRecord((node,), (), 0, 1))  # type: ignore[arg-type]
+        events = 1 if isinstance(node, EventNode) else 0  # a record declares no event it has no node for
+        data = encode_record(GraphRecord((node,), (), 0, events))  # type: ignore[arg-type]
         assert struct.unpack_from("<I", data, 36)[0] == size
         assert len(data) == 32 + size
 
