@@ -32,10 +32,28 @@ _EXPORTS: dict[str, str] = {
     # archives
     "save_graph_manifest": ".save",
     "load_cuda_modules_and_libraries": ".load",
-    # errors
-    "FoundryError": ".errors",
+    # errors: every exception Foundry raises on purpose
+    "ArchiveCorruptError": ".errors",
     "ArchiveError": ".errors",
+    "ArchiveForeignError": ".errors",
+    "ArchiveSignatureError": ".errors",
+    "ArchiveVersionError": ".errors",
+    "CodecError": ".errors",
+    "DriverError": ".errors",
+    "FoundryError": ".errors",
+    "IdentityMismatchError": ".errors",
     "InterposerNotLoadedError": ".errors",
+    "KernelNotFoundError": ".errors",
+    "LayoutMismatchError": ".errors",
+    "LoadError": ".errors",
+    "ParamIntrospectionError": ".errors",
+    "RegionBaseTakenError": ".errors",
+    "RegionError": ".errors",
+    "RegionFullError": ".errors",
+    "RegionStateError": ".errors",
+    "RegistryError": ".errors",
+    "SaveError": ".errors",
+    "UnsupportedNodeError": ".errors",
 }
 
 

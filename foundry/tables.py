@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 __all__ = ["table"]
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Columns left-aligned for text, right-aligned for numbers."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None) -> str:
+    """Columns left-aligned for text, right-aligned for numbers. With ``width``, the last column is
+    wrapped so that no line is longer (its continuation lines leave the other columns blank)."""
     cells = [[str(c) for c in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     numeric = [all(isinstance(row[i], int | float) for row in rows) and bool(rows) for i in range(len(headers))]
+    if width is not None and headers:
+        lead = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers[:-1])]
+        room = max(width - sum(lead) - 2 * len(lead), len(headers[-1]), 20)
+        wrapped: list[list[str]] = []
+        for row in cells:
+            parts = textwrap.wrap(row[-1], room) or [""]
+            wrapped.append([*row[:-1], parts[0]])
+            wrapped += [[""] * (len(row) - 1) + [part] for part in parts[1:]]
+        cells = wrapped
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
 
     def line(values: Sequence[str]) -> str:
         cols = zip(values, widths, numeric, strict=True)

@@ -36,7 +36,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("bench", help="cold-start benchmark: native warm-up + capture vs Foundry LOAD (GPU)")
+    p = sub.add_parser(
+        "bench",
+        description=(
+            "The cold-start benchmark: for each model shape and variant, a native process warms up, captures and "
+            "saves the decode graphs, and a fresh process LOADs them; the report (JSON, a table, a plot) compares"
+            " cold start, replay latency and outputs. Needs a CUDA GPU and PyTorch."
+        ),
+        help="cold-start benchmark: native warm-up + capture vs Foundry LOAD (GPU)",
+    )
     p.add_argument("--out", default="bench-results", help="where the JSON, table and plot go")
     p.add_argument("--shapes", default="qwen3-0.6b,qwen3-8b", help="comma-separated model shapes")
     p.add_argument("--variants", default="eager,compiled", help="eager and/or compiled (torch.compile)")

@@ -10,24 +10,41 @@ from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveError
-from foundry.format import MANIFEST_NAME, GraphMeta, read_manifest, read_meta, resolve_archive_dir
+from foundry.format import (
+    MANIFEST_NAME,
+    GraphMeta,
+    inside,
+    read_manifest,
+    read_meta,
+    relative_path_problem,
+    resolve_archive_dir,
+)
 from foundry.sizes import format_size
 from foundry.tables import table
 
 __all__ = ["add_parser", "summarize"]
 
 
-def _graph_metas(path: Path) -> tuple[Path, list[tuple[Path, GraphMeta]], Any]:
+def _graph_metas(path: Path) -> tuple[Path, list[tuple[Path, GraphMeta]], Any, list[str]]:
+    """(archive directory, the graphs read with their metadata, the manifest or None, the manifest's
+    graphs saved beside the archive: nothing is read through a path that leaves it)."""
     if path.is_dir():
         manifest = read_manifest(path)
-        return path, [(path / g.json, read_meta(path / g.json)) for g in manifest.graphs], manifest
+        metas, outside = [], []
+        for g in manifest.graphs:
+            if relative_path_problem(g.json):
+                outside.append(g.json)
+                continue
+            json_path = inside(path, g.json, "graph metadata")
+            metas.append((json_path, read_meta(json_path)))
+        return path, metas, manifest, outside
     meta = read_meta(path)
-    return resolve_archive_dir(path, meta), [(path, meta)], None
+    return resolve_archive_dir(path, meta), [(path, meta)], None, []
 
 
 def summarize(path: Path) -> dict[str, Any]:
     """The facts `inspect` prints, as one JSON-ready dict."""
-    archive_dir, metas, manifest = _graph_metas(path)
+    archive_dir, metas, manifest, outside = _graph_metas(path)
     if not metas:
         raise ArchiveError(f"{path}: the manifest lists no graphs; there is nothing to inspect")
     kernels: Counter[tuple[str, str]] = Counter()
@@ -70,6 +87,7 @@ def summarize(path: Path) -> dict[str, Any]:
         },
         "graphs": graphs,
         "groups": len(manifest.groups) if manifest is not None else None,
+        "outside": outside,
         "nodes": dict(totals),
         "images": [{"sha256": sha, "bytes": b, "format": fmt} for sha, (b, fmt) in images.items()],
         "image_bytes": sum(b for b, _ in images.values()),
@@ -108,11 +126,19 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
     more = len(summary["kernels"]) - kernels
     print(table(["kernel", "image", "graphs"], rows))
     if more > 0:
-        print(f"... and {more} more kernels (--kernels N to show more)")
+        print(f"... and {more} more kernel{'s' if more != 1 else ''} (--kernels N to show more)")
+    if summary["outside"]:
+        beside = ", ".join(summary["outside"])
+        print(f"\nnot read: graphs saved beside the archive ({beside}); inspect each by its own path")
 
 
 def _run(args: argparse.Namespace) -> int:
     path = Path(args.path)
+    if not path.exists():
+        print(f"foundry inspect: {path} does not exist: give an archive directory or a graph's .json", file=sys.stderr)
+        return 2
+    if path.name == MANIFEST_NAME and path.is_file():  # the manifest stands for its archive, as for verify
+        path = path.parent
     if path.is_dir() and not (path / MANIFEST_NAME).is_file():
         print(
             f"foundry inspect: {path} has no {MANIFEST_NAME}; pass a graph's .json, or save the manifest",
@@ -131,9 +157,27 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: give 0 or a positive number")
+    return value
+
+
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("inspect", help="summarize an archive directory or a graph .json (no GPU needed)")
+    p = sub.add_parser(
+        "inspect",
+        description=(
+            "What an archive holds (give its directory, its graph_manifest.json, or one graph's .json): graphs, "
+            "nodes by type, kernels, images, region use, the machine it was saved on. Needs neither a GPU nor "
+            "torch."
+        ),
+        help="summarize an archive directory or a graph .json (no GPU needed)",
+    )
     p.add_argument("path", help="archive directory (with graph_manifest.json) or a graph .json")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--kernels", type=int, default=20, help="how many kernels to list (default 20)")
+    p.add_argument("--kernels", type=_count, default=20, help="how many kernels to list (0 or more)")
     p.set_defaults(func=_run)

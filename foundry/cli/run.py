@@ -34,6 +34,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("run", help="run a program under Foundry's interposer (LD_PRELOAD)")
+    p = sub.add_parser(
+        "run",
+        description=(
+            "Start a program with Foundry's interposer preloaded (LD_PRELOAD, inherited by every process it "
+            "starts), e.g. `foundry run -- python serve.py`."
+        ),
+        help="run a program under Foundry's interposer (LD_PRELOAD)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the program and its arguments, after --")
     p.set_defaults(func=_run)

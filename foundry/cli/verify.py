@@ -13,6 +13,7 @@ import ctypes
 import dataclasses
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ __all__ = ["add_parser", "render"]
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
 EXIT_CANNOT_VERIFY = 2
+TABLE_WIDTH = 100  # the report's widest line (a path longer than it is not broken)
 
 
 def _identity_from_driver() -> Identity:
@@ -73,6 +75,10 @@ def _with_reason(report: Report, check: Check, reason: str) -> Report:
     return dataclasses.replace(report, checks=checks)
 
 
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, TABLE_WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+
+
 def render(report: Report) -> str:
     """The human report: what was checked, a table of the checks, the problems grouped by check, notes,
     and the one-line verdict last."""
@@ -80,16 +86,20 @@ def render(report: Report) -> str:
     lines = [f"foundry verify: {report.target} ({what}: {report.graphs} graphs, {report.images} images)", ""]
     rows = [[c.check.value, c.status.upper() if c.status == "failed" else c.status, c.problems, c.reason]
             for c in report.checks]  # fmt: skip
-    lines += [table(["check", "result", "problems", "note"], rows), ""]
+    lines += [table(["check", "result", "problems", "note"], rows, width=TABLE_WIDTH), ""]
     for check in Check:
         problems = report.problems_of(check)
         if problems:
             lines.append(f"{check.value}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
-            lines += [f"  {p.kind.value}: {p.path}: {p.message}" for p in problems]
+            for p in problems:
+                lines += _wrap(f"{p.kind.value}: {p.path}: {p.message}", "  ", "      ")
             lines.append("")
     if report.notes:
         lines.append("notes:")
-        lines += [f"  - {n}" for n in report.notes]
+        for n in report.notes:
+            lines += textwrap.wrap(
+                n, TABLE_WIDTH, initial_indent="  - ", subsequent_indent="    ", break_on_hyphens=False
+            )
         lines.append("")
     lines.append(report.verdict)
     return "\n".join(lines)
@@ -130,6 +140,12 @@ def _run(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "verify",
+        description=(
+            "Check an archive (its directory, its graph_manifest.json, or one graph's .json) before running it: "
+            "checksums and seals, foreign files, kernels, templates, pointers, the machine it was saved on, the "
+            "signature. Needs neither a GPU nor torch. Exit status 0: every check that ran passed; 1: problems "
+            "found; 2: verification could not start."
+        ),
         help="check an archive or a graph .json before running it: checksums, kernels, templates, pointers, "
         "identity, signature (no GPU needed)",
     )

@@ -281,6 +281,8 @@ def read_region_hint(archive_dir: PathLike) -> tuple[int, int] | None:
     if not path.exists() and not path.is_symlink():
         return None
     data = read_regular(inside(archive_dir, REGION_HINT, "region hint"), "region hint", limit=MAX_HINT_BYTES)
-    obj = check_format(load_sealed(data, str(path)), "foundry-region", (REGION_HINT_VERSION,), str(path))
+    obj = check_format(
+        load_sealed(data, str(path), "foundry-region"), "foundry-region", (REGION_HINT_VERSION,), str(path)
+    )
     at = At(str(path))
     return get_int(*field(obj, "base", at)), get_int(*field(obj, "size", at))

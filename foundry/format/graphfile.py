@@ -18,7 +18,7 @@ from .delta import Delta, parse_delta
 from .files import inside, read_regular, sha256_bytes, write_atomic
 from .jsonfields import load_sealed, seal
 from .layout import CONTAINER_RECORD_OFFSET
-from .metadata import GraphMeta
+from .metadata import GRAPH_FORMAT, GraphMeta
 from .nodes import GraphRecord
 from .parse import parse_record
 from .values import RecordRef
@@ -154,7 +154,7 @@ def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tup
     digest = sha256_bytes(data)
     meta = cache.get(digest) if cache is not None else None
     if meta is None:
-        meta = GraphMeta.from_json(load_sealed(data, str(json_path)), str(json_path))
+        meta = GraphMeta.from_json(load_sealed(data, str(json_path), GRAPH_FORMAT), str(json_path))
         if cache is not None:
             cache.put(digest, meta)
     return meta, digest

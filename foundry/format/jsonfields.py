@@ -252,15 +252,18 @@ def seal(obj: dict[str, Any]) -> bytes:
     return head + _SEAL_LINE + hashlib.sha256(head).hexdigest().encode() + _SEAL_END
 
 
-def load_sealed(data: bytes | bytearray, source: str) -> Any:
+def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None) -> Any:
     """The JSON document of sealed bytes (``seal``), its ``digest`` key removed, once the digest is
     proven to be that of the bytes before it; ``ArchiveCorruptError`` names ``source`` otherwise (the
-    file was changed or damaged after it was written)."""
+    file was changed or damaged after it was written). With ``fmt``, an unsealed document that is not
+    a Foundry ``fmt`` file at all raises ``ArchiveForeignError`` instead."""
     data = bytes(data)
     at = data.rfind(b"\n" + _SEAL_LINE)
     end = at + 1 + len(_SEAL_LINE) + 64
     if at < 0 or data[end:] != _SEAL_END:
         doc = load_json(data, source)  # a file that is not JSON at all says so first
+        if fmt is not None and (not isinstance(doc, dict) or doc.get("format") != fmt):
+            check_format(doc, fmt, (), source)  # raises ArchiveForeignError naming what was found
         if not isinstance(doc, dict) or SEAL_KEY not in doc:
             raise ArchiveCorruptError(
                 f"{source}: no {SEAL_KEY!r} key at the end: the file was not written whole by Foundry, or was "

@@ -302,5 +302,5 @@ def read_manifest_doc(archive_dir: PathLike) -> tuple[Manifest, dict[str, Any]]:
     if not path.exists() and not path.is_symlink():
         raise ArchiveCorruptError(f"{archive_dir}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
     data = read_regular(inside(archive_dir, MANIFEST_NAME, "manifest"), "manifest")
-    doc = load_sealed(data, str(path))
+    doc = load_sealed(data, str(path), MANIFEST_FORMAT)
     return Manifest.from_json(doc, str(path)), doc

@@ -247,7 +247,9 @@ def _verify(archive_dir: Path, key: SigningKey | None) -> _Verified | None:
         known = state.verified.get(cache_key)
     if known is not None and known.data_sha256 == digest:
         return known
-    doc = check_format(load_sealed(data, str(path)), MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, str(path))
+    doc = check_format(
+        load_sealed(data, str(path), MANIFEST_FORMAT), MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, str(path)
+    )
     if key is not None:
         check_signature(doc, key, str(path))
     manifest = Manifest.from_json(doc, str(path))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from foundry.errors import ArchiveError
 from foundry.format import (
+    GRAPH_FORMAT,
     MEMORY_DIR,
     GraphEntry,
     GraphMeta,
@@ -118,7 +119,9 @@ def read_graph_files(
     if entry is not None and digest != entry.json_sha256:
         problem(ProblemKind.CHECKSUM, f"SHA-256 is {digest}, the manifest says {entry.json_sha256}")
     try:
-        meta = GraphMeta.from_json(load_sealed(raw, str(json_path)), str(json_path))  # the bytes just hashed
+        meta = GraphMeta.from_json(
+            load_sealed(raw, str(json_path), GRAPH_FORMAT), str(json_path)
+        )  # the bytes just hashed
         # The paths the metadata names stay inside their roots (checked once here, so that later
         # checks can use them): its archive directory, its template.
         resolve_archive_dir(json_path, meta)

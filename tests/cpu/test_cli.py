@@ -236,3 +236,77 @@ def test_inspect_of_a_manifest_listing_no_graphs_fails_clearly(tmp_path: Path) -
     message = (p.stdout + p.stderr).strip()
     assert p.returncode != 0 and "Traceback" not in message
     assert "lists no graphs" in message and str(directory) in message
+
+
+# ------------------------------------------------------------------------------------------- surface
+def test_version_and_subcommand_help_with_descriptions_and_defaults() -> None:
+    from foundry import __version__
+
+    v = foundry_cli("--version")
+    assert v.returncode == 0 and v.stdout.strip() == f"foundry {__version__}"
+    for command, described, default in [
+        ("inspect", "What an archive holds", "(default: 20)"),
+        ("verify", "Exit status 0", None),
+        ("bench", "cold-start benchmark", "(default: 8)"),
+        ("run", "interposer preloaded", None),
+    ]:
+        h = foundry_cli(command, "--help")
+        text = " ".join(h.stdout.split())
+        assert h.returncode == 0 and described in text, (command, text)
+        assert default is None or default in text, (command, text)
+        assert "(default: None)" not in text and "(default: False)" not in text
+
+
+def test_errors_the_readme_names_are_importable_from_foundry() -> None:
+    import foundry
+    from foundry import errors
+
+    for name in errors.__all__:
+        assert getattr(foundry, name) is getattr(errors, name)
+    assert foundry.IdentityMismatchError.__mro__[1] is foundry.ArchiveError
+
+
+def test_inspect_json_into_a_pipe_that_closes_early_is_no_traceback(archive: Path) -> None:
+    e = child_env(None)
+    e.pop("LD_PRELOAD", None)
+    cmd = [sys.executable, "-m", "foundry.cli", "inspect", "--json", "--kernels", "100", str(archive)]
+    with subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(REPO_ROOT)) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.readline()  # as `| head -1` does, then the reader goes away
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        code = proc.wait(60)
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+    assert code in (0, 141)  # 141: the reader left before all was written (128 + SIGPIPE)
+
+
+def test_inspect_kernel_count_is_checked_and_counted_right(archive: Path) -> None:
+    bad = foundry_cli("inspect", str(archive), "--kernels", "-1")
+    assert bad.returncode == 2 and "is not a count" in bad.stderr
+    listed = json.loads(foundry_cli("inspect", "--json", str(archive)).stdout)["kernels"]
+    shown = foundry_cli("inspect", str(archive), "--kernels", str(len(listed) - 1))
+    assert "... and 1 more kernel (" in shown.stdout
+    assert "more kernel" not in foundry_cli("inspect", str(archive), "--kernels", str(len(listed))).stdout
+
+
+def test_inspect_and_verify_agree_on_a_manifest_path_and_a_missing_path(archive: Path, tmp_path: Path) -> None:
+    by_dir = foundry_cli("inspect", "--json", str(archive))
+    by_manifest = foundry_cli("inspect", "--json", str(archive / "graph_manifest.json"))
+    assert by_manifest.returncode == 0 and json.loads(by_manifest.stdout) == json.loads(by_dir.stdout)
+    assert foundry_cli("verify", "--no-identity", str(archive / "graph_manifest.json")).returncode == 0
+    for command in ("inspect", "verify"):
+        missing = foundry_cli(command, str(tmp_path / "nothing"))
+        assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_verify_report_fits_a_terminal(archive: Path, tmp_path: Path) -> None:
+    import shutil
+
+    damaged = tmp_path / "arch"
+    shutil.copytree(archive, damaged)
+    (damaged / "stray.txt").write_text("x")
+    p = foundry_cli("verify", str(damaged))
+    assert p.returncode == 1
+    lines = p.stdout.replace(str(damaged), "ARCH").splitlines()  # a long path is not broken, nor counted
+    long = [line for line in lines if len(line) > 100]
+    assert not long, long

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from foundry.format import KEY_ENV, SigningKey, read_manifest, sign_manifest, write_manifest
+from foundry.format import KEY_ENV, SigningKey, read_manifest, sha256_file, sign_manifest, write_manifest
+from tests.support.archive_damage import edit_doc, load_doc
 
 from .conftest import run_foundry
 
@@ -27,10 +28,30 @@ def saved(artifacts: Path) -> Path:
     return out
 
 
-def _edit_json(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
-    doc = json.loads(path.read_text())
-    edit(doc)
-    path.write_text(json.dumps(doc))
+def _forge(archive: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Edits the graph's JSON as a forger would: sealed again, the manifest's digest of it and (for an
+    identity edit) the manifest's identity updated and the manifest sealed again, so that the check
+    under test, not the seal or the listing, is what refuses it."""
+    path = archive / f"{GRAPH}.json"
+    edit_doc(path, edit)
+    graph = load_doc(path)
+
+    def relist(doc: dict[str, Any]) -> None:
+        for entry in doc["graphs"]:
+            if entry["json"] == path.name:
+                entry["json_sha256"] = sha256_file(path)
+        if isinstance(graph.get("identity"), dict):
+            doc["identity"] = graph["identity"]
+
+    edit_doc(archive / "graph_manifest.json", relist)
+
+
+def _other_gpu() -> str:
+    """A GPU name that is not this machine's."""
+    import torch
+
+    here = torch.cuda.get_device_name()
+    return "NVIDIA H200" if "H100" in here else "NVIDIA H100 80GB HBM3"
 
 
 def _flip(path: Path, offset: int) -> None:
@@ -44,7 +65,8 @@ def _largest_image(archive: Path) -> Path:
 
 
 def _identity(field: str, value: object) -> Callable[[Path], None]:
-    return lambda a: _edit_json(a / f"{GRAPH}.json", lambda d: d["identity"].__setitem__(field, value))
+    """``value`` may be a callable, called when the damage is made (on the GPU machine)."""
+    return lambda a: _forge(a, lambda d: d["identity"].__setitem__(field, value() if callable(value) else value))
 
 
 DAMAGES: list[Any] = [
@@ -59,7 +81,7 @@ DAMAGES: list[Any] = [
         lambda a: _flip(a / f"{GRAPH}.cugraph", -9), "ArchiveCorruptError", [f"{GRAPH}.cugraph"], id="record-bitflip"
     ),
     pytest.param(
-        lambda a: _edit_json(a / f"{GRAPH}.json", lambda d: d.__setitem__("format_version", 99)),
+        lambda a: _forge(a, lambda d: d.__setitem__("format_version", 99)),
         "ArchiveVersionError",
         ["format_version 99", "save again"],
         id="wrong-version",
@@ -71,10 +93,13 @@ DAMAGES: list[Any] = [
         id="foreign-file",
     ),
     pytest.param(
-        _identity("gpu_name", "NVIDIA H100 80GB HBM3"),
-        "IdentityMismatchError",
-        ["NVIDIA H100 80GB HBM3", "Re-run SAVE"],
-        id="other-gpu",
+        _identity("gpu_name", _other_gpu), "IdentityMismatchError", ["GPU model", "Re-run SAVE"], id="other-gpu"
+    ),
+    pytest.param(
+        lambda a: _flip(a / f"{GRAPH}.json", 200),
+        "ArchiveCorruptError",
+        [f"{GRAPH}.json", "changed or damaged"],
+        id="json-bitflip",
     ),
     pytest.param(
         _identity("driver_version", 12080), "IdentityMismatchError", ["12080", "Re-run SAVE"], id="other-driver"
