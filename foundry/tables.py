@@ -18,7 +18,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int |
         room = max(width - sum(lead) - 2 * len(lead), len(headers[-1]), 20)
         wrapped: list[list[str]] = []
         for row in cells:
-            parts = textwrap.wrap(row[-1], room) or [""]
+            parts = textwrap.wrap(row[-1], room, break_long_words=False, break_on_hyphens=False) or [""]
             wrapped.append([*row[:-1], parts[0]])
             wrapped += [[""] * (len(row) - 1) + [part] for part in parts[1:]]
         cells = wrapped

@@ -76,7 +76,9 @@ def _with_reason(report: Report, check: Check, reason: str) -> Report:
 
 
 def _wrap(text: str, first: str, rest: str) -> list[str]:
-    return textwrap.wrap(text, TABLE_WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
+    return textwrap.wrap(
+        text, TABLE_WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False, break_long_words=False
+    )
 
 
 def render(report: Report) -> str:
