@@ -1,0 +1,39 @@
+"""Foundry for vLLM 0.26: a ``vllm.general_plugins`` entry point that makes a vLLM engine save its decode
+CUDA graphs (FOUNDRY_VLLM_MODE=save) and start from them (FOUNDRY_VLLM_MODE=load), on one GPU.
+
+    FOUNDRY_VLLM_MODE=save FOUNDRY_VLLM_ARCHIVE=/tmp/arch foundry run -- python serve.py
+    FOUNDRY_VLLM_MODE=load FOUNDRY_VLLM_ARCHIVE=/tmp/arch foundry run -- python serve.py
+
+The engine runs with ``compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"}``. Importing this package
+imports neither vLLM nor torch; the plugin is inert unless FOUNDRY_VLLM_MODE is save or load.
+"""
+
+from __future__ import annotations
+
+from .config import Mode, PluginConfig
+from .errors import (
+    ArchiveMetadataError,
+    ArchiveMismatchError,
+    PatchTargetError,
+    PhaseLayoutError,
+    PluginConfigError,
+    UnsupportedConfigError,
+    VllmIntegrationError,
+)
+from .metadata import ArchiveMetadata, read_metadata
+from .plugin import register
+
+__all__ = [
+    "ArchiveMetadata",
+    "ArchiveMetadataError",
+    "ArchiveMismatchError",
+    "Mode",
+    "PatchTargetError",
+    "PhaseLayoutError",
+    "PluginConfig",
+    "PluginConfigError",
+    "UnsupportedConfigError",
+    "VllmIntegrationError",
+    "read_metadata",
+    "register",
+]

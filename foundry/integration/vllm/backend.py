@@ -1,0 +1,84 @@
+"""The part of Foundry's public API the adapter uses, behind one interface.
+
+Everything the adapter asks of Foundry goes through a ``FoundryApi``: the real one calls the top-level
+``foundry`` package; CPU tests pass a fake that records the calls. Nothing here imports vLLM or torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+import foundry
+
+__all__ = ["ALLOC_KINDS", "FoundryApi", "PublicFoundryApi"]
+
+# Allocation-log entries that hand out memory (foundry.allocation_events kinds, by name).
+ALLOC_KINDS = frozenset({"ALLOC", "ASYNC_ALLOC"})
+
+
+class FoundryApi(Protocol):
+    def set_region(self, base: int, size: int) -> None: ...
+    def cursor(self) -> int: ...
+    def set_cursor(self, offset: int) -> None: ...
+    def high_water(self) -> int: ...
+    def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
+        """(offset, size) of the allocations logged from entry ``first`` on, and the next entry's index."""
+        ...
+
+    def load_modules(self, archive: Path) -> None: ...
+    def new_graph(self) -> Any: ...
+    def graph(
+        self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
+    ) -> AbstractContextManager[Any]: ...
+    def save_graph(self, cuda_graph: Any, path: Path, outputs: Any, archive: Path) -> None: ...
+    def save_manifest(self, archive: Path) -> None: ...
+    def start_builds(self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...]) -> Any: ...
+    def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]: ...
+
+
+class PublicFoundryApi:
+    """FoundryApi over ``import foundry`` (the interposer must be preloaded: ``foundry run -- ...``)."""
+
+    def set_region(self, base: int, size: int) -> None:
+        foundry.set_allocation_region(base, size)
+
+    def cursor(self) -> int:
+        return int(foundry.get_current_alloc_offset())
+
+    def set_cursor(self, offset: int) -> None:
+        foundry.set_current_alloc_offset(offset)
+
+    def high_water(self) -> int:
+        return int(foundry.region_state().high_water)
+
+    def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
+        events = foundry.allocation_events(first)
+        allocs = [(e.offset, e.size) for e in events if getattr(e.kind, "name", str(e.kind)) in ALLOC_KINDS]
+        return allocs, first + len(events)
+
+    def load_modules(self, archive: Path) -> None:
+        foundry.load_cuda_modules_and_libraries(archive)
+
+    def new_graph(self) -> Any:
+        return foundry.CUDAGraph()
+
+    def graph(
+        self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
+    ) -> AbstractContextManager[Any]:
+        return foundry.graph(cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode)
+
+    def save_graph(self, cuda_graph: Any, path: Path, outputs: Any, archive: Path) -> None:
+        cuda_graph.save(path, output_tensors=outputs, archive_dir=archive)
+
+    def save_manifest(self, archive: Path) -> None:
+        foundry.save_graph_manifest(archive)
+
+    def start_builds(self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...]) -> Any:
+        return foundry.CUDAGraph.start_graph_builds(list(paths), num_threads=threads, allow_mismatch=allow_mismatch)
+
+    def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
+        graph, outputs = foundry.CUDAGraph.finish_one_graph_load(pending, index)
+        return graph, outputs

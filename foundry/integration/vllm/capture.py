@@ -1,0 +1,65 @@
+"""SAVE's capture: vLLM's own capture loop, with its CUDA graphs made by Foundry.
+
+vLLM captures in ``cudagraph_utils.CudaGraphManager.capture`` (V2) and ``cuda_graph.CUDAGraphWrapper``
+(V1), both through the names ``torch.cuda.CUDAGraph`` and ``torch.cuda.graph`` of their module. For the
+duration of ``capture_model`` the module's ``torch`` is replaced by a view of torch in which those two names
+are Foundry's (``foundry.CUDAGraph``, a saveable graph wrapping ``torch.cuda.CUDAGraph(keep_graph=True)``,
+and ``foundry.graph``, which unlike ``torch.cuda.graph`` does not empty the caching allocator before each
+capture). Everything else the module reads from torch is torch itself; no other module is affected.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from .backend import FoundryApi
+from .errors import PatchTargetError
+
+__all__ = ["foundry_capture"]
+
+
+class _CudaView:
+    def __init__(self, cuda: Any, api: FoundryApi) -> None:
+        self._cuda = cuda
+        self._api = api
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cuda, name)
+
+    def CUDAGraph(self, *args: Any, **kwargs: Any) -> Any:  # torch's name, not snake_case
+        del args, kwargs  # keep_graph: Foundry's graphs always keep theirs
+        return self._api.new_graph()
+
+    def graph(
+        self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
+    ) -> AbstractContextManager[Any]:
+        return self._api.graph(cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode)
+
+
+class _TorchView:
+    def __init__(self, torch: Any, api: FoundryApi) -> None:
+        self._torch = torch
+        self.cuda = _CudaView(torch.cuda, api)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._torch, name)
+
+
+@contextmanager
+def foundry_capture(module_name: str, api: FoundryApi) -> Iterator[None]:
+    """Within the block, ``module_name`` captures CUDA graphs with Foundry."""
+    module = sys.modules.get(module_name)
+    real = getattr(module, "torch", None)
+    if module is None or real is None:
+        raise PatchTargetError(
+            f"{module_name} is not imported or does not use torch: vLLM's capture is not where vLLM 0.26.0 has it. "
+            "Install vLLM 0.26.0, or run with FOUNDRY_VLLM_MODE=off."
+        )
+    module.torch = _TorchView(real, api)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        module.torch = real  # type: ignore[attr-defined]

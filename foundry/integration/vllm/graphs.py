@@ -1,0 +1,146 @@
+"""Where each vLLM model runner keeps its decode graphs, and how a loaded graph takes a captured one's place.
+
+A runner's table maps a batch key (a plain dict, the JSON form of vLLM's descriptor) to a graph and its
+output tensor. SAVE reads the table after vLLM captured; LOAD fills it with Foundry's loaded graphs, keyed
+by vLLM's own descriptor objects, so that vLLM's dispatch picks them exactly as it would have picked its own.
+
+V2 (``vllm/v1/worker/gpu/cudagraph_utils.py``, ``ModelCudaGraphManager``): ``graphs[BatchExecutionDescriptor]``
+holds FULL graphs; every FULL graph writes the model's output into the one persistent ``hidden_states``
+buffer, and replay returns ``hidden_states[:num_tokens]``. Inputs are the runner's persistent buffers
+(``InputBuffers``, block tables, attention metadata builders' buffers, the KV cache).
+
+V1 (``vllm/compilation/cuda_graph.py``, ``CUDAGraphWrapper`` around the model): one entry per
+``BatchDescriptor``, each with its own output tensor in the graph pool; replay returns it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from .errors import PatchTargetError, UnsupportedConfigError
+
+__all__ = ["RunnerGraphs", "V1Graphs", "V2Graphs", "graphs_for", "key_text"]
+
+Key = dict[str, Any]
+Captured = tuple[Key, Any, Any]  # (batch key, graph, output tensor)
+
+
+def key_text(key: Key) -> str:
+    return json.dumps(key, sort_keys=True)
+
+
+class RunnerGraphs(Protocol):
+    name: str
+    capture_module: str  # the module whose torch.cuda.graph vLLM captures with
+
+    def expected_keys(self, runner: Any) -> list[Key]: ...
+    def captured(self, runner: Any) -> list[Captured]: ...
+    def install(self, runner: Any, loaded: Sequence[Captured]) -> None: ...
+
+
+def _enum_name(value: Any) -> Any:
+    return getattr(value, "name", value)
+
+
+class V2Graphs:
+    name = "v2"
+    capture_module = "vllm.v1.worker.gpu.cudagraph_utils"
+
+    @staticmethod
+    def key(desc: Any) -> Key:
+        return {
+            "cg_mode": _enum_name(desc.cg_mode),
+            "num_tokens": desc.num_tokens,
+            "num_reqs": desc.num_reqs,
+            "uniform_token_count": desc.uniform_token_count,
+            "num_active_loras": desc.num_active_loras,
+        }
+
+    @staticmethod
+    def _manager(runner: Any) -> Any:
+        manager = getattr(runner, "cudagraph_manager", None)
+        if manager is None or not hasattr(manager, "graphs") or not hasattr(manager, "_capture_descs"):
+            raise PatchTargetError(
+                "the V2 model runner has no cudagraph_manager with graphs and _capture_descs at capture time (vLLM "
+                "0.26.0 creates it in initialize_kv_cache). Install vLLM 0.26.0, or run with FOUNDRY_VLLM_MODE=off."
+            )
+        if getattr(manager, "use_aux_hidden_state_outputs", False) or not getattr(manager, "is_last_pp_rank", True):
+            raise UnsupportedConfigError(
+                "this V2 runner's graphs have auxiliary or intermediate outputs (speculative decoding or pipeline "
+                "parallelism), which the Foundry adapter does not save; turn those off or use FOUNDRY_VLLM_MODE=off"
+            )
+        return manager
+
+    def _descs(self, runner: Any) -> list[Any]:
+        manager = self._manager(runner)
+        return [d for descs in manager._capture_descs.values() for d in descs]
+
+    def expected_keys(self, runner: Any) -> list[Key]:
+        return [self.key(d) for d in self._descs(runner)]
+
+    def captured(self, runner: Any) -> list[Captured]:
+        manager = self._manager(runner)
+        return [(self.key(desc), graph, manager.hidden_states) for desc, graph in manager.graphs.items()]
+
+    def install(self, runner: Any, loaded: Sequence[Captured]) -> None:
+        manager = self._manager(runner)
+        by_key = {key_text(self.key(d)): d for d in self._descs(runner)}
+        for key, graph, outputs in loaded:
+            manager.graphs[by_key[key_text(key)]] = graph
+            manager.hidden_states = outputs
+        manager._graphs_captured = True
+
+
+class V1Graphs:
+    name = "v1"
+    capture_module = "vllm.compilation.cuda_graph"
+
+    @staticmethod
+    def key(desc: Any) -> Key:
+        return dataclasses.asdict(desc)
+
+    @staticmethod
+    def _wrapper(runner: Any) -> Any:
+        wrapper = getattr(runner, "model", None)
+        if not hasattr(wrapper, "concrete_cudagraph_entries"):
+            raise UnsupportedConfigError(
+                "the V1 model runner's model is not wrapped in CUDAGraphWrapper (FULL graphs): the Foundry adapter "
+                "saves only FULL_DECODE_ONLY decode graphs. Pass compilation_config={'cudagraph_mode': "
+                "'FULL_DECODE_ONLY'} and no micro-batching, or use FOUNDRY_VLLM_MODE=off."
+            )
+        return wrapper
+
+    @staticmethod
+    def _descs(runner: Any) -> list[Any]:
+        return [d for mode, descs in runner.cudagraph_dispatcher.get_capture_descs() if _enum_name(mode) == "FULL"
+                for d in descs]  # fmt: skip
+
+    def expected_keys(self, runner: Any) -> list[Key]:
+        return [self.key(d) for d in self._descs(runner)]
+
+    def captured(self, runner: Any) -> list[Captured]:
+        entries = self._wrapper(runner).concrete_cudagraph_entries
+        return [(self.key(bd), e.cudagraph, e.output) for bd, e in entries.items() if e.cudagraph is not None]
+
+    def install(self, runner: Any, loaded: Sequence[Captured]) -> None:
+        wrapper = self._wrapper(runner)
+        entry_type = sys.modules[self.capture_module].CUDAGraphEntry
+        by_key = {key_text(self.key(d)): d for d in self._descs(runner)}
+        for key, graph, outputs in loaded:
+            desc = by_key[key_text(key)]
+            wrapper.concrete_cudagraph_entries[desc] = entry_type(
+                batch_descriptor=desc, cudagraph=graph, output=outputs
+            )
+        # What V1's capture_model does after capturing: fix the workspace size, and make any capture from now
+        # on an error (a batch without a loaded graph must not be captured behind Foundry's back).
+        runner_module = sys.modules[type(runner).__module__]
+        runner_module.lock_workspace()
+        runner_module.set_cudagraph_capturing_enabled(False)
+
+
+def graphs_for(runner_name: str) -> RunnerGraphs:
+    return V2Graphs() if runner_name == "v2" else V1Graphs()

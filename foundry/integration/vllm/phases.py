@@ -1,0 +1,76 @@
+"""The region cursor at start-up phase boundaries: SAVE records it, LOAD checks it.
+
+Foundry's graphs read tensors at the addresses SAVE gave them. vLLM allocates its persistent tensors
+(input buffers, weights, attention metadata buffers, the KV cache) in a fixed order, and the region gives
+each allocation the next offset, so LOAD gets SAVE's addresses as long as it makes the same allocations in
+the same order. At each boundary the tracker takes the cursor and the (offset, size) of every allocation
+since the last boundary; LOAD compares them with SAVE's and stops at the first phase that differs, naming it,
+instead of replaying graphs over misplaced tensors.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .backend import FoundryApi
+from .errors import PhaseLayoutError
+from .metadata import PhaseMark
+
+__all__ = ["PhaseTracker", "check_phase"]
+
+
+class PhaseTracker:
+    def __init__(self, api: FoundryApi) -> None:
+        self._api = api
+        self._next = 0  # first allocation-log entry not yet attributed to a phase
+        self._since = time.perf_counter()
+        self.marks: list[PhaseMark] = []
+        self.seconds: dict[str, float] = {}
+
+    def start(self) -> None:
+        """Begins the first phase here: what the log holds so far belongs to no phase."""
+        _, self._next = self._api.allocations_from(0)
+        self._since = time.perf_counter()
+
+    def skip(self) -> None:
+        """Leaves out what was logged since the last boundary (LOAD: its restore and cursor moves)."""
+        _, self._next = self._api.allocations_from(self._next)
+        self._since = time.perf_counter()
+
+    def mark(self, name: str) -> PhaseMark:
+        """Ends phase ``name`` here."""
+        allocations, self._next = self._api.allocations_from(self._next)
+        now = time.perf_counter()
+        self.seconds[name] = now - self._since
+        self._since = now
+        mark = PhaseMark(name, self._api.cursor(), tuple(allocations))
+        self.marks.append(mark)
+        return mark
+
+
+def check_phase(saved: PhaseMark, here: PhaseMark) -> None:
+    """Raises PhaseLayoutError when LOAD's phase made other allocations, or ended at another cursor, than SAVE's."""
+    if saved.allocations != here.allocations:
+        n = min(len(saved.allocations), len(here.allocations))
+        first = next((i for i in range(n) if saved.allocations[i] != here.allocations[i]), n)
+        had = _describe(saved.allocations, first)
+        got = _describe(here.allocations, first)
+        raise PhaseLayoutError(
+            f"start-up phase {saved.name!r}: allocation #{first} is {got} here but was {had} in SAVE "
+            f"({len(here.allocations)} allocations here, {len(saved.allocations)} in SAVE). The graphs would read "
+            "tensors that are not where SAVE put them. Start LOAD with exactly SAVE's vLLM settings and builds; if "
+            "they are the same, run SAVE again (something allocates differently from run to run)."
+        )
+    if saved.cursor != here.cursor:
+        raise PhaseLayoutError(
+            f"start-up phase {saved.name!r} ended at region offset {here.cursor:#x} here but at {saved.cursor:#x} in "
+            "SAVE, with the same allocations: the region was set up differently (base, size or granularity). Use "
+            "the same GPU model and Foundry build as SAVE, or run SAVE again."
+        )
+
+
+def _describe(allocations: tuple[tuple[int, int], ...], index: int) -> str:
+    if index >= len(allocations):
+        return "absent"
+    offset, size = allocations[index]
+    return f"{size} bytes at offset {offset:#x}"
