@@ -21,7 +21,7 @@ from .build import (
 from .groups import GraphHandle, Group
 from .loader import Loader
 from .source import GraphSource, read_meta_cached, read_source, source_images
-from .startup import load_cuda_modules_and_libraries
+from .startup import load_cuda_modules_and_libraries, startup_phases, wait_for_startup
 from .threads import LIMITS, Limits
 
 __all__ = [
@@ -44,4 +44,6 @@ __all__ = [
     "read_source",
     "resolve_functions",
     "source_images",
+    "startup_phases",
+    "wait_for_startup",
 ]

@@ -21,6 +21,7 @@ from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
 
 from .source import GraphSource, read_source, source_images
+from .startup import wait_for_startup
 
 __all__ = [
     "LoadedGraph",
@@ -187,6 +188,7 @@ def load_graph(
     occupied: Occupied | None = None,
 ) -> LoadedGraph:
     """Reads, checks and rebuilds one graph; the region must be set as in the SAVE run."""
+    wait_for_startup()  # load_cuda_modules_and_libraries' background work (its error, if it failed)
     src = read_source(json_path)
     check_identity(src.meta, allow_mismatch)
     prepare_memory([src], occupied)

@@ -28,6 +28,7 @@ from foundry.timing import Phases
 from .build import Occupied, check_identity, prepare_memory, resolve_functions
 from .groups import GraphHandle, Group
 from .source import GraphSource, read_source, source_images
+from .startup import wait_for_startup
 from .threads import LIMITS, PriorityPool, take_builders
 
 __all__ = ["Loader"]
@@ -74,6 +75,8 @@ class Loader:
         GPU quiet during a latency-critical phase).
         """
         t0 = time.perf_counter()
+        wait_for_startup()  # load_cuda_modules_and_libraries' background work (its error, if it failed)
+        t_startup = time.perf_counter()
         # Metadata only: the records are read and checksummed on the loader's pool, beside the images.
         sources = [read_source(p, lazy=True) for p in paths]
         if not sources:
@@ -88,7 +91,11 @@ class Loader:
         loader = cls(sources, defer_dedicated)
         loader.phases.reset(t0)
         loader.timings.update(
-            read_s=t_read - t0, identity_s=t_identity - t_read, memory_s=t_memory - t_identity, prepare_s=t_memory - t0
+            startup_wait_s=t_startup - t0,
+            read_s=t_read - t_startup,
+            identity_s=t_identity - t_read,
+            memory_s=t_memory - t_identity,
+            prepare_s=t_memory - t0,
         )
         loader.thread = threading.Thread(
             target=loader._run,

@@ -1,20 +1,34 @@
 """What LOAD does at process start: ``load_cuda_modules_and_libraries`` (the seed README calls it
-before the model is built) takes off LOAD's path what can be done early: it reserves the region,
-loads the archive's kernel images, looks up the kernels the manifest lists, validates the graphs'
-metadata and starts the builder threads with their heaps paged in (threads.py).
+before the model is built) takes off LOAD's path everything that can be done early, and does most of
+it beside the program rather than in its way.
+
+On the caller's thread, before it returns: the manifest's seal (and, with a key, its signature) is
+checked, reading and hashing the images starts on reader threads (they need no CUDA), the region's
+range is reserved (which may create the CUDA context), and LOAD's builder threads start paging in
+their heaps (threads.py). On a background thread, while the program builds its model: each image is
+loaded into the driver once its hash is proven, the kernels the manifest lists are looked up (the
+driver loads a kernel on its first lookup), and the graphs' metadata is read and validated ahead of
+LOAD. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its
+error if it failed: a damaged image is refused before the driver sees it either way.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry import kernels
-from foundry.errors import ArchiveCorruptError, ArchiveError, DriverError, KernelNotFoundError
+from foundry._state import ProcessState
+from foundry.errors import ArchiveCorruptError, ArchiveError, DriverError, KernelNotFoundError, LoadError
 from foundry.format import (
     IMAGES_DIR,
     MANIFEST_NAME,
     GraphEntry,
+    GraphRole,
     ImageEntry,
     KeySource,
     Manifest,
@@ -22,95 +36,184 @@ from foundry.format import (
     configured_key,
     inside,
     is_sha256,
+    open_image,
     read_manifest,
     read_region_hint,
+    relative_path_problem,
 )
-from foundry.native import current_context
+from foundry.native import call, current_context
 from foundry.region import hold_allocation_region
+from foundry.timing import Phases
 
-from .build import load_images
 from .source import read_meta_cached
 from .threads import LIMITS, warm_builders
 
-__all__ = ["load_cuda_modules_and_libraries"]
+__all__ = ["load_cuda_modules_and_libraries", "startup_phases", "wait_for_startup"]
+
+READERS = 8  # images read and hashed at once: the reads overlap the caller's work and the driver's loads
+
+
+@dataclass
+class _Startup:
+    """The background jobs ``load_cuda_modules_and_libraries`` started (each ends with the first error
+    it met, or None), and where their time went."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    jobs: dict[Path, Future[None]] = field(default_factory=dict)  # by resolved archive directory
+    phases: Phases = field(default_factory=lambda: Phases(keep_spans=False))
+
+
+_STATE = ProcessState("load.startup", _Startup)
+
+
+def startup_phases() -> Phases:
+    """Seconds (and page faults) per phase of ``load_cuda_modules_and_libraries`` in this process:
+    ``checks``, ``reserve`` and ``warm`` on the caller's thread, the rest in the background."""
+    return _STATE.get().phases
+
+
+def wait_for_startup() -> None:
+    """Until every ``load_cuda_modules_and_libraries`` started so far has finished its background work;
+    raises ``LoadError`` (its cause the original error) if one of them failed."""
+    state = _STATE.get()
+    with state.lock:
+        jobs = list(state.jobs.values())
+    for job in jobs:
+        try:
+            job.result()
+        except ArchiveError:
+            raise
+        except Exception as exc:
+            raise LoadError(f"load_cuda_modules_and_libraries failed in the background: {exc}") from exc
 
 
 def load_cuda_modules_and_libraries(
-    archive_dir: str | os.PathLike[str], verify: bool = True, signing_key: KeySource | None = None
+    archive_dir: str | os.PathLike[str], verify: bool = True, signing_key: KeySource | None = None, wait: bool = False
 ) -> int:
-    """Loads the archive's kernel images into this process; returns how many were loaded.
-
-    With a manifest, exactly the images it lists; without one (graphs saved, manifest not written yet),
-    every image in the directory. Each image's SHA-256 is checked before the driver sees it. Where a
-    CUDA context is current, the kernels the manifest lists for each image are looked up too (which
-    is when the driver loads them), so that LOAD later finds them ready; and the graphs' metadata
-    files the manifest lists are read and validated ahead of LOAD.
+    """Loads the archive's kernel images into this process (in the background unless ``wait``); returns
+    how many images it loads.
 
     The manifest (sealed: any change to it is refused) gives the region to reserve, the images with
-    their sizes and the kernels; without one, ``region.json`` and the images directory do. With a
-    signing key (``signing_key``, else the configured one: see foundry.format.signing), the manifest's
-    signature is proven first, before the GPU is touched: an archive without a manifest, unsigned,
-    signed with another key or changed since raises ``ArchiveSignatureError``, and images are always
-    hashed (``verify=False``, which skips hashing them, is ignored).
+    their sizes and the kernels; without one, ``region.json`` and the images directory do. Each image's
+    SHA-256 is checked before the driver sees it. Where a CUDA context is current (or the region's
+    reservation makes one), the kernels the manifest lists for each image are looked up too, so that
+    LOAD later finds them ready; and the graphs' metadata files are read and validated ahead of LOAD.
+
+    With a signing key (``signing_key``, else the configured one: see foundry.format.signing), the
+    manifest's signature is proven first, before the GPU is touched: an archive without a manifest,
+    unsigned, signed with another key or changed since raises ``ArchiveSignatureError``, and images are
+    always hashed (``verify=False``, which skips hashing them, is ignored). These checks, and those of
+    the manifest, raise here; a problem found in the background (a damaged image) is raised by the next
+    LOAD, or by ``wait_for_startup()``.
     """
+    state = _STATE.get()
+    phases = state.phases
     archive = Path(archive_dir)
-    key = configured_key(signing_key)
-    manifest: Manifest | None = None
-    if key is not None:
-        manifest = authenticate_manifest(archive, key)
-        verify = True
-    elif (archive / MANIFEST_NAME).exists():
-        manifest = read_manifest(archive)
-    # The region's range is reserved before the images (and the driver) take VA space: the manifest's
-    # region where there is a manifest (it is sealed, and signed when a key is configured), else the hint.
-    hint = (manifest.region.base, manifest.region.size) if manifest is not None else read_region_hint(archive)
-    if hint is not None:
-        hold_allocation_region(*hint)
-    entries: tuple[ImageEntry, ...] = ()
-    graphs: tuple[GraphEntry, ...] = ()
-    if manifest is not None:
-        entries, graphs = manifest.images, manifest.graphs
-        shas = [e.sha256 for e in entries]
-    else:
-        image_dir = archive / IMAGES_DIR
-        if not image_dir.is_dir():
-            raise ArchiveError(f"{archive} is not a Foundry archive: it has neither {MANIFEST_NAME} nor {IMAGES_DIR}/")
-        shas = sorted(p.stem for p in image_dir.glob("*.bin") if is_sha256(p.stem))
-    load_images(archive, shas, verify, sizes={e.sha256: e.bytes for e in entries})
-    _load_kernels(entries)
-    template_nodes = _read_graph_metadata(archive, graphs)
-    warm_builders(template_nodes, LIMITS.builders)
-    return len(shas)
+    with phases.span("checks"):
+        key = configured_key(signing_key)
+        manifest: Manifest | None = None
+        if key is not None:
+            manifest = authenticate_manifest(archive, key)
+            verify = True
+        elif (archive / MANIFEST_NAME).exists():
+            manifest = read_manifest(archive)
+        # The manifest's region where there is a manifest (sealed, and signed when a key is configured),
+        # else the hint.
+        hint = (manifest.region.base, manifest.region.size) if manifest is not None else read_region_hint(archive)
+        entries: tuple[ImageEntry, ...] = manifest.images if manifest is not None else ()
+        graphs: tuple[GraphEntry, ...] = manifest.graphs if manifest is not None else ()
+        if manifest is not None:
+            sizes: Mapping[str, int | None] = {e.sha256: e.bytes for e in entries}
+        else:
+            image_dir = archive / IMAGES_DIR
+            if not image_dir.is_dir():
+                raise ArchiveError(
+                    f"{archive} is not a Foundry archive: it has neither {MANIFEST_NAME} nor {IMAGES_DIR}/"
+                )
+            sizes = {p.stem: None for p in sorted(image_dir.glob("*.bin")) if is_sha256(p.stem)}
+    todo = [sha for sha in sizes if not kernels.is_loaded(sha)]
+    # Reading and hashing need no CUDA: they start now and overlap the region's reservation below.
+    readers = ThreadPoolExecutor(READERS, thread_name_prefix="foundry-startup-read")
+    reads = {sha: readers.submit(_read, phases, archive, sha, verify, sizes[sha]) for sha in todo}
+    readers.shutdown(wait=False)
+    with phases.span("reserve"):
+        if hint is not None:  # before the images (and the driver) take VA space
+            hold_allocation_region(*hint)
+    try:
+        context: int | None = current_context()
+    except DriverError:
+        context = None  # CUDA not initialised: the images still load; LOAD looks the kernels up itself
+    with phases.span("warm"):
+        warm_builders(sum(g.nodes for g in graphs if g.role == GraphRole.TEMPLATE), LIMITS.builders)
+    job: Future[None] = Future()
+    worker = threading.Thread(
+        target=_finish,
+        args=(job, phases, context, reads, entries, archive, graphs),
+        name="foundry-startup",
+        daemon=True,
+    )
+    with state.lock:  # a later call for the same archive (repaired, say) stands for it from now on
+        state.jobs[archive.resolve()] = job
+    worker.start()
+    if wait:
+        wait_for_startup()
+    return len(sizes)
 
 
-def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> int:
+def _read(phases: Phases, archive: Path, sha: str, verify: bool, size: int | None) -> bytearray:
+    with phases.span("image_read"):
+        return open_image(archive, sha, verify, size)
+
+
+def _finish(
+    job: Future[None],
+    phases: Phases,
+    context: int | None,
+    reads: dict[str, Future[bytearray]],
+    entries: tuple[ImageEntry, ...],
+    archive: Path,
+    graphs: tuple[GraphEntry, ...],
+) -> None:
+    """The background part: images into the driver as their hashes are proven, kernels, metadata."""
+    try:
+        with phases.span("background"):
+            if context is not None:
+                call("cuCtxSetCurrent", context)
+            for sha, read in reads.items():
+                data = read.result()
+                with phases.span("image_driver_load"):
+                    kernels.load_image(sha, data)
+            if context is not None:
+                with phases.span("kernel_lookup"):
+                    _load_kernels(entries)
+            with phases.span("metadata"):
+                _read_graph_metadata(archive, graphs)
+        job.set_result(None)
+    except BaseException as exc:  # handed to LOAD, which raises it
+        for read in reads.values():
+            read.cancel()
+        job.set_exception(exc)
+
+
+def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
     """Reads and validates the manifest's graph JSONs once, so that start_graph_builds finds them
-    parsed (read_meta_cached keeps them by content hash: a file changed since is parsed afresh). A
-    file that cannot be read is left for LOAD, which reports it where the graph is asked for.
-    Returns how many nodes LOAD builds before every graph is replayable (templates and graphs of no
-    group)."""
-    nodes = 0
+    parsed (read_meta_cached keeps them by content hash: a file changed since is parsed afresh). Only
+    graphs inside the archive: a manifest may name graphs saved beside it, which the program loads by
+    their own path. A file that cannot be read is left for LOAD, which reports it where the graph is
+    asked for."""
     for g in graphs:
+        if relative_path_problem(g.json):
+            continue
         try:
-            # Only graphs inside the archive: a manifest may name graphs saved beside it, which the program
-            # loads by their own path; nothing is read through a manifest path that leaves the archive.
-            meta, _digest = read_meta_cached(inside(archive, g.json, "graph metadata"))
+            read_meta_cached(inside(archive, g.json, "graph metadata"))
         except ArchiveError:
             continue
-        if meta.template is None:
-            nodes += meta.stats_dict().get("nodes", 0)
-    return nodes
 
 
 def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:
     """Looks up the kernels the manifest says the graphs launch. The driver loads a library's
     kernels lazily, on their first lookup in a context (tens of ms for a decoder's ~90 kernels, as the
-    benchmark's driver probe measures); done here, at process start, that is off LOAD's path. Without a
-    current context (CUDA not initialised yet) LOAD looks them up itself."""
-    try:
-        current_context()
-    except DriverError:
-        return
+    benchmark's driver probe measures); done here, at process start, that is off LOAD's path."""
     for e in entries:
         for name in e.kernels:
             try:

@@ -98,6 +98,7 @@ def test_archive_with_template_members_passes_check_archive(app_json: JsonRunner
 IMAGES_ONLY = """
 from foundry.kernels import registry
 count = foundry.load_cuda_modules_and_libraries(ARCH)
+foundry.load.wait_for_startup()  # the driver work runs in the background; LOAD waits for it the same way
 emit(count=count, loaded=sorted(s for s in SHAS if registry.is_loaded(s)),
      looked_up=sorted(k for s in SHAS for k in KERNELS if registry.is_looked_up(registry.KernelRef(s, k))))
 """
@@ -125,7 +126,8 @@ def test_load_modules_and_libraries_with_and_without_manifest(app_json: JsonRunn
     good = (arch / "graph_manifest.json").read_bytes()
     manifest["images"][used[0]]["kernels"] = [*launched, "fk_missing"]
     write_doc(arch / "graph_manifest.json", manifest)
-    bad = app_json(prelude(arch) + "\ntry:\n    foundry.load_cuda_modules_and_libraries(ARCH)\n"
+    bad = app_json(prelude(arch) + "\nfoundry.load_cuda_modules_and_libraries(ARCH)\ntry:\n"
+                   "    foundry.load.wait_for_startup()\n"
                    "except Exception as e:\n    emit(error=type(e).__name__, message=str(e))\n")  # fmt: skip
     assert bad["error"] == "ArchiveCorruptError", bad
     assert "fk_missing" in bad["message"] and "Save the archive again" in bad["message"]
