@@ -20,7 +20,15 @@ from .model import QwenDecoder
 PROBE_SIZES = (1, 8, 64, 256, 512)
 PROBE_ROUNDS = 15
 
-__all__ = ["probe_build", "probe_driver", "probe_process", "same_process_latency", "time_interleaved"]
+__all__ = [
+    "first_replays",
+    "probe_build",
+    "probe_driver",
+    "probe_exec_update",
+    "probe_process",
+    "same_process_latency",
+    "time_interleaved",
+]
 
 
 def same_process_latency(graphs: dict[int, tuple[Any, torch.Tensor]], out: Path) -> dict[str, dict[str, float]]:
@@ -60,6 +68,63 @@ def time_interleaved(runs: dict[str, Any], rounds: int = PROBE_ROUNDS) -> dict[s
             times[name].append((a, b))
     torch.cuda.synchronize()
     return {k: statistics.median(a.elapsed_time(b) for a, b in v) * 1000 for k, v in times.items()}
+
+
+def first_replays(graphs: dict[int, tuple[Any, torch.Tensor]]) -> dict[str, float]:
+    """Each graph's very first replay after LOAD, in us (CUDA events, one at a time, synchronized):
+    what a server's first step at each batch size costs, switch of a shared exec included."""
+    out = {}
+    for bs, (g, _) in graphs.items():
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        a.record()
+        g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        out[str(bs)] = a.elapsed_time(b) * 1000
+    return out
+
+
+def probe_exec_update(pending: Any, groups: int = 3) -> list[dict[str, Any]]:
+    """Does a shared exec switched to a member replay slower than the member's own exec, and do uploading
+    the switched exec again (cuGraphUpload) or updating it whole (cuGraphExecUpdate) remove that? For the
+    largest groups with members: medians in us, interleaved, and what building and instantiating the
+    member's own exec costs per node."""
+    from foundry.load import build_exec
+    from foundry.native import call
+
+    stream = torch.cuda.current_stream().cuda_stream
+    picked = sorted((g for g in pending.groups if g.members), key=lambda g: -g.template.node_count)[:groups]
+    out = []
+    for g in picked:
+        member = next(h for h in g.handles if h.source.template is not None)
+        nodes = g.template.node_count
+        t0 = time.perf_counter()
+        own_graph, own_exec = build_exec(member.source, member.functions, g.template_functions)
+        own_s = time.perf_counter() - t0
+        switched = codec.instantiate(g.graph)  # the template's values, then the member's switched in
+        codec.apply_overrides(switched, True, g.nodes, member.source.payload, member.functions)
+        runs = {
+            "own": lambda e=own_exec: codec.launch(e, stream),
+            "switched": lambda e=switched: codec.launch(e, stream),
+        }
+        row: dict[str, Any] = {"nodes": nodes, "own_build_instantiate_us_per_node": own_s / nodes * 1e6}
+        row.update(time_interleaved(runs))
+        call("cuGraphUpload", switched, stream)
+        torch.cuda.synchronize()
+        row["switched_uploaded"] = time_interleaved({"x": runs["switched"]})["x"]
+        try:
+            t0 = time.perf_counter()
+            call("cuGraphExecUpdate_v2", switched, own_graph, None)
+            row["exec_update_us"] = (time.perf_counter() - t0) * 1e6
+            row["switched_whole_update"] = time_interleaved({"x": runs["switched"]})["x"]
+        except Exception as exc:  # a measurement: reported, not raised
+            row["exec_update_error"] = str(exc)
+        out.append(row)
+        codec.destroy_exec(switched)
+        codec.destroy_exec(own_exec)
+        codec.destroy_graph(own_graph)
+    return out
 
 
 def probe_build(pending: Any) -> dict[str, dict[str, float]]:

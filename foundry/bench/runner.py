@@ -111,7 +111,64 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "process_probe_us": loaded.get("process_probe_us"),
         "build_probe": loaded.get("build_probe"),
         "tensor_at_us": loaded.get("tensor_at_us"),
+        "exec_update_probe": loaded.get("exec_update_probe"),
+        "cold_path": cold_path(native, loaded, nodes),
     }
+
+
+def cold_path(native: dict[str, Any], loaded: dict[str, Any], nodes: int) -> dict[str, Any]:
+    """Where the LOAD process's time goes from its start to its first decode step, beside the floor (what
+    the same process needs anyway: Python and torch imported, CUDA's context, the model's own tensors)."""
+    cold, native_cold = loaded.get("cold") or {}, native.get("cold") or {}
+    floor = sum(cold.get(k, 0.0) for k in ("import_s", "context_s", "model_s"))
+    first_replay = loaded.get("first_replay_us") or {}
+    over_native = {bs: us / native["latency_us"][bs] for bs, us in first_replay.items() if bs in native["latency_us"]}
+    own = loaded["latency_us"]
+    shared_over_own = {bs: loaded["latency_template_us"][bs] / own[bs] for bs in own}
+    background = (cold.get("startup_phases_s") or {}).get("background", 0.0)
+    return {
+        "import_s": cold.get("import_s"),
+        "context_s": cold.get("context_s"),
+        "modules_s": loaded.get("modules_s", 0.0),  # on the caller's thread
+        "modules_background_s": background,  # beside the model's construction
+        "model_s": cold.get("model_s"),
+        "startup_wait_s": loaded["timings"].get("startup_wait_s", 0.0),
+        "load_all_s": loaded["load_all_s"],
+        "modules_and_load_s": loaded.get("modules_s", 0.0) + loaded["load_all_s"],
+        "load_us_per_node": loaded["load_all_s"] / nodes * 1e6,
+        "own_execs_s": loaded["dedicated_s"],
+        "shared_over_own_max": max(shared_over_own.values()) if shared_over_own else None,
+        "first_replay_over_native_max": max(over_native.values()) if over_native else None,
+        "first_replay_over_native_median": statistics.median(over_native.values()) if over_native else None,
+        "floor_s": floor,
+        "first_step_load_s": loaded["first_step_s"],
+        "over_floor_s": loaded["first_step_s"] - floor,
+        "first_step_native_s": native["first_step_s"],
+        "native_floor_s": sum(native_cold.get(k, 0.0) for k in ("import_s", "context_s", "model_s")),
+        "save_over_capture": native["save_s"] / native["native_capture_s"],
+    }
+
+
+def _cold_table(rows: list[dict[str, Any]]) -> str:
+    heads = ["model", "variant", "modules s", "(background)", "LOAD all s", "together s", "us/node", "own execs s",
+             "shared/own max", "1st replay/native max", "floor s", "first step LOAD s", "over floor s",
+             "first step native s", "SAVE/capture"]  # fmt: skip
+    body = []
+    for r in rows:
+        c = r.get("cold_path") or {}
+        if not c:
+            continue
+
+        def f(key: str, fmt: str = ".3f", c: dict[str, Any] = c) -> str:
+            value = c.get(key)
+            return "-" if value is None else format(value, fmt)
+
+        body.append([r["shape"], r["variant"], f("modules_s"), f("modules_background_s"), f("load_all_s"),
+                     f("modules_and_load_s"), f("load_us_per_node", ".2f"), f("own_execs_s"),
+                     f("shared_over_own_max"), f("first_replay_over_native_max"), f("floor_s", ".2f"),
+                     f("first_step_load_s", ".2f"), f("over_floor_s", ".2f"), f("first_step_native_s", ".2f"),
+                     f("save_over_capture", ".2f")])  # fmt: skip
+    return table(heads, body)
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -194,7 +251,7 @@ def run_bench(out: Path, shapes: list[str], variants: list[str], sizes: list[int
             # Written after every variant, so that a run cut short still reports what it measured.
             doc = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine, "results": rows}
             (out / "cold-start.json").write_text(json.dumps(doc, indent=1))
-            (out / "cold-start.txt").write_text(_table(rows) + "\n")
+            (out / "cold-start.txt").write_text(_table(rows) + "\n\ncold path\n" + _cold_table(rows) + "\n")
     _plot(rows, out / "cold-start.png")
-    print("\n" + _table(rows))
+    print("\n" + _table(rows) + "\n\ncold path\n" + _cold_table(rows))
     return rows

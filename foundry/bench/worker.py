@@ -32,7 +32,7 @@ import torch
 
 import foundry
 from foundry.capture import tensor_at
-from foundry.load import LIMITS
+from foundry.load import LIMITS, startup_phases
 from foundry.native import codec
 from foundry.save import save_phases
 
@@ -44,12 +44,25 @@ REGION = "512GB"
 LATENCY_REPS = 20
 
 
-def _progress(tag: str, message: str) -> None:
-    print(f"[{tag}] {message}", flush=True)
-
-
 def _since_spawn() -> float:
     return time.time() - float(os.environ.get("FOUNDRY_BENCH_SPAWN", time.time()))
+
+
+# Process start to this module's imports done (Python, torch, foundry): the first step of the cold path.
+IMPORTED_S = _since_spawn()
+
+
+def _context() -> float:
+    """Seconds to initialise CUDA and create this process's context (no allocation: one made before the
+    region is set would land outside it)."""
+    t0 = time.perf_counter()
+    torch.cuda.init()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def _progress(tag: str, message: str) -> None:
+    print(f"[{tag}] {message}", flush=True)
 
 
 def _build(shape: str) -> tuple[QwenDecoder, torch.Tensor, torch.Tensor]:
@@ -95,9 +108,12 @@ class _DirectLaunch:
 
 def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
     tag = f"{shape} {variant} native"
-    torch.cuda.init()
+    cold: dict[str, Any] = {"import_s": IMPORTED_S, "context_s": _context()}
+    t0 = time.perf_counter()
     foundry.set_allocation_region(BASE, REGION)
     model, ids, pos = _build(shape)
+    torch.cuda.synchronize()
+    cold["model_s"] = time.perf_counter() - t0
     fn = torch.compile(model, dynamic=True) if variant == "compiled" else model
     _fill(model, ids, pos, 0)
     torch.cuda.synchronize()
@@ -148,6 +164,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     nodes = {str(bs): _saved_nodes(out / f"bs{bs}.json") for bs in sizes}
     same_process = probes.same_process_latency(ordered, out)
     return {
+        "cold": cold,
         "save_phases_s": dict(phases.seconds),
         "save_phase_faults": dict(phases.faults),
         "same_process_us": same_process,
@@ -183,18 +200,21 @@ def _saved_nodes(json_path: Path) -> int:
 
 def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
     tag = f"{shape} {variant} load"
-    torch.cuda.init()
+    cold: dict[str, Any] = {"import_s": IMPORTED_S, "context_s": _context()}
     modules_s = 0.0
     if os.environ.get("FOUNDRY_BENCH_MODULES_FIRST", "1") == "1":
-        # The seed README's order: the archive's kernel images load at process start, before the
-        # model; start_graph_builds later finds them loaded. Timed apart (modules_s), and inside
-        # "process start to first decode step" either way.
+        # The seed README's order: the archive's kernel images load at process start, before the model
+        # (on the caller's thread only what must precede it; the driver work goes on in the background
+        # while the model is built). Timed apart (modules_s), and inside "process start to first decode
+        # step" either way.
         t0 = time.perf_counter()
         foundry.load_cuda_modules_and_libraries(out / "archive")
         modules_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
     foundry.set_allocation_region(BASE, REGION)
     model, ids, pos = _build(shape)
     torch.cuda.synchronize()
+    cold["model_s"] = time.perf_counter() - t0
     paths = [out / f"bs{bs}.json" for bs in sizes]
     threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
     if os.environ.get("FOUNDRY_BENCH_BUILDERS"):  # and the loader's cap on builder threads
@@ -218,6 +238,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     first[0].replay()
     torch.cuda.synchronize()
     first_step_s = _since_spawn()
+    cold["startup_phases_s"] = dict(startup_phases().seconds)
     _progress(tag, f"{len(paths)} graphs replayable {load_all_s * 1000:.0f} ms after start_graph_builds")
     graphs = {bs: loaded[i] for i, bs in enumerate(sizes)}
     if os.environ.get("FOUNDRY_BENCH_LOAD_ONLY"):  # timings of LOAD alone (repeated loads in one call)
@@ -226,8 +247,11 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
                 "trace": pending.phases.spans}  # fmt: skip
 
     _fill(model, ids, pos, 1)
+    first_replay = probes.first_replays(graphs)  # before any other replay: each graph's very first
+    _fill(model, ids, pos, 1)
     digests_template = _digests(graphs)
     latency_template = {str(bs): _latency_us(g) for bs, (g, _) in graphs.items()}
+    exec_update = probes.probe_exec_update(pending)
     switch_us = {}
     for bs, (g, _) in list(graphs.items())[:8]:
         other = graphs[sizes[-1] if bs != sizes[-1] else sizes[0]][0]
@@ -253,6 +277,9 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     driver_probe = probes.probe_driver(pending)
     process_probe = probes.probe_process(model, ids, pos, graphs) if variant == "eager" else {}
     return {
+        "cold": cold,
+        "first_replay_us": first_replay,
+        "exec_update_probe": exec_update,
         "modules_s": modules_s,
         "trace": pending.phases.spans,
         "tensor_at_us": tensor_at_us,

@@ -33,6 +33,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuCtxSetCurrent": [ctypes.c_void_p],
     "cuMemcpyHtoD_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
     "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+    "cuGraphUpload": [ctypes.c_void_p, ctypes.c_void_p],
+    "cuGraphExecUpdate_v2": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
 }
 
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16

@@ -43,3 +43,17 @@ def test_headline_replay_ratio_is_the_same_process_one_when_measured() -> None:
 def test_without_a_same_process_measurement_the_cross_process_ratio_stands() -> None:
     row = summarize("s", "eager", *_workers(same_process=False))
     assert row["replay_ratio_max"] == row["replay_ratio_max_cross_process"] == 0.9
+
+
+def test_the_cold_path_sets_loads_work_beside_the_floor_the_process_needs_anyway() -> None:
+    native, loaded = _workers(same_process=False)
+    native["cold"] = {"import_s": 3.0, "context_s": 0.5, "model_s": 1.0}
+    loaded["cold"] = {"import_s": 3.1, "context_s": 0.4, "model_s": 0.9, "startup_phases_s": {"background": 0.25}}
+    loaded["first_replay_us"] = {"1": 101.0, "8": 260.0}
+    loaded["timings"] = {"startup_wait_s": 0.01}
+    c = summarize("s", "eager", native, loaded)["cold_path"]
+    assert c["floor_s"] == 3.1 + 0.4 + 0.9 and c["over_floor_s"] == 3.0 - c["floor_s"]
+    assert c["modules_and_load_s"] == 0.1 + 0.3 and c["modules_background_s"] == 0.25
+    assert c["load_us_per_node"] == 0.3 / 20 * 1e6
+    assert c["first_replay_over_native_max"] == 260.0 / 200.0 and c["shared_over_own_max"] == 120.0 / 90.0
+    assert c["save_over_capture"] == 1.5 / 1.0 and c["native_floor_s"] == 4.5
