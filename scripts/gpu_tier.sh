@@ -8,6 +8,9 @@
 #   FIXTURE=1 bash scripts/gpu_tier.sh                   (also save tests/fixtures/gpu_archive as fixture.tar.gz)
 #   ARCHIVE_META=1 ... --bench                           (also bring back the benchmark archives' metadata and
 #                                                         records, without images and memory, to profile on a CPU)
+#   BASELINE=DIR ... --bench                             (also run the same benchmark with the checkout in DIR, e.g.
+#                                                         `git archive REV | tar -x -C DIR`, in the same call, and
+#                                                         print both side by side; DIR/ is built there too)
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -19,7 +22,7 @@ BENCH=0
 if [ "${1:-}" = "--bench" ]; then BENCH=1; shift; fi
 SELECT=${1:-}
 
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/machine.txt"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/machine.txt" /tmp/foundry-machine.txt
 
 if ! { cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/gpu; } > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
@@ -39,6 +42,17 @@ fi
 if [ "$BENCH" = 1 ]; then
   # shellcheck disable=SC2086 # the arguments are meant to split
   python3 -m foundry.cli bench --out "$OUT" ${FOUNDRY_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+  if [ -n "${BASELINE:-}" ]; then
+    mkdir -p "$OUT/baseline"
+    if { cmake -S "$BASELINE" -B "$BASELINE/build/gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$BASELINE/build/gpu"; } > "$OUT/baseline-build.log" 2>&1; then
+      # shellcheck disable=SC2086
+      (cd "$BASELINE" && FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD FOUNDRY_BENCH_WORK=/tmp/foundry-bench-baseline \
+        python3 -m foundry.cli bench --out "$OUT/baseline" ${FOUNDRY_BENCH_ARGS:-}) > "$OUT/baseline-bench.log" 2>&1 \
+        || echo "BASELINE BENCH FAILED (see baseline-bench.log)"
+    else
+      echo "BASELINE BUILD FAILED"; tail -20 "$OUT/baseline-build.log"
+    fi
+  fi
 fi
 
 if [ "${FIXTURE:-0}" = 1 ]; then
@@ -50,10 +64,12 @@ if [ "${ARCHIVE_META:-0}" = 1 ] && [ -d /tmp/foundry-bench ]; then
     && ls -la "$OUT/bench-archive-meta.tar.gz"
 fi
 python3 scripts/collect_artifacts.py "$FOUNDRY_GPU_ARTIFACTS" "$OUT/debug.json"
-# The device tool brings back few files: keep the logs together.
-tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files $(cd "$OUT" && ls *.log 2>/dev/null) 2>/dev/null
+# The device tool brings back at most 8 files: the results stay apart, everything else goes into one archive.
+rm -f "$OUT/baseline/cold-start.png"
+tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files \
+  $(cd "$OUT" && ls *.log machine.txt debug.json baseline/*.log baseline/cold-start.txt 2>/dev/null) 2>/dev/null
 echo "================ summary"
-cat "$OUT/machine.txt"
+cat /tmp/foundry-machine.txt
 python3 - "$OUT/gpu-tier.json" <<'PY'
 import json, sys
 try:
@@ -68,6 +84,23 @@ for k, v in s["figures"].items():
     print(f"  {k}: {json.dumps(v)[:400]}")
 PY
 [ -f "$OUT/cold-start.txt" ] && cat "$OUT/cold-start.txt"
+if [ -f "$OUT/baseline/cold-start.json" ] && [ -f "$OUT/cold-start.json" ]; then
+  python3 - "$OUT/cold-start.json" "$OUT/baseline/cold-start.json" <<'PY'
+import json, sys
+new, base = (json.load(open(p))["results"] for p in sys.argv[1:3])
+keys = ["native_warmup_capture_s", "save_s", "save_over_capture", "load_modules_s", "load_first_s", "load_all_s",
+        "speedup", "restore_us_per_node", "first_step_native_s", "first_step_load_s", "replay_ratio_max",
+        "replay_ratio_max_template", "bit_identical", "bit_identical_template"]
+print("side by side, this checkout vs the baseline, in this call")
+for a, b in zip(new, base):
+    print(f"  {a['shape']} {a['variant']}")
+    for k in keys:
+        x, y = a.get(k), b.get(k)
+        fx = f"{x:.4f}" if isinstance(x, float) else str(x)
+        fy = f"{y:.4f}" if isinstance(y, float) else str(y)
+        print(f"    {k:28s} {fx:>12s} {fy:>12s}")
+PY
+fi
 [ -f "$OUT/cold-start.json" ] && python3 - "$OUT/cold-start.json" <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
