@@ -26,10 +26,11 @@ class Phases:
     and the minor page faults each phase took on its thread (the driver's first touches of fresh heap
     pages were most of a LOAD's cost before the builders' heaps were paged in: docs/DESIGN.md)."""
 
-    def __init__(self, origin: float | None = None, keep_spans: bool = True) -> None:
+    def __init__(self, origin: float | None = None, keep_spans: bool = True, max_spans: int | None = None) -> None:
         self._lock = threading.Lock()
         self.origin = time.perf_counter() if origin is None else origin
         self.keep_spans = keep_spans  # off for process-long totals (SAVE's), which would only grow
+        self.max_spans = max_spans  # or the first spans only, for process-long totals read as a timeline
         self.seconds: dict[str, float] = {}
         self.spans: list[tuple[str, str, float, float]] = []  # (phase, thread, start, end) from origin
         self.faults: dict[str, int] = {}
@@ -48,7 +49,7 @@ class Phases:
         with self._lock:
             self.seconds[name] = self.seconds.get(name, 0.0) + end - start
             self.faults[name] = self.faults.get(name, 0) + faults
-            if self.keep_spans:
+            if self.keep_spans and (self.max_spans is None or len(self.spans) < self.max_spans):
                 self.spans.append((name, threading.current_thread().name, start - self.origin, end - self.origin))
 
     def reset(self, origin: float | None = None) -> None:

@@ -145,8 +145,9 @@ def get_opt_str(value: Any, at: At) -> str | None:
 
 def relative_path_problem(name: str, parents: bool = False, bare: bool = False) -> str | None:
     """Why ``name`` is not an archive path (relative, no NUL, no ``..``), or None. With ``parents``,
-    ``..`` may lead the path (a manifest lists graphs saved beside its archive that way; nothing opens
-    a file through such a path); with ``bare``, it must be a file name alone."""
+    ``..`` may lead the path (a manifest lists graphs saved beside its archive that way; such a file is
+    only ever read to prefetch its metadata, silently, never trusted: see load.startup); with ``bare``,
+    it must be a file name alone."""
     if not name or "\0" in name:
         return "is empty or holds a NUL byte"
     path = PurePosixPath(name)

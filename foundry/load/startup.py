@@ -34,7 +34,6 @@ from foundry.format import (
     Manifest,
     authenticate_manifest,
     configured_key,
-    inside,
     is_sha256,
     open_image,
     read_manifest,
@@ -53,6 +52,9 @@ __all__ = ["load_cuda_modules_and_libraries", "startup_phases", "wait_for_startu
 READERS = 8  # images read and hashed at once: the reads overlap the caller's work and the driver's loads
 
 
+_MAX_SPANS = 4096  # the first calls' timeline (a few spans per image); totals count every call
+
+
 @dataclass
 class _Startup:
     """The background jobs ``load_cuda_modules_and_libraries`` started (each ends with the first error
@@ -60,7 +62,7 @@ class _Startup:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     jobs: dict[Path, Future[None]] = field(default_factory=dict)  # by resolved archive directory
-    phases: Phases = field(default_factory=lambda: Phases(keep_spans=False))
+    phases: Phases = field(default_factory=lambda: Phases(max_spans=_MAX_SPANS))
 
 
 _STATE = ProcessState("load.startup", _Startup)
@@ -132,13 +134,16 @@ def load_cuda_modules_and_libraries(
                 )
             sizes = {p.stem: None for p in sorted(image_dir.glob("*.bin")) if is_sha256(p.stem)}
     todo = [sha for sha in sizes if not kernels.is_loaded(sha)]
-    # Reading and hashing need no CUDA: they start now and overlap the region's reservation below.
+    with phases.span("reserve"):
+        # First of all: a thread's stack and malloc arena, an image read into memory and the driver's own
+        # reservations are all mapped in the one address space the region must fit in (the seed README's
+        # base, 0x7f0000000000, lies where Linux places such mappings).
+        if hint is not None:
+            hold_allocation_region(*hint)
+    # Reading and hashing need no CUDA: they overlap the context work and the builders' warm-up below.
     readers = ThreadPoolExecutor(READERS, thread_name_prefix="foundry-startup-read")
     reads = {sha: readers.submit(_read, phases, archive, sha, verify, sizes[sha]) for sha in todo}
     readers.shutdown(wait=False)
-    with phases.span("reserve"):
-        if hint is not None:  # before the images (and the driver) take VA space
-            hold_allocation_region(*hint)
     try:
         context: int | None = current_context()
     except DriverError:
@@ -197,16 +202,19 @@ def _finish(
 
 def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
     """Reads and validates the manifest's graph JSONs once, so that start_graph_builds finds them
-    parsed (read_meta_cached keeps them by content hash: a file changed since is parsed afresh). Only
-    graphs inside the archive: a manifest may name graphs saved beside it, which the program loads by
-    their own path. A file that cannot be read is left for LOAD, which reports it where the graph is
-    asked for."""
+    parsed (read_meta_cached keeps them by path and content hash: a file changed since is parsed
+    afresh, and LOAD still reads, authenticates and checks every graph the program names).
+
+    Graphs saved beside the archive (``../bs8.json``: the seed README's and the benchmark's layout) are
+    read too: only as regular files of bounded size (files.read_regular), parsed and dropped on any
+    problem, never reported, so a hostile manifest learns nothing from pointing elsewhere. A file that
+    cannot be read is left for LOAD, which reports it where the graph is asked for."""
     for g in graphs:
-        if relative_path_problem(g.json):
+        if relative_path_problem(g.json, parents=True):
             continue
         try:
-            read_meta_cached(inside(archive, g.json, "graph metadata"))
-        except ArchiveError:
+            read_meta_cached(Path(os.path.normpath(archive / g.json)))
+        except (ArchiveError, OSError):
             continue
 
 

@@ -20,6 +20,7 @@ one, save,load in the next) and still be compared with the native run.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -167,6 +168,10 @@ def plugin_path_shim(root: Path) -> Path | None:
 def run_mode(mode: str, args: argparse.Namespace, out: Path, shim: Path | None) -> dict[str, Any]:
     env = {**os.environ, **ENV}
     paths = [str(REPO), *([str(shim)] if shim else []), env.get("PYTHONPATH", "")]
+    if args.stacks:
+        paths.insert(0, str(REPO / "scripts" / "vllm" / "stacks"))
+        env.update(FOUNDRY_STACKS_DIR=f"/tmp/foundry-stacks/{mode}", FOUNDRY_STACKS_EVERY=str(args.stacks))
+        subprocess.run(["rm", "-rf", f"/tmp/foundry-stacks/{mode}"], check=True)
     env["PYTHONPATH"] = ":".join(p for p in paths if p)
     env.pop("FOUNDRY_VLLM_MODE", None)
     if args.runner == "v1":
@@ -187,6 +192,8 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path, shim: Path | None) 
         except subprocess.TimeoutExpired:
             rc = 124
     wall = time.perf_counter() - t0
+    if args.stacks:
+        collect_stacks(Path(f"/tmp/foundry-stacks/{mode}"), out / f"stacks-{mode}.txt")
     text = log_path.read_text(errors="replace")
     found = re.findall(r"^RESULT (.*)$", text, re.M)
     result: dict[str, Any] = json.loads(found[-1]) if found else {"mode": mode}
@@ -210,6 +217,21 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path, shim: Path | None) 
     if rc != 0:
         print("    last lines:\n" + "\n".join("    " + ln[:220] for ln in text.splitlines()[-25:]), flush=True)
     return result
+
+
+def collect_stacks(folder: Path, dest: Path) -> None:
+    """The stack dumps of every process of one mode, in one file, each under its process's id; the most
+    frequent innermost frames of the busiest process first (where the time went)."""
+    dumps = {p.stem: p.read_text(errors="replace") for p in sorted(folder.glob("*.txt"))}
+    lines = []
+    for pid, text in sorted(dumps.items(), key=lambda kv: -len(kv[1])):
+        tops = re.findall(r"^Thread 0x[0-9a-f]+ .*\n\s+(File .*)$", text, re.M)
+        lines.append(f"== process {pid}: {text.count('Dump')} dumps")
+        for frame, n in collections.Counter(tops).most_common(12):
+            lines.append(f"   {n:5d}  {frame.strip()}")
+    for pid, text in dumps.items():
+        lines += [f"==================== process {pid}", text[-400_000:]]
+    dest.write_text("\n".join(lines))
 
 
 def compare(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -247,6 +269,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     parser.add_argument("--timeout", type=int, default=420, help="seconds per mode")
+    parser.add_argument("--stacks", type=float, default=0, help="dump every process's stacks every N seconds")
     parser.add_argument("--state", type=Path, default=Path("/tmp/foundry-vllm-state"))
     args = parser.parse_args()
     args.batch_list = [int(b) for b in args.batches.split(",") if b]

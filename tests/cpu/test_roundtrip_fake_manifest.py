@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from tests.fakecuda.images import make_cubin
@@ -205,3 +206,38 @@ def test_same_topology_members_load_as_themselves_in_any_launch_order(app_json: 
     x = [[0.5 * i + 7.0 * k for i in range(N)] for k in (0, 1)]
     assert rt.native("v2")[1]["a"][0] == f32(sum(x[1]))
     assert rt.native("v3")[0]["b"] == x[0]
+
+
+PREFETCH = """
+import hashlib
+from foundry.load import source, startup_phases
+foundry.load_cuda_modules_and_libraries(ARCH)
+foundry.load.wait_for_startup()
+spans = startup_phases().spans
+reserve_end = max(end for name, _, _, end in spans if name == "reserve")
+first_read = min(start for name, _, start, _ in spans if name == "image_read")
+cached = {name: hashlib.sha256(open(os.path.join(JSON_DIR, name + ".json"), "rb").read()).hexdigest()
+          in source._STATE.get().meta for name in NAMES}
+emit(reserve_before_reads=reserve_end <= first_read, cached=cached)
+"""
+
+
+def test_startup_holds_the_region_first_and_reads_graphs_saved_beside_the_archive(
+    app_json: JsonRunner, tmp_path: Path
+) -> None:
+    """The seed README's layout (graph.json beside the archive directory): the graphs' metadata is read
+    ahead at process start, so LOAD finds it parsed. The region is held before any reader thread starts:
+    a thread's stack or an image read into memory can land where the region must go."""
+    arch = tmp_path / "arch"
+    run_save(app_json, FAMILY, arch, json_dir=tmp_path)
+    names = ["scale2", "scale3", "add_scale"]
+    manifest = load_doc(arch / "graph_manifest.json")
+    assert sorted(g["json"] for g in manifest["graphs"]) == sorted(f"../{n}.json" for n in names)
+    out = app_json(prelude(arch, tmp_path) + f"\nNAMES = {names!r}\n" + PREFETCH)
+    assert out == {"reserve_before_reads": True, "cached": dict.fromkeys(names, True)}
+    # A graph the manifest names beside the archive that is no graph (here a FIFO: opening it to read
+    # would block) is skipped without a word; LOAD reports it if the program asks for it.
+    (tmp_path / "scale3.json").unlink()
+    os.mkfifo(tmp_path / "scale3.json")
+    out = app_json(prelude(arch, tmp_path) + "\nNAMES = ['scale2', 'add_scale']\n" + PREFETCH)
+    assert out == {"reserve_before_reads": True, "cached": {"scale2": True, "add_scale": True}}
