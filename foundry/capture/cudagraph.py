@@ -26,7 +26,7 @@ from foundry.native import codec, require_interposer
 from foundry.region import capture_window, live_ranges_now, region_state
 from foundry.save import extract, gc_paused, save_graph, save_phases
 
-from .rng import RngState, probe_rng
+from .rng import RngState, probe_rng, work_disabled
 from .tensors import flatten_outputs, output_spec, tensor_at
 
 __all__ = ["CUDAGraph", "graph", "shared_pool"]
@@ -93,6 +93,16 @@ def blocks_in_use() -> list[tuple[int, int]]:
                 used.append((block.get("address", address), block["size"]))
             address += block["size"]
     return used
+
+
+def _torch_exec(g: torch.cuda.CUDAGraph) -> int:
+    """The exec PyTorch replays ``g`` with, instantiated now if it has none yet (as replay() would).
+    instantiate() on a graph that has one would destroy it, and with it the handle anyone took."""
+    try:
+        return int(g.raw_cuda_graph_exec())
+    except RuntimeError:
+        g.instantiate()
+        return int(g.raw_cuda_graph_exec())
 
 
 class CUDAGraph:
@@ -167,14 +177,16 @@ class CUDAGraph:
     ) -> GraphMeta:
         """Writes ``<stem>.json`` and ``<stem>.cugraph`` (and the kernel images, into the archive directory).
 
-        If the graph draws random numbers it is replayed twice to locate its generator state; the
-        generator's offset is restored afterwards.
+        Saving never runs the graph: to find its generator state (if it draws random numbers) it is
+        launched twice with all its work switched off, which only moves PyTorch's generator, whose
+        offset is restored afterwards. The program's memory is as it was before the call.
         """
         g = self._require_torch()
         outputs = [output_spec(t) for t in flatten_outputs(output_tensors)]
         state = region_state()
-        extracted = extract(int(g.raw_cuda_graph()))
-        with save_phases().span("rng_probe"):
+        graph = int(g.raw_cuda_graph())
+        extracted = extract(graph)
+        with save_phases().span("rng_probe"), work_disabled(graph, _torch_exec(g)):
             rng = probe_rng(self.replay, extracted.parsed, state.base, live_ranges_now(), self._device)
         return save_graph(extracted, path, outputs=outputs, rng=rng, archive_dir=archive_dir)
 

@@ -9,17 +9,18 @@ them from this process's default generator before each replay, exactly as PyTorc
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
-from foundry.errors import CodecError, DriverError
+from foundry.errors import CodecError, DriverError, FoundryError
 from foundry.format import GraphRecord, KernelNode, OutputSpec, RngSpec, iter_nodes
-from foundry.native import memcpy_dtoh
+from foundry.native import memcpy_dtoh, set_nodes_enabled, work_nodes
 
 from .tensors import tensor_at
 
-__all__ = ["RngState", "probe_rng"]
+__all__ = ["RngState", "probe_rng", "work_disabled"]
 
 # An offset no real generator state would hold by chance, for the probing replay (a multiple of 4).
 _PROBE_OFFSET = 0x5EED_0FF5_E700
@@ -57,10 +58,32 @@ def _read_words(pointers: Iterable[int]) -> dict[int, int]:
     return values
 
 
+@contextmanager
+def work_disabled(graph: int, exec_: int) -> Iterator[None]:
+    """Inside, launching ``exec_`` (instantiated from ``graph``) runs none of its kernels, copies or
+    memsets: what PyTorch does on the host around a replay (advancing the generator, refilling its
+    buffers) still happens. SAVE probes the generator this way, so that saving a graph never runs it:
+    a replay would change the program's memory (a KV cache written, a counter advanced) and could run
+    for minutes on the inputs left from capture (vLLM's attention over stale sequence lengths did)."""
+    nodes = work_nodes(graph)
+    set_nodes_enabled(exec_, nodes, False)
+    try:
+        yield
+    finally:
+        try:
+            set_nodes_enabled(exec_, nodes, True)
+        except DriverError as exc:
+            raise FoundryError(
+                f"the graph's work could not be switched back on after SAVE probed its random numbers ({exc}); "
+                "do not replay it: capture it again"
+            ) from exc
+
+
 def probe_rng(
     replay: Callable[[], None], record: GraphRecord, base: int, live: Sequence[tuple[int, int]], device: int
 ) -> RngSpec | None:
-    """Replays the graph to measure its RNG use; None when it draws no random numbers.
+    """Replays the graph to measure its RNG use; None when it draws no random numbers. The caller
+    makes the replays do no work on the GPU (``work_disabled``).
 
     A graph's philox kernels read the generator's offset (and, in some PyTorch releases, its seed)
     through a pointer in their arguments, to a buffer PyTorch refills before each replay. A second

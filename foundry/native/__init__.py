@@ -7,7 +7,16 @@ from __future__ import annotations
 from . import codec
 from ._abi import AllocKind, ImageKind
 from ._abi import ImageFormat as NativeImageFormat
-from .driver import call, current_context, current_device, device_identity, driver_version, memcpy_dtoh
+from .driver import (
+    call,
+    current_context,
+    current_device,
+    device_identity,
+    driver_version,
+    memcpy_dtoh,
+    set_nodes_enabled,
+    work_nodes,
+)
 from .lib import (
     ABI_VERSION,
     AllocEvent,
@@ -46,4 +55,6 @@ __all__ = [
     "native",
     "preload_env",
     "require_interposer",
+    "set_nodes_enabled",
+    "work_nodes",
 ]

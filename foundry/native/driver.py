@@ -18,6 +18,8 @@ __all__ = [
     "device_identity",
     "driver_version",
     "memcpy_dtoh",
+    "set_nodes_enabled",
+    "work_nodes",
 ]
 
 _SIGNATURES: dict[str, list[Any]] = {
@@ -35,6 +37,9 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
     "cuGraphUpload": [ctypes.c_void_p, ctypes.c_void_p],
     "cuGraphExecUpdate_v2": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    "cuGraphGetNodes": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)],
+    "cuGraphNodeGetType": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)],
+    "cuGraphNodeSetEnabled": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
 }
 
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -67,6 +72,31 @@ def call(name: str, *args: Any) -> None:
     rc = _fn(name)(*args)
     if rc != 0:
         raise DriverError(f"{name} failed with {error_name(rc)} ({rc})", rc)
+
+
+# CUgraphNodeType values of the nodes that do work and that an exec can disable (cuGraphNodeSetEnabled).
+_WORK_NODE_TYPES = (0, 1, 2)  # kernel, memcpy, memset
+
+
+def work_nodes(graph: int) -> list[int]:
+    """The kernel, memcpy and memset nodes of ``graph`` (top level: Foundry's codec accepts no child
+    graphs), the nodes whose work an exec instantiated from it can switch off."""
+    count = ctypes.c_size_t()
+    call("cuGraphGetNodes", graph, None, ctypes.byref(count))
+    nodes = (ctypes.c_void_p * max(1, count.value))()
+    call("cuGraphGetNodes", graph, nodes, ctypes.byref(count))
+    found = []
+    for node in nodes[: count.value]:
+        kind = ctypes.c_int()
+        call("cuGraphNodeGetType", node, ctypes.byref(kind))
+        if kind.value in _WORK_NODE_TYPES:
+            found.append(int(node or 0))
+    return found
+
+
+def set_nodes_enabled(exec_: int, nodes: list[int], enabled: bool) -> None:
+    for node in nodes:
+        call("cuGraphNodeSetEnabled", exec_, node, int(enabled))
 
 
 def current_device() -> int:

@@ -1,5 +1,5 @@
 """The native walk of a template member's delta (LOAD's hot path) against the pure-Python parser, on
-the real H200 archive's member, and under damage."""
+the real GPU archive's member, and under damage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real format: an archive saved on an H200 (scripts/make_fixture.py, kept in
+"""The real format: an archive saved on an H100 (scripts/make_fixture.py, kept in
 tests/fixtures/gpu_archive), read, inspected and verified on the CPU, then damaged in copies."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def archive(tmp_path: Path) -> Path:
 
 def test_real_archive_holds_a_template_a_member_rng_and_state_memory() -> None:
     manifest = read_manifest(FIXTURE)
-    assert manifest.identity.gpu_name == "NVIDIA H200" and manifest.identity.torch_version.startswith("2.11")
+    assert manifest.identity.gpu_name == "NVIDIA H100 80GB HBM3" and manifest.identity.torch_version.startswith("2.11")
     assert [(g.name, g.role.value) for g in manifest.graphs] == [("ew_bs64", "template"), ("ew_bs32", "member")]
     template_meta, template_payload = read_graph(FIXTURE / "ew_bs64.json")
     member_meta, member_payload = read_graph(FIXTURE / "ew_bs32.json")
@@ -74,7 +74,7 @@ def test_inspect_summarises_the_real_archive() -> None:
         check=True,
     )
     summary = json.loads(out.stdout)
-    assert summary["identity"]["gpu_name"] == "NVIDIA H200"
+    assert summary["identity"]["gpu_name"] == "NVIDIA H100 80GB HBM3"
     assert [g["name"] for g in summary["graphs"]] == ["ew_bs64", "ew_bs32"]
     assert summary["groups"] == 1 and summary["nodes"]["kernel"] == 4
     assert any("dropout" in k["name"] or "fused_dropout" in k["name"] for k in summary["kernels"])
@@ -82,7 +82,7 @@ def test_inspect_summarises_the_real_archive() -> None:
 
 def test_another_gpu_is_reported_with_both_values() -> None:
     saved = read_manifest(FIXTURE).identity
-    here = dataclasses.replace(saved, gpu_name="NVIDIA H100 80GB HBM3", sm_count=132)
+    here = dataclasses.replace(saved, gpu_name="NVIDIA H200", sm_count=132)
     report = verify_archive(FIXTURE, current_identity=Identity(**dataclasses.asdict(here)))
     problems = report.problems_of(Check.IDENTITY)
     assert problems and all(p.kind == ProblemKind.IDENTITY for p in problems)

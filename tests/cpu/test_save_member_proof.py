@@ -1,5 +1,5 @@
 """SAVE's proof that a member's delta is its own nodes (byte walks instead of parses), on the real
-H200 archive's member rebuilt from its template and delta."""
+GPU archive's member rebuilt from its template and delta."""
 
 from __future__ import annotations
 

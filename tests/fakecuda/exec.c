@@ -24,6 +24,7 @@ static int topo_order(const fc_graph *g, fc_node **order) {
 }
 
 CUresult fc_node_run(fc_node *n) {
+  if (n->disabled) return CUDA_SUCCESS; /* a disabled kernel, memcpy or memset node does nothing */
   switch (n->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: return fc_kparams_run(&n->k);
     case CU_GRAPH_NODE_TYPE_MEMCPY: return fc_copy3d(&n->copy);
@@ -229,6 +230,23 @@ FC_API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode n, con
   memset(&v2, 0, sizeof(v2));
   memcpy(&v2, p, sizeof(*p));
   FC_GUARD(exec_kernel_set_impl(e, n, &v2));
+}
+
+/* Like the driver: only kernel, memcpy and memset nodes can be disabled; the node is the graph's (the
+ * one the exec was instantiated from), not the exec's copy. */
+static CUresult node_set_enabled_impl(CUgraphExec h, CUgraphNode nh, unsigned on) {
+  fc_exec *e = exec_get(h);
+  if (!e || !fc_is(nh, FC_K_NODE)) return CUDA_ERROR_INVALID_VALUE;
+  fc_node *en = exec_node_for(e, (fc_node *)nh);
+  if (!en || (en->type != CU_GRAPH_NODE_TYPE_KERNEL && en->type != CU_GRAPH_NODE_TYPE_MEMCPY &&
+              en->type != CU_GRAPH_NODE_TYPE_MEMSET))
+    return CUDA_ERROR_INVALID_VALUE;
+  en->disabled = !on;
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode n, unsigned int on) {
+  FC_GUARD(node_set_enabled_impl(e, n, on));
 }
 
 /* Like the driver: the exec's node and the new parameters must both be 1-D (height 1), and the

@@ -211,6 +211,7 @@ typedef struct fc_node {
   CUevent event;
   CUDA_MEM_ALLOC_NODE_PARAMS alloc;
   CUdeviceptr free_ptr;
+  int disabled; /* exec nodes only: cuGraphNodeSetEnabled(exec, node, 0) */
 } fc_node;
 
 typedef struct fc_edge {

@@ -121,6 +121,7 @@ fc_graph *fc_graph_clone(const fc_graph *g, int keep_orig) {
       return NULL;
     }
     n->orig = keep_orig && s->orig ? s->orig : (fc_node *)s;
+    n->disabled = s->disabled;
     n->graph = c;
     n->index = i;
     c->nodes[c->nnodes++] = n;

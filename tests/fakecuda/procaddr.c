@@ -180,6 +180,7 @@ static const fc_proc table[] = {
     E(cuGraphExecDestroy, 10000, cuGraphExecDestroy)
     E(cuGraphLaunch, 10000, cuGraphLaunch) P(cuGraphLaunch, 10000, cuGraphLaunch_ptsz)
     E(cuGraphUpload, 11010, cuGraphUpload) P(cuGraphUpload, 11010, cuGraphUpload_ptsz)
+    E(cuGraphNodeSetEnabled, 11060, cuGraphNodeSetEnabled)
     E(cuGraphExecKernelNodeSetParams, 10010, cuGraphExecKernelNodeSetParams)
     E(cuGraphExecKernelNodeSetParams, 12000, cuGraphExecKernelNodeSetParams_v2)
     E(cuGraphExecUpdate, 10020, cuGraphExecUpdate) E(cuGraphExecUpdate, 12000, cuGraphExecUpdate_v2)

@@ -11,3 +11,16 @@ def test_capture_after_every_graph_of_the_shared_pool_was_reset_or_deleted() -> 
     out = run_foundry(["tests/gpu/recapture.py"], timeout=300)
     results = json.loads(out.strip().splitlines()[-1])
     assert results == {"after_reset": True, "after_delete": True, "shared_while_alive": True}
+
+
+def test_saving_a_graph_never_runs_it() -> None:
+    """SAVE finds a graph's generator state by launching it with its work switched off: the program's
+    memory is as it was (a replay would have advanced the counter), the graph still replays in full
+    afterwards, and the random-number graph is still recognised as one."""
+    out = json.loads(run_foundry(["tests/gpu/save_side_effects.py"], timeout=300).strip().splitlines()[-1])
+    assert out["before"] == [1.0] * 4
+    assert out["after_save"] == [1.0] * 4, out
+    assert out["after_replay"] == [2.0] * 4, out
+    assert out["rng"] == [False, True], out
+    assert out["offset_restored"], out
+    assert 0.4 < out["dropout_zeros_fraction"] < 0.6, out
