@@ -7,7 +7,18 @@ from __future__ import annotations
 from . import codec
 from ._abi import AllocKind, ImageKind
 from ._abi import ImageFormat as NativeImageFormat
-from .driver import call, current_context, current_device, device_identity, driver_version, memcpy_dtoh
+from .driver import (
+    call,
+    current_context,
+    current_device,
+    device_identity,
+    driver_version,
+    library_load,
+    library_unload,
+    memcpy_dtoh,
+    memcpy_htod,
+    module_global,
+)
 from .lib import (
     ABI_VERSION,
     AllocEvent,
@@ -41,8 +52,12 @@ __all__ = [
     "current_identity",
     "device_identity",
     "driver_version",
+    "library_load",
     "library_path",
+    "library_unload",
     "memcpy_dtoh",
+    "memcpy_htod",
+    "module_global",
     "native",
     "preload_env",
     "require_interposer",
