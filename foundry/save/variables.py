@@ -31,13 +31,15 @@ from dataclasses import dataclass, field
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.errors import ModuleAddressError, SaveError, VariableConflictError, VariablesUnknownError
+from foundry.errors import DriverError, ModuleAddressError, SaveError, VariableConflictError, VariablesUnknownError
 from foundry.format import ImageFormat, ModuleVariables, VariableRef, module_variables
 from foundry.native import library_load, library_unload, memcpy_dtoh, module_global
 
 __all__ = ["Carried", "carried_variables"]
 
 _WORD = 8  # device addresses are 64-bit, stored aligned
+_PAGE = 4096  # no GPU maps memory in smaller pages
+_MAX_READ = 64 << 20  # one copy reads at most this much (plus one variable)
 
 
 @dataclass(frozen=True)
@@ -51,11 +53,13 @@ class _Value:
 @dataclass
 class _Variables:
     """By image SHA-256: what its bytes say it defines, and its variables in a fresh load (read once:
-    the image's bytes never change)."""
+    the image's bytes never change); by registry index, where a load's variables are (read at every
+    save: the program may write them between saves)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     scans: dict[str, ModuleVariables] = field(default_factory=dict)
     fresh: dict[str, dict[str, _Value]] = field(default_factory=dict)
+    located: dict[int, dict[str, tuple[int, int]]] = field(default_factory=dict)
 
 
 _STATE = ProcessState("save.variables", _Variables)
@@ -127,11 +131,7 @@ def _live(sha: str, indices: Sequence[int], fmt: ImageFormat) -> dict[str, _Valu
                 f"kernel image {sha} ({record.kind} {record.handle:#x}) was unloaded, but a saved graph launches its "
                 "kernels: save the graph while the image is loaded"
             )
-        for name, decl in scan.variables.items():
-            found = module_global(record.handle, name, record.kind == "library", decl.space == "managed")
-            if found is None or found[1] == 0:
-                continue  # not in the code the driver loaded for this device: no kernel of it reads it
-            value = _Value(found[0], memcpy_dtoh(found[0], found[1]))
+        for name, value in _read(_located(index, record.handle, record.kind == "library", scan)).items():
             seen = out.get(name)
             if seen is None:
                 out[name], first[name] = value, record.handle
@@ -157,17 +157,71 @@ def _fresh(sha: str, index: int, fmt: ImageFormat) -> dict[str, _Value]:
         return cached
     scan = _scan(sha, index, fmt)
     record = kernels.image_record(index)
-    handle = library_load(record.data)
     try:
-        out = {}
-        for name, decl in scan.variables.items():
-            found = module_global(handle, name, True, decl.space == "managed")
-            if found is not None and found[1]:
-                out[name] = _Value(found[0], memcpy_dtoh(found[0], found[1]))
+        handle = library_load(record.data)
+    except DriverError as exc:
+        raise VariablesUnknownError(
+            f"kernel image {sha} ({record.size} bytes) defines module variables, but loading it a second time, to "
+            f"read their initial values, failed ({exc}); SAVE cannot tell which of them the program changed. "
+            "Report this with the image (foundry inspect lists it).",
+            image=sha,
+        ) from exc
+    try:
+        out = _read(_locate(handle, True, scan))
     finally:
         library_unload(handle)
     with state.lock:
         state.fresh[sha] = out
+    return out
+
+
+def _located(index: int, handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
+    """``_locate`` for a load of this process, once: its variables stay where they are while it is loaded."""
+    state = _STATE.get()
+    with state.lock:
+        found = state.located.get(index)
+    if found is None:
+        found = _locate(handle, library, scan)
+        with state.lock:
+            state.located[index] = found
+    return found
+
+
+def _locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
+    """Name -> (address, size) of the image's variables in one load; a name the driver does not know is
+    not in the code it loaded for this device, so no kernel of that load reads it."""
+    out = {}
+    for name, decl in scan.variables.items():
+        found = module_global(handle, name, library, decl.space == "managed")
+        if found is not None and found[1]:
+            out[name] = found
+    return out
+
+
+def _read(located: Mapping[str, tuple[int, int]]) -> dict[str, _Value]:
+    """The variables' bytes, read in as few copies as possible: variables less than a page apart are
+    read with what lies between them (a page holding a byte of a variable is mapped, so is the gap).
+    A copy the driver refuses (a span over two of its allocations) is made variable by variable."""
+    order = sorted(located.items(), key=lambda item: item[1][0])
+    out: dict[str, _Value] = {}
+    at = 0
+    while at < len(order):
+        start = order[at][1][0]
+        end, last = start + order[at][1][1], at
+        while last + 1 < len(order) and order[last + 1][1][0] - end < _PAGE and end - start < _MAX_READ:
+            last += 1
+            end = max(end, order[last][1][0] + order[last][1][1])
+        run = order[at : last + 1]
+        try:
+            data = memcpy_dtoh(start, end - start)
+        except DriverError:
+            if len(run) == 1:
+                raise
+            data = b""
+        for name, (address, size) in run:
+            value = data[address - start : address - start + size] if data else memcpy_dtoh(address, size)
+            out[name] = _Value(address, value)
+        at = last + 1
     return out
 
 

@@ -122,43 +122,36 @@ def test_host_and_device_written_variables_replay_bit_identical_after_load(
     assert entry["variables"] == carried
 
 
-@pytest.mark.parametrize("modules", [True, False], ids=["with-modules", "images-by-load"])
-def test_variables_written_on_the_background_load_path(app_json: JsonRunner, tmp_path: Path, modules: bool) -> None:
-    arch = tmp_path / "arch"
-    save = run_save(app_json, VARS, arch)
-    code = load_prefix(VARS, arch, load_images=modules) + BACKGROUND
-    r = app_json(code)
-    assert r["runs"] == save["native"]["vars"]
-
-
-BACKGROUND = """
-from foundry.load import Loader
-p = Loader.start([os.path.join(ARCH, "vars.json")], num_threads=2)
-h = p.wait_group(0)
+# LOAD paths: how the LOAD process gets a replayable graph `g` of vars.json (and finishes afterwards).
+PATHS = {
+    "background": (
+        "from foundry.load import Loader\n"
+        "p = Loader.start([os.path.join(ARCH, 'vars.json')], num_threads=2)\n"
+        "g = p.wait_group(0)",
+        "p.wait_all()",
+    ),
+    "foreground": ("from foundry.load import load_graph\ng = load_graph(os.path.join(ARCH, 'vars.json'))", ""),
+}
+REPLAY = """
 runs = []
 for k in INPUT_SETS:
-    set_inputs(k); h.launch(0); cu.sync(); runs.append(read("vars"))
-p.wait_all()
-emit(runs=runs)
+    set_inputs(k); g.launch(0); cu.sync(); runs.append(read("vars"))
 """
 
 
-def test_foreground_load_without_startup_writes_variables(app_json: JsonRunner, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("path", "modules"),
+    [("background", True), ("background", False), ("foreground", False)],
+    ids=["background-with-modules", "background-images-by-load", "foreground-images-by-load"],
+)
+def test_variables_written_on_every_load_path(app_json: JsonRunner, tmp_path: Path, path: str, modules: bool) -> None:
+    """Without load_cuda_modules_and_libraries (modules False) the images are loaded by LOAD itself, and
+    the variables written by the loader thread or build_exec instead of at process start."""
     arch = tmp_path / "arch"
     save = run_save(app_json, VARS, arch)
-    code = load_prefix(VARS, arch, load_images=False) + FOREGROUND
-    r = app_json(code)
-    assert r["runs"] == save["native"]["vars"]
-
-
-FOREGROUND = """
-from foundry.load import load_graph
-lg = load_graph(os.path.join(ARCH, "vars.json"))
-runs = []
-for k in INPUT_SETS:
-    set_inputs(k); lg.launch(0); cu.sync(); runs.append(read("vars"))
-emit(runs=runs)
-"""
+    start, finish = PATHS[path]
+    code = load_prefix(VARS, arch, load_images=modules) + "\n".join([start, REPLAY, finish, "emit(runs=runs)"])
+    assert app_json(code)["runs"] == save["native"]["vars"]
 
 
 # ------------------------------------------------------------------ refused at SAVE

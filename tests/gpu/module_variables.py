@@ -4,8 +4,11 @@
     python module_variables.py save DIR      cupy RawModule: write a __constant__ and a __device__ table
                                              from the host, capture a kernel reading them (on torch's
                                              stream), record the native outputs, save the archive
-    python module_variables.py load DIR      fresh process: load the archive, replay, compare bit for bit
-    python module_variables.py loadbg DIR    the same through start_graph_builds (background LOAD)
+    python module_variables.py load DIR      fresh process: load_cuda_modules_and_libraries (which writes
+                                             the variables the manifest lists), CUDAGraph.load, replay,
+                                             compare bit for bit
+    python module_variables.py loadbg DIR    the same through start_graph_builds alone (background LOAD:
+                                             the loader thread loads the image and writes the variables)
     python module_variables.py refuse DIR    a __device__ pointer set from the host to another module
                                              variable's address: SAVE must refuse (ModuleAddressError)
 
@@ -15,6 +18,7 @@ tensors), so LOAD's allocations land where SAVE's did.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 import traceback
@@ -85,8 +89,8 @@ def save(out: Path) -> dict[str, Any]:
     x, y = _tensors()
     module, read_tables, _ = _module()
     ctab, dtab = _tables()
-    module.get_global("ctab").copy_from_host(ctab.ctypes.data, ctab.nbytes)  # as cudaMemcpyToSymbol does
-    module.get_global("dtab").copy_from_host(dtab.ctypes.data, dtab.nbytes)
+    module.get_global("ctab").copy_from_host(ctypes.c_void_p(ctab.ctypes.data), ctab.nbytes)  # cudaMemcpyToSymbol
+    module.get_global("dtab").copy_from_host(ctypes.c_void_p(dtab.ctypes.data), dtab.nbytes)
     cx, cy = cupy.asarray(x), cupy.asarray(y)
     args = (cx, cy, cupy.int32(N))
     _inputs(x, 0)
@@ -155,7 +159,7 @@ def refuse(out: Path) -> dict[str, Any]:
     module, _, read_pointer = _module()
     target = module.get_global("target")
     value = np.array([target.ptr], dtype=np.uint64)
-    module.get_global("dptr").copy_from_host(value.ctypes.data, 8)  # a module address, set from the host
+    module.get_global("dptr").copy_from_host(ctypes.c_void_p(value.ctypes.data), 8)  # a module address, from the host
     cy = cupy.asarray(y)
     _launch(read_pointer, (cy,), 1, 4)
     torch.cuda.synchronize()
@@ -177,7 +181,7 @@ def main() -> None:
     mode, out = sys.argv[1], Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
     torch.cuda.init()
-    if mode in ("load", "loadbg"):  # as the seed README does: images first, then the region
+    if mode == "load":  # as the seed README does: images first, then the region
         foundry.load_cuda_modules_and_libraries(out / "archive")
     foundry.set_allocation_region(BASE, REGION)
     run = {"save": save, "load": load, "loadbg": load_background, "refuse": refuse}[mode]
