@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "KernelNotFoundError": ".errors",
     "LayoutMismatchError": ".errors",
     "LoadError": ".errors",
+    "ModuleAddressError": ".errors",
+    "ModuleVariableError": ".errors",
     "ParamIntrospectionError": ".errors",
     "RegionBaseTakenError": ".errors",
     "RegionError": ".errors",
@@ -54,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "RegistryError": ".errors",
     "SaveError": ".errors",
     "UnsupportedNodeError": ".errors",
+    "VariableConflictError": ".errors",
+    "VariablesUnknownError": ".errors",
 }
 
 

@@ -20,6 +20,8 @@ __all__ = [
     "KernelNotFoundError",
     "LayoutMismatchError",
     "LoadError",
+    "ModuleAddressError",
+    "ModuleVariableError",
     "ParamIntrospectionError",
     "RegionBaseTakenError",
     "RegionError",
@@ -28,6 +30,8 @@ __all__ = [
     "RegistryError",
     "SaveError",
     "UnsupportedNodeError",
+    "VariableConflictError",
+    "VariablesUnknownError",
 ]
 
 
@@ -117,3 +121,33 @@ class LoadError(FoundryError):
 
 class LayoutMismatchError(LoadError):
     """This process did not make the same region allocations as the SAVE process."""
+
+
+class ModuleVariableError(FoundryError):
+    """A module variable (``__constant__``, ``__device__``, ``__managed__``) that a saved graph's kernels
+    may read cannot be carried to LOAD as it is. ``image`` is the image's SHA-256, ``variable`` the
+    variable's name (empty when the problem is the image's)."""
+
+    def __init__(self, message: str, image: str = "", variable: str = "") -> None:
+        super().__init__(message)
+        self.image = image
+        self.variable = variable
+
+
+class ModuleAddressError(ModuleVariableError, SaveError):
+    """A module variable holds, at ``offset``, the address of module memory of the SAVE process (another
+    variable), which means nothing in another process; nothing was written."""
+
+    def __init__(self, message: str, image: str = "", variable: str = "", offset: int = 0) -> None:
+        super().__init__(message, image, variable)
+        self.offset = offset
+
+
+class VariablesUnknownError(ModuleVariableError, SaveError):
+    """The module variables of an image a saved graph uses cannot be enumerated from its bytes (an
+    entry that cannot be decompressed or read), so SAVE cannot tell what to carry; nothing was written."""
+
+
+class VariableConflictError(ModuleVariableError):
+    """Two graphs need different values of one module variable, and a process holds one copy of each
+    loaded image: refused by SAVE (nothing written) and by LOAD (before either graph replays)."""

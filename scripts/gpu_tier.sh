@@ -24,6 +24,11 @@ SELECT=${1:-}
 
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/machine.txt" /tmp/foundry-machine.txt
 
+# SAVE reads module variables from compressed fatbin entries (the PyTorch wheels' are Zstandard): without
+# these two packages it refuses every graph whose images it cannot read (VariablesUnknownError).
+python3 -c 'import lz4.block, zstandard' 2>/dev/null \
+  || echo "WARNING: python3 lacks the lz4 and/or zstandard packages: install their wheels (pip install lz4 zstandard)" | tee -a "$OUT/machine.txt"
+
 if ! { cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/gpu; } > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
 fi

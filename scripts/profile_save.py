@@ -44,6 +44,10 @@ def _full_records(work: Path) -> dict[Path, tuple[object, bytes]]:
     graphs = {p: read_graph(p) for p in _graph_paths(work)}
     out = {}
     for path, (meta, payload) in graphs.items():
+        # An archive of graph format 2 says nothing of module variables; timing SAVE needs none.
+        meta = dataclasses.replace(
+            meta, images=tuple(dataclasses.replace(r, variables=r.variables or ()) for r in meta.images)
+        )
         if meta.template is None:
             out[path] = (meta, payload)
             continue

@@ -48,6 +48,7 @@ def summarize(path: Path) -> dict[str, Any]:
     if not metas:
         raise ArchiveError(f"{path}: the manifest lists no graphs; there is nothing to inspect")
     kernels: Counter[tuple[str, str]] = Counter()
+    variables: dict[tuple[str, str, int, str], int] = {}  # (image, name, bytes, sha256) -> graphs carrying it
     images: dict[str, tuple[int, str]] = {}
     totals: Counter[str] = Counter()
     graphs = []
@@ -58,6 +59,9 @@ def summarize(path: Path) -> dict[str, Any]:
             kernels[(f.image, f.name)] += 1
         for img in meta.images:
             images[img.sha256] = (img.bytes, img.format.value)
+            for v in img.variables or ():
+                key = (img.sha256, v.name, v.bytes, v.sha256)
+                variables[key] = variables.get(key, 0) + 1
         assert meta.record is not None
         graphs.append(
             {
@@ -92,6 +96,10 @@ def summarize(path: Path) -> dict[str, Any]:
         "images": [{"sha256": sha, "bytes": b, "format": fmt} for sha, (b, fmt) in images.items()],
         "image_bytes": sum(b for b, _ in images.values()),
         "kernels": [{"image": img[:12], "name": name, "graphs": n} for (img, name), n in kernels.most_common()],
+        "variables": [
+            {"image": img[:12], "name": name, "bytes": size, "sha256": sha, "graphs": n}
+            for (img, name, size, sha), n in sorted(variables.items())
+        ],
     }
 
 
@@ -127,6 +135,12 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
     print(table(["kernel", "image", "graphs"], rows))
     if more > 0:
         print(f"... and {more} more kernel{'s' if more != 1 else ''} (--kernels N to show more)")
+    if summary["variables"]:
+        print()
+        rows = [[v["name"][:70], v["image"], format_size(v["bytes"]), v["sha256"][:12], v["graphs"]]
+                for v in summary["variables"]]  # fmt: skip
+        print("module variables LOAD writes into their images after loading them:")
+        print(table(["variable", "image", "size", "value", "graphs"], rows))
     if summary["outside"]:
         beside = ", ".join(summary["outside"])
         print(f"\nnot read: graphs saved beside the archive ({beside}); inspect each by its own path")
@@ -172,8 +186,8 @@ def add_parser(sub: Any) -> None:
         "inspect",
         description=(
             "What an archive holds (give its directory, its graph_manifest.json, or one graph's .json): graphs, "
-            "nodes by type, kernels, images, region use, the machine it was saved on. Needs neither a GPU nor "
-            "torch."
+            "nodes by type, kernels, images, the module variables it carries, region use, the machine it was "
+            "saved on. Needs neither a GPU nor torch."
         ),
         help="summarize an archive directory or a graph .json (no GPU needed)",
     )

@@ -144,7 +144,8 @@ def add_parser(sub: Any) -> None:
         "verify",
         description=(
             "Check an archive (its directory, its graph_manifest.json, or one graph's .json) before running it: "
-            "checksums and seals, foreign files, kernels, templates, pointers, the machine it was saved on, the "
+            "checksums and seals, foreign files, kernels, module variables, templates, pointers, the machine it was "
+            "saved on, the "
             "signature. Needs neither a GPU nor torch. Exit status 0: every check that ran passed; 1: problems "
             "found; 2: verification could not start."
         ),

@@ -43,7 +43,19 @@ from .graphfile import (
     write_graph,
 )
 from .identity import IDENTITY_FIELDS, Identity, Mismatch, compare
-from .images import KernelNames, detect_format, image_path, image_relpath, kernel_names, open_image, write_image
+from .images import (
+    KernelNames,
+    ModuleVariables,
+    VariableDecl,
+    detect_format,
+    image_path,
+    image_relpath,
+    kernel_names,
+    module_variables,
+    open_image,
+    scan_image,
+    write_image,
+)
 from .jsonfields import is_sha256, load_json, load_sealed, relative_path_problem
 from .manifest import (
     MANIFEST_FORMAT,
@@ -102,6 +114,7 @@ from .values import (
     RegionSpec,
     RngSpec,
     TemplateRef,
+    VariableRef,
 )
 from .walk import iter_nodes, kernel_pointer_words, node_counts, topology_key
 
@@ -149,6 +162,7 @@ __all__ = [
     "MemsetNode",
     "MetaCache",
     "Mismatch",
+    "ModuleVariables",
     "Node",
     "NodeType",
     "OutputSpec",
@@ -157,6 +171,8 @@ __all__ = [
     "RngSpec",
     "SigningKey",
     "TemplateRef",
+    "VariableDecl",
+    "VariableRef",
     "as_key",
     "authenticate_graph",
     "authenticate_manifest",
@@ -179,6 +195,7 @@ __all__ = [
     "load_sealed",
     "manifest_disagreement",
     "memory_path",
+    "module_variables",
     "node_count",
     "node_counts",
     "node_spans",
@@ -204,6 +221,7 @@ __all__ = [
     "read_regular",
     "relative_path_problem",
     "resolve_archive_dir",
+    "scan_image",
     "set_signing_key",
     "sha256_bytes",
     "sha256_file",

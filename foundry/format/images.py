@@ -1,10 +1,11 @@
 """Kernel images of an archive (``<archive>/images/<sha256>.bin``): storing and reading them, and
-what an image is, read from its bytes (its format and the kernels it defines).
+what an image is, read from its bytes (its format, the kernels and the module variables it defines).
 
-The scan readers are strict and never raise: anything they cannot read with certainty (a compressed
-fatbin entry, an ELF file without a symbol table) is reported as "not known", never guessed.
-``foundry verify`` uses them to check that every kernel a graph launches is in the image its function
-table names.
+The scan readers are strict and never raise: anything they cannot read with certainty (a fatbin entry
+that cannot be decompressed, an ELF file without a symbol table) is reported as "not known", never
+guessed. ``foundry verify`` uses them to check that every kernel a graph launches is in the image its
+function table names, and that the variables a graph carries are the image's; SAVE enumerates the
+variables of every image a saved graph uses with ``module_variables``.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError
 
+from .elf import STT_OBJECT, Section, Symbol, elf_sections, elf_symbols
+from .fatbin import FATBIN_KIND_ELF, FATBIN_KIND_PTX, FATBIN_MAGIC, fatbin_entries
 from .files import IMAGES_DIR, inside, read_regular, write_addressed
 from .jsonfields import is_sha256
 from .values import ImageFormat, ImageRef
 
 __all__ = [
     "KernelNames",
+    "ModuleVariables",
+    "VariableDecl",
     "detect_format",
     "image_path",
     "image_relpath",
     "kernel_names",
+    "module_variables",
     "open_image",
+    "scan_image",
     "write_image",
 ]
 
@@ -93,11 +100,24 @@ def open_image(archive_dir: PathLike, sha256: str, verify: bool, size: int | Non
 
 
 # ------------------------------------------------------------------ what an image holds
-FATBIN_MAGIC = 0xBA55ED50
-_FATBIN_KIND_PTX = 1
-_FATBIN_KIND_ELF = 2
-_FATBIN_COMPRESSED = 0x2000
 _PTX_ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
+# A module-scope variable definition: directives, the state space, what lies between it and the name
+# (attributes, alignment, vector width, type), the name, array dimensions, then "=" or ";".
+_PTX_VARIABLE = re.compile(
+    rb"^[ \t]*((?:\.(?:visible|weak|extern|common)[ \t]+)*)\.(global|const)[ \t]+([^;=\n]*?)"
+    rb"([A-Za-z_$][\w$]*)[ \t]*((?:\[[ \t]*\d*[ \t]*\][ \t]*)*)(?:=|;)",
+    re.M,
+)
+_PTX_DECLARATOR = re.compile(rb"([A-Za-z_$][\w$]*)[ \t]*((?:\[[ \t]*\d*[ \t]*\][ \t]*)*)[ \t]*$")
+_PTX_TYPE_BYTES = {
+    b"b8": 1, b"u8": 1, b"s8": 1, b"b16": 2, b"u16": 2, b"s16": 2, b"f16": 2, b"bf16": 2,
+    b"b32": 4, b"u32": 4, b"s32": 4, b"f32": 4, b"f16x2": 4, b"bf16x2": 4,
+    b"b64": 8, b"u64": 8, b"s64": 8, b"f64": 8, b"b128": 16,
+}  # fmt: skip
+_PTX_HANDLES = (b".texref", b".samplerref", b".surfref")  # opaque handles, not memory the host can copy
+_ELF_VARIABLE_SECTION = re.compile(r"\.nv\.(?:global(?:\.init)?|constant([0-9]+)|managed.*)")
+_SHN_LORESERVE = 0xFF00
+_STO_CUDA_MANAGED = 0x4
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +127,27 @@ class KernelNames:
 
     names: frozenset[str]
     complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VariableDecl:
+    """A module variable an image defines (``__device__``, ``__constant__``, ``__managed__``): its state
+    space (``"global"``, ``"constant"`` or ``"managed"``) and the sizes in bytes its definitions give (one
+    per distinct size over a fatbin's entries; empty for a PTX definition whose size is not written out)."""
+
+    name: str
+    space: str
+    sizes: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class ModuleVariables:
+    """The module variables an image defines, by name. ``complete`` is False when part of the image could
+    not be read (``problem`` says which and why): then it may define variables that ``variables`` lacks."""
+
+    variables: dict[str, VariableDecl]
+    complete: bool
+    problem: str | None = None
 
 
 def detect_format(data: bytes) -> ImageFormat | None:
@@ -125,76 +166,133 @@ def detect_format(data: bytes) -> ImageFormat | None:
 
 
 def kernel_names(data: bytes, fmt: ImageFormat) -> KernelNames:
-    """The kernels image ``data`` of format ``fmt`` defines: ELF symbol names, PTX ``.entry`` names,
-    and those of every fatbin entry that is not compressed."""
-    if fmt == ImageFormat.ELF:
-        names = _elf_symbols(data)
-        return KernelNames(frozenset(), False) if names is None else KernelNames(names, True)
+    """The kernels image ``data`` of format ``fmt`` defines: ELF symbol names, PTX ``.entry`` names, and
+    those of every fatbin entry (compressed ones decompressed)."""
+    return scan_image(data, fmt)[0]
+
+
+def module_variables(data: bytes | memoryview, fmt: ImageFormat) -> ModuleVariables:
+    """The module variables image ``data`` of format ``fmt`` defines, read from the image itself: ELF
+    ``STT_OBJECT`` symbols in ``.nv.global``, ``.nv.global.init``, ``.nv.constant<N>`` (N >= 1: bank 0
+    holds kernel parameters) and ``.nv.managed*`` sections; PTX module-scope ``.global`` and ``.const``
+    definitions; every entry of a fatbin (compressed ones decompressed)."""
+    return scan_image(data, fmt)[1]
+
+
+def scan_image(data: bytes | memoryview, fmt: ImageFormat) -> tuple[KernelNames, ModuleVariables]:
+    """``kernel_names`` and ``module_variables`` of one image, its fatbin entries decompressed once."""
+    parts, problems = _parts(data, fmt)
+    names: set[str] = set()
+    variables: dict[str, VariableDecl] = {}
+    for i, (kind, payload) in enumerate(parts):
+        if kind == FATBIN_KIND_PTX:
+            names |= _ptx_entries(payload)
+            part = _ptx_variables(payload)
+        else:
+            sections = elf_sections(payload)
+            symbols = None if sections is None else elf_symbols(payload, sections)
+            if sections is None or symbols is None:
+                problems.append(f"{'the ELF image' if fmt == ImageFormat.ELF else f'ELF part {i}'} has no readable "
+                                "symbol table")  # fmt: skip
+                continue
+            names.update(s.name for s in symbols if s.name)
+            part = _elf_variables(sections, symbols)
+        for name, decl in part.items():
+            seen = variables.get(name)
+            variables[name] = decl if seen is None else VariableDecl(name, seen.space, seen.sizes | decl.sizes)
+    problem = "; ".join(problems) or None
+    return KernelNames(frozenset(names), not problems), ModuleVariables(variables, not problems, problem)
+
+
+def _parts(data: bytes | memoryview, fmt: ImageFormat) -> tuple[list[tuple[int, bytes]], list[str]]:
+    """The PTX and ELF parts of an image as (FATBIN_KIND_PTX or FATBIN_KIND_ELF, bytes), and what could
+    not be read."""
     if fmt == ImageFormat.PTX:
-        return KernelNames(_ptx_entries(data), True)
-    return _fatbin_names(data)
+        return [(FATBIN_KIND_PTX, bytes(data))], []
+    if fmt == ImageFormat.ELF:
+        return [(FATBIN_KIND_ELF, bytes(data))], []
+    if len(data) < 16 or struct.unpack_from("<I", data)[0] != FATBIN_MAGIC:
+        return [], ["not a fatbin"]
+    entries, stopped = fatbin_entries(data)
+    parts: list[tuple[int, bytes]] = []
+    problems = [stopped] if stopped else []
+    for i, entry in enumerate(entries):
+        if entry.payload is None:
+            problems.append(entry.problem or f"fatbin entry {i} cannot be read")
+        elif entry.kind == FATBIN_KIND_PTX:
+            parts.append((FATBIN_KIND_PTX, entry.payload))
+        elif entry.payload[:4] == b"\x7fELF":
+            parts.append((FATBIN_KIND_ELF, entry.payload))
+        else:
+            problems.append(f"fatbin entry {i} (kind {entry.kind}, sm_{entry.sm_arch}) is neither PTX nor ELF")
+    return parts, problems
 
 
 def _ptx_entries(data: bytes) -> frozenset[str]:
     return frozenset(m.group(1).decode("ascii", "replace") for m in _PTX_ENTRY.finditer(data))
 
 
-def _elf_symbols(data: bytes) -> frozenset[str] | None:
-    """Every symbol name of the ELF64 little-endian file's symbol tables, or None when it has none
-    or its section headers do not fit the file."""
-    n = len(data)
-    if n < 64 or data[4] != 2 or data[5] != 1:
-        return None
-    shoff = struct.unpack_from("<Q", data, 0x28)[0]
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    if shnum == 0 or shentsize < 64 or shoff + shnum * shentsize > n:
-        return None
-    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    names: set[str] = set()
-    found = False
-    for _name, sh_type, _f, _a, off, size, link, _info, _align, entsize in sections:
-        if sh_type != 2:  # SHT_SYMTAB
+def _elf_variables(sections: list[Section], symbols: list[Symbol]) -> dict[str, VariableDecl]:
+    spaces: dict[int, str] = {}
+    for sec in sections:
+        m = _ELF_VARIABLE_SECTION.fullmatch(sec.name)
+        if m is None or (m.group(1) is not None and int(m.group(1)) == 0):
+            continue  # bank 0: the kernels' parameters, never a variable
+        spaces[sec.index] = "constant" if m.group(1) else "managed" if sec.name.startswith(".nv.managed") else "global"
+    found: dict[str, VariableDecl] = {}
+    for sym in symbols:
+        space = spaces.get(sym.shndx) if sym.type == STT_OBJECT and 0 < sym.shndx < _SHN_LORESERVE else None
+        if space is None or not sym.name or sym.name.startswith("$") or sym.size == 0:
+            continue  # "$str": a string literal the compiler placed there, not a variable anyone names
+        if sym.other & _STO_CUDA_MANAGED:
+            space = "managed"
+        seen = found.get(sym.name)
+        found[sym.name] = VariableDecl(sym.name, space, frozenset({sym.size}) | (seen.sizes if seen else frozenset()))
+    return found
+
+
+def _ptx_variables(data: bytes) -> dict[str, VariableDecl]:
+    found: dict[str, VariableDecl] = {}
+    for m in _PTX_VARIABLE.finditer(data):
+        directives, space, middle, name, dims = m.group(1), m.group(2), m.group(3), m.group(4), m.group(5)
+        if b".extern" in directives or any(h in middle for h in _PTX_HANDLES) or name.startswith(b"$"):
             continue
-        if link >= shnum or off + size > n:
-            return None
-        str_off, str_size = sections[link][4], sections[link][5]
-        if str_off + str_size > n:
-            return None
-        strtab = data[str_off : str_off + str_size]
-        step = entsize or 24
-        if step < 24:
-            return None
-        found = True
-        for at in range(off, off + size - 23, step):
-            name_at = struct.unpack_from("<I", data, at)[0]
-            end = strtab.find(b"\0", name_at)
-            if name_at and end > name_at:
-                names.add(strtab[name_at:end].decode("utf-8", "replace"))
-    return frozenset(names) if found else None
+        kind = "managed" if b".managed" in middle else "constant" if space == b"const" else "global"
+        # ".global .u32 a, b[4];" defines several: the names before the last are at the end of `middle`.
+        head, _, others = middle.partition(b",")
+        declarators = [(name, dims)]
+        if b"," in middle:
+            first = _PTX_DECLARATOR.search(head)
+            rest = [_PTX_DECLARATOR.fullmatch(d.strip()) for d in others.split(b",") if d.strip()]
+            if first is None or any(r is None for r in rest):
+                continue
+            declarators = [
+                (first.group(1), first.group(2)),
+                *((r.group(1), r.group(2)) for r in rest if r),
+                *declarators,
+            ]
+            middle = head[: first.start()]
+        for declared, shape in declarators:
+            size = _ptx_size(middle, shape)
+            text = declared.decode("ascii", "replace")
+            seen = found.get(text)
+            sizes = (frozenset() if size is None else frozenset({size})) | (seen.sizes if seen else frozenset())
+            found[text] = VariableDecl(text, kind, sizes)
+    return found
 
 
-def _fatbin_names(data: bytes) -> KernelNames:
-    if detect_format(data) != ImageFormat.FATBIN:
-        return KernelNames(frozenset(), False)
-    header, fat = struct.unpack_from("<HQ", data, 6)
-    at, end = header, header + fat
-    names: set[str] = set()
-    complete = True
-    while at + 16 <= end:
-        kind, _unknown, entry_header, size = struct.unpack_from("<HHIQ", data, at)
-        if entry_header < 16 or at + entry_header + size > end:
-            return KernelNames(frozenset(names), False)
-        flags = struct.unpack_from("<Q", data, at + 40)[0] if entry_header >= 48 else 0
-        payload = data[at + entry_header : at + entry_header + size]
-        if flags & _FATBIN_COMPRESSED or kind not in (_FATBIN_KIND_PTX, _FATBIN_KIND_ELF):
-            complete = False
-        elif kind == _FATBIN_KIND_PTX:
-            names |= _ptx_entries(payload)
-        else:
-            found = _elf_symbols(payload)
-            if found is None:
-                complete = False
-            else:
-                names |= found
-        at += entry_header + ((size + 7) & ~7)
-    return KernelNames(frozenset(names), complete and at >= end)
+def _ptx_size(middle: bytes, dims: bytes) -> int | None:
+    """Bytes of a PTX variable from its type, vector width and array dimensions; None when one of them
+    is not written out (``[]`` sized by its initializer, a type not in the table)."""
+    words = re.findall(rb"\.(\w+)", middle)
+    unit = next((_PTX_TYPE_BYTES[w] for w in words if w in _PTX_TYPE_BYTES), None)
+    if unit is None:
+        return None
+    for w in words:
+        if w in (b"v2", b"v4", b"v8"):
+            unit *= int(w[1:])
+    for d in re.findall(rb"\[\s*(\d*)\s*\]", dims):
+        if not d:
+            return None
+        unit *= int(d)
+    return unit

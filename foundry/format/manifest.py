@@ -34,7 +34,7 @@ from .jsonfields import (
     load_sealed,
     seal,
 )
-from .values import ImageFormat, ImageRef, RegionSpec
+from .values import ImageFormat, ImageRef, RegionSpec, VariableRef
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -82,6 +82,7 @@ class ImageEntry:
     bytes: int
     format: ImageFormat
     kernels: tuple[str, ...] = ()
+    variables: tuple[VariableRef, ...] | None = None  # as in the graphs' images (docs/FORMAT.md)
 
     @property
     def file(self) -> str:
@@ -89,7 +90,7 @@ class ImageEntry:
 
     @classmethod
     def from_ref(cls, ref: ImageRef) -> ImageEntry:
-        return cls(ref.sha256, ref.bytes, ref.format)
+        return cls(ref.sha256, ref.bytes, ref.format, variables=ref.variables)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +226,8 @@ def _image_json(e: ImageEntry) -> dict[str, Any]:
     doc: dict[str, Any] = {"file": e.file, "bytes": e.bytes, "format": e.format.value}
     if e.kernels:
         doc["kernels"] = list(e.kernels)
+    if e.variables is not None:
+        doc["variables"] = [v.to_json() for v in e.variables]
     return doc
 
 
@@ -241,7 +244,7 @@ def _image(sha: str, value: Any, at: At) -> ImageEntry:
         kernels = tuple(get_str(v, kernels_at.index(i)) for i, v in enumerate(get_list(obj["kernels"], kernels_at)))
         if any(not k for k in kernels) or len(set(kernels)) != len(kernels):
             kernels_at.fail("kernel names must be non-empty and listed once each")
-    return ImageEntry(ref.sha256, ref.bytes, ref.format, kernels)
+    return ImageEntry(ref.sha256, ref.bytes, ref.format, kernels, ref.variables)
 
 
 def _graph(value: Any, at: At) -> GraphEntry:

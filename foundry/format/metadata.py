@@ -25,8 +25,10 @@ __all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "Gra
 
 
 GRAPH_FORMAT = "foundry-graph"
-GRAPH_FORMAT_VERSION = 2
-GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (GRAPH_FORMAT_VERSION,)
+GRAPH_FORMAT_VERSION = 3
+"""3: images carry their module variables (docs/FORMAT.md, "Module variables"); a reader of version 2
+would load the images without them, so it must refuse version 3."""
+GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,12 @@ class GraphMeta:
         """The JSON object of the file. Raises ``ValueError`` if ``record`` is None."""
         if self.record is None:
             raise ValueError(f"graph {self.name!r}: metadata has no record reference yet; use write_graph")
+        if any(ref.variables is None for ref in self.images):
+            raise ValueError(
+                f"graph {self.name!r}: its metadata was read from format version 2, which does not say which "
+                f"module variables its images need; it cannot be written as version {GRAPH_FORMAT_VERSION}. Save "
+                "the graph again."
+            )
         return {
             "format": GRAPH_FORMAT,
             "format_version": GRAPH_FORMAT_VERSION,
@@ -121,6 +129,10 @@ class GraphMeta:
             ImageRef.from_json(get_sha256(sha, images_at.key(sha)), v, images_at.key(sha))
             for sha, v in get_obj(images_v, images_at).items()
         )
+        if obj["format_version"] >= 3:  # from version 3 on, every image states its variables (maybe none)
+            for ref in images:
+                if ref.variables is None:
+                    images_at.key(ref.sha256).key("variables").fail("missing")
         outputs_v, outputs_at = get("outputs")
         outputs = tuple(
             OutputSpec.from_json(v, outputs_at.index(i)) for i, v in enumerate(get_list(outputs_v, outputs_at))

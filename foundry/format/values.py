@@ -21,6 +21,7 @@ from .jsonfields import (
     get_int,
     get_int_list,
     get_int_rows,
+    get_list,
     get_obj,
     get_relpath,
     get_sha256,
@@ -39,6 +40,8 @@ __all__ = [
     "RecordRef",
     "RegionSpec",
     "RngSpec",
+    "VariableRef",
+    "variables_from_json",
 ]
 
 FUNCTION_ATTR_IDS: tuple[int, ...] = _layout.FUNC_ATTR_IDS
@@ -83,21 +86,62 @@ class RecordRef:
 
 
 @dataclass(frozen=True, slots=True)
+class VariableRef:
+    """A module variable an image must hold before its kernels run (docs/FORMAT.md, "Module variables"):
+    its symbol name, and the SHA-256 and size of the bytes LOAD writes into it, stored in the archive as
+    ``memory/<sha256>.bin``."""
+
+    name: str
+    bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "bytes": self.bytes, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> VariableRef:
+        obj = get_obj(value, at)
+        name = get_str(*field(obj, "name", at))
+        if not name or "\0" in name:
+            at.key("name").fail("a variable name must be non-empty and hold no NUL byte")
+        size = get_int(*field(obj, "bytes", at))
+        if size == 0:
+            at.key("bytes").fail("a carried variable holds at least one byte")
+        return cls(name, size, get_sha256(*field(obj, "sha256", at)))
+
+
+def variables_from_json(value: Any, at: At) -> tuple[VariableRef, ...]:
+    """An image's ``variables`` list: each name once, in name order (as SAVE writes it)."""
+    refs = tuple(VariableRef.from_json(v, at.index(i)) for i, v in enumerate(get_list(value, at)))
+    names = [r.name for r in refs]
+    if names != sorted(set(names)):
+        at.fail("variables must be listed once each, sorted by name")
+    return refs
+
+
+@dataclass(frozen=True, slots=True)
 class ImageRef:
-    """A kernel image: content hash, size in bytes, format."""
+    """A kernel image: content hash, size in bytes, format, and the module variables LOAD writes into it
+    after loading it (``variables``, by name; None only when read from a graph of format version 2,
+    written before SAVE recorded them, which says nothing about them)."""
 
     sha256: str
     bytes: int
     format: ImageFormat
+    variables: tuple[VariableRef, ...] | None = ()
 
     def to_json(self) -> dict[str, Any]:
         """The value under ``images[sha256]`` in a graph JSON."""
-        return {"bytes": self.bytes, "format": self.format.value}
+        doc: dict[str, Any] = {"bytes": self.bytes, "format": self.format.value}
+        if self.variables is not None:
+            doc["variables"] = [v.to_json() for v in self.variables]
+        return doc
 
     @classmethod
     def from_json(cls, sha256: str, value: Any, at: At) -> ImageRef:
         obj = get_obj(value, at)
-        return cls(sha256, get_int(*field(obj, "bytes", at)), _format(*field(obj, "format", at)))
+        variables = variables_from_json(obj["variables"], at.key("variables")) if "variables" in obj else None
+        return cls(sha256, get_int(*field(obj, "bytes", at)), _format(*field(obj, "format", at)), variables)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ __all__ = [
     "launch_trace",
     "load_image",
     "loaded_function",
+    "loaded_image",
     "recorded_images",
     "resolve",
     "set_function_attrs",
@@ -184,6 +185,18 @@ def load_image(sha256: str, data: bytearray) -> int:
             s.hashes[index.value] = sha256
             s.loading.pop(sha256, None)
         return index.value
+
+
+def loaded_image(sha256: str) -> ImageRecord:
+    """The registry record (its CUlibrary handle) of the archived image LOAD loaded with this hash."""
+    s = _STATE.get()
+    with s.lock:
+        index = s.loaded.get(sha256)
+    if index is None:
+        raise KernelNotFoundError(
+            f"image {sha256[:16]}... is not loaded: call load_cuda_modules_and_libraries(archive_dir) first"
+        )
+    return image_record(index)
 
 
 def is_loaded(sha256: str) -> bool:

@@ -2,7 +2,8 @@
 
 ``startup`` runs at process start (images, kernels, metadata, warmed builder threads); ``source``
 reads and checks a graph's files before the GPU is touched; ``build`` does the driver work for one
-graph; ``loader`` runs many in the background, group by group (``groups``), on LOAD's ``threads``.
+graph; ``loader`` runs many in the background, group by group (``groups``), on LOAD's ``threads``;
+``variables`` writes the module variables SAVE carried into each loaded image before its graphs run.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from foundry.region import own_chunks, region_epoch, restore_region, restore_sna
 
 from .source import GraphSource, read_source, source_images
 from .startup import wait_for_startup
+from .variables import write_source_variables
 
 __all__ = [
     "LoadedGraph",
@@ -160,7 +161,10 @@ def build_exec(
 ) -> tuple[int, int]:
     """(CUgraph, CUgraphExec) of a source: a template member is its template's graph with its
     overrides applied before instantiation, so its exec is as good as a natively captured one.
-    ``functions``/``template_functions``: the function tables, where resolve_functions ran already."""
+    ``functions``/``template_functions``: the function tables, where resolve_functions ran already.
+    The module variables of its images (and its template's) are written first (load/variables.py):
+    every way of building a graph from an archive passes here or through the loader, which does the same."""
+    write_source_variables(src)  # its images' module variables, before anything of it can replay
     own = resolve_functions(src.meta) if functions is None else functions
     if src.template is None:
         graph = codec.build(src.payload, own)

@@ -30,6 +30,7 @@ from .groups import GraphHandle, Group
 from .source import GraphSource, read_source, source_images
 from .startup import wait_for_startup
 from .threads import LIMITS, PriorityPool, take_builders
+from .variables import write_source_variables
 
 __all__ = ["Loader"]
 
@@ -239,7 +240,11 @@ class _Pipeline:
 
     def resolved(self, src: GraphSource) -> None:
         """All images of ``src`` are loaded (called on the loader thread, which thus does all
-        function lookups: the driver loads kernels lazily, on lookup, and serializes that)."""
+        function lookups: the driver loads kernels lazily, on lookup, and serializes that). Their module
+        variables are written here, before the group's first build: also for images loaded before
+        this LOAD, which the image loop skips."""
+        with self.phases.span("variables"):
+            write_source_variables(src)
         with self.phases.span("resolve_functions"):
             self.tables[id(src)] = resolve_functions(src.meta)
         g = self.group_of[id(src)]

@@ -6,10 +6,11 @@ On the caller's thread, before it returns: the manifest's seal (and, with a key,
 checked, reading and hashing the images starts on reader threads (they need no CUDA), the region's
 range is reserved (which may create the CUDA context), and LOAD's builder threads start paging in
 their heaps (threads.py). On a background thread, while the program builds its model: each image is
-loaded into the driver once its hash is proven, the kernels the manifest lists are looked up (the
-driver loads a kernel on its first lookup), and the graphs' metadata is read and validated ahead of
-LOAD. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its
-error if it failed: a damaged image is refused before the driver sees it either way.
+loaded into the driver once its hash is proven (and the module variables the manifest lists for it are
+written into it: load/variables.py), the kernels the manifest lists are looked up (the driver loads a
+kernel on its first lookup), and the graphs' metadata is read and validated ahead of LOAD. LOAD
+(``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its error if it
+failed: a damaged image is refused before the driver sees it either way.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from foundry.timing import Phases
 
 from .source import read_meta_cached
 from .threads import LIMITS, warm_builders
+from .variables import write_variables
 
 __all__ = ["load_cuda_modules_and_libraries", "startup_phases", "wait_for_startup"]
 
@@ -184,10 +186,13 @@ def _finish(
         with phases.span("background"):
             if context is not None:
                 call("cuCtxSetCurrent", context)
+            listed = {e.sha256: e.variables for e in entries}
             for sha, read in reads.items():
                 data = read.result()
                 with phases.span("image_driver_load"):
                     kernels.load_image(sha, data)
+                if context is not None:  # needs one; without, LOAD writes them before it builds a graph
+                    write_variables(sha, listed.get(sha), archive, str(archive / MANIFEST_NAME))
             if context is not None:
                 with phases.span("kernel_lookup"):
                     _load_kernels(entries)

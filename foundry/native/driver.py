@@ -17,10 +17,17 @@ __all__ = [
     "current_device",
     "device_identity",
     "driver_version",
+    "library_load",
+    "library_unload",
     "memcpy_dtoh",
+    "memcpy_htod",
+    "module_global",
     "set_nodes_enabled",
     "work_nodes",
 ]
+
+# (CUdeviceptr *dptr, size_t *bytes, CUmodule or CUlibrary, const char *name)
+_GLOBAL = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_char_p]
 
 _SIGNATURES: dict[str, list[Any]] = {
     "cuInit": [ctypes.c_uint],
@@ -40,7 +47,17 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuGraphGetNodes": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)],
     "cuGraphNodeGetType": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)],
     "cuGraphNodeSetEnabled": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
-}
+    "cuLibraryLoadData": [
+        ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
+    ],
+    "cuLibraryUnload": [ctypes.c_void_p],
+    "cuLibraryGetGlobal": _GLOBAL,
+    "cuLibraryGetManaged": _GLOBAL,
+    "cuModuleGetGlobal_v2": _GLOBAL,
+}  # fmt: skip
+
+CUDA_ERROR_NOT_FOUND = 500
 
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
@@ -140,3 +157,37 @@ def memcpy_dtoh(src: int, n: int) -> bytes:
     buf = ctypes.create_string_buffer(n)
     call("cuMemcpyDtoH_v2", buf, src, n)
     return buf.raw
+
+
+def memcpy_htod(dst: int, data: bytes | bytearray) -> None:
+    buf = ctypes.create_string_buffer(bytes(data), len(data))
+    call("cuMemcpyHtoD_v2", dst, buf, len(data))
+
+
+def module_global(handle: int, name: str, library: bool, managed: bool = False) -> tuple[int, int] | None:
+    """(device address, size in bytes) of the module variable ``name`` in a loaded CUmodule, or in a
+    CUlibrary (``library``) for the current context; None when the driver finds no variable of that
+    name (CUDA_ERROR_NOT_FOUND: the image's code for this device does not define it). A ``managed``
+    variable of a library is asked of cuLibraryGetManaged when cuLibraryGetGlobal does not know it."""
+    address, size = ctypes.c_uint64(), ctypes.c_size_t()
+    names = ["cuLibraryGetGlobal", "cuLibraryGetManaged"] if library and managed else []
+    names = names or ["cuLibraryGetGlobal" if library else "cuModuleGetGlobal_v2"]
+    for entry in names:
+        rc = _fn(entry)(ctypes.byref(address), ctypes.byref(size), handle, name.encode())
+        if rc == 0:
+            return address.value, size.value
+        if rc != CUDA_ERROR_NOT_FOUND:
+            raise DriverError(f"{entry}({name}) failed with {error_name(rc)} ({rc})", rc)
+    return None
+
+
+def library_load(image: int) -> int:
+    """A CUlibrary of the image at address ``image``, loaded with no options, straight from the driver
+    (not recorded by the interposer); the caller unloads it with library_unload."""
+    handle = ctypes.c_void_p()
+    call("cuLibraryLoadData", ctypes.byref(handle), image, None, None, 0, None, None, 0)
+    return handle.value or 0
+
+
+def library_unload(handle: int) -> None:
+    call("cuLibraryUnload", handle)

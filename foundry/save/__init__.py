@@ -1,7 +1,8 @@
 """SAVE: captured graphs into an archive (torch-free; foundry.capture adds tensors and RNG).
 
-``graph`` extracts and writes one graph; ``templates`` groups graphs of one topology and stores
-members as deltas; ``manifest`` writes the manifest last, the archive's commit point.
+``graph`` extracts and writes one graph (``variables``: the module variables its images must hold,
+carried with it); ``templates`` groups graphs of one topology and stores members as deltas;
+``manifest`` writes the manifest last, the archive's commit point.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from foundry import __version__, kernels
 from foundry._state import ProcessState
-from foundry.errors import RegionStateError, SaveError
+from foundry.errors import RegionStateError, SaveError, VariableConflictError
 from foundry.format import (
     FunctionRef,
     GraphMeta,
@@ -25,6 +25,7 @@ from foundry.format import (
     ImageRef,
     OutputSpec,
     RngSpec,
+    VariableRef,
     image_path,
     node_counts,
     parse_record,
@@ -32,6 +33,7 @@ from foundry.format import (
     template_path,
     write_graph,
     write_image,
+    write_memory,
     write_region_hint,
 )
 from foundry.native import codec, current_identity
@@ -39,6 +41,7 @@ from foundry.region import region_spec, take_snapshot
 from foundry.timing import Phases
 
 from .gcpause import gc_paused
+from .variables import carried_variables
 
 __all__ = [
     "Extracted",
@@ -78,13 +81,16 @@ class Extracted:
 @dataclass
 class _Saves:
     """The graphs this process saved, in first-save order; the images known to be in each archive,
-    as (resolved archive dir, SHA-256); and where SAVE's time went (seconds per phase, summed over
-    all saves: the benchmark reports it)."""
+    as (resolved archive dir, SHA-256); where SAVE's time went (seconds per phase, summed over all
+    saves: the benchmark reports it); and the module variables each graph carries."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     saved: list[SavedGraph] = field(default_factory=list)
     written_images: set[tuple[str, str]] = field(default_factory=set)
     phases: Phases = field(default_factory=lambda: Phases(keep_spans=False))
+    # The module variables each saved graph needs, by (resolved archive dir, image SHA-256), then by
+    # resolved graph JSON: graphs of one archive must agree (see _check_variables).
+    variables: dict[tuple[str, str], dict[Path, tuple[VariableRef, ...] | None]] = field(default_factory=dict)
 
 
 _STATE = ProcessState("save", _Saves)
@@ -120,29 +126,63 @@ def _image_format(fmt: kernels.ImageFormat) -> ImageFormat:
     )
 
 
-def _kernel_refs(functions: Sequence[int], archive_dir: Path) -> tuple[tuple[FunctionRef, ...], tuple[ImageRef, ...]]:
-    state = _STATE.get()
+def _kernel_refs(functions: Sequence[int]) -> tuple[tuple[FunctionRef, ...], dict[str, ImageRef], dict[str, list[int]]]:
+    """The graph's function table, its images (without their variables yet), and by image the registry
+    indices of the loads its kernels come from."""
     refs: list[FunctionRef] = []
     images: dict[str, ImageRef] = {}
-    archive_key = str(archive_dir.resolve())  # once per graph, not per image: resolve() walks the path
+    loads: dict[str, dict[int, None]] = {}
     for function in functions:
         index, name = kernels.resolve(function)
         sha = kernels.image_hash(index)
         if sha not in images:
             record = kernels.image_record(index)
-            fmt = _image_format(record.format)
-            key = (archive_key, sha)
-            with state.lock:
-                known = key in state.written_images
-            # Checked (and repaired) once per process; a stat finds an archive removed since.
-            if not known or not image_path(archive_dir, sha).is_file():
-                write_image(archive_dir, kernels.image_bytes(index), fmt, sha256=sha, durable=False)
-                with state.lock:
-                    state.written_images.add(key)
-            images[sha] = ImageRef(sha, record.size, fmt)
+            images[sha] = ImageRef(sha, record.size, _image_format(record.format))
+        loads.setdefault(sha, {})[index] = None
         # Read at every save: a program may raise an attribute between two captures.
         refs.append(FunctionRef(sha, name, kernels.function_attrs(function)))
-    return tuple(refs), tuple(images.values())
+    return tuple(refs), images, {sha: list(indices) for sha, indices in loads.items()}
+
+
+def _write_images(
+    archive_dir: Path, archive_key: str, loads: dict[str, list[int]], images: dict[str, ImageRef]
+) -> None:
+    """Stores each image in the archive (content-addressed: once per archive and process)."""
+    state = _STATE.get()
+    for sha, indices in loads.items():
+        key = (archive_key, sha)
+        with state.lock:
+            known = key in state.written_images
+        # Checked (and repaired) once per process; a stat finds an archive removed since.
+        if not known or not image_path(archive_dir, sha).is_file():
+            write_image(archive_dir, kernels.image_bytes(indices[0]), images[sha].format, sha256=sha, durable=False)
+            with state.lock:
+                state.written_images.add(key)
+
+
+def _check_variables(json_path: Path, archive_key: str, images: tuple[ImageRef, ...]) -> None:
+    """Refuses a graph that needs other values of a module variable than a graph saved before into the
+    same archive (LOAD holds one copy of each image); then records this graph's."""
+    state = _STATE.get()
+    target = json_path.resolve()
+    with state.lock:
+        for ref in images:
+            for other, theirs in state.variables.get((archive_key, ref.sha256), {}).items():
+                if other != target and theirs != ref.variables:
+                    mine = dict((v.name, v.sha256) for v in ref.variables or ())
+                    their = dict((v.name, v.sha256) for v in theirs or ())
+                    name = min(n for n in {*mine, *their} if mine.get(n) != their.get(n))
+                    raise VariableConflictError(
+                        f"{json_path} and {other} (saved before into the same archive) need different values of "
+                        f"module variable {name} of kernel image {ref.sha256}: the program changed it between "
+                        "the two saves. LOAD holds one copy of each image, so both graphs cannot replay as "
+                        "captured. Write module variables before the first capture and keep them, or save the "
+                        "graphs into separate archives (loaded by separate processes).",
+                        image=ref.sha256,
+                        variable=name,
+                    )
+        for ref in images:
+            state.variables.setdefault((archive_key, ref.sha256), {})[target] = ref.variables
 
 
 def _check_outputs(outputs: Sequence[OutputSpec], live: Sequence[tuple[int, int]], base: int) -> None:
@@ -181,8 +221,10 @@ def save_graph(
     ``extract`` made of it), and its images.
 
     Everything is gathered and checked before the first byte is written: an unsupported node, an
-    unknown kernel or an output outside the region leaves no file behind. ``snapshot`` copies the
-    program's state memory into the archive when it is small enough (docs/FORMAT.md, "State memory").
+    unknown kernel, an output outside the region or a module variable that cannot be carried
+    (foundry.save.variables) leaves no file behind. ``snapshot`` copies the program's state memory into
+    the archive when it is small enough (docs/FORMAT.md, "State memory"); the module variables that
+    differ from a fresh load of their image go into the archive with the graph ("Module variables").
     """
     json_path = Path(json_path)
     archive = Path(archive_dir) if archive_dir is not None else default_archive_dir()
@@ -200,8 +242,17 @@ def save_graph(
         region = region_spec()
         _check_outputs(outputs, region.live, region.base)
         identity = current_identity()
+    archive_key = str(archive.resolve())  # once per graph, not per image: resolve() walks the path
     with phases.span("images"):
-        functions, images = _kernel_refs(graph.functions, archive)
+        functions, found, loads = _kernel_refs(graph.functions)
+    with phases.span("variables"):
+        carried = carried_variables(loads, {sha: ref.format for sha, ref in found.items()})
+        images = tuple(replace(ref, variables=carried.variables[sha]) for sha, ref in found.items())
+        _check_variables(json_path, archive_key, images)
+    with phases.span("images"):
+        _write_images(archive, archive_key, loads, found)
+        for digest, data in carried.blobs.items():
+            write_memory(archive, data, digest)
     with phases.span("snapshot"):
         memory = take_snapshot(archive, region.base) if snapshot else None
     with phases.span("metadata"):

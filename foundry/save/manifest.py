@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from foundry import __version__
-from foundry.errors import FoundryError
+from foundry.errors import FoundryError, VariableConflictError
 from foundry.format import (
     GraphEntry,
     GraphRole,
@@ -48,6 +48,7 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     graphs = saved_graphs()
     if not graphs:
         raise FoundryError("save_graph_manifest(): this process saved no graphs (call CUDAGraph.save first)")
+    _check_variables(graphs)
     phases = save_phases()
     with phases.span("manifest_plan"):
         plans = plan_groups(graphs)
@@ -65,6 +66,24 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     with phases.span("manifest_write"):
         write_manifest(archive, manifest)
     return manifest
+
+
+def _check_variables(graphs: list[SavedGraph]) -> None:
+    """Every graph the manifest lists needs the same module variables of each image it shares with the
+    others: the manifest lists them once per image, and LOAD holds one copy of each image. (save_graph
+    checks this within one archive; graphs saved into other archives are checked here.)"""
+    seen: dict[str, tuple[str, object]] = {}
+    for g in graphs:
+        for ref in g.meta.images:
+            name, variables = seen.setdefault(ref.sha256, (g.meta.name, ref.variables))
+            if variables != ref.variables:
+                raise VariableConflictError(
+                    f"graphs {name!r} and {g.meta.name!r} need different values of the module variables of kernel "
+                    f"image {ref.sha256} (saved into different archives, or with the variables changed between "
+                    "the saves); LOAD holds one copy of each image. Save them again into one archive, with the "
+                    "variables written before the first capture.",
+                    image=ref.sha256,
+                )
 
 
 def _manifest(archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan]) -> Manifest:

@@ -1,7 +1,7 @@
 """``foundry verify``: everything that can be proven about an archive without a GPU (docs/TRUST.md).
 
-``verify_archive`` runs the checks (``files``, ``foreign``, ``kernels``, ``templates``, ``pointers``,
-``identity``, ``signature``: one module each) and returns one ``Report``.
+``verify_archive`` runs the checks (``files``, ``foreign``, ``kernels``, ``variables``, ``templates``,
+``pointers``, ``identity``, ``signature``: one module each) and returns one ``Report``.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@ and returns a ``Report``: one ``Problem`` per defect, grouped by the check that 
 and the checks that could not run with the reason. It never raises for archive content, never imports
 torch or a native module, and reads every file of the archive once.
 
-The checks, in order: ``files`` (checksums from the manifest down to records, deltas, images and state
-memory; format versions; cross-references), ``foreign`` (files the archive does not account for),
-``kernels`` (function tables against stored images), ``templates`` (members are their template plus
-overrides), ``pointers`` (region addresses a graph uses lie in the memory LOAD maps), ``identity``
-(against a given ``Identity`` of the current machine) and ``signature`` (against a given key).
+The checks, in order: ``files`` (checksums from the manifest down to records, deltas, images, state
+memory and carried module variables; format versions; cross-references), ``foreign`` (files the
+archive does not account for), ``kernels`` (function tables against stored images), ``variables``
+(carried module variables against their images, the manifest and each other), ``templates`` (members
+are their template plus overrides), ``pointers`` (region addresses a graph uses lie in the memory LOAD
+maps), ``identity`` (against a given ``Identity`` of the current machine) and ``signature`` (against a
+given key).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .files import (
     check_image_file,
     check_images_dir,
     check_memory,
+    check_variable_files,
     read_graph_files,
     read_listed_graphs,
 )
@@ -52,6 +55,7 @@ from .kernels import check_functions, check_image_formats, check_manifest_kernel
 from .pointers import scan_graph
 from .report import Check, CheckResult, Problem, ProblemKind, Report
 from .templates import attach_templates, check_groups
+from .variables import check_variables
 
 __all__ = ["check_archive", "verify_archive"]
 
@@ -158,12 +162,16 @@ def _check_rest(
     seen: set[str] = set()
     for graph in graphs:
         check_memory(graph, found, seen)
+    carried: set[str] = set()
+    for graph in graphs:
+        check_variable_files(graph, found, carried)
     declared = {ref.sha256: ref.format for g in graphs for ref in g.meta.images}
     if listed is not None:
         declared.update({sha: e.format for sha, e in listed.items()})
     check_image_formats(images, declared, found)
     for graph in graphs:
         check_functions(graph, images, listed, found)
+    check_variables(graphs, images, listed, found)
     for graph in graphs:
         scan_graph(graph, found)
 

@@ -8,19 +8,24 @@ keys, function and event counts). Never raises for archive content; every defect
 from __future__ import annotations
 
 import os
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from foundry._state import ProcessState
 from foundry.errors import ArchiveError
 from foundry.format import (
     GRAPH_FORMAT,
     MEMORY_DIR,
     GraphEntry,
     GraphMeta,
+    ImageFormat,
+    KernelNames,
     Manifest,
+    ModuleVariables,
     detect_format,
     image_relpath,
     inside,
-    kernel_names,
     load_sealed,
     manifest_disagreement,
     node_counts,
@@ -29,6 +34,7 @@ from foundry.format import (
     read_payload,
     read_regular,
     resolve_archive_dir,
+    scan_image,
     sha256_bytes,
     template_path,
     topology_key,
@@ -42,6 +48,7 @@ __all__ = [
     "check_image_file",
     "check_images_dir",
     "check_memory",
+    "check_variable_files",
     "read_graph_files",
     "read_listed_graphs",
 ]
@@ -84,8 +91,34 @@ def check_image_file(directory: Path, sha: str, size: int, found: Findings, said
     fmt = detect_format(data)
     if fmt is None:
         return ImageInfo(sha, path, True)
-    names = kernel_names(data, fmt)
-    return ImageInfo(sha, path, True, fmt, names.names, names.complete)
+    names, variables = _scan(sha, data, fmt)
+    return ImageInfo(sha, path, True, fmt, names.names, names.complete, variables)
+
+
+@dataclass
+class _Scans:
+    """What sound images hold, by SHA-256 (the bytes were proven to have it, so the scan is theirs):
+    scanning a fatbin decompresses every entry, and a process may verify one archive many times."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    by_sha: dict[tuple[str, ImageFormat], tuple[KernelNames, ModuleVariables]] = field(default_factory=dict)
+
+
+_SCANS = ProcessState("verify.scans", _Scans)
+_SCANS_KEPT = 256
+
+
+def _scan(sha: str, data: bytes, fmt: ImageFormat) -> tuple[KernelNames, ModuleVariables]:
+    state = _SCANS.get()
+    with state.lock:
+        found = state.by_sha.get((sha, fmt))
+    if found is None:
+        found = scan_image(data, fmt)
+        with state.lock:
+            if len(state.by_sha) >= _SCANS_KEPT:
+                state.by_sha.pop(next(iter(state.by_sha)))
+            state.by_sha[(sha, fmt)] = found
+    return found
 
 
 def check_images_dir(
@@ -225,3 +258,21 @@ def check_memory(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> Non
         return
     rel = f"{MEMORY_DIR}/{memory.sha256}.bin"
     _read_checked(directory, rel, memory.bytes, memory.sha256, "state memory snapshot", graph.label, found)
+
+
+def check_variable_files(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> None:
+    """The bytes of each module variable the graph carries: present in its archive's store, of the
+    recorded size and SHA-256 (each once: graphs sharing an image share them)."""
+    try:
+        directory = resolve_archive_dir(graph.json_path, graph.meta)
+    except ArchiveError as exc:
+        found.add(Check.FILES, kind_of(exc), graph.json_path, f"{graph.label}: {exc}")
+        return
+    for ref in graph.meta.images:
+        for v in ref.variables or ():
+            if v.sha256 in seen:
+                continue
+            seen.add(v.sha256)
+            rel = f"{MEMORY_DIR}/{v.sha256}.bin"
+            said_by = f"{graph.label} (module variable {v.name} of image {ref.sha256[:12]})"
+            _read_checked(directory, rel, v.bytes, v.sha256, "module variable value", said_by, found)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import Delta, FunctionRef, GraphEntry, GraphMeta, GraphRecord, ImageFormat
+from foundry.format import Delta, FunctionRef, GraphEntry, GraphMeta, GraphRecord, ImageFormat, ModuleVariables
 
 from .report import Check, Problem, ProblemKind
 
@@ -49,8 +49,8 @@ class Findings:
 @dataclass(frozen=True)
 class ImageInfo:
     """A stored image as found: ``sound`` when it exists with the recorded size and SHA-256; its
-    format as read from its bytes (None: not a format the driver takes); the kernels it defines
-    (None when unread)."""
+    format as read from its bytes (None: not a format the driver takes); the kernels and the module
+    variables it defines (None when unread)."""
 
     sha256: str
     path: Path
@@ -58,6 +58,7 @@ class ImageInfo:
     detected: ImageFormat | None = None
     names: frozenset[str] | None = None
     names_complete: bool = False
+    variables: ModuleVariables | None = None
 
 
 @dataclass(eq=False)

@@ -37,6 +37,7 @@ def known_files(directory: Path, manifest: Manifest, graphs: Iterable[GraphUnder
     known = {directory / MANIFEST_NAME, directory / REGION_HINT}
     known.update(directory / e.json for e in manifest.graphs)
     known.update(image_path(directory, e.sha256) for e in manifest.images)
+    known.update(memory_path(directory, v.sha256) for e in manifest.images for v in e.variables or ())
     for graph in graphs:
         meta = graph.meta
         known.add(graph.json_path)
@@ -44,6 +45,7 @@ def known_files(directory: Path, manifest: Manifest, graphs: Iterable[GraphUnder
             known.add(graph.json_path.parent / meta.record.file)
         images_at = resolve_archive_dir(graph.json_path, meta)
         known.update(image_path(images_at, ref.sha256) for ref in meta.images)
+        known.update(memory_path(images_at, v.sha256) for ref in meta.images for v in ref.variables or ())
         if meta.memory is not None:
             known.add(memory_path(images_at, meta.memory.sha256))
     for e in manifest.graphs:  # a graph JSON that could not be read still owns its .cugraph
@@ -65,7 +67,10 @@ def _why(path: Path, directory: Path) -> tuple[bool, str]:
     if content_addressed and path.parent == directory / IMAGES_DIR:
         return False, "a kernel image no graph of the archive uses (left by an earlier save); LOAD ignores it"
     if content_addressed and path.parent == directory / MEMORY_DIR:
-        return False, "a state memory snapshot no graph of the archive uses (left by an earlier save); LOAD ignores it"
+        return False, (
+            "a state memory snapshot or module variable value no graph of the archive uses (left by an earlier "
+            "save); LOAD ignores it"
+        )
     return True, (
         "not part of the archive: nothing in the manifest or its graphs refers to it. Archives are code; keep "
         "nothing else in them"

@@ -19,6 +19,9 @@ class Check(str, Enum):
     """No file in the archive directory that the manifest and its graphs do not account for."""
     KERNELS = "kernels"
     """Every kernel a graph launches is in a stored image of the declared size and format."""
+    VARIABLES = "variables"
+    """Every module variable a graph carries is one its image defines, of the size the image gives, and
+    the manifest and the graphs of the archive agree on each image's variables."""
     TEMPLATES = "templates"
     """Every template member is its template plus overrides of kernel, memset and memcpy nodes."""
     POINTERS = "pointers"

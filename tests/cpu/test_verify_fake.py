@@ -89,7 +89,7 @@ def test_cli_reports_a_sound_archive_and_exits_zero(saved: Path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     lines = p.stdout.strip().splitlines()
     assert lines[0] == f"foundry verify: {saved} (archive: 2 graphs, 2 images)"
-    assert lines[-1].startswith(f"OK: {saved} passed 5 checks; skipped: identity, signature")
+    assert lines[-1].startswith(f"OK: {saved} passed 6 checks; skipped: identity, signature")
     table = "\n".join(lines)
     assert "pointers   passed" in table and "no CUDA driver and GPU visible" in table and p.stderr == ""
     one = verify_cli(str(saved / "three.json"))

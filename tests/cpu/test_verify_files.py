@@ -146,10 +146,10 @@ FILE_DAMAGE = [
         lambda a: truncate(a / "graph_1.json", 50), ProblemKind.CHECKSUM, "graph_1.json", "SHA-256", id="json-truncated"
     ),
     pytest.param(
-        lambda a: edit_json(a / "graph_0.json", lambda d: d.update(format_version=3)),
+        lambda a: edit_json(a / "graph_0.json", lambda d: d.update(format_version=4)),
         ProblemKind.VERSION,
         "graph_0.json",
-        "format_version 3",
+        "format_version 4",
         id="json-version",
     ),
     pytest.param(

@@ -98,7 +98,7 @@ fc_ctx *fc_current_ctx(void);
 CUresult fc_need_ctx(void);
 
 /* ------------------------------------------------------------------ memory (memory.c, vmm.c) */
-enum { FC_MEM_DEVICE = 1, FC_MEM_PITCH, FC_MEM_HOST, FC_MEM_MANAGED, FC_MEM_ASYNC, FC_MEM_GRAPH, FC_MEM_V1 };
+enum { FC_MEM_DEVICE = 1, FC_MEM_PITCH, FC_MEM_HOST, FC_MEM_MANAGED, FC_MEM_ASYNC, FC_MEM_GRAPH, FC_MEM_V1, FC_MEM_MODULE };
 /* 0 if [p, p+n) is device-accessible memory (allocations and accessible VMM mappings). */
 int fc_dev_ok(CUdeviceptr p, size_t n);
 /* 0 unless [p, p+n) touches a VMM reservation where it is not mapped with access (would fault). */
@@ -120,6 +120,7 @@ typedef struct fc_launch {
   unsigned grid[3], block[3], smem;
   const unsigned char *args;
   size_t argsize;
+  const struct fc_module *mod; /* the launched function's module (its variables) */
 } fc_launch;
 typedef CUresult (*fc_kernel_fn)(const fc_launch *L);
 #define FC_MAX_PARAMS 8
@@ -137,12 +138,31 @@ size_t fc_builtin_argsize(const fc_builtin *b);
 
 /* ------------------------------------------------------------------ images (images.c) */
 enum { FC_IMG_FATBIN = 1, FC_IMG_ELF = 2, FC_IMG_PTX = 3 };
+/* A module variable: an STT_OBJECT symbol of .nv.global, .nv.global.init or .nv.constant<N> (N >= 1). */
+typedef struct fc_var {
+  char *name;
+  size_t size;
+  unsigned sec;          /* its section (relocations name it) */
+  unsigned long long at; /* its offset in that section */
+  long long init;        /* offset of its initial bytes in the image data; -1: zeros (.nv.global) */
+} fc_var;
+/* A 64-bit relocation inside a variable: the address of variable `target` plus `addend`. */
+typedef struct fc_reloc {
+  unsigned sec;
+  unsigned long long at;
+  size_t target;
+  long long addend;
+} fc_reloc;
 typedef struct fc_image {
   unsigned char *data; /* private copy */
   size_t size;
   int format;
   char **names; /* kernel names, unique, in image order */
   size_t nnames;
+  fc_var *vars; /* in symbol-table order */
+  size_t nvars;
+  fc_reloc *relocs;
+  size_t nrelocs;
 } fc_image;
 /* known_size 0: size unknown (in-memory image, computed from headers). Copies the bytes. */
 CUresult fc_image_parse(const void *src, size_t known_size, fc_image *out);
@@ -164,6 +184,8 @@ typedef struct fc_module {
   fc_func **funcs;
   size_t nfuncs;
   int loaded;
+  CUdeviceptr vars_base;  /* one FC_MEM_MODULE allocation holding every variable (0: none) */
+  CUdeviceptr *var_addr;  /* per img.vars entry */
 } fc_module;
 typedef struct fc_library {
   fc_module *mod;

@@ -1,7 +1,9 @@
 /* fakecuda: kernel image parsing (cubin ELF, fatbin, fatbin wrapper, PTX).
  *
  * Layouts (little-endian), as produced by tests/fakecuda/images.py:
- *   ELF64, e_machine 190 (EM_CUDA): kernels are the STT_FUNC/STB_GLOBAL symbols of .symtab.
+ *   ELF64, e_machine 190 (EM_CUDA): kernels are the STT_FUNC/STB_GLOBAL symbols of .symtab; module
+ *     variables the STT_OBJECT symbols of .nv.global (zeros), .nv.global.init and .nv.constant<N>
+ *     (N >= 1; initial bytes), with R_CUDA_64 relocations (.rela.<section>) to other variables.
  *     The image ends at the furthest of: section header table, program header table, any section.
  *   fatbin: u32 magic 0xBA55ED50, u16 version, u16 header_size, u64 fat_size; then entries
  *     {u16 kind (1 PTX, 2 ELF), u16 flags, u32 entry_header_size, u64 payload_size} + payload
@@ -46,6 +48,9 @@ static int add_name(fc_image *img, const char *s, size_t len) {
 void fc_image_free(fc_image *img) {
   for (size_t i = 0; i < img->nnames; i++) free(img->names[i]);
   free(img->names);
+  for (size_t i = 0; i < img->nvars; i++) free(img->vars[i].name);
+  free(img->vars);
+  free(img->relocs);
   free(img->data);
   memset(img, 0, sizeof(*img));
 }
@@ -83,7 +88,69 @@ static int elf_size(const unsigned char *p, size_t limit, size_t *size) {
   return 0;
 }
 
-/* p has at least size bytes (already validated by elf_size). */
+/* Whether section `sh` holds module variables: .nv.global, .nv.global.init, .nv.constant<N>, N >= 1. */
+static int variable_section(const unsigned char *p, size_t size, const Elf64_Ehdr *eh, const Elf64_Shdr *sh) {
+  if (eh->e_shstrndx >= eh->e_shnum) return 0;
+  Elf64_Shdr names;
+  memcpy(&names, p + eh->e_shoff + eh->e_shstrndx * sizeof(names), sizeof(names));
+  if (names.sh_offset + names.sh_size > size || sh->sh_name >= names.sh_size) return 0;
+  const char *n = (const char *)p + names.sh_offset + sh->sh_name;
+  size_t len = strnlen(n, names.sh_size - sh->sh_name);
+  if (len == names.sh_size - sh->sh_name) return 0;
+  if (strcmp(n, ".nv.global") == 0 || strcmp(n, ".nv.global.init") == 0) return 1;
+  if (strncmp(n, ".nv.constant", 12) != 0 || !n[12]) return 0;
+  for (const char *d = n + 12; *d; d++)
+    if (*d < '0' || *d > '9') return 0;
+  return atoi(n + 12) != 0; /* bank 0 holds kernel parameters */
+}
+
+/* A variable of symbol `sym` in section `sec` (already known to be a variable section). */
+static int add_var(fc_image *img, const unsigned char *p, size_t size, const char *name, size_t len,
+                   const Elf64_Sym *sym, const Elf64_Shdr *sec) {
+  if (sym->st_value + sym->st_size > sec->sh_size) return -1;
+  if (sec->sh_type != SHT_NOBITS && sec->sh_offset + sec->sh_size > size) return -1;
+  fc_var *nv = realloc(img->vars, (img->nvars + 1) * sizeof(*nv));
+  if (!nv) return -1;
+  img->vars = nv;
+  fc_var *v = &img->vars[img->nvars];
+  v->name = malloc(len + 1);
+  if (!v->name) return -1;
+  memcpy(v->name, name, len);
+  v->name[len] = 0;
+  v->size = sym->st_size;
+  v->sec = sym->st_shndx;
+  v->at = sym->st_value;
+  v->init = sec->sh_type == SHT_NOBITS ? -1 : (long long)(p - img->data) + (long long)(sec->sh_offset + sym->st_value);
+  img->nvars++;
+  return 0;
+}
+
+/* Relocations (SHT_RELA) of variable sections whose target symbol is a variable; `var_of[symbol
+ * index]` is that variable's index + 1 (0: not a variable). Other relocations are ignored. */
+static int elf_relocs(const unsigned char *p, size_t size, const Elf64_Ehdr *eh, const size_t *var_of, size_t nsyms,
+                      fc_image *img) {
+  for (unsigned i = 0; i < eh->e_shnum; i++) {
+    Elf64_Shdr sh, target;
+    memcpy(&sh, p + eh->e_shoff + i * sizeof(sh), sizeof(sh));
+    if (sh.sh_type != SHT_RELA || sh.sh_info >= eh->e_shnum) continue;
+    memcpy(&target, p + eh->e_shoff + sh.sh_info * sizeof(target), sizeof(target));
+    if (!variable_section(p, size, eh, &target)) continue;
+    if (sh.sh_offset + sh.sh_size > size) return -1;
+    for (size_t k = 0; k + sizeof(Elf64_Rela) <= sh.sh_size; k += sizeof(Elf64_Rela)) {
+      Elf64_Rela r;
+      memcpy(&r, p + sh.sh_offset + k, sizeof(r));
+      size_t symi = ELF64_R_SYM(r.r_info);
+      if (symi >= nsyms || !var_of[symi] || ELF64_R_TYPE(r.r_info) != 2 /* R_CUDA_64 */) continue;
+      fc_reloc *nr = realloc(img->relocs, (img->nrelocs + 1) * sizeof(*nr));
+      if (!nr) return -1;
+      img->relocs = nr;
+      img->relocs[img->nrelocs++] = (fc_reloc){sh.sh_info, r.r_offset, var_of[symi] - 1, r.r_addend};
+    }
+  }
+  return 0;
+}
+
+/* p has at least size bytes (already validated by elf_size) and lies inside img->data. */
 static int elf_names(const unsigned char *p, size_t size, fc_image *img) {
   Elf64_Ehdr eh;
   memcpy(&eh, p, sizeof(eh));
@@ -95,15 +162,35 @@ static int elf_names(const unsigned char *p, size_t size, fc_image *img) {
     memcpy(&st, p + eh.e_shoff + sh.sh_link * sizeof(st), sizeof(st));
     if (st.sh_offset + st.sh_size > size) return -1;
     const char *strs = (const char *)p + st.sh_offset;
-    for (size_t k = 0; k + sizeof(Elf64_Sym) <= sh.sh_size; k += sizeof(Elf64_Sym)) {
+    size_t nsyms = sh.sh_size / sizeof(Elf64_Sym);
+    size_t *var_of = calloc(nsyms ? nsyms : 1, sizeof(*var_of));
+    if (!var_of) return -1;
+    for (size_t k = 0; k < nsyms; k++) {
       Elf64_Sym sym;
-      memcpy(&sym, p + sh.sh_offset + k, sizeof(sym));
-      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || ELF64_ST_BIND(sym.st_info) != STB_GLOBAL) continue;
-      if (sym.st_name >= st.sh_size) return -1;
+      memcpy(&sym, p + sh.sh_offset + k * sizeof(sym), sizeof(sym));
+      int func = ELF64_ST_TYPE(sym.st_info) == STT_FUNC && ELF64_ST_BIND(sym.st_info) == STB_GLOBAL;
+      int object = ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && sym.st_shndx > 0 && sym.st_shndx < eh.e_shnum;
+      if (!func && !object) continue;
+      if (sym.st_name >= st.sh_size) goto bad;
       size_t len = strnlen(strs + sym.st_name, st.sh_size - sym.st_name);
-      if (sym.st_name + len >= st.sh_size) return -1; /* not terminated */
-      if (add_name(img, strs + sym.st_name, len)) return -1;
+      if (sym.st_name + len >= st.sh_size) goto bad; /* not terminated */
+      if (func) {
+        if (add_name(img, strs + sym.st_name, len)) goto bad;
+        continue;
+      }
+      Elf64_Shdr sec;
+      memcpy(&sec, p + eh.e_shoff + sym.st_shndx * sizeof(sec), sizeof(sec));
+      if (!len || !sym.st_size || !variable_section(p, size, &eh, &sec)) continue;
+      if (add_var(img, p, size, strs + sym.st_name, len, &sym, &sec)) goto bad;
+      var_of[k] = img->nvars;
     }
+    int rc = elf_relocs(p, size, &eh, var_of, nsyms, img);
+    free(var_of);
+    if (rc) return -1;
+    continue;
+  bad:
+    free(var_of);
+    return -1;
   }
   return 0;
 }

@@ -2,7 +2,10 @@
 
 * ``make_cubin``: an ELF64 cubin (e_machine 190 = EM_CUDA). As nvcc does, the section header table
   sits at the end of the file; with ``phdrs_last`` a program header table follows it, so the file's
-  true end is only knowable from the ELF headers.
+  true end is only knowable from the ELF headers. ``variables`` (``Variable``) become module variables
+  laid out as nvcc lays them out: ``STT_OBJECT`` symbols in ``.nv.global`` (no bits: zeros),
+  ``.nv.global.init`` and ``.nv.constant3`` (initial bytes), pointer initializers as ``R_CUDA_64``
+  relocations in ``.rela.<section>``.
 * ``make_fatbin``: a fatbin container (magic 0xBA55ED50) holding ELF and/or PTX entries.
 * ``make_ptx``: NUL-terminated PTX text.
 * ``fatbin_wrapper``: the 24-byte ``__fatBinC_Wrapper_t`` the CUDA runtime hands to the driver.
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 EM_CUDA = 190
 FATBIN_MAGIC = 0xBA55ED50
@@ -28,10 +33,16 @@ WRAPPER_SIZE = 24
 _SHT_PROGBITS = 1
 _SHT_SYMTAB = 2
 _SHT_STRTAB = 3
+_SHT_RELA = 4
+_SHT_NOBITS = 8
+_SHF_WRITE = 0x1
 _SHF_ALLOC = 0x2
 _SHF_EXECINSTR = 0x4
+_STB_LOCAL = 0
 _STB_GLOBAL = 1
+_STT_OBJECT = 1
 _STT_FUNC = 2
+R_CUDA_64 = 2
 _STO_CUDA_ENTRY = 0x10
 _PT_LOAD = 1
 _EHDR_SIZE = 64
@@ -66,23 +77,65 @@ def _filler(name: str, n: int = 32) -> bytes:
     return out[:n]
 
 
-def make_cubin(kernels: list[str], payload: bytes = b"", phdrs_last: bool = False) -> bytes:
+@dataclass(frozen=True)
+class Variable:
+    """A module variable of ``make_cubin``: ``space`` "global" (``__device__``, zeros), "init"
+    (``__device__`` with an initializer) or "constant" (``__constant__``); ``init`` its first bytes (the
+    rest zeros); ``pointer_to`` (name, addend): its first 8 bytes hold that variable's address plus the
+    addend, set by the loader (a relocation), as ``__device__ int *p = &x[1];`` compiles."""
+
+    name: str
+    size: int
+    space: str = "global"
+    init: bytes = b""
+    pointer_to: tuple[str, int] | None = None
+
+
+_VARIABLE_SECTIONS = {"global": ".nv.global", "init": ".nv.global.init", "constant": ".nv.constant3"}
+
+
+def make_cubin(
+    kernels: list[str], payload: bytes = b"", phdrs_last: bool = False, variables: Sequence[Variable] = ()
+) -> bytes:
     """An ELF64 cubin whose kernels are STT_FUNC / STB_GLOBAL symbols of ``.symtab``.
 
     Sections: null, .shstrtab, .strtab, .symtab, then one ``.text.<name>`` per kernel (or one
-    ``.text`` when there are none) holding ``payload`` plus per-kernel filler bytes. The section
-    header table is placed at the end of the file; with ``phdrs_last`` a program header table (one
-    PT_LOAD per text section) is placed after it.
+    ``.text`` when there are none) holding ``payload`` plus per-kernel filler bytes, then the sections
+    of ``variables`` (each variable 8-byte aligned in its section, its STT_OBJECT / STB_LOCAL symbol
+    listed before the kernels' in the order given). The section header table is placed at the end of
+    the file; with ``phdrs_last`` a program header table (one PT_LOAD per text section) is placed after
+    it.
     """
     shstr = _StrTab()
     strtab = _StrTab()
     texts: list[tuple[str, bytes]] = (
         [(f".text.{k}", payload + _filler(k)) for k in kernels] if kernels else [(".text", payload + _filler(""))]
     )
-    # Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, 4.. text sections.
-    names = [".shstrtab", ".strtab", ".symtab"] + [t[0] for t in texts]
+    # Variable sections (after the texts) and each variable's place: (section name, offset).
+    layout: dict[str, bytearray] = {}
+    place_of: dict[str, tuple[str, int]] = {}
+    for v in variables:
+        section = _VARIABLE_SECTIONS[v.space]
+        data = layout.setdefault(section, bytearray())
+        data.extend(bytes(_align(len(data), 8) - len(data)))
+        place_of[v.name] = (section, len(data))
+        data.extend((v.init + bytes(v.size))[: v.size] if v.space != "global" else bytes(v.size))
+    var_sections = [name for name in _VARIABLE_SECTIONS.values() if name in layout]
+    rela_for = [s for s in var_sections if any(
+        v.pointer_to and place_of[v.name][0] == s for v in variables)]  # fmt: skip
+    # Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, 4.. text sections, then the variables'.
+    first_var = 4 + len(texts)
+    index_of = {name: first_var + i for i, name in enumerate(var_sections)}
+    names = [".shstrtab", ".strtab", ".symtab"] + [t[0] for t in texts] + var_sections + [f".rela{s}" for s in rela_for]
     name_off = [0] + [shstr.add(n) for n in names]
     symtab = bytearray(_SYM_SIZE)  # null symbol
+    symbol_of: dict[str, int] = {}
+    for v in variables:
+        section, offset = place_of[v.name]
+        symbol_of[v.name] = len(symtab) // _SYM_SIZE
+        st_info = (_STB_LOCAL << 4) | _STT_OBJECT
+        symtab += struct.pack("<IBBHQQ", strtab.add(v.name), st_info, 0, index_of[section], offset, v.size)
+    first_global = len(symtab) // _SYM_SIZE
     for i, k in enumerate(kernels):
         st_info = (_STB_GLOBAL << 4) | _STT_FUNC
         symtab += struct.pack("<IBBHQQ", strtab.add(k), st_info, _STO_CUDA_ENTRY, 4 + i, 0, len(texts[i][1]))
@@ -102,12 +155,28 @@ def make_cubin(kernels: list[str], payload: bytes = b"", phdrs_last: bool = Fals
     off = place(bytes(strtab.data), 1)
     shdrs.append((_SHT_STRTAB, 0, off, len(strtab.data), 0, 0, 1, 0))
     off = place(bytes(symtab), 8)
-    shdrs.append((_SHT_SYMTAB, 0, off, len(symtab), 2, 1, 8, _SYM_SIZE))
+    shdrs.append((_SHT_SYMTAB, 0, off, len(symtab), 2, first_global, 8, _SYM_SIZE))
     text_offsets: list[tuple[int, int]] = []
     for _, data in texts:
         off = place(data, 128)
         text_offsets.append((off, len(data)))
         shdrs.append((_SHT_PROGBITS, _SHF_ALLOC | _SHF_EXECINSTR, off, len(data), 3, 0, 128, 0))
+    for section in var_sections:
+        data = bytes(layout[section])
+        if section == ".nv.global":  # no bits in the file: the loader zero-fills it
+            shdrs.append((_SHT_NOBITS, _SHF_WRITE | _SHF_ALLOC, len(body), len(data), 0, 0, 8, 0))
+        else:
+            off = place(data, 8)
+            shdrs.append((_SHT_PROGBITS, _SHF_WRITE | _SHF_ALLOC, off, len(data), 0, 0, 8, 0))
+    for section in rela_for:
+        rela = bytearray()
+        for v in variables:
+            if v.pointer_to and place_of[v.name][0] == section:
+                target, addend = v.pointer_to
+                info = (symbol_of[target] << 32) | R_CUDA_64
+                rela += struct.pack("<QQq", place_of[v.name][1], info, addend)
+        off = place(bytes(rela), 8)
+        shdrs.append((_SHT_RELA, 0x40, off, len(rela), 3, index_of[section], 8, 24))
 
     shoff = _align(len(body), 8)
     body.extend(b"\0" * (shoff - len(body)))

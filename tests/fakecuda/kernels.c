@@ -132,6 +132,50 @@ static CUresult k_struct(const fc_launch *L) {
   return CUDA_SUCCESS;
 }
 
+/* The address and size of variable `index` (image order) of the launched kernel's module. */
+static int module_var(const fc_launch *L, uint32_t index, CUdeviceptr *addr, size_t *size) {
+  if (!L->mod || index >= L->mod->img.nvars) return -1;
+  *addr = L->mod->var_addr[index];
+  *size = L->mod->img.vars[index].size;
+  return 0;
+}
+
+/* (void *out, unsigned index, unsigned long long nbytes): out = the first nbytes of variable `index`. */
+static CUresult k_read_var(const fc_launch *L) {
+  CUdeviceptr out = PTR(0), var;
+  size_t size;
+  uint64_t n = ARG(uint64_t, 16);
+  if (module_var(L, ARG(uint32_t, 8), &var, &size) || n > size) return CUDA_ERROR_INVALID_VALUE;
+  CHECK(out, n);
+  if (n) memcpy((void *)(uintptr_t)out, (const void *)(uintptr_t)var, n);
+  return CUDA_SUCCESS;
+}
+
+/* (const void *src, unsigned index, unsigned long long nbytes): device code writes variable `index`. */
+static CUresult k_write_var(const fc_launch *L) {
+  CUdeviceptr src = PTR(0), var;
+  size_t size;
+  uint64_t n = ARG(uint64_t, 16);
+  if (module_var(L, ARG(uint32_t, 8), &var, &size) || n > size) return CUDA_ERROR_INVALID_VALUE;
+  CHECK(src, n);
+  if (n) memcpy((void *)(uintptr_t)var, (const void *)(uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
+/* (void *out, unsigned index, unsigned long long nbytes): out = nbytes at the address variable `index`
+ * holds in its first 8 bytes (a pointer variable); an address that is not device memory faults. */
+static CUresult k_read_var_ptr(const fc_launch *L) {
+  CUdeviceptr out = PTR(0), var, target;
+  size_t size;
+  uint64_t n = ARG(uint64_t, 16);
+  if (module_var(L, ARG(uint32_t, 8), &var, &size) || size < 8) return CUDA_ERROR_INVALID_VALUE;
+  memcpy(&target, (const void *)(uintptr_t)var, 8);
+  CHECK(out, n);
+  CHECK(target, n);
+  if (n) memcpy((void *)(uintptr_t)out, (const void *)(uintptr_t)target, n);
+  return CUDA_SUCCESS;
+}
+
 static const fc_builtin builtins[] = {
     {"fk_fill_f32", k_fill, 3, {0, 8, 12}, {8, 4, 4}, 0},
     {"fk_add_f32", k_add, 4, {0, 8, 16, 24}, {8, 8, 8, 4}, 0},
@@ -143,6 +187,9 @@ static const fc_builtin builtins[] = {
     {"fk_cluster_add_f32", k_add, 4, {0, 8, 16, 24}, {8, 8, 8, 4}, FC_BI_CLUSTER2},
     {"fk_bigsmem_f32", k_bigsmem, 2, {0, 8}, {8, 4}, 0},
     {"fk_struct_arg", k_struct, 1, {0}, {24}, 0},
+    {"fk_read_var", k_read_var, 3, {0, 8, 16}, {8, 4, 8}, 0},
+    {"fk_write_var", k_write_var, 3, {0, 8, 16}, {8, 4, 8}, 0},
+    {"fk_read_var_ptr", k_read_var_ptr, 3, {0, 8, 16}, {8, 4, 8}, 0},
 };
 
 const fc_builtin *fc_builtin_find(const char *name) {

@@ -208,6 +208,7 @@ CUresult fc_kparams_run(const fc_kparams *k) {
   L.smem = k->smem;
   L.args = k->argbuf;
   L.argsize = k->argsize;
+  L.mod = k->func->mod;
   return b->fn(&L);
 }
 

@@ -1,8 +1,11 @@
-/* fakecuda: modules, libraries, functions, kernels, function attributes, parameter info.
+/* fakecuda: modules, libraries, functions, kernels, module variables, function attributes, parameter
+ * info.
  *
  * A CUfunction is per (module, name); a CUkernel per (library, name) and owns the CUfunction of the
  * library's module (one context). Unloaded objects are kept allocated (kind FC_K_DEAD) so their
- * handles are never reused and stale uses are detected. */
+ * handles are never reused and stale uses are detected. Every load gets its own copy of the image's
+ * variables in device memory, initialised from the image (zeros, initial bytes, relocated pointers),
+ * as the driver does. */
 #include "fakecuda.h"
 
 #define MAX_DYN_SMEM 232448 /* 227 KiB */
@@ -28,6 +31,37 @@ static fc_func *func_new(fc_module *m, const char *name) {
   return f;
 }
 
+/* Device memory for the module's variables (one allocation, each variable 16-byte aligned), filled
+ * from the image: initial bytes or zeros, then each relocation's variable address. */
+static CUresult module_vars(fc_module *m) {
+  const fc_image *img = &m->img;
+  if (!img->nvars) return CUDA_SUCCESS;
+  m->var_addr = calloc(img->nvars, sizeof(*m->var_addr));
+  if (!m->var_addr) return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t total = 0;
+  for (size_t i = 0; i < img->nvars; i++) total = ((total + 15) & ~(size_t)15) + img->vars[i].size;
+  CUresult r = fc_alloc(&m->vars_base, total, FC_MEM_MODULE, 0);
+  if (r) return r;
+  size_t at = 0;
+  for (size_t i = 0; i < img->nvars; i++) {
+    at = (at + 15) & ~(size_t)15;
+    m->var_addr[i] = m->vars_base + at;
+    if (img->vars[i].init >= 0)
+      memcpy((void *)(uintptr_t)m->var_addr[i], img->data + img->vars[i].init, img->vars[i].size);
+    at += img->vars[i].size;
+  }
+  for (size_t k = 0; k < img->nrelocs; k++) {
+    const fc_reloc *rel = &img->relocs[k];
+    for (size_t i = 0; i < img->nvars; i++) {
+      const fc_var *v = &img->vars[i];
+      if (v->sec != rel->sec || rel->at < v->at || rel->at + 8 > v->at + v->size) continue;
+      uint64_t value = m->var_addr[rel->target] + (uint64_t)rel->addend;
+      memcpy((void *)(uintptr_t)(m->var_addr[i] + (rel->at - v->at)), &value, 8);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 /* Takes ownership of img. */
 static CUresult module_new(fc_image *img, fc_library *lib, fc_module **out) {
   fc_module *m = calloc(1, sizeof(*m));
@@ -49,6 +83,8 @@ static CUresult module_new(fc_image *img, fc_library *lib, fc_module **out) {
     if (!f) return CUDA_ERROR_OUT_OF_MEMORY; /* partially built module leaks; acceptable in a fake */
     m->funcs[m->nfuncs++] = f;
   }
+  CUresult r = module_vars(m);
+  if (r) return r; /* partially built module leaks; acceptable in a fake */
   fc_handle_add(m, FC_K_MODULE);
   *out = m;
   return CUDA_SUCCESS;
@@ -60,9 +96,25 @@ static void module_unload(fc_module *m) {
     fc_handle_add(m->funcs[i], FC_K_DEAD);
   }
   m->loaded = 0;
+  if (m->vars_base) fc_free(m->vars_base, 1 << FC_MEM_MODULE);
+  m->vars_base = 0;
   free(m->img.data);
   m->img.data = NULL;
   fc_handle_add(m, FC_K_DEAD);
+}
+
+/* (address, size) of the module variable `name`; CUDA_ERROR_NOT_FOUND when the module has none. */
+static CUresult module_global(fc_module *m, CUdeviceptr *dptr, size_t *bytes, const char *name) {
+  if (!name) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = fc_need_ctx();
+  if (r) return r;
+  for (size_t i = 0; i < m->img.nvars; i++) {
+    if (strcmp(m->img.vars[i].name, name) != 0) continue;
+    if (dptr) *dptr = m->var_addr[i];
+    if (bytes) *bytes = m->img.vars[i].size;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_NOT_FOUND;
 }
 
 fc_func *fc_func_resolve(const void *h) {
@@ -143,6 +195,15 @@ static CUresult module_get_function_impl(CUfunction *out, CUmodule h, const char
 
 FC_API CUresult cuModuleGetFunction(CUfunction *out, CUmodule h, const char *name) {
   FC_GUARD(module_get_function_impl(out, h, name));
+}
+
+static CUresult module_get_global_impl(CUdeviceptr *dptr, size_t *bytes, CUmodule h, const char *name) {
+  fc_module *m = mod_get(h);
+  return m ? module_global(m, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule h, const char *name) {
+  FC_GUARD(module_get_global_impl(dptr, bytes, h, name));
 }
 
 static CUresult module_count_impl(unsigned int *count, CUmodule h) {
@@ -246,6 +307,27 @@ static CUresult library_get_kernel_impl(CUkernel *out, CUlibrary h, const char *
 
 FC_API CUresult cuLibraryGetKernel(CUkernel *out, CUlibrary h, const char *name) {
   FC_GUARD(library_get_kernel_impl(out, h, name));
+}
+
+static CUresult library_get_global_impl(CUdeviceptr *dptr, size_t *bytes, CUlibrary h, const char *name) {
+  fc_library *lib = lib_get(h);
+  return lib ? module_global(lib->mod, dptr, bytes, name) : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary h, const char *name) {
+  FC_GUARD(library_get_global_impl(dptr, bytes, h, name));
+}
+
+/* The fake's images declare no __managed__ variables. */
+static CUresult library_get_managed_impl(CUdeviceptr *dptr, size_t *bytes, CUlibrary h, const char *name) {
+  (void)dptr;
+  (void)bytes;
+  if (!lib_get(h)) return CUDA_ERROR_INVALID_HANDLE;
+  return name ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_API CUresult cuLibraryGetManaged(CUdeviceptr *dptr, size_t *bytes, CUlibrary h, const char *name) {
+  FC_GUARD(library_get_managed_impl(dptr, bytes, h, name));
 }
 
 static CUresult library_count_impl(unsigned int *count, CUlibrary h) {

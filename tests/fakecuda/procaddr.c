@@ -86,6 +86,8 @@ static const fc_proc table[] = {
     E(cuModuleLoad, 2000, cuModuleLoad) E(cuModuleLoadData, 2000, cuModuleLoadData)
     E(cuModuleLoadDataEx, 2010, cuModuleLoadDataEx) E(cuModuleLoadFatBinary, 2000, cuModuleLoadFatBinary)
     E(cuModuleUnload, 2000, cuModuleUnload) E(cuModuleGetFunction, 2000, cuModuleGetFunction)
+    E(cuModuleGetGlobal, 3020, cuModuleGetGlobal_v2) E(cuLibraryGetGlobal, 12000, cuLibraryGetGlobal)
+    E(cuLibraryGetManaged, 12000, cuLibraryGetManaged)
     E(cuModuleGetFunctionCount, 12040, cuModuleGetFunctionCount)
     E(cuModuleEnumerateFunctions, 12040, cuModuleEnumerateFunctions)
     E(cuModuleGetLoadingMode, 11070, cuModuleGetLoadingMode)

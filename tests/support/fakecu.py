@@ -187,6 +187,13 @@ class Cuda:
         call("cuLibraryLoadData", ctypes.byref(lib), buf, None, None, 0, None, None, 0)
         return lib.value or 0
 
+    def global_address(self, handle: int, name: str, library: bool = False) -> tuple[int, int]:
+        """(address, size) of module variable ``name`` of a CUmodule (a CUlibrary with ``library``)."""
+        addr, size = DP(), c_size_t()
+        call("cuLibraryGetGlobal" if library else "cuModuleGetGlobal_v2", ctypes.byref(addr), ctypes.byref(size),
+             handle, name.encode())  # fmt: skip
+        return addr.value, size.value
+
     def module_function(self, mod: int, name: str) -> int:
         f = H()
         call("cuModuleGetFunction", ctypes.byref(f), mod, name.encode())

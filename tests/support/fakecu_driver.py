@@ -160,6 +160,8 @@ SIGS: dict[str, list[Any]] = {
     "cuModuleLoad": [PH, c_char_p],
     "cuModuleUnload": [H],
     "cuModuleGetFunction": [PH, H, c_char_p],
+    "cuModuleGetGlobal_v2": [POINTER(DP), POINTER(c_size_t), H, c_char_p],
+    "cuLibraryGetGlobal": [POINTER(DP), POINTER(c_size_t), H, c_char_p],
     "cuModuleGetFunctionCount": [POINTER(c_uint), H],
     "cuModuleEnumerateFunctions": [PH, c_uint, H],
     "cuLibraryLoadData": [PH, P, P, P, c_uint, P, P, c_uint],

@@ -1,0 +1,101 @@
+"""The little of ELF64 (little-endian, as every CUDA cubin is) that reading kernel images needs: the
+section table and the symbol tables. Strict and bounded: a table that does not fit the bytes makes the
+reader answer None, never guess, and nothing here raises for malformed input.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+__all__ = ["STT_FUNC", "STT_OBJECT", "Section", "Symbol", "elf_sections", "elf_symbols"]
+
+SHT_SYMTAB = 2
+SHT_NOBITS = 8
+STT_OBJECT = 1
+STT_FUNC = 2
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_SYM = struct.Struct("<IBBHQQ")
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One section header; ``name`` read from the section-name string table ("" when unreadable)."""
+
+    index: int
+    name: str
+    type: int
+    flags: int
+    offset: int
+    size: int
+    link: int
+    info: int
+    entsize: int
+
+    @property
+    def nobits(self) -> bool:
+        return self.type == SHT_NOBITS
+
+
+@dataclass(frozen=True, slots=True)
+class Symbol:
+    """One symbol table entry: ``type`` and ``bind`` split from ``st_info``; ``shndx`` its section."""
+
+    name: str
+    value: int
+    size: int
+    type: int
+    bind: int
+    other: int
+    shndx: int
+
+
+def elf_sections(data: bytes | memoryview) -> list[Section] | None:
+    """The section table of an ELF64 little-endian file, or None when it is not one or its table (or
+    a section's contents) does not fit the bytes."""
+    n = len(data)
+    if n < 64 or bytes(data[:4]) != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return None
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shnum == 0 or shentsize < _SHDR.size or shoff + shnum * shentsize > n:
+        return None
+    raw = [_SHDR.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
+    for _name, sh_type, _f, _a, off, size, *_ in raw:
+        if sh_type != SHT_NOBITS and off + size > n:
+            return None
+    names = b""
+    if shstrndx < shnum and raw[shstrndx][1] != SHT_NOBITS:
+        off, size = raw[shstrndx][4], raw[shstrndx][5]
+        names = bytes(data[off : off + size])
+    return [Section(i, _cstr(names, r[0]), r[1], r[2], r[4], r[5], r[6], r[7], r[9]) for i, r in enumerate(raw)]
+
+
+def elf_symbols(data: bytes | memoryview, sections: list[Section]) -> list[Symbol] | None:
+    """Every entry of every symbol table (SHT_SYMTAB) in the file, or None when it has none or one
+    does not fit (its string table out of range, entries shorter than 24 bytes)."""
+    out: list[Symbol] = []
+    found = False
+    for sec in sections:
+        if sec.type != SHT_SYMTAB:
+            continue
+        if sec.link >= len(sections) or sections[sec.link].nobits:
+            return None
+        strtab = sections[sec.link]
+        names = bytes(data[strtab.offset : strtab.offset + strtab.size])
+        step = sec.entsize or _SYM.size
+        if step < _SYM.size:
+            return None
+        found = True
+        for at in range(sec.offset, sec.offset + sec.size - _SYM.size + 1, step):
+            name_at, info, other, shndx, value, size = _SYM.unpack_from(data, at)
+            out.append(Symbol(_cstr(names, name_at), value, size, info & 0xF, info >> 4, other, shndx))
+    return out if found else None
+
+
+def _cstr(table: bytes, at: int) -> str:
+    """The NUL-terminated string at ``at`` of a string table ("" when out of range or unterminated)."""
+    end = table.find(b"\0", at)
+    if at <= 0 or end < 0:
+        return ""
+    return table[at:end].decode("utf-8", "replace")

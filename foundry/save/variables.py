@@ -1,0 +1,282 @@
+"""SAVE: the module variables a saved graph's kernels may read, carried to LOAD.
+
+A kernel may read ``__constant__``, ``__device__`` and ``__managed__`` variables of its own image. LOAD
+loads a fresh copy of the image, whose variables hold their initial values, so a value the program
+wrote (from the host: cuModuleGetGlobal or cuLibraryGetGlobal and a copy, cudaMemcpyToSymbol, cupy's
+``get_global``, a library's module init; or from device code during warm-up) would be lost and the
+graph would replay on the initial values, silently. So for every image a graph uses, SAVE enumerates
+the variables the image defines from its bytes (foundry.format.module_variables), reads each one in
+this process and in a fresh load of the same bytes (cuLibraryLoadData, read, unload: once per image
+and process), and carries every variable whose bytes differ: its bytes go to the archive's
+content-addressed store (``memory/<sha256>.bin``), and the graph's image entry lists it
+(docs/FORMAT.md, "Module variables").
+
+A pointer initialized in the image (``__device__ int *p = &x;``, a relocation the loader applies) holds
+each load's own address of ``x``: where the fresh load holds an address inside one of its variables and
+this process the same place in its own copy, the bytes count as equal.
+
+Refused, before anything is written (errors name the image, the variable and the next step):
+``VariablesUnknownError`` for an image whose variables cannot be enumerated; ``ModuleAddressError`` for
+a value to carry that holds the address of module memory of this process (meaningless in another);
+``VariableConflictError`` for one image loaded several times with different values.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from foundry import kernels
+from foundry._state import ProcessState
+from foundry.errors import DriverError, ModuleAddressError, SaveError, VariableConflictError, VariablesUnknownError
+from foundry.format import ImageFormat, ModuleVariables, VariableRef, module_variables
+from foundry.native import library_load, library_unload, memcpy_dtoh, module_global
+
+__all__ = ["Carried", "carried_variables"]
+
+_WORD = 8  # device addresses are 64-bit, stored aligned
+_PAGE = 4096  # no GPU maps memory in smaller pages
+_MAX_READ = 64 << 20  # one copy reads at most this much (plus one variable)
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A variable in one load of its image: its address there and its bytes."""
+
+    address: int
+    data: bytes
+
+
+@dataclass
+class _Variables:
+    """By image SHA-256: what its bytes say it defines, and its variables in a fresh load (read once:
+    the image's bytes never change); by registry index, where a load's variables are (read at every
+    save: the program may write them between saves)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scans: dict[str, ModuleVariables] = field(default_factory=dict)
+    fresh: dict[str, dict[str, _Value]] = field(default_factory=dict)
+    located: dict[int, dict[str, tuple[int, int]]] = field(default_factory=dict)
+
+
+_STATE = ProcessState("save.variables", _Variables)
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a graph carries: by image SHA-256, the variables LOAD must write (sorted by name), and the
+    bytes of each, by their SHA-256, for the archive's store."""
+
+    variables: dict[str, tuple[VariableRef, ...]]
+    blobs: dict[str, bytes]
+
+
+def carried_variables(images: Mapping[str, Sequence[int]], formats: Mapping[str, ImageFormat]) -> Carried:
+    """The variables to carry for a graph whose kernels come from ``images`` (image SHA-256 -> the
+    registry indices of the loads they come from; ``formats`` each image's format). Reads device
+    memory; writes nothing."""
+    live = {sha: _live(sha, indices, formats[sha]) for sha, indices in images.items()}
+    ranges = sorted(
+        (v.address, v.address + len(v.data), sha, name) for sha, values in live.items() for name, v in values.items()
+    )
+    starts = [r[0] for r in ranges]
+    out: dict[str, tuple[VariableRef, ...]] = {}
+    blobs: dict[str, bytes] = {}
+    for sha, values in live.items():
+        fresh = _fresh(sha, images[sha][0], formats[sha]) if values else {}
+        refs = []
+        for name in sorted(values):
+            value = values[name]
+            if not _differs(value, fresh.get(name), values, fresh):
+                continue
+            _refuse_addresses(sha, name, value, ranges, starts)
+            digest = hashlib.sha256(value.data).hexdigest()
+            blobs[digest] = value.data
+            refs.append(VariableRef(name, len(value.data), digest))
+        out[sha] = tuple(refs)
+    return Carried(out, blobs)
+
+
+def _scan(sha: str, index: int, fmt: ImageFormat) -> ModuleVariables:
+    state = _STATE.get()
+    with state.lock:
+        scan = state.scans.get(sha)
+    if scan is None:
+        scan = module_variables(kernels.image_bytes(index), fmt)
+        with state.lock:
+            state.scans[sha] = scan
+    if not scan.complete:
+        raise VariablesUnknownError(
+            f"kernel image {sha} ({kernels.image_record(index).size} bytes), which a saved graph uses, cannot be "
+            f"read whole, so SAVE cannot tell which module variables its kernels read: {scan.problem}. Install "
+            "what the message names (the 'lz4' and 'zstandard' packages decompress fatbin entries) and save again.",
+            image=sha,
+        )
+    return scan
+
+
+def _live(sha: str, indices: Sequence[int], fmt: ImageFormat) -> dict[str, _Value]:
+    """The image's variables in this process, from each load the graph's kernels come from (which
+    must agree: LOAD loads the image once)."""
+    scan = _scan(sha, indices[0], fmt)
+    out: dict[str, _Value] = {}
+    first: dict[str, int] = {}
+    for index in dict.fromkeys(indices):
+        record = kernels.image_record(index)
+        if not record.loaded:
+            raise SaveError(
+                f"kernel image {sha} ({record.kind} {record.handle:#x}) was unloaded, but a saved graph launches its "
+                "kernels: save the graph while the image is loaded"
+            )
+        for name, value in _read(_located(index, record.handle, record.kind == "library", scan)).items():
+            seen = out.get(name)
+            if seen is None:
+                out[name], first[name] = value, record.handle
+            elif seen.data != value.data:
+                raise VariableConflictError(
+                    f"kernel image {sha} is loaded twice ({first[name]:#x} and {record.handle:#x}) and the saved "
+                    f"graph launches kernels of both, but module variable {name} holds different bytes in each; "
+                    "LOAD loads an image once, so it can hold one of them. Load the image once, or write the "
+                    "same value into both before capturing.",
+                    image=sha,
+                    variable=name,
+                )
+    return out
+
+
+def _fresh(sha: str, index: int, fmt: ImageFormat) -> dict[str, _Value]:
+    """The image's variables as a fresh load of its bytes holds them (the load is gone afterwards:
+    its addresses only serve to recognize pointers into it)."""
+    state = _STATE.get()
+    with state.lock:
+        cached = state.fresh.get(sha)
+    if cached is not None:
+        return cached
+    scan = _scan(sha, index, fmt)
+    record = kernels.image_record(index)
+    try:
+        handle = library_load(record.data)
+    except DriverError as exc:
+        raise VariablesUnknownError(
+            f"kernel image {sha} ({record.size} bytes) defines module variables, but loading it a second time, to "
+            f"read their initial values, failed ({exc}); SAVE cannot tell which of them the program changed. "
+            "Report this with the image (foundry inspect lists it).",
+            image=sha,
+        ) from exc
+    try:
+        out = _read(_locate(handle, True, scan))
+    finally:
+        library_unload(handle)
+    with state.lock:
+        state.fresh[sha] = out
+    return out
+
+
+def _located(index: int, handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
+    """``_locate`` for a load of this process, once: its variables stay where they are while it is loaded."""
+    state = _STATE.get()
+    with state.lock:
+        found = state.located.get(index)
+    if found is None:
+        found = _locate(handle, library, scan)
+        with state.lock:
+            state.located[index] = found
+    return found
+
+
+def _locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
+    """Name -> (address, size) of the image's variables in one load; a name the driver does not know is
+    not in the code it loaded for this device, so no kernel of that load reads it."""
+    out = {}
+    for name, decl in scan.variables.items():
+        found = module_global(handle, name, library, decl.space == "managed")
+        if found is not None and found[1]:
+            out[name] = found
+    return out
+
+
+def _read(located: Mapping[str, tuple[int, int]]) -> dict[str, _Value]:
+    """The variables' bytes, read in as few copies as possible: variables less than a page apart are
+    read with what lies between them (a page holding a byte of a variable is mapped, so is the gap).
+    A copy the driver refuses (a span over two of its allocations) is made variable by variable."""
+    order = sorted(located.items(), key=lambda item: item[1][0])
+    out: dict[str, _Value] = {}
+    at = 0
+    while at < len(order):
+        start = order[at][1][0]
+        end, last = start + order[at][1][1], at
+        while last + 1 < len(order) and order[last + 1][1][0] - end < _PAGE and end - start < _MAX_READ:
+            last += 1
+            end = max(end, order[last][1][0] + order[last][1][1])
+        run = order[at : last + 1]
+        try:
+            data = memcpy_dtoh(start, end - start)
+        except DriverError:
+            if len(run) == 1:
+                raise
+            data = b""
+        for name, (address, size) in run:
+            value = data[address - start : address - start + size] if data else memcpy_dtoh(address, size)
+            out[name] = _Value(address, value)
+        at = last + 1
+    return out
+
+
+def _differs(value: _Value, fresh: _Value | None, live: Mapping[str, _Value], loaded: Mapping[str, _Value]) -> bool:
+    """Whether a fresh load would hold other bytes: compared word by word, where a word the fresh load
+    (``loaded``) holds as an address inside one of its variables must be the same place in this
+    process's copy (``live``) of that variable."""
+    if fresh is None:
+        return True  # not in a fresh load at all: nothing there would hold the value
+    if value.data == fresh.data:
+        return False
+    if len(value.data) != len(fresh.data) or value.address % _WORD != fresh.address % _WORD:
+        return True
+    data, initial = value.data, fresh.data
+    for start in range(-(value.address % _WORD), len(data), _WORD):
+        lo, hi = max(start, 0), min(start + _WORD, len(data))
+        if data[lo:hi] == initial[lo:hi]:
+            continue
+        if (lo, hi) != (start, start + _WORD):
+            return True  # a partial word at either end differs
+        moved = _translate(int.from_bytes(initial[lo:hi], "little"), loaded, live)
+        if moved is None or moved != int.from_bytes(data[lo:hi], "little"):
+            return True
+    return False
+
+
+def _translate(address: int, loaded: Mapping[str, _Value], live: Mapping[str, _Value]) -> int | None:
+    """The place in this process's copy of the variable that ``address`` points into in the fresh load
+    (None: not an address of its variables)."""
+    for name, v in loaded.items():
+        if v.address <= address <= v.address + len(v.data) and name in live:
+            return live[name].address + (address - v.address)
+    return None
+
+
+def _refuse_addresses(
+    sha: str, name: str, value: _Value, ranges: list[tuple[int, int, str, str]], starts: list[int]
+) -> None:
+    """Refuses a value to carry that holds, in an aligned word, an address of a module variable of this
+    process (of any image the graph uses)."""
+    data = value.data
+    for start in range(-(value.address % _WORD) % _WORD, len(data) - _WORD + 1, _WORD):
+        word = int.from_bytes(data[start : start + _WORD], "little")
+        at = bisect.bisect_right(starts, word) - 1
+        if at < 0 or word > ranges[at][1]:
+            continue
+        _, _, image, target = ranges[at]
+        where = "" if image == sha else f" of image {image}"
+        raise ModuleAddressError(
+            f"module variable {name} of kernel image {sha} holds at byte offset {start} the address {word:#x}, "
+            f"inside module variable {target}{where} of this process. Module memory is placed anew in every "
+            "process, so LOAD cannot carry that value. Keep the variable at its initial value (the image's own "
+            "initializer is relocated by every load), or pass the address as a kernel argument, or put the "
+            "pointed-to data in memory allocated inside the allocation region.",
+            image=sha,
+            variable=name,
+            offset=start,
+        )

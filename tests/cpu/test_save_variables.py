@@ -1,0 +1,83 @@
+"""SAVE's comparison of module variables (foundry.save.variables) on plain bytes: reading variables in as
+few copies as the driver allows, relocated pointers counted as equal, and module addresses refused
+with the byte offset that holds them. The round trips on the fake driver are in
+test_roundtrip_fake_variables.py."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from foundry.errors import DriverError, ModuleAddressError
+from foundry.save import variables as sv
+
+Value = sv._Value
+
+
+class Device:
+    """Device memory as allocations: a copy must lie inside one (as a strict driver demands)."""
+
+    def __init__(self, *allocations: tuple[int, bytes]) -> None:
+        self.allocations = [(base, bytearray(data)) for base, data in allocations]
+        self.copies: list[tuple[int, int]] = []
+
+    def dtoh(self, src: int, n: int) -> bytes:
+        self.copies.append((src, n))
+        for base, data in self.allocations:
+            if base <= src and src + n <= base + len(data):
+                return bytes(data[src - base : src - base + n])
+        raise DriverError(f"cuMemcpyDtoH_v2 of {n} bytes at {src:#x} crosses allocations", 1)
+
+
+def test_variables_close_together_are_read_in_one_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, bytes(range(256)) * 64))
+    monkeypatch.setattr(sv, "memcpy_dtoh", device.dtoh)
+    located = {"a": (0x10000, 4), "b": (0x10010, 8), "far": (0x10000 + 8192, 16)}
+    values = sv._read(located)
+    assert device.copies == [(0x10000, 0x18), (0x12000, 16)]
+    assert values["b"] == Value(0x10010, bytes(range(16, 24)))
+    assert values["far"].data == bytes(range(16))
+
+
+def test_a_refused_merged_copy_is_made_variable_by_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16))  # two allocations, 240 bytes apart
+    monkeypatch.setattr(sv, "memcpy_dtoh", device.dtoh)
+    values = sv._read({"a": (0x10000, 16), "b": (0x10100, 16)})
+    assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
+    assert device.copies == [(0x10000, 0x110), (0x10000, 16), (0x10100, 16)]
+
+
+def _u64(*words: int) -> bytes:
+    return struct.pack(f"<{len(words)}Q", *words)
+
+
+def test_a_relocated_pointer_counts_as_equal() -> None:
+    # `p` points at x[1] in each load: the fresh load's own x, this process's own x.
+    fresh = {"x": Value(0x5000, b"\x07" * 12), "p": Value(0x5100, _u64(0x5004, 9))}
+    live = {"x": Value(0x9000, b"\x07" * 12), "p": Value(0x9100, _u64(0x9004, 9))}
+    assert not sv._differs(live["p"], fresh["p"], live, fresh)
+    moved = Value(0x9100, _u64(0x9008, 9))  # the program pointed it elsewhere
+    assert sv._differs(moved, fresh["p"], live, fresh)
+    changed = Value(0x9100, _u64(0x9004, 10))  # the other word changed
+    assert sv._differs(changed, fresh["p"], live, fresh)
+    assert sv._differs(live["x"], None, live, fresh)  # not in a fresh load: carried
+
+
+def test_unaligned_variables_compare_their_partial_words() -> None:
+    fresh = Value(0x5003, b"\x00" * 13)
+    live = Value(0x9003, b"\x00" * 12 + b"\x01")  # the last byte lies in a partial word
+    assert sv._differs(live, fresh, {}, {})
+    assert not sv._differs(Value(0x9003, b"\x00" * 13), fresh, {}, {})
+
+
+def test_a_module_address_is_refused_with_its_byte_offset() -> None:
+    ranges = sorted([(0x9000, 0x9010, "img", "x"), (0xA000, 0xA100, "other", "table")])
+    starts = [r[0] for r in ranges]
+    value = Value(0x7004, b"\xff" * 4 + _u64(0xA0F8) + b"\x00" * 4)  # aligned words start at offset 4
+    with pytest.raises(ModuleAddressError) as caught:
+        sv._refuse_addresses("img", "p", value, ranges, starts)
+    error = caught.value
+    assert (error.image, error.variable, error.offset) == ("img", "p", 4)
+    assert "inside module variable table of image other" in str(error)
+    sv._refuse_addresses("img", "q", Value(0x7000, _u64(0x8FF8, 0xA100 + 8)), ranges, starts)  # outside: fine
