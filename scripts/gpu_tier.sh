@@ -22,6 +22,9 @@ BENCH=0
 if [ "${1:-}" = "--bench" ]; then BENCH=1; shift; fi
 SELECT=${1:-}
 
+# The GPU machine reaches no package index: the wheels the package needs beyond its image (lz4, zstandard)
+# are carried in .whl/deps (pip download --python-version 3.12 --only-binary :all: lz4 zstandard).
+if [ -d .whl/deps ]; then python3 -m pip install -q --no-deps --no-index .whl/deps/*.whl 2>&1 | grep -v -i warning; fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/machine.txt" /tmp/foundry-machine.txt
 
 # SAVE reads module variables from compressed fatbin entries (the PyTorch wheels' are Zstandard): without

@@ -16,6 +16,8 @@ PARTS=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do PARTS+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 
+# lz4 and zstandard (Foundry's own dependencies): no package index on the GPU machine, see gpu_tier.sh
+if [ -d .whl/deps ]; then python3 -m pip install -q --no-deps --no-index .whl/deps/*.whl 2>&1 | grep -v -i warning; fi
 env_line=$(bash scripts/vllm/install.sh "${PARTS[@]}") || { echo "vLLM bundle not installed (see above)"; exit 3; }
 eval "$env_line"
 
