@@ -29,8 +29,8 @@ gen = torch.cuda.default_generators[torch.cuda.current_device()]
 offset = gen.get_offset()
 with tempfile.TemporaryDirectory() as tmp:
     # The counting graph is saved before it was ever replayed here too (noisy), and after (bump).
-    meta_bump = bump.save(Path(tmp) / "bump.json", output_tensors=counter)
-    meta_noisy = noisy.save(Path(tmp) / "noisy.json", output_tensors=out)
+    meta_bump = bump.save(Path(tmp) / "bump.json", output_tensors=counter, archive_dir=Path(tmp) / "archive")
+    meta_noisy = noisy.save(Path(tmp) / "noisy.json", output_tensors=out, archive_dir=Path(tmp) / "archive")
 torch.cuda.synchronize()
 after_save = counter.tolist()
 offset_after = gen.get_offset()
