@@ -29,6 +29,10 @@
   X(cuMemAddressFree, cuMemAddressFree, 10020, 0)                           \
   X(cuMemMap, cuMemMap, 10020, 0)                                           \
   X(cuMemUnmap, cuMemUnmap, 10020, 0)                                       \
+  X(cuMemRelease, cuMemRelease, 10020, 0)                                   \
+  X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
+  X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2, 11000, 0)                    \
+  X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)                      \
   /* images: every module and library load is recorded */                  \
   X(cuModuleLoad, cuModuleLoad, 2000, 0)                                    \
   X(cuModuleLoadData, cuModuleLoadData, 2000, 0)                            \

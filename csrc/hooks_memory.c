@@ -157,6 +157,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   if (fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, -1); /* yield restored pages first */
   CUresult r = fdy_drv.cuMemMap(ptr, size, offset, handle, flags);
   if (r == CUDA_SUCCESS && fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, 1);
+  if (r == CUDA_SUCCESS) fdy_imports_note_map(ptr, handle);
   return r;
 }
 
@@ -164,5 +165,36 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   ENSURE_DRIVER();
   CUresult r = fdy_drv.cuMemUnmap(ptr, size);
   if (r == CUDA_SUCCESS && fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, 0);
+  if (r == CUDA_SUCCESS) fdy_imports_note_unmap(ptr);
+  return r;
+}
+
+/* Memory of another process: counted while open, for SAVE to refuse (imports.c). */
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType) {
+  ENSURE_DRIVER();
+  CUresult r = fdy_drv.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+  if (r == CUDA_SUCCESS && handle) fdy_imports_note_handle(*handle, 1);
+  return r;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  ENSURE_DRIVER();
+  CUresult r = fdy_drv.cuMemRelease(handle);
+  if (r == CUDA_SUCCESS) fdy_imports_note_handle(handle, -1);
+  return r;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags) {
+  ENSURE_DRIVER();
+  CUresult r = fdy_drv.cuIpcOpenMemHandle_v2(pdptr, handle, flags);
+  if (r == CUDA_SUCCESS && pdptr) fdy_imports_note_ipc(*pdptr, 1);
+  return r;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  ENSURE_DRIVER();
+  CUresult r = fdy_drv.cuIpcCloseMemHandle(dptr);
+  if (r == CUDA_SUCCESS) fdy_imports_note_ipc(dptr, -1);
   return r;
 }

@@ -47,6 +47,7 @@ _EXPORTS: dict[str, str] = {
     "LayoutMismatchError": ".errors",
     "LoadError": ".errors",
     "ModuleAddressError": ".errors",
+    "PeerMemoryError": ".errors",
     "ModuleVariableError": ".errors",
     "ParamIntrospectionError": ".errors",
     "RegionBaseTakenError": ".errors",

@@ -23,6 +23,7 @@ __all__ = [
     "ModuleAddressError",
     "ModuleVariableError",
     "ParamIntrospectionError",
+    "PeerMemoryError",
     "RegionBaseTakenError",
     "RegionError",
     "RegionFullError",
@@ -113,6 +114,12 @@ class IdentityMismatchError(ArchiveError):
 
 class SaveError(FoundryError):
     """SAVE cannot write the graph as asked; nothing was written."""
+
+
+class PeerMemoryError(SaveError):
+    """The process has memory of another process open (IPC mappings, allocations imported from a
+    shareable handle: NCCL's peer buffers, a custom all-reduce's) that a graph may read, directly or
+    through pointers in device memory; LOAD cannot make it identical, so nothing was written."""
 
 
 class LoadError(FoundryError):

@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 4
+#define FDY_ABI_VERSION 5
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -96,6 +96,9 @@ typedef struct {
   uint32_t tid;      /* Linux thread id of the caller */
 } fdy_alloc_event;
 
+/* How much memory of other processes is open in this one (IPC mappings, imported allocations and
+ * their mappings, not yet closed, released or unmapped); 0 when none. SAVE refuses while it is not 0. */
+FDY_EXPORT uint64_t fdy_imports_live(void);
 FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size);
 /* Reserves the range ahead of fdy_region_set (which adopts it), before anything else can take it. */
 FDY_EXPORT int fdy_region_hold(uint64_t base, uint64_t size);

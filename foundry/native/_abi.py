@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 OK = 0
 
 
@@ -169,6 +169,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_error_log_read": (ctypes.c_uint64, [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]),
     "fdy_driver_open": (ctypes.c_int, []),
     "fdy_driver_symbol": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "fdy_imports_live": (ctypes.c_uint64, []),
     "fdy_region_set": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_region_hold": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_region_stop": (ctypes.c_int, []),

@@ -48,7 +48,7 @@ def copy(tmp_path: Path) -> Path:
         ("csrc/include/foundry.h", "  uint32_t tid;      /*", "  uint64_t tid;      /*", '("tid", ctypes.c_uint64)'),
         ("csrc/include/foundry.h", "FDY_EXPORT void fdy_free(void *p);", "FDY_EXPORT int fdy_free(void *p);",
          '"fdy_free": (ctypes.c_int'),
-        ("foundry/native/_abi.py", "ABI_VERSION = 4", "ABI_VERSION = 5", "ABI_VERSION = 4"),
+        ("foundry/native/_abi.py", "ABI_VERSION = 5", "ABI_VERSION = 6", "ABI_VERSION = 5"),
         ("foundry/format/_layout.py", '("total_bytes", 24, "Q")', '("total_bytes", 24, "I")',
          '("total_bytes", 24, "Q")'),
     ],

@@ -376,3 +376,71 @@ static CUresult unmap_impl(CUdeviceptr ptr, size_t size) {
 }
 
 FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { FC_GUARD(unmap_impl(ptr, size)); }
+
+/* ------------------------------------------------------------------ sharing between processes
+ * Modelled inside one process: an exported POSIX file descriptor is a token naming the physical
+ * allocation (no real descriptor), and an IPC handle carries the device address it was made for;
+ * opening it gives that address back. What Foundry cares about is that the program imported memory
+ * of "another process" through these calls. */
+#define FC_MAX_EXPORTS 64
+static fc_phys *exported[FC_MAX_EXPORTS];
+
+static CUresult export_impl(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                            unsigned long long flags) {
+  fc_phys *p = phys_get(h);
+  if (!out || !p || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  for (int i = 0; i < FC_MAX_EXPORTS; i++) {
+    if (!exported[i] || exported[i] == p) {
+      exported[i] = p;
+      *(int *)out = 1000 + i;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+FC_API CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+                                             unsigned long long flags) {
+  FC_GUARD(export_impl(out, h, type, flags));
+}
+
+static CUresult import_impl(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type) {
+  long token = (long)(intptr_t)os_handle - 1000;
+  if (!h || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || token < 0 || token >= FC_MAX_EXPORTS ||
+      !exported[token] || !phys_get((CUmemGenericAllocationHandle)(uintptr_t)exported[token]))
+    return CUDA_ERROR_INVALID_VALUE;
+  exported[token]->refs++;
+  *h = (CUmemGenericAllocationHandle)(uintptr_t)exported[token];
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os_handle,
+                                               CUmemAllocationHandleType type) {
+  FC_GUARD(import_impl(h, os_handle, type));
+}
+
+static CUresult ipc_get_impl(CUipcMemHandle *out, CUdeviceptr dptr) {
+  if (!out || !dptr) return CUDA_ERROR_INVALID_VALUE;
+  memset(out, 0, sizeof(*out));
+  memcpy(out->reserved, &dptr, sizeof(dptr));
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuIpcGetMemHandle(CUipcMemHandle *out, CUdeviceptr dptr) { FC_GUARD(ipc_get_impl(out, dptr)); }
+
+static CUresult ipc_open_impl(CUdeviceptr *out, CUipcMemHandle handle) {
+  CUdeviceptr dptr;
+  memcpy(&dptr, handle.reserved, sizeof(dptr));
+  if (!out || !dptr) return CUDA_ERROR_INVALID_VALUE;
+  *out = dptr;
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *out, CUipcMemHandle handle, unsigned int flags) {
+  (void)flags;
+  FC_GUARD(ipc_open_impl(out, handle));
+}
+
+FC_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  FC_GUARD(dptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+}
