@@ -24,3 +24,11 @@ def test_saving_a_graph_never_runs_it() -> None:
     assert out["rng"] == [False, True], out
     assert out["offset_restored"], out
     assert 0.4 < out["dropout_zeros_fraction"] < 0.6, out
+
+
+def test_saving_while_another_process_memory_is_mapped_is_refused() -> None:
+    """A graph that reads a tensor another process shared (CUDA IPC) is refused at SAVE with
+    PeerMemoryError and nothing is written: LOAD, in a third process, could not map that memory."""
+    out = json.loads(run_foundry(["tests/gpu/peer_memory.py"], timeout=300).strip().splitlines()[-1])
+    assert out.get("error") == "PeerMemoryError", out
+    assert out["written"] == [] and out["copied"], out
