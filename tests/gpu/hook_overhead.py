@@ -94,18 +94,19 @@ hooked_alloc, hooked_free = (
 real_alloc, real_free = ALLOC(real["cuMemAlloc_v2"]), FREE(real["cuMemFree_v2"])
 launches(real_launch, 2000)
 allocs(real_alloc, real_free, 500)
-# Launches: many short rounds, interleaved and with the order flipped every round, so that clock and
-# load changes hit both sides alike; each round gives one paired ratio and the figure is their median.
+# Launches: batch against batch, the sides alternating batch by batch (order flipped every pair), so
+# that clock and load changes hit both alike; each pair gives one ratio and the figure is their median
+# (whole rounds of 4000 launches compared read -0.6% to +1.5% on an H100 for the same hook).
 launch_ratio = []
 launch_ns: dict[str, list[float]] = {"hooked": [], "real": []}
-for i in range(41):
+for i in range(600):
     sides = [("real", real_launch), ("hooked", hooked_launch)]
     if i % 2:
         sides.reverse()
-    round_launch = {name: launches(launch, 4000) for name, launch in sides}
-    for name, ns in round_launch.items():
+    pair = {name: launches(launch, 256) for name, launch in sides}
+    for name, ns in pair.items():
         launch_ns[name].append(ns)
-    launch_ratio.append(round_launch["hooked"] / round_launch["real"])
+    launch_ratio.append(pair["hooked"] / pair["real"])
 alloc_ns = alloc_pairs({"real": (real_alloc, real_free), "hooked": (hooked_alloc, hooked_free)}, 12000)
 med = statistics.median
 print(
@@ -115,7 +116,7 @@ print(
             "launch_overhead": med(launch_ratio) - 1,
             "alloc_free_ns": alloc_ns,
             "alloc_overhead": alloc_ns["hooked"] / alloc_ns["real"] - 1,
-            "rounds": len(launch_ratio),
+            "launch_pairs": len(launch_ratio),
             "alloc_pairs": 12000,
         }
     )
