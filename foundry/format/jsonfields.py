@@ -238,6 +238,7 @@ def check_format(doc: Any, fmt: str, versions: tuple[int, ...], source: str) -> 
 
 
 SEAL_KEY = "digest"
+FIRST_SEALED_VERSION = 2  # of every sealed kind: graph metadata, manifest, region hint
 _SEAL_LINE = b'  "digest": "'
 _SEAL_END = b'"\n}\n'
 
@@ -257,7 +258,8 @@ def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None) ->
     """The JSON document of sealed bytes (``seal``), its ``digest`` key removed, once the digest is
     proven to be that of the bytes before it; ``ArchiveCorruptError`` names ``source`` otherwise (the
     file was changed or damaged after it was written). With ``fmt``, an unsealed document that is not
-    a Foundry ``fmt`` file at all raises ``ArchiveForeignError`` instead."""
+    a Foundry ``fmt`` file at all raises ``ArchiveForeignError`` instead, and one of a version from
+    before files were sealed ``ArchiveVersionError``."""
     data = bytes(data)
     at = data.rfind(b"\n" + _SEAL_LINE)
     end = at + 1 + len(_SEAL_LINE) + 64
@@ -265,6 +267,12 @@ def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None) ->
         doc = load_json(data, source)  # a file that is not JSON at all says so first
         if fmt is not None and (not isinstance(doc, dict) or doc.get("format") != fmt):
             check_format(doc, fmt, (), source)  # raises ArchiveForeignError naming what was found
+        version = doc.get("format_version") if isinstance(doc, dict) else None
+        if isinstance(doc, dict) and SEAL_KEY not in doc and type(version) is int and version < FIRST_SEALED_VERSION:
+            raise ArchiveVersionError(
+                f"{source}: format version {version}, written by an older Foundry before archive files were "
+                f"sealed (version {FIRST_SEALED_VERSION} on); this Foundry does not read it. Save the archive again."
+            )
         if not isinstance(doc, dict) or SEAL_KEY not in doc:
             raise ArchiveCorruptError(
                 f"{source}: no {SEAL_KEY!r} key at the end: the file was not written whole by Foundry, or was "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import struct
 from pathlib import Path
@@ -22,7 +23,9 @@ from foundry.format import (
     parse_record,
     read_container_header,
     read_graph,
+    read_manifest,
     read_meta,
+    read_region_hint,
     resolve_archive_dir,
     sha256_bytes,
     sha256_file,
@@ -346,3 +349,26 @@ def test_read_buffer_reads_whole_files_and_refuses_one_that_changed(
     monkeypatch.setattr(atomic.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:6], 1000, *real_fstat(fd)[7:])))
     with pytest.raises(ArchiveCorruptError, match="changed size while it was read"):
         atomic.read_buffer(path)
+
+
+FIXTURE_ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
+
+
+@pytest.mark.parametrize(
+    ("name", "read"),
+    [
+        ("ew_bs32.json", lambda p: read_meta(p)),
+        ("graph_manifest.json", lambda p: read_manifest(p.parent)),
+        ("region.json", lambda p: read_region_hint(p.parent)),
+    ],
+)
+def test_an_unsealed_file_of_a_version_before_sealing_is_a_version_error(tmp_path: Path, name: str, read: Any) -> None:
+    """Version 1 files carried no seal: they are an older Foundry's, named as such; an unsealed file of a
+    sealed version was edited."""
+    doc = load_doc(FIXTURE_ARCHIVE / name)
+    path = tmp_path / name
+    for version, error, needle in ((1, ArchiveVersionError, "format version 1"), (2, ArchiveCorruptError, "digest")):
+        doc["format_version"] = version
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        with pytest.raises(error, match=needle):
+            read(path)
