@@ -66,8 +66,8 @@ def work_disabled(graph: int, exec_: int) -> Iterator[None]:
     a replay would change the program's memory (a KV cache written, a counter advanced) and could run
     for minutes on the inputs left from capture (vLLM's attention over stale sequence lengths did)."""
     nodes = work_nodes(graph)
-    set_nodes_enabled(exec_, nodes, False)
     try:
+        set_nodes_enabled(exec_, nodes, False)  # inside: a failure part-way still switches all back on
         yield
     finally:
         try:

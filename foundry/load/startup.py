@@ -3,9 +3,9 @@ before the model is built) takes off LOAD's path everything that can be done ear
 it beside the program rather than in its way.
 
 On the caller's thread, before it returns: the manifest's seal (and, with a key, its signature) is
-checked, reading and hashing the images starts on reader threads (they need no CUDA), the region's
-range is reserved (which may create the CUDA context), and LOAD's builder threads start paging in
-their heaps (threads.py). On a background thread, while the program builds its model: each image is
+checked, the region's range is reserved (which may create the CUDA context) before anything else maps
+memory, reading and hashing the images starts on reader threads (they need no CUDA), and LOAD's
+builder threads start paging in their heaps (threads.py). On a background thread, while the program builds its model: each image is
 loaded into the driver once its hash is proven (and the module variables the manifest lists for it are
 written into it: load/variables.py), the kernels the manifest lists are looked up (the driver loads a
 kernel on its first lookup), and the graphs' metadata is read and validated ahead of LOAD. LOAD
@@ -207,7 +207,7 @@ def _finish(
 
 def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
     """Reads and validates the manifest's graph JSONs once, so that start_graph_builds finds them
-    parsed (read_meta_cached keeps them by path and content hash: a file changed since is parsed
+    parsed (read_meta_cached keeps them by the SHA-256 of their bytes: a file changed since is parsed
     afresh, and LOAD still reads, authenticates and checks every graph the program names).
 
     Graphs saved beside the archive (``../bs8.json``: the seed README's and the benchmark's layout) are
