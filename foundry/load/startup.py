@@ -5,11 +5,12 @@ it beside the program rather than in its way.
 On the caller's thread, before it returns: the manifest's seal (and, with a key, its signature) is
 checked, the region's range is reserved (which may create the CUDA context) before anything else maps
 memory, reading and hashing the images starts on reader threads (they need no CUDA), and LOAD's
-builder threads start paging in their heaps (threads.py). On a background thread, while the program builds its model: each image is
-loaded into the driver once its hash is proven (and the module variables the manifest lists for it are
-written into it: load/variables.py), the kernels the manifest lists are looked up (the driver loads a
-kernel on its first lookup), and the graphs' metadata is read and validated ahead of LOAD. LOAD
-(``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its error if it
+builder threads start paging in their heaps (threads.py). On a background thread, while the program
+builds its model: each image is loaded into the driver once its hash is proven (and the module
+variables the manifest lists for it are written into it: load/variables.py), the kernels the manifest
+lists are looked up (the driver loads a kernel on its first lookup), and the graphs' metadata is read
+and validated ahead of LOAD. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work
+first, and raises its error if it
 failed: a damaged image is refused before the driver sees it either way.
 """
 
