@@ -10,8 +10,8 @@ builds its model: each image is loaded into the driver once its hash is proven (
 variables the manifest lists for it are written into it: load/variables.py), the kernels the manifest
 lists are looked up (the driver loads a kernel on its first lookup), and the graphs' metadata is read
 and validated ahead of LOAD. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work
-first, and raises its error if it
-failed: a damaged image is refused before the driver sees it either way.
+first, and raises its error if it failed: a damaged image is refused before the driver sees it either
+way.
 """
 
 from __future__ import annotations
