@@ -21,7 +21,8 @@ import hmac
 import json
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Union
@@ -50,6 +51,7 @@ __all__ = [
     "configured_key",
     "key_id_of",
     "manifest_disagreement",
+    "manifests_read_once",
     "set_signing_key",
     "sign_document",
     "sign_manifest",
@@ -123,6 +125,23 @@ class _Signing:
 
 
 _STATE = ProcessState("format.signing", _Signing, after_fork=lambda s: _Signing(key=s.key))
+
+# The manifests a batch of graphs read on this thread were checked against (``manifests_read_once``).
+_BATCH = threading.local()
+
+
+@contextmanager
+def manifests_read_once() -> Iterator[None]:
+    """Within, on this thread, each archive's manifest is read, hashed and checked once, and every
+    graph read in the block is authenticated against that one reading: LOAD reads dozens of graphs
+    (and, for each member, its template again) together, and reading the manifest per graph was most of
+    what it did on the calling thread before its loader started. Outside, every call reads it afresh."""
+    outer = getattr(_BATCH, "seen", None)
+    _BATCH.seen = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _BATCH.seen = outer
 
 
 def as_key(source: KeySource) -> SigningKey:
@@ -231,6 +250,17 @@ def sign_manifest(manifest: Manifest, key: SigningKey) -> Manifest:
 def _verify(archive_dir: Path, key: SigningKey | None) -> _Verified | None:
     """The manifest of ``archive_dir``, sealed and (with ``key``) proven signed, with its graphs by
     resolved path; None when the archive has no manifest and no key is configured."""
+    batch: dict[tuple[Path, str], _Verified | None] | None = getattr(_BATCH, "seen", None)
+    batch_key = (archive_dir, key.key_id if key is not None else "")
+    if batch is not None and batch_key in batch:
+        return batch[batch_key]
+    result = _read_verified(archive_dir, key)
+    if batch is not None:
+        batch[batch_key] = result
+    return result
+
+
+def _read_verified(archive_dir: Path, key: SigningKey | None) -> _Verified | None:
     path = archive_dir / MANIFEST_NAME
     if not path.exists() and not path.is_symlink():
         if key is None:

@@ -21,7 +21,7 @@ from .build import (
 )
 from .groups import GraphHandle, Group
 from .loader import Loader
-from .source import GraphSource, read_meta_cached, read_source, source_images
+from .source import GraphSource, read_meta_cached, read_source, read_sources, source_images
 from .startup import load_cuda_modules_and_libraries, startup_phases, wait_for_startup
 from .threads import LIMITS, Limits
 
@@ -43,6 +43,7 @@ __all__ = [
     "prepare_memory",
     "read_meta_cached",
     "read_source",
+    "read_sources",
     "resolve_functions",
     "source_images",
     "startup_phases",

@@ -20,7 +20,7 @@ from foundry.format import GraphMeta, compare, open_image, read_memory, read_reg
 from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
 
-from .source import GraphSource, read_source, source_images
+from .source import GraphSource, read_source, read_sources, source_images
 from .startup import wait_for_startup
 from .variables import write_source_variables
 
@@ -209,7 +209,7 @@ def preflight(paths: Iterable[str | os.PathLike[str]]) -> list[GraphSource]:
     sizes the archive states, and the archive's region hint. Returns the checked sources; raises the
     first problem (an ``ArchiveError`` naming the file). LOAD makes the same checks lazily, on its
     threads, as it needs each file; this makes them all before anything else happens."""
-    sources = [read_source(p) for p in paths]
+    sources = read_sources(paths)
     for src in sources:
         read_region_hint(src.archive_dir)
         for sha, (directory, size) in source_images(src).items():

@@ -27,7 +27,7 @@ from foundry.timing import Phases
 
 from .build import Occupied, check_identity, prepare_memory, resolve_functions
 from .groups import GraphHandle, Group
-from .source import GraphSource, read_source, source_images
+from .source import GraphSource, read_sources, source_images
 from .startup import wait_for_startup
 from .threads import LIMITS, PriorityPool, take_builders
 from .variables import write_source_variables
@@ -79,7 +79,7 @@ class Loader:
         wait_for_startup()  # load_cuda_modules_and_libraries' background work (its error, if it failed)
         t_startup = time.perf_counter()
         # Metadata only: the records are read and checksummed on the loader's pool, beside the images.
-        sources = [read_source(p, lazy=True) for p in paths]
+        sources = read_sources(paths, lazy=True)
         if not sources:
             raise LoadError("start_graph_builds() got no graphs to load")
         t_read = time.perf_counter()

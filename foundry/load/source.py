@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from foundry.format import (
     SigningKey,
     authenticate_graph,
     configured_key,
+    manifests_read_once,
     node_count,
     read_meta_digest,
     read_payload_view,
@@ -27,7 +29,7 @@ from foundry.format import (
     template_path,
 )
 
-__all__ = ["GraphSource", "read_source", "source_images"]
+__all__ = ["GraphSource", "read_source", "read_sources", "source_images"]
 
 _META_CACHE_MAX = 4096
 
@@ -106,6 +108,13 @@ def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphS
     stored as changes to itself), raises ``ArchiveCorruptError``.
     """
     return _read_source(Path(json_path), configured_key(), (), lazy)
+
+
+def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) -> list[GraphSource]:
+    """``read_source`` for each path, as one batch: each archive's manifest is read and checked once for
+    all of them (foundry.format.manifests_read_once), not once per graph and again per template."""
+    with manifests_read_once():
+        return [read_source(p, lazy) for p in paths]
 
 
 def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from foundry.errors import ArchiveSignatureError
-from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
+from foundry import _state
+from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
+from foundry.format import MANIFEST_NAME, read_manifest, sha256_file, signing
 from foundry.format.signing import (
     KEY_ENV,
     SigningKey,
@@ -21,6 +23,7 @@ from foundry.format.signing import (
     set_signing_key,
     sign_document,
 )
+from foundry.load import preflight, read_source
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.archive_damage import edit_doc
 from tests.support.verify_archives import build_archive, remanifest
@@ -176,3 +179,25 @@ def test_read_source_refuses_unlisted_graph(signed: Path) -> None:
     set_signing_key(KEY)
     with pytest.raises(ArchiveSignatureError, match=r"copy\.json is not listed in the signed manifest"):
         read_source(signed / "copy.json")
+
+
+def test_a_batch_of_graphs_reads_each_manifest_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LOAD reads its graphs as one batch: the manifest is read and checked once for all of them (each
+    member's template included), not once per graph; outside a batch each read checks it afresh, and a
+    damaged manifest is still refused inside one."""
+    _state.reset_all()
+    arch = tmp_path / "arch"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive", arch)
+    reads: list[Path] = []
+    real = signing._read_verified
+    monkeypatch.setattr(signing, "_read_verified", lambda d, k: reads.append(d) or real(d, k))
+    paths = [arch / "ew_bs32.json", arch / "ew_bs64.json"]  # a template and its member
+    assert [s.meta.name for s in preflight(paths)] == ["ew_bs32", "ew_bs64"]
+    assert len(reads) == 1
+    reads.clear()
+    for p in paths:
+        read_source(p)
+    assert len(reads) >= len(paths)
+    (arch / MANIFEST_NAME).write_bytes((arch / MANIFEST_NAME).read_bytes().replace(b'"', b"'", 1))
+    with pytest.raises(ArchiveCorruptError):
+        preflight(paths)
