@@ -44,6 +44,7 @@ __all__ = [
     "MEMORY_DIR",
     "REGION_HINT",
     "TEMP_SUFFIX",
+    "PathLike",
     "inside",
     "memory_path",
     "read_buffer",

@@ -7,7 +7,6 @@ SHA-256, so a reader that starts from the JSON detects a ``.cugraph`` from anoth
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import Protocol
 
@@ -15,7 +14,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .container import pack_container, read_container_header, record_view
 from .delta import Delta, parse_delta
-from .files import inside, read_regular, sha256_bytes, write_atomic
+from .files import PathLike, inside, read_regular, sha256_bytes, write_atomic
 from .jsonfields import load_sealed, seal
 from .layout import CONTAINER_RECORD_OFFSET
 from .metadata import GRAPH_FORMAT, GraphMeta
@@ -36,8 +35,6 @@ __all__ = [
     "template_path",
     "write_graph",
 ]
-
-PathLike = str | os.PathLike[str]
 
 
 def container_path(json_path: PathLike) -> Path:

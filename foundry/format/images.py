@@ -11,7 +11,6 @@ variables of every image a saved graph uses with ``module_variables``.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import struct
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from foundry.errors import ArchiveCorruptError
 
 from .elf import STT_OBJECT, Section, Symbol, elf_sections, elf_symbols
 from .fatbin import FATBIN_KIND_ELF, FATBIN_KIND_PTX, FATBIN_MAGIC, fatbin_entries
-from .files import IMAGES_DIR, inside, read_regular, write_addressed
+from .files import IMAGES_DIR, PathLike, inside, read_regular, write_addressed
 from .jsonfields import is_sha256
 from .values import ImageFormat, ImageRef
 
@@ -38,8 +37,6 @@ __all__ = [
     "scan_image",
     "write_image",
 ]
-
-PathLike = str | os.PathLike[str]
 
 
 def image_relpath(sha256: str) -> str:

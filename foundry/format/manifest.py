@@ -7,7 +7,6 @@ re-exported here because every manifest user needs them.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
@@ -16,7 +15,7 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
-from .files import inside, read_regular, write_atomic
+from .files import PathLike, inside, read_regular, write_atomic
 from .identity import Identity
 from .images import image_relpath
 from .jsonfields import (
@@ -56,8 +55,6 @@ MANIFEST_NAME = "graph_manifest.json"
 MANIFEST_FORMAT = "foundry-archive"
 MANIFEST_FORMAT_VERSION = 2
 MANIFEST_FORMAT_VERSIONS: tuple[int, ...] = (MANIFEST_FORMAT_VERSION,)
-
-PathLike = str | os.PathLike[str]
 
 
 def now_iso() -> str:

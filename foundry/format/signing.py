@@ -30,7 +30,7 @@ from typing import Any, Union
 from foundry._state import ProcessState
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 
-from .files import inside, read_regular, sha256_bytes, sha256_file
+from .files import PathLike, inside, read_regular, sha256_bytes, sha256_file
 from .graphfile import resolve_archive_dir
 from .jsonfields import check_format, is_sha256, load_sealed
 from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, GraphEntry, Manifest
@@ -102,7 +102,6 @@ class SigningKey:
         return cls(secret, str(path))
 
 
-PathLike = str | os.PathLike[str]
 KeySource = Union[SigningKey, bytes, str, "os.PathLike[str]"]
 """A key, its secret bytes, or the path of its file."""
 

@@ -16,7 +16,6 @@ given key).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from foundry.format import (
     Identity,
     KeySource,
     Manifest,
+    PathLike,
     SigningKey,
     as_key,
     authenticate_graph,
@@ -58,8 +58,6 @@ from .templates import attach_templates, check_groups
 from .variables import check_variables
 
 __all__ = ["check_archive", "verify_archive"]
-
-PathLike = str | os.PathLike[str]
 
 
 def verify_archive(path: PathLike, key: KeySource | None = None, current_identity: Identity | None = None) -> Report:
