@@ -1,4 +1,5 @@
-"""A fake vLLM 0.26 module tree and a fake Foundry API, for CPU tests of the vLLM adapter.
+"""A fake vLLM 0.26 module tree, for CPU tests of the vLLM adapter (the fake Foundry API it runs
+under: tests/support/fakefoundry.py).
 
 The fake reproduces only the structure the adapter relies on, with vLLM's module and attribute names:
 ``Worker.init_device`` calls the module-global ``init_worker_distributed_environment`` after picking the
@@ -12,16 +13,14 @@ memory is a cursor over a fake region: every allocation the fake engine makes is
 from __future__ import annotations
 
 import enum
-import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-GRANULARITY = 2 << 20
+from tests.support.fakefoundry import FakeFoundry, FakeTensor
 
 
 class CUDAGraphMode(enum.Enum):
@@ -29,109 +28,6 @@ class CUDAGraphMode(enum.Enum):
     PIECEWISE = 1
     FULL = 2
     FULL_DECODE_ONLY = 3
-
-
-# ------------------------------------------------------------------------------------------- fake Foundry
-@dataclass
-class FakeTensor:
-    address: int
-    nbytes: int = 0
-
-    def data_ptr(self) -> int:
-        return self.address
-
-
-@dataclass
-class FakeFoundryGraph:
-    """What FakeFoundry.new_graph hands out; ``captured`` says a capture ran into it through FakeFoundry."""
-
-    index: int
-    captured: bool = False
-    loaded_from: str | None = None
-    replays: int = 0
-
-    def replay(self) -> None:
-        self.replays += 1
-
-
-@dataclass
-class FakeFoundry:
-    """FoundryApi over a fake region: a cursor, a log of allocations, archives as small JSON files."""
-
-    base: int | None = None
-    size: int = 0
-    cursor_at: int = 0
-    high: int = 0
-    log: list[tuple[str, int, int]] = field(default_factory=list)  # (kind, offset, size)
-    calls: list[str] = field(default_factory=list)
-    graphs_made: int = 0
-    captures: int = 0
-    high_water_saved: int = 0  # what Foundry's restore moves the cursor past (SAVE's high-water mark)
-
-    # what the fake engine calls to allocate persistent device memory
-    def allocate(self, nbytes: int) -> FakeTensor:
-        if self.base is None:
-            return FakeTensor(0x1000_0000 + len(self.log) * GRANULARITY, nbytes)  # outside any region
-        offset = -(-self.cursor_at // GRANULARITY) * GRANULARITY
-        self.cursor_at = offset + -(-nbytes // GRANULARITY) * GRANULARITY
-        self.high = max(self.high, self.cursor_at)
-        self.log.append(("ALLOC", offset, nbytes))
-        return FakeTensor(self.base + offset, nbytes)
-
-    # FoundryApi
-    def set_region(self, base: int, size: int) -> None:
-        self.calls.append("set_region")
-        self.base, self.size = base, size
-
-    def cursor(self) -> int:
-        return self.cursor_at
-
-    def set_cursor(self, offset: int) -> None:
-        self.calls.append(f"set_cursor:{offset:#x}")
-        self.log.append(("CURSOR", offset, 0))
-        self.cursor_at = offset
-
-    def high_water(self) -> int:
-        return self.high
-
-    def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
-        return [(o, s) for k, o, s in self.log[first:] if k == "ALLOC"], len(self.log)
-
-    def load_modules(self, archive: Path) -> None:
-        self.calls.append("load_modules")
-
-    def new_graph(self) -> FakeFoundryGraph:
-        self.graphs_made += 1
-        return FakeFoundryGraph(self.graphs_made)
-
-    @contextmanager
-    def graph(
-        self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
-    ) -> Iterator[Any]:
-        assert isinstance(cuda_graph, FakeFoundryGraph), "vLLM captured into a graph Foundry did not make"
-        self.captures += 1
-        yield cuda_graph
-        cuda_graph.captured = True
-
-    def save_graph(self, cuda_graph: Any, path: Path, outputs: Any, archive: Path) -> None:
-        assert cuda_graph.captured
-        path.write_text(json.dumps({"graph": cuda_graph.index, "output": outputs.data_ptr()}))
-        self.calls.append(f"save_graph:{path.name}")
-
-    def save_manifest(self, archive: Path) -> None:
-        (archive / "graph_manifest.json").write_text("{}")
-        self.calls.append("save_manifest")
-
-    def start_builds(self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...]) -> Any:
-        self.calls.append("start_builds")
-        # Foundry's restore maps SAVE's memory and moves the cursor past it
-        self.log.append(("RESTORE", 0, 0))
-        self.cursor_at = max(self.cursor_at, self.high_water_saved)
-        return SimpleNamespace(paths=list(paths), timings={"all_replayable_s": 0.01})
-
-    def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
-        doc = json.loads(Path(pending.paths[index]).read_text())
-        return FakeFoundryGraph(-1, loaded_from=pending.paths[index].name), FakeTensor(doc["output"])
 
 
 # ------------------------------------------------------------------------------------------- fake vLLM

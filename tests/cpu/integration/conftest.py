@@ -16,7 +16,8 @@ from foundry.integration.vllm import session as sessions
 from foundry.integration.vllm.config import PluginConfig
 from foundry.integration.vllm.metadata import Fingerprint
 from foundry.integration.vllm.plugin import register
-from tests.support.fakevllm import FakeFoundry, FakeVllm, build, inject
+from tests.support.fakefoundry import FakeFoundry
+from tests.support.fakevllm import FakeVllm, build, inject
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,8 @@ from foundry.integration.vllm import (
     read_metadata,
 )
 from foundry.integration.vllm.plugin import register
-from tests.support.fakevllm import CUDAGraphMode, FakeFoundry, FakeFoundryGraph, make_config
+from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
+from tests.support.fakevllm import CUDAGraphMode, make_config
 
 SAVE_PHASES = ["init_device", "load_model", "profile", "kv_cache_start", "kv_cache", "warmup", "capture"]
 

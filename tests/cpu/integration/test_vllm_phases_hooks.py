@@ -16,7 +16,8 @@ from foundry.integration.vllm.fingerprint import describe, runner_name
 from foundry.integration.vllm.hooks import is_wrapped, original_of, unwrap, when_imported, wrap
 from foundry.integration.vllm.metadata import PhaseMark
 from foundry.integration.vllm.phases import PhaseTracker, check_phase
-from tests.support.fakevllm import FakeFoundry, FakeFoundryGraph, make_config
+from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
+from tests.support.fakevllm import make_config
 
 
 def test_tracker_attributes_allocations_to_the_phase_they_happened_in() -> None:
