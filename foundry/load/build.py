@@ -162,9 +162,8 @@ def build_exec(
     """(CUgraph, CUgraphExec) of a source: a template member is its template's graph with its
     overrides applied before instantiation, so its exec is as good as a natively captured one.
     ``functions``/``template_functions``: the function tables, where resolve_functions ran already.
-    The module variables of its images (and its template's) are written first (load/variables.py):
-    every way of building a graph from an archive passes here or through the loader, which does the same."""
-    write_source_variables(src)  # its images' module variables, before anything of it can replay
+    The caller has written the module variables of its images and its template's (load/variables.py:
+    ``load_graph`` just before, the loader once a source's images are in)."""
     own = resolve_functions(src.meta) if functions is None else functions
     if src.template is None:
         graph = codec.build(src.payload, own)
@@ -198,6 +197,7 @@ def load_graph(
     prepare_memory([src], occupied)
     for sha, (directory, size) in source_images(src).items():
         load_images(directory, [sha], verify_images, sizes={sha: size})
+    write_source_variables(src)  # its images' module variables, before anything of it can replay
     graph, exec_ = build_exec(src)
     return LoadedGraph(src.meta, src.json_path, graph, exec_)
 

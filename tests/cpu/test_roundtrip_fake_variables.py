@@ -146,7 +146,7 @@ for k in INPUT_SETS:
 )
 def test_variables_written_on_every_load_path(app_json: JsonRunner, tmp_path: Path, path: str, modules: bool) -> None:
     """Without load_cuda_modules_and_libraries (modules False) the images are loaded by LOAD itself, and
-    the variables written by the loader thread or build_exec instead of at process start."""
+    the variables written by the loader thread or load_graph instead of at process start."""
     arch = tmp_path / "arch"
     save = run_save(app_json, VARS, arch)
     start, finish = PATHS[path]
