@@ -12,7 +12,6 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fdy_map ipc;      /* device address -> times opened */
 static fdy_map handles;  /* imported allocation handle -> times imported */
 static fdy_map mapped;   /* start of a mapping of an imported handle -> times mapped there */
-static uint64_t live;    /* the three maps' counts, summed */
 static int untracked;    /* an import the maps could not record: never forgotten */
 
 static void note(fdy_map *m, uint64_t key, int delta) {
@@ -20,12 +19,10 @@ static void note(fdy_map *m, uint64_t key, int delta) {
   uint64_t n = 0;
   int known = fdy_map_get(m, key, &n);
   if (delta > 0) {
-    if (fdy_map_put(m, key, n + 1) == 0) live++;
-    else untracked = 1;
+    if (fdy_map_put(m, key, n + 1) != 0) untracked = 1;
   } else if (known && n > 0) {
     if (n == 1) fdy_map_del(m, key);
     else fdy_map_put(m, key, n - 1);
-    live--;
   }
 }
 
@@ -53,9 +50,16 @@ void fdy_imports_note_unmap(CUdeviceptr ptr) {
   pthread_mutex_unlock(&lock);
 }
 
+static uint64_t count(const fdy_map *m) {
+  uint64_t n = 0;
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->keys[i]) n += m->vals[i];
+  return n;
+}
+
 FDY_EXPORT uint64_t fdy_imports_live(void) {
   pthread_mutex_lock(&lock);
-  uint64_t n = live + (uint64_t)untracked;
+  uint64_t n = count(&ipc) + count(&handles) + count(&mapped) + (uint64_t)untracked;
   pthread_mutex_unlock(&lock);
   return n;
 }
