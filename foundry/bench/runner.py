@@ -58,7 +58,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
     ratio_t = {bs: loaded["latency_template_us"][bs] / native["latency_us"][bs] for bs in sizes}
     shared_over_own = {bs: loaded["latency_template_us"][bs] / loaded["latency_us"][bs] for bs in sizes}
     nodes = sum(native["nodes"].values())
-    return {
+    row: dict[str, Any] = {
         "shape": shape,
         "variant": variant,
         "graphs": len(sizes),
@@ -112,40 +112,39 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "build_probe": loaded.get("build_probe"),
         "tensor_at_us": loaded.get("tensor_at_us"),
         "exec_update_probe": loaded.get("exec_update_probe"),
-        "cold_path": cold_path(native, loaded, nodes),
     }
+    row["cold_path"] = cold_path(row, native, loaded)
+    return row
 
 
-def cold_path(native: dict[str, Any], loaded: dict[str, Any], nodes: int) -> dict[str, Any]:
+def cold_path(row: dict[str, Any], native: dict[str, Any], loaded: dict[str, Any]) -> dict[str, Any]:
     """Where the LOAD process's time goes from its start to its first decode step, beside the floor (what
-    the same process needs anyway: Python and torch imported, CUDA's context, the model's own tensors)."""
+    the same process needs anyway: Python and torch imported, CUDA's context, the model's own tensors).
+    ``row`` is the rest of ``summarize``'s row, whose figures this section repeats in its order."""
     cold, native_cold = loaded.get("cold") or {}, native.get("cold") or {}
     floor = sum(cold.get(k, 0.0) for k in ("import_s", "context_s", "model_s"))
     first_replay = loaded.get("first_replay_us") or {}
     over_native = {bs: us / native["latency_us"][bs] for bs, us in first_replay.items() if bs in native["latency_us"]}
-    own = loaded["latency_us"]
-    shared_over_own = {bs: loaded["latency_template_us"][bs] / own[bs] for bs in own}
-    background = (cold.get("startup_phases_s") or {}).get("background", 0.0)
     return {
         "import_s": cold.get("import_s"),
         "context_s": cold.get("context_s"),
-        "modules_s": loaded.get("modules_s", 0.0),  # on the caller's thread
-        "modules_background_s": background,  # beside the model's construction
+        "modules_s": row["load_modules_s"],  # on the caller's thread
+        "modules_background_s": (cold.get("startup_phases_s") or {}).get("background", 0.0),  # beside the model
         "model_s": cold.get("model_s"),
-        "startup_wait_s": loaded["timings"].get("startup_wait_s", 0.0),
-        "load_all_s": loaded["load_all_s"],
-        "modules_and_load_s": loaded.get("modules_s", 0.0) + loaded["load_all_s"],
-        "load_us_per_node": loaded["load_all_s"] / nodes * 1e6,
-        "own_execs_s": loaded["dedicated_s"],
-        "shared_over_own_max": max(shared_over_own.values()) if shared_over_own else None,
+        "startup_wait_s": row["load_timings"].get("startup_wait_s", 0.0),
+        "load_all_s": row["load_all_s"],
+        "modules_and_load_s": row["load_total_s"],
+        "load_us_per_node": row["restore_us_per_node"],
+        "own_execs_s": row["dedicated_s"],
+        "shared_over_own_max": row["shared_over_own_exec_max"],
         "first_replay_over_native_max": max(over_native.values()) if over_native else None,
         "first_replay_over_native_median": statistics.median(over_native.values()) if over_native else None,
         "floor_s": floor,
-        "first_step_load_s": loaded["first_step_s"],
-        "over_floor_s": loaded["first_step_s"] - floor,
-        "first_step_native_s": native["first_step_s"],
+        "first_step_load_s": row["first_step_load_s"],
+        "over_floor_s": row["first_step_load_s"] - floor,
+        "first_step_native_s": row["first_step_native_s"],
         "native_floor_s": sum(native_cold.get(k, 0.0) for k in ("import_s", "context_s", "model_s")),
-        "save_over_capture": native["save_s"] / native["native_capture_s"],
+        "save_over_capture": row["save_over_capture"],
     }
 
 
