@@ -22,9 +22,9 @@ BENCH=0
 if [ "${1:-}" = "--bench" ]; then BENCH=1; shift; fi
 SELECT=${1:-}
 
-# The GPU machine reaches no package index: the wheels the package needs beyond its image (lz4, zstandard)
-# are carried in .whl/deps (pip download --python-version 3.12 --only-binary :all: lz4 zstandard).
-if [ -d .whl/deps ]; then python3 -m pip install -q --no-deps --no-index .whl/deps/*.whl 2>&1 | grep -v -i warning; fi
+# shellcheck source=scripts/gpu_setup.sh
+. scripts/gpu_setup.sh
+install_carried_wheels
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 -c 'import torch,sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'; } | tee "$OUT/machine.txt" /tmp/foundry-machine.txt
 
 # SAVE reads module variables from compressed fatbin entries (the PyTorch wheels' are Zstandard): without
@@ -32,7 +32,7 @@ if [ -d .whl/deps ]; then python3 -m pip install -q --no-deps --no-index .whl/de
 python3 -c 'import lz4.block, zstandard' 2>/dev/null \
   || echo "WARNING: python3 lacks the lz4 and/or zstandard packages: install their wheels (pip install lz4 zstandard)" | tee -a "$OUT/machine.txt"
 
-if ! { cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/gpu; } > "$OUT/build.log" 2>&1; then
+if ! build_native . "$OUT/build.log"; then
   tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
 fi
 export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so
@@ -52,7 +52,7 @@ if [ "$BENCH" = 1 ]; then
   python3 -m foundry.cli bench --out "$OUT" ${FOUNDRY_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
   if [ -n "${BASELINE:-}" ]; then
     mkdir -p "$OUT/baseline"
-    if { cmake -S "$BASELINE" -B "$BASELINE/build/gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$BASELINE/build/gpu"; } > "$OUT/baseline-build.log" 2>&1; then
+    if build_native "$BASELINE" "$OUT/baseline-build.log"; then
       # shellcheck disable=SC2086
       (cd "$BASELINE" && FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD FOUNDRY_BENCH_WORK=/tmp/foundry-bench-baseline \
         python3 -m foundry.cli bench --out "$OUT/baseline" ${FOUNDRY_BENCH_ARGS:-}) > "$OUT/baseline-bench.log" 2>&1 \

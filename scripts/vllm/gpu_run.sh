@@ -16,12 +16,13 @@ PARTS=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do PARTS+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 
-# lz4 and zstandard (Foundry's own dependencies): no package index on the GPU machine, see gpu_tier.sh
-if [ -d .whl/deps ]; then python3 -m pip install -q --no-deps --no-index .whl/deps/*.whl 2>&1 | grep -v -i warning; fi
+# shellcheck source=scripts/gpu_setup.sh
+. scripts/gpu_setup.sh
+install_carried_wheels
 env_line=$(bash scripts/vllm/install.sh "${PARTS[@]}") || { echo "vLLM bundle not installed (see above)"; exit 3; }
 eval "$env_line"
 
-if ! { cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/gpu; } > "$OUT/build.log" 2>&1; then
+if ! build_native . "$OUT/build.log"; then
   tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
 fi
 export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
