@@ -1,12 +1,11 @@
 /* Kernel images as the driver receives them: a pointer and no size. The size comes from the image's
- * own headers. A wrong size here once turned a 127 MB image into a 6 GB archive entry elsewhere, so
- * every format is parsed strictly and anything unrecognised is reported, not guessed. */
+ * own headers, and the archive stores exactly that many bytes: a size too large would store whatever
+ * memory follows the image, one too small a truncated image. So every format is parsed strictly and
+ * anything unrecognised is reported, not guessed. */
 #include <string.h>
 
 #include "internal.h"
 
-#define FATBIN_WRAPPER_MAGIC 0x466243B1u
-#define FATBIN_MAGIC 0xBA55ED50u
 #define MAX_IMAGE_BYTES (16ULL << 30)
 
 static uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
@@ -14,10 +13,10 @@ static uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v;
 static uint64_t rd64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
 static int fatbin_size(const uint8_t *p, uint64_t *size) {
-  uint16_t header = rd16(p + 6);
-  uint64_t payload = rd64(p + 8);
-  if (header < 16 || header > 4096 || payload > MAX_IMAGE_BYTES) return -1;
-  *size = header + payload;
+  fatbin_header h;
+  memcpy(&h, p, sizeof(h));
+  if (h.header_size < sizeof(h) || h.header_size > 4096 || h.fat_size > MAX_IMAGE_BYTES) return -1;
+  *size = h.header_size + h.fat_size;
   return 0;
 }
 
@@ -66,15 +65,16 @@ static int ptx_size(const uint8_t *p, uint64_t *size) {
 int fdy_image_probe(const void *image, const void **data, uint64_t *size, uint32_t *format) {
   const uint8_t *p = image;
   if (!p) return FDY_ERR_INVALID;
-  if (rd32(p) == FATBIN_WRAPPER_MAGIC) {
-    const uint8_t *inner;
-    memcpy(&inner, p + 8, sizeof(inner));
-    if (!inner || rd32(inner) != FATBIN_MAGIC)
+  if (rd32(p) == FDY_FATBIN_WRAPPER_MAGIC) {
+    fatbin_wrapper w;
+    memcpy(&w, p, sizeof(w));
+    const uint8_t *inner = (const uint8_t *)(uintptr_t)w.data;
+    if (!inner || rd32(inner) != FDY_FATBIN_MAGIC)
       return fdy_fail(FDY_ERR_UNSUPPORTED, "fatbin wrapper at %p does not point at a fatbin", image);
     p = inner;
   }
   int rc;
-  if (rd32(p) == FATBIN_MAGIC) {
+  if (rd32(p) == FDY_FATBIN_MAGIC) {
     *format = FDY_IMG_FORMAT_FATBIN;
     rc = fatbin_size(p, size);
   } else if (memcmp(p, "\x7f" "ELF", 4) == 0) {

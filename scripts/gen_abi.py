@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import json
+import keyword
 import os
 import re
 import shutil
@@ -205,6 +207,8 @@ def _enums(h: Header, values: dict[str, object]) -> list[str]:
 def _constants(h: Header, values: dict[str, object]) -> list[str]:
     out = [""]
     for name, raw in h.defines:
+        if _LAYOUT_KEY.match(name):
+            continue  # the layout registry: LAYOUT_DIGEST says which applies
         out.append(f"{name.removeprefix('FDY_')} = {_value(name, raw, values[name])}")
     return out
 
@@ -274,13 +278,129 @@ def _ctypes_of(decl: str, structs: dict[str, list[Field]]) -> str:
     return f"_ptr({target}, {depth})"
 
 
-def emit_layout(h: Header, values: dict[str, object]) -> str:
-    """foundry/format/_layout.py: constants, enums and each packed struct as ordered (field, offset,
-    struct format) rows, nested structs flattened with dotted names."""
+@dataclass(frozen=True)
+class Row:
+    """One field of a packed struct, nested structs flattened (``h.type``)."""
+
+    path: str
+    offset: int
+    code: str  # struct-module format of the field
+    ctype: str
+    count: int | None
+
+
+def struct_rows(h: Header, values: dict[str, object], name: str) -> list[Row]:
+    """The fields of struct ``name`` in order, with the offsets the compiler gave them."""
     structs = dict(h.structs)
-    out = [*_head("format.h"), "from enum import IntEnum"]
+    rows: list[Row] = []
+
+    def walk(struct: str, prefix: str) -> None:
+        for f in structs[struct]:
+            path = f"{prefix}{f.name}"
+            off, _size = values[f"{name}.{path}"]  # type: ignore[misc]
+            if f.ctype in structs and f.count is None:
+                walk(f.ctype, f"{path}.")
+                continue
+            code = _INTS[f.ctype][0]
+            if f.count is not None:
+                code = f"{f.count}s" if f.ctype in ("char", "uint8_t") else f"{f.count}{code}"
+            rows.append(Row(path, off, code, f.ctype, f.count))
+
+    walk(name, "")
+    return rows
+
+
+LAYOUT_PREFIX = "rec_"  # the structs of the record and the delta, whose layout the versions name
+_LAYOUT_KEY = re.compile(r"FDY_LAYOUT_(\d+)_(\d+)$")
+
+
+def layout_digest(h: Header, values: dict[str, object]) -> str:
+    """The first 16 hex digits of the SHA-256 over every record and delta struct's field names, C types,
+    array lengths and offsets, in order: any reordered, renamed, retyped or moved field changes it."""
+    lines = [
+        f"{name}.{r.path} {r.ctype}[{r.count or 0}] @{r.offset}"
+        for name, _ in h.structs
+        if name.startswith(LAYOUT_PREFIX)
+        for r in struct_rows(h, values, name)
+    ]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def layout_problem(h: Header, values: dict[str, object]) -> str | None:
+    """Why format.h's layout does not match the versions it states (None when it does)."""
+    digest = layout_digest(h, values)
+    record, delta = values["FDY_RECORD_VERSION"], values["FDY_DELTA_VERSION"]
+    listed = {
+        (int(m.group(1)), int(m.group(2))): raw.strip('"') for name, raw in h.defines if (m := _LAYOUT_KEY.match(name))
+    }
+    want = listed.get((record, delta))  # type: ignore[call-overload]
+    if want == digest:
+        return None
+    add = f'#define FDY_LAYOUT_{record}_{delta} "{digest}"'
+    if want is None:
+        return f"format.h lists no layout for record version {record} and delta version {delta}: add {add}"
+    return (
+        f"the layout of format.h's record and delta structs changed (its digest is now {digest}), but record "
+        f"version {record} and delta version {delta} name the layout {want}: readers would take the new bytes "
+        "for the old. Raise FDY_RECORD_VERSION (a record's layout changed) or FDY_DELTA_VERSION (a delta's), "
+        "and list the new pair's digest (a listed digest never changes), e.g. "
+        f'#define FDY_LAYOUT_{int(record) + 1}_{delta} "{digest}"'  # type: ignore[call-overload]
+    )
+
+
+def _field(path: str) -> str:
+    """A struct field's Python name: nested fields joined with ``_``, a keyword with ``_`` appended."""
+    name = path.replace(".", "_")
+    return f"{name}_" if keyword.iskeyword(name) else name
+
+
+def _py_type(row: Row) -> str:
+    if row.count is None:
+        return "int"
+    if row.ctype in ("char", "uint8_t"):
+        return "bytes"
+    return f"tuple[{', '.join(['int'] * row.count)}]"
+
+
+def _named_struct(name: str, size: object, rows: list[Row]) -> list[str]:
+    """A typed NamedTuple for one packed struct, read and written by field name."""
+    cls, const = _camel(name), name.upper()
+    fmt = "<" + "".join(r.code for r in rows)
+    out = ["", "", f'{const} = struct.Struct("{fmt}")', "", "", f"class {cls}(NamedTuple):"]
+    out += [f'    """``{name}`` ({size} bytes, little-endian, packed)."""', ""]
+    out += [f"    {_field(r.path)}: {_py_type(r)}" for r in rows]
+    picks, at = [], 0
+    for r in rows:
+        width = r.count if _py_type(r).startswith("tuple") and r.count else 1
+        picks.append(f"v[{at}:{at + width}]" if width > 1 else f"v[{at}]")
+        at += width
+    grouped = at != len(rows)  # an integer array is one field of several values
+    out += ["", "    @staticmethod", f"    def unpack_from(buffer: Buffer, offset: int = 0) -> {cls}:"]
+    if grouped:
+        out += [f"        v = {const}.unpack_from(buffer, offset)", f"        return {cls}({', '.join(picks)})"]
+    else:
+        out.append(f"        return {cls}._make({const}.unpack_from(buffer, offset))")
+    args = [f"*self.{_field(r.path)}" if _py_type(r).startswith("tuple") else f"self.{_field(r.path)}" for r in rows]
+    # builtins.bytes: a field may be named ``bytes`` (rec_node's record size)
+    out += ["", "    def pack(self) -> builtins.bytes:", f"        return {const}.pack({', '.join(args)})"]
+    return out
+
+
+def emit_layout(h: Header, values: dict[str, object]) -> str:
+    """foundry/format/_layout.py: constants, enums, the layout digest, and each packed struct as a
+    NamedTuple read and written by field name, plus its ordered (field, offset, struct format) rows."""
+    out = [*_head("format.h"), "import builtins", "import mmap", "import struct", "from enum import IntEnum"]
+    out += ["from typing import NamedTuple", "", "Buffer = bytes | bytearray | memoryview | mmap.mmap"]
     out += _constants(h, values)
+    out += [
+        "",
+        f'LAYOUT_DIGEST = "{layout_digest(h, values)}"',
+        '"""Of the record and delta structs (field names, C types, array lengths, offsets), listed in format.h for',
+        'RECORD_VERSION and DELTA_VERSION."""',
+    ]
     out += _enums(h, values)
+    for name, _ in h.structs:
+        out += _named_struct(name, values[name], struct_rows(h, values, name))
     out += [
         "",
         "",
@@ -288,34 +408,23 @@ def emit_layout(h: Header, values: dict[str, object]) -> str:
         "LAYOUTS: dict[str, tuple[int, tuple[tuple[str, int, str], ...]]] = {",
     ]
     for name, _ in h.structs:
-        rows: list[tuple[str, int, str]] = []
-
-        def walk(struct: str, prefix: str, root: str = name, rows: list[tuple[str, int, str]] = rows) -> None:
-            for f in structs[struct]:
-                path = f"{prefix}{f.name}"
-                off, _size = values[f"{root}.{path}"]  # type: ignore[misc]
-                if f.ctype in structs and f.count is None:
-                    walk(f.ctype, f"{path}.")
-                    continue
-                code = _INTS[f.ctype][0]
-                if f.count is not None:
-                    code = f"{f.count}s" if f.ctype in ("char", "uint8_t") else f"{f.count}{code}"
-                rows.append((path, off, code))
-
-        walk(name, "")
         out.append(f'    "{name}": ({values[name]}, (')
-        out += [f'        ("{p}", {o}, "{c}"),' for p, o, c in rows]
+        out += [f'        ("{r.path}", {r.offset}, "{r.code}"),' for r in struct_rows(h, values, name)]
         out.append("    )),")
     out.append("}")
     return "\n".join(out) + "\n"
 
 
 def generate() -> dict[Path, str]:
-    """The text each target file must hold, formatted as ruff formats it."""
+    """The text each target file must hold, formatted as ruff formats it. Raises ``LayoutError`` when
+    format.h's layout is not the one its versions name."""
     result = {}
     for header, target in TARGETS.items():
         h = parse((INCLUDE / header).read_text())
         values = probe(header, h)
+        problem = layout_problem(h, values) if header == "format.h" else None
+        if problem:
+            raise LayoutError(problem)
         text = emit_abi(h, values) if header == "foundry.h" else emit_layout(h, values)
         ruff = subprocess.run(
             [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(target), "-"],
@@ -325,12 +434,21 @@ def generate() -> dict[Path, str]:
     return result
 
 
+class LayoutError(Exception):
+    """format.h's structs changed without a version naming their new layout."""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     args = parser.parse_args()
     stale = 0
-    for target, text in generate().items():
+    try:
+        generated = generate()
+    except LayoutError as exc:
+        print(f"gen_abi: {exc}")
+        return 1
+    for target, text in generated.items():
         current = target.read_text() if target.exists() else ""
         if current == text:
             continue

@@ -1,8 +1,9 @@
 /*
  * What the archive format and the native code share (docs/FORMAT.md): the byte layouts of the graph
- * record and of a delta, their magics and versions, and the per-function attributes a function
- * table records. The one source of truth: foundry/format/_layout.py is generated from this file
- * (scripts/gen_abi.py), and CI fails when the two differ.
+ * record and of a delta, their magics and versions, the per-function attributes a function table
+ * records, and the fatbin layout both sides read kernel images with. The one source of truth:
+ * foundry/format/_layout.py is generated from this file (scripts/gen_abi.py), with a named Python
+ * type per struct, and CI fails when the two differ.
  *
  * Every multi-byte integer is little-endian. x86-64 and aarch64 are little-endian, so the packed
  * structs below are the on-disk layout.
@@ -16,6 +17,13 @@
 #define FDY_RECORD_VERSION 1
 #define FDY_DELTA_MAGIC "FGD1"
 #define FDY_DELTA_VERSION 1
+
+/* Each (record version, delta version) pair has one layout: scripts/gen_abi.py hashes the field names,
+ * C types, array lengths and offsets of every rec_* struct below and refuses to generate while the
+ * digest of the versions in force is not the one listed here. Changing a layout therefore means raising
+ * FDY_RECORD_VERSION (a record's layout) or FDY_DELTA_VERSION (a delta's), and adding the new pair's
+ * digest; a listed digest never changes. */
+#define FDY_LAYOUT_1_1 "197b92223a49a818"
 
 /* How a kernel node's arguments were given to the driver. */
 enum fdy_arg_mode {
@@ -107,6 +115,41 @@ typedef struct {
 } rec_override;
 #pragma pack(pop)
 
+/* Kernel images in NVIDIA's fatbin container, as the CUDA runtime registers them and the driver takes them
+ * (both sides read them: image.c for an image's size, foundry/format/fatbin.py for its entries). A
+ * fatbin is its header (header_size bytes, of which fatbin_header is the start), then fat_size bytes of
+ * entries: each an entry header of its own header_size bytes (holding the fields past the first 16 only
+ * when it is that long) and its payload, padded to 8. Fields named unknown* are not read. */
+#define FDY_FATBIN_MAGIC 0xBA55ED50u
+/* __fatBinC_Wrapper_t, what the runtime hands to cuModuleLoadData & co.: data points at a fatbin. */
+#define FDY_FATBIN_WRAPPER_MAGIC 0x466243B1u
+/* An entry's flags: how its payload is compressed (none, an LZ4 block, a Zstandard frame). */
+#define FDY_FATBIN_COMPRESSED_LZ4 0x2000
+#define FDY_FATBIN_COMPRESSED_ZSTD 0x8000
+
+enum fdy_fatbin_kind { FDY_FATBIN_KIND_PTX = 1, FDY_FATBIN_KIND_ELF = 2 };
+
+#pragma pack(push, 1)
+typedef struct {
+  uint32_t magic;
+  uint16_t version, header_size;
+  uint64_t fat_size;
+} fatbin_header;
+
+typedef struct {
+  uint16_t kind, version;
+  uint32_t header_size;
+  uint64_t payload_size;
+  uint32_t compressed_size, unknown0, unknown1, sm_arch;
+  uint64_t unknown2, flags, unknown3, uncompressed_size;
+} fatbin_entry;
+
+typedef struct {
+  uint32_t magic, version;
+  uint64_t data, filename_or_fatbins;
+} fatbin_wrapper;
+#pragma pack(pop)
+
 _Static_assert(sizeof(rec_header) == 32, "record header layout");
 _Static_assert(sizeof(rec_kernel) == 56, "kernel record layout");
 _Static_assert(sizeof(rec_attr) == 72, "attribute layout");
@@ -116,5 +159,8 @@ _Static_assert(sizeof(rec_event) == 16, "event record layout");
 _Static_assert(sizeof(rec_edge) == 16, "edge layout");
 _Static_assert(sizeof(rec_delta_header) == 64, "delta header layout");
 _Static_assert(sizeof(rec_override) == 8, "override layout");
+_Static_assert(sizeof(fatbin_header) == 16, "fatbin header layout");
+_Static_assert(sizeof(fatbin_entry) == 64, "fatbin entry header layout");
+_Static_assert(sizeof(fatbin_wrapper) == 24, "fatbin wrapper layout");
 
 #endif

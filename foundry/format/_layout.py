@@ -5,7 +5,13 @@ what the header gives."""
 
 from __future__ import annotations
 
+import builtins
+import mmap
+import struct
 from enum import IntEnum
+from typing import NamedTuple
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 RECORD_MAGIC = b"FGR1"
 RECORD_VERSION = 1
@@ -15,6 +21,14 @@ NODE_ATTRS = (1, 2, 4, 5, 8, 9, 10, 11, 13, 16)
 FUNC_ATTR_COUNT = 7
 FUNC_ATTR_IDS = (8, 9, 11, 12, 13, 14, 15)
 FUNC_ATTR_UNKNOWN = -2147483648
+FATBIN_MAGIC = 3126193488
+FATBIN_WRAPPER_MAGIC = 1180844977
+FATBIN_COMPRESSED_LZ4 = 8192
+FATBIN_COMPRESSED_ZSTD = 32768
+
+LAYOUT_DIGEST = "197b92223a49a818"
+"""Of the record and delta structs (field names, C types, array lengths, offsets), listed in format.h for
+RECORD_VERSION and DELTA_VERSION."""
 
 
 class ArgMode(IntEnum):
@@ -22,6 +36,413 @@ class ArgMode(IntEnum):
 
     PARAMS = 0
     EXTRA = 1
+
+
+class FatbinKind(IntEnum):
+    """``enum fdy_fatbin_kind``."""
+
+    PTX = 1
+    ELF = 2
+
+
+REC_HEADER = struct.Struct("<4sHHIIIIQ")
+
+
+class RecHeader(NamedTuple):
+    """``rec_header`` (32 bytes, little-endian, packed)."""
+
+    magic: bytes
+    version: int
+    header_bytes: int
+    node_count: int
+    edge_count: int
+    function_count: int
+    event_count: int
+    total_bytes: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecHeader:
+        return RecHeader._make(REC_HEADER.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_HEADER.pack(
+            self.magic,
+            self.version,
+            self.header_bytes,
+            self.node_count,
+            self.edge_count,
+            self.function_count,
+            self.event_count,
+            self.total_bytes,
+        )
+
+
+REC_NODE = struct.Struct("<BBHI")
+
+
+class RecNode(NamedTuple):
+    """``rec_node`` (8 bytes, little-endian, packed)."""
+
+    type: int
+    reserved0: int
+    reserved1: int
+    bytes: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecNode:
+        return RecNode._make(REC_NODE.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_NODE.pack(self.type, self.reserved0, self.reserved1, self.bytes)
+
+
+REC_KERNEL = struct.Struct("<BBHII3I3IIBBHHHII")
+
+
+class RecKernel(NamedTuple):
+    """``rec_kernel`` (56 bytes, little-endian, packed)."""
+
+    h_type: int
+    h_reserved0: int
+    h_reserved1: int
+    h_bytes: int
+    function: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int
+    arg_mode: int
+    reserved0: int
+    param_count: int
+    attr_count: int
+    reserved1: int
+    arg_bytes: int
+    reserved2: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecKernel:
+        v = REC_KERNEL.unpack_from(buffer, offset)
+        return RecKernel(
+            v[0], v[1], v[2], v[3], v[4], v[5:8], v[8:11], v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18]
+        )
+
+    def pack(self) -> builtins.bytes:
+        return REC_KERNEL.pack(
+            self.h_type,
+            self.h_reserved0,
+            self.h_reserved1,
+            self.h_bytes,
+            self.function,
+            *self.grid,
+            *self.block,
+            self.shared_mem,
+            self.arg_mode,
+            self.reserved0,
+            self.param_count,
+            self.attr_count,
+            self.reserved1,
+            self.arg_bytes,
+            self.reserved2,
+        )
+
+
+REC_PARAM = struct.Struct("<II")
+
+
+class RecParam(NamedTuple):
+    """``rec_param`` (8 bytes, little-endian, packed)."""
+
+    offset: int
+    size: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecParam:
+        return RecParam._make(REC_PARAM.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_PARAM.pack(self.offset, self.size)
+
+
+REC_ATTR = struct.Struct("<II64s")
+
+
+class RecAttr(NamedTuple):
+    """``rec_attr`` (72 bytes, little-endian, packed)."""
+
+    id: int
+    reserved: int
+    value: bytes
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecAttr:
+        return RecAttr._make(REC_ATTR.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_ATTR.pack(self.id, self.reserved, self.value)
+
+
+REC_MEMSET = struct.Struct("<BBHIQQIIQQ")
+
+
+class RecMemset(NamedTuple):
+    """``rec_memset`` (48 bytes, little-endian, packed)."""
+
+    h_type: int
+    h_reserved0: int
+    h_reserved1: int
+    h_bytes: int
+    dst: int
+    pitch: int
+    value: int
+    element_size: int
+    width: int
+    height: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecMemset:
+        return RecMemset._make(REC_MEMSET.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_MEMSET.pack(
+            self.h_type,
+            self.h_reserved0,
+            self.h_reserved1,
+            self.h_bytes,
+            self.dst,
+            self.pitch,
+            self.value,
+            self.element_size,
+            self.width,
+            self.height,
+        )
+
+
+REC_MEMCPY = struct.Struct("<BBHIQQQQQQQQQQQQQQQII")
+
+
+class RecMemcpy(NamedTuple):
+    """``rec_memcpy`` (136 bytes, little-endian, packed)."""
+
+    h_type: int
+    h_reserved0: int
+    h_reserved1: int
+    h_bytes: int
+    src_device: int
+    src_x: int
+    src_y: int
+    src_z: int
+    src_pitch: int
+    src_height: int
+    dst_device: int
+    dst_x: int
+    dst_y: int
+    dst_z: int
+    dst_pitch: int
+    dst_height: int
+    width: int
+    height: int
+    depth: int
+    src_type: int
+    dst_type: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecMemcpy:
+        return RecMemcpy._make(REC_MEMCPY.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_MEMCPY.pack(
+            self.h_type,
+            self.h_reserved0,
+            self.h_reserved1,
+            self.h_bytes,
+            self.src_device,
+            self.src_x,
+            self.src_y,
+            self.src_z,
+            self.src_pitch,
+            self.src_height,
+            self.dst_device,
+            self.dst_x,
+            self.dst_y,
+            self.dst_z,
+            self.dst_pitch,
+            self.dst_height,
+            self.width,
+            self.height,
+            self.depth,
+            self.src_type,
+            self.dst_type,
+        )
+
+
+REC_EVENT = struct.Struct("<BBHIII")
+
+
+class RecEvent(NamedTuple):
+    """``rec_event`` (16 bytes, little-endian, packed)."""
+
+    h_type: int
+    h_reserved0: int
+    h_reserved1: int
+    h_bytes: int
+    event: int
+    reserved: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecEvent:
+        return RecEvent._make(REC_EVENT.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_EVENT.pack(self.h_type, self.h_reserved0, self.h_reserved1, self.h_bytes, self.event, self.reserved)
+
+
+REC_EDGE = struct.Struct("<IIBBB5s")
+
+
+class RecEdge(NamedTuple):
+    """``rec_edge`` (16 bytes, little-endian, packed)."""
+
+    from_: int
+    to: int
+    from_port: int
+    to_port: int
+    type: int
+    reserved: bytes
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecEdge:
+        return RecEdge._make(REC_EDGE.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_EDGE.pack(self.from_, self.to, self.from_port, self.to_port, self.type, self.reserved)
+
+
+REC_DELTA_HEADER = struct.Struct("<4sHHIIIIQ32s")
+
+
+class RecDeltaHeader(NamedTuple):
+    """``rec_delta_header`` (64 bytes, little-endian, packed)."""
+
+    magic: bytes
+    version: int
+    header_bytes: int
+    override_count: int
+    function_count: int
+    reserved0: int
+    reserved1: int
+    total_bytes: int
+    template_sha256: bytes
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecDeltaHeader:
+        return RecDeltaHeader._make(REC_DELTA_HEADER.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_DELTA_HEADER.pack(
+            self.magic,
+            self.version,
+            self.header_bytes,
+            self.override_count,
+            self.function_count,
+            self.reserved0,
+            self.reserved1,
+            self.total_bytes,
+            self.template_sha256,
+        )
+
+
+REC_OVERRIDE = struct.Struct("<II")
+
+
+class RecOverride(NamedTuple):
+    """``rec_override`` (8 bytes, little-endian, packed)."""
+
+    node_index: int
+    reserved: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> RecOverride:
+        return RecOverride._make(REC_OVERRIDE.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return REC_OVERRIDE.pack(self.node_index, self.reserved)
+
+
+FATBIN_HEADER = struct.Struct("<IHHQ")
+
+
+class FatbinHeader(NamedTuple):
+    """``fatbin_header`` (16 bytes, little-endian, packed)."""
+
+    magic: int
+    version: int
+    header_size: int
+    fat_size: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> FatbinHeader:
+        return FatbinHeader._make(FATBIN_HEADER.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return FATBIN_HEADER.pack(self.magic, self.version, self.header_size, self.fat_size)
+
+
+FATBIN_ENTRY = struct.Struct("<HHIQIIIIQQQQ")
+
+
+class FatbinEntry(NamedTuple):
+    """``fatbin_entry`` (64 bytes, little-endian, packed)."""
+
+    kind: int
+    version: int
+    header_size: int
+    payload_size: int
+    compressed_size: int
+    unknown0: int
+    unknown1: int
+    sm_arch: int
+    unknown2: int
+    flags: int
+    unknown3: int
+    uncompressed_size: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> FatbinEntry:
+        return FatbinEntry._make(FATBIN_ENTRY.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return FATBIN_ENTRY.pack(
+            self.kind,
+            self.version,
+            self.header_size,
+            self.payload_size,
+            self.compressed_size,
+            self.unknown0,
+            self.unknown1,
+            self.sm_arch,
+            self.unknown2,
+            self.flags,
+            self.unknown3,
+            self.uncompressed_size,
+        )
+
+
+FATBIN_WRAPPER = struct.Struct("<IIQQ")
+
+
+class FatbinWrapper(NamedTuple):
+    """``fatbin_wrapper`` (24 bytes, little-endian, packed)."""
+
+    magic: int
+    version: int
+    data: int
+    filename_or_fatbins: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> FatbinWrapper:
+        return FatbinWrapper._make(FATBIN_WRAPPER.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return FATBIN_WRAPPER.pack(self.magic, self.version, self.data, self.filename_or_fatbins)
 
 
 # struct -> (size, ((field, offset, struct format), ...)); little-endian, packed
@@ -165,6 +586,41 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, int, str], ...]]] = {
         (
             ("node_index", 0, "I"),
             ("reserved", 4, "I"),
+        ),
+    ),
+    "fatbin_header": (
+        16,
+        (
+            ("magic", 0, "I"),
+            ("version", 4, "H"),
+            ("header_size", 6, "H"),
+            ("fat_size", 8, "Q"),
+        ),
+    ),
+    "fatbin_entry": (
+        64,
+        (
+            ("kind", 0, "H"),
+            ("version", 2, "H"),
+            ("header_size", 4, "I"),
+            ("payload_size", 8, "Q"),
+            ("compressed_size", 16, "I"),
+            ("unknown0", 20, "I"),
+            ("unknown1", 24, "I"),
+            ("sm_arch", 28, "I"),
+            ("unknown2", 32, "Q"),
+            ("flags", 40, "Q"),
+            ("unknown3", 48, "Q"),
+            ("uncompressed_size", 56, "Q"),
+        ),
+    ),
+    "fatbin_wrapper": (
+        24,
+        (
+            ("magic", 0, "I"),
+            ("version", 4, "I"),
+            ("data", 8, "Q"),
+            ("filename_or_fatbins", 16, "Q"),
         ),
     ),
 }

@@ -31,14 +31,15 @@ class ContainerHeader:
 
 def pack_container(record: bytes | bytearray | memoryview) -> bytes:
     """The container bytes for ``record``: header (version 1, flags 0, offset 64) then the record."""
-    return L.CONTAINER.pack(
-        L.CONTAINER_MAGIC,
-        L.CONTAINER_VERSION,
-        0,
-        L.CONTAINER_RECORD_OFFSET,
-        len(record),
-        hashlib.sha256(record).digest(),
-    ) + bytes(record)
+    header = L.ContainerFields(
+        magic=L.CONTAINER_MAGIC,
+        version=L.CONTAINER_VERSION,
+        flags=0,
+        record_offset=L.CONTAINER_RECORD_OFFSET,
+        record_size=len(record),
+        record_sha256=hashlib.sha256(record).digest(),
+    )
+    return header.pack() + bytes(record)
 
 
 def read_container_header(data: Buffer, *, source: str = "graph container") -> ContainerHeader:
@@ -57,9 +58,10 @@ def read_container_header(data: Buffer, *, source: str = "graph container") -> C
         raise ArchiveForeignError(
             f"{source}: not a Foundry graph container: bytes 0-7 are {magic!r}, expected {L.CONTAINER_MAGIC!r}"
         )
-    if n < L.CONTAINER.size:
-        raise ArchiveCorruptError(f"{source}: truncated: {n} bytes, a container header needs 64")
-    _, version, flags, offset, size, digest = L.CONTAINER.unpack_from(data, 0)
+    if n < L.CONTAINER_SIZE:
+        raise ArchiveCorruptError(f"{source}: truncated: {n} bytes, a container header needs {L.CONTAINER_SIZE}")
+    h = L.ContainerFields.unpack_from(data)
+    version, flags, offset, size, digest = h.version, h.flags, h.record_offset, h.record_size, h.record_sha256
     if version not in L.CONTAINER_VERSIONS:
         raise ArchiveVersionError(
             f"{source}: byte 8, container version: found version {version}; this Foundry reads "

@@ -15,7 +15,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVers
 
 from . import layout as L
 from .encode import encode_node
-from .layout import DELTA_MAGIC, DELTA_VERSION, NODE_HEAD
+from .layout import DELTA_MAGIC, DELTA_VERSION, RecDeltaHeader, RecNode, RecOverride
 from .nodes import KernelNode, MemcpyNode, MemsetNode, Node
 from .parse import parse_node
 
@@ -29,8 +29,6 @@ __all__ = [
     "parse_delta",
 ]
 
-_HEADER = L.DELTA_HEADER
-_OVERRIDE = L.OVERRIDE
 VARYING_NODE_TYPES = (KernelNode, MemsetNode, MemcpyNode)
 """The node types a template member may override (the rest must equal the template's)."""
 
@@ -70,66 +68,73 @@ def encode_delta(delta: Delta) -> bytes:
     for index, node in delta.overrides:
         if not isinstance(node, VARYING_NODE_TYPES):
             raise ValueError(f"override of node {index}: only kernel, memset and memcpy nodes vary, not {node}")
-        body += _OVERRIDE.pack(index, 0) + encode_node(node)
-    total = _HEADER.size + len(body)
-    header = _HEADER.pack(
-        DELTA_MAGIC,
-        DELTA_VERSION,
-        _HEADER.size,
-        len(delta.overrides),
-        delta.function_count,
-        0,
-        0,
-        total,
-        bytes.fromhex(delta.template_sha256),
+        body += RecOverride(node_index=index, reserved=0).pack() + encode_node(node)
+    header = RecDeltaHeader(
+        magic=DELTA_MAGIC,
+        version=DELTA_VERSION,
+        header_bytes=L.DELTA_HEADER_SIZE,
+        override_count=len(delta.overrides),
+        function_count=delta.function_count,
+        reserved0=0,
+        reserved1=0,
+        total_bytes=L.DELTA_HEADER_SIZE + len(body),
+        template_sha256=bytes.fromhex(delta.template_sha256),
     )
-    return header + bytes(body)
+    return header.pack() + bytes(body)
 
 
-def _header(mv: memoryview) -> tuple[int, int, int, bytes]:
-    """(override count, function count, total bytes, template SHA-256) of a checked delta header."""
+def _header(mv: memoryview) -> RecDeltaHeader:
+    """The checked header of a delta."""
     if bytes(mv[:4]) != DELTA_MAGIC:
         raise ArchiveForeignError(f"not a Foundry delta: bytes 0-3 are {bytes(mv[:4])!r}, expected {DELTA_MAGIC!r}")
-    if len(mv) < _HEADER.size:
-        raise ArchiveCorruptError(f"delta: truncated header ({len(mv)} of 64 bytes)")
-    _magic, version, hsize, count, fcount, r0, r1, total, sha = _HEADER.unpack_from(mv, 0)
-    if version != DELTA_VERSION:
-        raise ArchiveVersionError(f"delta version {version}; this Foundry reads version {DELTA_VERSION}")
-    if hsize != _HEADER.size or total != len(mv) or r0 or r1:
-        raise ArchiveCorruptError(f"delta header: size {hsize}, total {total} of {len(mv)} bytes, reserved {r0},{r1}")
+    if len(mv) < L.DELTA_HEADER_SIZE:
+        raise ArchiveCorruptError(f"delta: truncated header ({len(mv)} of {L.DELTA_HEADER_SIZE} bytes)")
+    h = RecDeltaHeader.unpack_from(mv)
+    if h.version != DELTA_VERSION:
+        raise ArchiveVersionError(f"delta version {h.version}; this Foundry reads version {DELTA_VERSION}")
+    if h.header_bytes != L.DELTA_HEADER_SIZE or h.total_bytes != len(mv) or h.reserved0 or h.reserved1:
+        raise ArchiveCorruptError(
+            f"delta header: size {h.header_bytes}, total {h.total_bytes} of {len(mv)} bytes, "
+            f"reserved {h.reserved0},{h.reserved1}"
+        )
     # Checked against the bytes present before anything is sized by it: each override takes at least
     # its index and a node header.
-    if count > (total - _HEADER.size) // (_OVERRIDE.size + NODE_HEAD.size):
-        raise ArchiveCorruptError(f"delta header: {count} overrides cannot fit in a {total}-byte delta")
-    return count, fcount, total, sha
+    if h.override_count > (h.total_bytes - L.DELTA_HEADER_SIZE) // (L.OVERRIDE_SIZE + L.NODE_HEAD_SIZE):
+        raise ArchiveCorruptError(
+            f"delta header: {h.override_count} overrides cannot fit in a {h.total_bytes}-byte delta"
+        )
+    return h
 
 
 def _override_at(mv: memoryview, at: int, i: int, total: int, seen: set[int]) -> int:
     """The node index of override ``i`` at byte ``at``, checked (in bounds, not repeated)."""
-    if at + _OVERRIDE.size > total:
+    if at + L.OVERRIDE_SIZE > total:
         raise ArchiveCorruptError(f"delta, byte {at}: override {i} starts past the end")
-    index, reserved = _OVERRIDE.unpack_from(mv, at)
-    if reserved or index in seen:
-        raise ArchiveCorruptError(f"delta, byte {at}: override {i} (node {index}) is repeated or has reserved bits")
-    seen.add(index)
-    return int(index)
+    o = RecOverride.unpack_from(mv, at)
+    if o.reserved or o.node_index in seen:
+        raise ArchiveCorruptError(
+            f"delta, byte {at}: override {i} (node {o.node_index}) is repeated or has reserved bits"
+        )
+    seen.add(o.node_index)
+    return o.node_index
 
 
 def override_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int, int]]:
     """(template node index, start, end) of each override's node record, without parsing the
     records. Bounds are checked, and any problem raises an ``ArchiveError`` subclass."""
     mv = memoryview(data).cast("B")
-    count, _fcount, total, _sha = _header(mv)
+    h = _header(mv)
+    total = h.total_bytes
     out: list[tuple[int, int, int]] = []
-    at = _HEADER.size
+    at = L.DELTA_HEADER_SIZE
     seen: set[int] = set()
-    for i in range(count):
+    for i in range(h.override_count):
         index = _override_at(mv, at, i, total, seen)
-        node_at = at + _OVERRIDE.size
-        if node_at + NODE_HEAD.size > total:
+        node_at = at + L.OVERRIDE_SIZE
+        if node_at + L.NODE_HEAD_SIZE > total:
             raise ArchiveCorruptError(f"delta, byte {node_at}: override {i} has no node record")
-        size = NODE_HEAD.unpack_from(mv, node_at)[3]
-        if size < NODE_HEAD.size or node_at + size > total:
+        size = RecNode.unpack_from(mv, node_at).bytes
+        if size < L.NODE_HEAD_SIZE or node_at + size > total:
             raise ArchiveCorruptError(f"delta, byte {node_at}: override {i}'s node record of {size} bytes overruns")
         out.append((index, node_at, node_at + size))
         at = node_at + size
@@ -140,8 +145,8 @@ def override_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int,
 
 def delta_header(data: bytes | bytearray | memoryview) -> tuple[int, str]:
     """(function count, template record SHA-256) of a delta, its header checked."""
-    _count, fcount, _total, sha = _header(memoryview(data).cast("B"))
-    return fcount, sha.hex()
+    h = _header(memoryview(data).cast("B"))
+    return h.function_count, h.template_sha256.hex()
 
 
 def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
@@ -152,17 +157,18 @@ def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
 def parse_delta(data: bytes | bytearray | memoryview) -> Delta:
     """Parses and validates a delta; any problem raises an ``ArchiveError`` subclass."""
     mv = memoryview(data).cast("B")
-    count, fcount, total, sha = _header(mv)
+    h = _header(mv)
+    total, fcount = h.total_bytes, h.function_count
     overrides: list[tuple[int, Node]] = []
-    at = _HEADER.size
+    at = L.DELTA_HEADER_SIZE
     seen: set[int] = set()
-    for i in range(count):
+    for i in range(h.override_count):
         index = _override_at(mv, at, i, total, seen)
-        node, size = parse_node(mv, at + _OVERRIDE.size, total, fcount, f"delta override {i}: ")
+        node, size = parse_node(mv, at + L.OVERRIDE_SIZE, total, fcount, f"delta override {i}: ")
         if not isinstance(node, VARYING_NODE_TYPES):
             raise ArchiveCorruptError(f"delta, byte {at}: override {i} is a {node.node_type.name} node")
         overrides.append((index, node))
-        at += _OVERRIDE.size + size
+        at += L.OVERRIDE_SIZE + size
     if at != total:
         raise ArchiveCorruptError(f"delta: {total - at} bytes after the last override")
-    return Delta(sha.hex(), fcount, tuple(overrides))
+    return Delta(h.template_sha256.hex(), fcount, tuple(overrides))

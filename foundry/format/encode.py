@@ -13,6 +13,7 @@ import struct
 from foundry.errors import ArchiveError
 
 from . import layout as L
+from .layout import RecAttr, RecEdge, RecEvent, RecHeader, RecKernel, RecMemcpy, RecMemset, RecNode, RecParam
 from .nodes import ChildGraphNode, EmptyNode, EventNode, GraphRecord, KernelNode, MemcpyNode, MemsetNode, Node
 from .parse import parse_record
 
@@ -47,23 +48,26 @@ def _encode(record: GraphRecord, *, depth: int, where: str) -> bytes:
             ) from None
     for j, e in enumerate(record.edges):
         try:
-            parts.append(L.EDGE.pack(e.src, e.dst, e.from_port, e.to_port, e.type, b""))
+            edge = RecEdge(
+                from_=e.src, to=e.dst, from_port=e.from_port, to_port=e.to_port, type=e.type, reserved=bytes(5)
+            )
+            parts.append(edge.pack())
         except struct.error as exc:
             raise ValueError(
                 f"graph record cannot be encoded: {where}edge {j}: a field is out of range for its type ({exc})"
             ) from None
     total = sum(map(len, parts)) + L.HEADER_SIZE
     try:
-        parts[0] = L.HEADER.pack(
-            L.RECORD_MAGIC,
-            L.RECORD_VERSION,
-            L.HEADER_SIZE,
-            len(record.nodes),
-            len(record.edges),
-            record.function_count,
-            record.event_count,
-            total,
-        )
+        parts[0] = RecHeader(
+            magic=L.RECORD_MAGIC,
+            version=L.RECORD_VERSION,
+            header_bytes=L.HEADER_SIZE,
+            node_count=len(record.nodes),
+            edge_count=len(record.edges),
+            function_count=record.function_count,
+            event_count=record.event_count,
+            total_bytes=total,
+        ).pack()
     except struct.error as exc:
         raise ValueError(f"graph record cannot be encoded: {where}header: a count is out of range ({exc})") from None
     return b"".join(parts)
@@ -74,37 +78,39 @@ def encode_node(node: Node) -> bytes:
     return _node(node, 0, "")
 
 
+def _head(node: Node, size: int) -> dict[str, int]:
+    """The node header's fields (``h`` of every node record) for a record of ``size`` bytes."""
+    return {"h_type": node.node_type, "h_reserved0": 0, "h_reserved1": 0, "h_bytes": size}
+
+
+def _node_head(node: Node, size: int) -> bytes:
+    return RecNode(type=node.node_type, reserved0=0, reserved1=0, bytes=size).pack()
+
+
 def _node(node: Node, depth: int, where: str) -> bytes:
     if isinstance(node, KernelNode):
         return _kernel(node)
     if isinstance(node, MemsetNode):
-        return L.NODE_HEAD.pack(node.node_type, 0, 0, L.MEMSET_SIZE) + L.MEMSET.pack(
-            node.dst, node.pitch, node.value, node.element_size, node.width, node.height
-        )
+        h = _head(node, L.MEMSET_SIZE)
+        return RecMemset(
+            **h, dst=node.dst, pitch=node.pitch, value=node.value,
+            element_size=node.element_size, width=node.width, height=node.height,
+        ).pack()  # fmt: skip
     if isinstance(node, MemcpyNode):
-        return L.NODE_HEAD.pack(node.node_type, 0, 0, L.MEMCPY_SIZE) + L.MEMCPY.pack(
-            node.src_device,
-            node.src_x_bytes,
-            node.src_y,
-            node.src_z,
-            node.src_pitch,
-            node.src_height,
-            node.dst_device,
-            node.dst_x_bytes,
-            node.dst_y,
-            node.dst_z,
-            node.dst_pitch,
-            node.dst_height,
-            node.width_bytes,
-            node.height,
-            node.depth,
-            node.src_memory_type,
-            node.dst_memory_type,
-        )
+        h = _head(node, L.MEMCPY_SIZE)
+        return RecMemcpy(
+            **h,
+            src_device=node.src_device, src_x=node.src_x_bytes, src_y=node.src_y, src_z=node.src_z,
+            src_pitch=node.src_pitch, src_height=node.src_height, dst_device=node.dst_device, dst_x=node.dst_x_bytes,
+            dst_y=node.dst_y, dst_z=node.dst_z, dst_pitch=node.dst_pitch, dst_height=node.dst_height,
+            width=node.width_bytes, height=node.height, depth=node.depth, src_type=node.src_memory_type,
+            dst_type=node.dst_memory_type,
+        ).pack()  # fmt: skip
     if isinstance(node, EventNode):
-        return L.NODE_HEAD.pack(node.kind, 0, 0, L.EVENT_SIZE) + L.EVENT.pack(node.event_index, 0)
+        h = _head(node, L.EVENT_SIZE)
+        return RecEvent(**h, event=node.event_index, reserved=0).pack()
     if isinstance(node, EmptyNode):
-        return L.NODE_HEAD.pack(node.node_type, 0, 0, L.EMPTY_SIZE)
+        return _node_head(node, L.EMPTY_SIZE)
     if isinstance(node, ChildGraphNode):
         if node.record.function_count or node.record.event_count:
             raise ValueError(
@@ -113,7 +119,7 @@ def _node(node: Node, depth: int, where: str) -> bytes:
                 "child graphs use the top-level tables and must have 0"
             )
         child = _encode(node.record, depth=depth + 1, where=where)
-        return L.NODE_HEAD.pack(node.node_type, 0, 0, L.NODE_HEAD_SIZE + len(child)) + child
+        return _node_head(node, L.NODE_HEAD_SIZE + len(child)) + child
     raise ValueError(
         f"graph record cannot be encoded: {where.removesuffix(' > ')} is a "
         f"{type(node).__name__}, not a graph record node"
@@ -125,28 +131,21 @@ def _kernel(node: KernelNode) -> bytes:
     pcount, acount, bsize = len(node.params), len(node.attrs), len(args)
     used = L.KERNEL_HEAD_SIZE + pcount * L.PARAM_SIZE + acount * L.ATTR_SIZE + bsize
     size = L.pad8(used)
-    parts = [
-        L.NODE_HEAD.pack(node.node_type, 0, 0, size),
-        L.KERNEL_FIXED.pack(
-            node.function_index,
-            *node.grid,
-            *node.block,
-            node.shared_mem,
-            int(node.arg_mode),
-            0,
-            pcount,
-            acount,
-            0,
-            bsize,
-            0,
-        ),
-    ]
-    if pcount:
-        parts.append(L.params_struct(pcount).pack(*(v for pair in node.params for v in pair)))
+    h = _head(node, size)
+    grid, block = tuple(node.grid), tuple(node.block)
+    if len(grid) != 3 or len(block) != 3:
+        raise struct.error(f"grid {grid} and block {block} need three dimensions each")
+    fixed = RecKernel(
+        **h, function=node.function_index, grid=grid, block=block,
+        shared_mem=node.shared_mem, arg_mode=int(node.arg_mode), reserved0=0, param_count=pcount,
+        attr_count=acount, reserved1=0, arg_bytes=bsize, reserved2=0,
+    )  # fmt: skip
+    parts = [fixed.pack()]
+    parts += [RecParam(offset=offset, size=length).pack() for offset, length in node.params]
     for aid, value in node.attrs:
         if len(value) != L.ATTR_VALUE_SIZE:
-            raise struct.error(f"launch attribute {aid} value is {len(value)} bytes, must be 64")
-        parts.append(L.ATTR.pack(aid, 0, value))
+            raise struct.error(f"launch attribute {aid} value is {len(value)} bytes, must be {L.ATTR_VALUE_SIZE}")
+        parts.append(RecAttr(id=aid, reserved=0, value=value).pack())
     parts.append(args)
     parts.append(bytes(size - used))
     return b"".join(parts)

@@ -17,25 +17,31 @@ reason instead of its payload, never guessed at.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any
+
+from ._layout import (
+    FATBIN_COMPRESSED_LZ4,
+    FATBIN_COMPRESSED_ZSTD,
+    FATBIN_ENTRY,
+    FATBIN_HEADER,
+    FATBIN_MAGIC,
+    FatbinHeader,
+    FatbinKind,
+)
+from ._layout import FatbinEntry as EntryHeader
+from .layout import offsets
 
 __all__ = [
     "FATBIN_COMPRESSED_LZ4",
     "FATBIN_COMPRESSED_ZSTD",
-    "FATBIN_KIND_ELF",
-    "FATBIN_KIND_PTX",
     "FATBIN_MAGIC",
     "FatbinEntry",
+    "FatbinKind",
     "fatbin_entries",
+    "fatbin_header",
 ]
 
-FATBIN_MAGIC = 0xBA55ED50
-FATBIN_KIND_PTX = 1
-FATBIN_KIND_ELF = 2
-FATBIN_COMPRESSED_LZ4 = 0x2000
-FATBIN_COMPRESSED_ZSTD = 0x8000
 MAX_UNCOMPRESSED = 1 << 31
 """Bound on one entry's uncompressed size: a larger claim is damage, not a kernel image."""
 
@@ -51,34 +57,48 @@ class FatbinEntry:
     problem: str | None = None
 
 
+def fatbin_header(data: bytes | bytearray | memoryview) -> FatbinHeader | None:
+    """The header of a fatbin, or None when ``data`` does not start with one (too short, other magic)."""
+    if len(data) < FATBIN_HEADER.size:
+        return None
+    header = FatbinHeader.unpack_from(data)
+    return header if header.magic == FATBIN_MAGIC else None
+
+
+_ENTRY_AT = offsets("fatbin_entry")
+
+
 def fatbin_entries(data: bytes | memoryview) -> tuple[list[FatbinEntry], str | None]:
     """Every entry of the fatbin ``data`` (exactly ``header_size + fat_size`` bytes), and what made the
     walk stop early (None when it reached the end): an entry header that does not fit."""
-    header, fat = struct.unpack_from("<HQ", data, 6)
-    at, end = header, header + fat
+    header = FatbinHeader.unpack_from(data)
+    at, end = header.header_size, header.header_size + header.fat_size
     out: list[FatbinEntry] = []
-    while at + 16 <= end:
-        kind, _version, entry_header, size = struct.unpack_from("<HHIQ", data, at)
-        if entry_header < 16 or at + entry_header + size > end:
+    while at + _ENTRY_AT["compressed_size"] <= end:  # the fields every entry header holds
+        # An entry header holds the fields past the first 16 only when it is that long: read short
+        # ones as if the rest were zero.
+        head = bytes(data[at : min(at + FATBIN_ENTRY.size, end)]).ljust(FATBIN_ENTRY.size, b"\0")
+        entry = EntryHeader.unpack_from(head)
+        size = entry.header_size
+        if size < _ENTRY_AT["compressed_size"] or at + size + entry.payload_size > end:
             return out, f"entry {len(out)} at byte {at} does not fit the fatbin"
-        fields = bytes(data[at : at + entry_header])
-        arch = struct.unpack_from("<I", fields, 28)[0] if entry_header >= 32 else 0
-        flags = struct.unpack_from("<Q", fields, 40)[0] if entry_header >= 48 else 0
-        raw = data[at + entry_header : at + entry_header + size]
-        out.append(_entry(len(out), kind, arch, flags, fields, raw))
-        at += entry_header + ((size + 7) & ~7)
+        if size < FATBIN_ENTRY.size:
+            entry = EntryHeader.unpack_from(head[:size].ljust(FATBIN_ENTRY.size, b"\0"))
+        raw = data[at + size : at + size + entry.payload_size]
+        out.append(_entry(len(out), entry, raw))
+        at += size + ((entry.payload_size + 7) & ~7)
     return out, None if at >= end else f"{end - at} bytes after the last entry"
 
 
-def _entry(index: int, kind: int, arch: int, flags: int, fields: bytes, raw: bytes | memoryview) -> FatbinEntry:
+def _entry(index: int, header: EntryHeader, raw: bytes | memoryview) -> FatbinEntry:
+    kind, arch, flags = header.kind, header.sm_arch, header.flags
     method = flags & (FATBIN_COMPRESSED_LZ4 | FATBIN_COMPRESSED_ZSTD)
     if not method:
         return FatbinEntry(kind, arch, bytes(raw))
     what = f"fatbin entry {index} (sm_{arch}, {'LZ4' if method == FATBIN_COMPRESSED_LZ4 else 'Zstandard'})"
-    if method == FATBIN_COMPRESSED_LZ4 | FATBIN_COMPRESSED_ZSTD or len(fields) < 64:
+    if method == FATBIN_COMPRESSED_LZ4 | FATBIN_COMPRESSED_ZSTD or header.header_size < FATBIN_ENTRY.size:
         return FatbinEntry(kind, arch, None, f"{what}: unknown compression flags {flags:#x}")
-    compressed = struct.unpack_from("<I", fields, 16)[0]
-    expanded = struct.unpack_from("<Q", fields, 56)[0]
+    compressed, expanded = header.compressed_size, header.uncompressed_size
     if compressed > len(raw) or not 0 < expanded <= MAX_UNCOMPRESSED:
         return FatbinEntry(kind, arch, None, f"{what}: sizes {compressed} -> {expanded} do not fit the entry")
     try:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError
 
+from ._layout import FATBIN_HEADER
 from .elf import STT_OBJECT, Section, Symbol, elf_sections, elf_symbols
-from .fatbin import FATBIN_KIND_ELF, FATBIN_KIND_PTX, FATBIN_MAGIC, fatbin_entries
+from .fatbin import FatbinKind, fatbin_entries, fatbin_header
 from .files import IMAGES_DIR, PathLike, inside, read_regular, write_addressed
 from .jsonfields import is_sha256
 from .values import ImageFormat, ImageRef
@@ -148,11 +148,12 @@ class ModuleVariables:
 
 
 def detect_format(data: bytes) -> ImageFormat | None:
-    """The format of an image file as the driver would take it: a fatbin (magic 0xBA55ED50, and exactly
-    as long as its header says), an ELF file, or NUL-terminated PTX text; None for anything else."""
-    if len(data) >= 16 and struct.unpack_from("<I", data)[0] == FATBIN_MAGIC:
-        header, fat = struct.unpack_from("<HQ", data, 6)
-        return ImageFormat.FATBIN if header >= 16 and header + fat == len(data) else None
+    """The format of an image file as the driver would take it: a fatbin (exactly as long as its header
+    says), an ELF file, or NUL-terminated PTX text; None for anything else."""
+    fatbin = fatbin_header(data)
+    if fatbin is not None:
+        size = fatbin.header_size + fatbin.fat_size
+        return ImageFormat.FATBIN if fatbin.header_size >= FATBIN_HEADER.size and size == len(data) else None
     if data[:4] == b"\x7fELF":
         return ImageFormat.ELF
     if data.endswith(b"\0") and len(data) > 1:
@@ -182,7 +183,7 @@ def scan_image(data: bytes | memoryview, fmt: ImageFormat) -> tuple[KernelNames,
     names: set[str] = set()
     variables: dict[str, VariableDecl] = {}
     for i, (kind, payload) in enumerate(parts):
-        if kind == FATBIN_KIND_PTX:
+        if kind == FatbinKind.PTX:
             names |= _ptx_entries(payload)
             part = _ptx_variables(payload)
         else:
@@ -202,13 +203,13 @@ def scan_image(data: bytes | memoryview, fmt: ImageFormat) -> tuple[KernelNames,
 
 
 def _parts(data: bytes | memoryview, fmt: ImageFormat) -> tuple[list[tuple[int, bytes]], list[str]]:
-    """The PTX and ELF parts of an image as (FATBIN_KIND_PTX or FATBIN_KIND_ELF, bytes), and what could
+    """The PTX and ELF parts of an image as (FatbinKind.PTX or FatbinKind.ELF, bytes), and what could
     not be read."""
     if fmt == ImageFormat.PTX:
-        return [(FATBIN_KIND_PTX, bytes(data))], []
+        return [(FatbinKind.PTX, bytes(data))], []
     if fmt == ImageFormat.ELF:
-        return [(FATBIN_KIND_ELF, bytes(data))], []
-    if len(data) < 16 or struct.unpack_from("<I", data)[0] != FATBIN_MAGIC:
+        return [(FatbinKind.ELF, bytes(data))], []
+    if fatbin_header(data) is None:
         return [], ["not a fatbin"]
     entries, stopped = fatbin_entries(data)
     parts: list[tuple[int, bytes]] = []
@@ -216,10 +217,10 @@ def _parts(data: bytes | memoryview, fmt: ImageFormat) -> tuple[list[tuple[int, 
     for i, entry in enumerate(entries):
         if entry.payload is None:
             problems.append(entry.problem or f"fatbin entry {i} cannot be read")
-        elif entry.kind == FATBIN_KIND_PTX:
-            parts.append((FATBIN_KIND_PTX, entry.payload))
+        elif entry.kind == FatbinKind.PTX:
+            parts.append((FatbinKind.PTX, entry.payload))
         elif entry.payload[:4] == b"\x7fELF":
-            parts.append((FATBIN_KIND_ELF, entry.payload))
+            parts.append((FatbinKind.ELF, entry.payload))
         else:
             problems.append(f"fatbin entry {i} (kind {entry.kind}, sm_{entry.sm_arch}) is neither PTX nor ELF")
     return parts, problems

@@ -1,70 +1,86 @@
-"""Byte layouts of the graph record, the delta and the ``.cugraph`` container (docs/FORMAT.md), as
-``struct.Struct`` objects.
+"""Byte layouts of the graph record, the delta and the ``.cugraph`` container (docs/FORMAT.md).
 
-The record and delta layouts are the native code's own (csrc/include/format.h, through the generated
-``_layout``); the container is written and read only here. Every multi-byte integer is little-endian,
-and the ``struct`` formats use ``<`` so that no alignment padding is ever inserted. Sizes named
-``*_SIZE`` include the 8-byte node header where they describe a node record.
+The record and delta layouts are the native code's own (csrc/include/format.h): ``_layout`` holds one
+NamedTuple per struct, generated from the header, and every reader and writer goes through those, by
+field name. The container is written and read only in Python; its header is defined here, the same
+way. Every multi-byte integer is little-endian, with no padding. Sizes named ``*_SIZE`` include the
+8-byte node header where they describe a node record.
 """
 
 from __future__ import annotations
 
 import struct
-from functools import lru_cache
+from typing import NamedTuple, TypeVar
 
 from . import _layout
+from ._layout import (
+    REC_ATTR,
+    REC_DELTA_HEADER,
+    REC_EDGE,
+    REC_EVENT,
+    REC_HEADER,
+    REC_KERNEL,
+    REC_MEMCPY,
+    REC_MEMSET,
+    REC_NODE,
+    REC_OVERRIDE,
+    REC_PARAM,
+    Buffer,
+    RecAttr,
+    RecDeltaHeader,
+    RecEdge,
+    RecEvent,
+    RecHeader,
+    RecKernel,
+    RecMemcpy,
+    RecMemset,
+    RecNode,
+    RecOverride,
+    RecParam,
+)
 
 __all__ = [
-    "ATTR",
     "ATTR_SIZE",
     "ATTR_VALUE_SIZE",
-    "CONTAINER",
     "CONTAINER_MAGIC",
     "CONTAINER_RECORD_OFFSET",
+    "CONTAINER_SIZE",
     "CONTAINER_VERSION",
     "CONTAINER_VERSIONS",
-    "DELTA_HEADER",
+    "DELTA_HEADER_SIZE",
     "DELTA_MAGIC",
     "DELTA_VERSION",
-    "EDGE",
     "EDGE_SIZE",
     "EMPTY_SIZE",
-    "EVENT",
     "EVENT_SIZE",
-    "HEADER",
     "HEADER_SIZE",
-    "KERNEL_FIXED",
     "KERNEL_HEAD_SIZE",
     "MAX_DEPTH",
-    "MEMCPY",
     "MEMCPY_SIZE",
-    "MEMSET",
     "MEMSET_SIZE",
-    "NODE_HEAD",
     "NODE_HEAD_SIZE",
-    "OVERRIDE",
+    "OVERRIDE_SIZE",
     "PARAM_SIZE",
     "RECORD_MAGIC",
     "RECORD_VERSION",
     "RECORD_VERSIONS",
+    "ContainerFields",
+    "RecAttr",
+    "RecDeltaHeader",
+    "RecEdge",
+    "RecEvent",
+    "RecHeader",
+    "RecKernel",
+    "RecMemcpy",
+    "RecMemset",
+    "RecNode",
+    "RecOverride",
+    "RecParam",
     "field_offset",
+    "offsets",
     "pad8",
-    "params_struct",
+    "read_array",
 ]
-
-
-def _struct(name: str, after: str | None = None) -> struct.Struct:
-    """The little-endian packed struct of ``name`` in format.h; with ``after``, only the fields that
-    follow the nested struct ``after`` (node records are read past their common 8-byte header)."""
-    size, rows = _layout.LAYOUTS[name]
-    if after is not None:
-        rows = tuple(r for r in rows if not r[0].startswith(f"{after}."))
-    fmt = "<" + "".join(code for _, _, code in rows)
-    result = struct.Struct(fmt)
-    start = rows[0][1]
-    if result.size != size - start:  # a field the struct format skips (padding) would misalign all reads
-        raise AssertionError(f"layout of {name}: {fmt} is {result.size} bytes, the header says {size - start}")
-    return result
 
 
 def field_offset(struct_name: str, field: str) -> int:
@@ -75,35 +91,39 @@ def field_offset(struct_name: str, field: str) -> int:
     raise KeyError(f"{struct_name} has no field {field}")
 
 
+def offsets(struct_name: str) -> dict[str, int]:
+    """Every field of ``struct_name`` in format.h by name (nested ones dotted), with its byte offset."""
+    return {name: offset for name, offset, _code in _layout.LAYOUTS[struct_name][1]}
+
+
+Element = TypeVar("Element", RecParam, RecEdge, RecAttr)
+_ARRAYS: dict[type, struct.Struct] = {RecParam: REC_PARAM, RecEdge: REC_EDGE, RecAttr: REC_ATTR}
+
+
+def read_array(cls: type[Element], data: Buffer, start: int, count: int) -> list[Element]:
+    """``count`` structs of type ``cls`` (a parameter, edge or launch attribute table) stored back to back
+    at ``start``; the caller has checked that they lie inside ``data``."""
+    layout = _ARRAYS[cls]
+    return list(map(cls._make, layout.iter_unpack(memoryview(data)[start : start + count * layout.size])))
+
+
 # ------------------------------------------------------------------ graph record
 RECORD_MAGIC = _layout.RECORD_MAGIC
 RECORD_VERSION = _layout.RECORD_VERSION
 RECORD_VERSIONS: tuple[int, ...] = (RECORD_VERSION,)
 """Graph record versions this reader understands."""
 
-# magic, version, header size, node count, edge count, function count, event count, total bytes
-HEADER = _struct("rec_header")
-HEADER_SIZE = HEADER.size
-# node type, reserved u8, reserved u16, record size
-NODE_HEAD = _struct("rec_node")
-NODE_HEAD_SIZE = NODE_HEAD.size
-# After the node header: function index, grid xyz, block xyz, shared bytes, argument mode, reserved
-# u8, parameter count, attribute count, reserved u16, argument-buffer size, reserved u32.
-KERNEL_FIXED = _struct("rec_kernel", after="h")
-KERNEL_HEAD_SIZE = _layout.LAYOUTS["rec_kernel"][0]
-PARAM_SIZE = _layout.LAYOUTS["rec_param"][0]  # u32 offset, u32 size
-ATTR = _struct("rec_attr")  # id, reserved, value
-ATTR_SIZE = ATTR.size
+HEADER_SIZE = REC_HEADER.size
+NODE_HEAD_SIZE = REC_NODE.size
+KERNEL_HEAD_SIZE = REC_KERNEL.size  # the fixed part, node header included; then params, attrs, arguments
+PARAM_SIZE = REC_PARAM.size
+ATTR_SIZE = REC_ATTR.size
 ATTR_VALUE_SIZE = ATTR_SIZE - field_offset("rec_attr", "value")
-MEMSET = _struct("rec_memset", after="h")  # dst, pitch, value, element size, width, height
-MEMSET_SIZE = _layout.LAYOUTS["rec_memset"][0]
-MEMCPY = _struct("rec_memcpy", after="h")
-MEMCPY_SIZE = _layout.LAYOUTS["rec_memcpy"][0]
-EVENT = _struct("rec_event", after="h")  # event index, reserved
-EVENT_SIZE = _layout.LAYOUTS["rec_event"][0]
+MEMSET_SIZE = REC_MEMSET.size
+MEMCPY_SIZE = REC_MEMCPY.size
+EVENT_SIZE = REC_EVENT.size
 EMPTY_SIZE = NODE_HEAD_SIZE
-EDGE = _struct("rec_edge")  # from, to, from port, to port, type, reserved[5]
-EDGE_SIZE = EDGE.size
+EDGE_SIZE = REC_EDGE.size
 
 MAX_DEPTH = 64
 """Deepest child-graph nesting a reader accepts (the top-level graph is depth 0)."""
@@ -111,25 +131,36 @@ MAX_DEPTH = 64
 # ------------------------------------------------------------------ delta
 DELTA_MAGIC = _layout.DELTA_MAGIC
 DELTA_VERSION = _layout.DELTA_VERSION
-# magic, version, header size, override count, function count, reserved x2, total bytes, template SHA-256
-DELTA_HEADER = _struct("rec_delta_header")
-OVERRIDE = _struct("rec_override")  # node index, reserved
+DELTA_HEADER_SIZE = REC_DELTA_HEADER.size
+OVERRIDE_SIZE = REC_OVERRIDE.size
 
 # ------------------------------------------------------------------ container
 CONTAINER_MAGIC = b"FDYGRAPH"
 CONTAINER_VERSION = 1
 CONTAINER_VERSIONS: tuple[int, ...] = (1,)
-# magic, version, flags, record offset, record size, record SHA-256
-CONTAINER = struct.Struct("<8sIIQQ32s")
-CONTAINER_RECORD_OFFSET = CONTAINER.size  # 64
+_CONTAINER = struct.Struct("<8sIIQQ32s")
+CONTAINER_SIZE = _CONTAINER.size
+CONTAINER_RECORD_OFFSET = CONTAINER_SIZE  # 64
+
+
+class ContainerFields(NamedTuple):
+    """The ``.cugraph`` container's 64-byte header, field by field (docs/FORMAT.md, "Graph container")."""
+
+    magic: bytes
+    version: int
+    flags: int
+    record_offset: int
+    record_size: int
+    record_sha256: bytes
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> ContainerFields:
+        return ContainerFields._make(_CONTAINER.unpack_from(buffer, offset))
+
+    def pack(self) -> bytes:
+        return _CONTAINER.pack(*self)
 
 
 def pad8(n: int) -> int:
     """``n`` rounded up to a multiple of 8."""
     return (n + 7) & ~7
-
-
-@lru_cache(maxsize=256)
-def params_struct(count: int) -> struct.Struct:
-    """The ``struct.Struct`` of a parameter table with ``count`` (offset, size) pairs."""
-    return struct.Struct(f"<{2 * count}I")

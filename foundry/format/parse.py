@@ -8,12 +8,23 @@ at fault. It never raises anything else, whatever the input bytes.
 from __future__ import annotations
 
 import mmap
-from operator import add
 from typing import NoReturn
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
 from . import layout as L
+from .layout import (
+    RecAttr,
+    RecEdge,
+    RecEvent,
+    RecHeader,
+    RecKernel,
+    RecMemcpy,
+    RecMemset,
+    RecNode,
+    RecParam,
+    read_array,
+)
 from .nodes import (
     ArgMode,
     ChildGraphNode,
@@ -31,7 +42,13 @@ from .nodes import (
 __all__ = ["node_count", "node_spans", "parse_node", "parse_record"]
 
 _ZERO8 = bytes(8)
-_ZERO5 = bytes(5)
+_HEADER_AT = L.offsets("rec_header")
+_NODE_AT = L.offsets("rec_node")
+_KERNEL_AT = L.offsets("rec_kernel")
+_MEMSET_AT = L.offsets("rec_memset")
+_EVENT_AT = L.offsets("rec_event")
+_EDGE_AT = L.offsets("rec_edge")
+_ATTR_AT = L.offsets("rec_attr")
 _KNOWN_TYPES = {t.value: t for t in NodeType}
 _ARG_MODES = (ArgMode.PARAMS, ArgMode.EXTRA)
 
@@ -59,11 +76,11 @@ def parse_record(data: bytes | bytearray | memoryview | mmap.mmap) -> GraphRecor
         raise ArchiveForeignError(f"not a Foundry graph record: bytes 0-3 are {head!r}, expected {L.RECORD_MAGIC!r}")
     if n < L.HEADER_SIZE:
         _fail(n, "header", f"truncated: the data is {n} bytes long, a record header needs 32")
-    version = int.from_bytes(mv[4:6], "little")
+    version = RecHeader.unpack_from(mv).version
     if version not in L.RECORD_VERSIONS:
         raise ArchiveVersionError(
-            f"graph record, byte 4, version: found version {version}; this Foundry reads graph record "
-            f"version(s) {', '.join(map(str, L.RECORD_VERSIONS))}. Load it with the Foundry release "
+            f"graph record, byte {_HEADER_AT['version']}, version: found version {version}; this Foundry reads "
+            f"graph record version(s) {', '.join(map(str, L.RECORD_VERSIONS))}. Load it with the Foundry release "
             "that wrote it, or save the graph again."
         )
     parser = _Parser(mv)
@@ -77,9 +94,9 @@ def node_count(data: bytes | bytearray | memoryview) -> int:
     mv = memoryview(data).cast("B")
     if len(mv) < L.HEADER_SIZE:
         _fail(0, "record header", f"needs 32 bytes, only {len(mv)} remain")
-    count = int(L.HEADER.unpack_from(mv, 0)[3])
+    count = RecHeader.unpack_from(mv).node_count
     if count * L.NODE_HEAD_SIZE > len(mv) - L.HEADER_SIZE:  # checked before anyone sizes a buffer by it
-        _fail(8, "record header node count", f"{count} nodes cannot fit in {len(mv)} bytes")
+        _fail(_HEADER_AT["node_count"], "record header node count", f"{count} nodes cannot fit in {len(mv)} bytes")
     return count
 
 
@@ -89,15 +106,15 @@ def node_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
     mv = memoryview(data).cast("B")
     if len(mv) < L.HEADER_SIZE:
         _fail(0, "record header", f"needs 32 bytes, only {len(mv)} remain")
-    ncount = L.HEADER.unpack_from(mv, 0)[3]
+    ncount = RecHeader.unpack_from(mv).node_count
     out = []
     at = L.HEADER_SIZE
     for i in range(ncount):
         if at + L.NODE_HEAD_SIZE > len(mv):
             _fail(at, f"node {i} header", "runs past the record's end")
-        size = L.NODE_HEAD.unpack_from(mv, at)[3]
+        size = RecNode.unpack_from(mv, at).bytes
         if size < L.NODE_HEAD_SIZE or at + size > len(mv):
-            _fail(at + 4, f"node {i} record size", f"{size} does not fit the record")
+            _fail(at + _NODE_AT["bytes"], f"node {i} record size", f"{size} does not fit the record")
         out.append((at, at + size))
         at += size
     return out
@@ -141,35 +158,45 @@ class _Parser:
             _fail(start, what, f"child graphs are nested more than {L.MAX_DEPTH} deep")
         if limit - start < L.HEADER_SIZE:
             _fail(start, what, f"needs 32 bytes, only {limit - start} remain in the enclosing record")
-        magic, version, hsize, ncount, ecount, fcount, evcount, total = L.HEADER.unpack_from(mv, start)
-        if magic != L.RECORD_MAGIC:
-            _fail(start, f"{what} magic", f"{magic!r}, expected {L.RECORD_MAGIC!r}")
-        if version != L.RECORD_VERSION:
-            _fail(start + 4, f"{what} version", f"{version}, the enclosing record is version 1")
-        if hsize != L.HEADER_SIZE:
-            _fail(start + 6, f"{what} size", f"{hsize}, expected 32")
+        head = RecHeader.unpack_from(mv, start)
+        ncount, ecount, fcount, evcount, total = (
+            head.node_count, head.edge_count, head.function_count, head.event_count, head.total_bytes
+        )  # fmt: skip
+        if head.magic != L.RECORD_MAGIC:
+            _fail(start, f"{what} magic", f"{head.magic!r}, expected {L.RECORD_MAGIC!r}")
+        if head.version != L.RECORD_VERSION:
+            _fail(start + _HEADER_AT["version"], f"{what} version",
+                  f"{head.version}, the enclosing record is version {L.RECORD_VERSION}")  # fmt: skip
+        if head.header_bytes != L.HEADER_SIZE:
+            _fail(start + _HEADER_AT["header_bytes"], f"{what} size", f"{head.header_bytes}, expected {L.HEADER_SIZE}")
         if total % 8 or total < L.HEADER_SIZE:
-            _fail(start + 24, f"{what} total bytes", f"{total} is not a multiple of 8 of at least 32")
+            _fail(start + _HEADER_AT["total_bytes"], f"{what} total bytes",
+                  f"{total} is not a multiple of 8 of at least {L.HEADER_SIZE}")  # fmt: skip
         if top:
             if total != limit:
-                _fail(24, "record header total bytes", f"{total}, but the data is {limit} bytes long")
+                _fail(_HEADER_AT["total_bytes"], "record header total bytes",
+                      f"{total}, but the data is {limit} bytes long")  # fmt: skip
             self.function_count, self.event_count = fcount, evcount
         else:
             if total > limit - start:
-                _fail(start + 24, f"{what} total bytes", f"{total} runs past the node record's end")
+                _fail(
+                    start + _HEADER_AT["total_bytes"], f"{what} total bytes", f"{total} runs past the node record's end"
+                )
             if fcount:
-                _fail(start + 16, f"{what} function count", f"{fcount}, child graphs must have 0")
+                _fail(start + _HEADER_AT["function_count"], f"{what} function count",
+                      f"{fcount}, child graphs must have 0")  # fmt: skip
             if evcount:
-                _fail(start + 20, f"{what} event count", f"{evcount}, child graphs must have 0")
+                _fail(start + _HEADER_AT["event_count"], f"{what} event count", f"{evcount}, child graphs must have 0")
         end = start + total
         if ncount * L.NODE_HEAD_SIZE + ecount * L.EDGE_SIZE > total - L.HEADER_SIZE:
             _fail(
-                start + 8,
+                start + _HEADER_AT["node_count"],
                 f"{what} node/edge count",
                 f"{ncount} nodes and {ecount} edges cannot fit in a {total}-byte record",
             )
         if evcount * L.EVENT_SIZE > total - L.HEADER_SIZE:  # each event is used by at least one event node
-            _fail(start + 20, f"{what} event count", f"{evcount} events cannot be used by the nodes of {total} bytes")
+            _fail(start + _HEADER_AT["event_count"], f"{what} event count",
+                  f"{evcount} events cannot be used by the nodes of {total} bytes")  # fmt: skip
         off = start + L.HEADER_SIZE
         nodes: list[Node] = []
         for i in range(ncount):
@@ -183,15 +210,15 @@ class _Parser:
                 f"{ecount} edges need {ecount * L.EDGE_SIZE} bytes, {end - off} remain before byte {end}",
             )
         edges = []
-        for j, (src, dst, fport, tport, etype, reserved) in enumerate(L.EDGE.iter_unpack(mv[off:end])):
+        for j, e in enumerate(read_array(RecEdge, mv, off, ecount)):
             at = off + j * L.EDGE_SIZE
-            if src >= ncount:
-                _fail(at, f"{where}edge {j} from", f"node {src} does not exist ({ncount} nodes)")
-            if dst >= ncount:
-                _fail(at + 4, f"{where}edge {j} to", f"node {dst} does not exist ({ncount} nodes)")
-            if reserved != _ZERO5:
-                _fail(at + 11, f"{where}edge {j} reserved", "must be zero")
-            edges.append(Edge(src, dst, fport, tport, etype))
+            if e.from_ >= ncount:
+                _fail(at + _EDGE_AT["from"], f"{where}edge {j} from", f"node {e.from_} does not exist ({ncount} nodes)")
+            if e.to >= ncount:
+                _fail(at + _EDGE_AT["to"], f"{where}edge {j} to", f"node {e.to} does not exist ({ncount} nodes)")
+            if any(e.reserved):
+                _fail(at + _EDGE_AT["reserved"], f"{where}edge {j} reserved", "must be zero")
+            edges.append(Edge(e.from_, e.to, e.from_port, e.to_port, e.type))
         fc, ec = (fcount, evcount) if top else (0, 0)
         return GraphRecord(tuple(nodes), tuple(edges), fc, ec), total
 
@@ -200,10 +227,12 @@ class _Parser:
         mv = self.mv
         if end - off < L.NODE_HEAD_SIZE:
             _fail(off, f"{where}node {i} header", f"needs 8 bytes, only {end - off} remain before byte {end}")
-        ntype, r1, r2, size = L.NODE_HEAD.unpack_from(mv, off)
+        head = RecNode.unpack_from(mv, off)
+        ntype, size = head.type, head.bytes
+        reserved = head.reserved0 or head.reserved1
         if (
             ntype == NodeType.KERNEL
-            and not (r1 or r2)
+            and not reserved
             and size >= L.NODE_HEAD_SIZE
             and not size % 8
             and size <= end - off
@@ -211,42 +240,50 @@ class _Parser:
             return self.kernel(off, size, where, i), size  # the common case, without building the label
         known = _KNOWN_TYPES.get(ntype)
         label = _label(where, i, ntype)
-        if r1 or r2:
-            _fail(off + 1 if r1 else off + 2, f"{label} reserved", "must be zero")
+        if reserved:
+            _fail(off + _NODE_AT["reserved0" if head.reserved0 else "reserved1"], f"{label} reserved", "must be zero")
         if size < L.NODE_HEAD_SIZE or size % 8:
-            _fail(off + 4, f"{label} record size", f"{size} is not a positive multiple of 8")
+            _fail(off + _NODE_AT["bytes"], f"{label} record size", f"{size} is not a positive multiple of 8")
         if size > end - off:
-            _fail(off + 4, f"{label} record size", f"{size} runs past the record's end at byte {end}")
+            _fail(off + _NODE_AT["bytes"], f"{label} record size", f"{size} runs past the record's end at byte {end}")
         if ntype == NodeType.KERNEL:
             return self.kernel(off, size, where, i), size
         if ntype == NodeType.GRAPH:
             if size < L.NODE_HEAD_SIZE + L.HEADER_SIZE:
-                _fail(off + 4, f"{label} record size", f"{size} is too small to hold a child record")
-            child, total = self.record(off + 8, off + size, top=False, depth=depth + 1, where=f"{where}node {i} > ")
+                _fail(off + _NODE_AT["bytes"], f"{label} record size", f"{size} is too small to hold a child record")
+            child, total = self.record(
+                off + L.NODE_HEAD_SIZE, off + size, top=False, depth=depth + 1, where=f"{where}node {i} > "
+            )
             if total + L.NODE_HEAD_SIZE != size:
-                _fail(off + 4, f"{label} record size", f"{size}, but the child record is {total} bytes")
+                _fail(off + _NODE_AT["bytes"], f"{label} record size", f"{size}, but the child record is {total} bytes")
             return ChildGraphNode(child), size
         if ntype == NodeType.MEMSET:
             self.expect_size(off, size, L.MEMSET_SIZE, label)
-            dst, pitch, value, esize, width, height = L.MEMSET.unpack_from(mv, off + 8)
-            if esize not in (1, 2, 4):
-                _fail(off + 20, f"{label} element size", f"{esize}, must be 1, 2 or 4")
-            return MemsetNode(dst, pitch, value, esize, width, height), size
+            s = RecMemset.unpack_from(mv, off)
+            if s.element_size not in (1, 2, 4):
+                _fail(off + _MEMSET_AT["element_size"], f"{label} element size", f"{s.element_size}, must be 1, 2 or 4")
+            return MemsetNode(s.dst, s.pitch, s.value, s.element_size, s.width, s.height), size
         if ntype == NodeType.MEMCPY:
             self.expect_size(off, size, L.MEMCPY_SIZE, label)
-            return MemcpyNode(*L.MEMCPY.unpack_from(mv, off + 8)), size
+            c = RecMemcpy.unpack_from(mv, off)
+            return MemcpyNode(
+                src_device=c.src_device, src_x_bytes=c.src_x, src_y=c.src_y, src_z=c.src_z, src_pitch=c.src_pitch,
+                src_height=c.src_height, dst_device=c.dst_device, dst_x_bytes=c.dst_x, dst_y=c.dst_y, dst_z=c.dst_z,
+                dst_pitch=c.dst_pitch, dst_height=c.dst_height, width_bytes=c.width, height=c.height, depth=c.depth,
+                src_memory_type=c.src_type, dst_memory_type=c.dst_type,
+            ), size  # fmt: skip
         if ntype == NodeType.WAIT_EVENT or ntype == NodeType.EVENT_RECORD:
             self.expect_size(off, size, L.EVENT_SIZE, label)
-            index, reserved = L.EVENT.unpack_from(mv, off + 8)
-            if index >= self.event_count:
+            e = RecEvent.unpack_from(mv, off)
+            if e.event >= self.event_count:
                 _fail(
-                    off + 8,
+                    off + _EVENT_AT["event"],
                     f"{label} event index",
-                    f"{index} is not below the event count {self.event_count}",
+                    f"{e.event} is not below the event count {self.event_count}",
                 )
-            if reserved:
-                _fail(off + 12, f"{label} reserved", "must be zero")
-            return EventNode(_KNOWN_TYPES[ntype], index), size
+            if e.reserved:
+                _fail(off + _EVENT_AT["reserved"], f"{label} reserved", "must be zero")
+            return EventNode(_KNOWN_TYPES[ntype], e.event), size
         if ntype == NodeType.EMPTY:
             self.expect_size(off, size, L.EMPTY_SIZE, label)
             return EmptyNode(), size
@@ -257,36 +294,41 @@ class _Parser:
     @staticmethod
     def expect_size(off: int, size: int, expected: int, label: str) -> None:
         if size != expected:
-            _fail(off + 4, f"{label} record size", f"{size}, must be {expected}")
+            _fail(off + _NODE_AT["bytes"], f"{label} record size", f"{size}, must be {expected}")
 
-    def kernel_header_fail(
-        self, off: int, i: int, where: str, func: int, mode: int, r41: int, r46: int, r52: int, pcount: int
-    ) -> NoReturn:
+    def kernel_header_fail(self, off: int, i: int, where: str, k: RecKernel) -> NoReturn:
         """The first problem of a kernel node's fixed fields (called only when there is one)."""
         label = _label(where, i, NodeType.KERNEL)
-        if func >= self.function_count:
-            _fail(off + 8, f"{label} function index", f"{func} is not below the function count {self.function_count}")
-        if mode > 1:
-            _fail(off + 40, f"{label} argument mode", f"{mode}, must be 0 (kernelParams) or 1 (extra)")
-        if r41:
-            _fail(off + 41, f"{label} reserved", "must be zero")
-        if r46:
-            _fail(off + 46, f"{label} reserved", "must be zero")
-        if r52:
-            _fail(off + 52, f"{label} reserved", "must be zero")
-        _fail(off + 42, f"{label} parameter count", f"{pcount}, must be 0 with an extra buffer")
+        if k.function >= self.function_count:
+            _fail(off + _KERNEL_AT["function"], f"{label} function index",
+                  f"{k.function} is not below the function count {self.function_count}")  # fmt: skip
+        if k.arg_mode > 1:
+            _fail(off + _KERNEL_AT["arg_mode"], f"{label} argument mode",
+                  f"{k.arg_mode}, must be 0 (kernelParams) or 1 (extra)")  # fmt: skip
+        for field in ("reserved0", "reserved1", "reserved2"):
+            if getattr(k, field):
+                _fail(off + _KERNEL_AT[field], f"{label} reserved", "must be zero")
+        _fail(off + _KERNEL_AT["param_count"], f"{label} parameter count",
+              f"{k.param_count}, must be 0 with an extra buffer")  # fmt: skip
 
     def kernel(self, off: int, size: int, where: str, i: int) -> KernelNode:
         # SAVE's hot loop (one call per kernel node): checks are inline, messages built only on failure.
         mv = self.mv
         if size < L.KERNEL_HEAD_SIZE:
             label = _label(where, i, NodeType.KERNEL)
-            _fail(off + 4, f"{label} record size", f"{size}, a kernel node needs at least 56")
-        (func, gx, gy, gz, bx, by, bz, shared, mode, r41, pcount, acount, r46, bsize, r52) = L.KERNEL_FIXED.unpack_from(
-            mv, off + 8
-        )
-        if func >= self.function_count or mode > 1 or r41 or r46 or r52 or (mode == 1 and pcount):
-            self.kernel_header_fail(off, i, where, func, mode, r41, r46, r52, pcount)
+            _fail(off + _NODE_AT["bytes"], f"{label} record size",
+                  f"{size}, a kernel node needs at least {L.KERNEL_HEAD_SIZE}")  # fmt: skip
+        k = RecKernel.unpack_from(mv, off)
+        mode, pcount, acount, bsize = k.arg_mode, k.param_count, k.attr_count, k.arg_bytes
+        if (
+            k.function >= self.function_count
+            or mode > 1
+            or k.reserved0
+            or k.reserved1
+            or k.reserved2
+            or (mode == ArgMode.EXTRA and pcount)
+        ):
+            self.kernel_header_fail(off, i, where, k)
         params_at = off + L.KERNEL_HEAD_SIZE
         attrs_at = params_at + pcount * L.PARAM_SIZE
         args_at = attrs_at + acount * L.ATTR_SIZE
@@ -294,45 +336,36 @@ class _Parser:
         end = off + size
         if L.pad8(pad_at - off) != size:
             _fail(
-                off + 4,
+                off + _NODE_AT["bytes"],
                 f"{_label(where, i, NodeType.KERNEL)} record size",
                 f"{size}, but {pcount} parameters, {acount} launch attributes and a {bsize}-byte "
                 f"argument buffer need {L.pad8(pad_at - off)}",
             )
-        params: tuple[tuple[int, int], ...] = ()
+        params: tuple[RecParam, ...] = ()
         if pcount:
-            flat = L.params_struct(pcount).unpack_from(mv, params_at)
-            params = tuple(zip(flat[0::2], flat[1::2], strict=True))
-            if max(map(add, flat[0::2], flat[1::2])) > bsize:  # then find which, for the message
-                for k, (poff, psize) in enumerate(params):
-                    if poff + psize <= bsize:
+            params = tuple(read_array(RecParam, mv, params_at, pcount))
+            if max(p.offset + p.size for p in params) > bsize:  # then find which, for the message
+                for n, p in enumerate(params):
+                    if p.offset + p.size <= bsize:
                         continue
                     _fail(
-                        params_at + k * L.PARAM_SIZE,
-                        f"{_label(where, i, NodeType.KERNEL)} parameter {k}",
-                        f"bytes {poff}..{poff + psize} lie outside the {bsize}-byte argument buffer",
+                        params_at + n * L.PARAM_SIZE,
+                        f"{_label(where, i, NodeType.KERNEL)} parameter {n}",
+                        f"bytes {p.offset}..{p.offset + p.size} lie outside the {bsize}-byte argument buffer",
                     )
         attrs: tuple[tuple[int, bytes], ...] = ()
         if acount:
-            raw = L.ATTR.iter_unpack(mv[attrs_at:args_at])
-            attrs = tuple((aid, value) for aid, reserved, value in raw if not reserved)
-            if len(attrs) != acount:
-                for k, (_aid, reserved, _value) in enumerate(L.ATTR.iter_unpack(mv[attrs_at:args_at])):
-                    if reserved:
-                        _fail(
-                            attrs_at + k * L.ATTR_SIZE + 4,
-                            f"{_label(where, i, NodeType.KERNEL)} launch attribute {k} reserved",
-                            "must be zero",
-                        )
+            table = read_array(RecAttr, mv, attrs_at, acount)
+            attrs = tuple((a.id, a.value) for a in table)
+            for n, a in enumerate(table):
+                if a.reserved:
+                    _fail(
+                        attrs_at + n * L.ATTR_SIZE + _ATTR_AT["reserved"],
+                        f"{_label(where, i, NodeType.KERNEL)} launch attribute {n} reserved",
+                        "must be zero",
+                    )
         if pad_at != end and mv[pad_at:end] != _ZERO8[: end - pad_at]:
             _fail(pad_at, f"{_label(where, i, NodeType.KERNEL)} padding", "must be zero")
         return KernelNode(
-            func,
-            (gx, gy, gz),
-            (bx, by, bz),
-            shared,
-            _ARG_MODES[mode],
-            params,
-            attrs,
-            bytes(mv[args_at:pad_at]),
+            k.function, k.grid, k.block, k.shared_mem, _ARG_MODES[mode], params, attrs, bytes(mv[args_at:pad_at])
         )

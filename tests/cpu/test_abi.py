@@ -42,8 +42,9 @@ def copy(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("path", "old", "new", "needle"),
     [
-        ("csrc/include/format.h", "#define FDY_DELTA_VERSION 1", "#define FDY_DELTA_VERSION 2", "DELTA_VERSION = 2"),
-        ("csrc/include/format.h", "  uint32_t event, reserved;", "  uint64_t event;", '("event", 8, "Q")'),
+        ("csrc/include/format.h", "#define FDY_FATBIN_COMPRESSED_LZ4 0x2000",
+         "#define FDY_FATBIN_COMPRESSED_LZ4 0x4000", "FATBIN_COMPRESSED_LZ4 = 16384"),
+        ("csrc/include/format.h", "  uint64_t fat_size;", "  uint32_t fat_size, more;", '("more", 12, "I")'),
         ("csrc/include/foundry.h", "FDY_ERR_TRUNCATED = 10010,", "FDY_ERR_TRUNCATED = 10011,", "TRUNCATED = 10011"),
         ("csrc/include/foundry.h", "  uint32_t tid;      /*", "  uint64_t tid;      /*", '("tid", ctypes.c_uint64)'),
         ("csrc/include/foundry.h", "FDY_EXPORT void fdy_free(void *p);", "FDY_EXPORT int fdy_free(void *p);",
@@ -63,6 +64,58 @@ def test_changing_one_side_alone_fails_the_check(copy: Path, path: str, old: str
     assert needle in result.stdout  # the diff shows what the header gives
 
 
+SWAPPED = ("  uint32_t grid[3], block[3];", "  uint32_t block[3], grid[3];")
+
+
+def _layout_registry(copy: Path, record: int, digest: str) -> None:
+    """Raises the copy's record version to ``record`` and lists ``digest`` as that version's layout."""
+    header = copy / "csrc/include/format.h"
+    text = header.read_text().replace("#define FDY_RECORD_VERSION 1", f"#define FDY_RECORD_VERSION {record}")
+    text = text.replace("#define FDY_LAYOUT_1_1", f'#define FDY_LAYOUT_{record}_1 "{digest}"\n#define FDY_LAYOUT_1_1')
+    header.write_text(text)
+
+
+def test_swapping_two_fields_fails_until_the_version_names_the_new_layout(copy: Path) -> None:
+    header = copy / "csrc/include/format.h"
+    text = header.read_text()
+    assert SWAPPED[0] in text, "format.h no longer declares grid and block together: update this test"
+    header.write_text(text.replace(*SWAPPED))
+    checked = _check(copy)
+    assert checked.returncode == 1
+    assert "layout of format.h's record and delta structs changed" in checked.stdout, checked.stdout
+    assert "Raise FDY_RECORD_VERSION" in checked.stdout
+    written = subprocess.run([sys.executable, str(copy / "scripts/gen_abi.py")], capture_output=True, text=True,
+                             cwd=copy)  # fmt: skip
+    assert written.returncode == 1  # nothing is generated for a layout no version names
+    assert (copy / "foundry/format/_layout.py").read_text() == (REPO / "foundry/format/_layout.py").read_text()
+    digest = checked.stdout.split("digest is now ")[1].split(")")[0]
+    assert digest != _layout.LAYOUT_DIGEST
+    _layout_registry(copy, 2, digest)
+    written = subprocess.run([sys.executable, str(copy / "scripts/gen_abi.py")], capture_output=True, text=True,
+                             cwd=copy)  # fmt: skip
+    assert written.returncode == 0, written.stdout + written.stderr
+    generated = (copy / "foundry/format/_layout.py").read_text()
+    assert "RECORD_VERSION = 2" in generated and f'LAYOUT_DIGEST = "{digest}"' in generated
+    assert generated.index("    block: tuple[int, int, int]") < generated.index("    grid: tuple[int, int, int]")
+    assert _check(copy).returncode == 0
+
+
+def test_a_version_without_its_layout_fails(copy: Path) -> None:
+    header = copy / "csrc/include/format.h"
+    header.write_text(header.read_text().replace("#define FDY_DELTA_VERSION 1", "#define FDY_DELTA_VERSION 2"))
+    checked = _check(copy)
+    assert checked.returncode == 1
+    assert f'add #define FDY_LAYOUT_1_2 "{_layout.LAYOUT_DIGEST}"' in checked.stdout, checked.stdout
+
+
+def test_a_listed_layout_cannot_change(copy: Path) -> None:
+    """A version's digest never changes: listing another one for the version in force fails."""
+    header = copy / "csrc/include/format.h"
+    text = header.read_text()
+    header.write_text(text.replace(f'FDY_LAYOUT_1_1 "{_layout.LAYOUT_DIGEST}"', 'FDY_LAYOUT_1_1 "0123456789abcdef"'))
+    assert _check(copy).returncode == 1
+
+
 def test_ctypes_structs_match_the_compilers_layout() -> None:
     for name, offsets in _abi.OFFSETS.items():
         cls = getattr(_abi, name)
@@ -79,7 +132,23 @@ def test_record_structs_match_the_compilers_layout() -> None:
         for i, (field, offset, _code) in enumerate(rows):
             prefix = "<" + "".join(code for _, _, code in rows[:i])
             assert struct.calcsize(prefix) == offset, f"{name}.{field}"
-    assert layout.HEADER.size == 32 and layout.DELTA_HEADER.size == 64 and layout.KERNEL_FIXED.size == 48
+    assert layout.HEADER_SIZE == 32 and layout.DELTA_HEADER_SIZE == 64 and layout.KERNEL_HEAD_SIZE == 56
+
+
+def test_named_structs_read_and_write_every_field_by_name() -> None:
+    """Each generated struct type unpacks the bytes at the offsets the compiler gave its fields, and packs
+    back the same bytes."""
+    for name, (size, rows) in _layout.LAYOUTS.items():
+        cls = getattr(_layout, "".join(part.capitalize() for part in name.split("_")))
+        data = bytes(range(1, size + 1))
+        value = cls.unpack_from(data)
+        assert value.pack() == data, name
+        for field, offset, code in rows:
+            got = getattr(value, field.replace(".", "_") + ("_" if field == "from" else ""))
+            width = struct.calcsize("<" + code)
+            raw = struct.unpack_from("<" + code, data, offset)
+            want = raw[0] if len(raw) == 1 else raw
+            assert got == want and offset + width <= size, f"{name}.{field}"
 
 
 def test_every_exported_function_has_its_generated_signature() -> None:

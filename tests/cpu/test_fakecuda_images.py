@@ -10,7 +10,7 @@ from typing import Any
 from tests.fakecuda.images import (
     EM_CUDA,
     FATBIN_MAGIC,
-    WRAPPER_MAGIC,
+    FATBIN_WRAPPER_MAGIC,
     fatbin_wrapper,
     image_size,
     make_cubin,
@@ -90,7 +90,7 @@ def test_fatbin_ptx_and_wrapper_layout() -> None:
     assert struct.unpack_from("<HHIQ", fb, second) == (2, 0, 64, len(elf))
     assert fb[second + 64 : second + 64 + len(elf)] == elf
     w = fatbin_wrapper(0x1234_5678_9ABC)
-    assert len(w) == 24 and struct.unpack("<iiQQ", w) == (WRAPPER_MAGIC, 1, 0x1234_5678_9ABC, 0)
+    assert len(w) == 24 and struct.unpack("<iiQQ", w) == (FATBIN_WRAPPER_MAGIC, 1, 0x1234_5678_9ABC, 0)
 
 
 LOAD = """

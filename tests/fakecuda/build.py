@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 SRC_DIR = Path(__file__).resolve().parent
+FORMAT_H_DIR = SRC_DIR.parents[1] / "csrc" / "include"  # format.h: the fatbin layout, defined once
 LIB_NAME = "libcuda.so.1"
 
 
@@ -81,7 +82,7 @@ def build_fake_cuda(out_dir: Path, sanitize: bool = False) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / LIB_NAME
     srcs = sources()
-    deps = [*srcs, *SRC_DIR.glob("*.h"), Path(__file__)]
+    deps = [*srcs, *SRC_DIR.glob("*.h"), FORMAT_H_DIR / "format.h", Path(__file__)]
     stamp = out_dir / ".fakecuda-build-flags"
     flags_tag = "sanitize" if sanitize else "plain"
     if (
@@ -96,7 +97,7 @@ def build_fake_cuda(out_dir: Path, sanitize: bool = False) -> Path:
         _compiler(), "-shared", "-fPIC", "-O1", "-g", "-Wall", "-std=gnu11",
         "-fvisibility=hidden", "-D_GNU_SOURCE", "-D__CUDA_API_VERSION_INTERNAL",
         f"-Wl,-soname,{LIB_NAME}", "-Wl,-Bsymbolic", "-Wl,--no-undefined",
-        f"-I{include}",
+        f"-I{include}", f"-I{FORMAT_H_DIR}",
     ]  # fmt: skip
     if sanitize:
         cmd += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]

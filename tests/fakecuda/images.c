@@ -5,10 +5,9 @@
  *     variables the STT_OBJECT symbols of .nv.global (zeros), .nv.global.init and .nv.constant<N>
  *     (N >= 1; initial bytes), with R_CUDA_64 relocations (.rela.<section>) to other variables.
  *     The image ends at the furthest of: section header table, program header table, any section.
- *   fatbin: u32 magic 0xBA55ED50, u16 version, u16 header_size, u64 fat_size; then entries
- *     {u16 kind (1 PTX, 2 ELF), u16 flags, u32 entry_header_size, u64 payload_size} + payload
- *     padded to 8. Size = header_size + fat_size. The first ELF entry is used, else the first PTX.
- *   wrapper: {i32 magic 0x466243B1, i32 version, u64 data (-> fatbin), u64 filename_or_fatbins}.
+ *   fatbin and its wrapper: fatbin_header, fatbin_entry and fatbin_wrapper of csrc/include/format.h (the
+ *     one definition of NVIDIA's layout both Foundry and this fake read). Size = header_size + fat_size.
+ *     The first ELF entry is used, else the first PTX.
  *   PTX: NUL-terminated text; kernels are the names after ".entry".
  */
 #include "fakecuda.h"
@@ -19,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define FATBIN_MAGIC 0xBA55ED50u
-#define WRAPPER_MAGIC 0x466243B1u
+#include "format.h"
+
 #define MAX_IMAGE (1ull << 30)
 #define MAX_PTX (64ull << 20)
 
@@ -227,35 +226,32 @@ static int looks_like_text(const unsigned char *p, size_t n) {
 
 /* ------------------------------------------------------------------ fatbin */
 static int fatbin_size(const unsigned char *p, size_t limit, size_t *size) {
-  if (limit && limit < 16) return -1;
-  uint16_t hsize;
-  uint64_t fat;
-  memcpy(&hsize, p + 6, 2);
-  memcpy(&fat, p + 8, 8);
-  if (hsize < 16 || fat > MAX_IMAGE) return -1;
-  unsigned long long total = (unsigned long long)hsize + fat;
+  fatbin_header h;
+  if (limit && limit < sizeof(h)) return -1;
+  memcpy(&h, p, sizeof(h));
+  if (h.header_size < sizeof(h) || h.fat_size > MAX_IMAGE) return -1;
+  unsigned long long total = (unsigned long long)h.header_size + h.fat_size;
   if (limit && total > limit) return -1;
   *size = (size_t)total;
   return 0;
 }
 
 static int fatbin_names(const unsigned char *p, size_t size, fc_image *img) {
-  uint16_t hsize;
-  memcpy(&hsize, p + 6, 2);
+  fatbin_header h;
+  memcpy(&h, p, sizeof(h));
   const unsigned char *elf = NULL, *ptx = NULL;
   size_t elf_n = 0, ptx_n = 0;
-  for (size_t off = hsize; off + 16 <= size;) {
-    uint16_t kind;
-    uint32_t ehs;
-    uint64_t psize;
-    memcpy(&kind, p + off, 2);
-    memcpy(&ehs, p + off + 4, 4);
-    memcpy(&psize, p + off + 8, 8);
-    if (ehs < 16 || psize > size || off + ehs + psize > size) return -1;
-    if (kind == 2 && !elf) {
+  const size_t head = offsetof(fatbin_entry, compressed_size); /* the fields every entry header holds */
+  for (size_t off = h.header_size; off + head <= size;) {
+    fatbin_entry e;
+    memcpy(&e, p + off, head);
+    uint32_t ehs = e.header_size;
+    uint64_t psize = e.payload_size;
+    if (ehs < head || psize > size || off + ehs + psize > size) return -1;
+    if (e.kind == FDY_FATBIN_KIND_ELF && !elf) {
       elf = p + off + ehs;
       elf_n = psize;
-    } else if (kind == 1 && !ptx) {
+    } else if (e.kind == FDY_FATBIN_KIND_PTX && !ptx) {
       ptx = p + off + ehs;
       ptx_n = psize;
     }
@@ -296,17 +292,16 @@ CUresult fc_image_parse(const void *src, size_t known, fc_image *out) {
   if (known && known < 4) return CUDA_ERROR_INVALID_IMAGE;
   uint32_t magic = rd32(p);
   size_t size;
-  if (magic == WRAPPER_MAGIC) {
-    if (known && known < 24) return CUDA_ERROR_INVALID_IMAGE;
-    const unsigned char *fb;
-    int32_t version;
-    memcpy(&version, p + 4, 4);
-    memcpy(&fb, p + 8, sizeof(fb));
-    if (!fb || (version != 1 && version != 2) || rd32(fb) != FATBIN_MAGIC) return CUDA_ERROR_INVALID_IMAGE;
+  if (magic == FDY_FATBIN_WRAPPER_MAGIC) {
+    fatbin_wrapper w;
+    if (known && known < sizeof(w)) return CUDA_ERROR_INVALID_IMAGE;
+    memcpy(&w, p, sizeof(w));
+    const unsigned char *fb = (const unsigned char *)(uintptr_t)w.data;
+    if (!fb || (w.version != 1 && w.version != 2) || rd32(fb) != FDY_FATBIN_MAGIC) return CUDA_ERROR_INVALID_IMAGE;
     if (fatbin_size(fb, 0, &size)) return CUDA_ERROR_INVALID_IMAGE;
     return finish(out, fb, size, FC_IMG_FATBIN, 0);
   }
-  if (magic == FATBIN_MAGIC) {
+  if (magic == FDY_FATBIN_MAGIC) {
     if (fatbin_size(p, known, &size)) return CUDA_ERROR_INVALID_IMAGE;
     return finish(out, p, size, FC_IMG_FATBIN, 0);
   }

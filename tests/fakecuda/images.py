@@ -6,11 +6,11 @@
   laid out as nvcc lays them out: ``STT_OBJECT`` symbols in ``.nv.global`` (no bits: zeros),
   ``.nv.global.init`` and ``.nv.constant3`` (initial bytes), pointer initializers as ``R_CUDA_64``
   relocations in ``.rela.<section>``.
-* ``make_fatbin``: a fatbin container (magic 0xBA55ED50) holding ELF and/or PTX entries.
+* ``make_fatbin``: a fatbin container (csrc/include/format.h's layout) holding ELF and/or PTX entries.
 * ``make_ptx``: NUL-terminated PTX text.
 * ``fatbin_wrapper``: the 24-byte ``__fatBinC_Wrapper_t`` the CUDA runtime hands to the driver.
 
-All integers are little-endian. Pure Python, no dependencies.
+All integers are little-endian. The fatbin layout is format.h's (through foundry.format._layout).
 """
 
 from __future__ import annotations
@@ -20,15 +20,23 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from foundry.format._layout import (
+    FATBIN_ENTRY,
+    FATBIN_HEADER,
+    FATBIN_MAGIC,
+    FATBIN_WRAPPER,
+    FATBIN_WRAPPER_MAGIC,
+    FatbinEntry,
+    FatbinHeader,
+    FatbinKind,
+    FatbinWrapper,
+)
+
 EM_CUDA = 190
-FATBIN_MAGIC = 0xBA55ED50
 FATBIN_VERSION = 1
-FATBIN_HEADER_SIZE = 16
-FATBIN_ENTRY_HEADER_SIZE = 64
-FATBIN_KIND_PTX = 1
-FATBIN_KIND_ELF = 2
-WRAPPER_MAGIC = 0x466243B1
-WRAPPER_SIZE = 24
+FATBIN_KIND_PTX = FatbinKind.PTX
+FATBIN_KIND_ELF = FatbinKind.ELF
+WRAPPER_SIZE = FATBIN_WRAPPER.size
 
 _SHT_PROGBITS = 1
 _SHT_SYMTAB = 2
@@ -226,24 +234,24 @@ def make_ptx(kernels: list[str]) -> bytes:
 def make_fatbin(entries: list[tuple[str, bytes]]) -> bytes:
     """A fatbin of ``(kind, payload)`` entries, kind ``"elf"`` or ``"ptx"`` (or the ints 2 / 1).
 
-    Layout: ``u32 magic, u16 version, u16 header_size, u64 fat_size`` then fat_size bytes of
-    entries ``u16 kind, u16 flags, u32 entry_header_size, u64 payload_size`` (zero-filled up to
-    entry_header_size) followed by the payload padded to 8. Image size = header_size + fat_size.
+    Layout: a ``fatbin_header``, then fat_size bytes of entries, each a ``fatbin_entry`` (its sizes and
+    kind set, the rest zero) followed by the payload padded to 8. Image size = header_size + fat_size.
     """
     body = bytearray()
     for kind, payload in entries:
         k = {"ptx": FATBIN_KIND_PTX, "elf": FATBIN_KIND_ELF}.get(kind, kind) if isinstance(kind, str) else kind
         if k not in (FATBIN_KIND_PTX, FATBIN_KIND_ELF):
             raise ValueError(f"unknown fatbin entry kind {kind!r}")
-        hdr = struct.pack("<HHIQ", k, 0, FATBIN_ENTRY_HEADER_SIZE, len(payload))
-        body += hdr + bytes(FATBIN_ENTRY_HEADER_SIZE - len(hdr))
+        zero = FatbinEntry.unpack_from(bytes(FATBIN_ENTRY.size))
+        body += zero._replace(kind=k, header_size=FATBIN_ENTRY.size, payload_size=len(payload)).pack()
         body += payload + bytes(_align(len(payload), 8) - len(payload))
-    return struct.pack("<IHHQ", FATBIN_MAGIC, FATBIN_VERSION, FATBIN_HEADER_SIZE, len(body)) + bytes(body)
+    size = FATBIN_HEADER.size
+    return FatbinHeader(magic=FATBIN_MAGIC, version=FATBIN_VERSION, header_size=size, fat_size=len(body)).pack() + body
 
 
 def fatbin_wrapper(fatbin_address: int) -> bytes:
-    """``{i32 magic 0x466243B1, i32 version 1, u64 data, u64 filename_or_fatbins 0}``."""
-    return struct.pack("<iiQQ", WRAPPER_MAGIC, 1, fatbin_address, 0)
+    """The ``__fatBinC_Wrapper_t`` of a fatbin at ``fatbin_address`` (version 1, no file name)."""
+    return FatbinWrapper(magic=FATBIN_WRAPPER_MAGIC, version=1, data=fatbin_address, filename_or_fatbins=0).pack()
 
 
 def image_size(data: bytes) -> int:
@@ -261,8 +269,7 @@ def image_size(data: bytes) -> int:
             if typ not in (0, 8):  # SHT_NULL, SHT_NOBITS
                 end = max(end, off + size)
         return end
-    if struct.unpack_from("<I", data, 0)[0] == FATBIN_MAGIC:
-        hsize: int = struct.unpack_from("<H", data, 6)[0]
-        fat: int = struct.unpack_from("<Q", data, 8)[0]
-        return hsize + fat
+    fatbin = FatbinHeader.unpack_from(data)
+    if fatbin.magic == FATBIN_MAGIC:
+        return fatbin.header_size + fatbin.fat_size
     return data.index(b"\0") + 1
