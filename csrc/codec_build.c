@@ -34,7 +34,7 @@ static int defaults_known;
 static uint8_t defaults[32][64];
 
 static void learn_defaults(CUgraphNode fresh) {
-  static const int ids[] = FDY_NODE_ATTRS;
+  static const int ids[] = {FDY_LAUNCH_ATTRS(FDY_CUDA_VALUE)};
   pthread_mutex_lock(&defaults_lock);
   if (!defaults_known) {
     for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {

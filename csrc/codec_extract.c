@@ -160,7 +160,7 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
     arg_bytes = l->bytes;
   }
 
-  static const int attr_ids[] = FDY_NODE_ATTRS;
+  static const int attr_ids[] = {FDY_LAUNCH_ATTRS(FDY_CUDA_VALUE)};
   rec_attr attrs[sizeof(attr_ids) / sizeof(attr_ids[0])];
   uint16_t nattrs = 0;
   for (size_t i = 0; i < sizeof(attr_ids) / sizeof(attr_ids[0]); i++) {

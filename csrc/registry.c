@@ -360,15 +360,7 @@ FDY_EXPORT int fdy_image_function(size_t image_index, const char *name, uint64_t
 }
 
 /* ------------------------------------------------------------ per-function attributes */
-static const CUfunction_attribute func_attrs[FDY_FUNC_ATTR_COUNT] = FDY_FUNC_ATTR_IDS;
-/* format.h names the ids as numbers (the archive format must not need cuda.h); these are they. */
-_Static_assert(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES == 8, "FDY_FUNC_ATTR_IDS[0]");
-_Static_assert(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT == 9, "FDY_FUNC_ATTR_IDS[1]");
-_Static_assert(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH == 11, "FDY_FUNC_ATTR_IDS[2]");
-_Static_assert(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT == 12, "FDY_FUNC_ATTR_IDS[3]");
-_Static_assert(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH == 13, "FDY_FUNC_ATTR_IDS[4]");
-_Static_assert(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED == 14, "FDY_FUNC_ATTR_IDS[5]");
-_Static_assert(CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE == 15, "FDY_FUNC_ATTR_IDS[6]");
+static const CUfunction_attribute func_attrs[FDY_FUNC_ATTR_COUNT] = {FDY_FUNC_ATTRS(FDY_CUDA_VALUE)};
 
 FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values) {
   if (fdy_driver_ensure() != 0) return FDY_ERR_NO_DRIVER;

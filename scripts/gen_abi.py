@@ -1,14 +1,19 @@
 """Generates the Python side of the C/Python contract from the headers that define it.
 
     csrc/include/foundry.h  ->  foundry/native/_abi.py    ABI version, error codes, enums, ctypes structs,
-                                                          the signature of every exported function
-    csrc/include/format.h   ->  foundry/format/_layout.py record and delta layouts, magics, versions,
-                                                          launch and function attribute ids
+                                                          the signature of every exported function, and the
+                                                          driver values and entry points Python uses (cuda.h)
+    csrc/include/format.h   ->  foundry/format/_layout.py record, delta and fatbin layouts (a NamedTuple per
+                                                          struct), magics, versions, the layout digest, and
+                                                          the CUDA values a record holds (cuda.h)
 
 Names and types are read from the headers' text; every value, size and offset comes from the C compiler
-(a probe program built against the headers prints them), so the generated files say what the compiled
-library sees. CI runs ``--check``: a header changed without regenerating, or a generated file edited by
-hand, fails it.
+(a probe program built against the headers and cuda.h prints them), so the generated files say what the
+compiled library sees. What Python takes from cuda.h is named in the headers (X-macro lists such as
+``FDY_NODE_TYPES`` and ``FDY_DRIVER_CALLS``), never typed: values from the compiler, driver signatures
+from cuda.h's prototypes (scripts/abi_cuda.py). CI runs ``--check``: a header changed without
+regenerating, or a generated file edited by hand, fails it; so does a record or delta layout that no
+version names (``FDY_LAYOUT_<record>_<delta>``).
 
     python scripts/gen_abi.py            write both files
     python scripts/gen_abi.py --check    exit 1, with a diff, when either file is not what the headers give
@@ -29,6 +34,8 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from abi_cuda import Typedefs, cuda_include, preprocessed, signature
 
 ROOT = Path(__file__).resolve().parents[1]
 INCLUDE = ROOT / "csrc" / "include"
@@ -65,6 +72,8 @@ class Header:
     enums: list[tuple[str, list[str]]]  # (tag, member names)
     structs: list[tuple[str, list[Field]]]
     functions: list[tuple[str, str, list[str]]]  # (name, return type, parameter types)
+    cuda_values: list[tuple[str, list[tuple[str, str]]]]  # X-macro lists of cuda.h values: (macro, (prefix, name))
+    cuda_calls: list[str]  # FDY_DRIVER_CALLS: the driver entry points Python calls itself
 
 
 def _strip_comments(text: str) -> str:
@@ -73,7 +82,14 @@ def _strip_comments(text: str) -> str:
 
 def parse(text: str) -> Header:
     """The declarations of one of our headers (their style only: this is not a C parser)."""
-    text = _strip_comments(text)
+    text = _strip_comments(text).replace("\\\n", " ")
+    cuda_values, cuda_calls = [], []
+    for m in re.finditer(r"^#define\s+(FDY_\w+)\(X\)[ \t]+(.+)$", text, re.M):
+        items = re.findall(r"X\((\w+)(?:,\s*(\w+))?\)", m.group(2))
+        if m.group(1) == "FDY_DRIVER_CALLS":
+            cuda_calls = [name for name, _ in items]
+        else:
+            cuda_values.append((m.group(1), [(prefix, name) for prefix, name in items]))
     defines = [
         (m.group(1), m.group(2).strip())
         for m in re.finditer(r"^#define\s+(FDY_\w+)(?!\()[ \t]+(.+)$", text, re.M)
@@ -99,7 +115,7 @@ def parse(text: str) -> Header:
         params = [" ".join(p.split()) for p in m.group(2).split(",")]
         params = [] if params == ["void"] else [re.sub(r"\s*\b\w+$", "", p) if p not in _INTS else p for p in params]
         functions.append((name, ret.strip(), params))
-    return Header(defines, enums, structs, functions)
+    return Header(defines, enums, structs, functions, cuda_values, cuda_calls)
 
 
 # ------------------------------------------------------------------ the probe: values from the compiler
@@ -108,6 +124,7 @@ def _probe_source(header: str, h: Header) -> str:
         "#include <stddef.h>",
         "#include <stdint.h>",
         "#include <stdio.h>",
+        "#include <cuda.h>",
         f'#include "{header}"',
         "static int first = 1;",
         'static void key(const char *k) { printf("%s\\"%s\\": ", first ? "" : ",\\n", k); first = 0; }',
@@ -130,6 +147,9 @@ def _probe_source(header: str, h: Header) -> str:
     for _tag, members in h.enums:
         for member in members:
             lines.append(f'  key("{member}"); printf("%lld", (long long)({member}));')
+    for _macro, items in h.cuda_values:
+        for prefix, member in items:
+            lines.append(f'  key("{prefix}{member}"); printf("%lld", (long long)({prefix}{member}));')
     known = dict(h.structs)
 
     def fields(struct: str, prefix: str) -> None:
@@ -149,15 +169,21 @@ def _probe_source(header: str, h: Header) -> str:
     return "\n".join(lines) + "\n"
 
 
-def probe(header: str, h: Header) -> dict[str, object]:
-    """Every value, size and offset of ``header``'s declarations, as the C compiler sees them."""
+def compiler() -> str:
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         raise SystemExit("gen_abi: no C compiler (set CC): the values come from compiling the headers")
+    return cc
+
+
+def probe(header: str, h: Header) -> dict[str, object]:
+    """Every value, size and offset of ``header``'s declarations, as the C compiler sees them."""
+    cc = compiler()
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = Path(tmp) / "probe.c", Path(tmp) / "probe"
         src.write_text(_probe_source(header, h))
-        subprocess.run([cc, "-std=c11", "-I", str(INCLUDE), "-o", str(exe), str(src)], check=True)
+        include = ["-I", str(INCLUDE), "-I", str(cuda_include())]
+        subprocess.run([cc, "-std=c11", *include, "-o", str(exe), str(src)], check=True)
         out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
     values: dict[str, object] = json.loads(out)
     return values
@@ -213,12 +239,50 @@ def _constants(h: Header, values: dict[str, object]) -> list[str]:
     return out
 
 
+TABLES = {"FDY_FUNC_ATTRS": "FuncAttrs"}
+"""Value lists whose members a table stores as one int32 each, in list order: Python reads the table by name."""
+
+
+def _cuda_values(h: Header, values: dict[str, object]) -> list[str]:
+    """An IntEnum per list of cuda.h values (``FDY_NODE_TYPES`` -> ``NodeType``), values from the compiler;
+    a NamedTuple per table of them."""
+    out: list[str] = []
+    for macro, items in h.cuda_values:
+        cls = "".join(part.capitalize() for part in macro.removeprefix("FDY_").removesuffix("S").split("_"))
+        prefixes = ", ".join(sorted({f"``{prefix}*``" for prefix, _ in items}))
+        out += ["", "", f"class {cls}(IntEnum):", f'    """cuda.h\'s {prefixes} values that ``{macro}`` names."""', ""]
+        out += [f"    {name} = {values[prefix + name]}" for prefix, name in items]
+        table = TABLES.get(macro)
+        if table:
+            out += ["", "", f"class {table}(NamedTuple):"]
+            out += [f'    """A table of ``{macro}``: one int32 per {cls}, in its order."""', ""]
+            out += [f"    {name.lower()}: int" for _prefix, name in items]
+    return out
+
+
+def _driver_signatures(h: Header) -> list[str]:
+    """DRIVER_SIGNATURES: the ctypes argument types of each entry point ``FDY_DRIVER_CALLS`` names, from
+    cuda.h's prototypes (each returns CUresult)."""
+    text = preprocessed(compiler())
+    typedefs = Typedefs(text)
+    out = [
+        "",
+        "",
+        "# name -> ctypes argument types of each driver entry point Python calls (cuda.h; returns CUresult)",
+        "DRIVER_SIGNATURES: dict[str, list[Any]] = {",
+    ]
+    out += [f'    "{name}": [{", ".join(signature(text, typedefs, name))}],' for name in h.cuda_calls]
+    out.append("}")
+    return out
+
+
 def emit_abi(h: Header, values: dict[str, object]) -> str:
     """foundry/native/_abi.py: constants, enums, ctypes structs and function signatures."""
     structs = dict(h.structs)
     out = [*_head("foundry.h"), "import ctypes", "from enum import IntEnum", "from typing import Any"]
     out += _constants(h, values)
     out += _enums(h, values)
+    out += _cuda_values(h, values)
     for name, fields in h.structs:
         out += ["", "", f"class {_camel(name)}(ctypes.Structure):", f'    """``{name}`` ({values[name]} bytes)."""', ""]
         out.append("    _fields_ = [")
@@ -260,6 +324,7 @@ def emit_abi(h: Header, values: dict[str, object]) -> str:
             f'    "{fname}": ({_ctypes_of(ret, structs)}, [{", ".join(_ctypes_of(q, structs) for q in params)}]),'
         )
     out.append("}")
+    out += _driver_signatures(h)
     return "\n".join(out) + "\n"
 
 
@@ -399,6 +464,7 @@ def emit_layout(h: Header, values: dict[str, object]) -> str:
         'RECORD_VERSION and DELTA_VERSION."""',
     ]
     out += _enums(h, values)
+    out += _cuda_values(h, values)
     for name, _ in h.structs:
         out += _named_struct(name, values[name], struct_rows(h, values, name))
     out += [

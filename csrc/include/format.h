@@ -31,15 +31,38 @@ enum fdy_arg_mode {
   FDY_ARG_EXTRA = 1,  /* extra: the raw CU_LAUNCH_PARAM_BUFFER_POINTER buffer */
 };
 
-/* Launch attributes a kernel node may carry (CUlaunchAttributeID values documented as valid for
- * graph nodes). Only non-zero values are stored. */
-#define FDY_NODE_ATTRS {1, 2, 4, 5, 8, 9, 10, 11, 13, 16}
+/* Values Foundry takes from cuda.h are named here, never typed: X(prefix, NAME) is the cuda.h enumerator
+ * prefix##NAME. C expands a list with FDY_CUDA_VALUE; scripts/gen_abi.py asks the compiler for each value
+ * and generates a Python IntEnum of the list (FDY_NODE_TYPES -> NodeType, its members the NAMEs). */
+#define FDY_CUDA_VALUE(prefix, name) prefix##name,
+#define FDY_COUNT_ONE(prefix, name) +1
+
+/* rec_node.type: the CUgraphNodeType of the node (every type, so that a reader can name one it refuses). */
+#define FDY_NODE_TYPES(X)                                                                                          \
+  X(CU_GRAPH_NODE_TYPE_, KERNEL) X(CU_GRAPH_NODE_TYPE_, MEMCPY) X(CU_GRAPH_NODE_TYPE_, MEMSET)                  \
+  X(CU_GRAPH_NODE_TYPE_, HOST) X(CU_GRAPH_NODE_TYPE_, GRAPH) X(CU_GRAPH_NODE_TYPE_, EMPTY)                      \
+  X(CU_GRAPH_NODE_TYPE_, WAIT_EVENT) X(CU_GRAPH_NODE_TYPE_, EVENT_RECORD) X(CU_GRAPH_NODE_TYPE_, EXT_SEMAS_SIGNAL) \
+  X(CU_GRAPH_NODE_TYPE_, EXT_SEMAS_WAIT) X(CU_GRAPH_NODE_TYPE_, MEM_ALLOC) X(CU_GRAPH_NODE_TYPE_, MEM_FREE)    \
+  X(CU_GRAPH_NODE_TYPE_, BATCH_MEM_OP) X(CU_GRAPH_NODE_TYPE_, CONDITIONAL)
+
+/* Launch attributes a kernel node may carry (rec_attr.id): the CUlaunchAttributeID values documented as
+ * valid for graph nodes. Only non-zero values are stored. */
+#define FDY_LAUNCH_ATTRS(X)                                                                                        \
+  X(CU_LAUNCH_ATTRIBUTE_, ACCESS_POLICY_WINDOW) X(CU_LAUNCH_ATTRIBUTE_, COOPERATIVE)                           \
+  X(CU_LAUNCH_ATTRIBUTE_, CLUSTER_DIMENSION) X(CU_LAUNCH_ATTRIBUTE_, CLUSTER_SCHEDULING_POLICY_PREFERENCE)      \
+  X(CU_LAUNCH_ATTRIBUTE_, PRIORITY) X(CU_LAUNCH_ATTRIBUTE_, MEM_SYNC_DOMAIN_MAP)                               \
+  X(CU_LAUNCH_ATTRIBUTE_, MEM_SYNC_DOMAIN) X(CU_LAUNCH_ATTRIBUTE_, PREFERRED_CLUSTER_DIMENSION)                \
+  X(CU_LAUNCH_ATTRIBUTE_, DEVICE_UPDATABLE_KERNEL_NODE) X(CU_LAUNCH_ATTRIBUTE_, NVLINK_UTIL_CENTRIC_SCHEDULING)
 
 /* Function attributes the driver keeps per function and graphs do not carry: the CUfunction_attribute
- * ids a function table records, in order (registry.c asserts them against cuda.h). A value the driver
- * would not report is stored as FDY_FUNC_ATTR_UNKNOWN and never set at LOAD. */
-#define FDY_FUNC_ATTR_COUNT 7
-#define FDY_FUNC_ATTR_IDS {8, 9, 11, 12, 13, 14, 15}
+ * values a function table records, one int32 each, in this order (Python reads them by name: FuncAttrs).
+ * A value the driver would not report is stored as FDY_FUNC_ATTR_UNKNOWN and never set at LOAD. */
+#define FDY_FUNC_ATTRS(X)                                                                                          \
+  X(CU_FUNC_ATTRIBUTE_, MAX_DYNAMIC_SHARED_SIZE_BYTES) X(CU_FUNC_ATTRIBUTE_, PREFERRED_SHARED_MEMORY_CARVEOUT)  \
+  X(CU_FUNC_ATTRIBUTE_, REQUIRED_CLUSTER_WIDTH) X(CU_FUNC_ATTRIBUTE_, REQUIRED_CLUSTER_HEIGHT)                 \
+  X(CU_FUNC_ATTRIBUTE_, REQUIRED_CLUSTER_DEPTH) X(CU_FUNC_ATTRIBUTE_, NON_PORTABLE_CLUSTER_SIZE_ALLOWED)        \
+  X(CU_FUNC_ATTRIBUTE_, CLUSTER_SCHEDULING_POLICY_PREFERENCE)
+#define FDY_FUNC_ATTR_COUNT (0 FDY_FUNC_ATTRS(FDY_COUNT_ONE))
 #define FDY_FUNC_ATTR_UNKNOWN INT32_MIN
 
 #pragma pack(push, 1)

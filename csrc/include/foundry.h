@@ -57,6 +57,23 @@ FDY_EXPORT int fdy_driver_open(void);
 /* Raw access to a real driver entry point by name (for Python's few direct driver calls). */
 FDY_EXPORT void *fdy_driver_symbol(const char *name);
 
+/* What Python takes from cuda.h itself, named here (as format.h's lists are) and generated into
+ * foundry/native/_abi.py: the driver entry points it calls through fdy_driver_symbol (their signatures
+ * read from cuda.h's prototypes: DRIVER_SIGNATURES), and the driver values it passes or compares. */
+#define FDY_DRIVER_CALLS(X)                                                                                        \
+  X(cuInit) X(cuDeviceGet) X(cuCtxGetDevice) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDriverGetVersion)    \
+  X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuGetErrorName) X(cuMemcpyDtoH_v2)                \
+  X(cuMemcpyHtoD_v2) X(cuGraphUpload) X(cuGraphExecUpdate_v2) X(cuGraphGetNodes) X(cuGraphNodeGetType)          \
+  X(cuGraphNodeSetEnabled) X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetGlobal) X(cuLibraryGetManaged) \
+  X(cuModuleGetGlobal_v2)
+#define FDY_CUDA_RESULTS(X) X(CUDA_, SUCCESS) X(CUDA_, ERROR_NOT_FOUND)
+#define FDY_DEVICE_ATTRS(X)                                                                                        \
+  X(CU_DEVICE_ATTRIBUTE_, MULTIPROCESSOR_COUNT) X(CU_DEVICE_ATTRIBUTE_, COMPUTE_CAPABILITY_MAJOR)               \
+  X(CU_DEVICE_ATTRIBUTE_, COMPUTE_CAPABILITY_MINOR)
+/* PyTorch instantiates with USE_NODE_PRIORITY, and kernel nodes keep their priority launch attribute, so
+ * loaded graphs are instantiated the same way. */
+#define FDY_INSTANTIATE_FLAGS(X) X(CUDA_GRAPH_INSTANTIATE_FLAG_, USE_NODE_PRIORITY)
+
 /* ---------------------------------------------------------------- allocation region */
 typedef struct {
   uint64_t base, size;        /* reserved VA range */
@@ -152,7 +169,7 @@ FDY_EXPORT void fdy_launch_trace(int on);
 FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);
 
 /* Function attributes that the driver keeps per function and graphs do not carry: FDY_FUNC_ATTR_COUNT
- * values, of the ids FDY_FUNC_ATTR_IDS (format.h), FDY_FUNC_ATTR_UNKNOWN where the driver would not
+ * values, of the ids FDY_FUNC_ATTRS (format.h), FDY_FUNC_ATTR_UNKNOWN where the driver would not
  * report one. */
 FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values);
 FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values);

@@ -105,8 +105,9 @@ from .signing import (
     signature_key_id,
 )
 from .values import (
-    FUNCTION_ATTR_IDS,
     FUNCTION_ATTR_UNKNOWN,
+    FuncAttr,
+    FuncAttrs,
     FunctionRef,
     ImageFormat,
     ImageRef,
@@ -122,7 +123,6 @@ from .walk import iter_nodes, kernel_pointer_words, node_counts, topology_key
 
 __all__ = [
     "DELTA_MAGIC",
-    "FUNCTION_ATTR_IDS",
     "FUNCTION_ATTR_UNKNOWN",
     "GRAPH_FORMAT",
     "GRAPH_FORMAT_VERSION",
@@ -144,6 +144,8 @@ __all__ = [
     "Edge",
     "EmptyNode",
     "EventNode",
+    "FuncAttr",
+    "FuncAttrs",
     "FunctionRef",
     "GraphEntry",
     "GraphMeta",

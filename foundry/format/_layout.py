@@ -17,9 +17,7 @@ RECORD_MAGIC = b"FGR1"
 RECORD_VERSION = 1
 DELTA_MAGIC = b"FGD1"
 DELTA_VERSION = 1
-NODE_ATTRS = (1, 2, 4, 5, 8, 9, 10, 11, 13, 16)
 FUNC_ATTR_COUNT = 7
-FUNC_ATTR_IDS = (8, 9, 11, 12, 13, 14, 15)
 FUNC_ATTR_UNKNOWN = -2147483648
 FATBIN_MAGIC = 3126193488
 FATBIN_WRAPPER_MAGIC = 1180844977
@@ -43,6 +41,64 @@ class FatbinKind(IntEnum):
 
     PTX = 1
     ELF = 2
+
+
+class NodeType(IntEnum):
+    """cuda.h's ``CU_GRAPH_NODE_TYPE_*`` values that ``FDY_NODE_TYPES`` names."""
+
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+    HOST = 3
+    GRAPH = 4
+    EMPTY = 5
+    WAIT_EVENT = 6
+    EVENT_RECORD = 7
+    EXT_SEMAS_SIGNAL = 8
+    EXT_SEMAS_WAIT = 9
+    MEM_ALLOC = 10
+    MEM_FREE = 11
+    BATCH_MEM_OP = 12
+    CONDITIONAL = 13
+
+
+class LaunchAttr(IntEnum):
+    """cuda.h's ``CU_LAUNCH_ATTRIBUTE_*`` values that ``FDY_LAUNCH_ATTRS`` names."""
+
+    ACCESS_POLICY_WINDOW = 1
+    COOPERATIVE = 2
+    CLUSTER_DIMENSION = 4
+    CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5
+    PRIORITY = 8
+    MEM_SYNC_DOMAIN_MAP = 9
+    MEM_SYNC_DOMAIN = 10
+    PREFERRED_CLUSTER_DIMENSION = 11
+    DEVICE_UPDATABLE_KERNEL_NODE = 13
+    NVLINK_UTIL_CENTRIC_SCHEDULING = 16
+
+
+class FuncAttr(IntEnum):
+    """cuda.h's ``CU_FUNC_ATTRIBUTE_*`` values that ``FDY_FUNC_ATTRS`` names."""
+
+    MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+    PREFERRED_SHARED_MEMORY_CARVEOUT = 9
+    REQUIRED_CLUSTER_WIDTH = 11
+    REQUIRED_CLUSTER_HEIGHT = 12
+    REQUIRED_CLUSTER_DEPTH = 13
+    NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+    CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15
+
+
+class FuncAttrs(NamedTuple):
+    """A table of ``FDY_FUNC_ATTRS``: one int32 per FuncAttr, in its order."""
+
+    max_dynamic_shared_size_bytes: int
+    preferred_shared_memory_carveout: int
+    required_cluster_width: int
+    required_cluster_height: int
+    required_cluster_depth: int
+    non_portable_cluster_size_allowed: int
+    cluster_scheduling_policy_preference: int
 
 
 REC_HEADER = struct.Struct("<4sHHIIIIQ")

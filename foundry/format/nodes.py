@@ -9,10 +9,9 @@ so building a record by hand and calling ``encode_record`` is the way to check i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import TypeAlias
 
-from ._layout import ArgMode
+from ._layout import ArgMode, LaunchAttr, NodeType
 
 __all__ = [
     "PERSISTED_NODE_TYPES",
@@ -31,25 +30,6 @@ __all__ = [
 ]
 
 
-class NodeType(IntEnum):
-    """``CUgraphNodeType``. Only the members in ``PERSISTED_NODE_TYPES`` can appear in a record."""
-
-    KERNEL = 0
-    MEMCPY = 1
-    MEMSET = 2
-    HOST = 3
-    GRAPH = 4
-    EMPTY = 5
-    WAIT_EVENT = 6
-    EVENT_RECORD = 7
-    EXT_SEMAS_SIGNAL = 8
-    EXT_SEMAS_WAIT = 9
-    MEM_ALLOC = 10
-    MEM_FREE = 11
-    BATCH_MEM_OP = 12
-    CONDITIONAL = 13
-
-
 PERSISTED_NODE_TYPES: frozenset[NodeType] = frozenset(
     {
         NodeType.KERNEL,
@@ -61,13 +41,6 @@ PERSISTED_NODE_TYPES: frozenset[NodeType] = frozenset(
         NodeType.EVENT_RECORD,
     }
 )
-
-
-class LaunchAttr(IntEnum):
-    """The ``CUlaunchAttributeID`` values this layer interprets (others are kept verbatim)."""
-
-    COOPERATIVE = 2
-    CLUSTER_DIMENSION = 4
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from . import _layout
+from ._layout import FUNC_ATTR_UNKNOWN, FuncAttr, FuncAttrs
 from .jsonfields import (
     I32,
     I64,
@@ -30,8 +30,9 @@ from .jsonfields import (
 )
 
 __all__ = [
-    "FUNCTION_ATTR_IDS",
     "FUNCTION_ATTR_UNKNOWN",
+    "FuncAttr",
+    "FuncAttrs",
     "FunctionRef",
     "ImageFormat",
     "ImageRef",
@@ -44,10 +45,8 @@ __all__ = [
     "variables_from_json",
 ]
 
-FUNCTION_ATTR_IDS: tuple[int, ...] = _layout.FUNC_ATTR_IDS
-FUNCTION_ATTR_UNKNOWN: int = _layout.FUNC_ATTR_UNKNOWN
+FUNCTION_ATTR_UNKNOWN: int = FUNC_ATTR_UNKNOWN
 """An attribute value SAVE could not read from the driver (never set at LOAD)."""
-"""The ``CUfunction_attribute`` ids whose values ``FunctionRef.attrs`` holds, in order."""
 
 
 class ImageFormat(str, Enum):
@@ -146,11 +145,16 @@ class ImageRef:
 
 @dataclass(frozen=True, slots=True)
 class FunctionRef:
-    """A kernel: the image holding it, its mangled name, and the values of ``FUNCTION_ATTR_IDS``."""
+    """A kernel: the image holding it, its mangled name, and its function attributes (one per ``FuncAttr``,
+    stored in the JSON as a list in that order)."""
 
     image: str
     name: str
-    attrs: tuple[int, ...]
+    attrs: FuncAttrs
+
+    def __post_init__(self) -> None:
+        if type(self.attrs) is not FuncAttrs:
+            object.__setattr__(self, "attrs", FuncAttrs._make(self.attrs))
 
     def to_json(self) -> dict[str, Any]:
         return {"image": self.image, "name": self.name, "attrs": list(self.attrs)}
@@ -165,21 +169,17 @@ class FunctionRef:
                 and name
                 and is_sha256(image)
                 and type(attrs) is list
-                and len(attrs) == len(FUNCTION_ATTR_IDS)
+                and len(attrs) == len(FuncAttr)
                 and all(type(a) is int and I32[0] <= a <= I32[1] for a in attrs)
             ):
-                return cls(str(image), name, tuple(attrs))
+                return cls(str(image), name, FuncAttrs._make(attrs))
         obj = get_obj(value, at)
         name = get_str(*field(obj, "name", at))
         if not name:
             at.key("name").fail("empty kernel name")
         attrs, attrs_at = field(obj, "attrs", at)
-        values = get_int_list(attrs, attrs_at, len(FUNCTION_ATTR_IDS), I32)
-        return cls(
-            get_sha256(*field(obj, "image", at)),
-            name,
-            values,
-        )
+        values = get_int_list(attrs, attrs_at, len(FuncAttr), I32)
+        return cls(get_sha256(*field(obj, "image", at)), name, FuncAttrs._make(values))
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from foundry._state import ProcessState
 from foundry.errors import KernelNotFoundError, RegistryError
-from foundry.format import FUNCTION_ATTR_IDS, FUNCTION_ATTR_UNKNOWN
+from foundry.format import FUNCTION_ATTR_UNKNOWN, FuncAttr, FuncAttrs
 from foundry.native import ErrorCode, ImageInfo, ImageKind, NativeImageFormat, check, native
 
 __all__ = [
@@ -38,7 +38,7 @@ __all__ = [
     "set_function_attrs",
 ]
 
-FUNC_ATTR_COUNT = len(FUNCTION_ATTR_IDS)
+FUNC_ATTR_COUNT = len(FuncAttr)
 UNKNOWN_ATTR = FUNCTION_ATTR_UNKNOWN
 ImageFormat = NativeImageFormat
 
@@ -148,10 +148,10 @@ def resolve(function: int) -> tuple[int, str]:
     return index.value, name.value.decode()
 
 
-def function_attrs(function: int) -> tuple[int, ...]:
+def function_attrs(function: int) -> FuncAttrs:
     values = (ctypes.c_int32 * FUNC_ATTR_COUNT)()
     check(native().fdy_func_get_attrs(function, values), "cuFuncGetAttribute")
-    return tuple(values)
+    return FuncAttrs._make(values)
 
 
 def set_function_attrs(function: int, attrs: Iterable[int]) -> None:

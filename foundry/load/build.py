@@ -16,7 +16,7 @@ from pathlib import Path
 from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import IdentityMismatchError
-from foundry.format import GraphMeta, compare, open_image, read_memory, read_region_hint
+from foundry.format import FuncAttrs, GraphMeta, compare, open_image, read_memory, read_region_hint
 from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
 
@@ -59,7 +59,7 @@ class _Applied:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     memory: set[tuple[int, str]] = field(default_factory=set)
-    attrs: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
+    attrs: dict[tuple[str, str], FuncAttrs] = field(default_factory=dict)
 
 
 _STATE = ProcessState("load.applied", _Applied)
@@ -124,16 +124,16 @@ def load_images(
             kernels.load_image(sha, future.result())
 
 
-def _merge_attrs(old: tuple[int, ...] | None, new: tuple[int, ...]) -> tuple[int, ...]:
+def _merge_attrs(old: FuncAttrs | None, new: FuncAttrs) -> FuncAttrs:
     """One kernel's attributes across the graphs that use it. A program may raise the kernel's
     dynamic shared-memory limit between two captures: the highest limit serves every graph, and a
     lower one would make the other graphs fail at launch. Other attributes follow the graph loaded
     last; an attribute SAVE could not read (INT32_MIN) never overrides a known one."""
     if old is None:
         return new
-    merged = [max(old[0], new[0])]
-    merged += [n if n != kernels.UNKNOWN_ATTR else o for o, n in zip(old[1:], new[1:], strict=True)]
-    return tuple(merged)
+    merged = {f: o if n == kernels.UNKNOWN_ATTR else n for f, o, n in zip(FuncAttrs._fields, old, new, strict=True)}
+    limit = max(old.max_dynamic_shared_size_bytes, new.max_dynamic_shared_size_bytes)
+    return FuncAttrs(**{**merged, "max_dynamic_shared_size_bytes": limit})
 
 
 def resolve_functions(meta: GraphMeta) -> list[int]:

@@ -62,6 +62,27 @@ class ImageFormat(IntEnum):
     PTX = 3
 
 
+class CudaResult(IntEnum):
+    """cuda.h's ``CUDA_*`` values that ``FDY_CUDA_RESULTS`` names."""
+
+    SUCCESS = 0
+    ERROR_NOT_FOUND = 500
+
+
+class DeviceAttr(IntEnum):
+    """cuda.h's ``CU_DEVICE_ATTRIBUTE_*`` values that ``FDY_DEVICE_ATTRS`` names."""
+
+    MULTIPROCESSOR_COUNT = 16
+    COMPUTE_CAPABILITY_MAJOR = 75
+    COMPUTE_CAPABILITY_MINOR = 76
+
+
+class InstantiateFlag(IntEnum):
+    """cuda.h's ``CUDA_GRAPH_INSTANTIATE_FLAG_*`` values that ``FDY_INSTANTIATE_FLAGS`` names."""
+
+    USE_NODE_PRIORITY = 8
+
+
 class RegionInfo(ctypes.Structure):
     """``fdy_region_info`` (80 bytes)."""
 
@@ -262,4 +283,55 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_free": (None, [ctypes.c_void_p]),
     "fdy_heap_warm": (ctypes.c_void_p, [ctypes.c_size_t]),
     "fdy_heap_release": (None, [ctypes.c_void_p]),
+}
+
+
+# name -> ctypes argument types of each driver entry point Python calls (cuda.h; returns CUresult)
+DRIVER_SIGNATURES: dict[str, list[Any]] = {
+    "cuInit": [ctypes.c_uint],
+    "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
+    "cuCtxGetDevice": [ctypes.POINTER(ctypes.c_int)],
+    "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+    "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],
+    "cuDriverGetVersion": [ctypes.POINTER(ctypes.c_int)],
+    "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
+    "cuCtxSetCurrent": [ctypes.c_void_p],
+    "cuCtxSynchronize": [],
+    "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+    "cuMemcpyDtoH_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t],
+    "cuMemcpyHtoD_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
+    "cuGraphUpload": [ctypes.c_void_p, ctypes.c_void_p],
+    "cuGraphExecUpdate_v2": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
+    "cuGraphGetNodes": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)],
+    "cuGraphNodeGetType": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)],
+    "cuGraphNodeSetEnabled": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
+    "cuLibraryLoadData": [
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_uint,
+        ctypes.POINTER(ctypes.c_int),
+        ctypes.POINTER(ctypes.c_void_p),
+        ctypes.c_uint,
+    ],
+    "cuLibraryUnload": [ctypes.c_void_p],
+    "cuLibraryGetGlobal": [
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+    ],
+    "cuLibraryGetManaged": [
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+    ],
+    "cuModuleGetGlobal_v2": [
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+    ],
 }

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from foundry.errors import CodecError
 
+from ._abi import InstantiateFlag
 from .lib import check, native
 
 __all__ = [
@@ -23,9 +24,9 @@ __all__ = [
     "launch",
 ]
 
-# CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY: PyTorch instantiates with it, and kernel nodes keep
-# their priority launch attribute, so loaded graphs do the same.
-INSTANTIATE_USE_NODE_PRIORITY = 8
+# PyTorch instantiates with it, and kernel nodes keep their priority launch attribute, so loaded graphs
+# do the same.
+INSTANTIATE_USE_NODE_PRIORITY = InstantiateFlag.USE_NODE_PRIORITY
 
 
 def extract(graph: int) -> tuple[bytes, list[int]]:

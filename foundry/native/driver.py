@@ -8,7 +8,9 @@ from functools import cache
 from typing import Any
 
 from foundry.errors import DriverError
+from foundry.format import NodeType
 
+from ._abi import DRIVER_SIGNATURES, CudaResult, DeviceAttr
 from .lib import native
 
 __all__ = [
@@ -26,43 +28,6 @@ __all__ = [
     "work_nodes",
 ]
 
-# (CUdeviceptr *dptr, size_t *bytes, CUmodule or CUlibrary, const char *name)
-_GLOBAL = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), ctypes.c_void_p, ctypes.c_char_p]
-
-_SIGNATURES: dict[str, list[Any]] = {
-    "cuInit": [ctypes.c_uint],
-    "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
-    "cuCtxGetDevice": [ctypes.POINTER(ctypes.c_int)],
-    "cuDeviceGetName": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
-    "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],
-    "cuDriverGetVersion": [ctypes.POINTER(ctypes.c_int)],
-    "cuMemcpyDtoH_v2": [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t],
-    "cuCtxSynchronize": [],
-    "cuCtxGetCurrent": [ctypes.POINTER(ctypes.c_void_p)],
-    "cuCtxSetCurrent": [ctypes.c_void_p],
-    "cuMemcpyHtoD_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
-    "cuGetErrorName": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
-    "cuGraphUpload": [ctypes.c_void_p, ctypes.c_void_p],
-    "cuGraphExecUpdate_v2": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
-    "cuGraphGetNodes": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)],
-    "cuGraphNodeGetType": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)],
-    "cuGraphNodeSetEnabled": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
-    "cuLibraryLoadData": [
-        ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint,
-    ],
-    "cuLibraryUnload": [ctypes.c_void_p],
-    "cuLibraryGetGlobal": _GLOBAL,
-    "cuLibraryGetManaged": _GLOBAL,
-    "cuModuleGetGlobal_v2": _GLOBAL,
-}  # fmt: skip
-
-CUDA_ERROR_NOT_FOUND = 500
-
-CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
-CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
-
 
 @cache
 def _fn(name: str) -> Any:
@@ -73,7 +38,7 @@ def _fn(name: str) -> Any:
     address = lib.fdy_driver_symbol(name.encode())
     if not address:
         raise DriverError(f"the CUDA driver has no entry point {name}: a newer NVIDIA driver is needed")
-    fn = ctypes.CFUNCTYPE(ctypes.c_int, *_SIGNATURES[name])(address)
+    fn = ctypes.CFUNCTYPE(ctypes.c_int, *DRIVER_SIGNATURES[name])(address)
     return fn
 
 
@@ -91,8 +56,8 @@ def call(name: str, *args: Any) -> None:
         raise DriverError(f"{name} failed with {error_name(rc)} ({rc})", rc)
 
 
-# CUgraphNodeType values of the nodes that do work and that an exec can disable (cuGraphNodeSetEnabled).
-_WORK_NODE_TYPES = (0, 1, 2)  # kernel, memcpy, memset
+# The nodes that do work and that an exec can disable (cuGraphNodeSetEnabled).
+_WORK_NODE_TYPES = (NodeType.KERNEL, NodeType.MEMCPY, NodeType.MEMSET)
 
 
 def work_nodes(graph: int) -> list[int]:
@@ -143,9 +108,9 @@ def device_identity(device: int) -> tuple[str, int, tuple[int, int]]:
     call("cuDeviceGetName", buf, len(buf), device)
     values = []
     for attr in (
-        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        DeviceAttr.MULTIPROCESSOR_COUNT,
+        DeviceAttr.COMPUTE_CAPABILITY_MAJOR,
+        DeviceAttr.COMPUTE_CAPABILITY_MINOR,
     ):
         v = ctypes.c_int()
         call("cuDeviceGetAttribute", ctypes.byref(v), attr, device)
@@ -174,9 +139,9 @@ def module_global(handle: int, name: str, library: bool, managed: bool = False) 
     names = names or ["cuLibraryGetGlobal" if library else "cuModuleGetGlobal_v2"]
     for entry in names:
         rc = _fn(entry)(ctypes.byref(address), ctypes.byref(size), handle, name.encode())
-        if rc == 0:
+        if rc == CudaResult.SUCCESS:
             return address.value, size.value
-        if rc != CUDA_ERROR_NOT_FOUND:
+        if rc != CudaResult.ERROR_NOT_FOUND:
             raise DriverError(f"{entry}({name}) failed with {error_name(rc)} ({rc})", rc)
     return None
 

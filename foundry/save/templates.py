@@ -44,9 +44,12 @@ __all__ = ["GroupPlan", "plan_groups", "template_key", "write_member_deltas"]
 
 
 def template_key(meta: GraphMeta, record: GraphRecord) -> str:
-    """Topology key plus every kernel's compile-time cluster shape (function attributes 11-13)."""
+    """Topology key plus every kernel's compile-time cluster shape (its required cluster dimensions)."""
     h = hashlib.sha256(meta.topology.encode())
-    shapes = [struct.pack("<3i", *f.attrs[2:5]) for f in meta.functions]  # packed once per function
+    shapes = [  # packed once per function
+        struct.pack("<3i", a.required_cluster_width, a.required_cluster_height, a.required_cluster_depth)
+        for a in (f.attrs for f in meta.functions)
+    ]
     h.update(b"".join(shapes[n.function_index] for _, n in iter_nodes(record) if isinstance(n, KernelNode)))
     return h.hexdigest()
 

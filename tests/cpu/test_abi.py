@@ -16,7 +16,7 @@ from foundry.format import _layout, layout
 from foundry.native import _abi, native
 
 REPO = Path(__file__).resolve().parents[2]
-GENERATOR = ["scripts/gen_abi.py", "csrc/include/foundry.h", "csrc/include/format.h", "pyproject.toml",
+GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "csrc/include/foundry.h", "csrc/include/format.h", "pyproject.toml",
              "foundry/native/_abi.py", "foundry/format/_layout.py"]  # fmt: skip
 
 
@@ -50,6 +50,12 @@ def copy(tmp_path: Path) -> Path:
         ("csrc/include/foundry.h", "FDY_EXPORT void fdy_free(void *p);", "FDY_EXPORT int fdy_free(void *p);",
          '"fdy_free": (ctypes.c_int'),
         ("foundry/native/_abi.py", "ABI_VERSION = 5", "ABI_VERSION = 6", "ABI_VERSION = 5"),
+        # the CUDA values and driver signatures Python uses come from cuda.h, through the lists that name them
+        ("csrc/include/format.h", "X(CU_LAUNCH_ATTRIBUTE_, PRIORITY) ", "", "    PRIORITY = 8"),
+        ("csrc/include/foundry.h", "X(cuInit) ", "", '"cuInit": [ctypes.c_uint]'),
+        ("foundry/native/_abi.py", '"cuCtxSetCurrent": [ctypes.c_void_p]', '"cuCtxSetCurrent": [ctypes.c_int]',
+         '"cuCtxSetCurrent": [ctypes.c_void_p]'),
+        ("foundry/format/_layout.py", "    CONDITIONAL = 13", "    CONDITIONAL = 14", "    CONDITIONAL = 13"),
         ("foundry/format/_layout.py", '("total_bytes", 24, "Q")', '("total_bytes", 24, "I")',
          '("total_bytes", 24, "Q")'),
     ],

@@ -283,8 +283,8 @@ def test_function_attributes_round_trip(app_json: AppJson) -> None:
         mod = cu.load_module(images.make_cubin(["fk_bigsmem_f32", "fk_fill_f32"]))
         f = cu.module_function(mod, "fk_bigsmem_f32")
         g = cu.module_function(mod, "fk_fill_f32")
-        from foundry.format import FUNCTION_ATTR_IDS
-        ids = list(FUNCTION_ATTR_IDS)
+        from foundry.format import FuncAttr
+        ids = [int(a) for a in FuncAttr]
         res = {"ids": ids, "initial": list(registry.function_attrs(f))}
         want = list(res["initial"])
         want[0], want[1], want[5] = 100 * 1024, 50, 1

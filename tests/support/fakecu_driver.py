@@ -11,6 +11,9 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
+from foundry.format import FuncAttr, LaunchAttr
+from foundry.native._abi import CudaResult
+
 c_int = ctypes.c_int
 c_uint = ctypes.c_uint
 c_size_t = ctypes.c_size_t
@@ -22,14 +25,14 @@ POINTER = ctypes.POINTER
 H = c_void_p  # any opaque handle (CUcontext, CUmodule, CUfunction, CUstream, CUgraph, ...)
 DP = c_u64  # CUdeviceptr
 
-CUDA_SUCCESS = 0
+CUDA_SUCCESS = CudaResult.SUCCESS
 CU_LAUNCH_PARAM_END = 0
 CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 CU_LAUNCH_PARAM_BUFFER_SIZE = 2
-CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
-CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+CU_LAUNCH_ATTRIBUTE_COOPERATIVE = LaunchAttr.COOPERATIVE
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = LaunchAttr.CLUSTER_DIMENSION
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
-CU_LAUNCH_ATTRIBUTE_PRIORITY = 8
+CU_LAUNCH_ATTRIBUTE_PRIORITY = LaunchAttr.PRIORITY
 CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC = 1
 CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC = 1
 CU_GET_PROC_ADDRESS_DEFAULT = 0
@@ -42,7 +45,7 @@ CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0
 CU_MEM_ALLOCATION_TYPE_PINNED = 1
 CU_MEM_LOCATION_TYPE_DEVICE = 1
 CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
-CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = FuncAttr.MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 NODE_TYPES = {0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "graph", 5: "empty", 6: "wait_event",
               7: "event_record", 8: "ext_sem_signal", 9: "ext_sem_wait", 10: "mem_alloc", 11: "mem_free"}  # fmt: skip

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from foundry.native._abi import CudaResult
 from tests.support.subproc import run_json
 
 INVALID_VALUE = 1
@@ -18,7 +19,7 @@ INVALID_IMAGE = 200
 INVALID_CONTEXT = 201
 INVALID_HANDLE = 400
 LOSSY_QUERY = 402
-NOT_FOUND = 500
+NOT_FOUND = CudaResult.ERROR_NOT_FOUND
 ILLEGAL_ADDRESS = 700
 NOT_SUPPORTED = 801
 CAPTURE_UNSUPPORTED = 900
