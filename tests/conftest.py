@@ -34,7 +34,7 @@ def fakecuda_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def foundry_lib() -> Path:
     """The libfoundry.so the installed package uses (the one CI built with `pip install`)."""
-    from foundry.native import library_path
+    from foundry.native.lib import library_path
 
     return library_path()
 

@@ -65,7 +65,7 @@ FDY_EXPORT void *fdy_driver_symbol(const char *name);
   X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuGetErrorName) X(cuMemcpyDtoH_v2)                \
   X(cuMemcpyHtoD_v2) X(cuGraphUpload) X(cuGraphExecUpdate_v2) X(cuGraphGetNodes) X(cuGraphNodeGetType)          \
   X(cuGraphNodeSetEnabled) X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetGlobal) X(cuLibraryGetManaged) \
-  X(cuModuleGetGlobal_v2)
+  X(cuModuleGetGlobal_v2) X(cuModuleLoadData) X(cuModuleGetFunction)
 #define FDY_CUDA_RESULTS(X) X(CUDA_, SUCCESS) X(CUDA_, ERROR_NOT_FOUND)
 #define FDY_DEVICE_ATTRS(X)                                                                                        \
   X(CU_DEVICE_ATTRIBUTE_, MULTIPROCESSOR_COUNT) X(CU_DEVICE_ATTRIBUTE_, COMPUTE_CAPABILITY_MAJOR)               \

@@ -91,7 +91,7 @@ def probe_exec_update(pending: Any, groups: int = 3) -> list[dict[str, Any]]:
     largest groups with members: medians in us, interleaved, and what building and instantiating the
     member's own exec costs per node."""
     from foundry.load import build_exec
-    from foundry.native import call
+    from foundry.native import exec_update, graph_upload
 
     stream = torch.cuda.current_stream().cuda_stream
     picked = sorted((g for g in pending.groups if g.members), key=lambda g: -g.template.node_count)[:groups]
@@ -110,12 +110,12 @@ def probe_exec_update(pending: Any, groups: int = 3) -> list[dict[str, Any]]:
         }
         row: dict[str, Any] = {"nodes": nodes, "own_build_instantiate_us_per_node": own_s / nodes * 1e6}
         row.update(time_interleaved(runs))
-        call("cuGraphUpload", switched, stream)
+        graph_upload(switched, stream)
         torch.cuda.synchronize()
         row["switched_uploaded"] = time_interleaved({"x": runs["switched"]})["x"]
         try:
             t0 = time.perf_counter()
-            call("cuGraphExecUpdate_v2", switched, own_graph, None)
+            exec_update(switched, own_graph)
             row["exec_update_us"] = (time.perf_counter() - t0) * 1e6
             row["switched_whole_update"] = time_interleaved({"x": runs["switched"]})["x"]
         except Exception as exc:  # a measurement: reported, not raised
@@ -132,13 +132,13 @@ def probe_build(pending: Any) -> dict[str, dict[str, float]]:
     let graph building and instantiation run in parallel, and what does each cost per node?"""
     from concurrent.futures import ThreadPoolExecutor
 
-    from foundry.native import call, current_context
+    from foundry.native import current_context, set_current_context
 
     context = current_context()
     groups = pending.groups
 
     def one(g: Any) -> tuple[int, int, float, float]:
-        call("cuCtxSetCurrent", context)
+        set_current_context(context)
         t0 = time.perf_counter()
         graph, _nodes = codec.build_with_nodes(g.template.payload, g.template_functions, g.template.node_count)
         t1 = time.perf_counter()
@@ -214,23 +214,21 @@ def probe_driver(pending: Any) -> dict[str, float]:
 
 
 def probe_module_api(blobs: list[bytes], names: list[list[str]]) -> dict[str, float]:
-    """The same images through cuModuleLoadData + cuModuleGetFunction (libcuda directly), to compare
+    """The same images through cuModuleLoadData + cuModuleGetFunction (the driver directly), to compare
     with the library API LOAD uses."""
-    import ctypes
+    from foundry.errors import DriverError
+    from foundry.native import module_function, module_load
 
-    cuda = ctypes.CDLL("libcuda.so.1")
     module_s = get_s = 0.0
     for blob, kernel_names in zip(blobs, names, strict=True):
-        buf = ctypes.create_string_buffer(blob, len(blob))
-        mod = ctypes.c_void_p()
         t0 = time.perf_counter()
-        rc = cuda.cuModuleLoadData(ctypes.byref(mod), buf)
+        try:
+            mod, _keep = module_load(blob)
+        except DriverError as exc:
+            return {"module_api_error": float(exc.code or -1)}
         t1 = time.perf_counter()
-        if rc:
-            return {"module_api_error": float(rc)}
         for name in kernel_names:
-            fn = ctypes.c_void_p()
-            cuda.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
+            module_function(mod, name)
         module_s += t1 - t0
         get_s += time.perf_counter() - t1
     return {"module_load_s": module_s, "module_get_function_s": get_s}

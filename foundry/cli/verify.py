@@ -9,7 +9,6 @@ every check that ran passed, 1 when a check found a problem, 2 when verification
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import json
 import sys
@@ -17,7 +16,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from foundry import __version__
 from foundry.errors import ArchiveError, FoundryError
 from foundry.format import KEY_ENV, Identity, configured_key, load_json
 from foundry.tables import table
@@ -31,21 +29,9 @@ EXIT_CANNOT_VERIFY = 2
 TABLE_WIDTH = 100  # the report's widest line (a path longer than it is not broken)
 
 
-def _identity_from_driver() -> Identity:
-    """This machine's identity read straight from the driver (device 0 of the visible ones), for a CLI
-    process that has no CUDA context. Raises FoundryError or OSError when there is no driver or GPU."""
-    from foundry.native import call, device_identity, driver_version
-
-    call("cuInit", 0)
-    device = ctypes.c_int()
-    call("cuDeviceGet", ctypes.byref(device), 0)
-    name, sms, capability = device_identity(device.value)
-    return Identity(name, sms, capability, driver_version(), None, None, __version__)
-
-
 def current_identity() -> tuple[Identity | None, str]:
-    """This machine's identity, or None and why it is unavailable. Tries foundry.native.machine (a process
-    with a current CUDA context), then the driver directly; never raises."""
+    """This machine's identity, or None and why it is unavailable: the current CUDA context's device, else
+    device 0 asked of the driver directly (a CLI process has no context); never raises."""
     try:
         from foundry.native import current_identity as from_context
 
@@ -53,7 +39,9 @@ def current_identity() -> tuple[Identity | None, str]:
     except Exception:  # any failure only means "no CUDA context here"; the driver is tried next
         pass
     try:
-        return _identity_from_driver(), ""
+        from foundry.native import device_zero_identity
+
+        return device_zero_identity(), ""
     except (OSError, FoundryError) as exc:
         return None, f"no CUDA driver and GPU visible to compare with ({exc})"
 

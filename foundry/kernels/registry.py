@@ -7,16 +7,15 @@ CUfunction of its own.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from foundry import native
 from foundry._state import ProcessState
 from foundry.errors import KernelNotFoundError, RegistryError
-from foundry.format import FUNCTION_ATTR_UNKNOWN, FuncAttr, FuncAttrs
-from foundry.native import ErrorCode, ImageInfo, ImageKind, NativeImageFormat, check, native
+from foundry.format import FUNCTION_ATTR_UNKNOWN, FuncAttr
+from foundry.native import ImageRecord, NativeImageFormat
 
 __all__ = [
     "FUNC_ATTR_COUNT",
@@ -41,19 +40,6 @@ __all__ = [
 FUNC_ATTR_COUNT = len(FuncAttr)
 UNKNOWN_ATTR = FUNCTION_ATTR_UNKNOWN
 ImageFormat = NativeImageFormat
-
-
-@dataclass(frozen=True)
-class ImageRecord:
-    index: int
-    handle: int
-    data: int
-    size: int
-    kind: str  # "module" or "library"
-    format: ImageFormat
-    owned: bool
-    loaded: bool
-    restored: bool
 
 
 @dataclass(frozen=True)
@@ -83,80 +69,44 @@ _STATE = ProcessState("kernels", _Kernels)
 
 def image_record(index: int) -> ImageRecord:
     """One recorded image."""
-    info = ImageInfo()
-    check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
-    return ImageRecord(
-        index, info.handle, info.data, info.size, "module" if info.kind == ImageKind.MODULE else "library",
-        ImageFormat(info.format), bool(info.owned), bool(info.loaded), bool(info.restored),
-    )  # fmt: skip
+    return native.registry_image(index)
 
 
 def recorded_images() -> list[ImageRecord]:
-    lib = native()
-    return [image_record(i) for i in range(lib.fdy_registry_count())]
+    return [native.registry_image(i) for i in range(native.registry_count())]
 
 
-def image_bytes(index: int) -> memoryview:
-    """A zero-copy view of a recorded image (valid while the image stays loaded)."""
-    rec = image_record(index)
+def image_bytes(index: int, record: ImageRecord | None = None) -> memoryview:
+    """A zero-copy view of a recorded image (valid while the image stays loaded); ``record`` when the
+    caller has the image's record already."""
+    rec = native.registry_image(index) if record is None else record
     if rec.format is ImageFormat.UNKNOWN or not rec.size or not rec.data:
         raise RegistryError(
             f"image {index} ({rec.kind} {rec.handle:#x}) has an unknown format, so its size and bytes cannot be "
             "saved; graphs using its kernels cannot be persisted"
         )
-    return memoryview((ctypes.c_char * rec.size).from_address(rec.data)).cast("B")
+    return native.image_view(rec)
 
 
-def image_hash(index: int) -> str:
-    """sha256 of a recorded image, computed once (SAVE hashes only the images graphs use)."""
+def image_hash(index: int, record: ImageRecord | None = None) -> str:
+    """sha256 of a recorded image, computed once (SAVE hashes only the images graphs use); ``record`` when
+    the caller has the image's record already."""
     s = _STATE.get()
     with s.lock:
         cached = s.hashes.get(index)
     if cached:
         return cached
-    info = ImageInfo()
-    check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
-    digest = info.hash.decode() if info.hash else hashlib.sha256(image_bytes(index)).hexdigest()
+    rec = native.registry_image(index) if record is None else record
+    digest = rec.hash or hashlib.sha256(image_bytes(index, rec)).hexdigest()
     with s.lock:
         s.hashes[index] = digest
     return digest
 
 
-def image_entries(index: int) -> list[str]:
-    """Mangled names of the kernels in a loaded image, as the driver enumerates them."""
-    lib = native()
-    needed = ctypes.c_size_t()
-    lib.fdy_registry_entries(index, None, 0, ctypes.byref(needed))
-    buf = ctypes.create_string_buffer(max(needed.value, 1))
-    check(lib.fdy_registry_entries(index, buf, len(buf), ctypes.byref(needed)), "image entries", RegistryError)
-    return [n.decode() for n in buf.raw[: needed.value].split(b"\0") if n]
-
-
-def resolve(function: int) -> tuple[int, str]:
-    """(registry index of its image, mangled name) of a CUfunction this process uses."""
-    index = ctypes.c_size_t()
-    cap = 4096
-    while True:
-        name = ctypes.create_string_buffer(cap)
-        rc = native().fdy_registry_resolve(function, ctypes.byref(index), name, len(name))
-        # Mangled names of templated kernels can be longer than any fixed buffer: on TRUNCATED the
-        # native side says so, and the name is asked for again in a larger one.
-        if rc != ErrorCode.TRUNCATED or cap >= 1 << 24:
-            break
-        cap *= 16
-    check(rc, "resolve", KernelNotFoundError)
-    return index.value, name.value.decode()
-
-
-def function_attrs(function: int) -> FuncAttrs:
-    values = (ctypes.c_int32 * FUNC_ATTR_COUNT)()
-    check(native().fdy_func_get_attrs(function, values), "cuFuncGetAttribute")
-    return FuncAttrs._make(values)
-
-
-def set_function_attrs(function: int, attrs: Iterable[int]) -> None:
-    values = (ctypes.c_int32 * FUNC_ATTR_COUNT)(*attrs)
-    check(native().fdy_func_set_attrs(function, values), "cuFuncSetAttribute")
+image_entries = native.image_entries
+resolve = native.resolve_function
+function_attrs = native.function_attrs
+set_function_attrs = native.set_function_attrs
 
 
 def load_image(sha256: str, data: bytearray) -> int:
@@ -175,16 +125,13 @@ def load_image(sha256: str, data: bytearray) -> int:
         with s.lock:
             if sha256 in s.loaded:
                 return s.loaded[sha256]
-        buf = (ctypes.c_char * len(data)).from_buffer(data)
-        index = ctypes.c_size_t()
-        rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
-        check(rc, "load image", RegistryError)
+        index, keep = native.load_image(data, sha256)
         with s.lock:
-            s.keepalive.extend((data, buf))
-            s.loaded[sha256] = index.value
-            s.hashes[index.value] = sha256
+            s.keepalive.extend((data, keep))
+            s.loaded[sha256] = index
+            s.hashes[index] = sha256
             s.loading.pop(sha256, None)
-        return index.value
+        return index
 
 
 def loaded_image(sha256: str) -> ImageRecord:
@@ -227,13 +174,10 @@ def loaded_function(ref: KernelRef) -> int:
             f"kernel {ref.name} lives in image {ref.image[:16]}..., which is not loaded: call "
             "load_cuda_modules_and_libraries(archive_dir) first"
         )
-    out = ctypes.c_uint64()
-    check(
-        native().fdy_image_function(index, ref.name.encode(), ctypes.byref(out)), "kernel lookup", KernelNotFoundError
-    )
+    function = native.image_function(index, ref.name)
     with s.lock:
-        s.functions[key] = out.value
-    return out.value
+        s.functions[key] = function
+    return function
 
 
 class launch_trace:
@@ -243,13 +187,9 @@ class launch_trace:
         self.functions: list[int] = []
 
     def __enter__(self) -> launch_trace:
-        native().fdy_launch_trace(1)
+        native.launch_trace_set(True)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        lib = native()
-        lib.fdy_launch_trace(0)
-        n = lib.fdy_launch_trace_read(None, 0)
-        buf = (ctypes.c_uint64 * n)()
-        n = lib.fdy_launch_trace_read(buf, n)
-        self.functions = list(buf[:n])
+        native.launch_trace_set(False)
+        self.functions = native.launch_trace_read()

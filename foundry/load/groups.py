@@ -10,12 +10,11 @@ which ``launch`` switches under too.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from dataclasses import dataclass, field
 
 from foundry.errors import CodecError
-from foundry.native import call, codec
+from foundry.native import codec, set_current_context
 
 from .build import build_exec
 from .source import GraphSource
@@ -50,7 +49,7 @@ class Group:
     ready: threading.Event = field(default_factory=threading.Event)
     exec: int = 0  # shared exec, instantiated from the template
     graph: int = 0
-    nodes: ctypes.Array[ctypes.c_uint64] | None = None  # the template graph's top-level node handles
+    nodes: codec.NodeHandles | None = None  # the template graph's top-level node handles
     template_delta: bytes = b""  # the template's own values of every varying node
     template_functions: list[int] = field(default_factory=list)
     current: int = -1  # index of the member whose parameters the shared exec holds; -1: the template's
@@ -111,7 +110,7 @@ class Group:
 
     def take_own_execs(self, context: int) -> None:
         """Gives every graph of the group its own exec (a builder thread), then drops the records."""
-        call("cuCtxSetCurrent", context)
+        set_current_context(context)
         built = {
             h.index: build_exec(h.source, h.functions, self.template_functions)
             for h in self.handles

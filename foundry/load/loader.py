@@ -22,7 +22,7 @@ from typing import Any
 from foundry import kernels
 from foundry.errors import LoadError
 from foundry.format import open_image
-from foundry.native import call, current_context
+from foundry.native import current_context, set_current_context
 from foundry.timing import Phases
 
 from .build import Occupied, check_identity, prepare_memory, resolve_functions
@@ -130,7 +130,7 @@ class Loader:
     # ------------------------------------------------------------------ the loader thread
     def _run(self, context: int, num_threads: int, verify: bool, start: float) -> None:
         try:
-            call("cuCtxSetCurrent", context)
+            set_current_context(context)
             builders = max(1, min(num_threads, LIMITS.builders))
             readers_n = max(1, min(num_threads, LIMITS.readers))
             with (
@@ -262,7 +262,7 @@ class _Pipeline:
 
     def _build(self, g: Group) -> None:
         """The group's shared exec (a builder thread)."""
-        call("cuCtxSetCurrent", self.context)
+        set_current_context(self.context)
         with self.phases.span("wait_records"):
             self.records[id(g.template)].result()
         with self.phases.span("build"):

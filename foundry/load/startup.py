@@ -42,7 +42,7 @@ from foundry.format import (
     read_region_hint,
     relative_path_problem,
 )
-from foundry.native import call, current_context
+from foundry.native import current_context, set_current_context
 from foundry.region import hold_allocation_region
 from foundry.timing import Phases
 
@@ -186,7 +186,7 @@ def _finish(
     try:
         with phases.span("background"):
             if context is not None:
-                call("cuCtxSetCurrent", context)
+                set_current_context(context)
             listed = {e.sha256: e.variables for e in entries}
             for sha, read in reads.items():
                 data = read.result()

@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from foundry._state import ProcessState
-from foundry.native import native
+from foundry.native import heap_release, heap_warm
 
 __all__ = ["LIMITS", "Builders", "Limits", "PriorityPool", "take_builders", "warm_builders"]
 
@@ -132,7 +132,7 @@ class Builders:
             barrier = threading.Barrier(threads)
 
             def warm() -> int | None:
-                keep: int | None = native().fdy_heap_warm(warm_bytes)
+                keep = heap_warm(warm_bytes)
                 with contextlib.suppress(threading.BrokenBarrierError):
                     barrier.wait(60)
                 return keep
@@ -142,11 +142,10 @@ class Builders:
     def close(self) -> None:
         """Finishes the pool's work, stops its threads and lets the heap be trimmed again."""
         self.pool.shutdown()
-        lib = native()
         for f in self._keeps:
             keep = f.result() if f.exception() is None else None
             if keep:
-                lib.fdy_heap_release(keep)
+                heap_release(keep)
         self._keeps = []
 
     def __enter__(self) -> Builders:

@@ -334,4 +334,6 @@ DRIVER_SIGNATURES: dict[str, list[Any]] = {
         ctypes.c_void_p,
         ctypes.c_char_p,
     ],
+    "cuModuleLoadData": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p],
+    "cuModuleGetFunction": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p],
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from typing import TypeAlias
 
 from foundry.errors import CodecError
 
@@ -12,6 +13,7 @@ from .lib import check, native
 
 __all__ = [
     "INSTANTIATE_USE_NODE_PRIORITY",
+    "NodeHandles",
     "apply_overrides",
     "build",
     "build_with_nodes",
@@ -27,6 +29,10 @@ __all__ = [
 # PyTorch instantiates with it, and kernel nodes keep their priority launch attribute, so loaded graphs
 # do the same.
 INSTANTIATE_USE_NODE_PRIORITY = InstantiateFlag.USE_NODE_PRIORITY
+
+
+NodeHandles: TypeAlias = "ctypes.Array[ctypes.c_uint64]"
+"""The CUgraphNode of each top-level node of a graph built from a record, in record order."""
 
 
 def extract(graph: int) -> tuple[bytes, list[int]]:
@@ -71,7 +77,7 @@ def build(record: bytes | bytearray | memoryview, functions: Sequence[int]) -> i
 
 def build_with_nodes(
     record: bytes | bytearray | memoryview, functions: Sequence[int], node_count: int
-) -> tuple[int, ctypes.Array[ctypes.c_uint64]]:
+) -> tuple[int, NodeHandles]:
     """(CUgraph, handles of its first node_count top-level nodes) built from a record."""
     buf = _Buffer(record)
     funcs = _u64_array(functions)
@@ -85,7 +91,7 @@ def build_with_nodes(
 def apply_overrides(
     target: int,
     to_exec: bool,
-    nodes: ctypes.Array[ctypes.c_uint64],
+    nodes: NodeHandles,
     delta: bytes | bytearray | memoryview,
     functions: Sequence[int],
 ) -> None:

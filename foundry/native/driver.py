@@ -14,17 +14,25 @@ from ._abi import DRIVER_SIGNATURES, CudaResult, DeviceAttr
 from .lib import native
 
 __all__ = [
-    "call",
+    "context_synchronize",
     "current_context",
     "current_device",
     "device_identity",
+    "driver_init",
     "driver_version",
+    "exec_update",
+    "graph_upload",
     "library_load",
     "library_unload",
     "memcpy_dtoh",
     "memcpy_htod",
+    "memcpy_htod_from",
+    "module_function",
     "module_global",
+    "module_load",
+    "set_current_context",
     "set_nodes_enabled",
+    "visible_device",
     "work_nodes",
 ]
 
@@ -87,6 +95,49 @@ def current_device() -> int:
     return dev.value
 
 
+def set_current_context(context: int) -> None:
+    """Makes ``context`` current on the calling thread (a thread LOAD starts works in the caller's)."""
+    call("cuCtxSetCurrent", context)
+
+
+def context_synchronize() -> None:
+    call("cuCtxSynchronize")
+
+
+def driver_init() -> None:
+    call("cuInit", 0)
+
+
+def visible_device(ordinal: int) -> int:
+    """The CUdevice of visible device ``ordinal`` (after driver_init)."""
+    dev = ctypes.c_int()
+    call("cuDeviceGet", ctypes.byref(dev), ordinal)
+    return dev.value
+
+
+def graph_upload(exec_: int, stream: int) -> None:
+    call("cuGraphUpload", exec_, stream)
+
+
+def exec_update(exec_: int, graph: int) -> None:
+    """Updates ``exec_`` whole to ``graph``'s parameters (cuGraphExecUpdate); raises DriverError if refused."""
+    call("cuGraphExecUpdate_v2", exec_, graph, None)
+
+
+def module_load(image: bytes) -> tuple[int, object]:
+    """(CUmodule, the buffer to keep alive with it) of an image loaded with cuModuleLoadData."""
+    buf = ctypes.create_string_buffer(image, len(image))
+    handle = ctypes.c_void_p()
+    call("cuModuleLoadData", ctypes.byref(handle), buf)
+    return handle.value or 0, buf
+
+
+def module_function(module: int, name: str) -> int:
+    fn = ctypes.c_void_p()
+    call("cuModuleGetFunction", ctypes.byref(fn), module, name.encode())
+    return fn.value or 0
+
+
 def current_context() -> int:
     """The calling thread's current CUcontext (threads started later must make it current)."""
     ctx = ctypes.c_void_p()
@@ -127,6 +178,14 @@ def memcpy_dtoh(src: int, n: int) -> bytes:
 def memcpy_htod(dst: int, data: bytes | bytearray) -> None:
     buf = ctypes.create_string_buffer(bytes(data), len(data))
     call("cuMemcpyHtoD_v2", dst, buf, len(data))
+
+
+def memcpy_htod_from(dst: int, data: bytearray, start: int, size: int) -> None:
+    """Copies ``data[start:start + size]`` to device address ``dst`` without copying it on the host first."""
+    if start < 0 or size < 0 or start + size > len(data):
+        raise ValueError(f"bytes {start}..{start + size} lie outside the {len(data)}-byte buffer")
+    buf = (ctypes.c_char * len(data)).from_buffer(data)
+    call("cuMemcpyHtoD_v2", dst, ctypes.c_void_p(ctypes.addressof(buf) + start), size)
 
 
 def module_global(handle: int, name: str, library: bool, managed: bool = False) -> tuple[int, int] | None:

@@ -8,9 +8,9 @@ from functools import lru_cache
 from foundry import __version__
 from foundry.format import Identity
 
-from .driver import current_device, device_identity, driver_version
+from .driver import current_device, device_identity, driver_init, driver_version, visible_device
 
-__all__ = ["current_identity"]
+__all__ = ["current_identity", "device_zero_identity"]
 
 
 @lru_cache(maxsize=8)
@@ -21,7 +21,18 @@ def _device(device: int) -> tuple[str, int, tuple[int, int], int]:
 
 def current_identity() -> Identity:
     """GPU, driver and software stack of the current CUDA context's device."""
-    name, sms, cc, driver = _device(current_device())
+    return _identity(current_device())
+
+
+def device_zero_identity() -> Identity:
+    """The identity of the first visible device, read from the driver directly: for a process with no
+    CUDA context (``foundry verify``). Raises DriverError (or OSError) without a driver or a GPU."""
+    driver_init()
+    return _identity(visible_device(0))
+
+
+def _identity(device: int) -> Identity:
+    name, sms, cc, driver = _device(device)
     torch = sys.modules.get("torch")
     torch_version = str(torch.__version__) if torch is not None else None
     cuda_runtime = str(torch.version.cuda) if torch is not None and torch.version.cuda else None

@@ -6,16 +6,15 @@ the device whose context is current when it is set.
 
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from foundry import native
 from foundry._state import ProcessState
-from foundry.errors import RegionStateError
-from foundry.native import AllocEvent, AllocKind, RegionInfo, check, native, require_interposer
+from foundry.native import AllocKind, require_interposer
 from foundry.sizes import parse_size
 
 __all__ = [
@@ -94,9 +93,9 @@ def region_epoch() -> int:
 
 def set_allocation_region(base: int, size: int | str) -> None:
     """Reserves ``[base, base + size)`` and places every later device allocation in it."""
-    lib = require_interposer("set_allocation_region()")
+    require_interposer("set_allocation_region()")
     _ensure_cuda_context()
-    check(lib.fdy_region_set(int(base), parse_size(size)), "set_allocation_region")
+    native.region_set(int(base), parse_size(size))
     regions = REGIONS.get()
     with regions.lock:
         regions.epoch += 1
@@ -109,39 +108,37 @@ def hold_allocation_region(base: int, size: int | str) -> bool:
     because the driver may otherwise put its own reservations where the region must go. Best effort:
     False when the range is taken already; set_allocation_region then reports it clearly.
     """
-    lib = native()
-    if not lib.preloaded:
+    if not native.interposer_loaded():
         return False
     _ensure_cuda_context()
-    return bool(lib.fdy_region_hold(int(base), parse_size(size)) == 0)
+    return native.region_hold(int(base), parse_size(size))
 
 
 def stop_allocation_region() -> None:
     """Stops placing allocations in the region; memory already placed stays valid."""
-    check(native().fdy_region_stop(), "stop_allocation_region", RegionStateError)
+    native.region_stop()
 
 
 def resume_allocation_region() -> None:
-    check(native().fdy_region_resume(), "resume_allocation_region", RegionStateError)
+    native.region_resume()
 
 
 def release_allocation_region() -> None:
     """Unmaps everything the region mapped and frees its address range (all its memory is gone)."""
-    check(native().fdy_region_release(), "release_allocation_region")
+    native.region_release()
 
 
 def preallocate_region(size: int | str) -> None:
     """Maps ``size`` bytes at the cursor now, so that allocations inside them only move the cursor."""
-    check(native().fdy_region_preallocate(parse_size(size)), "preallocate_region")
+    native.region_preallocate(parse_size(size))
 
 
 def free_preallocated_region() -> None:
-    check(native().fdy_region_free_preallocated(), "free_preallocated_region", RegionStateError)
+    native.region_free_preallocated()
 
 
 def region_state() -> RegionState:
-    info = RegionInfo()
-    check(native().fdy_region_info_get(ctypes.byref(info)), "region_state")
+    info = native.region_info()
     return RegionState(
         info.base, info.size, info.cursor, info.high_water, info.granularity, info.mapped_bytes,
         info.prealloc_offset, info.prealloc_size, info.device, bool(info.active), bool(info.reserved),
@@ -154,16 +151,14 @@ def get_current_alloc_offset() -> int:
 
 def set_current_alloc_offset(offset: int) -> None:
     """Moves the cursor (forward, or back over nothing live); LOAD uses it to skip SAVE's span."""
-    check(native().fdy_region_set_cursor(int(offset)), "set_current_alloc_offset")
+    native.region_set_cursor(int(offset))
 
 
 def allocation_events(first: int = 0) -> list[AllocationEvent]:
     """The region's allocation log from entry ``first`` on, in call order."""
-    lib = native()
-    total = lib.fdy_region_events(first, None, 0)
-    buf = (AllocEvent * max(total - first, 0))()
-    n = min(lib.fdy_region_events(first, buf, len(buf)) - first, len(buf))
-    return [AllocationEvent(e.seq, AllocKind(e.kind), e.offset, e.size, e.span, e.tid) for e in buf[:n]]
+    return [
+        AllocationEvent(e.seq, AllocKind(e.kind), e.offset, e.size, e.span, e.tid) for e in native.region_events(first)
+    ]
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from foundry._state import ProcessState
 from foundry.errors import LayoutMismatchError, RegionStateError
 from foundry.format import RegionSpec
-from foundry.native import check, native
+from foundry.native import region_map_range
 
 from .api import region_epoch, region_state, set_current_alloc_offset
 from .log import ALLOCS, own_allocations
@@ -56,7 +56,7 @@ def restore_region(saved: RegionSpec) -> None:
         )
     _check_layout(saved)
     for offset, length in saved.live:
-        check(native().fdy_region_map_range(offset, length), "restore SAVE's memory")
+        region_map_range(offset, length)
     if state.cursor < saved.high_water:
         set_current_alloc_offset(saved.high_water)
     with restored.lock:

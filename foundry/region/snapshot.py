@@ -7,7 +7,6 @@ own, so freshly initialised inputs are never overwritten.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -15,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from foundry.format import MemorySpec, read_memory, write_memory
-from foundry.native import call, memcpy_dtoh, native
+from foundry.native import context_synchronize, memcpy_dtoh, memcpy_htod_from, region_event_count
 
 from .api import REGIONS, AllocationEvent, allocation_events
 from .log import live_allocations
@@ -28,11 +27,11 @@ DEFAULT_LIMIT = 256 << 20
 @contextmanager
 def capture_window() -> Iterator[None]:
     """Marks the allocations made in the block as graph-pool memory (not state)."""
-    start = native().fdy_region_events(0, None, 0)
+    start = region_event_count()
     try:
         yield
     finally:
-        end = native().fdy_region_events(0, None, 0)
+        end = region_event_count()
         regions = REGIONS.get()
         with regions.lock:
             regions.capture_windows.append((regions.epoch, start, end))
@@ -57,7 +56,7 @@ def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> Mem
     total = sum(length for _, length in ranges)
     if not ranges or total > (snapshot_limit() if limit is None else limit):
         return None
-    call("cuCtxSynchronize")
+    context_synchronize()
     data = b"".join(memcpy_dtoh(base + offset, length) for offset, length in ranges)
     sha = hashlib.sha256(data).hexdigest()
     write_memory(archive_dir, data, sha)
@@ -93,7 +92,6 @@ def restore_snapshot(
     data = read_memory(archive_dir, spec.sha256, spec.bytes)
     in_use = sorted((a - base, a - base + n) for a, n in (occupied() if occupied is not None else []))
     chunks = sorted((off, off + span) for off, span in app_chunks)
-    buf = (ctypes.c_char * len(data)).from_buffer(data)
     written = 0
     cursor = 0
     for offset, length in spec.ranges:
@@ -105,8 +103,7 @@ def restore_snapshot(
                 if lo < hi:
                     pieces.extend(_subtract(lo, hi, in_use))
         for a, b in pieces:
-            src = ctypes.addressof(buf) + cursor + (a - offset)
-            call("cuMemcpyHtoD_v2", base + a, ctypes.c_void_p(src), b - a)
+            memcpy_htod_from(base + a, data, cursor + (a - offset), b - a)
             written += b - a
         cursor += length
     return written

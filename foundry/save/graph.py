@@ -36,7 +36,7 @@ from foundry.format import (
     write_memory,
     write_region_hint,
 )
-from foundry.native import codec, current_identity, native
+from foundry.native import codec, current_identity, imports_live
 from foundry.region import region_spec, take_snapshot
 from foundry.timing import Phases
 
@@ -189,7 +189,7 @@ def _check_no_peer_memory(json_path: Path) -> None:
     """Refuses while the process has memory of another process open (csrc/imports.c): a graph may read
     it through pointers no record shows (NCCL keeps its peers' buffers in device-side structures), and
     LOAD, in another process, would replay against whatever is at those addresses then."""
-    open_now = native().fdy_imports_live()
+    open_now = imports_live()
     if open_now:
         raise PeerMemoryError(
             f"{json_path}: this process has {open_now} mapping(s) of another process's GPU memory open "

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from foundry.format import _layout, layout
-from foundry.native import _abi, native
+from foundry.native import _abi
+from foundry.native.lib import native
 
 REPO = Path(__file__).resolve().parents[2]
-GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "csrc/include/foundry.h", "csrc/include/format.h", "pyproject.toml",
-             "foundry/native/_abi.py", "foundry/format/_layout.py"]  # fmt: skip
+GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "csrc/include/foundry.h", "csrc/include/format.h",
+             "pyproject.toml", "foundry/native/_abi.py", "foundry/format/_layout.py"]  # fmt: skip
 
 
 def _check(root: Path) -> subprocess.CompletedProcess[str]:

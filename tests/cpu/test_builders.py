@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from foundry.load import threads as builders
-from foundry.native import native
+from foundry.native.lib import native
 
 _libc = ctypes.CDLL(None)
 _libc.malloc.restype = ctypes.c_void_p

@@ -43,7 +43,7 @@ CHILD = textwrap.dedent(
     import json, os, sys
     from tests.support.fakecu import Cuda
     import foundry
-    from foundry.native import native
+    from foundry.native.lib import native
     cu = Cuda()
     foundry.set_allocation_region(0x700000000000, "1GB")   # only possible with the interposer loaded
     first = cu.malloc(1000)

@@ -117,6 +117,23 @@ def test_the_format_imports_no_native_code_nor_other_packages() -> None:
     assert found <= allowed, found - allowed
 
 
+def test_only_the_native_package_reaches_native_code() -> None:
+    """Every call into libfoundry or the driver goes through foundry.native's typed functions: no other
+    package imports ctypes or calls the library object (``native()``) itself."""
+    wrong = []
+    for path in FOUNDRY.rglob("*.py"):
+        if path.relative_to(FOUNDRY).parts[0] == "native":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "ctypes" for a in node.names):
+                wrong.append(f"{_module_name(path)} imports ctypes")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "ctypes":
+                wrong.append(f"{_module_name(path)} imports from ctypes")
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("native", "native.native"):
+                wrong.append(f"{_module_name(path)} calls the library object: {ast.unparse(node)}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_leaf_modules_import_nothing_of_foundry_but_errors() -> None:
     for leaf in LEAVES:
         targets = {_unit(t) for t in _imports(FOUNDRY / f"{leaf}.py")} - {""}

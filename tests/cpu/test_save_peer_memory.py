@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.support.graphs import JsonRunner, prelude
 
 PEER = """
-from foundry.native import native
+from foundry.native.lib import native
 from foundry.save import save_graph
 foundry.set_allocation_region(BASE, "1GB")
 n = 64

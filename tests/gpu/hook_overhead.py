@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from foundry.native import native
+from foundry.native.lib import native
 
 torch.cuda.init()
 torch.cuda.synchronize()

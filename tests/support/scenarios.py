@@ -56,7 +56,7 @@ from tests.support.fakecu import (
 from tests.fakecuda import images
 import foundry
 from foundry import errors
-from foundry.native import native
+from foundry.native.lib import native
 from foundry.region import api as region
 from foundry.kernels import registry
 

@@ -1,0 +1,135 @@
+"""libfoundry's kernel-image registry (csrc/registry.c, csrc/image.c), typed: the images the interposer
+recorded, CUfunction -> (image, name), LOAD's image loads and kernel lookups, the per-function
+attributes a function table records, and the trace of eager launches."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from foundry.errors import KernelNotFoundError, RegistryError
+from foundry.format import FuncAttr, FuncAttrs
+
+from ._abi import ErrorCode, ImageFormat, ImageInfo, ImageKind
+from .lib import check, native
+
+__all__ = [
+    "ImageRecord",
+    "function_attrs",
+    "image_entries",
+    "image_function",
+    "image_view",
+    "launch_trace_read",
+    "launch_trace_set",
+    "load_image",
+    "registry_count",
+    "registry_image",
+    "resolve_function",
+    "set_function_attrs",
+]
+
+_MAX_NAME = 1 << 24  # a mangled name longer than this is damage, not a kernel
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """One image the registry holds: its driver handle, where its bytes are, and what it is."""
+
+    index: int
+    handle: int
+    data: int
+    size: int
+    kind: str  # "module" or "library"
+    format: ImageFormat
+    owned: bool
+    loaded: bool
+    restored: bool
+    hash: str  # content hash when the registry knows it (images LOAD loaded), else ""
+
+
+def registry_count() -> int:
+    return int(native().fdy_registry_count())
+
+
+def registry_image(index: int) -> ImageRecord:
+    """The registry's record of image ``index``."""
+    info = ImageInfo()
+    check(native().fdy_registry_get(index, ctypes.byref(info)), "registry lookup", RegistryError)
+    return ImageRecord(
+        index, info.handle, info.data, info.size, "module" if info.kind == ImageKind.MODULE else "library",
+        ImageFormat(info.format), bool(info.owned), bool(info.loaded), bool(info.restored),
+        info.hash.decode() if info.hash else "",
+    )  # fmt: skip
+
+
+def image_view(record: ImageRecord) -> memoryview:
+    """A zero-copy view of a recorded image's bytes (valid while the image stays loaded)."""
+    return memoryview((ctypes.c_char * record.size).from_address(record.data)).cast("B")
+
+
+def resolve_function(function: int) -> tuple[int, str]:
+    """(registry index of its image, mangled name) of a CUfunction this process uses."""
+    index = ctypes.c_size_t()
+    cap = 4096
+    while True:
+        name = ctypes.create_string_buffer(cap)
+        rc = native().fdy_registry_resolve(function, ctypes.byref(index), name, len(name))
+        # Mangled names of templated kernels can be longer than any fixed buffer: on TRUNCATED the
+        # native side says so, and the name is asked for again in a larger one.
+        if rc != ErrorCode.TRUNCATED or cap >= _MAX_NAME:
+            break
+        cap *= 16
+    check(rc, "resolve", KernelNotFoundError)
+    return index.value, name.value.decode()
+
+
+def image_entries(index: int) -> list[str]:
+    """Mangled names of the kernels in a loaded image, as the driver enumerates them."""
+    lib = native()
+    needed = ctypes.c_size_t()
+    lib.fdy_registry_entries(index, None, 0, ctypes.byref(needed))
+    buf = ctypes.create_string_buffer(max(needed.value, 1))
+    check(lib.fdy_registry_entries(index, buf, len(buf), ctypes.byref(needed)), "image entries", RegistryError)
+    return [n.decode() for n in buf.raw[: needed.value].split(b"\0") if n]
+
+
+def load_image(data: bytearray, sha256: str) -> tuple[int, object]:
+    """Loads an image into the driver as a CUlibrary and registers it: (registry index, what must stay
+    alive as long as the library does: the driver is told it may keep reading ``data``)."""
+    buf = (ctypes.c_char * len(data)).from_buffer(data)
+    index = ctypes.c_size_t()
+    rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
+    check(rc, "load image", RegistryError)
+    return index.value, buf
+
+
+def image_function(index: int, name: str) -> int:
+    """The CUfunction of kernel ``name`` in the image LOAD loaded at registry ``index``."""
+    out = ctypes.c_uint64()
+    check(native().fdy_image_function(index, name.encode(), ctypes.byref(out)), "kernel lookup", KernelNotFoundError)
+    return out.value
+
+
+def function_attrs(function: int) -> FuncAttrs:
+    values = (ctypes.c_int32 * len(FuncAttr))()
+    check(native().fdy_func_get_attrs(function, values), "cuFuncGetAttribute")
+    return FuncAttrs._make(values)
+
+
+def set_function_attrs(function: int, attrs: Iterable[int]) -> None:
+    values = (ctypes.c_int32 * len(FuncAttr))(*attrs)
+    check(native().fdy_func_set_attrs(function, values), "cuFuncSetAttribute")
+
+
+def launch_trace_set(on: bool) -> None:
+    """Starts or stops recording every CUfunction launched eagerly (cuLaunchKernel, cuLaunchKernelEx, ...)."""
+    native().fdy_launch_trace(int(on))
+
+
+def launch_trace_read() -> list[int]:
+    lib = native()
+    n = lib.fdy_launch_trace_read(None, 0)
+    buf = (ctypes.c_uint64 * n)()
+    n = lib.fdy_launch_trace_read(buf, n)
+    return list(buf[:n])
