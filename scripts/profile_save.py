@@ -19,17 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from foundry.format import (
-    encode_record,
-    parse_delta,
-    parse_record,
-    read_graph,
-    read_manifest,
-    template_path,
-    write_graph,
-)
+from foundry.format import parse_delta, parse_record, read_manifest, template_path, write_graph
+from foundry.format.graphfile import read_graph
 from foundry.save import SavedGraph
 from foundry.save.templates import plan_groups, write_member_deltas
+from tests.support.encode import encode_record
 
 
 def _graph_paths(work: Path) -> list[Path]:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveError, FoundryError
-from foundry.format import KEY_ENV, Identity, configured_key, load_json
+from foundry.format import Identity, load_json
 from foundry.tables import table
+from foundry.trust import KEY_ENV, configured_key
 from foundry.verify import Check, Report, verify_archive
 
 __all__ = ["add_parser", "render"]

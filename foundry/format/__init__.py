@@ -1,7 +1,8 @@
 """The archive format, in pure Python (docs/FORMAT.md): records, deltas, containers, metadata, the
-manifest, files, signatures.
+manifest, files. Bytes only: no process state (the signing key and what was proven signed live in
+foundry.trust), no writer of records or deltas (the native codec writes them).
 
-Reads and writes archives without CUDA, torch or any Foundry native module, so archives can be
+Reads and writes archive files without CUDA, torch or any Foundry native module, so archives can be
 inspected and checked on any machine. Every reader raises only ``ArchiveError`` subclasses for bad
 content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (unknown version),
 ``ArchiveForeignError`` (not a Foundry file).
@@ -9,32 +10,31 @@ content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (unknown v
 
 from __future__ import annotations
 
-from .container import ContainerHeader, pack_container, read_container_header, unpack_container
-from .delta import DELTA_MAGIC, Delta, delta_header, override_problem, override_spans, parse_delta
-from .encode import encode_node, encode_record
+from .delta import (
+    Delta,
+    delta_header,
+    override_problem,
+    override_spans,
+    parse_delta,
+)
 from .files import (
     IMAGES_DIR,
-    MAX_JSON_BYTES,
     MEMORY_DIR,
     REGION_HINT,
     TEMP_SUFFIX,
     PathLike,
     inside,
     memory_path,
-    read_buffer,
     read_memory,
     read_region_hint,
     read_regular,
     sha256_bytes,
     sha256_file,
-    write_atomic,
     write_memory,
     write_region_hint,
 )
 from .graphfile import (
-    MetaCache,
     container_path,
-    read_graph,
     read_meta,
     read_meta_digest,
     read_payload,
@@ -43,24 +43,28 @@ from .graphfile import (
     template_path,
     write_graph,
 )
-from .identity import IDENTITY_FIELDS, Identity, Mismatch, compare
+from .identity import (
+    Identity,
+    compare,
+)
 from .images import (
     KernelNames,
     ModuleVariables,
-    VariableDecl,
     detect_format,
     image_path,
     image_relpath,
-    kernel_names,
     module_variables,
     open_image,
     scan_image,
     write_image,
 )
-from .jsonfields import is_sha256, load_json, load_sealed, relative_path_problem
+from .jsonfields import (
+    is_sha256,
+    load_json,
+    load_sealed,
+    relative_path_problem,
+)
 from .manifest import (
-    MANIFEST_FORMAT,
-    MANIFEST_FORMAT_VERSION,
     MANIFEST_NAME,
     GraphEntry,
     GraphRole,
@@ -68,41 +72,28 @@ from .manifest import (
     ImageEntry,
     Manifest,
     now_iso,
+    parse_manifest_doc,
     read_manifest,
     read_manifest_doc,
     write_manifest,
 )
-from .metadata import GRAPH_FORMAT, GRAPH_FORMAT_VERSION, GraphMeta
+from .metadata import (
+    GRAPH_FORMAT,
+    GraphMeta,
+)
 from .nodes import (
-    PERSISTED_NODE_TYPES,
-    ArgMode,
     ChildGraphNode,
-    Edge,
-    EmptyNode,
-    EventNode,
     GraphRecord,
     KernelNode,
-    LaunchAttr,
     MemcpyNode,
     MemsetNode,
     Node,
     NodeType,
 )
-from .parse import node_count, node_spans, parse_node, parse_record
-from .signing import (
-    KEY_ENV,
-    KeySource,
-    SigningKey,
-    as_key,
-    authenticate_graph,
-    authenticate_manifest,
-    check_signature,
-    configured_key,
-    manifest_disagreement,
-    manifests_read_once,
-    set_signing_key,
-    sign_manifest,
-    signature_key_id,
+from .parse import (
+    node_count,
+    node_spans,
+    parse_record,
 )
 from .values import (
     FUNCTION_ATTR_UNKNOWN,
@@ -113,37 +104,28 @@ from .values import (
     ImageRef,
     MemorySpec,
     OutputSpec,
-    RecordRef,
     RegionSpec,
     RngSpec,
     TemplateRef,
     VariableRef,
 )
-from .walk import iter_nodes, kernel_pointer_words, node_counts, topology_key
+from .walk import (
+    iter_nodes,
+    kernel_pointer_words,
+    node_counts,
+    topology_key,
+)
 
 __all__ = [
-    "DELTA_MAGIC",
     "FUNCTION_ATTR_UNKNOWN",
     "GRAPH_FORMAT",
-    "GRAPH_FORMAT_VERSION",
-    "IDENTITY_FIELDS",
     "IMAGES_DIR",
-    "KEY_ENV",
-    "MANIFEST_FORMAT",
-    "MANIFEST_FORMAT_VERSION",
     "MANIFEST_NAME",
-    "MAX_JSON_BYTES",
     "MEMORY_DIR",
-    "PERSISTED_NODE_TYPES",
     "REGION_HINT",
     "TEMP_SUFFIX",
-    "ArgMode",
     "ChildGraphNode",
-    "ContainerHeader",
     "Delta",
-    "Edge",
-    "EmptyNode",
-    "EventNode",
     "FuncAttr",
     "FuncAttrs",
     "FunctionRef",
@@ -158,48 +140,31 @@ __all__ = [
     "ImageRef",
     "KernelNames",
     "KernelNode",
-    "KeySource",
-    "LaunchAttr",
     "Manifest",
     "MemcpyNode",
     "MemorySpec",
     "MemsetNode",
-    "MetaCache",
-    "Mismatch",
     "ModuleVariables",
     "Node",
     "NodeType",
     "OutputSpec",
     "PathLike",
-    "RecordRef",
     "RegionSpec",
     "RngSpec",
-    "SigningKey",
     "TemplateRef",
-    "VariableDecl",
     "VariableRef",
-    "as_key",
-    "authenticate_graph",
-    "authenticate_manifest",
-    "check_signature",
     "compare",
-    "configured_key",
     "container_path",
     "delta_header",
     "detect_format",
-    "encode_node",
-    "encode_record",
     "image_path",
     "image_relpath",
     "inside",
     "is_sha256",
     "iter_nodes",
-    "kernel_names",
     "kernel_pointer_words",
     "load_json",
     "load_sealed",
-    "manifest_disagreement",
-    "manifests_read_once",
     "memory_path",
     "module_variables",
     "node_count",
@@ -209,13 +174,9 @@ __all__ = [
     "open_image",
     "override_problem",
     "override_spans",
-    "pack_container",
     "parse_delta",
-    "parse_node",
+    "parse_manifest_doc",
     "parse_record",
-    "read_buffer",
-    "read_container_header",
-    "read_graph",
     "read_manifest",
     "read_manifest_doc",
     "read_memory",
@@ -228,15 +189,10 @@ __all__ = [
     "relative_path_problem",
     "resolve_archive_dir",
     "scan_image",
-    "set_signing_key",
     "sha256_bytes",
     "sha256_file",
-    "sign_manifest",
-    "signature_key_id",
     "template_path",
     "topology_key",
-    "unpack_container",
-    "write_atomic",
     "write_graph",
     "write_image",
     "write_manifest",

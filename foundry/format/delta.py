@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
 from . import layout as L
-from .encode import encode_node
 from .layout import DELTA_MAGIC, DELTA_VERSION, RecDeltaHeader, RecNode, RecOverride
 from .nodes import KernelNode, MemcpyNode, MemsetNode, Node
 from .parse import parse_node
@@ -23,8 +22,6 @@ __all__ = [
     "DELTA_MAGIC",
     "VARYING_NODE_TYPES",
     "Delta",
-    "encode_delta",
-    "override_indices",
     "override_problem",
     "parse_delta",
 ]
@@ -61,26 +58,6 @@ class Delta:
     template_sha256: str
     function_count: int
     overrides: tuple[tuple[int, Node], ...]
-
-
-def encode_delta(delta: Delta) -> bytes:
-    body = bytearray()
-    for index, node in delta.overrides:
-        if not isinstance(node, VARYING_NODE_TYPES):
-            raise ValueError(f"override of node {index}: only kernel, memset and memcpy nodes vary, not {node}")
-        body += RecOverride(node_index=index, reserved=0).pack() + encode_node(node)
-    header = RecDeltaHeader(
-        magic=DELTA_MAGIC,
-        version=DELTA_VERSION,
-        header_bytes=L.DELTA_HEADER_SIZE,
-        override_count=len(delta.overrides),
-        function_count=delta.function_count,
-        reserved0=0,
-        reserved1=0,
-        total_bytes=L.DELTA_HEADER_SIZE + len(body),
-        template_sha256=bytes.fromhex(delta.template_sha256),
-    )
-    return header.pack() + bytes(body)
 
 
 def _header(mv: memoryview) -> RecDeltaHeader:
@@ -147,11 +124,6 @@ def delta_header(data: bytes | bytearray | memoryview) -> tuple[int, str]:
     """(function count, template record SHA-256) of a delta, its header checked."""
     h = _header(memoryview(data).cast("B"))
     return h.function_count, h.template_sha256.hex()
-
-
-def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
-    """The template node indices a delta overrides (see override_spans)."""
-    return [index for index, _start, _end in override_spans(data)]
 
 
 def parse_delta(data: bytes | bytearray | memoryview) -> Delta:

@@ -47,7 +47,6 @@ __all__ = [
     "PathLike",
     "inside",
     "memory_path",
-    "read_buffer",
     "read_memory",
     "read_region_hint",
     "read_regular",
@@ -207,12 +206,6 @@ def _kind(mode: int) -> str:
         if test(mode):
             return name
     return "special file"
-
-
-def read_buffer(path: PathLike) -> bytearray:
-    """The whole regular file ``path`` (a path the user named: it may be a link), bounded by
-    ``MAX_JSON_BYTES``; see ``read_regular``."""
-    return read_regular(path, "file", follow=True)
 
 
 def sha256_bytes(data: bytes | bytearray | memoryview | mmap.mmap) -> str:

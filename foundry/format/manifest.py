@@ -46,6 +46,7 @@ __all__ = [
     "ImageEntry",
     "Manifest",
     "now_iso",
+    "parse_manifest_doc",
     "read_manifest",
     "read_manifest_doc",
     "write_manifest",
@@ -293,6 +294,12 @@ def read_manifest(archive_dir: PathLike) -> Manifest:
     ``ArchiveCorruptError``; another kind of file ``ArchiveForeignError``; an unknown
     ``format_version`` ``ArchiveVersionError``."""
     return read_manifest_doc(archive_dir)[0]
+
+
+def parse_manifest_doc(data: bytes | bytearray, source: str) -> dict[str, Any]:
+    """The manifest document held by ``data`` (a manifest file's bytes; ``source`` names it in errors),
+    its seal and format checked: what a signature covers. Errors as ``read_manifest``."""
+    return check_format(load_sealed(data, source, MANIFEST_FORMAT), MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, source)
 
 
 def read_manifest_doc(archive_dir: PathLike) -> tuple[Manifest, dict[str, Any]]:

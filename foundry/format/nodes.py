@@ -1,9 +1,8 @@
 """Value objects of a graph record (docs/FORMAT.md, "Graph record").
 
 These are plain frozen dataclasses: they hold exactly what the record holds, nothing derived.
-``parse_record`` builds them from bytes, ``encode_record`` turns them back into the canonical
-bytes. Construction does not validate (parsing validates the bytes, encoding validates the objects),
-so building a record by hand and calling ``encode_record`` is the way to check it.
+``parse_record`` builds them from bytes (which the native codec wrote); construction does not validate.
+Tests turn them back into canonical bytes with tests/support/encode.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Strict reader of the graph record (docs/FORMAT.md, "Graph record").
 
-Contract: ``parse_record`` either returns a ``GraphRecord`` whose ``encode_record`` is exactly the
-input, or raises an ``ArchiveError`` subclass whose message names the byte offset and the field
-at fault. It never raises anything else, whatever the input bytes.
+Contract: ``parse_record`` either returns a ``GraphRecord`` that holds exactly what the input holds (its
+canonical encoding is the input: tests/support/encode.py proves it), or raises an ``ArchiveError``
+subclass whose message names the byte offset and the field at fault. It never raises anything else,
+whatever the input bytes.
 """
 
 from __future__ import annotations

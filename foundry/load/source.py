@@ -18,16 +18,13 @@ from foundry._state import ProcessState
 from foundry.errors import ArchiveCorruptError
 from foundry.format import (
     GraphMeta,
-    SigningKey,
-    authenticate_graph,
-    configured_key,
-    manifests_read_once,
     node_count,
     read_meta_digest,
     read_payload_view,
     resolve_archive_dir,
     template_path,
 )
+from foundry.trust import SigningKey, authenticate_graph, configured_key, manifests_read_once
 
 __all__ = ["GraphSource", "read_source", "read_sources", "source_images"]
 
@@ -102,7 +99,7 @@ def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphS
 
     Each graph read (its template included) must be listed, with the SHA-256 of the JSON bytes parsed,
     in its archive's manifest when the archive has one (``ArchiveCorruptError`` otherwise), and in a
-    manifest signed with the key when a signing key is configured (foundry.format.signing;
+    manifest signed with the key when a signing key is configured (foundry.trust.signing;
     ``ArchiveSignatureError`` otherwise): this runs before anything touches the GPU. A template that
     is itself stored as changes to a template, or a chain of templates that loops back (a graph
     stored as changes to itself), raises ``ArchiveCorruptError``.
@@ -112,7 +109,7 @@ def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphS
 
 def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) -> list[GraphSource]:
     """``read_source`` for each path, as one batch: each archive's manifest is read and checked once for
-    all of them (foundry.format.manifests_read_once), not once per graph and again per template."""
+    all of them (foundry.trust.manifests_read_once), not once per graph and again per template."""
     with manifests_read_once():
         return [read_source(p, lazy) for p in paths]
 

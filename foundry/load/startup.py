@@ -32,10 +32,7 @@ from foundry.format import (
     GraphEntry,
     GraphRole,
     ImageEntry,
-    KeySource,
     Manifest,
-    authenticate_manifest,
-    configured_key,
     is_sha256,
     open_image,
     read_manifest,
@@ -45,6 +42,7 @@ from foundry.format import (
 from foundry.native import current_context, set_current_context
 from foundry.region import hold_allocation_region
 from foundry.timing import Phases
+from foundry.trust import KeySource, authenticate_manifest, configured_key
 
 from .source import read_meta_cached
 from .threads import LIMITS, warm_builders
@@ -104,7 +102,7 @@ def load_cuda_modules_and_libraries(
     reservation makes one), the kernels the manifest lists for each image are looked up too, so that
     LOAD later finds them ready; and the graphs' metadata files are read and validated ahead of LOAD.
 
-    With a signing key (``signing_key``, else the configured one: see foundry.format.signing), the
+    With a signing key (``signing_key``, else the configured one: see foundry.trust.signing), the
     manifest's signature is proven first, before the GPU is touched: an archive without a manifest,
     unsigned, signed with another key or changed since raises ``ArchiveSignatureError``, and images are
     always hashed (``verify=False``, which skips hashing them, is ignored). These checks, and those of

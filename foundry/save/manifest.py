@@ -10,20 +10,9 @@ from pathlib import Path
 
 from foundry import __version__
 from foundry.errors import FoundryError, VariableConflictError
-from foundry.format import (
-    GraphEntry,
-    GraphRole,
-    Group,
-    ImageEntry,
-    KeySource,
-    Manifest,
-    configured_key,
-    now_iso,
-    sha256_file,
-    sign_manifest,
-    write_manifest,
-)
+from foundry.format import GraphEntry, GraphRole, Group, ImageEntry, Manifest, now_iso, sha256_file, write_manifest
 from foundry.region import region_spec, region_state
+from foundry.trust import KeySource, configured_key, sign_manifest
 
 from .gcpause import gc_paused
 from .graph import SavedGraph, replace_saved, save_phases, saved_graphs
@@ -39,7 +28,7 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     Members of a topology group are rewritten as deltas against their template (each verified to be
     its template plus its overrides) before the manifest, which names them all, is written last.
 
-    With a signing key (``signing_key``, else the configured one: see foundry.format.signing) the
+    With a signing key (``signing_key``, else the configured one: see foundry.trust.signing) the
     manifest carries an HMAC-SHA256 signature, which covers the whole archive (docs/TRUST.md). A key
     file that cannot be read raises ``ArchiveSignatureError`` before anything is written.
     """

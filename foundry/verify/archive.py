@@ -22,23 +22,17 @@ from typing import Any
 
 from foundry.errors import ArchiveError, ArchiveSignatureError
 from foundry.format import (
-    KEY_ENV,
     MANIFEST_NAME,
     REGION_HINT,
     Identity,
-    KeySource,
     Manifest,
     PathLike,
-    SigningKey,
-    as_key,
-    authenticate_graph,
-    check_signature,
     compare,
     read_manifest_doc,
     read_region_hint,
     resolve_archive_dir,
-    signature_key_id,
 )
+from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, authenticate_graph, check_signature, signature_key_id
 
 from .files import (
     check_consistency,

@@ -27,7 +27,6 @@ from foundry.format import (
     image_relpath,
     inside,
     load_sealed,
-    manifest_disagreement,
     node_counts,
     parse_delta,
     parse_record,
@@ -39,6 +38,7 @@ from foundry.format import (
     template_path,
     topology_key,
 )
+from foundry.trust import manifest_disagreement
 
 from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
 from .report import Check, ProblemKind

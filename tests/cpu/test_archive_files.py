@@ -18,11 +18,7 @@ from foundry.format import (
     TEMP_SUFFIX,
     GraphMeta,
     container_path,
-    encode_record,
-    pack_container,
     parse_record,
-    read_container_header,
-    read_graph,
     read_manifest,
     read_meta,
     read_region_hint,
@@ -30,11 +26,13 @@ from foundry.format import (
     sha256_bytes,
     sha256_file,
     topology_key,
-    unpack_container,
-    write_atomic,
     write_graph,
 )
+from foundry.format.container import pack_container, read_container_header, unpack_container
+from foundry.format.files import write_atomic
+from foundry.format.graphfile import read_graph
 from tests.support.archive_damage import load_doc, write_doc
+from tests.support.encode import encode_record
 from tests.support.samples import random_record, sample_meta, sample_record
 
 IMAGES = (b"\x7fELF image one" * 10, b"\x7fELF image two" * 10)
@@ -343,12 +341,12 @@ def test_read_buffer_reads_whole_files_and_refuses_one_that_changed(
 
     path = tmp_path / "blob"
     path.write_bytes(bytes(range(256)) * 3)
-    data = atomic.read_buffer(path)
+    data = atomic.read_regular(path, "file", follow=True)
     assert isinstance(data, bytearray) and data == path.read_bytes()
     real_fstat = os.fstat
     monkeypatch.setattr(atomic.os, "fstat", lambda fd: os.stat_result((*real_fstat(fd)[:6], 1000, *real_fstat(fd)[7:])))
     with pytest.raises(ArchiveCorruptError, match="changed size while it was read"):
-        atomic.read_buffer(path)
+        atomic.read_regular(path, "file", follow=True)
 
 
 FIXTURE_ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"

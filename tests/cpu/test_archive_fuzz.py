@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.format import encode_record, parse_record
+from foundry.format import parse_record
 from foundry.format.nodes import (
     ArgMode,
     ChildGraphNode,
@@ -23,6 +23,7 @@ from foundry.format.nodes import (
     Node,
     NodeType,
 )
+from tests.support.encode import encode_record
 from tests.support.samples import random_record, sample_record
 
 U8 = st.integers(0, 0xFF)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import encode_record, iter_nodes, kernel_pointer_words, node_counts, parse_record, topology_key
+from foundry.format import iter_nodes, kernel_pointer_words, node_counts, parse_record, topology_key
 from foundry.format.nodes import (
     ArgMode,
     ChildGraphNode,
@@ -25,6 +25,7 @@ from foundry.format.nodes import (
     MemsetNode,
     NodeType,
 )
+from tests.support.encode import encode_record
 from tests.support.samples import REGION_BASE, kernel, random_record, sample_record
 
 

@@ -16,19 +16,11 @@ from typing import Any
 import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveVersionError
-from foundry.format import (
-    GRAPH_FORMAT,
-    GRAPH_FORMAT_VERSION,
-    ImageEntry,
-    VariableRef,
-    encode_record,
-    read_manifest,
-    read_meta,
-    write_graph,
-    write_manifest,
-)
+from foundry.format import GRAPH_FORMAT, ImageEntry, VariableRef, read_manifest, read_meta, write_graph, write_manifest
 from foundry.format.jsonfields import check_format
+from foundry.format.metadata import GRAPH_FORMAT_VERSION
 from tests.support.archive_damage import edit_doc, load_doc
+from tests.support.encode import encode_record
 from tests.support.samples import sample_meta, sample_record, write_sample_archive
 
 IMAGES = (b"\x7fELF image one" * 10, b"\x7fELF image two" * 10)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveError, CodecError
-from foundry.format import read_graph
-from foundry.format.delta import override_indices, override_spans
+from foundry.format.delta import override_spans
+from foundry.format.graphfile import read_graph
 from foundry.native import codec
+from tests.support.encode import override_indices
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 

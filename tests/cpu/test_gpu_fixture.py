@@ -19,15 +19,16 @@ from foundry.format import (
     KernelNode,
     kernel_pointer_words,
     parse_record,
-    read_graph,
     read_manifest,
     sha256_file,
     write_graph,
     write_manifest,
 )
-from foundry.format.delta import encode_delta, override_indices, parse_delta
+from foundry.format.delta import parse_delta
+from foundry.format.graphfile import read_graph
 from foundry.load import read_source
 from foundry.verify import Check, ProblemKind, verify_archive
+from tests.support.encode import encode_delta, override_indices
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 

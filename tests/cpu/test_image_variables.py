@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import ImageFormat, detect_format, kernel_names, module_variables
+from foundry.format import ImageFormat, detect_format, module_variables
 from foundry.format.fatbin import FATBIN_COMPRESSED_LZ4, FATBIN_COMPRESSED_ZSTD, fatbin_entries
+from foundry.format.images import kernel_names
 from tests.fakecuda.images import Variable, make_cubin, make_fatbin, make_ptx
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "images"

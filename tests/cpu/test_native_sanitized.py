@@ -288,7 +288,7 @@ def test_region_edge_cases_are_clean(sanitized: Sanitized) -> None:
 
 DELTA_WALK = """
 from pathlib import Path
-from foundry.format import read_graph
+from foundry.format.graphfile import read_graph
 from foundry.errors import CodecError
 from foundry.native import codec
 F = Path("tests/fixtures/gpu_archive")

@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from foundry import _state
-from foundry.format import configured_key, set_signing_key
 from foundry.load import read_meta_cached
 from foundry.save import gc_paused
+from foundry.trust import configured_key, set_signing_key
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
 
@@ -36,7 +36,7 @@ def test_every_owner_registers_its_state_once() -> None:
     import foundry.save  # noqa: F401
 
     names = set(_state.states())
-    assert {"format.signing", "region", "region.restored", "kernels", "save", "save.gc_pause"} <= names
+    assert {"trust.signing", "region", "region.restored", "kernels", "save", "save.gc_pause"} <= names
     assert {"load.sources", "load.applied", "load.builders"} <= names
     with pytest.raises(ValueError, match="declared twice"):
         _state.ProcessState("save", dict)
@@ -47,7 +47,7 @@ def test_reset_all_drops_every_piece(tmp_path: os.PathLike[str]) -> None:
     assert configured_key() is not None
     _state.reset_all()
     assert configured_key() is None
-    assert not any(s.created for s in _state.states().values() if s.name != "format.signing")
+    assert not any(s.created for s in _state.states().values() if s.name != "trust.signing")
 
 
 def test_a_forked_child_starts_fresh_but_keeps_the_configured_key(tmp_path: os.PathLike[str]) -> None:

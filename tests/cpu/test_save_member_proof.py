@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError, CodecError
-from foundry.format import encode_record, node_spans, parse_record, read_graph
-from foundry.format.delta import delta_header, override_indices, override_spans, parse_delta
+from foundry.format import node_spans, parse_record
+from foundry.format.delta import delta_header, override_spans, parse_delta
+from foundry.format.graphfile import read_graph
 from foundry.native import codec
 from foundry.save.templates import _verify_bytes
+from tests.support.encode import encode_record, override_indices
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 

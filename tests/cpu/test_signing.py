@@ -1,4 +1,4 @@
-"""Manifest signatures (foundry.format.signing, signed_archive): keys, the HMAC over the manifest,
+"""Manifest signatures (foundry.trust.signing, signed_archive): keys, the HMAC over the manifest,
 `verify_archive(key=...)`, and LOAD's CPU-side check in read_source, on archives built in-process."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import pytest
 
 from foundry import _state
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-from foundry.format import MANIFEST_NAME, read_manifest, sha256_file, signing
-from foundry.format.signing import (
+from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
+from foundry.load import preflight, read_source
+from foundry.trust import signing
+from foundry.trust.signing import (
     KEY_ENV,
     SigningKey,
     authenticate_manifest,
@@ -23,7 +25,6 @@ from foundry.format.signing import (
     set_signing_key,
     sign_document,
 )
-from foundry.load import preflight, read_source
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.archive_damage import edit_doc
 from tests.support.verify_archives import build_archive, remanifest

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
-from foundry.format.signing import KEY_ENV, key_id_of
+from foundry.trust.signing import KEY_ENV, key_id_of
 from tests.cpu.test_verify_fake import FAMILY, verify_cli
 from tests.support.archive_damage import edit_doc, load_doc, write_doc
 from tests.support.graphs import prelude, run_save

@@ -57,7 +57,8 @@ def test_same_agrees_with_identity_on_every_node_type() -> None:
 
 
 def test_override_rule_shared_by_save_and_verify() -> None:
-    from foundry.format import EmptyNode, override_problem
+    from foundry.format import override_problem
+    from foundry.format.nodes import EmptyNode
     from tests.support.samples import kernel
 
     plain, other_args = kernel(0, (1,), (2,)), kernel(1, (3,), (4, 5))

@@ -26,10 +26,11 @@ from foundry.format import (
     write_graph,
     write_image,
 )
-from foundry.format.delta import Delta, encode_delta
+from foundry.format.delta import Delta
 from foundry.verify import Check, ProblemKind, check_archive, verify_archive
 from tests.fakecuda.images import make_cubin, make_ptx
 from tests.support.archive_damage import load_doc, write_doc
+from tests.support.encode import encode_delta
 from tests.support.samples import sample_identity, sample_meta, sample_record
 from tests.support.verify_archives import (
     IMAGES,

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from foundry.format import KEY_ENV, SigningKey, read_manifest, sha256_file, sign_manifest, write_manifest
+from foundry.format import read_manifest, sha256_file, write_manifest
+from foundry.trust import KEY_ENV, SigningKey, sign_manifest
 from tests.support.archive_damage import edit_doc, load_doc
 
 from .conftest import run_foundry

@@ -11,7 +11,8 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-from foundry.format import FuncAttr, LaunchAttr
+from foundry.format import FuncAttr
+from foundry.format.nodes import LaunchAttr
 from foundry.native._abi import CudaResult
 
 c_int = ctypes.c_int

@@ -26,7 +26,6 @@ from foundry.format import (
     OutputSpec,
     RegionSpec,
     RngSpec,
-    encode_record,
     node_counts,
     sha256_bytes,
     sha256_file,
@@ -49,6 +48,7 @@ from foundry.format.nodes import (
     Node,
     NodeType,
 )
+from tests.support.encode import encode_record
 
 __all__ = [
     "REGION_BASE",

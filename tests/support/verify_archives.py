@@ -18,20 +18,19 @@ from foundry.format import (
     ImageFormat,
     KernelNode,
     Manifest,
-    SigningKey,
     TemplateRef,
-    encode_record,
-    read_graph,
     read_meta,
     sha256_file,
-    sign_manifest,
     write_graph,
     write_image,
     write_manifest,
 )
-from foundry.format.delta import Delta, encode_delta
+from foundry.format.delta import Delta
+from foundry.format.graphfile import read_graph
+from foundry.trust import SigningKey, sign_manifest
 from foundry.verify import Check, ProblemKind, Report
 from tests.fakecuda.images import make_cubin
+from tests.support.encode import encode_delta, encode_record
 from tests.support.samples import REGION_BASE, sample_identity, sample_meta, sample_record
 
 # Real cubins, so that kernel names are checked: function i of sample_meta lives in image i % 2.

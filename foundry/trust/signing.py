@@ -29,12 +29,20 @@ from typing import Any, Union
 
 from foundry._state import ProcessState
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-
-from .files import PathLike, inside, read_regular, sha256_bytes, sha256_file
-from .graphfile import resolve_archive_dir
-from .jsonfields import check_format, is_sha256, load_sealed
-from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, GraphEntry, Manifest
-from .metadata import GraphMeta
+from foundry.format import (
+    MANIFEST_NAME,
+    GraphEntry,
+    GraphMeta,
+    Manifest,
+    PathLike,
+    inside,
+    is_sha256,
+    parse_manifest_doc,
+    read_regular,
+    resolve_archive_dir,
+    sha256_bytes,
+    sha256_file,
+)
 
 __all__ = [
     "KEY_ENV",
@@ -123,7 +131,7 @@ class _Signing:
     verified: dict[tuple[Path, str], _Verified] = field(default_factory=dict)
 
 
-_STATE = ProcessState("format.signing", _Signing, after_fork=lambda s: _Signing(key=s.key))
+_STATE = ProcessState("trust.signing", _Signing, after_fork=lambda s: _Signing(key=s.key))
 
 # The manifests a batch of graphs read on this thread were checked against (``manifests_read_once``).
 _BATCH = threading.local()
@@ -276,9 +284,7 @@ def _read_verified(archive_dir: Path, key: SigningKey | None) -> _Verified | Non
         known = state.verified.get(cache_key)
     if known is not None and known.data_sha256 == digest:
         return known
-    doc = check_format(
-        load_sealed(data, str(path), MANIFEST_FORMAT), MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, str(path)
-    )
+    doc = parse_manifest_doc(data, str(path))
     if key is not None:
         check_signature(doc, key, str(path))
     manifest = Manifest.from_json(doc, str(path))

@@ -1,4 +1,6 @@
-"""Canonical writer of the graph record (docs/FORMAT.md, "Graph record").
+"""Canonical writer of graph records and deltas (docs/FORMAT.md, "Graph record", "Delta"), for tests:
+Foundry itself writes records and deltas only in C (csrc/codec_*.c), from driver graphs; tests build
+records from value objects here, and the round trips prove the reader against this writer.
 
 Contract: ``encode_record(r)`` returns the one byte string that represents ``r`` (reserved fields and
 padding zero), and ``parse_record(encode_record(r)) == r``. A record that the format cannot hold
@@ -11,13 +13,34 @@ from __future__ import annotations
 import struct
 
 from foundry.errors import ArchiveError
+from foundry.format import layout as L
+from foundry.format.delta import VARYING_NODE_TYPES, Delta, override_spans
+from foundry.format.layout import (
+    RecAttr,
+    RecDeltaHeader,
+    RecEdge,
+    RecEvent,
+    RecHeader,
+    RecKernel,
+    RecMemcpy,
+    RecMemset,
+    RecNode,
+    RecOverride,
+    RecParam,
+)
+from foundry.format.nodes import (
+    ChildGraphNode,
+    EmptyNode,
+    EventNode,
+    GraphRecord,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    Node,
+)
+from foundry.format.parse import parse_record
 
-from . import layout as L
-from .layout import RecAttr, RecEdge, RecEvent, RecHeader, RecKernel, RecMemcpy, RecMemset, RecNode, RecParam
-from .nodes import ChildGraphNode, EmptyNode, EventNode, GraphRecord, KernelNode, MemcpyNode, MemsetNode, Node
-from .parse import parse_record
-
-__all__ = ["encode_node", "encode_record"]
+__all__ = ["encode_delta", "encode_node", "encode_record", "override_indices"]
 
 
 def encode_record(record: GraphRecord) -> bytes:
@@ -149,3 +172,29 @@ def _kernel(node: KernelNode) -> bytes:
     parts.append(args)
     parts.append(bytes(size - used))
     return b"".join(parts)
+
+
+def encode_delta(delta: Delta) -> bytes:
+    body = bytearray()
+    for index, node in delta.overrides:
+        if not isinstance(node, VARYING_NODE_TYPES):
+            raise ValueError(f"override of node {index}: only kernel, memset and memcpy nodes vary, not {node}")
+        body += RecOverride(node_index=index, reserved=0).pack() + encode_node(node)
+    header = RecDeltaHeader(
+        magic=L.DELTA_MAGIC,
+        version=L.DELTA_VERSION,
+        header_bytes=L.DELTA_HEADER_SIZE,
+        override_count=len(delta.overrides),
+        function_count=delta.function_count,
+        reserved0=0,
+        reserved1=0,
+        total_bytes=L.DELTA_HEADER_SIZE + len(body),
+        template_sha256=bytes.fromhex(delta.template_sha256),
+    )
+    return header.pack() + bytes(body)
+
+
+def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
+    """The template node indices a delta overrides, read by the Python walk (override_spans): what the
+    native ``fdy_delta_indices`` must agree with."""
+    return [index for index, _start, _end in override_spans(data)]
