@@ -39,6 +39,8 @@ class Session:
     kv_cache_bytes: int | None = None  # SAVE: what determine_available_memory returned
     num_gpu_blocks: int | None = None
     graphs: list[GraphEntry] = field(default_factory=list)
+    # LOAD: each compiled piece's loaded graphs, (piece, batch key, graph, outputs), for wrappers made later
+    loaded_pieces: dict[Any, list[tuple[Any, dict[str, Any], Any, Any]]] | None = None
     keepalive: list[Any] = field(default_factory=list)  # objects that must live as long as the process
     timings: dict[str, float] = field(default_factory=dict)
 
