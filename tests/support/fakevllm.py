@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.support.fakefoundry import FakeFoundry, FakeTensor
 
@@ -165,7 +165,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         """vLLM's wrapper: mode NONE or another mode than its own runs the runnable; its own mode captures
         (the first time for a descriptor, unless capturing was disabled) or replays."""
 
-        _all_instances: weakref.WeakSet[Any] = weakref.WeakSet()
+        _all_instances: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
 
         def __init__(self, runnable: Any = None, runtime_mode: CUDAGraphMode = CUDAGraphMode.FULL) -> None:
             self.runnable = runnable

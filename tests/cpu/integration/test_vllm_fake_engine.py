@@ -52,7 +52,7 @@ def test_save_sets_the_region_before_distributed_setup_and_captures_with_foundry
 
 
 def test_save_writes_phases_kv_size_and_one_entry_per_graph(engines: Any) -> None:
-    fake, worker = _save(engines)
+    _, worker = _save(engines)
     meta = read_metadata(engines.archive)
     assert [p.name for p in meta.phases] == SAVE_PHASES
     assert meta.kv_cache_bytes == 1 << 30 and meta.num_gpu_blocks == 100 and meta.runner == "v2"
@@ -137,7 +137,7 @@ def test_cumem_allocator_and_sleep_mode_are_refused_before_the_region(engines: A
 
 def test_cudagraph_mode_none_is_refused_naming_the_modes_that_work(engines: Any) -> None:
     fake = engines.prepare("save")
-    with pytest.raises(UnsupportedConfigError, match="cudagraph_mode NONE.*FULL_AND_PIECEWISE is vLLM's default"):
+    with pytest.raises(UnsupportedConfigError, match=r"cudagraph_mode NONE.*FULL_AND_PIECEWISE is vLLM's default"):
         fake.start_engine(make_config(cudagraph_mode=CUDAGraphMode.NONE))
 
 
