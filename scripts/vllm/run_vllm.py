@@ -117,8 +117,9 @@ def child(args: argparse.Namespace) -> int:
         "max_model_len": 2048,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "enable_prefix_caching": False,
-        "compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"},
     }
+    if args.cudagraph_mode != "default":
+        kwargs["compilation_config"] = {"cudagraph_mode": args.cudagraph_mode}
     print(f"RUN {args.child}: vllm {vllm.__version__} torch {torch.__version__}; LLM(**{kwargs})", flush=True)
     t1 = time.perf_counter()
     llm = LLM(**kwargs)
@@ -178,6 +179,7 @@ def run_mode(mode: str, args: argparse.Namespace, out: Path, shim: Path | None) 
         env["VLLM_USE_V2_MODEL_RUNNER"] = "0"
     cmd = [sys.executable, __file__, "--child", mode, "--model", str(args.model), "--batches", args.batches]
     cmd += ["--max-tokens", str(args.max_tokens), "--gpu-memory-utilization", str(args.gpu_memory_utilization)]
+    cmd += ["--cudagraph-mode", args.cudagraph_mode]
     report = out / f"report-{mode}.json"
     report.unlink(missing_ok=True)
     if mode in ("save", "load"):
@@ -264,6 +266,11 @@ def main() -> int:
     parser.add_argument("--model", type=Path, default=Path("/tmp/foundry-qwen3-0.6b"))
     parser.add_argument("--archive", type=Path, default=Path("/tmp/foundry-vllm-archive"))
     parser.add_argument("--runner", choices=["v2", "v1"], default="v2")
+    parser.add_argument(
+        "--cudagraph-mode",
+        default="default",
+        help="vLLM's compilation_config cudagraph_mode (default: vLLM's own, FULL_AND_PIECEWISE)",
+    )
     parser.add_argument("--modes", default="native,save,load")
     parser.add_argument("--batches", default="1,8,64")
     parser.add_argument("--max-tokens", type=int, default=32)
