@@ -10,23 +10,27 @@ imports neither vLLM nor torch; the plugin is inert unless FOUNDRY_VLLM_MODE is 
 
 from __future__ import annotations
 
-from .config import Mode, PluginConfig
-from .errors import (
+from ..shared.errors import (
     ArchiveMetadataError,
     ArchiveMismatchError,
+    IntegrationError,
     PatchTargetError,
     PhaseLayoutError,
     PluginConfigError,
     UnsupportedConfigError,
-    VllmIntegrationError,
 )
+from .config import Mode, PluginConfig
 from .metadata import ArchiveMetadata, read_metadata
 from .plugin import register
+
+# Every error the plugin raises on purpose; the engine-neutral base under its vLLM name.
+VllmIntegrationError = IntegrationError
 
 __all__ = [
     "ArchiveMetadata",
     "ArchiveMetadataError",
     "ArchiveMismatchError",
+    "IntegrationError",
     "Mode",
     "PatchTargetError",
     "PhaseLayoutError",

@@ -21,9 +21,12 @@ from pathlib import Path
 
 import foundry
 
-from .errors import PluginConfigError
+from ..shared.engine import Engine
+from ..shared.errors import PluginConfigError
 
 __all__ = ["ENV_ARCHIVE", "ENV_MODE", "Mode", "PluginConfig"]
+
+VLLM = Engine(name="vLLM", key="vllm", version="0.26.0")
 
 ENV_MODE = "FOUNDRY_VLLM_MODE"
 ENV_ARCHIVE = "FOUNDRY_VLLM_ARCHIVE"

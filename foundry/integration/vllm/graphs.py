@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .errors import PatchTargetError, UnsupportedConfigError
+from ..shared.errors import PatchTargetError, UnsupportedConfigError
 
 __all__ = ["RunnerGraphs", "V1Graphs", "V2Graphs", "graphs_for", "key_text"]
 

@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..shared.capture import foundry_capture
+from ..shared.errors import ArchiveMismatchError, PhaseLayoutError, PluginConfigError, UnsupportedConfigError
 from . import session as sessions
-from .capture import foundry_capture
-from .config import Mode, PluginConfig
-from .errors import ArchiveMismatchError, PhaseLayoutError, PluginConfigError, UnsupportedConfigError
+from .config import VLLM, Mode, PluginConfig
 from .fingerprint import describe, runner_name
 from .graphs import graphs_for, key_text
 from .metadata import ArchiveMetadata, GraphEntry, check_fingerprint, read_metadata, write_metadata
@@ -224,7 +224,7 @@ def _save(runner: Any, original: Any) -> Any:
     graphs = graphs_for(s.runner or "v2")
     s.tracker.mark("warmup")
     t0 = time.perf_counter()
-    with foundry_capture(graphs.capture_module, s.api):
+    with foundry_capture(graphs.capture_module, s.api, VLLM):
         result = original(runner)
     t1 = time.perf_counter()
     captured = graphs.captured(runner)

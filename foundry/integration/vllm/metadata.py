@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ArchiveMetadataError, ArchiveMismatchError
+from ..shared.errors import ArchiveMetadataError, ArchiveMismatchError
 
 __all__ = [
     "METADATA_NAME",

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 
-from .backend import FoundryApi
-from .errors import PhaseLayoutError
+from ..shared.backend import FoundryApi
+from ..shared.errors import PhaseLayoutError
 from .metadata import PhaseMark
 
 __all__ = ["PhaseTracker", "check_phase"]

@@ -10,9 +10,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backend import FoundryApi, PublicFoundryApi
+from ..shared.backend import FoundryApi, PublicFoundryApi
+from ..shared.errors import IntegrationError
 from .config import PluginConfig
-from .errors import VllmIntegrationError
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry
 from .phases import PhaseTracker
 
@@ -47,7 +47,7 @@ class Session:
 
     def require_saved(self) -> ArchiveMetadata:
         if self.saved is None:
-            raise VllmIntegrationError(
+            raise IntegrationError(
                 "LOAD reached a later start-up phase without having read the archive's metadata (the worker's "
                 "init_device hook did not run): a bug in the adapter or an unexpected vLLM start-up order; report it "
                 "with the log"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from foundry.integration.shared.hooks import _FINDER
 from foundry.integration.vllm import PluginConfigError, register
-from foundry.integration.vllm.hooks import _FINDER
 from foundry.integration.vllm.patches import TARGETS
 
 REPO = Path(__file__).resolve().parents[3]
