@@ -1,6 +1,7 @@
 """What every engine plugin needs, whatever the engine: its identity and settings, the errors, patching
 the engine's modules when they are imported, the Foundry API behind one interface, and routing the engine's
-capture to Foundry. Importing it imports no engine and no torch; it uses only the public ``foundry`` API.
+capture to Foundry; the fingerprint and metadata an archive carries, and the start-up phases SAVE
+records and LOAD checks. Importing it imports no engine and no torch; it uses only the public ``foundry`` API.
 An engine's own package (``foundry.integration.vllm``) holds only that engine's hook points and phases.
 """
 
@@ -18,20 +19,32 @@ from .errors import (
     PluginConfigError,
     UnsupportedConfigError,
 )
+from .fingerprint import config_digest, software_fields
 from .hooks import when_imported, wrap
+from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
+from .phases import PhaseTracker, check_phase
 
 __all__ = [
+    "ArchiveMetadata",
     "ArchiveMetadataError",
     "ArchiveMismatchError",
     "Engine",
+    "Fingerprint",
     "FoundryApi",
+    "GraphEntry",
     "IntegrationError",
+    "MetadataFile",
     "PatchTargetError",
     "PhaseLayoutError",
+    "PhaseMark",
+    "PhaseTracker",
     "PluginConfigError",
     "PublicFoundryApi",
     "UnsupportedConfigError",
+    "check_phase",
+    "config_digest",
     "foundry_capture",
+    "software_fields",
     "when_imported",
     "wrap",
 ]

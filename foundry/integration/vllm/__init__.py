@@ -20,11 +20,13 @@ from ..shared.errors import (
     UnsupportedConfigError,
 )
 from .config import Mode, PluginConfig
-from .metadata import ArchiveMetadata, read_metadata
+from .metadata import VllmMetadata, read_metadata
 from .plugin import register
 
 # Every error the plugin raises on purpose; the engine-neutral base under its vLLM name.
 VllmIntegrationError = IntegrationError
+# What vLLM's SAVE writes into vllm_plugin.json.
+ArchiveMetadata = VllmMetadata
 
 __all__ = [
     "ArchiveMetadata",
@@ -38,6 +40,7 @@ __all__ = [
     "PluginConfigError",
     "UnsupportedConfigError",
     "VllmIntegrationError",
+    "VllmMetadata",
     "read_metadata",
     "register",
 ]

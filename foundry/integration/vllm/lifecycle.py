@@ -27,12 +27,12 @@ from typing import Any
 
 from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, PhaseLayoutError, PluginConfigError, UnsupportedConfigError
+from ..shared.phases import check_phase
 from . import session as sessions
 from .config import VLLM, Mode, PluginConfig
 from .fingerprint import describe, runner_name
 from .graphs import graphs_for, key_text
-from .metadata import ArchiveMetadata, GraphEntry, check_fingerprint, read_metadata, write_metadata
-from .phases import check_phase
+from .metadata import GraphEntry, VllmMetadata, check_fingerprint, read_metadata, write_metadata
 
 __all__ = [
     "before_distributed",
@@ -246,7 +246,7 @@ def _save(runner: Any, original: Any) -> Any:
     t2 = time.perf_counter()
     s.tracker.mark("capture")
     s.timings.update(capture_s=t1 - t0, save_s=t2 - t1)
-    meta = ArchiveMetadata(
+    meta = VllmMetadata(
         fingerprint=_require(s.fingerprint, "fingerprint"),
         runner=graphs.name,
         region_base=s.config.region_base,

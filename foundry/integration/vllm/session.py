@@ -12,9 +12,10 @@ from typing import Any
 
 from ..shared.backend import FoundryApi, PublicFoundryApi
 from ..shared.errors import IntegrationError
+from ..shared.metadata import Fingerprint, GraphEntry
+from ..shared.phases import PhaseTracker
 from .config import PluginConfig
-from .metadata import ArchiveMetadata, Fingerprint, GraphEntry
-from .phases import PhaseTracker
+from .metadata import VllmMetadata
 
 __all__ = ["Session", "current", "install", "reset"]
 
@@ -34,7 +35,7 @@ class Session:
     pid: int = field(default_factory=os.getpid)
     fingerprint: Fingerprint | None = None
     runner: str | None = None
-    saved: ArchiveMetadata | None = None  # LOAD: the archive's metadata, read before the GPU is touched
+    saved: VllmMetadata | None = None  # LOAD: the archive's metadata, read before the GPU is touched
     pending: Any = None  # LOAD: what start_graph_builds returned
     kv_cache_bytes: int | None = None  # SAVE: what determine_available_memory returned
     num_gpu_blocks: int | None = None
@@ -45,7 +46,7 @@ class Session:
     def __post_init__(self) -> None:
         self.tracker = PhaseTracker(self.api)
 
-    def require_saved(self) -> ArchiveMetadata:
+    def require_saved(self) -> VllmMetadata:
         if self.saved is None:
             raise IntegrationError(
                 "LOAD reached a later start-up phase without having read the archive's metadata (the worker's "

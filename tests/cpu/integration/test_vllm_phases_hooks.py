@@ -12,11 +12,11 @@ import pytest
 
 from foundry.integration.shared.capture import foundry_capture
 from foundry.integration.shared.hooks import is_wrapped, original_of, unwrap, when_imported, wrap
+from foundry.integration.shared.metadata import PhaseMark
+from foundry.integration.shared.phases import PhaseTracker, check_phase
 from foundry.integration.vllm import PatchTargetError, PhaseLayoutError
 from foundry.integration.vllm.config import VLLM
 from foundry.integration.vllm.fingerprint import describe, runner_name
-from foundry.integration.vllm.metadata import PhaseMark
-from foundry.integration.vllm.phases import PhaseTracker, check_phase
 from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
 from tests.support.fakevllm import make_config
 
