@@ -1,5 +1,6 @@
 """What SAVE and LOAD do at each phase of a vLLM worker's start-up. The patches (patches.py) only route
-vLLM's calls here; every decision is made in this module.
+vLLM's calls here; every decision is made in this module, which calls the steps every engine takes the
+same way (shared/steps.py) where vLLM's start-up reaches them.
 
 Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
@@ -19,20 +20,18 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
+from ..shared import steps
 from ..shared.capture import foundry_capture
-from ..shared.errors import ArchiveMismatchError, PhaseLayoutError, PluginConfigError, UnsupportedConfigError
-from ..shared.phases import check_phase
+from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from . import session as sessions
-from .config import VLLM, Mode, PluginConfig
+from .config import VLLM, Mode
 from .fingerprint import describe, runner_name
 from .graphs import graphs_for, key_text
-from .metadata import GraphEntry, VllmMetadata, check_fingerprint, read_metadata, write_metadata
 
 __all__ = [
     "before_distributed",
@@ -95,44 +94,16 @@ def before_distributed(vllm_config: Any) -> None:
     s = sessions.current()
     if not s.config.enabled:
         return
-    archive = s.config.require_archive()
-    s.runner = runner_name(vllm_config)
-    s.fingerprint = describe(vllm_config)
-    if s.config.mode is Mode.LOAD:
-        s.saved = read_metadata(archive)
-        check_fingerprint(s.saved.fingerprint, s.fingerprint, archive)  # before the GPU is touched
-        t0 = time.perf_counter()
-        s.api.load_modules(archive)
-        s.timings["load_modules_s"] = time.perf_counter() - t0
-        s.api.set_region(s.saved.region_base, s.saved.region_size)
-    else:
-        _prepare_save_dir(archive)
-        s.api.set_region(s.config.region_base, s.config.region_size)
-    s.tracker.start()
-    log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, archive, s.runner)
-
-
-def _prepare_save_dir(archive: Path) -> None:
-    if archive.exists() and (not archive.is_dir() or any(archive.iterdir())):
-        raise PluginConfigError(
-            f"SAVE writes a fresh archive, and {archive} already exists and is not empty: remove it or point "
-            "FOUNDRY_VLLM_ARCHIVE at a new directory"
-        )
-    archive.mkdir(parents=True, exist_ok=True)
-
-
-def _end_phase(name: str) -> None:
-    """Ends phase ``name``; LOAD checks it against SAVE's."""
-    s = sessions.current()
-    here = s.tracker.mark(name)
-    if s.config.mode is Mode.LOAD:
-        check_phase(s.require_saved().phase(name), here)
+    s.state.runner = runner_name(vllm_config)
+    steps.begin(s, describe(vllm_config))
+    log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.config.archive, s.state.runner)
 
 
 def init_device_end(worker: Any) -> None:
     del worker
-    if sessions.current().config.enabled:
-        _end_phase("init_device")
+    s = sessions.current()
+    if s.config.enabled:
+        steps.end_phase(s, "init_device")
 
 
 # ----------------------------------------------------------------------------------------------- load_model
@@ -141,15 +112,9 @@ def load_model_end(worker: Any) -> None:
     s = sessions.current()
     if not s.config.enabled:
         return
-    _end_phase("load_model")
+    steps.end_phase(s, "load_model")
     if s.config.mode is Mode.LOAD:
-        saved = s.require_saved()
-        archive = s.config.require_archive()
-        t0 = time.perf_counter()
-        # Maps SAVE's memory (it checks this process's allocations first) and builds in the background.
-        s.pending = s.api.start_builds([archive / g.json for g in saved.graphs], s.config.threads,
-                                       s.config.allow_mismatch)  # fmt: skip
-        s.timings["start_graph_builds_s"] = time.perf_counter() - t0
+        steps.start_builds(s)
 
 
 # ------------------------------------------------------------------------------- determine_available_memory
@@ -157,7 +122,7 @@ def determine_available_memory(worker: Any, original: Any) -> int:
     s = sessions.current()
     if s.config.mode is Mode.SAVE:
         value = int(original(worker))
-        s.kv_cache_bytes = value
+        s.state.kv_cache_bytes = value
         s.tracker.mark("profile")
         return value
     if s.config.mode is Mode.LOAD:
@@ -180,7 +145,7 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
         with s.isolate():
             result = original(worker, kv_cache_config)
         s.tracker.mark("kv_cache")
-        s.num_gpu_blocks = blocks
+        s.state.num_gpu_blocks = blocks
         return result
     saved = s.require_saved()
     if blocks != saved.num_gpu_blocks:
@@ -193,7 +158,7 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
     s.tracker.skip()
     with s.isolate():
         result = original(worker, kv_cache_config)
-    _end_phase("kv_cache")
+    steps.end_phase(s, "kv_cache")
     # Everything from here on lands past SAVE's memory, which the loaded graphs use.
     s.api.set_cursor(max(saved.high_water, s.api.cursor()))
     return result
@@ -220,13 +185,12 @@ def capture_model(runner: Any, original: Any) -> Any:
 
 def _save(runner: Any, original: Any) -> Any:
     s = sessions.current()
-    archive = s.config.require_archive()
-    graphs = graphs_for(s.runner or "v2")
+    graphs = graphs_for(s.state.runner or "v2")
     s.tracker.mark("warmup")
     t0 = time.perf_counter()
     with foundry_capture(graphs.capture_module, s.api, VLLM):
         result = original(runner)
-    t1 = time.perf_counter()
+    s.timings["capture_s"] = time.perf_counter() - t0
     captured = graphs.captured(runner)
     expected = sorted(key_text(k) for k in graphs.expected_keys(runner))
     got = sorted(key_text(k) for k, _, _ in captured)
@@ -237,37 +201,26 @@ def _save(runner: Any, original: Any) -> Any:
             f"missing: {sorted(set(expected) - set(got))[:3]}): "
             "the adapter saves exactly the graphs vLLM's dispatcher uses. Report this with the vLLM settings."
         )
-    entries = []
-    for i, (key, graph, outputs) in enumerate(captured):
-        path = archive / f"graph_{i:03d}_t{key.get('num_tokens', i)}.json"
-        s.api.save_graph(graph, path, outputs, archive)
-        entries.append(GraphEntry(path.name, tuple(key.items()), _address(outputs)))
-    s.api.save_manifest(archive)
-    t2 = time.perf_counter()
-    s.tracker.mark("capture")
-    s.timings.update(capture_s=t1 - t0, save_s=t2 - t1)
-    meta = VllmMetadata(
-        fingerprint=_require(s.fingerprint, "fingerprint"),
-        runner=graphs.name,
-        region_base=s.config.region_base,
-        region_size=s.config.region_size,
-        kv_cache_bytes=_require(s.kv_cache_bytes, "KV cache size"),
-        num_gpu_blocks=_require(s.num_gpu_blocks, "number of KV cache blocks"),
-        high_water=s.api.high_water(),
-        phases=tuple(s.tracker.marks),
-        graphs=tuple(entries),
-        timings=tuple({**s.tracker.seconds, **s.timings}.items()),
-    )
-    write_metadata(archive, meta)  # last: an archive without it is refused
-    _report(s.config, s.runner, {"graphs": len(entries)})
-    log.info("Foundry save: %d graphs in %s (capture %.2f s, save %.2f s)", len(entries), archive, t1 - t0, t2 - t1)
+    vllm_fields = {
+        "runner": graphs.name,
+        "kv_cache_bytes": steps.required(s, s.state.kv_cache_bytes, "KV cache size"),
+        "num_gpu_blocks": steps.required(s, s.state.num_gpu_blocks, "number of KV cache blocks"),
+    }
+    meta = steps.save_graphs(s, captured, vllm_fields, file_name=_graph_file)
+    _report(s, graphs=len(meta.graphs))
+    took = (s.timings["capture_s"], s.timings["save_s"])
+    log.info("Foundry save: %d graphs in %s (capture %.2f s, save %.2f s)", len(meta.graphs), s.config.archive, *took)
     return result
+
+
+def _graph_file(index: int, key: Any) -> str:
+    return f"graph_{index:03d}_t{key.get('num_tokens', index)}.json"
 
 
 def _load(runner: Any) -> int:
     s = sessions.current()
     saved = s.require_saved()
-    graphs = graphs_for(s.runner or saved.runner)
+    graphs = graphs_for(s.state.runner or saved.runner)
     expected = sorted(key_text(k) for k in graphs.expected_keys(runner))
     have = sorted(key_text(g.key_dict()) for g in saved.graphs)
     if expected != have:
@@ -276,57 +229,12 @@ def _load(runner: Any) -> int:
             f"(missing: {sorted(set(expected) - set(have))[:3]}): capture sizes or max_num_seqs differ. Start with "
             "SAVE's settings, or run SAVE again."
         )
-    t0 = time.perf_counter()
-    loaded = []
-    for i, entry in enumerate(saved.graphs):
-        graph, outputs = s.api.finish_one(s.pending, i)
-        if _address(outputs) != entry.output_address:
-            raise PhaseLayoutError(
-                f"graph {entry.json} writes its output at {_address(outputs):#x} here but {entry.output_address:#x} in "
-                "SAVE: the archive's region does not match this run. Run SAVE again."
-            )
-        loaded.append((entry.key_dict(), graph, outputs))
-    graphs.install(runner, loaded)
-    s.timings["graphs_ready_s"] = time.perf_counter() - t0
-    s.tracker.mark("capture")
-    _report(s.config, s.runner, {"graphs": len(loaded), "loader": getattr(s.pending, "timings", None)})
+    loaded = steps.load_graphs(s, functools.partial(graphs.install, runner))
+    _report(s, graphs=len(loaded), loader=getattr(s.pending, "timings", None))
     log.info("Foundry load: %d graphs installed (waited %.3f s)", len(loaded), s.timings["graphs_ready_s"])
     return 0
 
 
-def _address(outputs: Any) -> int:
-    tensor = outputs[0] if isinstance(outputs, list | tuple) else outputs
-    return int(tensor.data_ptr())
-
-
-def _require(value: Any, what: str) -> Any:
-    if value is None:
-        raise PhaseLayoutError(
-            f"SAVE reached capture without the {what} (a start-up hook did not run): the vLLM start-up order is not "
-            "vLLM 0.26.0's. Install vLLM 0.26.0, or run with FOUNDRY_VLLM_MODE=off."
-        )
-    return value
-
-
-def _report(config: PluginConfig, runner: str | None, extra: dict[str, Any]) -> None:
-    if config.report is None:
-        return
-    s = sessions.current()
-    doc = {
-        "mode": config.mode.value,
-        "runner": runner,
-        "phases": [
-            {
-                "name": m.name,
-                "cursor": m.cursor,
-                "allocations": len(m.allocations),
-                "seconds": s.tracker.seconds.get(m.name),
-            }
-            for m in s.tracker.marks
-        ],
-        "timings": s.timings,
-        "kv_cache_bytes": s.kv_cache_bytes if s.saved is None else s.saved.kv_cache_bytes,
-        **extra,
-    }
-    config.report.parent.mkdir(parents=True, exist_ok=True)
-    config.report.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+def _report(s: sessions.Session, **fields: Any) -> None:
+    kv_cache_bytes = s.state.kv_cache_bytes if s.saved is None else s.saved.kv_cache_bytes
+    steps.write_report(s, runner=s.state.runner, kv_cache_bytes=kv_cache_bytes, **fields)
