@@ -32,7 +32,7 @@ __all__ = [
     "PhaseMark",
 ]
 
-SCHEMA = 1
+SCHEMA = 2
 
 Scalar = int | float | str | bool | None
 
@@ -69,11 +69,14 @@ class PhaseMark:
 
 @dataclass(frozen=True)
 class GraphEntry:
-    """One saved graph: its Foundry JSON (relative to the archive) and the engine's batch key it serves."""
+    """One saved graph: its Foundry JSON (relative to the archive), the engine's batch key it serves (vLLM's
+    also says the graph's kind, "full" or "piece", and for a piece which one), where its first output lies,
+    and the shape of its outputs (outputs.py)."""
 
     json: str
     key: tuple[tuple[str, Scalar], ...]
     output_address: int
+    outputs: Any = "tensor"
 
     def key_dict(self) -> dict[str, Scalar]:
         return dict(self.key)
@@ -121,7 +124,10 @@ class ArchiveMetadata:
                 {"name": p.name, "cursor": p.cursor, "allocations": [list(a) for a in p.allocations]}
                 for p in self.phases
             ],
-            "graphs": [{"json": g.json, "key": dict(g.key), "output_address": g.output_address} for g in self.graphs],
+            "graphs": [
+                {"json": g.json, "key": dict(g.key), "output_address": g.output_address, "outputs": g.outputs}
+                for g in self.graphs
+            ],
             "timings": dict(self.timings),
         }
         own = self.engine_json()
@@ -147,7 +153,12 @@ class ArchiveMetadata:
                 for p in doc["phases"]
             ),
             graphs=tuple(
-                GraphEntry(str(g["json"]), tuple((str(k), v) for k, v in g["key"].items()), int(g["output_address"]))
+                GraphEntry(
+                    str(g["json"]),
+                    tuple((str(k), v) for k, v in g["key"].items()),
+                    int(g["output_address"]),
+                    g["outputs"],
+                )
                 for g in doc["graphs"]
             ),
             timings=tuple((str(k), float(v)) for k, v in doc.get("timings", {}).items()),

@@ -23,6 +23,7 @@ from .config import Mode
 from .engine import Engine
 from .errors import PhaseLayoutError, PluginConfigError
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, PhaseMark
+from .outputs import as_flat, rebuild, shape_of
 from .phases import check_phase
 from .session import Session
 
@@ -90,7 +91,7 @@ def start_builds(s: Session[Any, Any]) -> None:
 
 def _default_name(index: int, key: Key) -> str:
     del key
-    return f"graph_{index:03d}.json"
+    return f"g{index:04d}.json"
 
 
 def save_graphs(
@@ -100,7 +101,8 @@ def save_graphs(
     file_name: Callable[[int, Key], str] = _default_name,
     phase: str = "capture",
 ) -> M:
-    """SAVE: writes each captured graph (``file_name(index, key)`` in the archive) and the manifest, ends
+    """SAVE: writes each captured graph (``file_name(index, key)`` in the archive, the shape of its outputs in
+    the metadata: outputs.py) and the manifest, ends
     ``phase``, then writes the engine's metadata (the session's values and ``engine_fields``) last, so that an
     archive whose SAVE failed has none and LOAD refuses it. Set ``s.timings["capture_s"]`` before."""
     archive = s.config.require_archive()
@@ -108,9 +110,10 @@ def save_graphs(
     t0 = time.perf_counter()
     entries = []
     for i, (key, graph, outputs) in enumerate(captured):
+        shape = shape_of(outputs, f"the graph for {key}", s.config.engine)
         path = archive / file_name(i, key)
         s.api.save_graph(graph, path, outputs, archive)
-        entries.append(GraphEntry(path.name, tuple(key.items()), _address(outputs)))
+        entries.append(GraphEntry(path.name, tuple(key.items()), _address(outputs), shape))
     s.api.save_manifest(archive)
     s.timings["save_s"] = time.perf_counter() - t0
     s.tracker.mark(phase)
@@ -131,14 +134,16 @@ def save_graphs(
 def load_graphs(
     s: Session[Any, Any], install: Callable[[list[Captured]], None], phase: str = "capture"
 ) -> list[Captured]:
-    """LOAD: waits for each graph ``start_builds`` began, checks it writes its output where SAVE's did, and
+    """LOAD: waits for each graph ``start_builds`` began, rebuilds its outputs in their saved shape, checks
+    they lie where SAVE's did, and
     hands them all, keyed as SAVE saved them, to ``install`` (which puts them where the engine's dispatch
     looks); then ends ``phase``."""
     saved = s.require_saved()
     t0 = time.perf_counter()
     loaded: list[Captured] = []
     for i, entry in enumerate(saved.graphs):
-        graph, outputs = s.api.finish_one(s.pending, i)
+        graph, flat = s.api.finish_one(s.pending, i)
+        outputs = rebuild(entry.outputs, as_flat(flat), entry.json)
         if _address(outputs) != entry.output_address:
             raise PhaseLayoutError(
                 f"graph {entry.json} writes its output at {_address(outputs):#x} here but {entry.output_address:#x} in "
@@ -152,8 +157,10 @@ def load_graphs(
 
 
 def _address(outputs: Any) -> int:
-    tensor = outputs[0] if isinstance(outputs, list | tuple) else outputs
-    return int(tensor.data_ptr())
+    """The address of the first tensor of ``outputs`` (depth first), 0 when it holds none."""
+    if isinstance(outputs, list | tuple):
+        return next((a for a in map(_address, outputs) if a), 0)
+    return 0 if outputs is None else int(outputs.data_ptr())
 
 
 def required(s: Session[Any, Any], value: T | None, what: str) -> T:

@@ -20,9 +20,12 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
 from __future__ import annotations
 
-import functools
+import importlib
 import logging
+import os
+import sys
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from ..shared import steps
@@ -31,7 +34,9 @@ from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from . import session as sessions
 from .config import VLLM, Mode
 from .fingerprint import describe, runner_name
-from .graphs import graphs_for, key_text
+from .graphs import BREAKABLE, graphs_for, key_text
+from .metadata import VllmMetadata
+from .pieces import PieceId, captured_pieces, install_pieces, piece_of, piece_wrappers
 
 __all__ = [
     "before_distributed",
@@ -43,7 +48,12 @@ __all__ = [
     "initialize_from_config",
     "kernel_warmup",
     "load_model_end",
+    "wrapper_created",
 ]
+
+# The cudagraph modes whose graphs SAVE writes and LOAD restores, all of them: FULL graphs (decode only, or every
+# batch) and the compiled model's piecewise graphs.
+SAVED_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
 
 # A child of vLLM's logger: these lines go where vLLM's go, at vLLM's level (VLLM_LOGGING_LEVEL).
 log = logging.getLogger("vllm.foundry")
@@ -69,12 +79,20 @@ def check_supported(vllm_config: Any) -> None:
         problems.append("LoRA: adapter-dependent graphs are not saved")
     if getattr(model, "enforce_eager", False):
         problems.append("enforce_eager: there are no CUDA graphs to save or load")
-    mode = getattr(vllm_config.compilation_config, "cudagraph_mode", None)
-    if getattr(mode, "name", str(mode)) != "FULL_DECODE_ONLY":
+    compilation = vllm_config.compilation_config
+    mode = getattr(getattr(compilation, "cudagraph_mode", None), "name", None)
+    if mode not in SAVED_MODES:
         problems.append(
-            f"cudagraph_mode {getattr(mode, 'name', mode)}: the adapter saves FULL decode graphs only; pass "
-            "compilation_config={'cudagraph_mode': 'FULL_DECODE_ONLY'}"
+            f"cudagraph_mode {mode}: there are no CUDA graphs to save or load; use one of {', '.join(SAVED_MODES)} "
+            "(FULL_AND_PIECEWISE is vLLM's default)"
         )
+    if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") and getattr(compilation, "use_inductor_graph_partition", False):
+        problems.append(
+            "use_inductor_graph_partition: Inductor captures its partitions through its own CUDA graph wrapper, which "
+            "the adapter does not save; turn it off (vLLM's piecewise graphs are saved)"
+        )
+    if os.environ.get("VLLM_USE_BREAKABLE_CUDAGRAPH", "0").strip().lower() not in ("", "0", "false"):
+        problems.append(BREAKABLE)
     if problems:
         raise UnsupportedConfigError(
             "the Foundry vLLM adapter cannot run with these settings:\n  - "
@@ -188,7 +206,10 @@ def _save(runner: Any, original: Any) -> Any:
     graphs = graphs_for(s.state.runner or "v2")
     s.tracker.mark("warmup")
     t0 = time.perf_counter()
-    with foundry_capture(graphs.capture_module, s.api, VLLM):
+    with ExitStack() as stack:
+        for module_name in graphs.capture_modules:
+            importlib.import_module(module_name)
+            stack.enter_context(foundry_capture(module_name, s.api, VLLM))
         result = original(runner)
     s.timings["capture_s"] = time.perf_counter() - t0
     captured = graphs.captured(runner)
@@ -196,43 +217,125 @@ def _save(runner: Any, original: Any) -> Any:
     got = sorted(key_text(k) for k, _, _ in captured)
     if got != expected:
         raise UnsupportedConfigError(
-            f"vLLM captured graphs for {len(got)} batch keys but dispatches {len(expected)} "
+            f"vLLM captured FULL graphs for {len(got)} batch keys but dispatches {len(expected)} "
             f"(captured only: {sorted(set(got) - set(expected))[:3]}, "
             f"missing: {sorted(set(expected) - set(got))[:3]}): "
             "the adapter saves exactly the graphs vLLM's dispatcher uses. Report this with the vLLM settings."
         )
+    items = [({"graph": "full", **key}, graph, outputs) for key, graph, outputs in captured]
+    items += [
+        ({"graph": "piece", **piece.key(), **key}, graph, outputs)
+        for piece, key, graph, outputs in captured_pieces(graphs.piece_keys(runner))
+    ]
     vllm_fields = {
         "runner": graphs.name,
         "kv_cache_bytes": steps.required(s, s.state.kv_cache_bytes, "KV cache size"),
         "num_gpu_blocks": steps.required(s, s.state.num_gpu_blocks, "number of KV cache blocks"),
     }
-    meta = steps.save_graphs(s, captured, vllm_fields, file_name=_graph_file)
-    _report(s, graphs=len(meta.graphs))
-    took = (s.timings["capture_s"], s.timings["save_s"])
-    log.info("Foundry save: %d graphs in %s (capture %.2f s, save %.2f s)", len(meta.graphs), s.config.archive, *took)
+    meta = steps.save_graphs(s, items, vllm_fields, file_name=_graph_file)
+    pieces = sum(1 for key, *_ in items if key["graph"] == "piece")
+    _report(s, graphs=len(meta.graphs), piece_graphs=pieces)
+    log.info(
+        "Foundry save: %d graphs (%d of them pieces) in %s (capture %.2f s, save %.2f s)",
+        len(meta.graphs), pieces, s.config.archive, s.timings["capture_s"], s.timings["save_s"],
+    )  # fmt: skip
     return result
 
 
-def _graph_file(index: int, key: Any) -> str:
-    return f"graph_{index:03d}_t{key.get('num_tokens', index)}.json"
+def _graph_file(index: int, key: dict[str, Any]) -> str:
+    kind = "full" if key["graph"] == "full" else f"p{key['piece']:03d}"
+    return f"g{index:04d}_{kind}_t{key.get('num_tokens', 0)}.json"
 
 
 def _load(runner: Any) -> int:
     s = sessions.current()
     saved = s.require_saved()
     graphs = graphs_for(s.state.runner or saved.runner)
+    full = [g for g in saved.graphs if g.key_dict().get("graph") == "full"]
+    piece_ids = _check_saved_keys(graphs, runner, saved)
+
+    def install(loaded: list[steps.Captured]) -> None:
+        loaded_full = []
+        loaded_pieces: dict[PieceId, list[tuple[PieceId, dict[str, Any], Any, Any]]] = {p: [] for p in piece_ids}
+        for key, graph, outputs in loaded:
+            kind = key.pop("graph")
+            if kind == "full":
+                loaded_full.append((key, graph, outputs))
+            else:
+                piece = PieceId.from_key(key)
+                batch = {k: v for k, v in key.items() if k not in ("model", "piece", "pieces")}
+                loaded_pieces[piece].append((piece, batch, graph, outputs))
+        graphs.install(runner, loaded_full)
+        s.state.loaded_pieces = loaded_pieces
+        install_pieces(piece_wrappers(), [x for xs in loaded_pieces.values() for x in xs], piece_ids)
+        _forbid_capture()
+
+    steps.load_graphs(s, install)
+    pieces = len(saved.graphs) - len(full)
+    _report(s, graphs=len(saved.graphs), piece_graphs=pieces, loader=getattr(s.pending, "timings", None))
+    log.info(
+        "Foundry load: %d graphs installed (%d of them pieces; waited %.3f s)",
+        len(saved.graphs), pieces, s.timings["graphs_ready_s"],
+    )  # fmt: skip
+    return 0
+
+
+def _check_saved_keys(graphs: Any, runner: Any, saved: VllmMetadata) -> frozenset[PieceId]:
+    """Refuses an archive whose graphs are not exactly the ones this vLLM dispatches; returns its pieces."""
     expected = sorted(key_text(k) for k in graphs.expected_keys(runner))
-    have = sorted(key_text(g.key_dict()) for g in saved.graphs)
+    full = [g.key_dict() for g in saved.graphs if g.key_dict().get("graph") == "full"]
+    have = sorted(key_text(_without(k, "graph")) for k in full)
     if expected != have:
         raise ArchiveMismatchError(
-            f"this vLLM dispatches decode graphs for {len(expected)} batch keys, the archive holds {len(have)} "
-            f"(missing: {sorted(set(expected) - set(have))[:3]}): capture sizes or max_num_seqs differ. Start with "
-            "SAVE's settings, or run SAVE again."
+            f"this vLLM dispatches FULL graphs for {len(expected)} batch keys, the archive holds {len(have)} "
+            f"(missing: {sorted(set(expected) - set(have))[:3]}): cudagraph mode, capture sizes or max_num_seqs "
+            "differ. Start with SAVE's settings, or run SAVE again."
         )
-    loaded = steps.load_graphs(s, functools.partial(graphs.install, runner))
-    _report(s, graphs=len(loaded), loader=getattr(s.pending, "timings", None))
-    log.info("Foundry load: %d graphs installed (waited %.3f s)", len(loaded), s.timings["graphs_ready_s"])
-    return 0
+    want = sorted(key_text(k) for k in graphs.piece_keys(runner))
+    by_piece: dict[PieceId, list[str]] = {}
+    for g in saved.graphs:
+        key = g.key_dict()
+        if key.get("graph") == "piece":
+            batch = _without(key, "graph", "model", "piece", "pieces")
+            by_piece.setdefault(PieceId.from_key(key), []).append(key_text(batch))
+    if want and not by_piece:
+        raise ArchiveMismatchError(
+            "this vLLM dispatches piecewise CUDA graphs and the archive holds none: it was saved with another "
+            "cudagraph_mode. Start with SAVE's settings, or run SAVE again."
+        )
+    for piece, keys in sorted(by_piece.items()):
+        if sorted(keys) != want:
+            raise ArchiveMismatchError(
+                f"the archive holds graphs of {piece} for {len(keys)} batch keys, this vLLM dispatches {len(want)} "
+                f"(missing: {sorted(set(want) - set(keys))[:3]}): capture sizes differ. Start with SAVE's settings, "
+                "or run SAVE again."
+            )
+    return frozenset(by_piece)
+
+
+def _without(key: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in key.items() if k not in names}
+
+
+def _forbid_capture() -> None:
+    """After LOAD, a batch without a loaded graph must fail loudly, not be captured behind Foundry's back
+    (V1 does this itself after capturing; V2 does not)."""
+    monitor = sys.modules.get("vllm.compilation.monitor")
+    forbid = getattr(monitor, "set_cudagraph_capturing_enabled", None)
+    if callable(forbid):
+        forbid(False)
+
+
+def wrapper_created(wrapper: Any) -> None:
+    """A CUDAGraphWrapper was just made. Under LOAD, a piece compiled after the graphs were installed (vLLM
+    compiles at its first forward) gets its graphs now."""
+    s = sessions.current()
+    loaded_pieces = s.state.loaded_pieces
+    if s.config.mode is not Mode.LOAD or loaded_pieces is None:
+        return
+    piece = piece_of(wrapper)
+    if piece is not None:
+        install_pieces({piece: wrapper}, loaded_pieces.get(piece, []), loaded_pieces)
 
 
 def _report(s: sessions.Session, **fields: Any) -> None:

@@ -4,6 +4,7 @@ worker, never in the front-end; and what only vLLM's start-up keeps between phas
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..shared.backend import PublicFoundryApi
 from ..shared.metadata import MetadataFile
@@ -20,6 +21,8 @@ class VllmState:
     runner: str | None = None  # "v2" or "v1": the model runner this worker builds
     kv_cache_bytes: int | None = None  # SAVE: what determine_available_memory returned
     num_gpu_blocks: int | None = None  # SAVE: the KV cache's block count
+    # LOAD: each compiled piece's loaded graphs, (piece, batch key, graph, outputs), for wrappers made later
+    loaded_pieces: dict[Any, list[tuple[Any, dict[str, Any], Any, Any]]] | None = None
 
 
 @dataclass
