@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .errors import PatchTargetError, UnsupportedConfigError
+from ..shared.errors import PatchTargetError, UnsupportedConfigError
 from .pieces import WRAPPER_MODULE, descriptor_key
 
 __all__ = ["BREAKABLE", "RunnerGraphs", "V1Graphs", "V2Graphs", "graphs_for", "key_text"]

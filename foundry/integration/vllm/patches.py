@@ -23,12 +23,17 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ..shared import hooks
 from . import lifecycle
-from .hooks import wrap
+from .config import VLLM
 
 __all__ = ["TARGETS", "install_gpu_worker", "install_graph_wrapper", "install_runner_v1", "install_runner_v2"]
 
 Fn = Callable[..., Any]
+
+
+def wrap(owner: Any, name: str, make: Callable[[Fn], Fn]) -> bool:
+    return hooks.wrap(owner, name, make, VLLM)
 
 
 def _around_init_device(original: Fn) -> Fn:

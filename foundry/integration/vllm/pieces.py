@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ArchiveMismatchError, PatchTargetError, UnsupportedConfigError
+from ..shared.errors import ArchiveMismatchError, PatchTargetError, UnsupportedConfigError
 
 __all__ = [
     "WRAPPER_MODULE",

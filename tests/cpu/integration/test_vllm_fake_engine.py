@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
+from foundry.integration.shared import hooks
 from foundry.integration.vllm import (
     ArchiveMetadataError,
     ArchiveMismatchError,
     PhaseLayoutError,
     PluginConfigError,
     UnsupportedConfigError,
-    hooks,
     read_metadata,
 )
 from foundry.integration.vllm.plugin import register

@@ -1,6 +1,6 @@
 """The region cursor at start-up phase boundaries: SAVE records it, LOAD checks it.
 
-Foundry's graphs read tensors at the addresses SAVE gave them. vLLM allocates its persistent tensors
+Foundry's graphs read tensors at the addresses SAVE gave them. An engine allocates its persistent tensors
 (input buffers, weights, attention metadata buffers, the KV cache) in a fixed order, and the region gives
 each allocation the next offset, so LOAD gets SAVE's addresses as long as it makes the same allocations in
 the same order. At each boundary the tracker takes the cursor and the (offset, size) of every allocation
@@ -58,7 +58,7 @@ def check_phase(saved: PhaseMark, here: PhaseMark) -> None:
         raise PhaseLayoutError(
             f"start-up phase {saved.name!r}: allocation #{first} is {got} here but was {had} in SAVE "
             f"({len(here.allocations)} allocations here, {len(saved.allocations)} in SAVE). The graphs would read "
-            "tensors that are not where SAVE put them. Start LOAD with exactly SAVE's vLLM settings and builds; if "
+            "tensors that are not where SAVE put them. Start LOAD with exactly SAVE's engine settings and builds; if "
             "they are the same, run SAVE again (something allocates differently from run to run)."
         )
     if saved.cursor != here.cursor:

@@ -1,5 +1,6 @@
-"""The shape of what a graph hands back: vLLM's graphs return a tensor, or a (nested) tuple or list of
-tensors and Nones, and the code that runs after them indexes into exactly that shape.
+"""The shape of what a graph hands back: an engine's graphs return a tensor, or a (nested) tuple or list of
+tensors and Nones (vLLM's piecewise graphs do), and the code that runs after them indexes into exactly that
+shape.
 
 Foundry saves the tensors flat, in depth-first order (``foundry.CUDAGraph.save``'s ``output_tensors``);
 the adapter keeps the shape beside them as JSON (``"tensor"``, ``null``, ``{"tuple": [...]}``,
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from .engine import Engine
 from .errors import ArchiveMetadataError, UnsupportedConfigError
 
 __all__ = ["as_flat", "rebuild", "shape_of"]
@@ -18,7 +20,7 @@ __all__ = ["as_flat", "rebuild", "shape_of"]
 TENSOR = "tensor"
 
 
-def shape_of(obj: Any, where: str) -> Any:
+def shape_of(obj: Any, where: str, engine: Engine) -> Any:
     """The JSON shape of ``obj``. Anything but tensors, Nones, tuples and lists is refused, naming ``where``:
     LOAD could not hand it back."""
     if obj is None:
@@ -26,12 +28,12 @@ def shape_of(obj: Any, where: str) -> Any:
     if hasattr(obj, "data_ptr"):
         return TENSOR
     if isinstance(obj, tuple):
-        return {"tuple": [shape_of(x, where) for x in obj]}
+        return {"tuple": [shape_of(x, where, engine) for x in obj]}
     if isinstance(obj, list):
-        return {"list": [shape_of(x, where) for x in obj]}
+        return {"list": [shape_of(x, where, engine) for x in obj]}
     raise UnsupportedConfigError(
         f"{where} returns a {type(obj).__name__}, which the Foundry adapter cannot hand back at LOAD (it keeps "
-        "tensors, tuples and lists of them): report this with the model's name, or use FOUNDRY_VLLM_MODE=off"
+        f"tensors, tuples and lists of them): report this with the model's name, or use {engine.var('MODE')}=off"
     )
 
 
