@@ -35,7 +35,8 @@ export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD:$PYTHONPATH PYTH
 python3 scripts/vllm/check_targets.py /tmp/vllm-site/vllm || exit 1
 WORK=/tmp/foundry-vllm-bench
 rm -rf "$WORK"; mkdir -p "$WORK"
-python3 -m foundry.cli bench --engine vllm --out "$WORK" "$@"
+# The call's limit is 600 s: stop in time to bring the report and the logs back.
+timeout --signal=TERM --kill-after=20 "${BENCH_SECONDS:-540}" python3 -m foundry.cli bench --engine vllm --out "$WORK" "$@"
 rc=$?
 cp "$WORK"/vllm-*.json "$WORK"/vllm-*.txt "$WORK"/vllm-*.png "$OUT"/ 2>/dev/null
 tar czf "$OUT/logs.tgz" -C "$WORK" . 2>/dev/null

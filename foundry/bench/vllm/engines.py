@@ -84,7 +84,10 @@ class Engine:
         """How the engine is asked to end on its own (stop() ends what is left of its process group)."""
 
     def stop(self) -> int | None:
-        """Ends the process group (the engine core and its workers too) and returns the exit status."""
+        """Ends the process group (the engine core and its workers too) and returns the exit status; a second
+        call only returns it."""
+        if self._log.closed:
+            return self.proc.returncode
         if self.proc.poll() is None:
             try:
                 self._ask_to_end()

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import sys
 from dataclasses import asdict, dataclass, field
@@ -128,6 +129,9 @@ class _Runs:
         if cfg.runner == "v1":
             self.env["VLLM_USE_V2_MODEL_RUNNER"] = "0"
         self.port = 8100
+        self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
+        self.results: dict[str, dict[str, Any]] = {}
+        self.measured: dict[str, Any] = {}
 
     def start(self, mode: str) -> Engine:
         cfg = self.cfg
@@ -164,6 +168,7 @@ class _Runs:
         """Starts ``mode``, waits until it serves, times its first request, and asks it the token requests."""
         print(f"[vllm bench] {mode}: starting ({self.cfg.api}, {self.cfg.shape})", flush=True)
         engine = self.start(mode)
+        self.started.append(engine)
         result: dict[str, Any] = {"mode": mode, "started_at": engine.started_at}
         try:
             result.update(engine.ready(self.cfg.timeout))
@@ -216,27 +221,30 @@ class _Runs:
         print(f"[vllm bench] prefill {cfg.prefill_tokens} tokens: {out['prefill']}", flush=True)
         return out
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> None:
         cfg = self.cfg
-        results: dict[str, dict[str, Any]] = {}
         if "save" in cfg.modes:
             shutil.rmtree(cfg.archive, ignore_errors=True)
         for mode in ("native_cold", "save"):
             if mode in cfg.modes:
                 engine, result = self.bring_up(mode)
-                results[mode] = self.finish(engine, result)
+                self.results[mode] = self.finish(engine, result)
         live: dict[str, tuple[Engine, dict[str, Any]]] = {}
         for mode in ("native", "load"):
             if mode in cfg.modes:
                 live[mode] = self.bring_up(mode)
-        measured: dict[str, Any] = {}
+                self.results[mode] = live[mode][1]
         if set(live) == {"native", "load"} and not any("error" in r for _, r in live.values()):
             try:
-                measured = self.alternate(live["native"][0], live["load"][0])
+                self.measured = self.alternate(live["native"][0], live["load"][0])
             except EngineError as exc:
-                measured = {"error": str(exc)}
+                self.measured = {"error": str(exc)}
         for mode, (engine, result) in live.items():
-            results[mode] = self.finish(engine, result)
+            self.results[mode] = self.finish(engine, result)
+
+    def document(self) -> dict[str, Any]:
+        """What ran so far (all of it, unless the benchmark was stopped) with the tokens compared."""
+        results = self.results
         reference = next((results[m]["tokens"] for m in ("native", "native_cold") if "tokens" in results.get(m, {})),
                          None)  # fmt: skip
         compare = {
@@ -245,11 +253,11 @@ class _Runs:
             for mode, r in results.items() if mode in ("save", "load", "native_cold")
         }  # fmt: skip
         return {
-            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()},
-            "model": SHAPES[cfg.shape],
+            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.cfg).items()},
+            "model": SHAPES[self.cfg.shape],
             "results": results,
             "compare": compare,
-            "measured": measured,
+            "measured": self.measured,
         }
 
 
@@ -261,12 +269,29 @@ def _summary(values: dict[str, list[float]]) -> dict[str, Any]:
 
 
 def run_vllm_bench(cfg: VllmBenchConfig) -> dict[str, Any]:
-    """Runs the configuration and writes ``OUT/<tag>.json``, the table and the plot; returns the document."""
+    """Runs the configuration and writes ``OUT/<tag>.json``, the table and the plot; returns the document.
+
+    The engines run in process groups of their own (so that stopping one ends its engine core and workers);
+    a SIGTERM to the benchmark stops every engine it started before it exits."""
     from .report import write_report
 
     if cfg.shape not in SHAPES:
         raise ValueError(f"unknown shape {cfg.shape!r}; choose from {sorted(SHAPES)}")
     cfg.out.mkdir(parents=True, exist_ok=True)
-    doc = _Runs(cfg).run()
+    runs = _Runs(cfg)
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise SystemExit(f"foundry bench: signal {signum}; stopping the engines")
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        runs.run()
+    except SystemExit as exc:
+        runs.measured.setdefault("error", str(exc))
+    finally:
+        for engine in runs.started:
+            engine.stop()
+        signal.signal(signal.SIGTERM, previous)
+    doc = runs.document()
     write_report(doc, cfg.out / cfg.tag())
     return doc
