@@ -32,7 +32,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 
 from .files import PathLike, inside, read_regular, sha256_bytes, sha256_file
 from .graphfile import resolve_archive_dir
-from .jsonfields import check_format, is_sha256, load_sealed
+from .jsonfields import check_format, is_sha256, load_sealed, relative_path_problem
 from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, GraphEntry, Manifest
 from .metadata import GraphMeta
 
@@ -306,7 +306,8 @@ def authenticate_graph(
     json_path: PathLike, meta: GraphMeta, key: SigningKey | None, json_sha256: str | None = None
 ) -> None:
     """Proves that the graph JSON ``json_path`` (whose parsed metadata is ``meta``) is the one its
-    archive's manifest lists: at this path, with the SHA-256 of the bytes ``meta`` was parsed from
+    archive's manifest lists: at this path (a file in the archive, not a link out of it, where the manifest
+    names it inside the archive), with the SHA-256 of the bytes ``meta`` was parsed from
     (``json_sha256``; without it, of the file as it is now), and agreeing with what the manifest says
     of it (name, record, topology, machine identity, region, images).
 
@@ -330,6 +331,8 @@ def authenticate_graph(
             "or does not belong to that archive. Save the manifest again (save_graph_manifest), or load only graphs "
             "the archive lists."
         )
+    if relative_path_problem(entry.json) is None:  # listed inside the archive: no link may lead out of it
+        inside(archive, entry.json, "graph metadata")
     actual = json_sha256 if json_sha256 is not None else sha256_file(json_path)
     if actual != entry.json_sha256:
         raise error(

@@ -33,6 +33,7 @@ from foundry.format import (
     parse_record,
     read_payload,
     read_regular,
+    relative_path_problem,
     resolve_archive_dir,
     scan_image,
     sha256_bytes,
@@ -186,13 +187,19 @@ def read_graph_files(
 
 def read_listed_graphs(directory: Path, manifest: Manifest, found: Findings) -> list[GraphUnderCheck | None]:
     """Every graph the manifest lists, read and checked in manifest order (None: unreadable, or saved
-    beside the archive rather than in it: nothing is read through a path that leaves the archive)."""
+    beside the archive rather than in it: nothing is read through a path that leaves the archive). A
+    graph listed by a name inside the archive must be a file there: a symbolic link out of the archive,
+    dangling or not, is a problem, as LOAD refuses it."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):
         label = f"graph {index} ({entry.name})"
         try:
             path = inside(directory, entry.json, "graph metadata")
-        except ArchiveError:
+        except ArchiveError as exc:
+            if relative_path_problem(entry.json) is None:  # named inside the archive, a link leads out
+                found.add(Check.FILES, ProblemKind.CORRUPT, directory / entry.json, f"{label}: {exc}")
+                out.append(None)
+                continue
             found.note(
                 f"{label}: its JSON {entry.json} lies outside the archive directory, which verify does not read "
                 f"from: check it by its own path (foundry verify {entry.json}), or save graphs inside the archive"
