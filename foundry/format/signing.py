@@ -35,6 +35,7 @@ from .graphfile import resolve_archive_dir
 from .jsonfields import check_format, is_sha256, load_sealed, relative_path_problem
 from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, GraphEntry, Manifest
 from .metadata import GraphMeta
+from .values import VariableRef
 
 __all__ = [
     "KEY_ENV",
@@ -357,8 +358,19 @@ def manifest_disagreement(manifest: Manifest, entry: GraphEntry, meta: GraphMeta
     ours, theirs = manifest.region, meta.region
     if (ours.base, ours.size, ours.granularity) != (theirs.base, theirs.size, theirs.granularity):
         return f"the region (base {ours.base:#x} size {ours.size} in the manifest, {theirs.base:#x} {theirs.size} here)"
-    images = {e.sha256: (e.bytes, e.format) for e in manifest.images}
+    images = {e.sha256: e for e in manifest.images}
     for ref in meta.images:
-        if images.get(ref.sha256) != (ref.bytes, ref.format):
+        listed = images.get(ref.sha256)
+        if listed is None or (listed.bytes, listed.format) != (ref.bytes, ref.format):
             return f"kernel image {ref.sha256} (not listed with the same size and format)"
+        if None not in (listed.variables, ref.variables) and listed.variables != ref.variables:
+            here, there = _listing(ref.variables), _listing(listed.variables)
+            return (
+                f"the module variables of kernel image {ref.sha256}, which load_cuda_modules_and_libraries writes as "
+                f"the manifest lists them (here {here}, in the manifest {there})"
+            )
     return None
+
+
+def _listing(variables: tuple[VariableRef, ...] | None) -> str:
+    return "[" + ", ".join(f"{v.name} ({v.bytes} bytes, {v.sha256[:12]})" for v in variables or ()) + "]"

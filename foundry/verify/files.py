@@ -8,6 +8,7 @@ keys, function and event counts). Never raises for archive content; every defect
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,9 +69,16 @@ def _read_checked(
         return shown, None
     try:
         path = inside(root, rel, what)
-        actual_size = os.stat(path).st_size
-        if actual_size != size:
-            found.add(Check.FILES, ProblemKind.CHECKSUM, shown, f"{what} is {actual_size} bytes, {said_by} says {size}")
+        st = os.stat(path)
+        actual_size = st.st_size
+        if stat.S_ISREG(st.st_mode) and actual_size != size:  # anything else: read_regular names what it is
+            found.add(
+                Check.FILES,
+                ProblemKind.CHECKSUM,
+                shown,
+                f"{what} is {actual_size} bytes, {said_by} says {size}: it is truncated, appended to or from "
+                "another save. Copy the archive again, or save it again.",
+            )
             return shown, None
         data = read_regular(path, what, size=size)
     except (ArchiveError, OSError) as exc:
