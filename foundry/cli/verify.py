@@ -20,7 +20,7 @@ from typing import Any
 from foundry import __version__
 from foundry.errors import ArchiveError, FoundryError
 from foundry.format import KEY_ENV, Identity, configured_key, load_json
-from foundry.tables import table
+from foundry.tables import plural, table
 from foundry.verify import Check, Report, verify_archive
 
 __all__ = ["add_parser", "render"]
@@ -89,10 +89,10 @@ def render(report: Report) -> str:
     rows = [[c.check.value, c.status.upper() if c.status == "failed" else c.status, c.problems, c.reason]
             for c in report.checks]  # fmt: skip
     lines += [table(["check", "result", "problems", "note"], rows, width=TABLE_WIDTH), ""]
-    for check in Check:
-        problems = report.problems_of(check)
+    for result in report.checks:
+        problems = report.problems_of(result.check)
         if problems:
-            lines.append(f"{check.value}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+            lines.append(f"{result.check.value}: {plural(result.problems, 'problem')}")
             for p in problems:
                 lines += _wrap(f"{p.kind.value}: {p.path}: {p.message}", "  ", "      ")
             lines.append("")

@@ -95,14 +95,15 @@ def verify_graphs(
 def _report(target: str, mode: str, found: Findings, graphs: int, images: int) -> Report:
     checks = []
     for check in Check:
-        count = sum(p.check == check for p in found.problems)
+        count = found.counts.get(check, 0)
         if count:
             checks.append(CheckResult(check, "failed", count))
         elif check in found.skipped:
             checks.append(CheckResult(check, "skipped", 0, found.skipped[check]))
         else:
             checks.append(CheckResult(check, "passed", 0))
-    return Report(target, mode, tuple(checks), tuple(found.problems), tuple(found.notes), graphs, images)
+    problems = (*found.problems, *found.summaries())
+    return Report(target, mode, tuple(checks), problems, tuple(found.notes), graphs, images)
 
 
 def _skip_all(found: Findings, reason: str) -> None:

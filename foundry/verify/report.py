@@ -108,7 +108,9 @@ class CheckResult:
 @dataclass(frozen=True)
 class Report:
     """The outcome of ``verify_archive``. ``target`` is the path checked, ``mode`` ``"archive"`` (a
-    directory) or ``"graph"`` (one graph JSON); ``graphs``/``images`` count what was read."""
+    directory) or ``"graph"`` (graph JSONs); ``graphs``/``images`` count what was read. ``problems``
+    lists the first few of each check and file, and one problem more for each that had more, saying how
+    many (the report stays bounded, whatever the archive claims); ``checks`` count every one found."""
 
     target: str
     mode: str
@@ -135,7 +137,7 @@ class Report:
             passed = sum(c.status == "passed" for c in self.checks)
             return f"OK: {self.target} passed {passed} checks{tail}"
         failed = [f"{c.check.value} ({c.problems})" for c in self.checks if c.status == "failed"]
-        count = len(self.problems)
+        count = sum(c.problems for c in self.checks)
         return f"FAILED: {count} problem{'s' if count != 1 else ''} in {self.target}: {', '.join(failed)}{tail}"
 
     def error(self) -> ArchiveError | None:
@@ -145,7 +147,7 @@ class Report:
         if not self.problems:
             return None
         first = self.problems[0]
-        more = len(self.problems) - 1
+        more = sum(c.problems for c in self.checks) - 1
         tail = f" ({more} more: run `foundry verify` on it for the full report)" if more else ""
         return _ERRORS.get(first.kind, ArchiveCorruptError)(f"{first.path}: {first.message}{tail}")
 
