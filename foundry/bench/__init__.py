@@ -1,7 +1,8 @@
 """The cold-start benchmark (`foundry bench`) and the decoder model it measures.
 
-The runner and its report are torch-free (``summarize`` runs anywhere); the model and the workers
-need torch, so the model's names are imported on first use.
+The runner, its report and what it can run (``shapes``) are torch-free (``summarize`` runs anywhere,
+and the command checks its arguments before it looks for a GPU); the model and the workers need
+torch, so the model is imported on first use.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import importlib
 from typing import Any
 
 from .runner import run_bench, summarize
+from .shapes import SHAPES, VARIANTS, DecoderConfig, vllm_batch_sizes
 
-_MODEL = ("SHAPES", "DecoderConfig", "QwenDecoder", "vllm_batch_sizes")
+_MODEL = ("QwenDecoder",)
 
-__all__ = ["SHAPES", "DecoderConfig", "QwenDecoder", "run_bench", "summarize", "vllm_batch_sizes"]
+__all__ = ["SHAPES", "VARIANTS", "DecoderConfig", "QwenDecoder", "run_bench", "summarize", "vllm_batch_sizes"]
 
 
 def __getattr__(name: str) -> Any:

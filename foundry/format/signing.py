@@ -90,15 +90,16 @@ class SigningKey:
         return key_id_of(self.secret)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], what: str = "signing key file") -> SigningKey:
+    def from_file(
+        cls, path: str | os.PathLike[str], what: str = "signing key file", next_step: str = "fix the path"
+    ) -> SigningKey:
         """The key held by the file at ``path`` (its exact bytes). An unreadable file raises
-        ``ArchiveSignatureError`` naming it."""
+        ``ArchiveSignatureError`` naming it and ``next_step``."""
         try:
             secret = Path(path).read_bytes()
         except OSError as exc:
             raise ArchiveSignatureError(
-                f"the {what} {path} cannot be read ({exc.strerror or exc}): fix the path, or unset {KEY_ENV} "
-                "to work without signatures"
+                f"the {what} {path} cannot be read ({exc.strerror or exc}): {next_step}"
             ) from None
         return cls(secret, str(path))
 
@@ -176,7 +177,9 @@ def configured_key(explicit: KeySource | None = None) -> SigningKey | None:
     path = os.environ.get(KEY_ENV, "")
     if not path:
         return None
-    return SigningKey.from_file(path, f"signing key file named by {KEY_ENV},")
+    return SigningKey.from_file(
+        path, f"signing key file named by {KEY_ENV},", f"fix the path, or unset {KEY_ENV} to work without signatures"
+    )
 
 
 def canonical_bytes(doc: Mapping[str, Any]) -> bytes:
