@@ -48,6 +48,7 @@ def test_the_unflipped_archive_passes(archive: Path) -> None:
     assert verify_archive(archive).ok and verify_archive(archive / "ew_bs32.json").ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", JSONS)
 def test_every_bit_flip_is_refused_by_loads_pre_gpu_checks(archive: Path, name: str) -> None:
     path = archive / name
@@ -71,6 +72,7 @@ def test_every_bit_flip_is_refused_by_loads_pre_gpu_checks(archive: Path, name: 
     assert passed == [], f"{len(passed)} of {len(good) * 8} flips of {name} passed: {passed[:10]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", JSONS)
 def test_bit_flips_are_refused_by_verify_in_archive_and_graph_mode(archive: Path, name: str) -> None:
     """One bit of every byte (``foundry verify`` reads and hashes the whole archive each time: all eight
