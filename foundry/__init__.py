@@ -60,9 +60,9 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedNodeError": ".errors",
     "VariableConflictError": ".errors",
     "VariablesUnknownError": ".errors",
-    # errors of the vLLM integration the README names (defined with it; importing it imports no vLLM)
-    "ArchiveMismatchError": ".integration.vllm",
-    "PhaseLayoutError": ".integration.vllm",
+    # errors of the engine integrations the README names (importing their shared core imports no engine)
+    "ArchiveMismatchError": ".integration.shared",
+    "PhaseLayoutError": ".integration.shared",
 }
 
 
