@@ -196,9 +196,10 @@ def _verify_graphs(
     for json_path in json_paths:
         here = json_path.resolve()
         if here not in known:
-            known[here] = read_graph_files(json_path, f"graph {json_path.name}", found)
-            if known[here] is not None:
-                named.append(known[here])  # type: ignore[arg-type]
+            graph = read_graph_files(json_path, f"graph {json_path.name}", found)
+            known[here] = graph
+            if graph is not None:
+                named.append(graph)
     if not named:
         _skip_all(found, "no graph can be read")
         return 0, 0
