@@ -21,6 +21,7 @@ from foundry.format import (
     node_count,
     read_meta_digest,
     read_payload_view,
+    real_path,
     resolve_archive_dir,
     template_path,
 )
@@ -117,7 +118,7 @@ def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) ->
 def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:
     assert meta.record is not None
     state = _STATE.get()
-    key = (json_path.resolve(), meta.record.sha256)
+    key = (real_path(json_path), meta.record.sha256)
     with state.lock:
         src = state.full.get(key)
         if src is None:
@@ -134,7 +135,7 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
     authenticate_graph(json_path, meta, key, digest)
     if meta.template is None:
         return _full_source(json_path, meta, digest, lazy)
-    here = json_path.resolve()
+    here = real_path(json_path)
     tpath = template_path(json_path, meta)
     if tpath == here or tpath in chain:
         loop = " -> ".join(str(p) for p in (*chain, here, tpath))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,10 +34,10 @@ from foundry.format import (
     GraphRole,
     ImageEntry,
     Manifest,
+    archive_region,
     is_sha256,
     open_image,
     read_manifest,
-    read_region_hint,
     relative_path_problem,
 )
 from foundry.native import current_context, set_current_context
@@ -97,7 +98,8 @@ def load_cuda_modules_and_libraries(
     how many images it loads.
 
     The manifest (sealed: any change to it is refused) gives the region to reserve, the images with
-    their sizes and the kernels; without one, ``region.json`` and the images directory do. Each image's
+    their sizes and the kernels; without one, ``region.json`` and the images directory do. A
+    ``region.json`` beside a manifest must be sound and agree with it (foundry.format.archive_region). Each image's
     SHA-256 is checked before the driver sees it. Where a CUDA context is current (or the region's
     reservation makes one), the kernels the manifest lists for each image are looked up too, so that
     LOAD later finds them ready; and the graphs' metadata files are read and validated ahead of LOAD.
@@ -121,8 +123,8 @@ def load_cuda_modules_and_libraries(
         elif (archive / MANIFEST_NAME).exists():
             manifest = read_manifest(archive)
         # The manifest's region where there is a manifest (sealed, and signed when a key is configured),
-        # else the hint.
-        hint = (manifest.region.base, manifest.region.size) if manifest is not None else read_region_hint(archive)
+        # else the hint; a hint beside a manifest must agree with it (the rule verify applies too).
+        hint = archive_region(archive, manifest)
         entries: tuple[ImageEntry, ...] = manifest.images if manifest is not None else ()
         graphs: tuple[GraphEntry, ...] = manifest.graphs if manifest is not None else ()
         if manifest is not None:
@@ -220,6 +222,9 @@ def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
             read_meta_cached(Path(os.path.normpath(archive / g.json)))
         except (ArchiveError, OSError):
             continue
+        # This is Python work beside the program's own start-up (an engine builds its model meanwhile): give
+        # the interpreter lock back after each graph, so that thousands of graphs do not slow the program down.
+        time.sleep(0)
 
 
 def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks, without importing anything, that a vLLM source tree has every name the Foundry adapter hooks or
-reads (foundry/integration/vllm/patches.py, graphs.py, capture.py), where vLLM 0.26.0 has them.
+reads (foundry/integration/vllm/patches.py, graphs.py; the module shared/capture.py swaps torch in), where
+vLLM 0.26.0 has them.
 
     python3 scripts/vllm/check_targets.py /path/to/site-packages/vllm     (exit 1 naming what is missing)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import sys
 from pathlib import Path
 
 FOUNDRY = Path(__file__).resolve().parents[2] / "foundry"
@@ -149,3 +150,44 @@ def test_every_package_states_its_surface() -> None:
             continue
         module = importlib.import_module(f"foundry.{package}")
         assert all(hasattr(module, n) for n in names), package
+
+
+INTEGRATION = FOUNDRY / "integration"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """Top-level package names ``path`` imports when it is imported (module level, relative ones aside)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_shared_integration_uses_only_foundrys_surface_and_the_standard_library() -> None:
+    """What every engine plugin shares imports no engine, no torch and no Foundry internals."""
+    for path in (INTEGRATION / "shared").rglob("*.py"):
+        here = _module_name(path)
+        wrong = [t for t in _imports(path) if t != "foundry" and not t.startswith("foundry.integration.shared")]
+        assert not wrong, (here, wrong)
+        third_party = _top_level_imports(path) - set(sys.stdlib_module_names) - {"__future__", "foundry"}
+        assert not third_party, (here, third_party)
+
+
+def test_an_engine_plugin_imports_foundry_shared_and_itself_and_its_engine_only_when_called() -> None:
+    """``import foundry.integration.vllm`` imports neither vLLM nor torch; no other engine's plugin and
+    no shared piece imports it."""
+    vllm = "foundry.integration.vllm"
+    for path in FOUNDRY.rglob("*.py"):
+        here = _module_name(path)
+        targets = _imports(path)
+        if here.startswith(vllm):
+            allowed = ("foundry.integration.shared", vllm)
+            wrong = [t for t in targets if t != "foundry" and not t.startswith(allowed)]
+            assert not wrong, (here, wrong)
+            engine = _top_level_imports(path) - set(sys.stdlib_module_names) - {"__future__", "foundry"}
+            assert not engine, (here, engine)
+        elif here != "foundry.integration":  # the integration package names its plugins
+            assert not [t for t in targets if t.startswith(vllm)], here

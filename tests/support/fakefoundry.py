@@ -98,7 +98,7 @@ class FakeFoundry:
 
     def save_graph(self, cuda_graph: Any, path: Path, outputs: Any, archive: Path) -> None:
         assert cuda_graph.captured
-        path.write_text(json.dumps({"graph": cuda_graph.index, "output": outputs.data_ptr()}))
+        path.write_text(json.dumps({"graph": cuda_graph.index, "outputs": [t.data_ptr() for t in _flat(outputs)]}))
         self.calls.append(f"save_graph:{path.name}")
 
     def save_manifest(self, archive: Path) -> None:
@@ -113,5 +113,17 @@ class FakeFoundry:
         return SimpleNamespace(paths=list(paths), timings={"all_replayable_s": 0.01})
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
+        """Like foundry.CUDAGraph.finish_one_graph_load: one tensor bare, several as a tuple, none as None."""
         doc = json.loads(Path(pending.paths[index]).read_text())
-        return FakeFoundryGraph(-1, loaded_from=pending.paths[index].name), FakeTensor(doc["output"])
+        tensors = [FakeTensor(a) for a in doc["outputs"]]
+        outputs = tensors[0] if len(tensors) == 1 else (tuple(tensors) or None)
+        return FakeFoundryGraph(-1, loaded_from=pending.paths[index].name), outputs
+
+
+def _flat(outputs: Any) -> list[FakeTensor]:
+    """Foundry's order for output tensors: depth first through tuples and lists, Nones skipped."""
+    if outputs is None:
+        return []
+    if isinstance(outputs, list | tuple):
+        return [t for item in outputs for t in _flat(item)]
+    return [outputs]

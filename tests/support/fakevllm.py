@@ -6,19 +6,23 @@ The fake reproduces only the structure the adapter relies on, with vLLM's module
 device; ``compile_or_warm_up_model`` calls the module-global ``kernel_warmup`` and then the runner's
 ``capture_model``; the V2 runner keeps FULL graphs in ``cudagraph_manager.graphs`` keyed by
 ``BatchExecutionDescriptor`` and captures them through ``cudagraph_utils.torch.cuda.CUDAGraph/graph``; the
-V1 runner wraps the model in ``CUDAGraphWrapper`` whose entries are keyed by ``BatchDescriptor``. Device
-memory is a cursor over a fake region: every allocation the fake engine makes is logged, like Foundry's.
+V1 runner wraps the model in ``CUDAGraphWrapper`` whose entries are keyed by ``BatchDescriptor``. The
+model is "compiled" at its first forward into pieces, each in a PIECEWISE ``CUDAGraphWrapper`` (middle pieces
+return a tuple of two tensors, the last one a tensor), as vLLM's piecewise backend does; the cudagraph mode
+decides which graphs each runner captures. Device memory is a cursor over a fake region: every allocation
+the fake engine makes is logged, like Foundry's.
 """
 
 from __future__ import annotations
 
 import enum
 import sys
+import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.support.fakefoundry import FakeFoundry, FakeTensor
 
@@ -28,6 +32,7 @@ class CUDAGraphMode(enum.Enum):
     PIECEWISE = 1
     FULL = 2
     FULL_DECODE_ONLY = 3
+    FULL_AND_PIECEWISE = 4
 
 
 # ------------------------------------------------------------------------------------------- fake vLLM
@@ -56,11 +61,24 @@ def _fake_torch(trace: Trace) -> SimpleNamespace:
     return SimpleNamespace(cuda=cuda, Tensor=FakeTensor)
 
 
+def graph_kinds(mode: CUDAGraphMode) -> tuple[bool, str | None]:
+    """(FULL graphs for uniform decode batches, the mode of mixed batches' graphs) of a cudagraph mode."""
+    return {
+        CUDAGraphMode.NONE: (False, None),
+        CUDAGraphMode.FULL_DECODE_ONLY: (True, None),
+        CUDAGraphMode.FULL_AND_PIECEWISE: (True, "PIECEWISE"),
+        CUDAGraphMode.PIECEWISE: (False, "PIECEWISE"),
+        CUDAGraphMode.FULL: (False, "FULL"),
+    }[mode]
+
+
 def make_config(
     runner: str = "v2",
     capture_sizes: Sequence[int] = (1, 2, 4, 8),
     model: str = "/tmp/tiny-qwen3",
     cudagraph_mode: CUDAGraphMode = CUDAGraphMode.FULL_DECODE_ONLY,
+    pieces: int = 3,
+    compile_before_capture: bool = False,
     **model_flags: Any,
 ) -> SimpleNamespace:
     model_config = SimpleNamespace(
@@ -73,8 +91,15 @@ def make_config(
         parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, data_parallel_size=1),
         speculative_config=None,
         lora_config=None,
-        compilation_config=SimpleNamespace(cudagraph_mode=cudagraph_mode, cudagraph_capture_sizes=list(capture_sizes)),
+        compilation_config=SimpleNamespace(
+            cudagraph_mode=cudagraph_mode,
+            cudagraph_capture_sizes=list(capture_sizes),
+            use_inductor_graph_partition=False,
+        ),
         use_v2_model_runner=runner == "v2",
+        # fake-only: how many pieces the compiled model has, and whether a compile warm-up runs before capture
+        fake_pieces=pieces,
+        fake_compile_before_capture=compile_before_capture,
     )
 
 
@@ -106,87 +131,20 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
     diverges from SAVE)."""
     trace = Trace()
     torch_v2, torch_v1 = _fake_torch(trace), _fake_torch(trace)
+    capturing = {"enabled": True}
 
     def mod(name: str, **attrs: Any) -> ModuleType:
         m = ModuleType(name)
         m.__dict__.update(attrs)
         return m
 
-    # vllm.v1.worker.gpu.cudagraph_utils ---------------------------------------------------------------
-    @dataclass(frozen=True)
-    class BatchExecutionDescriptor:
-        cg_mode: CUDAGraphMode
-        num_tokens: int
-        num_reqs: int | None
-        uniform_token_count: int | None = None
-        num_active_loras: int = 0
+    def set_cudagraph_capturing_enabled(enabled: bool) -> None:
+        trace(f"capturing_enabled:{enabled}")
+        capturing["enabled"] = enabled
 
-    cudagraph_utils = mod("vllm.v1.worker.gpu.cudagraph_utils", torch=torch_v2)
+    monitor = mod("vllm.compilation.monitor", set_cudagraph_capturing_enabled=set_cudagraph_capturing_enabled)
 
-    class ModelCudaGraphManager:
-        def __init__(self, sizes: Sequence[int]) -> None:
-            self.graphs: dict[Any, Any] = {}
-            self._capture_descs = {
-                CUDAGraphMode.FULL: [
-                    BatchExecutionDescriptor(CUDAGraphMode.FULL, n, n, 1) for n in sorted(sizes, reverse=True)
-                ]
-            }
-            self.hidden_states: Any = None
-            self._graphs_captured = False
-            self.use_aux_hidden_state_outputs = False
-            self.is_last_pp_rank = True
-            self.pool = object()
-
-        def capture(self) -> None:
-            t = cudagraph_utils.torch  # read at call time, as vLLM's module-global lookups are
-            for desc in self._capture_descs[CUDAGraphMode.FULL]:
-                if self.hidden_states is None:  # vLLM allocates it in the first warm-up forward
-                    self.hidden_states = memory.allocate(1 << 20)
-                graph = t.cuda.CUDAGraph()
-                with t.cuda.graph(graph, self.pool):
-                    trace(f"capture:{desc.num_tokens}")
-                self.graphs[desc] = graph
-            self._graphs_captured = True
-
-        def dispatch(self, num_reqs: int) -> Any:
-            for desc in sorted(self._capture_descs[CUDAGraphMode.FULL], key=lambda d: d.num_tokens):
-                if desc.num_tokens >= num_reqs:
-                    return desc
-            return None
-
-    cudagraph_utils.BatchExecutionDescriptor = BatchExecutionDescriptor  # type: ignore[attr-defined]
-    cudagraph_utils.ModelCudaGraphManager = ModelCudaGraphManager  # type: ignore[attr-defined]
-
-    # vllm.v1.worker.gpu.model_runner (V2) ---------------------------------------------------------------
-    class GPUModelRunnerV2:
-        def __init__(self, config: Any) -> None:
-            self.config = config
-            self.input_ids = memory.allocate(4096)
-            self.cudagraph_manager: Any = None
-
-        def load_model(self) -> None:
-            self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-
-        def initialize_kv_cache(self, kv_cache_config: Any) -> None:
-            self.attn_buffer = memory.allocate(8192)
-            if kv_extra:
-                memory.allocate(kv_extra)
-            self.kv_cache = memory.allocate(kv_cache_config.num_blocks << 16)
-            self.cudagraph_manager = ModelCudaGraphManager(self.config.compilation_config.cudagraph_capture_sizes)
-
-        def capture_model(self) -> int:
-            trace("v2.capture_model")
-            self.cudagraph_manager.capture()
-            return 123
-
-        def execute_decode(self, num_reqs: int) -> Any:
-            desc = self.cudagraph_manager.dispatch(num_reqs)
-            self.cudagraph_manager.graphs[desc].replay()
-            return self.cudagraph_manager.hidden_states
-
-    model_runner_v2 = mod("vllm.v1.worker.gpu.model_runner", GPUModelRunner=GPUModelRunnerV2)
-
-    # vllm.forward_context, vllm.compilation.cuda_graph, vllm.v1.worker.gpu_model_runner (V1) -----------
+    # vllm.forward_context, vllm.compilation.cuda_graph: the wrapper, the pieces, the compiled model ---------
     @dataclass(frozen=True)
     class BatchDescriptor:
         num_tokens: int
@@ -204,16 +162,31 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
     cuda_graph = mod("vllm.compilation.cuda_graph", torch=torch_v1, CUDAGraphEntry=CUDAGraphEntry)
 
     class CUDAGraphWrapper:
-        def __init__(self) -> None:
-            self.concrete_cudagraph_entries: dict[Any, Any] = {}
+        """vLLM's wrapper: mode NONE or another mode than its own runs the runnable; its own mode captures
+        (the first time for a descriptor, unless capturing was disabled) or replays."""
 
-        def __call__(self, desc: Any) -> Any:
-            t = cuda_graph.torch
+        _all_instances: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
+
+        def __init__(self, runnable: Any = None, runtime_mode: CUDAGraphMode = CUDAGraphMode.FULL) -> None:
+            self.runnable = runnable
+            self.runtime_mode = runtime_mode
+            self.concrete_cudagraph_entries: dict[Any, Any] = {}
+            CUDAGraphWrapper._all_instances.add(self)
+
+        def _run(self, desc: Any, mode: CUDAGraphMode) -> Any:
+            return memory.allocate(desc.num_tokens * 2048) if self.runnable is None else self.runnable(desc, mode)
+
+        def __call__(self, desc: Any, mode: CUDAGraphMode = CUDAGraphMode.FULL) -> Any:
+            if mode != self.runtime_mode:
+                return self._run(desc, mode)
             entry = self.concrete_cudagraph_entries.setdefault(desc, CUDAGraphEntry(desc))
             if entry.cudagraph is None:
+                if not capturing["enabled"]:
+                    raise RuntimeError("CUDA graph capturing detected at an inappropriate time")
+                t = cuda_graph.torch
                 graph = t.cuda.CUDAGraph()
                 with t.cuda.graph(graph, pool=None, stream=None):
-                    output = memory.allocate(desc.num_tokens * 2048)
+                    output = self._run(desc, mode)
                 entry.cudagraph, entry.output = graph, output
                 return output
             entry.cudagraph.replay()
@@ -221,12 +194,163 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
     cuda_graph.CUDAGraphWrapper = CUDAGraphWrapper  # type: ignore[attr-defined]
 
+    class PiecewiseBackend:
+        def __init__(self, index: int, count: int) -> None:
+            self.piecewise_compile_index = index
+            self.total_piecewise_compiles = count
+            self.vllm_backend = SimpleNamespace(prefix="backbone")
+
+        def __call__(self, desc: Any, mode: CUDAGraphMode) -> Any:
+            n = desc.num_tokens
+            if self.piecewise_compile_index == self.total_piecewise_compiles - 1:
+                return memory.allocate(n * 1024)  # hidden states
+            return (memory.allocate(n * 512), memory.allocate(n * 256))  # attention input, residual
+
+    class CompiledModel:
+        """The model under vLLM's compile: split into pieces at its first forward."""
+
+        def __init__(self, pieces: int, cg_mode: CUDAGraphMode) -> None:
+            self.count = pieces
+            self.wrapped = graph_kinds(cg_mode)[1] == "PIECEWISE"  # vLLM wraps pieces only for piecewise graphs
+            self.pieces: list[Any] | None = None
+
+        def __call__(self, desc: Any, mode: CUDAGraphMode = CUDAGraphMode.NONE) -> Any:
+            if self.pieces is None:
+                trace("compile")
+                backends = [PiecewiseBackend(i, self.count) for i in range(self.count)]
+                self.pieces = (
+                    [CUDAGraphWrapper(b, CUDAGraphMode.PIECEWISE) for b in backends] if self.wrapped else backends
+                )
+            out: Any = None
+            for piece in self.pieces:
+                out = piece(desc, mode)  # attention runs eagerly between the pieces
+            return out
+
+    # vllm.v1.worker.gpu.cudagraph_utils ---------------------------------------------------------------
+    @dataclass(frozen=True)
+    class BatchExecutionDescriptor:
+        cg_mode: CUDAGraphMode
+        num_tokens: int
+        num_reqs: int | None
+        uniform_token_count: int | None = None
+        num_active_loras: int = 0
+
+    cudagraph_utils = mod("vllm.v1.worker.gpu.cudagraph_utils", torch=torch_v2)
+
+    class ModelCudaGraphManager:
+        def __init__(self, sizes: Sequence[int], cg_mode: CUDAGraphMode) -> None:
+            decode_full, mixed = graph_kinds(cg_mode)
+            descs: dict[CUDAGraphMode, list[Any]] = {}
+            for n in sorted(sizes, reverse=True):
+                if mixed == "PIECEWISE":
+                    descs.setdefault(CUDAGraphMode.PIECEWISE, []).append(
+                        BatchExecutionDescriptor(CUDAGraphMode.PIECEWISE, n, None)
+                    )
+                elif mixed == "FULL":
+                    descs.setdefault(CUDAGraphMode.FULL, []).append(BatchExecutionDescriptor(CUDAGraphMode.FULL, n, n))
+            for n in sorted(sizes, reverse=True):
+                if decode_full:
+                    descs.setdefault(CUDAGraphMode.FULL, []).append(
+                        BatchExecutionDescriptor(CUDAGraphMode.FULL, n, n, 1)
+                    )
+            self._capture_descs = descs
+            self.graphs: dict[Any, Any] = {}
+            self.hidden_states: Any = None
+            self._graphs_captured = False
+            self.use_aux_hidden_state_outputs = False
+            self.is_last_pp_rank = True
+            self.use_breakable_cg = False
+            self.pool = object()
+
+        def capture(self, model: Any) -> None:
+            t = cudagraph_utils.torch  # read at call time, as vLLM's module-global lookups are
+            for desc in self._capture_descs.get(CUDAGraphMode.PIECEWISE, []):
+                model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)  # warm-up
+                model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.PIECEWISE)
+            for desc in self._capture_descs.get(CUDAGraphMode.FULL, []):
+                if self.hidden_states is None:  # vLLM allocates it in the first warm-up forward
+                    self.hidden_states = memory.allocate(1 << 20)
+                graph = t.cuda.CUDAGraph()
+                with t.cuda.graph(graph, self.pool):
+                    model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)
+                    trace(f"capture:{desc.num_tokens}")
+                self.graphs[desc] = graph
+            self._graphs_captured = True
+
+        def dispatch(self, num_tokens: int, uniform: bool) -> Any:
+            for mode in (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE):
+                for desc in sorted(self._capture_descs.get(mode, []), key=lambda d: d.num_tokens):
+                    if desc.num_tokens >= num_tokens and (uniform or desc.uniform_token_count is None):
+                        return desc
+            return None
+
+    cudagraph_utils.BatchExecutionDescriptor = BatchExecutionDescriptor  # type: ignore[attr-defined]
+    cudagraph_utils.ModelCudaGraphManager = ModelCudaGraphManager  # type: ignore[attr-defined]
+
+    # vllm.v1.worker.gpu.model_runner (V2) ---------------------------------------------------------------
+    class GPUModelRunnerV2:
+        def __init__(self, config: Any) -> None:
+            self.config = config
+            self.input_ids = memory.allocate(4096)
+            self.cudagraph_manager: Any = None
+            self.lora_config = None
+
+        def load_model(self) -> None:
+            self.weights = [memory.allocate(3 << 20) for _ in range(3)]
+            self.model = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode)
+
+        def initialize_kv_cache(self, kv_cache_config: Any) -> None:
+            self.attn_buffer = memory.allocate(8192)
+            if kv_extra:
+                memory.allocate(kv_extra)
+            self.kv_cache = memory.allocate(kv_cache_config.num_blocks << 16)
+            compilation = self.config.compilation_config
+            self.cudagraph_manager = ModelCudaGraphManager(
+                compilation.cudagraph_capture_sizes, compilation.cudagraph_mode
+            )
+
+        def capture_model(self) -> int:
+            trace("v2.capture_model")
+            self.cudagraph_manager.capture(self.model)
+            return 123
+
+        def execute(self, num_tokens: int, uniform: bool = True) -> Any:
+            """One forward as execute_model dispatches it: a FULL graph, the pieces' graphs, or eager."""
+            desc = self.cudagraph_manager.dispatch(num_tokens, uniform)
+            if desc is not None and desc.cg_mode == CUDAGraphMode.FULL:
+                self.cudagraph_manager.graphs[desc].replay()
+                return self.cudagraph_manager.hidden_states
+            mode = CUDAGraphMode.NONE if desc is None else CUDAGraphMode.PIECEWISE
+            return self.model(BatchDescriptor(num_tokens if desc is None else desc.num_tokens), mode)
+
+        def execute_decode(self, num_reqs: int) -> Any:
+            return self.execute(num_reqs)
+
+    model_runner_v2 = mod("vllm.v1.worker.gpu.model_runner", GPUModelRunner=GPUModelRunnerV2)
+
+    # vllm.v1.worker.gpu_model_runner (V1) ----------------------------------------------------------------
     class Dispatcher:
-        def __init__(self, sizes: Sequence[int]) -> None:
-            self.descs = [BatchDescriptor(n, n, True) for n in sorted(sizes, reverse=True)]
+        def __init__(self, sizes: Sequence[int], cg_mode: CUDAGraphMode) -> None:
+            decode_full, mixed = graph_kinds(cg_mode)
+            ordered = sorted(sizes, reverse=True)
+            self.keys: dict[CUDAGraphMode, list[Any]] = {}
+            if mixed == "PIECEWISE":
+                self.keys[CUDAGraphMode.PIECEWISE] = [BatchDescriptor(n) for n in ordered]
+            full = [BatchDescriptor(n, n, True) for n in ordered] if decode_full else []
+            full += [BatchDescriptor(n) for n in ordered] if mixed == "FULL" else []
+            if full:
+                self.keys[CUDAGraphMode.FULL] = full
+            self.descs = self.keys.get(CUDAGraphMode.FULL, [])
 
         def get_capture_descs(self) -> list[tuple[CUDAGraphMode, list[Any]]]:
-            return [(CUDAGraphMode.FULL, list(self.descs))]
+            return [(m, list(self.keys[m])) for m in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL) if m in self.keys]
+
+        def dispatch(self, num_tokens: int, uniform: bool) -> tuple[CUDAGraphMode, Any]:
+            for mode in (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE):
+                for desc in reversed(self.keys.get(mode, [])):
+                    if desc.num_tokens >= num_tokens and (uniform or not desc.uniform):
+                        return mode, desc
+            return CUDAGraphMode.NONE, BatchDescriptor(num_tokens)
 
     class GPUModelRunnerV1:
         def __init__(self, config: Any) -> None:
@@ -235,29 +359,36 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-            self.model = CUDAGraphWrapper()
+            compiled = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode)
+            has_full = graph_kinds(self.config.compilation_config.cudagraph_mode)[0] or (
+                graph_kinds(self.config.compilation_config.cudagraph_mode)[1] == "FULL"
+            )
+            self.model = CUDAGraphWrapper(compiled, CUDAGraphMode.FULL) if has_full else compiled
 
         def initialize_kv_cache(self, kv_cache_config: Any) -> None:
             self.kv_cache = memory.allocate(kv_cache_config.num_blocks << 16)
-            self.cudagraph_dispatcher = Dispatcher(self.config.compilation_config.cudagraph_capture_sizes)
+            compilation = self.config.compilation_config
+            self.cudagraph_dispatcher = Dispatcher(compilation.cudagraph_capture_sizes, compilation.cudagraph_mode)
 
         def capture_model(self) -> int:
             trace("v1.capture_model")
-            for desc in self.cudagraph_dispatcher.descs:
-                self.model(desc)
+            for mode, descs in self.cudagraph_dispatcher.get_capture_descs():
+                for desc in descs:
+                    self.model(desc, CUDAGraphMode.NONE)  # warm-up
+                    self.model(desc, mode)
             lock_workspace()
             set_cudagraph_capturing_enabled(False)
             return 456
 
+        def execute(self, num_tokens: int, uniform: bool = True) -> Any:
+            mode, desc = self.cudagraph_dispatcher.dispatch(num_tokens, uniform)
+            return self.model(desc, mode)
+
         def execute_decode(self, num_reqs: int) -> Any:
-            desc = next(d for d in reversed(self.cudagraph_dispatcher.descs) if d.num_tokens >= num_reqs)
-            return self.model(desc)
+            return self.execute(num_reqs)
 
     def lock_workspace() -> None:
         trace("lock_workspace")
-
-    def set_cudagraph_capturing_enabled(enabled: bool) -> None:
-        trace(f"capturing_enabled:{enabled}")
 
     GPUModelRunnerV1.__module__ = "vllm.v1.worker.gpu_model_runner"
     model_runner_v1 = mod(
@@ -295,6 +426,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def determine_available_memory(self) -> int:
             trace("profile_run")
+            self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a real forward: compiles
             memory.allocate(5 << 20)  # activations the profile leaves cached
             return 1 << 30
 
@@ -303,9 +435,12 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
             self.model_runner.initialize_kv_cache(kv_cache_config)
 
         def compile_or_warm_up_model(self) -> None:
+            if self.vllm_config.fake_compile_before_capture:
+                self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a compile warm-up size
             gpu_worker.kernel_warmup(self)
             self.model_runner.capture_model()
             trace("sampler_warmup")
+            self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # eager: compiles if not yet
 
     gpu_worker.__dict__.update(
         Worker=Worker,
@@ -318,6 +453,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         "vllm": mod("vllm", __version__="0.26.0"),
         "vllm.platforms": platforms,
         "vllm.forward_context": mod("vllm.forward_context", BatchDescriptor=BatchDescriptor),
+        "vllm.compilation.monitor": monitor,
         "vllm.compilation.cuda_graph": cuda_graph,
         "vllm.v1.worker.gpu.cudagraph_utils": cudagraph_utils,
         "vllm.v1.worker.gpu.model_runner": model_runner_v2,

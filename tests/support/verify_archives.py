@@ -25,8 +25,11 @@ from foundry.format import (
     write_image,
     write_manifest,
 )
+from foundry.format.container import pack_container, read_container_header
 from foundry.format.delta import Delta
 from foundry.format.graphfile import read_graph
+from foundry.format.jsonfields import seal
+from foundry.format.values import RecordRef
 from foundry.trust import SigningKey, sign_manifest
 from foundry.verify import Check, ProblemKind, Report
 from tests.fakecuda.images import make_cubin
@@ -139,6 +142,21 @@ def rewrite(
         assert written.record is not None
         write_member(directory, member_delta(written.record.sha256, member_record(sample_record())),
                      member_record(sample_record()))  # fmt: skip
+    remanifest(directory)
+
+
+def forge_graph(directory: Path, name: str, record: GraphRecord) -> None:
+    """Replaces graph ``name``'s record with ``record`` whatever it says (``write_graph`` would refuse a
+    record that disagrees with the metadata), with the checksums of the JSON and the manifest recomputed."""
+    meta = read_meta(directory / f"{name}.json")
+    container = pack_container(encode_record(record))
+    header = read_container_header(container)
+    (directory / f"{name}.cugraph").write_bytes(container)
+    ref = RecordRef(f"{name}.cugraph", header.record_size, header.sha256)
+    (directory / f"{name}.json").write_bytes(seal(dataclasses.replace(meta, record=ref).to_json()))
+    if name == "graph_0":  # the member, stored against the forged template
+        member = member_record(sample_record())
+        write_member(directory, member_delta(header.sha256, member), member)
     remanifest(directory)
 
 

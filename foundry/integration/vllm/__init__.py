@@ -10,23 +10,29 @@ imports neither vLLM nor torch; the plugin is inert unless FOUNDRY_VLLM_MODE is 
 
 from __future__ import annotations
 
-from .config import Mode, PluginConfig
-from .errors import (
+from ..shared.errors import (
     ArchiveMetadataError,
     ArchiveMismatchError,
+    IntegrationError,
     PatchTargetError,
     PhaseLayoutError,
     PluginConfigError,
     UnsupportedConfigError,
-    VllmIntegrationError,
 )
-from .metadata import ArchiveMetadata, read_metadata
+from .config import Mode, PluginConfig
+from .metadata import VllmMetadata, read_metadata
 from .plugin import register
+
+# Every error the plugin raises on purpose; the engine-neutral base under its vLLM name.
+VllmIntegrationError = IntegrationError
+# What vLLM's SAVE writes into vllm_plugin.json.
+ArchiveMetadata = VllmMetadata
 
 __all__ = [
     "ArchiveMetadata",
     "ArchiveMetadataError",
     "ArchiveMismatchError",
+    "IntegrationError",
     "Mode",
     "PatchTargetError",
     "PhaseLayoutError",
@@ -34,6 +40,7 @@ __all__ = [
     "PluginConfigError",
     "UnsupportedConfigError",
     "VllmIntegrationError",
+    "VllmMetadata",
     "read_metadata",
     "register",
 ]

@@ -1,5 +1,5 @@
-"""What an archive is for: the model, the settings that shape the graphs and the memory layout, the software
-versions and the GPU. SAVE stores it; LOAD computes its own at the same point of start-up and compares.
+"""What a vLLM archive is for: vLLM's version, the model and the settings that shape the graphs and the
+memory layout, with the software versions and GPU every engine's fingerprint holds (shared/fingerprint.py).
 
 Taken in the worker's ``init_device`` just before distributed set-up: later, vLLM resolves some settings
 (capture sizes, block size) in place, and both runs must be compared at the same moment.
@@ -7,13 +7,10 @@ Taken in the worker's ``init_device`` just before distributed set-up: later, vLL
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
-import foundry
-
-from .metadata import Fingerprint
+from ..shared.fingerprint import config_digest, software_fields
+from ..shared.metadata import Fingerprint
 
 __all__ = ["describe", "runner_name"]
 
@@ -37,10 +34,7 @@ def describe(vllm_config: Any, device_name: str | None = None) -> Fingerprint:
     return Fingerprint.of(
         {
             "vllm": vllm.__version__,
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "foundry": foundry.__version__,
-            "gpu": device_name,
+            **software_fields(torch, device_name),
             "model": _get(model, "model"),
             "hf_config_sha256": _hf_config_digest(model),
             "dtype": _get(model, "dtype"),
@@ -82,7 +76,4 @@ def _call(obj: Any, method: str) -> str:
 def _hf_config_digest(model_config: Any) -> str:
     hf = getattr(model_config, "hf_config", None)
     to_dict = getattr(hf, "to_dict", None)
-    if not callable(to_dict):
-        return "?"
-    text = json.dumps(to_dict(), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return config_digest(to_dict()) if callable(to_dict) else "?"

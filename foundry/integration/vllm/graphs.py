@@ -11,6 +11,9 @@ buffer, and replay returns ``hidden_states[:num_tokens]``. Inputs are the runner
 
 V1 (``vllm/compilation/cuda_graph.py``, ``CUDAGraphWrapper`` around the model): one entry per
 ``BatchDescriptor``, each with its own output tensor in the graph pool; replay returns it.
+
+Both runners keep their piecewise graphs (PIECEWISE and FULL_AND_PIECEWISE modes) in the compiled model's
+piece wrappers (pieces.py); ``piece_keys`` is the batch keys each piece is captured for.
 """
 
 from __future__ import annotations
@@ -21,9 +24,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .errors import PatchTargetError, UnsupportedConfigError
+from ..shared.errors import PatchTargetError, UnsupportedConfigError
+from .pieces import WRAPPER_MODULE, descriptor_key
 
-__all__ = ["RunnerGraphs", "V1Graphs", "V2Graphs", "graphs_for", "key_text"]
+__all__ = ["BREAKABLE", "RunnerGraphs", "V1Graphs", "V2Graphs", "graphs_for", "key_text"]
+
+BREAKABLE = (
+    "VLLM_USE_BREAKABLE_CUDAGRAPH: breakable CUDA graphs are captured around eager breaks that the Foundry adapter "
+    "does not save; unset it (vLLM's compiled piecewise graphs are saved), or use FOUNDRY_VLLM_MODE=off"
+)
 
 Key = dict[str, Any]
 Captured = tuple[Key, Any, Any]  # (batch key, graph, output tensor)
@@ -35,9 +44,16 @@ def key_text(key: Key) -> str:
 
 class RunnerGraphs(Protocol):
     name: str
-    capture_module: str  # the module whose torch.cuda.graph vLLM captures with
+    capture_modules: tuple[str, ...]  # the modules whose torch.cuda.graph vLLM captures with
 
-    def expected_keys(self, runner: Any) -> list[Key]: ...
+    def expected_keys(self, runner: Any) -> list[Key]:
+        """The keys of the FULL graphs vLLM dispatches."""
+        ...
+
+    def piece_keys(self, runner: Any) -> list[Key]:
+        """The BatchDescriptor keys each compiled piece is captured for (none without piecewise graphs)."""
+        ...
+
     def captured(self, runner: Any) -> list[Captured]: ...
     def install(self, runner: Any, loaded: Sequence[Captured]) -> None: ...
 
@@ -48,7 +64,7 @@ def _enum_name(value: Any) -> Any:
 
 class V2Graphs:
     name = "v2"
-    capture_module = "vllm.v1.worker.gpu.cudagraph_utils"
+    capture_modules: tuple[str, ...] = ("vllm.v1.worker.gpu.cudagraph_utils", WRAPPER_MODULE)
 
     @staticmethod
     def key(desc: Any) -> Key:
@@ -73,14 +89,25 @@ class V2Graphs:
                 "this V2 runner's graphs have auxiliary or intermediate outputs (speculative decoding or pipeline "
                 "parallelism), which the Foundry adapter does not save; turn those off or use FOUNDRY_VLLM_MODE=off"
             )
+        if getattr(manager, "use_breakable_cg", False):
+            raise UnsupportedConfigError(BREAKABLE)
         return manager
 
-    def _descs(self, runner: Any) -> list[Any]:
+    def _descs(self, runner: Any, mode: str = "FULL") -> list[Any]:
         manager = self._manager(runner)
-        return [d for descs in manager._capture_descs.values() for d in descs]
+        return [d for m, descs in manager._capture_descs.items() if _enum_name(m) == mode for d in descs]
 
     def expected_keys(self, runner: Any) -> list[Key]:
         return [self.key(d) for d in self._descs(runner)]
+
+    def piece_keys(self, runner: Any) -> list[Key]:
+        # The descriptor V2's capture and execute_model put in the forward context for a PIECEWISE batch.
+        descriptor = sys.modules["vllm.forward_context"].BatchDescriptor
+        has_lora = getattr(runner, "lora_config", None) is not None
+        return [
+            descriptor_key(descriptor(num_tokens=d.num_tokens, has_lora=has_lora, num_active_loras=d.num_active_loras))
+            for d in self._descs(runner, "PIECEWISE")
+        ]
 
     def captured(self, runner: Any) -> list[Captured]:
         manager = self._manager(runner)
@@ -97,7 +124,7 @@ class V2Graphs:
 
 class V1Graphs:
     name = "v1"
-    capture_module = "vllm.compilation.cuda_graph"
+    capture_modules: tuple[str, ...] = (WRAPPER_MODULE,)
 
     @staticmethod
     def key(desc: Any) -> Key:
@@ -106,35 +133,43 @@ class V1Graphs:
     @staticmethod
     def _wrapper(runner: Any) -> Any:
         wrapper = getattr(runner, "model", None)
+        if type(wrapper).__name__ == "BreakableCUDAGraphWrapper":
+            raise UnsupportedConfigError(BREAKABLE)
         if not hasattr(wrapper, "concrete_cudagraph_entries"):
             raise UnsupportedConfigError(
-                "the V1 model runner's model is not wrapped in CUDAGraphWrapper (FULL graphs): the Foundry adapter "
-                "saves only FULL_DECODE_ONLY decode graphs. Pass compilation_config={'cudagraph_mode': "
-                "'FULL_DECODE_ONLY'} and no micro-batching, or use FOUNDRY_VLLM_MODE=off."
+                "the V1 model runner dispatches FULL graphs but its model is not wrapped in CUDAGraphWrapper "
+                "(micro-batching wraps it in UBatchWrapper), which the Foundry adapter does not save: turn "
+                "micro-batching off, or use FOUNDRY_VLLM_MODE=off."
             )
         return wrapper
 
     @staticmethod
-    def _descs(runner: Any) -> list[Any]:
-        return [d for mode, descs in runner.cudagraph_dispatcher.get_capture_descs() if _enum_name(mode) == "FULL"
+    def _descs(runner: Any, mode: str = "FULL") -> list[Any]:
+        return [d for m, descs in runner.cudagraph_dispatcher.get_capture_descs() if _enum_name(m) == mode
                 for d in descs]  # fmt: skip
 
     def expected_keys(self, runner: Any) -> list[Key]:
         return [self.key(d) for d in self._descs(runner)]
 
+    def piece_keys(self, runner: Any) -> list[Key]:
+        return [descriptor_key(d) for d in self._descs(runner, "PIECEWISE")]
+
     def captured(self, runner: Any) -> list[Captured]:
+        if not self._descs(runner):
+            return []
         entries = self._wrapper(runner).concrete_cudagraph_entries
         return [(self.key(bd), e.cudagraph, e.output) for bd, e in entries.items() if e.cudagraph is not None]
 
     def install(self, runner: Any, loaded: Sequence[Captured]) -> None:
-        wrapper = self._wrapper(runner)
-        entry_type = sys.modules[self.capture_module].CUDAGraphEntry
-        by_key = {key_text(self.key(d)): d for d in self._descs(runner)}
-        for key, graph, outputs in loaded:
-            desc = by_key[key_text(key)]
-            wrapper.concrete_cudagraph_entries[desc] = entry_type(
-                batch_descriptor=desc, cudagraph=graph, output=outputs
-            )
+        if loaded:
+            wrapper = self._wrapper(runner)
+            entry_type = sys.modules[WRAPPER_MODULE].CUDAGraphEntry
+            by_key = {key_text(self.key(d)): d for d in self._descs(runner)}
+            for key, graph, outputs in loaded:
+                desc = by_key[key_text(key)]
+                wrapper.concrete_cudagraph_entries[desc] = entry_type(
+                    batch_descriptor=desc, cudagraph=graph, output=outputs
+                )
         # What V1's capture_model does after capturing: fix the workspace size, and make any capture from now
         # on an error (a batch without a loaded graph must not be captured behind Foundry's back).
         runner_module = sys.modules[type(runner).__module__]

@@ -1,5 +1,6 @@
 """What SAVE and LOAD do at each phase of a vLLM worker's start-up. The patches (patches.py) only route
-vLLM's calls here; every decision is made in this module.
+vLLM's calls here; every decision is made in this module, which calls the steps every engine takes the
+same way (shared/steps.py) where vLLM's start-up reaches them.
 
 Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
@@ -19,20 +20,23 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
 from __future__ import annotations
 
-import json
+import importlib
 import logging
+import os
+import sys
 import time
-from pathlib import Path
+from contextlib import ExitStack
 from typing import Any
 
+from ..shared import steps
+from ..shared.capture import foundry_capture
+from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from . import session as sessions
-from .capture import foundry_capture
-from .config import Mode, PluginConfig
-from .errors import ArchiveMismatchError, PhaseLayoutError, PluginConfigError, UnsupportedConfigError
+from .config import VLLM, Mode
 from .fingerprint import describe, runner_name
-from .graphs import graphs_for, key_text
-from .metadata import ArchiveMetadata, GraphEntry, check_fingerprint, read_metadata, write_metadata
-from .phases import check_phase
+from .graphs import BREAKABLE, graphs_for, key_text
+from .metadata import VllmMetadata
+from .pieces import PieceId, captured_pieces, install_pieces, piece_of, piece_wrappers
 
 __all__ = [
     "before_distributed",
@@ -44,7 +48,12 @@ __all__ = [
     "initialize_from_config",
     "kernel_warmup",
     "load_model_end",
+    "wrapper_created",
 ]
+
+# The cudagraph modes whose graphs SAVE writes and LOAD restores, all of them: FULL graphs (decode only, or every
+# batch) and the compiled model's piecewise graphs.
+SAVED_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
 
 # A child of vLLM's logger: these lines go where vLLM's go, at vLLM's level (VLLM_LOGGING_LEVEL).
 log = logging.getLogger("vllm.foundry")
@@ -70,12 +79,20 @@ def check_supported(vllm_config: Any) -> None:
         problems.append("LoRA: adapter-dependent graphs are not saved")
     if getattr(model, "enforce_eager", False):
         problems.append("enforce_eager: there are no CUDA graphs to save or load")
-    mode = getattr(vllm_config.compilation_config, "cudagraph_mode", None)
-    if getattr(mode, "name", str(mode)) != "FULL_DECODE_ONLY":
+    compilation = vllm_config.compilation_config
+    mode = getattr(getattr(compilation, "cudagraph_mode", None), "name", None)
+    if mode not in SAVED_MODES:
         problems.append(
-            f"cudagraph_mode {getattr(mode, 'name', mode)}: the adapter saves FULL decode graphs only; pass "
-            "compilation_config={'cudagraph_mode': 'FULL_DECODE_ONLY'}"
+            f"cudagraph_mode {mode}: there are no CUDA graphs to save or load; use one of {', '.join(SAVED_MODES)} "
+            "(FULL_AND_PIECEWISE is vLLM's default)"
         )
+    if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") and getattr(compilation, "use_inductor_graph_partition", False):
+        problems.append(
+            "use_inductor_graph_partition: Inductor captures its partitions through its own CUDA graph wrapper, which "
+            "the adapter does not save; turn it off (vLLM's piecewise graphs are saved)"
+        )
+    if os.environ.get("VLLM_USE_BREAKABLE_CUDAGRAPH", "0").strip().lower() not in ("", "0", "false"):
+        problems.append(BREAKABLE)
     if problems:
         raise UnsupportedConfigError(
             "the Foundry vLLM adapter cannot run with these settings:\n  - "
@@ -87,6 +104,7 @@ def check_supported(vllm_config: Any) -> None:
 def init_device_start(worker: Any) -> None:
     s = sessions.current()
     if s.config.enabled:
+        s.timings["init_device_started_at"] = time.time()  # epoch: the report's timeline starts the worker here
         check_supported(worker.vllm_config)
 
 
@@ -95,44 +113,16 @@ def before_distributed(vllm_config: Any) -> None:
     s = sessions.current()
     if not s.config.enabled:
         return
-    archive = s.config.require_archive()
-    s.runner = runner_name(vllm_config)
-    s.fingerprint = describe(vllm_config)
-    if s.config.mode is Mode.LOAD:
-        s.saved = read_metadata(archive)
-        check_fingerprint(s.saved.fingerprint, s.fingerprint, archive)  # before the GPU is touched
-        t0 = time.perf_counter()
-        s.api.load_modules(archive)
-        s.timings["load_modules_s"] = time.perf_counter() - t0
-        s.api.set_region(s.saved.region_base, s.saved.region_size)
-    else:
-        _prepare_save_dir(archive)
-        s.api.set_region(s.config.region_base, s.config.region_size)
-    s.tracker.start()
-    log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, archive, s.runner)
-
-
-def _prepare_save_dir(archive: Path) -> None:
-    if archive.exists() and (not archive.is_dir() or any(archive.iterdir())):
-        raise PluginConfigError(
-            f"SAVE writes a fresh archive, and {archive} already exists and is not empty: remove it or point "
-            "FOUNDRY_VLLM_ARCHIVE at a new directory"
-        )
-    archive.mkdir(parents=True, exist_ok=True)
-
-
-def _end_phase(name: str) -> None:
-    """Ends phase ``name``; LOAD checks it against SAVE's."""
-    s = sessions.current()
-    here = s.tracker.mark(name)
-    if s.config.mode is Mode.LOAD:
-        check_phase(s.require_saved().phase(name), here)
+    s.state.runner = runner_name(vllm_config)
+    steps.begin(s, describe(vllm_config))
+    log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.config.archive, s.state.runner)
 
 
 def init_device_end(worker: Any) -> None:
     del worker
-    if sessions.current().config.enabled:
-        _end_phase("init_device")
+    s = sessions.current()
+    if s.config.enabled:
+        steps.end_phase(s, "init_device")
 
 
 # ----------------------------------------------------------------------------------------------- load_model
@@ -141,15 +131,9 @@ def load_model_end(worker: Any) -> None:
     s = sessions.current()
     if not s.config.enabled:
         return
-    _end_phase("load_model")
+    steps.end_phase(s, "load_model")
     if s.config.mode is Mode.LOAD:
-        saved = s.require_saved()
-        archive = s.config.require_archive()
-        t0 = time.perf_counter()
-        # Maps SAVE's memory (it checks this process's allocations first) and builds in the background.
-        s.pending = s.api.start_builds([archive / g.json for g in saved.graphs], s.config.threads,
-                                       s.config.allow_mismatch)  # fmt: skip
-        s.timings["start_graph_builds_s"] = time.perf_counter() - t0
+        steps.start_builds(s)
 
 
 # ------------------------------------------------------------------------------- determine_available_memory
@@ -157,7 +141,7 @@ def determine_available_memory(worker: Any, original: Any) -> int:
     s = sessions.current()
     if s.config.mode is Mode.SAVE:
         value = int(original(worker))
-        s.kv_cache_bytes = value
+        s.state.kv_cache_bytes = value
         s.tracker.mark("profile")
         return value
     if s.config.mode is Mode.LOAD:
@@ -180,7 +164,7 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
         with s.isolate():
             result = original(worker, kv_cache_config)
         s.tracker.mark("kv_cache")
-        s.num_gpu_blocks = blocks
+        s.state.num_gpu_blocks = blocks
         return result
     saved = s.require_saved()
     if blocks != saved.num_gpu_blocks:
@@ -193,7 +177,7 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
     s.tracker.skip()
     with s.isolate():
         result = original(worker, kv_cache_config)
-    _end_phase("kv_cache")
+    steps.end_phase(s, "kv_cache")
     # Everything from here on lands past SAVE's memory, which the loaded graphs use.
     s.api.set_cursor(max(saved.high_water, s.api.cursor()))
     return result
@@ -220,113 +204,141 @@ def capture_model(runner: Any, original: Any) -> Any:
 
 def _save(runner: Any, original: Any) -> Any:
     s = sessions.current()
-    archive = s.config.require_archive()
-    graphs = graphs_for(s.runner or "v2")
+    graphs = graphs_for(s.state.runner or "v2")
     s.tracker.mark("warmup")
     t0 = time.perf_counter()
-    with foundry_capture(graphs.capture_module, s.api):
+    with ExitStack() as stack:
+        for module_name in graphs.capture_modules:
+            importlib.import_module(module_name)
+            stack.enter_context(foundry_capture(module_name, s.api, VLLM))
         result = original(runner)
-    t1 = time.perf_counter()
+    s.timings["capture_s"] = time.perf_counter() - t0
     captured = graphs.captured(runner)
     expected = sorted(key_text(k) for k in graphs.expected_keys(runner))
     got = sorted(key_text(k) for k, _, _ in captured)
     if got != expected:
         raise UnsupportedConfigError(
-            f"vLLM captured graphs for {len(got)} batch keys but dispatches {len(expected)} "
+            f"vLLM captured FULL graphs for {len(got)} batch keys but dispatches {len(expected)} "
             f"(captured only: {sorted(set(got) - set(expected))[:3]}, "
             f"missing: {sorted(set(expected) - set(got))[:3]}): "
             "the adapter saves exactly the graphs vLLM's dispatcher uses. Report this with the vLLM settings."
         )
-    entries = []
-    for i, (key, graph, outputs) in enumerate(captured):
-        path = archive / f"graph_{i:03d}_t{key.get('num_tokens', i)}.json"
-        s.api.save_graph(graph, path, outputs, archive)
-        entries.append(GraphEntry(path.name, tuple(key.items()), _address(outputs)))
-    s.api.save_manifest(archive)
-    t2 = time.perf_counter()
-    s.tracker.mark("capture")
-    s.timings.update(capture_s=t1 - t0, save_s=t2 - t1)
-    meta = ArchiveMetadata(
-        fingerprint=_require(s.fingerprint, "fingerprint"),
-        runner=graphs.name,
-        region_base=s.config.region_base,
-        region_size=s.config.region_size,
-        kv_cache_bytes=_require(s.kv_cache_bytes, "KV cache size"),
-        num_gpu_blocks=_require(s.num_gpu_blocks, "number of KV cache blocks"),
-        high_water=s.api.high_water(),
-        phases=tuple(s.tracker.marks),
-        graphs=tuple(entries),
-        timings=tuple({**s.tracker.seconds, **s.timings}.items()),
-    )
-    write_metadata(archive, meta)  # last: an archive without it is refused
-    _report(s.config, s.runner, {"graphs": len(entries)})
-    log.info("Foundry save: %d graphs in %s (capture %.2f s, save %.2f s)", len(entries), archive, t1 - t0, t2 - t1)
+    items = [({"graph": "full", **key}, graph, outputs) for key, graph, outputs in captured]
+    items += [
+        ({"graph": "piece", **piece.key(), **key}, graph, outputs)
+        for piece, key, graph, outputs in captured_pieces(graphs.piece_keys(runner))
+    ]
+    vllm_fields = {
+        "runner": graphs.name,
+        "kv_cache_bytes": steps.required(s, s.state.kv_cache_bytes, "KV cache size"),
+        "num_gpu_blocks": steps.required(s, s.state.num_gpu_blocks, "number of KV cache blocks"),
+    }
+    meta = steps.save_graphs(s, items, vllm_fields, file_name=_graph_file)
+    pieces = sum(1 for key, *_ in items if key["graph"] == "piece")
+    _report(s, graphs=len(meta.graphs), piece_graphs=pieces)
+    log.info(
+        "Foundry save: %d graphs (%d of them pieces) in %s (capture %.2f s, save %.2f s)",
+        len(meta.graphs), pieces, s.config.archive, s.timings["capture_s"], s.timings["save_s"],
+    )  # fmt: skip
     return result
+
+
+def _graph_file(index: int, key: dict[str, Any]) -> str:
+    kind = "full" if key["graph"] == "full" else f"p{key['piece']:03d}"
+    return f"g{index:04d}_{kind}_t{key.get('num_tokens', 0)}.json"
 
 
 def _load(runner: Any) -> int:
     s = sessions.current()
     saved = s.require_saved()
-    graphs = graphs_for(s.runner or saved.runner)
-    expected = sorted(key_text(k) for k in graphs.expected_keys(runner))
-    have = sorted(key_text(g.key_dict()) for g in saved.graphs)
-    if expected != have:
-        raise ArchiveMismatchError(
-            f"this vLLM dispatches decode graphs for {len(expected)} batch keys, the archive holds {len(have)} "
-            f"(missing: {sorted(set(expected) - set(have))[:3]}): capture sizes or max_num_seqs differ. Start with "
-            "SAVE's settings, or run SAVE again."
-        )
-    t0 = time.perf_counter()
-    loaded = []
-    for i, entry in enumerate(saved.graphs):
-        graph, outputs = s.api.finish_one(s.pending, i)
-        if _address(outputs) != entry.output_address:
-            raise PhaseLayoutError(
-                f"graph {entry.json} writes its output at {_address(outputs):#x} here but {entry.output_address:#x} in "
-                "SAVE: the archive's region does not match this run. Run SAVE again."
-            )
-        loaded.append((entry.key_dict(), graph, outputs))
-    graphs.install(runner, loaded)
-    s.timings["graphs_ready_s"] = time.perf_counter() - t0
-    s.tracker.mark("capture")
-    _report(s.config, s.runner, {"graphs": len(loaded), "loader": getattr(s.pending, "timings", None)})
-    log.info("Foundry load: %d graphs installed (waited %.3f s)", len(loaded), s.timings["graphs_ready_s"])
+    graphs = graphs_for(s.state.runner or saved.runner)
+    full = [g for g in saved.graphs if g.key_dict().get("graph") == "full"]
+    piece_ids = _check_saved_keys(graphs, runner, saved)
+
+    def install(loaded: list[steps.Captured]) -> None:
+        loaded_full = []
+        loaded_pieces: dict[PieceId, list[tuple[PieceId, dict[str, Any], Any, Any]]] = {p: [] for p in piece_ids}
+        for key, graph, outputs in loaded:
+            kind = key.pop("graph")
+            if kind == "full":
+                loaded_full.append((key, graph, outputs))
+            else:
+                piece = PieceId.from_key(key)
+                batch = {k: v for k, v in key.items() if k not in ("model", "piece", "pieces")}
+                loaded_pieces[piece].append((piece, batch, graph, outputs))
+        graphs.install(runner, loaded_full)
+        s.state.loaded_pieces = loaded_pieces
+        install_pieces(piece_wrappers(), [x for xs in loaded_pieces.values() for x in xs], piece_ids)
+        _forbid_capture()
+
+    steps.load_graphs(s, install)
+    pieces = len(saved.graphs) - len(full)
+    _report(s, graphs=len(saved.graphs), piece_graphs=pieces, loader=getattr(s.pending, "timings", None))
+    log.info(
+        "Foundry load: %d graphs installed (%d of them pieces; waited %.3f s)",
+        len(saved.graphs), pieces, s.timings["graphs_ready_s"],
+    )  # fmt: skip
     return 0
 
 
-def _address(outputs: Any) -> int:
-    tensor = outputs[0] if isinstance(outputs, list | tuple) else outputs
-    return int(tensor.data_ptr())
-
-
-def _require(value: Any, what: str) -> Any:
-    if value is None:
-        raise PhaseLayoutError(
-            f"SAVE reached capture without the {what} (a start-up hook did not run): the vLLM start-up order is not "
-            "vLLM 0.26.0's. Install vLLM 0.26.0, or run with FOUNDRY_VLLM_MODE=off."
+def _check_saved_keys(graphs: Any, runner: Any, saved: VllmMetadata) -> frozenset[PieceId]:
+    """Refuses an archive whose graphs are not exactly the ones this vLLM dispatches; returns its pieces."""
+    expected = sorted(key_text(k) for k in graphs.expected_keys(runner))
+    full = [g.key_dict() for g in saved.graphs if g.key_dict().get("graph") == "full"]
+    have = sorted(key_text(_without(k, "graph")) for k in full)
+    if expected != have:
+        raise ArchiveMismatchError(
+            f"this vLLM dispatches FULL graphs for {len(expected)} batch keys, the archive holds {len(have)} "
+            f"(missing: {sorted(set(expected) - set(have))[:3]}): cudagraph mode, capture sizes or max_num_seqs "
+            "differ. Start with SAVE's settings, or run SAVE again."
         )
-    return value
+    want = sorted(key_text(k) for k in graphs.piece_keys(runner))
+    by_piece: dict[PieceId, list[str]] = {}
+    for g in saved.graphs:
+        key = g.key_dict()
+        if key.get("graph") == "piece":
+            batch = _without(key, "graph", "model", "piece", "pieces")
+            by_piece.setdefault(PieceId.from_key(key), []).append(key_text(batch))
+    if want and not by_piece:
+        raise ArchiveMismatchError(
+            "this vLLM dispatches piecewise CUDA graphs and the archive holds none: it was saved with another "
+            "cudagraph_mode. Start with SAVE's settings, or run SAVE again."
+        )
+    for piece, keys in sorted(by_piece.items()):
+        if sorted(keys) != want:
+            raise ArchiveMismatchError(
+                f"the archive holds graphs of {piece} for {len(keys)} batch keys, this vLLM dispatches {len(want)} "
+                f"(missing: {sorted(set(want) - set(keys))[:3]}): capture sizes differ. Start with SAVE's settings, "
+                "or run SAVE again."
+            )
+    return frozenset(by_piece)
 
 
-def _report(config: PluginConfig, runner: str | None, extra: dict[str, Any]) -> None:
-    if config.report is None:
-        return
+def _without(key: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in key.items() if k not in names}
+
+
+def _forbid_capture() -> None:
+    """After LOAD, a batch without a loaded graph must fail loudly, not be captured behind Foundry's back
+    (V1 does this itself after capturing; V2 does not)."""
+    monitor = sys.modules.get("vllm.compilation.monitor")
+    forbid = getattr(monitor, "set_cudagraph_capturing_enabled", None)
+    if callable(forbid):
+        forbid(False)
+
+
+def wrapper_created(wrapper: Any) -> None:
+    """A CUDAGraphWrapper was just made. Under LOAD, a piece compiled after the graphs were installed (vLLM
+    compiles at its first forward) gets its graphs now."""
     s = sessions.current()
-    doc = {
-        "mode": config.mode.value,
-        "runner": runner,
-        "phases": [
-            {
-                "name": m.name,
-                "cursor": m.cursor,
-                "allocations": len(m.allocations),
-                "seconds": s.tracker.seconds.get(m.name),
-            }
-            for m in s.tracker.marks
-        ],
-        "timings": s.timings,
-        "kv_cache_bytes": s.kv_cache_bytes if s.saved is None else s.saved.kv_cache_bytes,
-        **extra,
-    }
-    config.report.parent.mkdir(parents=True, exist_ok=True)
-    config.report.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    loaded_pieces = s.state.loaded_pieces
+    if s.config.mode is not Mode.LOAD or loaded_pieces is None:
+        return
+    piece = piece_of(wrapper)
+    if piece is not None:
+        install_pieces({piece: wrapper}, loaded_pieces.get(piece, []), loaded_pieces)
+
+
+def _report(s: sessions.Session, **fields: Any) -> None:
+    kv_cache_bytes = s.state.kv_cache_bytes if s.saved is None else s.saved.kv_cache_bytes
+    steps.write_report(s, runner=s.state.runner, kv_cache_bytes=kv_cache_bytes, **fields)

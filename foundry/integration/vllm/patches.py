@@ -13,6 +13,8 @@ vllm/v1/worker/gpu/model_runner.py           (V2 runner)
   GPUModelRunner.capture_model               SAVE: capture with Foundry, save; LOAD: install loaded graphs
 vllm/v1/worker/gpu_model_runner.py           (V1 runner, VLLM_USE_V2_MODEL_RUNNER=0)
   GPUModelRunner.capture_model               the same, for CUDAGraphWrapper's graphs
+vllm/compilation/cuda_graph.py
+  CUDAGraphWrapper.__init__                  end: LOAD gives a piece compiled after capture_model its graphs
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ..shared import hooks
 from . import lifecycle
-from .hooks import wrap
+from .config import VLLM
 
-__all__ = ["TARGETS", "install_gpu_worker", "install_runner_v1", "install_runner_v2"]
+__all__ = ["TARGETS", "install_gpu_worker", "install_graph_wrapper", "install_runner_v1", "install_runner_v2"]
 
 Fn = Callable[..., Any]
+
+
+def wrap(owner: Any, name: str, make: Callable[[Fn], Fn]) -> bool:
+    return hooks.wrap(owner, name, make, VLLM)
 
 
 def _around_init_device(original: Fn) -> Fn:
@@ -84,6 +91,14 @@ def _instead_of_capture(original: Fn) -> Fn:
     return capture_model
 
 
+def _after_wrapper_init(original: Fn) -> Fn:
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        lifecycle.wrapper_created(self)
+
+    return __init__
+
+
 def install_gpu_worker(module: ModuleType) -> None:
     worker = module.Worker
     wrap(worker, "init_device", _around_init_device)
@@ -102,9 +117,14 @@ def install_runner_v1(module: ModuleType) -> None:
     wrap(module.GPUModelRunner, "capture_model", _instead_of_capture)
 
 
+def install_graph_wrapper(module: ModuleType) -> None:
+    wrap(module.CUDAGraphWrapper, "__init__", _after_wrapper_init)
+
+
 # module -> what to patch in it when it is imported
 TARGETS: dict[str, Callable[[ModuleType], None]] = {
     "vllm.v1.worker.gpu_worker": install_gpu_worker,
     "vllm.v1.worker.gpu.model_runner": install_runner_v2,
     "vllm.v1.worker.gpu_model_runner": install_runner_v1,
+    "vllm.compilation.cuda_graph": install_graph_wrapper,
 }

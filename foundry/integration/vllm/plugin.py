@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 
+from ..shared.hooks import when_imported
 from .config import Mode, PluginConfig
-from .hooks import when_imported
 from .patches import TARGETS
 
 __all__ = ["register"]

@@ -1,83 +1,43 @@
-"""The adapter's state in one process: created by the first hook that runs in a worker, never in the
-front-end, and afresh in a forked child (a fork inherits the parent's objects, not its CUDA state)."""
+"""The vLLM plugin's session in one process (shared/session.py), created by the first hook that runs in a
+worker, never in the front-end; and what only vLLM's start-up keeps between phases."""
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from .backend import FoundryApi, PublicFoundryApi
+from ..shared.backend import PublicFoundryApi
+from ..shared.metadata import MetadataFile
+from ..shared.session import Session as SharedSession
+from ..shared.session import SessionStore
 from .config import PluginConfig
-from .errors import VllmIntegrationError
-from .metadata import ArchiveMetadata, Fingerprint, GraphEntry
-from .phases import PhaseTracker
+from .metadata import FILE, VllmMetadata
 
-__all__ = ["Session", "current", "install", "reset"]
-
-
-def _no_isolation() -> AbstractContextManager[Any]:
-    return nullcontext()
+__all__ = ["Session", "VllmState", "current", "install", "reset"]
 
 
 @dataclass
-class Session:
-    config: PluginConfig
-    api: FoundryApi
-    # A context in which the KV-cache phase allocates from allocator segments of its own (memory.py);
-    # tests pass a no-op.
-    isolate: Callable[[], AbstractContextManager[Any]] = _no_isolation
-    tracker: PhaseTracker = field(init=False)
-    pid: int = field(default_factory=os.getpid)
-    fingerprint: Fingerprint | None = None
-    runner: str | None = None
-    saved: ArchiveMetadata | None = None  # LOAD: the archive's metadata, read before the GPU is touched
-    pending: Any = None  # LOAD: what start_graph_builds returned
+class VllmState:
+    runner: str | None = None  # "v2" or "v1": the model runner this worker builds
     kv_cache_bytes: int | None = None  # SAVE: what determine_available_memory returned
-    num_gpu_blocks: int | None = None
-    graphs: list[GraphEntry] = field(default_factory=list)
-    keepalive: list[Any] = field(default_factory=list)  # objects that must live as long as the process
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.tracker = PhaseTracker(self.api)
-
-    def require_saved(self) -> ArchiveMetadata:
-        if self.saved is None:
-            raise VllmIntegrationError(
-                "LOAD reached a later start-up phase without having read the archive's metadata (the worker's "
-                "init_device hook did not run): a bug in the adapter or an unexpected vLLM start-up order; report it "
-                "with the log"
-            )
-        return self.saved
+    num_gpu_blocks: int | None = None  # SAVE: the KV cache's block count
+    # LOAD: each compiled piece's loaded graphs, (piece, batch key, graph, outputs), for wrappers made later
+    loaded_pieces: dict[Any, list[tuple[Any, dict[str, Any], Any, Any]]] | None = None
 
 
-_LOCK = threading.Lock()
-_SESSION: Session | None = None
+@dataclass
+class Session(SharedSession[VllmState, VllmMetadata]):
+    state: VllmState = field(default_factory=VllmState, kw_only=True)
+    metadata: MetadataFile[VllmMetadata] = field(default=FILE, kw_only=True)
 
 
-def current() -> Session:
-    """This process's session, created from the environment on first use."""
-    global _SESSION
-    with _LOCK:
-        if _SESSION is None or _SESSION.pid != os.getpid():
-            from .memory import isolated_pool
+def _make() -> Session:
+    from .memory import isolated_pool
 
-            _SESSION = Session(PluginConfig.from_env(), PublicFoundryApi(), isolated_pool)
-        return _SESSION
+    return Session(PluginConfig.from_env(), PublicFoundryApi(), isolated_pool)
 
 
-def install(session: Session) -> None:
-    """Makes ``session`` this process's session (tests, or an embedding program)."""
-    global _SESSION
-    with _LOCK:
-        _SESSION = session
-
-
-def reset() -> None:
-    global _SESSION
-    with _LOCK:
-        _SESSION = None
+_STORE: SessionStore[Session] = SessionStore(_make)
+current = _STORE.current
+install = _STORE.install
+reset = _STORE.reset

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from foundry.integration.vllm import hooks, lifecycle
+from foundry.integration.shared import hooks
+from foundry.integration.vllm import lifecycle
 from foundry.integration.vllm import session as sessions
 from foundry.integration.vllm.config import PluginConfig
 from foundry.integration.vllm.metadata import Fingerprint

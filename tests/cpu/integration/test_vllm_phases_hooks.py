@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from foundry.integration.shared.capture import foundry_capture
+from foundry.integration.shared.hooks import is_wrapped, original_of, unwrap, when_imported, wrap
+from foundry.integration.shared.metadata import PhaseMark
+from foundry.integration.shared.phases import PhaseTracker, check_phase
 from foundry.integration.vllm import PatchTargetError, PhaseLayoutError
-from foundry.integration.vllm.capture import foundry_capture
+from foundry.integration.vllm.config import VLLM
 from foundry.integration.vllm.fingerprint import describe, runner_name
-from foundry.integration.vllm.hooks import is_wrapped, original_of, unwrap, when_imported, wrap
-from foundry.integration.vllm.metadata import PhaseMark
-from foundry.integration.vllm.phases import PhaseTracker, check_phase
 from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
 from tests.support.fakevllm import make_config
 
@@ -59,7 +60,7 @@ def test_wrap_calls_through_once_and_unwraps() -> None:
 
         return wrapper
 
-    assert wrap(owner, "f", make) and not wrap(owner, "f", make)
+    assert wrap(owner, "f", make, VLLM) and not wrap(owner, "f", make, VLLM)
     assert owner.f(1) == 1 and calls == ["before", "f1"]
     assert is_wrapped(owner.f) and not is_wrapped(original_of(owner.f))
     unwrap(owner, "f")
@@ -68,7 +69,7 @@ def test_wrap_calls_through_once_and_unwraps() -> None:
 
 def test_wrapping_a_missing_target_names_the_vllm_version() -> None:
     with pytest.raises(PatchTargetError, match=r"no Worker\.init_device.*vLLM 0\.26\.0"):
-        wrap(type("Worker", (), {}), "init_device", lambda f: f)
+        wrap(type("Worker", (), {}), "init_device", lambda f: f, VLLM)
 
 
 def test_when_imported_runs_after_the_module_code_on_a_real_import(
@@ -104,7 +105,7 @@ def test_capture_routing_swaps_only_the_two_graph_names_and_only_inside(monkeypa
     monkeypatch.setitem(sys.modules, "capture_target_foundry", module)
     memory = FakeFoundry()
     real = module.torch  # type: ignore[attr-defined]
-    with foundry_capture("capture_target_foundry", memory):
+    with foundry_capture("capture_target_foundry", memory, VLLM):
         t = module.torch  # type: ignore[attr-defined]
         graph = t.cuda.CUDAGraph(keep_graph=False)
         assert isinstance(graph, FakeFoundryGraph)
@@ -116,7 +117,7 @@ def test_capture_routing_swaps_only_the_two_graph_names_and_only_inside(monkeypa
 
 def test_capture_routing_refuses_a_module_that_is_not_there() -> None:
     memory = FakeFoundry()
-    with pytest.raises(PatchTargetError, match="not imported"), foundry_capture("no_such_module_foundry", memory):
+    with pytest.raises(PatchTargetError, match="not imported"), foundry_capture("no_such_module_foundry", memory, VLLM):
         pass
 
 

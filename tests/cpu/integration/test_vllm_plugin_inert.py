@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from foundry.integration.shared.hooks import _FINDER
 from foundry.integration.vllm import PluginConfigError, register
-from foundry.integration.vllm.hooks import _FINDER
 from foundry.integration.vllm.patches import TARGETS
 
 REPO = Path(__file__).resolve().parents[3]
@@ -21,14 +21,14 @@ PROBE = """
 import json, sys
 import foundry.integration.vllm as plugin
 plugin.register()
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("vllm", "torch"))
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("vllm", "sglang", "torch"))
 hooked = [sorted(f.pending) for f in sys.meta_path if type(f).__name__ == "_PostImport" and f.pending]
 print(json.dumps({"heavy": heavy, "hooked": hooked}))
 """
 
 
 def _probe(env: dict[str, str]) -> dict[str, list[str]]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("FOUNDRY_VLLM_")}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("FOUNDRY_VLLM_", "FOUNDRY_SGLANG_"))}
     out = subprocess.run(
         [sys.executable, "-c", PROBE], env={**clean, **env}, cwd=REPO, check=True, capture_output=True, text=True
     )
@@ -38,6 +38,11 @@ def _probe(env: dict[str, str]) -> dict[str, list[str]]:
 def test_disabled_plugin_imports_nothing_heavy_and_hooks_nothing() -> None:
     assert _probe({}) == {"heavy": [], "hooked": []}
     assert _probe({"FOUNDRY_VLLM_MODE": "off"}) == {"heavy": [], "hooked": []}
+
+
+def test_another_engines_settings_leave_the_vllm_plugin_inert(tmp_path: Path) -> None:
+    sglang = {"FOUNDRY_SGLANG_MODE": "save", "FOUNDRY_SGLANG_ARCHIVE": str(tmp_path / "a")}
+    assert _probe(sglang) == {"heavy": [], "hooked": []}
 
 
 def test_enabled_plugin_waits_for_vllm_instead_of_importing_it(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
-"""SAVE's capture: vLLM's own capture loop, with its CUDA graphs made by Foundry.
+"""SAVE's capture: the engine's own capture loop, with its CUDA graphs made by Foundry.
 
-vLLM captures in ``cudagraph_utils.CudaGraphManager.capture`` (V2) and ``cuda_graph.CUDAGraphWrapper``
-(V1), both through the names ``torch.cuda.CUDAGraph`` and ``torch.cuda.graph`` of their module. For the
-duration of ``capture_model`` the module's ``torch`` is replaced by a view of torch in which those two names
+Engines capture through the names ``torch.cuda.CUDAGraph`` and ``torch.cuda.graph`` of the module that
+holds their capture loop (vLLM: ``cudagraph_utils`` for the V2 runner, ``cuda_graph`` for V1). For the
+duration of the capture the module's ``torch`` is replaced by a view of torch in which those two names
 are Foundry's (``foundry.CUDAGraph``, a saveable graph wrapping ``torch.cuda.CUDAGraph(keep_graph=True)``,
 and ``foundry.graph``, which unlike ``torch.cuda.graph`` does not empty the caching allocator before each
 capture). Everything else the module reads from torch is torch itself; no other module is affected.
@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from .backend import FoundryApi
+from .engine import Engine
 from .errors import PatchTargetError
 
 __all__ = ["foundry_capture"]
@@ -49,14 +50,14 @@ class _TorchView:
 
 
 @contextmanager
-def foundry_capture(module_name: str, api: FoundryApi) -> Iterator[None]:
-    """Within the block, ``module_name`` captures CUDA graphs with Foundry."""
+def foundry_capture(module_name: str, api: FoundryApi, engine: Engine) -> Iterator[None]:
+    """Within the block, ``module_name`` (a module of ``engine``) captures CUDA graphs with Foundry."""
     module = sys.modules.get(module_name)
     real = getattr(module, "torch", None)
     if module is None or real is None:
         raise PatchTargetError(
-            f"{module_name} is not imported or does not use torch: vLLM's capture is not where vLLM 0.26.0 has it. "
-            "Install vLLM 0.26.0, or run with FOUNDRY_VLLM_MODE=off."
+            f"{module_name} is not imported or does not use torch: {engine.name}'s capture is not where "
+            f"{engine.name} {engine.version} has it. {engine.fallback()}"
         )
     module.torch = _TorchView(real, api)  # type: ignore[attr-defined]
     try:

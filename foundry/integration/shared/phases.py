@@ -1,6 +1,6 @@
 """The region cursor at start-up phase boundaries: SAVE records it, LOAD checks it.
 
-Foundry's graphs read tensors at the addresses SAVE gave them. vLLM allocates its persistent tensors
+Foundry's graphs read tensors at the addresses SAVE gave them. An engine allocates its persistent tensors
 (input buffers, weights, attention metadata buffers, the KV cache) in a fixed order, and the region gives
 each allocation the next offset, so LOAD gets SAVE's addresses as long as it makes the same allocations in
 the same order. At each boundary the tracker takes the cursor and the (offset, size) of every allocation
@@ -10,13 +10,29 @@ instead of replaying graphs over misplaced tensors.
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from .backend import FoundryApi
 from .errors import PhaseLayoutError
 from .metadata import PhaseMark
 
-__all__ = ["PhaseTracker", "check_phase"]
+__all__ = ["PhaseTracker", "check_phase", "process_started_at"]
+
+
+def process_started_at() -> float | None:
+    """When this process started, in epoch seconds (Linux: /proc), or None where that cannot be read. The
+    report gives phase ends in epoch seconds too, so a parent can put every process of an engine on one
+    timeline."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22, starttime: clock ticks after boot
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))  # fmt: skip
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
 
 
 class PhaseTracker:
@@ -26,6 +42,7 @@ class PhaseTracker:
         self._since = time.perf_counter()
         self.marks: list[PhaseMark] = []
         self.seconds: dict[str, float] = {}
+        self.ended_at: dict[str, float] = {}  # epoch seconds: the report places phases on a timeline
 
     def start(self) -> None:
         """Begins the first phase here: what the log holds so far belongs to no phase."""
@@ -42,6 +59,7 @@ class PhaseTracker:
         allocations, self._next = self._api.allocations_from(self._next)
         now = time.perf_counter()
         self.seconds[name] = now - self._since
+        self.ended_at[name] = time.time()
         self._since = now
         mark = PhaseMark(name, self._api.cursor(), tuple(allocations))
         self.marks.append(mark)
@@ -58,7 +76,7 @@ def check_phase(saved: PhaseMark, here: PhaseMark) -> None:
         raise PhaseLayoutError(
             f"start-up phase {saved.name!r}: allocation #{first} is {got} here but was {had} in SAVE "
             f"({len(here.allocations)} allocations here, {len(saved.allocations)} in SAVE). The graphs would read "
-            "tensors that are not where SAVE put them. Start LOAD with exactly SAVE's vLLM settings and builds; if "
+            "tensors that are not where SAVE put them. Start LOAD with exactly SAVE's engine settings and builds; if "
             "they are the same, run SAVE again (something allocates differently from run to run)."
         )
     if saved.cursor != here.cursor:

@@ -1,8 +1,9 @@
 """Patch mechanics: replace an attribute with a wrapper (once), and run a function when a module is imported.
 
-The adapter patches vLLM's worker and model runners in whichever process imports them (the engine core, or
-each worker process), without importing them itself: importing vLLM's worker in the front-end process would
-cost seconds and do nothing. So ``register()`` only asks to be told when those modules load.
+A plugin patches its engine's worker and model-runner modules in whichever process imports them (vLLM's
+engine core or worker processes, SGLang's scheduler), without importing them itself: importing an engine's
+worker in its front-end process would cost seconds and do nothing. So a plugin's ``register()`` only asks
+to be told when those modules load.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from .engine import Engine
 from .errors import PatchTargetError
 
 __all__ = ["forget_pending", "is_wrapped", "original_of", "unwrap", "when_imported", "wrap"]
@@ -24,16 +26,16 @@ _WRAPPED = "__foundry_wrapped__"
 _ORIGINAL = "__foundry_original__"
 
 
-def wrap(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+def wrap(owner: Any, name: str, make: Callable[[Callable[..., Any]], Callable[..., Any]], engine: Engine) -> bool:
     """Replaces ``owner.name`` with ``make(original)``. Returns False (and changes nothing) when it is
-    wrapped already, so that installing twice (vLLM loads plugins once per process, but tests reinstall)
-    never stacks wrappers. Raises PatchTargetError when the attribute is missing."""
+    wrapped already, so that installing twice (engines load plugins once per process, but tests reinstall)
+    never stacks wrappers. Raises PatchTargetError, naming ``engine``, when the attribute is missing."""
     original = getattr(owner, name, None)
     if original is None:
         where = getattr(owner, "__name__", type(owner).__name__)
         raise PatchTargetError(
-            f"vLLM has no {where}.{name}, which the Foundry adapter hooks: this is not the vLLM it was written for "
-            "(0.26.0). Install vLLM 0.26.0, or run with FOUNDRY_VLLM_MODE=off."
+            f"{engine.name} has no {where}.{name}, which the Foundry adapter hooks: this is not the {engine.name} it "
+            f"was written for ({engine.version}). {engine.fallback()}"
         )
     if is_wrapped(original):
         return False

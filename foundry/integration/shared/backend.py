@@ -1,7 +1,7 @@
-"""The part of Foundry's public API the adapter uses, behind one interface.
+"""The part of Foundry's public API the engine plugins use, behind one interface.
 
-Everything the adapter asks of Foundry goes through a ``FoundryApi``: the real one calls the top-level
-``foundry`` package; CPU tests pass a fake that records the calls. Nothing here imports vLLM or torch.
+Everything a plugin asks of Foundry goes through a ``FoundryApi``: the real one calls the top-level
+``foundry`` package; CPU tests pass a fake that records the calls. Nothing here imports an engine or torch.
 """
 
 from __future__ import annotations

@@ -1,0 +1,59 @@
+"""What every engine plugin needs, whatever the engine: its identity and settings, the errors, patching
+the engine's modules when they are imported, the Foundry API behind one interface, and routing the engine's
+capture to Foundry; the fingerprint and metadata an archive carries, the start-up phases SAVE records
+and LOAD checks, the per-process session, and the steps of SAVE and LOAD every engine takes the same way
+(``steps``). Importing it imports no engine and no torch; it uses only the public ``foundry`` API.
+An engine's own package (``foundry.integration.vllm``) holds only that engine's hook points and phases.
+"""
+
+from __future__ import annotations
+
+from . import steps
+from .backend import FoundryApi, PublicFoundryApi
+from .capture import foundry_capture
+from .config import EngineConfig, Mode
+from .engine import Engine
+from .errors import (
+    ArchiveMetadataError,
+    ArchiveMismatchError,
+    IntegrationError,
+    PatchTargetError,
+    PhaseLayoutError,
+    PluginConfigError,
+    UnsupportedConfigError,
+)
+from .fingerprint import config_digest, software_fields
+from .hooks import when_imported, wrap
+from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
+from .phases import PhaseTracker, check_phase
+from .session import Session, SessionStore
+
+__all__ = [
+    "ArchiveMetadata",
+    "ArchiveMetadataError",
+    "ArchiveMismatchError",
+    "Engine",
+    "EngineConfig",
+    "Fingerprint",
+    "FoundryApi",
+    "GraphEntry",
+    "IntegrationError",
+    "MetadataFile",
+    "Mode",
+    "PatchTargetError",
+    "PhaseLayoutError",
+    "PhaseMark",
+    "PhaseTracker",
+    "PluginConfigError",
+    "PublicFoundryApi",
+    "Session",
+    "SessionStore",
+    "UnsupportedConfigError",
+    "check_phase",
+    "config_digest",
+    "foundry_capture",
+    "software_fields",
+    "steps",
+    "when_imported",
+    "wrap",
+]

@@ -1,0 +1,200 @@
+"""The steps of SAVE and LOAD that every engine performs the same way, on the process's Session. An
+engine's lifecycle calls them from its own hook points, in this order:
+
+  begin            before anything allocates device memory: LOAD reads the archive's metadata, refuses a
+                   foreign archive before the GPU is touched, loads the kernel images and sets SAVE's
+                   region; SAVE refuses an archive directory that is not empty and sets the region
+  end_phase        at each start-up phase boundary: SAVE records it, LOAD checks it against SAVE's
+  start_builds     LOAD, once the weights are in place: Foundry starts building the graphs in the background
+  save_graphs      SAVE, after the engine captured: graph files, manifest, and the metadata last
+  load_graphs      LOAD, where the engine would capture: takes each built graph and hands them to the engine
+  write_report     the JSON report of the start-up phases, if FOUNDRY_<E>_REPORT asks for one
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .config import Mode
+from .engine import Engine
+from .errors import PhaseLayoutError, PluginConfigError
+from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, PhaseMark
+from .outputs import as_flat, rebuild, shape_of
+from .phases import check_phase, process_started_at
+from .session import Session
+
+__all__ = [
+    "Captured",
+    "begin",
+    "end_phase",
+    "load_graphs",
+    "required",
+    "save_graphs",
+    "start_builds",
+    "write_report",
+]
+
+Key = dict[str, Any]  # the batch key, as JSON: names and scalar values
+Captured = tuple[Key, Any, Any]  # (the engine's batch key, graph, output tensor or tensors)
+M = TypeVar("M", bound=ArchiveMetadata)
+T = TypeVar("T")
+
+
+def begin(s: Session[Any, Any], fingerprint: Fingerprint) -> None:
+    """Runs once the engine picked its device and before anything (NCCL included) allocates device memory."""
+    archive = s.config.require_archive()
+    s.fingerprint = fingerprint
+    if s.config.mode is Mode.LOAD:
+        s.saved = s.metadata.read(archive)
+        s.metadata.check_fingerprint(s.saved.fingerprint, fingerprint, archive)  # before the GPU is touched
+        t0 = time.perf_counter()
+        s.api.load_modules(archive)
+        s.timings["load_modules_s"] = time.perf_counter() - t0
+        s.api.set_region(s.saved.region_base, s.saved.region_size)
+    else:
+        _prepare_save_dir(archive, s.config.engine)
+        s.api.set_region(s.config.region_base, s.config.region_size)
+    s.tracker.start()
+
+
+def _prepare_save_dir(archive: Path, engine: Engine) -> None:
+    if archive.exists() and (not archive.is_dir() or any(archive.iterdir())):
+        raise PluginConfigError(
+            f"SAVE writes a fresh archive, and {archive} already exists and is not empty: remove it or point "
+            f"{engine.var('ARCHIVE')} at a new directory"
+        )
+    archive.mkdir(parents=True, exist_ok=True)
+
+
+def end_phase(s: Session[Any, Any], name: str) -> PhaseMark:
+    """Ends phase ``name``; LOAD checks it against SAVE's."""
+    here = s.tracker.mark(name)
+    if s.config.mode is Mode.LOAD:
+        check_phase(s.require_saved().phase(name), here)
+    return here
+
+
+def start_builds(s: Session[Any, Any]) -> None:
+    """LOAD: maps SAVE's memory (Foundry checks this process's allocations first) and builds every graph of
+    the archive in the background."""
+    saved = s.require_saved()
+    archive = s.config.require_archive()
+    t0 = time.perf_counter()
+    paths = [archive / g.json for g in saved.graphs]
+    s.pending = s.api.start_builds(paths, s.config.threads, s.config.allow_mismatch)
+    s.timings["start_graph_builds_s"] = time.perf_counter() - t0
+
+
+def _default_name(index: int, key: Key) -> str:
+    del key
+    return f"g{index:04d}.json"
+
+
+def save_graphs(
+    s: Session[Any, M],
+    captured: Sequence[Captured],
+    engine_fields: Mapping[str, Any],
+    file_name: Callable[[int, Key], str] = _default_name,
+    phase: str = "capture",
+) -> M:
+    """SAVE: writes each captured graph (``file_name(index, key)`` in the archive, the shape of its outputs in
+    the metadata: outputs.py) and the manifest, ends
+    ``phase``, then writes the engine's metadata (the session's values and ``engine_fields``) last, so that an
+    archive whose SAVE failed has none and LOAD refuses it. Set ``s.timings["capture_s"]`` before."""
+    archive = s.config.require_archive()
+    fingerprint = required(s, s.fingerprint, "fingerprint")
+    t0 = time.perf_counter()
+    entries = []
+    for i, (key, graph, outputs) in enumerate(captured):
+        shape = shape_of(outputs, f"the graph for {key}", s.config.engine)
+        path = archive / file_name(i, key)
+        s.api.save_graph(graph, path, outputs, archive)
+        entries.append(GraphEntry(path.name, tuple(key.items()), _address(outputs), shape))
+    s.api.save_manifest(archive)
+    s.timings["save_s"] = time.perf_counter() - t0
+    s.tracker.mark(phase)
+    meta = s.metadata.kind(
+        fingerprint=fingerprint,
+        region_base=s.config.region_base,
+        region_size=s.config.region_size,
+        high_water=s.api.high_water(),
+        phases=tuple(s.tracker.marks),
+        graphs=tuple(entries),
+        timings=tuple({**s.tracker.seconds, **s.timings}.items()),
+        **engine_fields,
+    )
+    s.metadata.write(archive, meta)
+    return meta
+
+
+def load_graphs(
+    s: Session[Any, Any], install: Callable[[list[Captured]], None], phase: str = "capture"
+) -> list[Captured]:
+    """LOAD: waits for each graph ``start_builds`` began, rebuilds its outputs in their saved shape, checks
+    they lie where SAVE's did, and
+    hands them all, keyed as SAVE saved them, to ``install`` (which puts them where the engine's dispatch
+    looks); then ends ``phase``."""
+    saved = s.require_saved()
+    t0 = time.perf_counter()
+    loaded: list[Captured] = []
+    for i, entry in enumerate(saved.graphs):
+        graph, flat = s.api.finish_one(s.pending, i)
+        outputs = rebuild(entry.outputs, as_flat(flat), entry.json)
+        if _address(outputs) != entry.output_address:
+            raise PhaseLayoutError(
+                f"graph {entry.json} writes its output at {_address(outputs):#x} here but {entry.output_address:#x} in "
+                "SAVE: the archive's region does not match this run. Run SAVE again."
+            )
+        loaded.append((entry.key_dict(), graph, outputs))
+    install(loaded)
+    s.timings["graphs_ready_s"] = time.perf_counter() - t0
+    s.tracker.mark(phase)
+    return loaded
+
+
+def _address(outputs: Any) -> int:
+    """The address of the first tensor of ``outputs`` (depth first), 0 when it holds none."""
+    if isinstance(outputs, list | tuple):
+        return next((a for a in map(_address, outputs) if a), 0)
+    return 0 if outputs is None else int(outputs.data_ptr())
+
+
+def required(s: Session[Any, Any], value: T | None, what: str) -> T:
+    """``value``, which an earlier start-up hook should have recorded; PhaseLayoutError if it did not."""
+    if value is None:
+        engine = s.config.engine
+        raise PhaseLayoutError(
+            f"SAVE reached capture without the {what} (a start-up hook did not run): the {engine.name} start-up "
+            f"order is not {engine.name} {engine.version}'s. {engine.fallback()}"
+        )
+    return value
+
+
+def write_report(s: Session[Any, Any], **fields: Any) -> None:
+    """Writes the JSON report of this process's start-up phases (mode, phases with their cursor, allocation
+    count and seconds, timings, then ``fields``) where the config asks; nothing if it does not."""
+    report = s.config.report
+    if report is None:
+        return
+    doc = {
+        "mode": s.config.mode.value,
+        "process_started_at": process_started_at(),
+        "phases": [
+            {
+                "name": m.name,
+                "cursor": m.cursor,
+                "allocations": len(m.allocations),
+                "seconds": s.tracker.seconds.get(m.name),
+                "ended_at": s.tracker.ended_at.get(m.name),
+            }
+            for m in s.tracker.marks
+        ],
+        "timings": s.timings,
+        **fields,
+    }
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(json.dumps(doc, indent=1, default=str) + "\n")

@@ -1,0 +1,155 @@
+"""shared/session.py and shared/steps.py driven by a second engine (FOUNDRY_SGLANG_*): SAVE then LOAD over
+the fake Foundry API, and each refusal, with messages naming that engine."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundry.integration.shared import (
+    ArchiveMismatchError,
+    PhaseLayoutError,
+    PluginConfigError,
+    SessionStore,
+    steps,
+)
+from foundry.integration.shared.metadata import Fingerprint
+from tests.support.fakeengine import FILE, SglangConfig, env, session
+from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
+
+FP = Fingerprint.of({"sglang": "0.5.17", "model": "/m"})
+
+
+def _save(archive: Path, report: Path | None = None) -> tuple[Any, list[str]]:
+    """A fake engine's SAVE: region, two phases, two graphs captured (one with two outputs), metadata."""
+    extra = {"REPORT": str(report)} if report else {}
+    s = session(SglangConfig.from_env(env("save", archive, **extra)), FakeFoundry())
+    steps.begin(s, FP)
+    s.api.allocate(1 << 20)  # weights
+    steps.end_phase(s, "load_model")
+    hidden = s.api.allocate(4096)
+    steps.end_phase(s, "kv_cache")
+    captured = [
+        ({"bs": 8}, FakeFoundryGraph(1, captured=True), hidden),
+        ({"bs": 1}, FakeFoundryGraph(2, captured=True), (s.api.allocate(64), None, s.api.allocate(64))),
+    ]
+    s.timings["capture_s"] = 0.5
+    s.state.max_total_tokens = 4096
+    meta = steps.save_graphs(
+        s, captured, {"max_total_tokens": steps.required(s, s.state.max_total_tokens, "pool size")},
+        file_name=lambda i, key: f"decode_{key['bs']}.json",
+    )  # fmt: skip
+    steps.write_report(s, graphs=len(meta.graphs))
+    return s, [g.json for g in meta.graphs]
+
+
+def _load(archive: Path, fingerprint: Fingerprint = FP, **more: str) -> Any:
+    return session(SglangConfig.from_env(env("load", archive, **more)), FakeFoundry()), fingerprint
+
+
+def test_save_then_load_through_the_shared_steps(tmp_path: Path) -> None:
+    archive = tmp_path / "a"
+    saved, files = _save(archive, report=tmp_path / "save.json")
+    assert files == ["decode_8.json", "decode_1.json"]
+    assert saved.api.calls[0] == "set_region" and saved.api.calls[-1] == "save_manifest"
+    meta = FILE.read(archive)
+    assert [p.name for p in meta.phases] == ["load_model", "kv_cache", "capture"]
+    assert meta.max_total_tokens == 4096 and meta.fingerprint == FP
+    assert meta.graphs[1].outputs == {"tuple": ["tensor", None, "tensor"]}
+    assert {"capture_s", "save_s", "load_model"} <= dict(meta.timings).keys()
+    report = json.loads((tmp_path / "save.json").read_text())
+    assert report["mode"] == "save" and report["graphs"] == 2 and [p["name"] for p in report["phases"]][-1] == "capture"
+
+    s, fp = _load(archive, THREADS="3")
+    steps.begin(s, fp)
+    assert s.api.calls == ["load_modules", "set_region"] and s.saved == meta
+    s.api.allocate(1 << 20)
+    steps.end_phase(s, "load_model")
+    steps.start_builds(s)
+    assert [p.name for p in s.pending.paths] == files
+    s.api.allocate(4096)
+    steps.end_phase(s, "kv_cache")
+    installed: list[Any] = []
+    steps.load_graphs(s, installed.extend)
+    keys = [key for key, _, _ in installed]
+    assert keys == [{"bs": 8}, {"bs": 1}] and all(isinstance(g, FakeFoundryGraph) for _, g, _ in installed)
+    outputs = installed[1][2]
+    assert isinstance(outputs, tuple) and outputs[1] is None and outputs[0].data_ptr() == meta.graphs[1].output_address
+    assert s.tracker.marks[-1].name == "capture" and "graphs_ready_s" in s.timings
+
+
+def test_load_refuses_another_setup_before_touching_the_gpu(tmp_path: Path) -> None:
+    _save(tmp_path)
+    s, _ = _load(tmp_path)
+    with pytest.raises(ArchiveMismatchError, match=r"(?s)model: saved '/m', here '/other'.*Start SGLang"):
+        steps.begin(s, Fingerprint.of({"sglang": "0.5.17", "model": "/other"}))
+    assert s.api.calls == []
+
+
+def test_load_stops_at_a_phase_that_allocates_differently(tmp_path: Path) -> None:
+    _save(tmp_path)
+    s, fp = _load(tmp_path)
+    steps.begin(s, fp)
+    s.api.allocate(2 << 20)
+    with pytest.raises(PhaseLayoutError, match=r"'load_model': allocation #0.*SAVE's engine settings"):
+        steps.end_phase(s, "load_model")
+
+
+def test_load_refuses_a_graph_whose_output_moved(tmp_path: Path) -> None:
+    _save(tmp_path)
+    doc = json.loads((tmp_path / FILE.name).read_text())
+    doc["graphs"][0]["output_address"] += 0x1000
+    (tmp_path / FILE.name).write_text(json.dumps(doc))
+    s, fp = _load(tmp_path)
+    steps.begin(s, fp)
+    steps.start_builds(s)
+    with pytest.raises(PhaseLayoutError, match=r"graph decode_8\.json writes its output at"):
+        steps.load_graphs(s, lambda loaded: None)
+
+
+def test_save_refuses_an_archive_directory_that_is_not_empty(tmp_path: Path) -> None:
+    (tmp_path / "old.json").write_text("{}")
+    s = session(SglangConfig.from_env(env("save", tmp_path)), FakeFoundry())
+    with pytest.raises(PluginConfigError, match="not empty: remove it or point FOUNDRY_SGLANG_ARCHIVE"):
+        steps.begin(s, FP)
+    assert s.api.calls == []
+
+
+def test_a_value_a_hook_never_recorded_names_the_engine_version(tmp_path: Path) -> None:
+    s = session(SglangConfig.from_env(env("save", tmp_path)), FakeFoundry())
+    with pytest.raises(PhaseLayoutError, match=r"without the fingerprint.*SGLang 0\.5\.17's"):
+        steps.save_graphs(s, [], {"max_total_tokens": 1})
+    assert not (tmp_path / FILE.name).exists()
+    with pytest.raises(Exception, match="SGLang start-up order"):
+        s.require_saved()
+
+
+def test_no_report_unless_asked(tmp_path: Path) -> None:
+    s = session(SglangConfig.from_env(env("save", tmp_path / "a")), FakeFoundry())
+    steps.write_report(s, graphs=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_store_makes_one_session_per_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    made: list[Any] = []
+
+    def make() -> Any:
+        made.append(session(SglangConfig.from_env(env("save", tmp_path)), FakeFoundry()))
+        return made[-1]
+
+    store = SessionStore(make)
+    assert made == []  # nothing until a hook asks
+    first = store.current()
+    assert store.current() is first and len(made) == 1
+    pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)  # a forked child
+    assert store.current() is not first and len(made) == 2
+    monkeypatch.undo()
+    store.install(first)
+    assert store.current() is first
+    store.reset()
+    assert store.current() is made[-1] and len(made) == 3
