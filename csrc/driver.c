@@ -16,8 +16,8 @@ static void *driver_handle;
 
 /* Resolves glibc's dlsym. Runs as our constructor, and also from our dlsym when that is called before
  * the constructor: libraries initialised earlier (our dependencies such as libc/libstdc++, and the
- * ASan runtime, which looks up every function it intercepts) may call dlsym first, and used to get NULL
- * for every name. In a sanitized build this may run before the sanitizer runtime is initialised, so
+ * ASan runtime, which looks up every function it intercepts) may call dlsym first, and must get glibc's
+ * answer, not NULL. In a sanitized build this may run before the sanitizer runtime is initialised, so
  * it is not instrumented (tests/cpu/test_native_sanitized.py). */
 __attribute__((no_sanitize("address", "undefined"))) void fdy_resolve_real_dlsym(void) {
   if (__atomic_load_n(&fdy_real_dlsym, __ATOMIC_ACQUIRE)) return;

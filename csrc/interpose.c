@@ -147,8 +147,8 @@ __attribute__((constructor)) static void mark_interposer_ready(void) {
  * (the ASan runtime resolves its interceptors through dlsym, before any of our code may run). */
 FDY_EXPORT __attribute__((no_sanitize("address", "undefined"))) void *dlsym(void *handle, const char *name) {
   if (!__atomic_load_n(&interposer_ready, __ATOMIC_ACQUIRE)) {
-    /* Before our constructor (a library initialised earlier than us): this used to return NULL for
-     * every name. Nothing can have been interposed yet, so the answer is glibc's. RTLD_NEXT is then
+    /* Before our constructor (a library initialised earlier than us): nothing can have been interposed
+     * yet, so the answer is glibc's, resolved here on demand (never NULL for a name glibc knows). RTLD_NEXT is then
      * relative to libfoundry, which defines nothing such an early caller asks for. */
     fdy_resolve_real_dlsym();
     void *(*real)(void *, const char *) = __atomic_load_n(&fdy_real_dlsym, __ATOMIC_ACQUIRE);

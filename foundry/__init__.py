@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # public name -> defining module (relative to this package)
 _EXPORTS: dict[str, str] = {

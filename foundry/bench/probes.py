@@ -1,7 +1,8 @@
 """Measurements beside the cold-start benchmark's headline figures, each answering one question about
 where time goes: is a loaded exec as fast as the native one in the same process, does graph building
 run in parallel, what does the driver charge per image and kernel, does the process itself change
-replay speed. Used by foundry.bench.worker; results land in cold-start.json."""
+replay speed. Used by foundry.bench.worker; results land in cold-start.json. They look inside LOAD only
+through foundry.load.probe."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.native import codec
+from foundry.load import Loader, probe
 
 from .model import QwenDecoder
 
@@ -36,19 +37,12 @@ def same_process_latency(graphs: dict[int, tuple[Any, torch.Tensor]], out: Path)
     process, interleaved round by round: the same memory, GPU state and clocks for both, so the ratio
     is the exec's alone. (Across two processes, replay speed differs by up to ~10% in either direction
     for the same exec; the LOAD worker's process probe shows it.)"""
-    from foundry.load import build_exec, load_images, read_source, source_images
-
     stream = torch.cuda.current_stream().cuda_stream
     result: dict[str, dict[str, float]] = {}
     for bs, (g, _) in graphs.items():
-        src = read_source(out / f"bs{bs}.json")
-        for sha, (directory, _size) in source_images(src).items():
-            load_images(directory, [sha])
-        rebuilt, rebuilt_exec = build_exec(src)
-        loaded = lambda e=rebuilt_exec: codec.launch(e, stream)  # noqa: E731
-        result[str(bs)] = time_interleaved({"native": g.replay, "loaded": loaded})
-        codec.destroy_exec(rebuilt_exec)
-        codec.destroy_graph(rebuilt)
+        rebuilt = probe.rebuild(out / f"bs{bs}.json")
+        result[str(bs)] = time_interleaved({"native": g.replay, "loaded": lambda e=rebuilt: e.launch(stream)})
+        rebuilt.close()
     return result
 
 
@@ -85,122 +79,76 @@ def first_replays(graphs: dict[int, tuple[Any, torch.Tensor]]) -> dict[str, floa
     return out
 
 
-def probe_exec_update(pending: Any, groups: int = 3) -> list[dict[str, Any]]:
+def probe_exec_update(pending: Loader, groups: int = 3) -> list[dict[str, Any]]:
     """Does a shared exec switched to a member replay slower than the member's own exec, and do uploading
     the switched exec again (cuGraphUpload) or updating it whole (cuGraphExecUpdate) remove that? For the
     largest groups with members: medians in us, interleaved, and what building and instantiating the
     member's own exec costs per node."""
-    from foundry.load import build_exec
-    from foundry.native import exec_update, graph_upload
-
     stream = torch.cuda.current_stream().cuda_stream
-    picked = sorted((g for g in pending.groups if g.members), key=lambda g: -g.template.node_count)[:groups]
     out = []
-    for g in picked:
-        member = next(h for h in g.handles if h.source.template is not None)
-        nodes = g.template.node_count
-        t0 = time.perf_counter()
-        own_graph, own_exec = build_exec(member.source, member.functions, g.template_functions)
-        own_s = time.perf_counter() - t0
-        switched = codec.instantiate(g.graph)  # the template's values, then the member's switched in
-        codec.apply_overrides(switched, True, g.nodes, member.source.payload, member.functions)
+    for pair in probe.exec_pairs(pending, groups):
         runs = {
-            "own": lambda e=own_exec: codec.launch(e, stream),
-            "switched": lambda e=switched: codec.launch(e, stream),
+            "own": lambda e=pair.own: e.launch(stream),
+            "switched": lambda e=pair.switched: e.launch(stream),
         }
-        row: dict[str, Any] = {"nodes": nodes, "own_build_instantiate_us_per_node": own_s / nodes * 1e6}
+        row: dict[str, Any] = {
+            "nodes": pair.nodes,
+            "own_build_instantiate_us_per_node": pair.own_build_s / pair.nodes * 1e6,
+        }
         row.update(time_interleaved(runs))
-        graph_upload(switched, stream)
+        pair.upload_switched(stream)
         torch.cuda.synchronize()
         row["switched_uploaded"] = time_interleaved({"x": runs["switched"]})["x"]
         try:
             t0 = time.perf_counter()
-            exec_update(switched, own_graph)
+            pair.update_switched_whole()
             row["exec_update_us"] = (time.perf_counter() - t0) * 1e6
             row["switched_whole_update"] = time_interleaved({"x": runs["switched"]})["x"]
         except Exception as exc:  # a measurement: reported, not raised
             row["exec_update_error"] = str(exc)
         out.append(row)
-        codec.destroy_exec(switched)
-        codec.destroy_exec(own_exec)
-        codec.destroy_graph(own_graph)
+        pair.close()
     return out
 
 
-def probe_build(pending: Any) -> dict[str, dict[str, float]]:
+def probe_build(pending: Loader) -> dict[str, dict[str, float]]:
     """Builds and instantiates every group's template again with 1, 4 and 8 threads: does the driver
     let graph building and instantiation run in parallel, and what does each cost per node?"""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from foundry.native import current_context, set_current_context
-
-    context = current_context()
-    groups = pending.groups
-
-    def one(g: Any) -> tuple[int, int, float, float]:
-        set_current_context(context)
-        t0 = time.perf_counter()
-        graph, _nodes = codec.build_with_nodes(g.template.payload, g.template_functions, g.template.node_count)
-        t1 = time.perf_counter()
-        exec_ = codec.instantiate(graph)
-        return graph, exec_, t1 - t0, time.perf_counter() - t1
-
-    nodes = sum(g.template.node_count for g in groups)
     out = {}
     for threads in (1, 4, 8):
         t0 = time.perf_counter()
-        with ThreadPoolExecutor(threads) as pool:
-            res = list(pool.map(one, groups))
+        nodes, res = probe.template_builds(pending, threads)
         wall = time.perf_counter() - t0
         out[str(threads)] = {
             "wall_s": wall,
-            "build_thread_s": sum(r[2] for r in res),
-            "instantiate_thread_s": sum(r[3] for r in res),
-            "build_us_per_node": sum(r[2] for r in res) / nodes * 1e6,
-            "instantiate_us_per_node": sum(r[3] for r in res) / nodes * 1e6,
+            "build_thread_s": sum(r[0] for r in res),
+            "instantiate_thread_s": sum(r[1] for r in res),
+            "build_us_per_node": sum(r[0] for r in res) / nodes * 1e6,
+            "instantiate_us_per_node": sum(r[1] for r in res) / nodes * 1e6,
         }
-        for graph, exec_, _, _ in res:
-            codec.destroy_exec(exec_)
-            codec.destroy_graph(graph)
     return out
 
 
-def probe_driver(pending: Any) -> dict[str, float]:
+def probe_driver(pending: Loader) -> dict[str, float]:
     """What the driver charges for LOAD's image work: every image the graphs use is loaded once more
     (under another registry key) and each of its kernels looked up, timed; and how fast this machine
     hashes (SHA-256 is what LOAD checks images and records with)."""
     import hashlib
     import zlib
 
-    from foundry import kernels
-    from foundry.format import open_image
-    from foundry.load import source_images
-
-    images: dict[str, tuple[Path, int]] = {}
-    names: dict[str, set[str]] = {}
-    for h in pending.handles:
-        images.update(source_images(h.source))
-        for s in (h.source, h.source.template):
-            for ref in s.meta.functions if s is not None else ():
-                names.setdefault(ref.image, set()).add(ref.name)
-    out = {"images": len(images), "image_bytes": sum(n for _, n in images.values()), "kernels": 0.0}
+    images = probe.images_used(pending)
+    out = {"images": len(images), "image_bytes": sum(i.size for i in images), "kernels": 0.0}
     load_s = first_get_s = 0.0
     blobs = []
-    for sha, (directory, _size) in images.items():
-        data = open_image(directory, sha, False)
-        blobs.append(bytes(data))
-        t0 = time.perf_counter()
-        kernels.load_image("probe-" + sha, data)
-        t1 = time.perf_counter()
-        for name in sorted(names.get(sha, ())):
-            kernels.loaded_function(kernels.KernelRef("probe-" + sha, name))
-            out["kernels"] += 1
-        t2 = time.perf_counter()
-        load_s += t1 - t0
-        first_get_s += t2 - t1
+    for image in images:
+        blob, loaded_s, lookup_s = probe.load_again(image)
+        blobs.append(blob)
+        out["kernels"] += len(image.kernels)
+        load_s += loaded_s
+        first_get_s += lookup_s
     blob = b"".join(blobs)
     out.update(library_load_s=load_s, kernel_first_get_s=first_get_s)
-    out.update(probe_module_api(blobs, [sorted(names.get(sha, ())) for sha in images]))
+    out.update(probe_module_api(blobs, [list(i.kernels) for i in images]))
     hashes: dict[str, Any] = {
         "sha256": lambda b: hashlib.sha256(b).digest(),
         "blake2b": lambda b: hashlib.blake2b(b).digest(),

@@ -32,7 +32,7 @@ import torch
 
 import foundry
 from foundry.capture import tensor_at
-from foundry.load import LIMITS, startup_phases
+from foundry.load import LIMITS, probe, startup_phases
 from foundry.native import codec
 from foundry.save import save_phases
 
@@ -272,7 +272,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     digests = _digests(graphs)
     latency = {str(bs): _latency_us(g) for bs, (g, _) in graphs.items()}
     t1 = time.perf_counter()
-    outputs = [tensor_at(o) for h in pending.handles for o in h.source.meta.outputs]
+    outputs = [tensor_at(o) for o in probe.outputs(pending)]
     tensor_at_us = (time.perf_counter() - t1) / max(1, len(outputs)) * 1e6
     build_probe = probes.probe_build(pending)
     driver_probe = probes.probe_driver(pending)
@@ -294,7 +294,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
         "dedicated_s": dedicated_s,
         "first_step_s": first_step_s,
         "timings": pending.timings,
-        "groups": len(pending.groups),
+        "groups": probe.group_count(pending),
         "digests_template": digests_template,
         "digests": digests,
         "latency_template_us": latency_template,

@@ -49,6 +49,20 @@ class _Pools:
 _STATE = ProcessState("capture.pools", _Pools)
 
 
+@dataclass
+class _HandedOut:
+    """By background LOAD: the ``(graph, outputs)`` each of its graphs was handed out as, so that asking
+    again gives the same objects; kept only as long as the Loader is."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    by_loader: weakref.WeakKeyDictionary[Loader, dict[int, tuple[CUDAGraph, Any]]] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+
+
+_HANDED_OUT = ProcessState("capture.handed_out", _HandedOut)
+
+
 def shared_pool(device: int | None = None) -> Any:
     """The memory pool Foundry's captures share by default (one per device), as vLLM shares one."""
     dev = torch.cuda.current_device() if device is None else device
@@ -239,10 +253,14 @@ class CUDAGraph:
     @classmethod
     def finish_one_graph_load(cls, pending: Loader, index: int) -> tuple[CUDAGraph, Any]:
         """``(graph, outputs)`` of graph ``index``; waits only until its group's template is ready."""
-        done = pending.finished.get(index)
+        state = _HANDED_OUT.get()
+        with state.lock:
+            done = state.by_loader.setdefault(pending, {}).get(index)
         if done is None:
             handle = pending.wait_group(index)
-            done = pending.finished[index] = cls._from_runner(handle, handle.source.meta)
+            made = cls._from_runner(handle, handle.source.meta)
+            with state.lock:
+                done = state.by_loader.setdefault(pending, {}).setdefault(index, made)
         return done
 
     @classmethod

@@ -63,8 +63,8 @@ def work_disabled(graph: int, exec_: int) -> Iterator[None]:
     """Inside, launching ``exec_`` (instantiated from ``graph``) runs none of its kernels, copies or
     memsets: what PyTorch does on the host around a replay (advancing the generator, refilling its
     buffers) still happens. SAVE probes the generator this way, so that saving a graph never runs it:
-    a replay would change the program's memory (a KV cache written, a counter advanced) and could run
-    for minutes on the inputs left from capture (vLLM's attention over stale sequence lengths did)."""
+    a replay would change the program's memory (a KV cache written, a counter advanced) and can run
+    for minutes on the inputs left from capture (attention over stale sequence lengths)."""
     nodes = work_nodes(graph)
     try:
         set_nodes_enabled(exec_, nodes, False)  # inside: a failure part-way still switches all back on

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from foundry import __version__
+from foundry.version import __version__
 
 from . import run as run_cmd
 

@@ -138,8 +138,8 @@ _MEMO = threading.local()
 @contextlib.contextmanager
 def real_paths_memoized() -> Iterator[None]:
     """Within, on this thread, each path's real path (every symlink resolved) is worked out once. LOAD
-    checks thousands of graph files of one archive at once (an engine's piecewise graphs), and resolving
-    the same directory again for each of them was most of its time on the calling thread. Outside, every
+    checks thousands of graph files of one archive at once (an engine's piecewise graphs), on the calling
+    thread, where resolving the same directory again for each of them would cost more than the rest. Outside, every
     call resolves afresh: a link changed between two loads is seen."""
     outer = getattr(_MEMO, "paths", None)
     _MEMO.paths = {} if outer is None else outer

@@ -53,7 +53,6 @@ class Loader:
         self.done = threading.Event()
         self.timings: dict[str, float] = {}
         self.thread: threading.Thread | None = None
-        self.finished: dict[int, Any] = {}  # what the torch layer handed out, by index
         self.dedicated_go = threading.Event()  # the loader builds members' own execs once set
         if not defer_dedicated:
             self.dedicated_go.set()
@@ -217,7 +216,7 @@ class _Pipeline:
                 src.read_payload()
 
         # The first group's template goes first, alone: its build then starts before the other
-        # reads compete with this thread for the GIL (which delayed it by 10-15 ms on the H200).
+        # reads compete with this thread for the GIL (docs/DESIGN.md has what that costs).
         first, rest = sources[0], sources[1:]
         self.records[id(first)] = readers.submit(read_record, first)
         if not missing[id(first)]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from functools import lru_cache
 
-from foundry import __version__
 from foundry.format import Identity
+from foundry.version import __version__
 
 from .driver import current_device, device_identity, driver_init, driver_version, visible_device
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from foundry import __version__, kernels
+from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import PeerMemoryError, RegionStateError, SaveError, VariableConflictError
 from foundry.format import (
@@ -39,6 +39,7 @@ from foundry.format import (
 from foundry.native import codec, current_identity, imports_live
 from foundry.region import region_spec, take_snapshot
 from foundry.timing import Phases
+from foundry.version import __version__
 
 from .gcpause import gc_paused
 from .variables import carried_variables

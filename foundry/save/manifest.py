@@ -8,11 +8,11 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from foundry import __version__
 from foundry.errors import FoundryError, VariableConflictError
 from foundry.format import GraphEntry, GraphRole, Group, ImageEntry, Manifest, now_iso, sha256_file, write_manifest
 from foundry.region import region_spec, region_state
 from foundry.trust import KeySource, configured_key, sign_manifest
+from foundry.version import __version__
 
 from .gcpause import gc_paused
 from .graph import SavedGraph, replace_saved, save_phases, saved_graphs

@@ -146,8 +146,8 @@ _BATCH = threading.local()
 def manifests_read_once() -> Iterator[None]:
     """Within, on this thread, each archive's manifest is read, hashed and checked once, and every
     graph read in the block is authenticated against that one reading: LOAD reads dozens of graphs
-    (and, for each member, its template again) together, and reading the manifest per graph was most of
-    what it did on the calling thread before its loader started. Outside, every call reads it afresh."""
+    (and, for each member, its template again) together, on the calling thread before its loader starts,
+    where a manifest read per graph would cost more than the graphs. Outside, every call reads it afresh."""
     outer = getattr(_BATCH, "seen", None)
     _BATCH.seen = {} if outer is None else outer
     try:

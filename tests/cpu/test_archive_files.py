@@ -304,7 +304,7 @@ def test_graph_json_that_is_not_json(tmp_path: Path, content: bytes) -> None:
 
 
 def test_metadata_is_parsed_once_per_content_by_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from foundry.load import read_meta_cached
+    from foundry.load.source import read_meta_cached
 
     path, written = write_sample(tmp_path)
     first, digest = read_meta_cached(path)

@@ -26,7 +26,7 @@ from foundry.format import (
 )
 from foundry.format.delta import parse_delta
 from foundry.format.graphfile import read_graph
-from foundry.load import read_source
+from foundry.load.source import read_source
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.encode import encode_delta, override_indices
 

@@ -136,6 +136,34 @@ def test_only_the_native_package_reaches_native_code() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+PIPELINE = ("format", "trust", "verify", "native", "kernels", "region", "save", "load", "capture")
+"""The packages below the package face (foundry/__init__.py re-exports them): none may reach up to it.
+Engine adapters, the benchmark and the command line use the public API, the face included."""
+
+
+def test_the_pipeline_does_not_reach_up_to_the_package_face() -> None:
+    wrong = []
+    for path in FOUNDRY.rglob("*.py"):
+        if path.relative_to(FOUNDRY).parts[0] not in PIPELINE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "foundry" for a in node.names):
+                wrong.append(f"{_module_name(path)}: import foundry")
+            elif isinstance(node, ast.ImportFrom) and node.module == "foundry" and node.level == 0:
+                faced = [a.name for a in node.names if not (FOUNDRY / a.name).is_dir()]
+                faced = [n for n in faced if not (FOUNDRY / f"{n}.py").is_file()]
+                if faced:
+                    wrong.append(f"{_module_name(path)}: from foundry import {', '.join(faced)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_version_is_the_one_the_package_declares() -> None:
+    from foundry.version import __version__
+
+    pyproject = (FOUNDRY.parent / "pyproject.toml").read_text()
+    assert f'\nversion = "{__version__}"\n' in pyproject
+
+
 def test_leaf_modules_import_nothing_of_foundry_but_errors() -> None:
     for leaf in LEAVES:
         targets = {_unit(t) for t in _imports(FOUNDRY / f"{leaf}.py")} - {""}

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from foundry import _state
-from foundry.load import read_meta_cached
+from foundry.load.source import read_meta_cached
 from foundry.save import gc_paused
 from foundry.trust import configured_key, set_signing_key
 

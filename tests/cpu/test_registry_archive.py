@@ -42,7 +42,7 @@ out(refs=refs, stored=stored)
 LOAD_SIDE = """
 from types import SimpleNamespace
 from pathlib import Path
-from foundry.load import load_images, resolve_functions
+from foundry.load.build import load_images, resolve_functions
 cu = Cuda()
 REFS = json.loads(REFS_JSON)
 load_images(Path(ARCHIVE), sorted({r[0] for r in REFS}))

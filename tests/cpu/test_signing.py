@@ -13,7 +13,8 @@ import pytest
 from foundry import _state
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
-from foundry.load import preflight, read_source
+from foundry.load import preflight
+from foundry.load.source import read_source
 from foundry.trust import signing
 from foundry.trust.signing import (
     KEY_ENV,
@@ -162,7 +163,7 @@ def test_single_graph_changed_after_signing(signed: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ LOAD (CPU part)
 def test_read_source_with_a_key_configured(signed: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from foundry.load import read_source
+    from foundry.load.source import read_source
 
     key_file = tmp_path / "foundry.key"
     key_file.write_bytes(KEY.secret)
@@ -178,7 +179,7 @@ def test_read_source_with_a_key_configured(signed: Path, monkeypatch: pytest.Mon
 
 
 def test_read_source_refuses_unlisted_graph(signed: Path) -> None:
-    from foundry.load import read_source
+    from foundry.load.source import read_source
 
     (signed / "copy.json").write_bytes((signed / "graph_0.json").read_bytes())
     set_signing_key(KEY)

@@ -17,7 +17,8 @@ import pytest
 from foundry import _state
 from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.format import MANIFEST_NAME, read_manifest, read_meta
-from foundry.load import load_cuda_modules_and_libraries, preflight, read_source
+from foundry.load import load_cuda_modules_and_libraries, preflight
+from foundry.load.source import read_source
 from foundry.verify import Check, ProblemKind, Report, verify_archive
 from tests.support.archive_damage import edit_doc
 from tests.support.samples import sample_record

@@ -169,7 +169,7 @@ emit(first=first, second=second, third=roles())
 def test_resaving_a_template_in_one_process_keeps_the_archive_sound(
     fakecuda_dir: Path, foundry_lib: Path, tmp_path: Path
 ) -> None:
-    from foundry.load import read_source
+    from foundry.load.source import read_source
     from tests.support.graphs import prelude
 
     arch = tmp_path / "arch"

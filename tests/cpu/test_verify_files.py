@@ -297,7 +297,7 @@ def test_manifest_group_without_a_varying_list_is_not_held_to_one(archive: Path)
 
 
 def test_graph_stored_as_changes_to_itself(archive: Path) -> None:
-    from foundry.load import read_source
+    from foundry.load.source import read_source
 
     other = member_record(sample_record())
     delta = Delta("ab" * 32, 3, ((0, other.nodes[0]),))
@@ -312,7 +312,7 @@ def test_graph_stored_as_changes_to_itself(archive: Path) -> None:
 
 def test_template_cycle_is_refused_by_load_not_recursed(archive: Path) -> None:
     """graph_1 is changes to graph_0, and graph_0 (rewritten as a delta) changes to graph_1."""
-    from foundry.load import read_source
+    from foundry.load.source import read_source
 
     member_sha = read_meta(archive / "graph_1.json").record.sha256  # type: ignore[union-attr]
     base = sample_record()

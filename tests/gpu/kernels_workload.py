@@ -22,7 +22,7 @@ import triton.language as tl
 import foundry
 from foundry.format import write_image
 from foundry.kernels import registry
-from foundry.load import load_images
+from foundry.load.build import load_images
 from foundry.native import codec
 from foundry.save.graph import _image_format
 

@@ -22,7 +22,7 @@ import torch
 
 import foundry
 from foundry.format import parse_delta, parse_record
-from foundry.load import read_source
+from foundry.load.source import read_source
 from foundry.native import codec
 from tests.gpu.workloads import WORKLOADS, WorkloadState
 

@@ -1,0 +1,167 @@
+"""The one interface through which measurements look inside LOAD (the cold-start benchmark,
+foundry.bench.probes): what it asks, answered with LOAD's own steps, so that no caller reaches into a
+``Loader``'s groups and handles. Everything here is for measuring: it builds extra graphs and execs
+(destroyed by ``close``), loads images a second time under another key, and never changes what the
+``Loader`` hands out. Timing of replays stays with the caller (it needs torch's events); build and load
+times are measured here, around LOAD's own calls.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from foundry import kernels
+from foundry.format import OutputSpec, open_image
+from foundry.native import codec, current_context, exec_update, graph_upload, set_current_context
+
+from .build import build_exec, load_images
+from .groups import Group
+from .loader import Loader
+from .source import read_source, source_images
+
+__all__ = [
+    "ExecPair",
+    "ImageUse",
+    "ProbeExec",
+    "exec_pairs",
+    "group_count",
+    "images_used",
+    "load_again",
+    "outputs",
+    "rebuild",
+    "template_builds",
+]
+
+
+class ProbeExec:
+    """An exec built for a measurement: launch it, then ``close`` it (its graph too, if it owns one)."""
+
+    def __init__(self, exec_: int, graph: int = 0) -> None:
+        self.exec, self.graph = exec_, graph
+
+    def launch(self, stream: int) -> None:
+        codec.launch(self.exec, stream)
+
+    def close(self) -> None:
+        if self.exec:
+            codec.destroy_exec(self.exec)
+        if self.graph:
+            codec.destroy_graph(self.graph)
+        self.exec = self.graph = 0
+
+
+def rebuild(json_path: str | Path) -> ProbeExec:
+    """The exec LOAD's code builds from the archived graph at ``json_path``, in this process (its images
+    loaded first, once per process)."""
+    src = read_source(json_path)
+    for sha, (directory, _size) in source_images(src).items():
+        load_images(directory, [sha])
+    graph, exec_ = build_exec(src)
+    return ProbeExec(exec_, graph)
+
+
+@dataclass
+class ExecPair:
+    """One member of a group, twice: on an exec of its own (``own``: LOAD's later state) and on an exec of
+    its template switched to it node by node (``switched``: how it replays before its own exec exists)."""
+
+    nodes: int
+    own_build_s: float  # building and instantiating ``own``
+    own: ProbeExec
+    switched: ProbeExec
+
+    def upload_switched(self, stream: int) -> None:
+        """cuGraphUpload of the switched exec again."""
+        graph_upload(self.switched.exec, stream)
+
+    def update_switched_whole(self) -> None:
+        """Updates the switched exec whole to the member's own graph (cuGraphExecUpdate)."""
+        exec_update(self.switched.exec, self.own.graph)
+
+    def close(self) -> None:
+        self.switched.close()
+        self.own.close()
+
+
+def exec_pairs(loader: Loader, groups: int = 3) -> list[ExecPair]:
+    """An ExecPair for the first member of each of the ``groups`` largest groups that have members (the
+    loader's groups must be ready)."""
+    picked = sorted((g for g in loader.groups if g.members), key=lambda g: -g.template.node_count)[:groups]
+    out = []
+    for g in picked:
+        member = next(h for h in g.handles if h.source.template is not None)
+        t0 = time.perf_counter()
+        own_graph, own_exec = build_exec(member.source, member.functions, g.template_functions)
+        own_s = time.perf_counter() - t0
+        switched = codec.instantiate(g.graph)  # the template's values, then the member's switched in
+        assert g.nodes is not None
+        codec.apply_overrides(switched, True, g.nodes, member.source.payload, member.functions)
+        out.append(ExecPair(g.template.node_count, own_s, ProbeExec(own_exec, own_graph), ProbeExec(switched)))
+    return out
+
+
+def template_builds(loader: Loader, threads: int) -> tuple[int, list[tuple[float, float]]]:
+    """Every group's template built and instantiated again on ``threads`` threads: (template nodes in all,
+    (build seconds, instantiate seconds) per template). What was built is destroyed."""
+    context = current_context()
+
+    def one(g: Group) -> tuple[int, int, float, float]:
+        set_current_context(context)
+        t0 = time.perf_counter()
+        graph, _nodes = codec.build_with_nodes(g.template.payload, g.template_functions, g.template.node_count)
+        t1 = time.perf_counter()
+        exec_ = codec.instantiate(graph)
+        return graph, exec_, t1 - t0, time.perf_counter() - t1
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(one, loader.groups))
+    for graph, exec_, _, _ in results:
+        codec.destroy_exec(exec_)
+        codec.destroy_graph(graph)
+    return sum(g.template.node_count for g in loader.groups), [(b, i) for _, _, b, i in results]
+
+
+@dataclass(frozen=True)
+class ImageUse:
+    """An archived image the loader's graphs use: where it is, its size, and the kernels they launch of it."""
+
+    sha256: str
+    directory: Path
+    size: int
+    kernels: tuple[str, ...]
+
+
+def images_used(loader: Loader) -> list[ImageUse]:
+    found: dict[str, tuple[Path, int]] = {}
+    names: dict[str, set[str]] = {}
+    for h in loader.handles:
+        found.update(source_images(h.source))
+        for s in (h.source, h.source.template):
+            for ref in s.meta.functions if s is not None else ():
+                names.setdefault(ref.image, set()).add(ref.name)
+    return [ImageUse(sha, d, size, tuple(sorted(names.get(sha, ())))) for sha, (d, size) in found.items()]
+
+
+def load_again(image: ImageUse) -> tuple[bytes, float, float]:
+    """The image loaded into the driver once more, under another registry key, and each of its kernels
+    looked up: (its bytes, seconds to load, seconds for the first lookups)."""
+    data = open_image(image.directory, image.sha256, False)
+    blob = bytes(data)
+    t0 = time.perf_counter()
+    kernels.load_image("probe-" + image.sha256, data)
+    t1 = time.perf_counter()
+    for name in image.kernels:
+        kernels.loaded_function(kernels.KernelRef("probe-" + image.sha256, name))
+    return blob, t1 - t0, time.perf_counter() - t1
+
+
+def group_count(loader: Loader) -> int:
+    return len(loader.groups)
+
+
+def outputs(loader: Loader) -> list[OutputSpec]:
+    """Every loaded graph's outputs, in the order the paths were given."""
+    return [o for h in loader.handles for o in h.source.meta.outputs]
