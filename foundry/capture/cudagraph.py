@@ -24,9 +24,9 @@ from foundry.format import GraphMeta
 from foundry.load import LoadedGraph, Loader, load_graph
 from foundry.native import codec, require_interposer
 from foundry.region import capture_window, live_ranges_now, region_state
-from foundry.save import extract, gc_paused, save_graph, save_phases
+from foundry.save import extract, gc_paused, save_graph, save_phases, work_disabled
 
-from .rng import RngState, probe_rng, work_disabled
+from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at
 
 __all__ = ["CUDAGraph", "graph", "shared_pool"]
@@ -200,8 +200,8 @@ class CUDAGraph:
         state = region_state()
         graph = int(g.raw_cuda_graph())
         extracted = extract(graph)
-        with save_phases().span("rng_probe"), work_disabled(graph, _torch_exec(g)):
-            rng = probe_rng(self.replay, extracted.parsed, state.base, live_ranges_now(), self._device)
+        with save_phases().span("rng_probe"), work_disabled(graph, _torch_exec(g), extracted):
+            rng = probe_rng(self.replay, extracted, state.base, live_ranges_now(), self._device)
         return save_graph(extracted, path, outputs=outputs, rng=rng, archive_dir=archive_dir)
 
     # ------------------------------------------------------------------ LOAD

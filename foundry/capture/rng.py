@@ -8,19 +8,17 @@ them from this process's default generator before each replay, exactly as PyTorc
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 import torch
 
-from foundry.errors import CodecError, DriverError, FoundryError
-from foundry.format import GraphRecord, KernelNode, OutputSpec, RngSpec, iter_nodes
-from foundry.native import memcpy_dtoh, set_nodes_enabled, work_nodes
+from foundry.errors import CodecError
+from foundry.format import OutputSpec, RngSpec
+from foundry.save import Extracted, pointed_words
 
 from .tensors import tensor_at
 
-__all__ = ["RngState", "probe_rng", "work_disabled"]
+__all__ = ["RngState", "probe_rng"]
 
 # An offset no real generator state would hold by chance, for the probing replay (a multiple of 4).
 _PROBE_OFFSET = 0x5EED_0FF5_E700
@@ -38,52 +36,11 @@ def _int64_at(address: int, device: int | None = None) -> torch.Tensor:
     return tensor_at(OutputSpec(address, (1,), (1,), "int64", 8), device)
 
 
-def _pointers(record: GraphRecord, live: Sequence[tuple[int, int]], base: int) -> set[int]:
-    """Every 8-byte-aligned argument word that points at 8 readable bytes of SAVE's live memory."""
-    found: set[int] = set()
-    for _, node in iter_nodes(record):
-        if isinstance(node, KernelNode):
-            args = node.args
-            found.update(w for (w,) in struct.iter_unpack("<Q", args[: len(args) // 8 * 8]))
-    return {p for p in found if any(base + s <= p and p + 8 <= base + s + n for s, n in live)}
-
-
-def _read_words(pointers: Iterable[int]) -> dict[int, int]:
-    values = {}
-    for p in pointers:
-        try:
-            values[p] = _as_int64(int.from_bytes(memcpy_dtoh(p, 8), "little"))
-        except DriverError:
-            continue
-    return values
-
-
-@contextmanager
-def work_disabled(graph: int, exec_: int) -> Iterator[None]:
-    """Inside, launching ``exec_`` (instantiated from ``graph``) runs none of its kernels, copies or
-    memsets: what PyTorch does on the host around a replay (advancing the generator, refilling its
-    buffers) still happens. SAVE probes the generator this way, so that saving a graph never runs it:
-    a replay would change the program's memory (a KV cache written, a counter advanced) and can run
-    for minutes on the inputs left from capture (attention over stale sequence lengths)."""
-    nodes = work_nodes(graph)
-    try:
-        set_nodes_enabled(exec_, nodes, False)  # inside: a failure part-way still switches all back on
-        yield
-    finally:
-        try:
-            set_nodes_enabled(exec_, nodes, True)
-        except DriverError as exc:
-            raise FoundryError(
-                f"the graph's work could not be switched back on after SAVE probed its random numbers ({exc}); "
-                "do not replay it: capture it again"
-            ) from exc
-
-
 def probe_rng(
-    replay: Callable[[], None], record: GraphRecord, base: int, live: Sequence[tuple[int, int]], device: int
+    replay: Callable[[], None], extracted: Extracted, base: int, live: Sequence[tuple[int, int]], device: int
 ) -> RngSpec | None:
     """Replays the graph to measure its RNG use; None when it draws no random numbers. The caller
-    makes the replays do no work on the GPU (``work_disabled``).
+    makes the replays do no work on the GPU (foundry.save.rngprobe.work_disabled).
 
     A graph's philox kernels read the generator's offset (and, in some PyTorch releases, its seed)
     through a pointer in their arguments, to a buffer PyTorch refills before each replay. A second
@@ -104,7 +61,7 @@ def probe_rng(
         replay()
         torch.cuda.synchronize(device)
         seed = _as_int64(gen.initial_seed())
-        values = _read_words(_pointers(record, live, base))
+        values = pointed_words(extracted, base, live)
     finally:
         gen.set_offset(start)
     offsets = [p for p, v in values.items() if v == _PROBE_OFFSET]

@@ -10,6 +10,7 @@ way. Every multi-byte integer is little-endian, with no padding. Sizes named ``*
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 from typing import NamedTuple, TypeVar
 
 from . import _layout
@@ -80,6 +81,7 @@ __all__ = [
     "offsets",
     "pad8",
     "read_array",
+    "read_params",
 ]
 
 
@@ -94,6 +96,23 @@ def field_offset(struct_name: str, field: str) -> int:
 def offsets(struct_name: str) -> dict[str, int]:
     """Every field of ``struct_name`` in format.h by name (nested ones dotted), with its byte offset."""
     return {name: offset for name, offset, _code in _layout.LAYOUTS[struct_name][1]}
+
+
+# KernelNode.params holds each parameter as the plain tuple of rec_param's fields in order, (offset, size):
+# a kernel has up to hundreds of parameters and SAVE reads every kernel node, so no named tuple per one.
+assert RecParam._fields == ("offset", "size"), "rec_param's fields are (offset, size): KernelNode.params says so"
+
+
+@lru_cache(maxsize=256)
+def _param_table(count: int) -> struct.Struct:
+    return struct.Struct("<" + REC_PARAM.format.lstrip("<") * count)
+
+
+def read_params(data: Buffer, start: int, count: int) -> tuple[tuple[int, int], ...]:
+    """A kernel record's parameter table: ``count`` (offset, size) pairs at ``start`` (checked to lie in
+    ``data`` by the caller), read in one unpack."""
+    flat = _param_table(count).unpack_from(data, start)
+    return tuple(zip(flat[0::2], flat[1::2], strict=True))
 
 
 Element = TypeVar("Element", RecParam, RecEdge, RecAttr)

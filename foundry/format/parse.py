@@ -25,6 +25,7 @@ from .layout import (
     RecNode,
     RecParam,
     read_array,
+    read_params,
 )
 from .nodes import (
     ArgMode,
@@ -45,6 +46,8 @@ __all__ = ["node_count", "node_spans", "parse_node", "parse_record"]
 _ZERO8 = bytes(8)
 _HEADER_AT = L.offsets("rec_header")
 _NODE_AT = L.offsets("rec_node")
+_TYPE_AT = _NODE_AT["type"]
+_ZERO_EDGE = bytes(RecEdge.unpack_from(bytes(L.EDGE_SIZE)).reserved)
 _KERNEL_AT = L.offsets("rec_kernel")
 _MEMSET_AT = L.offsets("rec_memset")
 _EVENT_AT = L.offsets("rec_event")
@@ -217,7 +220,7 @@ class _Parser:
                 _fail(at + _EDGE_AT["from"], f"{where}edge {j} from", f"node {e.from_} does not exist ({ncount} nodes)")
             if e.to >= ncount:
                 _fail(at + _EDGE_AT["to"], f"{where}edge {j} to", f"node {e.to} does not exist ({ncount} nodes)")
-            if any(e.reserved):
+            if e.reserved != _ZERO_EDGE:
                 _fail(at + _EDGE_AT["reserved"], f"{where}edge {j} reserved", "must be zero")
             edges.append(Edge(e.from_, e.to, e.from_port, e.to_port, e.type))
         fc, ec = (fcount, evcount) if top else (0, 0)
@@ -226,19 +229,18 @@ class _Parser:
     def node(self, off: int, end: int, i: int, depth: int, where: str) -> tuple[Node, int]:
         """Parse node ``i`` at ``off`` inside a record ending at ``end``."""
         mv = self.mv
+        if end - off >= L.KERNEL_HEAD_SIZE and mv[off + _TYPE_AT] == NodeType.KERNEL:
+            # The common case (SAVE's hot loop): the kernel record's fixed part read once, header included,
+            # and no label built unless something is wrong.
+            k = RecKernel.unpack_from(mv, off)
+            size = k.h_bytes
+            if not (k.h_reserved0 or k.h_reserved1) and L.KERNEL_HEAD_SIZE <= size <= end - off and not size % 8:
+                return self.kernel(off, k, where, i), size
         if end - off < L.NODE_HEAD_SIZE:
             _fail(off, f"{where}node {i} header", f"needs 8 bytes, only {end - off} remain before byte {end}")
         head = RecNode.unpack_from(mv, off)
         ntype, size = head.type, head.bytes
         reserved = head.reserved0 or head.reserved1
-        if (
-            ntype == NodeType.KERNEL
-            and not reserved
-            and size >= L.NODE_HEAD_SIZE
-            and not size % 8
-            and size <= end - off
-        ):
-            return self.kernel(off, size, where, i), size  # the common case, without building the label
         known = _KNOWN_TYPES.get(ntype)
         label = _label(where, i, ntype)
         if reserved:
@@ -248,7 +250,10 @@ class _Parser:
         if size > end - off:
             _fail(off + _NODE_AT["bytes"], f"{label} record size", f"{size} runs past the record's end at byte {end}")
         if ntype == NodeType.KERNEL:
-            return self.kernel(off, size, where, i), size
+            if size < L.KERNEL_HEAD_SIZE:
+                _fail(off + _NODE_AT["bytes"], f"{label} record size",
+                      f"{size}, a kernel node needs at least {L.KERNEL_HEAD_SIZE}")  # fmt: skip
+            return self.kernel(off, RecKernel.unpack_from(mv, off), where, i), size
         if ntype == NodeType.GRAPH:
             if size < L.NODE_HEAD_SIZE + L.HEADER_SIZE:
                 _fail(off + _NODE_AT["bytes"], f"{label} record size", f"{size} is too small to hold a child record")
@@ -312,14 +317,11 @@ class _Parser:
         _fail(off + _KERNEL_AT["param_count"], f"{label} parameter count",
               f"{k.param_count}, must be 0 with an extra buffer")  # fmt: skip
 
-    def kernel(self, off: int, size: int, where: str, i: int) -> KernelNode:
-        # SAVE's hot loop (one call per kernel node): checks are inline, messages built only on failure.
+    def kernel(self, off: int, k: RecKernel, where: str, i: int) -> KernelNode:
+        """Kernel node ``i`` at ``off`` whose fixed part ``k`` was read (its record size checked against the
+        bytes present). SAVE's hot loop: checks are inline, messages built only on failure."""
         mv = self.mv
-        if size < L.KERNEL_HEAD_SIZE:
-            label = _label(where, i, NodeType.KERNEL)
-            _fail(off + _NODE_AT["bytes"], f"{label} record size",
-                  f"{size}, a kernel node needs at least {L.KERNEL_HEAD_SIZE}")  # fmt: skip
-        k = RecKernel.unpack_from(mv, off)
+        size = k.h_bytes
         mode, pcount, acount, bsize = k.arg_mode, k.param_count, k.attr_count, k.arg_bytes
         if (
             k.function >= self.function_count
@@ -342,11 +344,11 @@ class _Parser:
                 f"{size}, but {pcount} parameters, {acount} launch attributes and a {bsize}-byte "
                 f"argument buffer need {L.pad8(pad_at - off)}",
             )
-        params: tuple[RecParam, ...] = ()
+        params: tuple[tuple[int, int], ...] = ()
         if pcount:
-            params = tuple(read_array(RecParam, mv, params_at, pcount))
-            if max(p.offset + p.size for p in params) > bsize:  # then find which, for the message
-                for n, p in enumerate(params):
+            params = read_params(mv, params_at, pcount)
+            if max(map(sum, params)) > bsize:  # a parameter ends at offset + size; then find which, for the message
+                for n, p in enumerate(map(RecParam._make, params)):
                     if p.offset + p.size <= bsize:
                         continue
                     _fail(

@@ -10,14 +10,17 @@ from __future__ import annotations
 from .gcpause import gc_paused
 from .graph import Extracted, SavedGraph, extract, save_graph, save_phases, saved_graphs
 from .manifest import save_graph_manifest
+from .rngprobe import pointed_words, work_disabled
 
 __all__ = [
     "Extracted",
     "SavedGraph",
     "extract",
     "gc_paused",
+    "pointed_words",
     "save_graph",
     "save_graph_manifest",
     "save_phases",
     "saved_graphs",
+    "work_disabled",
 ]
