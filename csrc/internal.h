@@ -59,7 +59,8 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                      \
   X(cuGraphKernelNodeSetParams_v2) X(cuGraphExecKernelNodeSetParams_v2)                       \
   X(cuGraphMemsetNodeSetParams) X(cuGraphMemcpyNodeSetParams)                                 \
-  X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecMemcpyNodeSetParams)
+  X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecMemcpyNodeSetParams) X(cuGraphNodeSetEnabled)     \
+  X(cuMemcpyDtoH_v2)
 
 typedef struct {
 #define FDY_DECLARE_REAL(name) __typeof__(name) *name;

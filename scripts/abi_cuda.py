@@ -1,7 +1,7 @@
 """What scripts/gen_abi.py takes from cuda.h: where the header is, and the ctypes signature of a driver
 entry point as cuda.h declares it.
 
-The headers name what crosses from cuda.h into Python (``FDY_DRIVER_CALLS`` and the value lists in
+The headers name what crosses from cuda.h into Python (``FDY_PYTHON_DRIVER_CALLS`` and the value lists in
 csrc/include); the values come from the compiler, and the signatures from cuda.h's prototypes after the
 C preprocessor (which also resolves the ``_v2`` renames). Typedefs are followed to one of: a pointer to
 an opaque struct (a handle), an enum, or a C integer type.

@@ -10,7 +10,7 @@
 Names and types are read from the headers' text; every value, size and offset comes from the C compiler
 (a probe program built against the headers and cuda.h prints them), so the generated files say what the
 compiled library sees. What Python takes from cuda.h is named in the headers (X-macro lists such as
-``FDY_NODE_TYPES`` and ``FDY_DRIVER_CALLS``), never typed: values from the compiler, driver signatures
+``FDY_NODE_TYPES`` and ``FDY_PYTHON_DRIVER_CALLS``), never typed: values from the compiler, driver signatures
 from cuda.h's prototypes (scripts/abi_cuda.py). CI runs ``--check``: a header changed without
 regenerating, or a generated file edited by hand, fails it; so does a record or delta layout that no
 version names (``FDY_LAYOUT_<record>_<delta>``).
@@ -73,7 +73,7 @@ class Header:
     structs: list[tuple[str, list[Field]]]
     functions: list[tuple[str, str, list[str]]]  # (name, return type, parameter types)
     cuda_values: list[tuple[str, list[tuple[str, str]]]]  # X-macro lists of cuda.h values: (macro, (prefix, name))
-    cuda_calls: list[str]  # FDY_DRIVER_CALLS: the driver entry points Python calls itself
+    cuda_calls: list[str]  # FDY_PYTHON_DRIVER_CALLS: the driver entry points Python calls itself
 
 
 def _strip_comments(text: str) -> str:
@@ -86,7 +86,7 @@ def parse(text: str) -> Header:
     cuda_values, cuda_calls = [], []
     for m in re.finditer(r"^#define\s+(FDY_\w+)\(X\)[ \t]+(.+)$", text, re.M):
         items = re.findall(r"X\((\w+)(?:,\s*(\w+))?\)", m.group(2))
-        if m.group(1) == "FDY_DRIVER_CALLS":
+        if m.group(1) == "FDY_PYTHON_DRIVER_CALLS":
             cuda_calls = [name for name, _ in items]
         else:
             cuda_values.append((m.group(1), [(prefix, name) for prefix, name in items]))
@@ -261,7 +261,7 @@ def _cuda_values(h: Header, values: dict[str, object]) -> list[str]:
 
 
 def _driver_signatures(h: Header) -> list[str]:
-    """DRIVER_SIGNATURES: the ctypes argument types of each entry point ``FDY_DRIVER_CALLS`` names, from
+    """DRIVER_SIGNATURES: the ctypes argument types of each entry point ``FDY_PYTHON_DRIVER_CALLS`` names, from
     cuda.h's prototypes (each returns CUresult)."""
     text = preprocessed(compiler())
     typedefs = Typedefs(text)
@@ -441,8 +441,9 @@ def _named_struct(name: str, size: object, rows: list[Row]) -> list[str]:
         at += width
     grouped = at != len(rows)  # an integer array is one field of several values
     out += ["", "    @staticmethod", f"    def unpack_from(buffer: Buffer, offset: int = 0) -> {cls}:"]
-    if grouped:
-        out += [f"        v = {const}.unpack_from(buffer, offset)", f"        return {cls}({', '.join(picks)})"]
+    if grouped:  # tuple.__new__ with the values regrouped: a NamedTuple's own __new__ is a Python call
+        out += [f"        v = {const}.unpack_from(buffer, offset)"]
+        out += [f"        return _new({cls}, ({', '.join(picks)}))"]
     else:
         out.append(f"        return {cls}._make({const}.unpack_from(buffer, offset))")
     args = [f"*self.{_field(r.path)}" if _py_type(r).startswith("tuple") else f"self.{_field(r.path)}" for r in rows]
@@ -456,6 +457,7 @@ def emit_layout(h: Header, values: dict[str, object]) -> str:
     NamedTuple read and written by field name, plus its ordered (field, offset, struct format) rows."""
     out = [*_head("format.h"), "import builtins", "import mmap", "import struct", "from enum import IntEnum"]
     out += ["from typing import NamedTuple", "", "Buffer = bytes | bytearray | memoryview | mmap.mmap"]
+    out += ["_new = tuple.__new__"]
     out += _constants(h, values)
     out += [
         "",

@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 5
+#define FDY_ABI_VERSION 6
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -60,12 +60,11 @@ FDY_EXPORT void *fdy_driver_symbol(const char *name);
 /* What Python takes from cuda.h itself, named here (as format.h's lists are) and generated into
  * foundry/native/_abi.py: the driver entry points it calls through fdy_driver_symbol (their signatures
  * read from cuda.h's prototypes: DRIVER_SIGNATURES), and the driver values it passes or compares. */
-#define FDY_DRIVER_CALLS(X)                                                                                        \
+#define FDY_PYTHON_DRIVER_CALLS(X)                                                                               \
   X(cuInit) X(cuDeviceGet) X(cuCtxGetDevice) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDriverGetVersion)    \
   X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuGetErrorName) X(cuMemcpyDtoH_v2)                \
-  X(cuMemcpyHtoD_v2) X(cuGraphUpload) X(cuGraphExecUpdate_v2) X(cuGraphGetNodes) X(cuGraphNodeGetType)          \
-  X(cuGraphNodeSetEnabled) X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetGlobal) X(cuLibraryGetManaged) \
-  X(cuModuleGetGlobal_v2) X(cuModuleLoadData) X(cuModuleGetFunction)
+  X(cuMemcpyHtoD_v2) X(cuGraphUpload) X(cuGraphExecUpdate_v2) X(cuLibraryLoadData) X(cuLibraryUnload)           \
+  X(cuLibraryGetGlobal) X(cuLibraryGetManaged) X(cuModuleGetGlobal_v2) X(cuModuleLoadData) X(cuModuleGetFunction)
 #define FDY_CUDA_RESULTS(X) X(CUDA_, SUCCESS) X(CUDA_, ERROR_NOT_FOUND)
 #define FDY_DEVICE_ATTRS(X)                                                                                        \
   X(CU_DEVICE_ATTRIBUTE_, MULTIPROCESSOR_COUNT) X(CU_DEVICE_ATTRIBUTE_, COMPUTE_CAPABILITY_MAJOR)               \
@@ -197,6 +196,17 @@ FDY_EXPORT int fdy_delta_indices(const void *delta, size_t delta_size, size_t no
  * (32 bytes) is the SHA-256 of the template's graph record the delta applies to. */
 FDY_EXPORT int fdy_delta_from_record(const void *record, size_t record_size, const uint32_t *indices, size_t count,
                                      const uint8_t *template_sha256, void **delta, size_t *delta_size);
+/* SAVE's probe for graph-safe random numbers (codec_probe.c). Switches the kernel, memcpy and memset nodes
+ * of `exec` (instantiated from `graph`) off or on, their types read from the graph's record (the one
+ * fdy_graph_extract made of it), one driver call per switched node and none per node to ask its type. */
+FDY_EXPORT int fdy_graph_work_enable(uint64_t graph, uint64_t exec, const void *record, size_t record_size,
+                                     int enabled);
+/* Every 8-byte word of the record's kernel argument buffers (from each buffer's start) that lies, with its
+ * 8 bytes, in one of the live ranges (range_count sorted, disjoint (start, end) pairs of device addresses),
+ * read from the device, nearby words of one range in one copy: *pairs (released with fdy_free) holds *count
+ * (address, value) pairs sorted by address, each address once; a word the driver cannot read is left out. */
+FDY_EXPORT int fdy_record_pointed_words(const void *record, size_t record_size, const uint64_t *ranges,
+                                        size_t range_count, uint64_t **pairs, size_t *count);
 FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *exec);
 FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream);
 FDY_EXPORT int fdy_graph_destroy(uint64_t graph);

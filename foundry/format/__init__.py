@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .delta import (
     Delta,
+    delta_bytes,
     delta_header,
     override_problem,
     override_spans,
@@ -95,7 +96,6 @@ from .nodes import (
 )
 from .parse import (
     node_count,
-    node_spans,
     parse_record,
 )
 from .values import (
@@ -159,6 +159,7 @@ __all__ = [
     "archive_region",
     "compare",
     "container_path",
+    "delta_bytes",
     "delta_header",
     "detect_format",
     "image_path",
@@ -173,7 +174,6 @@ __all__ = [
     "module_variables",
     "node_count",
     "node_counts",
-    "node_spans",
     "now_iso",
     "open_image",
     "override_problem",

@@ -12,6 +12,7 @@ from enum import IntEnum
 from typing import NamedTuple
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
+_new = tuple.__new__
 
 RECORD_MAGIC = b"FGR1"
 RECORD_VERSION = 1
@@ -177,8 +178,9 @@ class RecKernel(NamedTuple):
     @staticmethod
     def unpack_from(buffer: Buffer, offset: int = 0) -> RecKernel:
         v = REC_KERNEL.unpack_from(buffer, offset)
-        return RecKernel(
-            v[0], v[1], v[2], v[3], v[4], v[5:8], v[8:11], v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18]
+        return _new(
+            RecKernel,
+            (v[0], v[1], v[2], v[3], v[4], v[5:8], v[8:11], v[11], v[12], v[13], v[14], v[15], v[16], v[17], v[18]),
         )
 
     def pack(self) -> builtins.bytes:

@@ -9,6 +9,7 @@ own function table.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
@@ -22,6 +23,7 @@ __all__ = [
     "DELTA_MAGIC",
     "VARYING_NODE_TYPES",
     "Delta",
+    "delta_bytes",
     "override_problem",
     "parse_delta",
 ]
@@ -35,6 +37,8 @@ def override_problem(original: Node, node: Node) -> str | None:
     to follow "replaces node N, ": an exec updates only some node types, never a node's type, and
     never a kernel's launch attributes (SAVE groups by this rule; ``foundry verify`` checks stored
     deltas against it)."""
+    if isinstance(original, KernelNode) and isinstance(node, KernelNode) and original.attrs == node.attrs:
+        return None  # the common case (SAVE asks this of every node a member varies), without a message
     kind = original.node_type.name.lower()
     if type(original) is not type(node):
         return (
@@ -58,6 +62,27 @@ class Delta:
     template_sha256: str
     function_count: int
     overrides: tuple[tuple[int, Node], ...]
+
+
+def delta_bytes(template_sha256: str, function_count: int, overrides: Iterable[tuple[int, bytes]]) -> bytes:
+    """The one byte string of a delta against the template whose record has SHA-256 ``template_sha256``
+    (hex), for a member with ``function_count`` functions, holding ``overrides``: (template node index,
+    the member's node record bytes), in order. Nothing is checked: SAVE proves the native writer's delta
+    against these bytes, which it joins from the member's own record."""
+    parts = [RecOverride(node_index=index, reserved=0).pack() + bytes(record) for index, record in overrides]
+    body = b"".join(parts)
+    header = RecDeltaHeader(
+        magic=DELTA_MAGIC,
+        version=DELTA_VERSION,
+        header_bytes=L.DELTA_HEADER_SIZE,
+        override_count=len(parts),
+        function_count=function_count,
+        reserved0=0,
+        reserved1=0,
+        total_bytes=L.DELTA_HEADER_SIZE + len(body),
+        template_sha256=bytes.fromhex(template_sha256),
+    )
+    return header.pack() + body
 
 
 def _header(mv: memoryview) -> RecDeltaHeader:

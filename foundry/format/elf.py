@@ -71,9 +71,13 @@ def elf_sections(data: bytes | memoryview) -> list[Section] | None:
     return [Section(i, _cstr(names, r[0]), r[1], r[2], r[4], r[5], r[6], r[7], r[9]) for i, r in enumerate(raw)]
 
 
-def elf_symbols(data: bytes | memoryview, sections: list[Section]) -> list[Symbol] | None:
+def elf_symbols(
+    data: bytes | memoryview, sections: list[Section], in_sections: frozenset[int] | None = None
+) -> list[Symbol] | None:
     """Every entry of every symbol table (SHT_SYMTAB) in the file, or None when it has none or one
-    does not fit (its string table out of range, entries shorter than 24 bytes)."""
+    does not fit (its string table out of range, entries shorter than 24 bytes). With ``in_sections``,
+    only the symbols defined in those sections (by index) are read: a kernel image has thousands of
+    kernel symbols and a few variables."""
     out: list[Symbol] = []
     found = False
     for sec in sections:
@@ -87,9 +91,14 @@ def elf_symbols(data: bytes | memoryview, sections: list[Section]) -> list[Symbo
         if step < _SYM.size:
             return None
         found = True
-        for at in range(sec.offset, sec.offset + sec.size - _SYM.size + 1, step):
-            name_at, info, other, shndx, value, size = _SYM.unpack_from(data, at)
-            out.append(Symbol(_cstr(names, name_at), value, size, info & 0xF, info >> 4, other, shndx))
+        count = (sec.size - _SYM.size) // step + 1 if sec.size >= _SYM.size else 0
+        if step == _SYM.size:
+            rows = _SYM.iter_unpack(memoryview(data)[sec.offset : sec.offset + count * step])
+        else:
+            rows = (_SYM.unpack_from(data, sec.offset + k * step) for k in range(count))
+        for name_at, info, other, shndx, value, size in rows:
+            if in_sections is None or shndx in in_sections:
+                out.append(Symbol(_cstr(names, name_at), value, size, info & 0xF, info >> 4, other, shndx))
     return out if found else None
 
 

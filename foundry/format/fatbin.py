@@ -17,6 +17,7 @@ reason instead of its payload, never guessed at.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,9 +69,12 @@ def fatbin_header(data: bytes | bytearray | memoryview) -> FatbinHeader | None:
 _ENTRY_AT = offsets("fatbin_entry")
 
 
-def fatbin_entries(data: bytes | memoryview) -> tuple[list[FatbinEntry], str | None]:
+def fatbin_entries(
+    data: bytes | memoryview, keep: Callable[[int, int], bool] | None = None
+) -> tuple[list[FatbinEntry], str | None]:
     """Every entry of the fatbin ``data`` (exactly ``header_size + fat_size`` bytes), and what made the
-    walk stop early (None when it reached the end): an entry header that does not fit."""
+    walk stop early (None when it reached the end): an entry header that does not fit. With ``keep``,
+    only the entries for which ``keep(kind, sm_arch)`` holds, the others neither copied nor decompressed."""
     header = FatbinHeader.unpack_from(data)
     at, end = header.header_size, header.header_size + header.fat_size
     out: list[FatbinEntry] = []
@@ -84,8 +88,8 @@ def fatbin_entries(data: bytes | memoryview) -> tuple[list[FatbinEntry], str | N
             return out, f"entry {len(out)} at byte {at} does not fit the fatbin"
         if size < FATBIN_ENTRY.size:
             entry = EntryHeader.unpack_from(head[:size].ljust(FATBIN_ENTRY.size, b"\0"))
-        raw = data[at + size : at + size + entry.payload_size]
-        out.append(_entry(len(out), entry, raw))
+        if keep is None or keep(entry.kind, entry.sm_arch):
+            out.append(_entry(len(out), entry, data[at + size : at + size + entry.payload_size]))
         at += size + ((entry.payload_size + 7) & ~7)
     return out, None if at >= end else f"{end - at} bytes after the last entry"
 
@@ -94,7 +98,7 @@ def _entry(index: int, header: EntryHeader, raw: bytes | memoryview) -> FatbinEn
     kind, arch, flags = header.kind, header.sm_arch, header.flags
     method = flags & (FATBIN_COMPRESSED_LZ4 | FATBIN_COMPRESSED_ZSTD)
     if not method:
-        return FatbinEntry(kind, arch, bytes(raw))
+        return FatbinEntry(kind, arch, bytes(raw))  # a copy: the image's own bytes may go away
     what = f"fatbin entry {index} (sm_{arch}, {'LZ4' if method == FATBIN_COMPRESSED_LZ4 else 'Zstandard'})"
     if method == FATBIN_COMPRESSED_LZ4 | FATBIN_COMPRESSED_ZSTD or header.header_size < FATBIN_ENTRY.size:
         return FatbinEntry(kind, arch, None, f"{what}: unknown compression flags {flags:#x}")
@@ -103,9 +107,9 @@ def _entry(index: int, header: EntryHeader, raw: bytes | memoryview) -> FatbinEn
         return FatbinEntry(kind, arch, None, f"{what}: sizes {compressed} -> {expanded} do not fit the entry")
     try:
         if method == FATBIN_COMPRESSED_LZ4:
-            payload = _lz4().block.decompress(bytes(raw[:compressed]), uncompressed_size=expanded)
+            payload = _lz4().block.decompress(raw[:compressed], uncompressed_size=expanded)
         else:
-            payload = _zstd().ZstdDecompressor().decompress(bytes(raw[:compressed]), max_output_size=expanded)
+            payload = _zstd().ZstdDecompressor().decompress(raw[:compressed], max_output_size=expanded)
     except ImportError as exc:
         return FatbinEntry(kind, arch, None, f"{what}: {exc}")
     except Exception as exc:  # each library raises its own error type for damaged data

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,50 +170,89 @@ def kernel_names(data: bytes, fmt: ImageFormat) -> KernelNames:
     return scan_image(data, fmt)[0]
 
 
-def module_variables(data: bytes | memoryview, fmt: ImageFormat) -> ModuleVariables:
+def module_variables(
+    data: bytes | memoryview, fmt: ImageFormat, device: tuple[int, int] | None = None
+) -> ModuleVariables:
     """The module variables image ``data`` of format ``fmt`` defines, read from the image itself: ELF
     ``STT_OBJECT`` symbols in ``.nv.global``, ``.nv.global.init``, ``.nv.constant<N>`` (N >= 1: bank 0
     holds kernel parameters) and ``.nv.managed*`` sections; PTX module-scope ``.global`` and ``.const``
-    definitions; every entry of a fatbin (compressed ones decompressed)."""
-    return scan_image(data, fmt)[1]
+    definitions; every entry of a fatbin (compressed ones decompressed).
+
+    With ``device`` (its compute capability), only the fatbin entries the driver could load on it are read:
+    SASS of its major version and no newer minor one, PTX of no newer version, entries whose architecture
+    is not stated. A variable the code loaded for the device defines is in one of them; the others (a
+    wheel carries a dozen architectures, each entry compressed) are neither decompressed nor parsed."""
+    keep = None if device is None else _loadable_on(device)
+    return _scan(data, fmt, keep, names=False)[1]
 
 
 def scan_image(data: bytes | memoryview, fmt: ImageFormat) -> tuple[KernelNames, ModuleVariables]:
     """``kernel_names`` and ``module_variables`` of one image, its fatbin entries decompressed once."""
-    parts, problems = _parts(data, fmt)
-    names: set[str] = set()
+    return _scan(data, fmt, None, names=True)
+
+
+def _loadable_on(device: tuple[int, int]) -> Callable[[int, int], bool]:
+    major, minor = device
+    version = major * 10 + minor
+
+    def keep(kind: int, arch: int) -> bool:
+        if not arch:
+            return True
+        if kind == FatbinKind.PTX:
+            return arch <= version
+        return arch // 10 == major and arch % 10 <= minor
+
+    return keep
+
+
+def _scan(
+    data: bytes | memoryview, fmt: ImageFormat, keep: Callable[[int, int], bool] | None, names: bool
+) -> tuple[KernelNames, ModuleVariables]:
+    """Kernel names (when ``names``; else none are read) and module variables of an image, of the fatbin
+    entries ``keep`` accepts (all without it)."""
+    parts, problems = _parts(data, fmt, keep)
+    kernels: set[str] = set()
     variables: dict[str, VariableDecl] = {}
     for i, (kind, payload) in enumerate(parts):
         if kind == FatbinKind.PTX:
-            names |= _ptx_entries(payload)
-            part = _ptx_variables(payload)
+            text = payload if isinstance(payload, bytes) else bytes(payload)
+            if names:
+                kernels |= _ptx_entries(text)
+            part = _ptx_variables(text)
         else:
             sections = elf_sections(payload)
-            symbols = None if sections is None else elf_symbols(payload, sections)
-            if sections is None or symbols is None:
+            spaces = None if sections is None else _variable_sections(sections)
+            if sections is not None and spaces is not None and not spaces and not names:
+                continue  # no section that holds variables: no symbol to read
+            wanted = None if names or spaces is None else frozenset(spaces)
+            symbols = None if sections is None else elf_symbols(payload, sections, wanted)
+            if sections is None or spaces is None or symbols is None:
                 problems.append(f"{'the ELF image' if fmt == ImageFormat.ELF else f'ELF part {i}'} has no readable "
                                 "symbol table")  # fmt: skip
                 continue
-            names.update(s.name for s in symbols if s.name)
-            part = _elf_variables(sections, symbols)
+            if names:
+                kernels.update(s.name for s in symbols if s.name)
+            part = _elf_variables(spaces, symbols)
         for name, decl in part.items():
             seen = variables.get(name)
             variables[name] = decl if seen is None else VariableDecl(name, seen.space, seen.sizes | decl.sizes)
     problem = "; ".join(problems) or None
-    return KernelNames(frozenset(names), not problems), ModuleVariables(variables, not problems, problem)
+    return KernelNames(frozenset(kernels), not problems), ModuleVariables(variables, not problems, problem)
 
 
-def _parts(data: bytes | memoryview, fmt: ImageFormat) -> tuple[list[tuple[int, bytes]], list[str]]:
+def _parts(
+    data: bytes | memoryview, fmt: ImageFormat, keep: Callable[[int, int], bool] | None
+) -> tuple[list[tuple[int, bytes | memoryview]], list[str]]:
     """The PTX and ELF parts of an image as (FatbinKind.PTX or FatbinKind.ELF, bytes), and what could
     not be read."""
     if fmt == ImageFormat.PTX:
         return [(FatbinKind.PTX, bytes(data))], []
     if fmt == ImageFormat.ELF:
-        return [(FatbinKind.ELF, bytes(data))], []
+        return [(FatbinKind.ELF, data)], []
     if fatbin_header(data) is None:
         return [], ["not a fatbin"]
-    entries, stopped = fatbin_entries(data)
-    parts: list[tuple[int, bytes]] = []
+    entries, stopped = fatbin_entries(data, keep)
+    parts: list[tuple[int, bytes | memoryview]] = []
     problems = [stopped] if stopped else []
     for i, entry in enumerate(entries):
         if entry.payload is None:
@@ -230,13 +270,18 @@ def _ptx_entries(data: bytes) -> frozenset[str]:
     return frozenset(m.group(1).decode("ascii", "replace") for m in _PTX_ENTRY.finditer(data))
 
 
-def _elf_variables(sections: list[Section], symbols: list[Symbol]) -> dict[str, VariableDecl]:
+def _variable_sections(sections: list[Section]) -> dict[int, str] | None:
+    """Section index -> the state space of its variables, for the sections that hold module variables."""
     spaces: dict[int, str] = {}
     for sec in sections:
         m = _ELF_VARIABLE_SECTION.fullmatch(sec.name)
         if m is None or (m.group(1) is not None and int(m.group(1)) == 0):
             continue  # bank 0: the kernels' parameters, never a variable
         spaces[sec.index] = "constant" if m.group(1) else "managed" if sec.name.startswith(".nv.managed") else "global"
+    return spaces
+
+
+def _elf_variables(spaces: dict[int, str], symbols: list[Symbol]) -> dict[str, VariableDecl]:
     found: dict[str, VariableDecl] = {}
     for sym in symbols:
         space = spaces.get(sym.shndx) if sym.type == STT_OBJECT and 0 < sym.shndx < _SHN_LORESERVE else None

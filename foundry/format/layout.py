@@ -10,7 +10,6 @@ way. Every multi-byte integer is little-endian, with no padding. Sizes named ``*
 from __future__ import annotations
 
 import struct
-from functools import lru_cache
 from typing import NamedTuple, TypeVar
 
 from . import _layout
@@ -78,10 +77,10 @@ __all__ = [
     "RecOverride",
     "RecParam",
     "field_offset",
+    "iter_params",
     "offsets",
     "pad8",
     "read_array",
-    "read_params",
 ]
 
 
@@ -103,16 +102,8 @@ def offsets(struct_name: str) -> dict[str, int]:
 assert RecParam._fields == ("offset", "size"), "rec_param's fields are (offset, size): KernelNode.params says so"
 
 
-@lru_cache(maxsize=256)
-def _param_table(count: int) -> struct.Struct:
-    return struct.Struct("<" + REC_PARAM.format.lstrip("<") * count)
-
-
-def read_params(data: Buffer, start: int, count: int) -> tuple[tuple[int, int], ...]:
-    """A kernel record's parameter table: ``count`` (offset, size) pairs at ``start`` (checked to lie in
-    ``data`` by the caller), read in one unpack."""
-    flat = _param_table(count).unpack_from(data, start)
-    return tuple(zip(flat[0::2], flat[1::2], strict=True))
+iter_params = REC_PARAM.iter_unpack
+"""The (offset, size) pairs of a parameter table's bytes, in order."""
 
 
 Element = TypeVar("Element", RecParam, RecEdge, RecAttr)

@@ -24,8 +24,8 @@ from .layout import (
     RecMemset,
     RecNode,
     RecParam,
+    iter_params,
     read_array,
-    read_params,
 )
 from .nodes import (
     ArgMode,
@@ -41,7 +41,7 @@ from .nodes import (
     NodeType,
 )
 
-__all__ = ["node_count", "node_spans", "parse_node", "parse_record"]
+__all__ = ["node_count", "parse_node", "parse_record"]
 
 _ZERO8 = bytes(8)
 _HEADER_AT = L.offsets("rec_header")
@@ -61,8 +61,11 @@ def _fail(offset: int, field: str, problem: str) -> NoReturn:
     raise ArchiveCorruptError(f"graph record, byte {offset}, {field}: {problem}")
 
 
-def parse_record(data: bytes | bytearray | memoryview | mmap.mmap) -> GraphRecord:
-    """Parse and validate a complete top-level graph record.
+def parse_record(
+    data: bytes | bytearray | memoryview | mmap.mmap, spans: list[tuple[int, int]] | None = None
+) -> GraphRecord:
+    """Parse and validate a complete top-level graph record; with ``spans``, also append to it the
+    (start, end) of each top-level node record, found on the way.
 
     Raises ``ArchiveForeignError`` when the data does not start with ``b"FGR1"``,
     ``ArchiveVersionError`` for a record version this reader does not know, and
@@ -88,6 +91,7 @@ def parse_record(data: bytes | bytearray | memoryview | mmap.mmap) -> GraphRecor
             "that wrote it, or save the graph again."
         )
     parser = _Parser(mv)
+    parser.spans = spans
     record, _ = parser.record(0, n, top=True, depth=0, where="")
     return record
 
@@ -102,26 +106,6 @@ def node_count(data: bytes | bytearray | memoryview) -> int:
     if count * L.NODE_HEAD_SIZE > len(mv) - L.HEADER_SIZE:  # checked before anyone sizes a buffer by it
         _fail(_HEADER_AT["node_count"], "record header node count", f"{count} nodes cannot fit in {len(mv)} bytes")
     return count
-
-
-def node_spans(data: bytes | bytearray | memoryview) -> list[tuple[int, int]]:
-    """(start, end) of each top-level node record of a graph record, without parsing the nodes
-    (bounds checked; a problem raises ``ArchiveCorruptError``)."""
-    mv = memoryview(data).cast("B")
-    if len(mv) < L.HEADER_SIZE:
-        _fail(0, "record header", f"needs 32 bytes, only {len(mv)} remain")
-    ncount = RecHeader.unpack_from(mv).node_count
-    out = []
-    at = L.HEADER_SIZE
-    for i in range(ncount):
-        if at + L.NODE_HEAD_SIZE > len(mv):
-            _fail(at, f"node {i} header", "runs past the record's end")
-        size = RecNode.unpack_from(mv, at).bytes
-        if size < L.NODE_HEAD_SIZE or at + size > len(mv):
-            _fail(at + _NODE_AT["bytes"], f"node {i} record size", f"{size} does not fit the record")
-        out.append((at, at + size))
-        at += size
-    return out
 
 
 def parse_node(
@@ -146,12 +130,13 @@ def _label(where: str, i: int, ntype: int) -> str:
 class _Parser:
     """Walks one buffer; ``function_count``/``event_count`` come from the top-level header."""
 
-    __slots__ = ("event_count", "function_count", "mv")
+    __slots__ = ("event_count", "function_count", "mv", "spans")
 
     def __init__(self, mv: memoryview) -> None:
         self.mv = mv
         self.function_count = 0
         self.event_count = 0
+        self.spans: list[tuple[int, int]] | None = None  # the top-level nodes' (start, end), when asked for
 
     def record(self, start: int, limit: int, *, top: bool, depth: int, where: str) -> tuple[GraphRecord, int]:
         """Parse the record at ``start`` that must end at or before ``limit`` (exactly at it when
@@ -203,9 +188,12 @@ class _Parser:
                   f"{evcount} events cannot be used by the nodes of {total} bytes")  # fmt: skip
         off = start + L.HEADER_SIZE
         nodes: list[Node] = []
+        spans = self.spans if top else None
         for i in range(ncount):
             node, size = self.node(off, end, i, depth, where)
             nodes.append(node)
+            if spans is not None:
+                spans.append((off, off + size))
             off += size
         if end - off != ecount * L.EDGE_SIZE:
             _fail(
@@ -346,7 +334,7 @@ class _Parser:
             )
         params: tuple[tuple[int, int], ...] = ()
         if pcount:
-            params = read_params(mv, params_at, pcount)
+            params = tuple(iter_params(mv[params_at:attrs_at]))
             if max(map(sum, params)) > bsize:  # a parameter ends at offset + size; then find which, for the message
                 for n, p in enumerate(map(RecParam._make, params)):
                     if p.offset + p.size <= bsize:

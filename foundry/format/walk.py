@@ -17,6 +17,7 @@ _U32X2 = struct.Struct("<II")
 _U32X3 = struct.Struct("<3I")
 _NODE_KERNEL = struct.Struct("<BB3I")  # type, cooperative, cluster x, y, z
 _EDGE = struct.Struct("<IIBBB")
+_PLAIN_KERNEL = _NODE_KERNEL.pack(NodeType.KERNEL, 0, 0, 0, 0)  # not cooperative, no cluster
 _COUNT_NAMES: dict[NodeType, str] = {
     NodeType.KERNEL: "kernel",
     NodeType.MEMCPY: "memcpy",
@@ -100,19 +101,23 @@ def topology_key(record: GraphRecord) -> str:
 
 def _topology_digest(record: GraphRecord) -> bytes:
     h = hashlib.sha256(TOPOLOGY_KEY_VERSION)
-    h.update(_U32X2.pack(len(record.nodes), len(record.edges)))
+    parts = [_U32X2.pack(len(record.nodes), len(record.edges))]
     for node in record.nodes:
         if isinstance(node, KernelNode):
-            coop = node.attr(LaunchAttr.COOPERATIVE)
-            cluster = node.attr(LaunchAttr.CLUSTER_DIMENSION)
+            coop = node.attr(LaunchAttr.COOPERATIVE) if node.attrs else None
+            cluster = node.attr(LaunchAttr.CLUSTER_DIMENSION) if node.attrs else None
+            if coop is None and cluster is None:
+                parts.append(_PLAIN_KERNEL)  # the common case: no launch attribute the key covers
+                continue
             cx, cy, cz = _U32X3.unpack_from((cluster or b"") + bytes(12))
             cooperative = 1 if coop is not None and int.from_bytes(coop[:4], "little") else 0
-            h.update(_NODE_KERNEL.pack(NodeType.KERNEL, cooperative, cx, cy, cz))
+            parts.append(_NODE_KERNEL.pack(NodeType.KERNEL, cooperative, cx, cy, cz))
         elif isinstance(node, ChildGraphNode):
-            h.update(bytes((NodeType.GRAPH,)))
-            h.update(_topology_digest(node.record))
+            parts.append(bytes((NodeType.GRAPH,)))
+            parts.append(_topology_digest(node.record))
         else:
-            h.update(bytes((node.node_type,)))
-    for src, dst, fport, tport, etype in sorted((e.src, e.dst, e.from_port, e.to_port, e.type) for e in record.edges):
-        h.update(_EDGE.pack(src, dst, fport, tport, etype))
+            parts.append(bytes((node.node_type,)))
+    edges = sorted((e.src, e.dst, e.from_port, e.to_port, e.type) for e in record.edges)
+    parts += [_EDGE.pack(*e) for e in edges]
+    h.update(b"".join(parts))  # one update: hashing the same bytes piece by piece costs a call per node
     return h.digest()

@@ -23,8 +23,6 @@ from .driver import (
     module_global,
     module_load,
     set_current_context,
-    set_nodes_enabled,
-    work_nodes,
 )
 from .lib import preload_env, require_interposer
 from .machine import current_identity, device_zero_identity
@@ -110,6 +108,4 @@ __all__ = [
     "resolve_function",
     "set_current_context",
     "set_function_attrs",
-    "set_nodes_enabled",
-    "work_nodes",
 ]

@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 OK = 0
 
 
@@ -276,6 +276,21 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
             _ptr(ctypes.c_size_t, 1),
         ],
     ),
+    "fdy_graph_work_enable": (
+        ctypes.c_int,
+        [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int],
+    ),
+    "fdy_record_pointed_words": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint64, 1),
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint64, 2),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
     "fdy_graph_instantiate": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64, _ptr(ctypes.c_uint64, 1)]),
     "fdy_graph_launch": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_graph_destroy": (ctypes.c_int, [ctypes.c_uint64]),
@@ -302,9 +317,6 @@ DRIVER_SIGNATURES: dict[str, list[Any]] = {
     "cuMemcpyHtoD_v2": [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t],
     "cuGraphUpload": [ctypes.c_void_p, ctypes.c_void_p],
     "cuGraphExecUpdate_v2": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p],
-    "cuGraphGetNodes": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t)],
-    "cuGraphNodeGetType": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)],
-    "cuGraphNodeSetEnabled": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint],
     "cuLibraryLoadData": [
         ctypes.POINTER(ctypes.c_void_p),
         ctypes.c_void_p,

@@ -24,6 +24,8 @@ __all__ = [
     "extract",
     "instantiate",
     "launch",
+    "pointed_words",
+    "set_work_enabled",
 ]
 
 # PyTorch instantiates with it, and kernel nodes keep their priority launch attribute, so loaded graphs
@@ -131,6 +133,33 @@ def delta_from_record(record: bytes | bytearray | memoryview, indices: Sequence[
         return ctypes.string_at(out.value, size.value) if out.value else b""
     finally:
         lib.fdy_free(out)
+
+
+def set_work_enabled(graph: int, exec_: int, record: bytes | bytearray | memoryview, enabled: bool) -> None:
+    """Switches the kernel, memcpy and memset nodes of ``exec_`` (instantiated from ``graph``, whose record
+    ``extract`` made) off or on, in one native call; switching on goes on past a node the driver refuses."""
+    buf = _Buffer(record)
+    rc = native().fdy_graph_work_enable(graph, exec_, buf.c, buf.size, int(enabled))
+    check(rc, "switching a graph's work " + ("on" if enabled else "off"), CodecError)
+
+
+def pointed_words(record: bytes | bytearray | memoryview, ranges: Sequence[tuple[int, int]]) -> dict[int, int]:
+    """Address -> unsigned 64-bit value of every 8-byte word of the record's kernel arguments that lies in
+    one of ``ranges`` ((start, end) device addresses), read from the device in one native call; a word the
+    driver cannot read is left out."""
+    lib = native()
+    buf = _Buffer(record)
+    ordered = sorted(ranges)
+    flat = (ctypes.c_uint64 * max(2 * len(ordered), 1))(*(v for r in ordered for v in r))
+    pairs = ctypes.POINTER(ctypes.c_uint64)()
+    count = ctypes.c_size_t()
+    rc = lib.fdy_record_pointed_words(buf.c, buf.size, flat, len(ordered), ctypes.byref(pairs), ctypes.byref(count))
+    check(rc, "reading the words a graph's arguments point at", CodecError)
+    try:
+        values = pairs[: 2 * count.value] if count.value else []
+    finally:
+        lib.fdy_free(ctypes.cast(pairs, ctypes.c_void_p))
+    return dict(zip(values[0::2], values[1::2], strict=True))
 
 
 def instantiate(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY) -> int:

@@ -8,7 +8,6 @@ from functools import cache
 from typing import Any
 
 from foundry.errors import DriverError
-from foundry.format import NodeType
 
 from ._abi import DRIVER_SIGNATURES, CudaResult, DeviceAttr
 from .lib import native
@@ -31,9 +30,7 @@ __all__ = [
     "module_global",
     "module_load",
     "set_current_context",
-    "set_nodes_enabled",
     "visible_device",
-    "work_nodes",
 ]
 
 
@@ -62,31 +59,6 @@ def call(name: str, *args: Any) -> None:
     rc = _fn(name)(*args)
     if rc != 0:
         raise DriverError(f"{name} failed with {error_name(rc)} ({rc})", rc)
-
-
-# The nodes that do work and that an exec can disable (cuGraphNodeSetEnabled).
-_WORK_NODE_TYPES = (NodeType.KERNEL, NodeType.MEMCPY, NodeType.MEMSET)
-
-
-def work_nodes(graph: int) -> list[int]:
-    """The kernel, memcpy and memset nodes of ``graph`` (top level: Foundry's codec accepts no child
-    graphs), the nodes whose work an exec instantiated from it can switch off."""
-    count = ctypes.c_size_t()
-    call("cuGraphGetNodes", graph, None, ctypes.byref(count))
-    nodes = (ctypes.c_void_p * max(1, count.value))()
-    call("cuGraphGetNodes", graph, nodes, ctypes.byref(count))
-    found = []
-    for node in nodes[: count.value]:
-        kind = ctypes.c_int()
-        call("cuGraphNodeGetType", node, ctypes.byref(kind))
-        if kind.value in _WORK_NODE_TYPES:
-            found.append(int(node or 0))
-    return found
-
-
-def set_nodes_enabled(exec_: int, nodes: list[int], enabled: bool) -> None:
-    for node in nodes:
-        call("cuGraphNodeSetEnabled", exec_, node, int(enabled))
 
 
 def current_device() -> int:

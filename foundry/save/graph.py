@@ -67,16 +67,18 @@ class SavedGraph:
     record: bytes
     delta: bytes | None = None
     parsed: GraphRecord | None = None
+    spans: tuple[tuple[int, int], ...] = ()  # (start, end) of each top-level node record, found by the parse
 
 
 @dataclass(frozen=True)
 class Extracted:
     """A captured graph as SAVE reads it: its record, the CUfunction behind each function index, and
-    the record parsed (checked by ``parse_record``)."""
+    the record parsed (checked by ``parse_record``), with where each top-level node record lies."""
 
     record: bytes
     functions: tuple[int, ...]
     parsed: GraphRecord
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -131,36 +133,43 @@ def _image_format(fmt: kernels.ImageFormat) -> ImageFormat:
     )
 
 
-def _kernel_refs(functions: Sequence[int]) -> tuple[tuple[FunctionRef, ...], dict[str, ImageRef], dict[str, list[int]]]:
+def _kernel_refs(
+    functions: Sequence[int],
+) -> tuple[tuple[FunctionRef, ...], dict[str, ImageRef], dict[str, dict[int, kernels.ImageRecord]]]:
     """The graph's function table, its images (without their variables yet), and by image the registry
-    indices of the loads its kernels come from."""
+    records of the loads its kernels come from (each fetched once per save)."""
     refs: list[FunctionRef] = []
     images: dict[str, ImageRef] = {}
-    loads: dict[str, dict[int, None]] = {}
+    loads: dict[str, dict[int, kernels.ImageRecord]] = {}
+    records: dict[int, tuple[str, kernels.ImageRecord]] = {}
     for function in functions:
         index, name = kernels.resolve(function)
-        sha = kernels.image_hash(index)
-        if sha not in images:
+        known = records.get(index)
+        if known is None:
             record = kernels.image_record(index)
+            known = records[index] = (kernels.image_hash(index, record), record)
+        sha, record = known
+        if sha not in images:
             images[sha] = ImageRef(sha, record.size, _image_format(record.format))
-        loads.setdefault(sha, {})[index] = None
+        loads.setdefault(sha, {})[index] = record
         # Read at every save: a program may raise an attribute between two captures.
         refs.append(FunctionRef(sha, name, kernels.function_attrs(function)))
-    return tuple(refs), images, {sha: list(indices) for sha, indices in loads.items()}
+    return tuple(refs), images, loads
 
 
 def _write_images(
-    archive_dir: Path, archive_key: str, loads: dict[str, list[int]], images: dict[str, ImageRef]
+    archive_dir: Path, archive_key: str, loads: dict[str, dict[int, kernels.ImageRecord]], images: dict[str, ImageRef]
 ) -> None:
     """Stores each image in the archive (content-addressed: once per archive and process)."""
     state = _STATE.get()
-    for sha, indices in loads.items():
+    for sha, records in loads.items():
         key = (archive_key, sha)
         with state.lock:
             known = key in state.written_images
         # Checked (and repaired) once per process; a stat finds an archive removed since.
         if not known or not image_path(archive_dir, sha).is_file():
-            write_image(archive_dir, kernels.image_bytes(indices[0]), images[sha].format, sha256=sha, durable=False)
+            index, record = next(iter(records.items()))
+            write_image(archive_dir, kernels.image_bytes(index, record), images[sha].format, sha256=sha, durable=False)
             with state.lock:
                 state.written_images.add(key)
 
@@ -228,8 +237,9 @@ def extract(graph: int) -> Extracted:
     with phases.span("extract"):
         record, functions = codec.extract(graph)
     with phases.span("parse"):
-        parsed = parse_record(record)
-    return Extracted(record, tuple(functions), parsed)
+        spans: list[tuple[int, int]] = []
+        parsed = parse_record(record, spans)
+    return Extracted(record, tuple(functions), parsed, tuple(spans))
 
 
 @gc_paused()
@@ -273,7 +283,8 @@ def save_graph(
     with phases.span("images"):
         functions, found, loads = _kernel_refs(graph.functions)
     with phases.span("variables"):
-        carried = carried_variables(loads, {sha: ref.format for sha, ref in found.items()})
+        formats = {sha: ref.format for sha, ref in found.items()}
+        carried = carried_variables(loads, formats, identity.compute_capability)
         images = tuple(replace(ref, variables=carried.variables[sha]) for sha, ref in found.items())
         _check_variables(json_path, archive_key, images)
     with phases.span("images"):
@@ -303,7 +314,7 @@ def save_graph(
         # Not durable yet: save_graph_manifest makes the archive durable at once.
         meta = write_graph(json_path, meta, graph.record, parsed=graph.parsed, durable=False)
         write_region_hint(archive, region.base, region.size)
-        _remember(SavedGraph(json_path, meta, graph.record, parsed=graph.parsed))
+        _remember(SavedGraph(json_path, meta, graph.record, parsed=graph.parsed, spans=graph.spans))
     return meta
 
 
@@ -338,4 +349,4 @@ def _remember(graph: SavedGraph) -> None:
         )
         with state.lock:
             if saved[i] is member:
-                saved[i] = SavedGraph(member.json_path, meta, member.record, parsed=member.parsed)
+                saved[i] = SavedGraph(member.json_path, meta, member.record, parsed=member.parsed, spans=member.spans)

@@ -1,16 +1,15 @@
 """The native part of SAVE's probe for graph-safe random numbers (foundry.capture.rng holds the torch
 part): a graph's work switched off in an exec while PyTorch's host side of a replay runs, and the
-argument words that point at SAVE's live memory read back, to find the generator's buffers."""
+argument words that point at SAVE's live memory read back, to find the generator's buffers. Each is one
+native call over the graph's record (csrc/codec_probe.c), not one per node or per word."""
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from foundry.errors import DriverError, FoundryError
-from foundry.format import KernelNode, iter_nodes
-from foundry.native import memcpy_dtoh, set_nodes_enabled, work_nodes
+from foundry.native import codec
 
 from .graph import Extracted
 
@@ -21,31 +20,19 @@ def _as_int64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _pointers(extracted: Extracted, base: int, live: Sequence[tuple[int, int]]) -> set[int]:
-    """Every 8-byte-aligned argument word that points at 8 readable bytes of SAVE's live memory."""
-    found: set[int] = set()
-    for _, node in iter_nodes(extracted.parsed):
-        if isinstance(node, KernelNode):
-            args = node.args
-            found.update(w for (w,) in struct.iter_unpack("<Q", args[: len(args) // 8 * 8]))
-    return {p for p in found if any(base + s <= p and p + 8 <= base + s + n for s, n in live)}
-
-
-def _read_words(pointers: Iterable[int]) -> dict[int, int]:
-    values = {}
-    for p in pointers:
-        try:
-            values[p] = _as_int64(int.from_bytes(memcpy_dtoh(p, 8), "little"))
-        except DriverError:
-            continue
-    return values
-
-
 def pointed_words(extracted: Extracted, base: int, live: Sequence[tuple[int, int]]) -> dict[int, int]:
-    """Address -> the signed 64-bit value there, of every aligned argument word of the graph that points
-    at 8 bytes of SAVE's live memory (``live``: (offset, size) from the region ``base``); a word the
-    driver cannot read is left out."""
-    return _read_words(_pointers(extracted, base, live))
+    """Address -> the signed 64-bit value there, of every 8-byte argument word of the graph (from each
+    argument buffer's start) that points at 8 bytes of SAVE's live memory (``live``: (offset, size) from
+    the region ``base``); a word the driver cannot read is left out."""
+    ranges: list[tuple[int, int]] = []
+    for offset, size in sorted(live):
+        start, end = base + offset, base + offset + size
+        if ranges and start <= ranges[-1][1]:  # touching or overlapping: one range
+            ranges[-1] = (ranges[-1][0], max(end, ranges[-1][1]))
+        else:
+            ranges.append((start, end))
+    ranges = [r for r in ranges if r[1] - r[0] >= 8]
+    return {p: _as_int64(v) for p, v in codec.pointed_words(extracted.record, ranges).items()}
 
 
 @contextmanager
@@ -56,13 +43,12 @@ def work_disabled(graph: int, exec_: int, extracted: Extracted) -> Iterator[None
     graph never runs it: a replay would change the program's memory (a KV cache written, a counter
     advanced) and can run for minutes on the inputs left from capture (attention over stale sequence
     lengths)."""
-    nodes = work_nodes(graph)
-    try:
-        set_nodes_enabled(exec_, nodes, False)  # inside: a failure part-way still switches all back on
+    try:  # switched off inside the try: a failure part-way still switches everything back on
+        codec.set_work_enabled(graph, exec_, extracted.record, False)
         yield
     finally:
         try:
-            set_nodes_enabled(exec_, nodes, True)
+            codec.set_work_enabled(graph, exec_, extracted.record, True)
         except DriverError as exc:
             raise FoundryError(
                 f"the graph's work could not be switched back on after SAVE probed its random numbers ({exc}); "

@@ -27,11 +27,9 @@ from foundry.format import (
     KernelNode,
     Node,
     TemplateRef,
-    delta_header,
+    delta_bytes,
     iter_nodes,
-    node_spans,
     override_problem,
-    override_spans,
     parse_record,
     relative_path_problem,
     write_graph,
@@ -121,7 +119,7 @@ def _reachable(template: SavedGraph, member: SavedGraph) -> bool:
 
 def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
     """Groups in first-seen order; a graph that cannot join its key's group becomes a template itself."""
-    parsed = [(g.meta, g.parsed if g.parsed is not None else parse_record(g.record)) for g in graphs]
+    parsed = [(g.meta, _parsed(g)[0]) for g in graphs]
     plans: list[GroupPlan] = []
     open_groups: dict[str, list[tuple[int, list[int], set[int]]]] = {}
     for i, (meta, record) in enumerate(parsed):
@@ -159,20 +157,27 @@ def _verify(
         raise CodecError(f"graph {mm.name!r} and template {tm.name!r} differ in their edges")
 
 
-def _verify_bytes(payload: bytes, record: GraphRecord, raw: bytes, varying: Sequence[int], template_sha: str) -> None:
-    """The delta the native code wrote names the template and the member's function table, and holds,
-    for exactly the varying nodes, the member record's own node records byte for byte (a walk and a
-    compare, not a parse: SAVE's hot loop)."""
-    if delta_header(payload) != (record.function_count, template_sha):
-        raise CodecError("a member's delta names another template or function count than the member's")
-    spans = node_spans(raw)
-    overrides = override_spans(payload)
-    if [i for i, _, _ in overrides] != list(varying):
-        raise CodecError("a member's delta overrides other nodes than its group's varying ones")
-    for i, start, end in overrides:
-        a, b = spans[i]
-        if payload[start:end] != raw[a:b]:
-            raise CodecError(f"a member's delta holds another node {i} than the member's own")
+def _parsed(graph: SavedGraph) -> tuple[GraphRecord, tuple[tuple[int, int], ...]]:
+    """A saved graph's record parsed, and its top-level node spans (parsed again only if SAVE lost them)."""
+    if graph.parsed is not None and graph.spans:
+        return graph.parsed, graph.spans
+    spans: list[tuple[int, int]] = []
+    return parse_record(graph.record, spans), tuple(spans)
+
+
+def _verify_bytes(
+    payload: bytes, member: GraphRecord, raw: bytes, spans: Sequence[tuple[int, int]], varying: Sequence[int],
+    template_sha: str,
+) -> None:  # fmt: skip
+    """The delta the native code wrote is exactly its header (naming the template and the member's
+    function table) and, for exactly the varying nodes, the member record's own node records byte for
+    byte: compared whole with the delta those bytes make, joined (no walk of either in Python)."""
+    own = ((i, raw[spans[i][0] : spans[i][1]]) for i in varying)
+    if payload != delta_bytes(template_sha, member.function_count, own):
+        raise CodecError(
+            "a member's delta is not its template's name, its function count and its own records of the group's "
+            "varying nodes"
+        )
 
 
 def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]) -> list[SavedGraph]:
@@ -181,19 +186,20 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
     for plan in plans:
         template = graphs[plan.template]
         assert template.meta.record is not None
-        tpair = (template.meta, template.parsed if template.parsed is not None else parse_record(template.record))
+        tpair = (template.meta, _parsed(template)[0])
         for index in plan.members:
             member = graphs[index]
-            mpair = (member.meta, member.parsed if member.parsed is not None else parse_record(member.record))
-            # The member's own node records, copied byte for byte (C), then proven by parsing them back.
+            parsed, spans = _parsed(member)
+            mpair = (member.meta, parsed)
+            # The member's own node records, copied byte for byte (C), then proven to be exactly those.
             payload = codec.delta_from_record(member.record, plan.varying, template.meta.record.sha256)
             tsha = template.meta.record.sha256
-            _verify_bytes(payload, mpair[1], member.record, plan.varying, tsha)
+            _verify_bytes(payload, parsed, member.record, spans, plan.varying, tsha)
             _verify(tpair, mpair, plan.varying)
             # The delta's nodes are the member's own (just proven byte for byte), parsed already.
             delta = Delta(tsha, mpair[1].function_count, tuple((i, mpair[1].nodes[i]) for i in plan.varying))
             ref = TemplateRef(_template_ref(template, member), template.meta.record.sha256)
             meta = replace(member.meta, record=None, template=ref)
             written = write_graph(member.json_path, meta, payload, parsed=delta, durable=False)
-            out[index] = SavedGraph(member.json_path, written, member.record, payload, mpair[1])
+            out[index] = SavedGraph(member.json_path, written, member.record, payload, parsed, spans)
     return out

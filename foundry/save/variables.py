@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from foundry import kernels
@@ -74,11 +74,16 @@ class Carried:
     blobs: dict[str, bytes]
 
 
-def carried_variables(images: Mapping[str, Sequence[int]], formats: Mapping[str, ImageFormat]) -> Carried:
-    """The variables to carry for a graph whose kernels come from ``images`` (image SHA-256 -> the
-    registry indices of the loads they come from; ``formats`` each image's format). Reads device
+def carried_variables(
+    images: Mapping[str, Mapping[int, kernels.ImageRecord]],
+    formats: Mapping[str, ImageFormat],
+    device: tuple[int, int] | None = None,
+) -> Carried:
+    """The variables to carry for a graph whose kernels come from ``images`` (image SHA-256 -> registry
+    index -> record, of the loads they come from; ``formats`` each image's format; ``device`` the compute
+    capability whose code the driver loaded: only that code's variables can be read). Reads device
     memory; writes nothing."""
-    live = {sha: _live(sha, indices, formats[sha]) for sha, indices in images.items()}
+    live = {sha: _live(sha, records, formats[sha], device) for sha, records in images.items()}
     ranges = sorted(
         (v.address, v.address + len(v.data), sha, name) for sha, values in live.items() for name, v in values.items()
     )
@@ -86,7 +91,8 @@ def carried_variables(images: Mapping[str, Sequence[int]], formats: Mapping[str,
     out: dict[str, tuple[VariableRef, ...]] = {}
     blobs: dict[str, bytes] = {}
     for sha, values in live.items():
-        fresh = _fresh(sha, images[sha][0], formats[sha]) if values else {}
+        first = next(iter(images[sha].items()))
+        fresh = _fresh(sha, *first, formats[sha], device) if values else {}
         refs = []
         for name in sorted(values):
             value = values[name]
@@ -100,17 +106,20 @@ def carried_variables(images: Mapping[str, Sequence[int]], formats: Mapping[str,
     return Carried(out, blobs)
 
 
-def _scan(sha: str, index: int, fmt: ImageFormat) -> ModuleVariables:
+def _scan(
+    sha: str, index: int, record: kernels.ImageRecord, fmt: ImageFormat, device: tuple[int, int] | None
+) -> ModuleVariables:
+    """What the image defines, read from its bytes once per process (they never change)."""
     state = _STATE.get()
     with state.lock:
         scan = state.scans.get(sha)
     if scan is None:
-        scan = module_variables(kernels.image_bytes(index), fmt)
+        scan = module_variables(kernels.image_bytes(index, record), fmt, device)
         with state.lock:
             state.scans[sha] = scan
     if not scan.complete:
         raise VariablesUnknownError(
-            f"kernel image {sha} ({kernels.image_record(index).size} bytes), which a saved graph uses, cannot be "
+            f"kernel image {sha} ({record.size} bytes), which a saved graph uses, cannot be "
             f"read whole, so SAVE cannot tell which module variables its kernels read: {scan.problem}. Install "
             "what the message names (the 'lz4' and 'zstandard' packages decompress fatbin entries) and save again.",
             image=sha,
@@ -118,14 +127,15 @@ def _scan(sha: str, index: int, fmt: ImageFormat) -> ModuleVariables:
     return scan
 
 
-def _live(sha: str, indices: Sequence[int], fmt: ImageFormat) -> dict[str, _Value]:
+def _live(
+    sha: str, records: Mapping[int, kernels.ImageRecord], fmt: ImageFormat, device: tuple[int, int] | None
+) -> dict[str, _Value]:
     """The image's variables in this process, from each load the graph's kernels come from (which
     must agree: LOAD loads the image once)."""
-    scan = _scan(sha, indices[0], fmt)
+    scan = _scan(sha, *next(iter(records.items())), fmt, device)
     out: dict[str, _Value] = {}
     first: dict[str, int] = {}
-    for index in dict.fromkeys(indices):
-        record = kernels.image_record(index)
+    for index, record in records.items():
         if not record.loaded:
             raise SaveError(
                 f"kernel image {sha} ({record.kind} {record.handle:#x}) was unloaded, but a saved graph launches its "
@@ -147,7 +157,9 @@ def _live(sha: str, indices: Sequence[int], fmt: ImageFormat) -> dict[str, _Valu
     return out
 
 
-def _fresh(sha: str, index: int, fmt: ImageFormat) -> dict[str, _Value]:
+def _fresh(
+    sha: str, index: int, record: kernels.ImageRecord, fmt: ImageFormat, device: tuple[int, int] | None
+) -> dict[str, _Value]:
     """The image's variables as a fresh load of its bytes holds them (the load is gone afterwards:
     its addresses only serve to recognize pointers into it)."""
     state = _STATE.get()
@@ -155,8 +167,7 @@ def _fresh(sha: str, index: int, fmt: ImageFormat) -> dict[str, _Value]:
         cached = state.fresh.get(sha)
     if cached is not None:
         return cached
-    scan = _scan(sha, index, fmt)
-    record = kernels.image_record(index)
+    scan = _scan(sha, index, record, fmt, device)
     try:
         handle = library_load(record.data)
     except DriverError as exc:

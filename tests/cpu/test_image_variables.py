@@ -184,3 +184,22 @@ def _readelf_variables(path: Path) -> dict[str, int]:
         if len(parts) >= 8 and parts[3] == "OBJECT" and parts[-2] in wanted:
             out[parts[-1]] = int(parts[2])
     return out
+
+
+@pytest.mark.parametrize(
+    ("device", "read"),
+    [((9, 0), "both"), ((9, 9), "both"), ((8, 6), "ptx"), ((10, 0), "ptx"), ((7, 5), "none")],
+)
+def test_for_a_device_only_the_entries_it_could_load_are_read(device: tuple[int, int], read: str) -> None:
+    """The zstd fatbin holds sm_90 SASS and compute_80 PTX. For a device, SASS counts only of its major
+    version and no newer minor one, PTX of no newer version: the rest is not even decompressed, so a
+    damaged entry of another architecture does not make the image unreadable."""
+    data = bytearray(_read("module_variables.zstd.fatbin"))
+    scan = module_variables(bytes(data), ImageFormat.FATBIN, device)
+    assert scan.complete, scan.problem
+    assert set(scan.variables) == (set() if read == "none" else set(EXPECTED))  # the PTX defines every one too
+    header = struct.unpack_from("<H", data, 6)[0]
+    entry_header = struct.unpack_from("<I", data, header + 4)[0]
+    data[header + entry_header + 8 : header + entry_header + 16] = b"\xff" * 8  # damage the sm_90 entry
+    damaged = module_variables(bytes(data), ImageFormat.FATBIN, device)
+    assert damaged.complete == (device[0] != 9), damaged.problem

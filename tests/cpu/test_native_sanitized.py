@@ -320,3 +320,38 @@ def test_delta_walk_under_damage_is_clean(sanitized: Sanitized) -> None:
     r = sanitized.run(DELTA_WALK)
     assert r["indices"] and r["back"] == r["indices"]
     assert r["refused"] == r["cuts"]
+
+
+POINTED_WORDS = """
+from pathlib import Path
+from foundry.format.graphfile import read_graph
+from foundry.errors import CodecError
+from foundry.native import codec
+_t, record = read_graph(Path("tests/fixtures/gpu_archive") / "ew_bs64.json")
+words = sorted(int.from_bytes(record[i:i + 8], "little") for i in range(0, len(record) - 7, 8))
+ranges = [(w, w + 8) for w in words[-3:]]  # no device memory there: every read fails and is left out
+whole = codec.pointed_words(record, ranges)
+refused = 0
+for cut in range(0, len(record), 8):
+    try:
+        codec.pointed_words(record[:cut], ranges)
+    except CodecError:
+        refused += 1
+for pos in range(0, len(record), 3):
+    flipped = bytearray(record)
+    flipped[pos] ^= 0xFF
+    try:
+        codec.pointed_words(bytes(flipped), ranges)
+    except CodecError:
+        pass
+out(whole=len(whole), refused=refused, cuts=len(range(0, len(record), 8)))
+"""
+
+
+def test_pointed_words_walk_under_damage_is_clean(sanitized: Sanitized) -> None:
+    """SAVE's native walk of a record's argument words (the RNG probe), on the real template's record,
+    every truncation and every third byte flipped: refused or answered, never out of bounds; words whose
+    memory cannot be read are left out, not an error."""
+    r = sanitized.run(POINTED_WORDS)
+    assert r["whole"] == 0
+    assert r["refused"] == r["cuts"]

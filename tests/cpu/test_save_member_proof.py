@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError, CodecError
-from foundry.format import node_spans, parse_record
+from foundry.format import parse_record
 from foundry.format.delta import delta_header, override_spans, parse_delta
 from foundry.format.graphfile import read_graph
 from foundry.native import codec
@@ -35,9 +35,10 @@ def _member() -> tuple[bytes, bytes, str]:
 
 def test_spans_walk_the_same_nodes_the_parsers_see() -> None:
     record, delta, tsha = _member()
-    spans = node_spans(record)
-    assert len(spans) == len(parse_record(record).nodes) and spans[0][0] == 32
-    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))
+    spans: list[tuple[int, int]] = []
+    nodes = parse_record(record, spans).nodes
+    assert len(nodes) == len(spans) and spans[0][0] == 32
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(spans))  # back to back, then the edge table
     assert (
         [i for i, _, _ in override_spans(delta)]
         == override_indices(delta)
@@ -45,7 +46,7 @@ def test_spans_walk_the_same_nodes_the_parsers_see() -> None:
     )
     assert delta_header(delta) == (parse_delta(delta).function_count, tsha)
     with pytest.raises(ArchiveCorruptError):
-        node_spans(record[: spans[-1][0] + 4])
+        parse_record(record[: spans[-1][0] + 4], [])
 
 
 def test_the_native_delta_of_a_member_passes_and_any_other_bytes_fail() -> None:
@@ -53,16 +54,17 @@ def test_the_native_delta_of_a_member_passes_and_any_other_bytes_fail() -> None:
     varying = override_indices(_stored)
     payload = bytearray(codec.delta_from_record(record, varying, tsha))
     assert delta_header(payload) == (parse_record(record).function_count, tsha)  # the header written whole
-    parsed = parse_record(record)
-    _verify_bytes(bytes(payload), parsed, record, varying, tsha)
+    spans: list[tuple[int, int]] = []
+    parsed = parse_record(record, spans)
+    _verify_bytes(bytes(payload), parsed, record, spans, varying, tsha)
     _index, start, end = override_spans(bytes(payload))[0]
-    for pos in (start + 8, end - 1):  # inside the first override's node record
+    for pos in (start + 8, end - 1, 8):  # inside the first override's node record; the header's count
         bad = bytearray(payload)
         bad[pos] ^= 0x01
-        with pytest.raises(CodecError, match="another node"):
-            _verify_bytes(bytes(bad), parsed, record, varying, tsha)
-    with pytest.raises(CodecError, match="another template"):
-        _verify_bytes(bytes(payload), parsed, record, varying, "0" * 64)
+        with pytest.raises(CodecError, match="not its template's name"):
+            _verify_bytes(bytes(bad), parsed, record, spans, varying, tsha)
+    with pytest.raises(CodecError, match="not its template's name"):
+        _verify_bytes(bytes(payload), parsed, record, spans, varying, "0" * 64)
     if len(varying) > 1:
-        with pytest.raises(CodecError, match="other nodes"):
-            _verify_bytes(bytes(payload), parsed, record, varying[:-1], tsha)
+        with pytest.raises(CodecError, match="not its template's name"):
+            _verify_bytes(bytes(payload), parsed, record, spans, varying[:-1], tsha)

@@ -1,6 +1,7 @@
 """SAVE probes a graph's random numbers by launching it with its work switched off
-(foundry.capture.rng.work_disabled): the driver calls it is built on, on the fake driver. The GPU tier
-checks the whole save (tests/gpu/test_capture_gpu.py)."""
+(foundry.save.rngprobe, one native call over the graph's record: csrc/codec_probe.c), and reads the
+argument words that point at live memory in one call: the driver calls they are built on, on the fake
+driver. The GPU tier checks the whole save (tests/gpu/test_capture_gpu.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 from tests.support.graphs import JsonRunner, prelude
 
 SWITCH = """
-from foundry.native import set_nodes_enabled, work_nodes
+from foundry.native import codec
+from foundry.save import extract, pointed_words, work_disabled
 n = 64
 K = module("fk_scale_f32")
 x, y, z = buf("x", 4 * n), buf("y", 4 * n), buf("z", 4 * n)
@@ -23,25 +25,40 @@ g = cu.end_capture(s)
 empty = c_void_p()
 call("cuGraphAddEmptyNode", byref(empty), g, None, 0)
 e = cu.instantiate(g)
-nodes = work_nodes(g)
+extracted = extract(g)
 state = lambda: [cu.read_f32(b, 1)[0] for b in (x, y, z)]
-set_nodes_enabled(e, nodes, False)
-for _ in range(3):
-    cu.graph_launch(e)
-cu.sync()
-off = state()
-set_nodes_enabled(e, nodes, True)
+with work_disabled(g, e, extracted):
+    for _ in range(3):
+        cu.graph_launch(e)
+    cu.sync()
+    off = state()
 cu.graph_launch(e)
 cu.sync()
-emit(types=sorted(cu.node_type(n) for n in nodes), all_types=sorted(cu.node_type(n) for n in cu.graph_nodes(g)),
-     off=off, on=state())
+on = state()
+# a record of another graph (one node fewer) is refused, and nothing is switched
+cu.begin_capture(s)
+cu.launch(K["fk_scale_f32"], (1, 1, 1), (n, 1, 1), [("ptr", x), (c_float, 2.0), (c_int, n)], stream=s)
+small = cu.end_capture(s)
+refused = attempt(lambda: codec.set_work_enabled(g, e, extract(small).record, False))
+region = foundry.region_state()
+words = pointed_words(extracted, region.base, foundry.region.live_ranges_now())
+cu.write_u64(z, 0x1234_5678)
+outside = pointed_words(extracted, region.base, [(x - region.base, 8)])
+emit(off=off, on=on, refused=refused, words={hex(k): v for k, v in words.items()},
+     x=hex(x), z=hex(z), outside={hex(k): v for k, v in outside.items()})
 """
 
 
 def test_an_exec_with_its_work_switched_off_changes_no_memory(app_json: JsonRunner, tmp_path: Path) -> None:
-    out = app_json(prelude(tmp_path) + SWITCH)
-    # The empty node does no work and stays; the memset, kernel and copy are switched off.
-    assert out["types"] == ["kernel", "memcpy", "memset"]
-    assert sorted(out["all_types"]) == sorted([*out["types"], "empty"])
-    assert out["off"] == [1.0, 0.0, 0.0]  # three launches: nothing written
+    out = app_json(prelude(tmp_path) + "foundry.set_allocation_region(BASE, '1GB')\n" + SWITCH)
+    assert out["off"] == [1.0, 0.0, 0.0]  # three launches: the memset, kernel and copy switched off
     assert out["on"] == [2.0, 7.0, 2.0]  # switched back on: one launch does all of it
+    assert out["refused"]["error"] == "CodecError" and "another graph's" in out["refused"]["message"]
+
+
+def test_the_words_the_arguments_point_at_are_read_in_one_call(app_json: JsonRunner, tmp_path: Path) -> None:
+    out = app_json(prelude(tmp_path) + "foundry.set_allocation_region(BASE, '1GB')\n" + SWITCH)
+    # The kernel's only pointer argument is x; its first word holds two floats of 2.0 (0x40000000 each).
+    assert out["words"] == {out["x"]: 0x4000000040000000}
+    # A live range that holds only x's first word: the same word, nothing else.
+    assert out["outside"] == {out["x"]: 0x4000000040000000}

@@ -14,10 +14,9 @@ import struct
 
 from foundry.errors import ArchiveError
 from foundry.format import layout as L
-from foundry.format.delta import VARYING_NODE_TYPES, Delta, override_spans
+from foundry.format.delta import VARYING_NODE_TYPES, Delta, delta_bytes, override_spans
 from foundry.format.layout import (
     RecAttr,
-    RecDeltaHeader,
     RecEdge,
     RecEvent,
     RecHeader,
@@ -25,7 +24,6 @@ from foundry.format.layout import (
     RecMemcpy,
     RecMemset,
     RecNode,
-    RecOverride,
     RecParam,
 )
 from foundry.format.nodes import (
@@ -175,23 +173,11 @@ def _kernel(node: KernelNode) -> bytes:
 
 
 def encode_delta(delta: Delta) -> bytes:
-    body = bytearray()
     for index, node in delta.overrides:
         if not isinstance(node, VARYING_NODE_TYPES):
             raise ValueError(f"override of node {index}: only kernel, memset and memcpy nodes vary, not {node}")
-        body += RecOverride(node_index=index, reserved=0).pack() + encode_node(node)
-    header = RecDeltaHeader(
-        magic=L.DELTA_MAGIC,
-        version=L.DELTA_VERSION,
-        header_bytes=L.DELTA_HEADER_SIZE,
-        override_count=len(delta.overrides),
-        function_count=delta.function_count,
-        reserved0=0,
-        reserved1=0,
-        total_bytes=L.DELTA_HEADER_SIZE + len(body),
-        template_sha256=bytes.fromhex(delta.template_sha256),
-    )
-    return header.pack() + bytes(body)
+    overrides = [(index, encode_node(node)) for index, node in delta.overrides]
+    return delta_bytes(delta.template_sha256, delta.function_count, overrides)
 
 
 def override_indices(data: bytes | bytearray | memoryview) -> list[int]:
