@@ -2,15 +2,17 @@
 between them.
 
 A group becomes ready once its shared exec is built and every member's kernels are known: then each
-graph replays on the shared exec, switched in by updating only the nodes that vary. Later each graph
-gets an exec of its own (``take_own_execs``), and never switches again: an exec whose nodes were
-updated replays slower (docs/DESIGN.md). Every change to a group's execs happens under its lock,
+graph replays on the shared exec, switched in by updating only the nodes that vary. Later each member
+gets an exec of its own (``build_own``; the loader builds first those the program launched), then the
+template (``finish_own``), and no graph switches again: an exec whose nodes were updated replays slower
+(docs/DESIGN.md). Every change to a group's execs happens under its lock,
 which ``launch`` switches under too.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from foundry.errors import CodecError
@@ -32,6 +34,7 @@ class GraphHandle:
     functions: list[int] = field(default_factory=list)
     exec: int = 0  # dedicated exec, 0 until the loader built it; set under the group's lock, never unset
     graph: int = 0
+    building: threading.Lock = field(default_factory=threading.Lock)  # held while its own exec is built
 
     def launch(self, stream: int) -> None:
         if self.exec:
@@ -56,6 +59,9 @@ class Group:
     switched: int = 0  # how many times members were switched into the shared exec
     fallbacks: int = 0  # switches the driver refused (the member got its own exec on the spot)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Told of each member launched on the shared exec before it has its own (the loader builds the execs
+    # of the graphs the program uses first); called under the group's lock, so it must only take note.
+    on_shared_launch: Callable[[GraphHandle], None] | None = None
 
     @property
     def members(self) -> list[GraphSource]:
@@ -106,32 +112,38 @@ class Group:
                     return
                 self.current = wanted
                 self.switched += 1
+            if wanted != -1 and self.on_shared_launch is not None:
+                self.on_shared_launch(handle)
             codec.launch(self.exec, stream)
 
-    def take_own_execs(self, context: int) -> None:
-        """Gives every graph of the group its own exec (a builder thread), then drops the records."""
+    def build_own(self, handle: GraphHandle, context: int) -> bool:
+        """Gives one member its own exec (a builder thread), unless it has one already; several threads may
+        ask for the same member (the loader asks again for a member the program launched meanwhile), and
+        one builds while the others wait for it. Whether this call built it."""
+        with handle.building:
+            if handle.exec:
+                return False
+            set_current_context(context)
+            graph, exec_ = build_exec(handle.source, handle.functions, self.template_functions)
+            # Handed out under the lock launch_shared() switches under, so that no switch lands in an exec
+            # that has become a graph's own.
+            with self.lock:
+                if handle.exec:  # a refused switch gave it an exec meanwhile
+                    codec.destroy_exec(exec_)
+                    codec.destroy_graph(graph)
+                    return False
+                handle.graph, handle.exec = graph, exec_
+                return True
+
+    def finish_own(self, context: int) -> None:
+        """Once every member has its own exec (build_own): the template's, then the records dropped."""
         set_current_context(context)
-        built = {
-            h.index: build_exec(h.source, h.functions, self.template_functions)
-            for h in self.handles
-            if h.source.template is not None and not h.exec
-        }
         templates = [h for h in self.handles if h.source.template is None]
-        # Execs are handed out under the lock launch_shared() switches under, so that no switch lands in
-        # an exec that has become a graph's own. The shared exec passes to the template only if it still
-        # holds exactly the template's values: never switched (an updated exec also replays slower
-        # than a fresh one) and no refused switch, which can leave it half updated. Otherwise the
-        # template gets a fresh exec, and the shared one is destroyed (the driver lets queued launches
-        # finish).
+        # The shared exec passes to the template only if it still holds exactly the template's values:
+        # never switched (an updated exec also replays slower than a fresh one) and no refused switch,
+        # which can leave it half updated. Otherwise the template gets a fresh exec, and the shared one is
+        # destroyed (the driver lets queued launches finish).
         with self.lock:
-            for h in self.handles:
-                if h.index not in built:
-                    continue
-                if h.exec:  # a refused switch gave it an exec meanwhile
-                    codec.destroy_exec(built[h.index][1])
-                    codec.destroy_graph(built[h.index][0])
-                else:
-                    h.graph, h.exec = built[h.index]
             keep_shared = bool(templates) and self.switched == 0 and self.fallbacks == 0
             if keep_shared:
                 for h in templates:

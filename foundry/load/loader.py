@@ -54,6 +54,16 @@ class Loader:
         self.timings: dict[str, float] = {}
         self.thread: threading.Thread | None = None
         self.dedicated_go = threading.Event()  # the loader builds members' own execs once set
+        # Members launched on their group's shared exec, by handle index, in the order of their first such
+        # launch: their own execs are built first. While the own execs are being built, such a launch
+        # also asks for its member's at once (``_builds``: the builder pool, None outside that phase).
+        self.demand: dict[int, int] = {}
+        self._demand_lock = threading.Lock()
+        self._builds: tuple[PriorityPool, int] | None = None
+        self.own_order: list[int] = []  # handle indices, in the order members got their own execs
+        self.own_at: dict[int, float] = {}  # by handle index: when (perf_counter) its own exec was handed over
+        for g in self.groups:
+            g.on_shared_launch = self._launched_shared
         if not defer_dedicated:
             self.dedicated_go.set()
         self.phases = Phases()
@@ -142,15 +152,51 @@ class Loader:
                 self._phase_totals()  # as of all replayable; again below with the own execs' work
                 self.dedicated_go.wait()
                 self.timings["dedicated_start_s"] = time.perf_counter() - start
-                crew.pool.map((len(self.groups),), lambda g: g.take_own_execs(context), self.groups)
+                self._build_own_execs(crew.pool, context)
             self.timings["all_dedicated_s"] = time.perf_counter() - start
             self.timings["switches"] = sum(g.switched for g in self.groups)
+            self.timings["members_launched_shared"] = len(self.demand)
             self.timings["switch_fallbacks"] = sum(g.fallbacks for g in self.groups)
             self._phase_totals()
         except BaseException as exc:  # reported to whoever waits
             self.error = exc
         finally:
             self.done.set()
+
+    def _launched_shared(self, handle: GraphHandle) -> None:
+        """A member replayed on its group's shared exec, before it has its own (under the group's lock)."""
+        with self._demand_lock:  # held while submitting: the pool outlives _builds
+            if handle.index in self.demand:
+                return
+            self.demand[handle.index] = len(self.demand)
+            if self._builds is not None:
+                pool, context = self._builds
+                pool.submit((0, self.demand[handle.index]), self._build_own, handle, context)
+
+    def _build_own(self, handle: GraphHandle, context: int) -> None:
+        if handle.group.build_own(handle, context):
+            with self._demand_lock:
+                self.own_order.append(handle.index)
+                self.own_at[handle.index] = time.perf_counter()
+
+    def _build_own_execs(self, pool: PriorityPool, context: int) -> None:
+        """Every member's own exec, first those the program launched (in the order it first did), then
+        the rest in the order their paths were given; then each group's template exec. The first replay
+        of a member before its own exec exists runs on the switched shared exec, slower (docs/DESIGN.md):
+        the graphs a program uses first are the first to leave it."""
+        members = [h for h in self.handles if h.source.template is not None]
+        with self._demand_lock:
+            self._builds = (pool, context)
+            demand = dict(self.demand)
+        members.sort(key=lambda h: (0, demand[h.index]) if h.index in demand else (1, h.index))
+        futures = [pool.submit((1, rank), self._build_own, h, context) for rank, h in enumerate(members)]
+        try:
+            for f in futures:
+                f.result()
+        finally:
+            with self._demand_lock:
+                self._builds = None
+        pool.map((2,), lambda g: g.finish_own(context), self.groups)
 
     def _phase_totals(self) -> None:
         self.timings.update({f"thread_{k}_s": v for k, v in self.phases.seconds.items()})

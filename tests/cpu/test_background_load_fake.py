@@ -40,7 +40,16 @@ p2 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=
 p2.wait_all()
 handles = p2.handles
 again = replay("again")
-emit(runs=shared + own + again, released=released, taken=taken, closed=closed, shared_execs=sorted(shared_execs),
+# One builder: the members the program launched get their own execs first, in the order it first
+# launched them, before the member it did not launch (path order would be v1, v2, v3).
+p3 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=1, defer_dedicated=True)
+later = [p3.wait_group(i) for i in range(len(NAMES))]
+for i in (3, 0, 2, 3):
+    later[i].launch(0)
+cu.sync()
+p3.build_dedicated(); p3.wait_all()
+emit(runs=shared + own + again, demand=p.demand, own_order=p3.own_order, demand3=p3.demand,
+     released=released, taken=taken, closed=closed, shared_execs=sorted(shared_execs),
      own_execs=own_execs, group_exec=group_exec, switched=p.timings["switches"],
      fallbacks=p.timings["switch_fallbacks"],
      same_template=len({id(h.source.template) for h in first[1:]} | {id(first[0].source)}))
@@ -70,6 +79,9 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
     assert r["group_exec"] == own[0]
     # The template listed in the paths and the members' template are one source, read once.
     assert r["same_template"] == 1
+    # Members launched on the shared exec, in the order of their first launch there (the template is none).
+    assert r["demand"] == {"2": 0, "3": 1, "1": 2}
+    assert r["demand3"] == {"3": 0, "2": 1} and r["own_order"] == [3, 2, 1]
 
 
 FAILING = """
