@@ -119,10 +119,12 @@ def _hook_registry() -> type:
     return HookRegistry
 
 
-def build(memory: FakeFoundry, available_bytes: int = 64 * CELL, kv_extra: int = 0, free_gb: float = 40.0) -> Any:
+def build(
+    memory: FakeFoundry, available_bytes: int = 64 * CELL, kv_extra: int = 0, free_gb: float = 40.0, cell: int = CELL
+) -> Any:
     """A fresh fake SGLang. ``available_bytes``: what its memory measurement finds for the KV cache;
     ``kv_extra``: one more buffer in the memory-pool phase (a LOAD that diverges); ``free_gb``: the free memory
-    the prefill-graph memory gate sees."""
+    the prefill-graph memory gate sees; ``cell``: KV bytes per token (another KV layout)."""
     trace = Trace()
     modules = graph_modules(memory, trace)
     registry = _hook_registry()
@@ -156,7 +158,7 @@ def build(memory: FakeFoundry, available_bytes: int = 64 * CELL, kv_extra: int =
             return available_bytes
 
         def configure(self, pre_model_load_memory: int) -> tuple[int, int]:
-            tokens = self._profile_available_bytes(pre_model_load_memory) // CELL
+            tokens = self._profile_available_bytes(pre_model_load_memory) // cell
             return tokens, min(tokens // 2, 4096)
 
     kv.KVCacheConfigurator = KVCacheConfigurator  # type: ignore[attr-defined]
@@ -221,7 +223,7 @@ def build(memory: FakeFoundry, available_bytes: int = 64 * CELL, kv_extra: int =
             self.req_to_token_pool = memory.allocate(self.max_running_requests * 8)
             if kv_extra:
                 memory.allocate(kv_extra)
-            self.kv_cache = memory.allocate(self.max_total_num_tokens * CELL)
+            self.kv_cache = memory.allocate(self.max_total_num_tokens * cell)
 
         def init_attention_backends(self) -> None:
             self.attn_backend = AttentionBackend()

@@ -74,7 +74,7 @@ def describe(model_runner: Any, device_name: str | None = None) -> Fingerprint:
     import torch
 
     if device_name is None:
-        device_name = str(torch.cuda.get_device_name(model_runner.gpu_id))
+        device_name = str(torch.cuda.get_device_name(torch.cuda.current_device()))
     model = model_runner.model_config
     hf = getattr(model, "hf_config", None)
     to_dict = getattr(hf, "to_dict", None)

@@ -79,7 +79,9 @@ def init_model_worker(original: Any, scheduler: Any, *args: Any, **kwargs: Any) 
         check_supported(scheduler.server_args, os.environ)
         from .patches import install_model_hooks
 
+        t0 = time.perf_counter()
         install_model_hooks()
+        s.timings["install_hooks_s"] = time.perf_counter() - t0
     return original(scheduler, *args, **kwargs)
 
 
@@ -94,14 +96,20 @@ def init_torch_distributed(original: Any, runner: Any, *args: Any, **kwargs: Any
     return result
 
 
-def load_model(original: Any, runner: Any, *args: Any, **kwargs: Any) -> Any:
+def _then_end_phase(name: str, original: Any, runner: Any, args: Any, kwargs: Any) -> tuple[Any, Any]:
+    """Runs SGLang's ``original``, then ends phase ``name`` (LOAD checks it); (its result, the session or None)."""
     result = original(runner, *args, **kwargs)
     s = _active(runner)
     if s is not None:
-        steps.end_phase(s, "load_model")
-        if s.config.mode is Mode.LOAD:
-            steps.start_builds(s)  # maps SAVE's memory and moves the cursor past it
-            steps.resume_at(s, "load_model")
+        steps.end_phase(s, name)
+    return result, s
+
+
+def load_model(original: Any, runner: Any, *args: Any, **kwargs: Any) -> Any:
+    result, s = _then_end_phase("load_model", original, runner, args, kwargs)
+    if s is not None and s.config.mode is Mode.LOAD:
+        steps.start_builds(s)  # maps SAVE's memory and moves the cursor past it
+        steps.resume_at(s, "load_model")
     return result
 
 
@@ -140,11 +148,7 @@ def alloc_memory_pool(original: Any, runner: Any, *args: Any, **kwargs: Any) -> 
 
 
 def init_attention_backends(original: Any, runner: Any, *args: Any, **kwargs: Any) -> Any:
-    result = original(runner, *args, **kwargs)
-    s = _active(runner)
-    if s is not None:
-        steps.end_phase(s, "attention_backends")
-    return result
+    return _then_end_phase("attention_backends", original, runner, args, kwargs)[0]
 
 
 def prefill_memory_gate(original: Any, *args: Any, **kwargs: Any) -> Any:
