@@ -1,4 +1,5 @@
-"""The cold-start benchmark (`foundry bench`) and the decoder model it measures.
+"""The cold-start benchmark (`foundry bench`) and the decoder model it measures; `--engine vllm` (vllm/) runs
+vLLM itself natively and from an archive.
 
 The runner and its report are torch-free (``summarize`` runs anywhere); the model and the workers
 need torch, so the model's names are imported on first use.
@@ -10,10 +11,24 @@ import importlib
 from typing import Any
 
 from .runner import run_bench, summarize
+from .vllm import MODES as VLLM_MODES
+from .vllm import SHAPES as VLLM_SHAPES
+from .vllm import VllmBenchConfig, run_vllm_bench
 
 _MODEL = ("SHAPES", "DecoderConfig", "QwenDecoder", "vllm_batch_sizes")
 
-__all__ = ["SHAPES", "DecoderConfig", "QwenDecoder", "run_bench", "summarize", "vllm_batch_sizes"]
+__all__ = [
+    "SHAPES",
+    "VLLM_MODES",
+    "VLLM_SHAPES",
+    "DecoderConfig",
+    "QwenDecoder",
+    "VllmBenchConfig",
+    "run_bench",
+    "run_vllm_bench",
+    "summarize",
+    "vllm_batch_sizes",
+]
 
 
 def __getattr__(name: str) -> Any:

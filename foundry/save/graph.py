@@ -86,10 +86,14 @@ class _Saves:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     saved: list[SavedGraph] = field(default_factory=list)
+    # resolved graph JSON -> its place in ``saved``: an engine saves thousands of graphs, and each save
+    # must find an earlier save of its file without walking the list
+    places: dict[Path, int] = field(default_factory=dict)
     written_images: set[tuple[str, str]] = field(default_factory=set)
     phases: Phases = field(default_factory=lambda: Phases(keep_spans=False))
     # The module variables each saved graph needs, by (resolved archive dir, image SHA-256), then by
-    # resolved graph JSON: graphs of one archive must agree (see _check_variables).
+    # resolved graph JSON: graphs of one archive must agree (see _check_variables), so every graph of
+    # one image holds one value, kept once beside the graphs that need it.
     variables: dict[tuple[str, str], dict[Path, tuple[VariableRef, ...] | None]] = field(default_factory=dict)
 
 
@@ -167,8 +171,13 @@ def _check_variables(json_path: Path, archive_key: str, images: tuple[ImageRef, 
     target = json_path.resolve()
     with state.lock:
         for ref in images:
-            for other, theirs in state.variables.get((archive_key, ref.sha256), {}).items():
-                if other != target and theirs != ref.variables:
+            # Graphs saved before agree with each other, so the first one other than this graph speaks
+            # for all of them.
+            known = state.variables.get((archive_key, ref.sha256), {})
+            for other, theirs in known.items():
+                if other == target:
+                    continue
+                if theirs != ref.variables:
                     mine = dict((v.name, v.sha256) for v in ref.variables or ())
                     their = dict((v.name, v.sha256) for v in theirs or ())
                     name = min(n for n in {*mine, *their} if mine.get(n) != their.get(n))
@@ -181,6 +190,7 @@ def _check_variables(json_path: Path, archive_key: str, images: tuple[ImageRef, 
                         image=ref.sha256,
                         variable=name,
                     )
+                break
         for ref in images:
             state.variables.setdefault((archive_key, ref.sha256), {})[target] = ref.variables
 
@@ -310,13 +320,12 @@ def _remember(graph: SavedGraph) -> None:
     target = graph.json_path.resolve()
     with state.lock:
         saved = state.saved
-        for i, earlier in enumerate(saved):
-            if earlier.json_path.resolve() == target:
-                saved[i] = graph
-                break
-        else:
+        place = state.places.get(target)
+        if place is None:
+            state.places[target] = len(saved)
             saved.append(graph)
             return
+        saved[place] = graph
         orphans = [
             (i, g)
             for i, g in enumerate(saved)

@@ -10,13 +10,29 @@ instead of replaying graphs over misplaced tensors.
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from .backend import FoundryApi
 from .errors import PhaseLayoutError
 from .metadata import PhaseMark
 
-__all__ = ["PhaseTracker", "check_phase"]
+__all__ = ["PhaseTracker", "check_phase", "process_started_at"]
+
+
+def process_started_at() -> float | None:
+    """When this process started, in epoch seconds (Linux: /proc), or None where that cannot be read. The
+    report gives phase ends in epoch seconds too, so a parent can put every process of an engine on one
+    timeline."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22, starttime: clock ticks after boot
+        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))  # fmt: skip
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
 
 
 class PhaseTracker:
@@ -26,6 +42,7 @@ class PhaseTracker:
         self._since = time.perf_counter()
         self.marks: list[PhaseMark] = []
         self.seconds: dict[str, float] = {}
+        self.ended_at: dict[str, float] = {}  # epoch seconds: the report places phases on a timeline
 
     def start(self) -> None:
         """Begins the first phase here: what the log holds so far belongs to no phase."""
@@ -42,6 +59,7 @@ class PhaseTracker:
         allocations, self._next = self._api.allocations_from(self._next)
         now = time.perf_counter()
         self.seconds[name] = now - self._since
+        self.ended_at[name] = time.time()
         self._since = now
         mark = PhaseMark(name, self._api.cursor(), tuple(allocations))
         self.marks.append(mark)

@@ -28,7 +28,7 @@ from .engine import Engine
 from .errors import PhaseLayoutError, PluginConfigError
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, PhaseMark
 from .outputs import as_flat, rebuild, shape_of
-from .phases import check_phase
+from .phases import check_phase, process_started_at
 from .session import Session
 
 __all__ = [
@@ -222,12 +222,14 @@ def write_report(s: Session[Any, Any], **fields: Any) -> None:
         return
     doc = {
         "mode": s.config.mode.value,
+        "process_started_at": process_started_at(),
         "phases": [
             {
                 "name": m.name,
                 "cursor": m.cursor,
                 "allocations": len(m.allocations),
                 "seconds": s.tracker.seconds.get(m.name),
+                "ended_at": s.tracker.ended_at.get(m.name),
             }
             for m in s.tracker.marks
         ],

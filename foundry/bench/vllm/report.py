@@ -1,0 +1,185 @@
+"""The vLLM benchmark's document as tables and a plot: start-up per run, LOAD's start-up by phase, and
+decode/prefill parity. ``write_report(doc, OUT)`` writes OUT.json, OUT.txt (also printed) and OUT.png (where
+matplotlib is installed); ``python -m foundry.bench.vllm.report OUT.json`` renders a committed document again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from foundry.tables import table
+
+__all__ = ["load_phases", "render", "write_report"]
+
+RUNS = ("native_cold", "save", "native", "load")
+LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
+          "load": "Foundry LOAD"}  # fmt: skip
+
+
+def _s(value: Any, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
+
+
+def foundry_seconds(r: dict[str, Any]) -> float | None:
+    """LOAD: the seconds Foundry's own calls took inside the engine (images, graph builds started, waited for)."""
+    timings = (r.get("plugin") or {}).get("timings") or {}
+    parts = [timings.get(k) for k in ("load_modules_s", "start_graph_builds_s", "graphs_ready_s")]
+    return sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
+
+
+def _graphs(mode: str, r: dict[str, Any]) -> str:
+    if mode == "load":
+        return _s(foundry_seconds(r))
+    timings = (r.get("plugin") or {}).get("timings") or {}
+    capture = timings.get("capture_s", r.get("capture_s"))
+    save = timings.get("save_s")
+    return _s(capture) + (f" + save {_s(save)}" if save is not None else "")
+
+
+def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for mode in RUNS:
+        r = doc["results"].get(mode)
+        if r is None:
+            continue
+        c = doc["compare"].get(mode, {})
+        same = "reference" if mode == "native" else ("yes" if c.get("identical") else "NO")
+        out.append([
+            LABELS[mode], _s(r.get("import_s")), _s(r.get("ready_wall_s")), _s(r.get("model_load_s")),
+            _s(r.get("compile_s")), _graphs(mode, r), _s(r.get("init_engine_s")), _s(r.get("first_request_s"), 3),
+            same,
+        ])  # fmt: skip
+    return out
+
+
+def load_phases(r: dict[str, Any]) -> list[tuple[str, float]]:
+    """LOAD's start-up as (step, seconds from the process's start) in order: the engine process's start, the
+    plugin's phase ends (each a vLLM start-up phase), ready, first answer."""
+    plugin = r.get("plugin") or {}
+    started = r.get("started_at")
+    if started is None:
+        return []
+    steps: list[tuple[str, Any]] = []
+    if r.get("import_s") is not None:
+        steps.append(("imports (torch, vllm)", r["import_s"]))
+    core = plugin.get("process_started_at")
+    if core is not None:
+        steps.append(("engine core process started", core - started))
+    names = {"init_device": "CUDA context, region, kernel images", "load_model": "weights (graphs start building)",
+             "kv_cache": "KV cache", "capture": "graphs installed (Foundry)"}  # fmt: skip
+    for phase in plugin.get("phases", []):
+        if phase.get("ended_at") is not None:
+            steps.append((names.get(phase["name"], phase["name"]), phase["ended_at"] - started))
+    steps.append(("ready (LLM() returned, or /health)", r.get("ready_wall_s")))
+    steps.append(("first request answered", r.get("first_answer_wall_s")))
+    return [(name, t) for name, t in steps if isinstance(t, int | float)]
+
+
+def parity_rows(doc: dict[str, Any]) -> list[list[str]]:
+    measured = doc.get("measured") or {}
+    out = []
+    for batch, m in (measured.get("decode") or {}).items():
+        med, spread = m["median"], m["spread"]
+        out.append([f"decode, batch {batch}", _s(med.get("native"), 1), _s(med.get("load"), 1),
+                    _s(m.get("load_over_native"), 4), f"{spread.get('native', 0) * 100:.2f}% / "
+                    f"{spread.get('load', 0) * 100:.2f}%"])  # fmt: skip
+    pre = measured.get("prefill")
+    if pre:
+        med, spread = pre["median"], pre["spread"]
+        out.append([f"prefill, {pre['tokens']} tokens (s)", _s(med.get("native"), 4), _s(med.get("load"), 4),
+                    _s(pre.get("load_over_native"), 4), f"{spread.get('native', 0) * 100:.2f}% / "
+                    f"{spread.get('load', 0) * 100:.2f}%"])  # fmt: skip
+    return out
+
+
+STARTUP_HEADER = ["run", "import s", "ready s", "weights s", "torch.compile s", "graphs s", "init engine s",
+                  "1st request s", "tokens identical"]  # fmt: skip
+
+
+def render(doc: dict[str, Any]) -> str:
+    cfg = doc["config"]
+    first: dict[str, Any] = next((r for r in doc["results"].values() if "vllm" in r or "gpu" in r), {})
+    api = "LLM()" if cfg["api"] == "llm" else "vllm serve"
+    lines = [
+        f"vLLM {first.get('vllm', '0.26')} {api}, {cfg['shape']} (dummy weights), runner {cfg['runner']}, cudagraph "
+        f"mode {cfg['cudagraph_mode']}, {first.get('gpu', '')}; greedy, {cfg['max_tokens']} tokens at batch sizes "
+        f"{cfg['batches']}",
+        "",
+        table(STARTUP_HEADER, startup_rows(doc)),
+        *textwrap.wrap(
+            "ready: process start to LLM() returned (or to /health answering 200); graphs: capture (+ Foundry's "
+            "save) or LOAD's own seconds (kernel images, graph builds started and waited for); init engine: vLLM's "
+            "'init engine' line; 1st request: a batch-1 request of 16 tokens right after ready.",
+            110,
+        ),
+    ]
+    load = doc["results"].get("load")
+    if load:
+        steps = load_phases(load)
+        if steps:
+            rows, last = [], 0.0
+            for name, t in steps:
+                rows.append([name, _s(t), _s(t - last)])
+                last = t
+            lines += ["", "LOAD's start-up, seconds from process start:", table(["step", "at", "took"], rows)]
+    parity = parity_rows(doc)
+    if parity:
+        lines += ["", f"Steady state, native (warm) and LOAD up together, asked in turn, median of {cfg['reps']}:",
+                  table(["what", "native", "LOAD", "LOAD/native", "spread native / LOAD"], parity)]  # fmt: skip
+    if (doc.get("measured") or {}).get("error"):
+        lines += ["", "parity not measured: " + doc["measured"]["error"][:300]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(doc: dict[str, Any], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    runs = [m for m in RUNS if m in doc["results"] and doc["results"][m].get("ready_wall_s")]
+    if not runs:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 0.6 + 0.55 * len(runs)))
+    for i, mode in enumerate(runs):
+        r = doc["results"][mode]
+        imports = r.get("import_s") or 0.0
+        total = r["ready_wall_s"]
+        ax.barh(i, imports, color="C0", label="imports" if i == 0 else None)
+        ax.barh(i, total - imports, left=imports, color="C1", label="engine start-up" if i == 0 else None)
+        if r.get("first_answer_wall_s"):
+            ax.plot([r["first_answer_wall_s"]], [i], "k|", markersize=14, label="first answer" if i == 0 else None)
+        ax.text(total + 0.5, i, f"{total:.1f} s", va="center")
+    ax.set_yticks(range(len(runs)), [LABELS[m] for m in runs])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds from process start to ready")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def write_report(doc: dict[str, Any], out: Path) -> str:
+    """OUT.json, OUT.txt and OUT.png; returns the text (also printed)."""
+
+    def named(suffix: str) -> Path:  # the tag holds dots ("qwen3-0.6b"): no with_suffix
+        return out.parent / (out.name + suffix)
+
+    named(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    text = render(doc)
+    named(".txt").write_text(text)
+    plot(doc, named(".png"))
+    print(text, end="", flush=True)
+    return text
+
+
+if __name__ == "__main__":
+    source = Path(sys.argv[1])
+    write_report(json.loads(source.read_text()), source.parent / source.name.removesuffix(".json"))

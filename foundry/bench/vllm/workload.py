@@ -1,0 +1,47 @@
+"""What every vLLM process of the benchmark is asked, the same in each: token-ID prompts (no tokenizer),
+greedy, ``ignore_eos``, so that tokens can be compared across processes and throughput depends only on
+batch size and length."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["Request", "decode_request", "prefill_request", "token_requests"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generate call: a batch of prompts, each continued greedily for ``max_tokens`` tokens."""
+
+    prompts: tuple[tuple[int, ...], ...]
+    max_tokens: int
+
+    @property
+    def batch(self) -> int:
+        return len(self.prompts)
+
+
+def _prompt(rng: random.Random, length: int) -> tuple[int, ...]:
+    return tuple(rng.randrange(100, 150000) for _ in range(length))
+
+
+def token_requests(batches: list[int], max_tokens: int, seed: int = 0) -> list[Request]:
+    """Per batch size: prompts of 4..199 tokens (mixed lengths: a prefill that is not uniform), deterministic
+    per (batch, seed). Their tokens are what LOAD must reproduce exactly."""
+    out = []
+    for batch in batches:
+        rng = random.Random(seed * 1000 + batch)
+        out.append(Request(tuple(_prompt(rng, 4 + (i * 37 + batch) % 196) for i in range(batch)), max_tokens))
+    return out
+
+
+def decode_request(batch: int, steps: int) -> Request:
+    """``batch`` prompts of 8 tokens continued for ``steps`` tokens: decode dominates the time."""
+    rng = random.Random(7 + batch)
+    return Request(tuple(_prompt(rng, 8) for _ in range(batch)), steps)
+
+
+def prefill_request(length: int) -> Request:
+    """One prompt of ``length`` tokens and one new token: the time is the prefill's."""
+    return Request((_prompt(random.Random(11), length),), 1)

@@ -1,0 +1,122 @@
+"""SAVE and LOAD of many small graphs on the fake CUDA driver: the per-graph cost an engine's piecewise
+graphs pay (vLLM's default mode saves one graph per compiled piece and batch size: 1,530 for a 28-layer
+model), measured without a GPU.
+
+    python scripts/profile_many_graphs.py [--graphs 1530] [--pieces 30] [--nodes 12] [--profile save|load]
+
+A SAVE process captures ``--graphs`` graphs of ``--nodes`` kernel launches each, grouped like an engine's
+pieces (``--pieces`` per batch size: the middle ones alike but for their pointers), saves each with
+``foundry.save.save_graph`` and writes the manifest; a fresh LOAD process starts ``Loader`` on all of them
+and waits until every graph is replayable and has its own exec. Each prints its phases; ``--profile``
+prints the top of cProfile's cumulative table for one side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.fakecuda.build import build_fake_cuda  # noqa: E402
+from tests.support.graphs import prelude  # noqa: E402
+from tests.support.subproc import run_python  # noqa: E402
+
+SAVE = r"""
+import cProfile, pstats, time
+from foundry.save import save_graph, save_graph_manifest, save_phases
+foundry.set_allocation_region(BASE, "8GB")
+K = module("fk_add_f32", "fk_scale_f32", "fk_copy_f32")
+n = 64
+weights = [buf(f"w{i}", 4 * n) for i in range(PIECES)]
+acts = [buf(f"a{i}", 4 * n) for i in range(PIECES + 1)]
+s = cu.stream_create()
+graphs = []
+for g in range(GRAPHS):
+    piece, size = g % PIECES, g // PIECES
+    cu.begin_capture(s)
+    for j in range(NODES):
+        name = ("fk_add_f32", "fk_scale_f32", "fk_copy_f32")[j % 3] if piece else "fk_copy_f32"
+        if name == "fk_add_f32":
+            args = [("ptr", acts[piece]), ("ptr", weights[piece]), ("ptr", acts[piece + 1]), (c_int, n)]
+        elif name == "fk_scale_f32":
+            args = [("ptr", acts[piece + 1]), (c_float, 1.0 + size), (c_int, n)]
+        else:
+            args = [("ptr", acts[piece]), ("ptr", acts[piece + 1]), (c_int, n)]
+        cu.launch(K[name], (1, 1, 1), (n, 1, 1), args, stream=s)
+    graphs.append(cu.end_capture(s))
+prof = cProfile.Profile() if PROFILE == "save" else None
+t0 = time.perf_counter()
+if prof: prof.enable()
+for g, graph in enumerate(graphs):
+    out = [OutputSpec(acts[g % PIECES + 1], (n,), (1,), "float32", 4 * n)]
+    save_graph(graph, os.path.join(ARCH, f"g{g:04d}.json"), outputs=out, archive_dir=ARCH)
+t1 = time.perf_counter()
+save_graph_manifest(ARCH)
+t2 = time.perf_counter()
+if prof:
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(35)
+emit(side="save", graphs=len(graphs), save_s=t1 - t0, manifest_s=t2 - t1,
+     phases={k: round(v, 4) for k, v in sorted(save_phases().seconds.items())})
+"""
+
+LOAD = r"""
+import cProfile, pstats, time
+from foundry.load import Loader
+foundry.load_cuda_modules_and_libraries(ARCH)
+foundry.set_allocation_region(BASE, "8GB")
+n = 64
+weights = [buf(f"w{i}", 4 * n) for i in range(PIECES)]
+acts = [buf(f"a{i}", 4 * n) for i in range(PIECES + 1)]
+paths = [os.path.join(ARCH, f"g{g:04d}.json") for g in range(GRAPHS)]
+prof = cProfile.Profile() if PROFILE == "load" else None
+if prof: prof.enable()
+t0 = time.perf_counter()
+loader = Loader.start(paths, 8)
+t1 = time.perf_counter()
+for i in range(len(paths)):
+    loader.wait_group(i)
+t2 = time.perf_counter()
+loader.wait_all()
+t3 = time.perf_counter()
+if prof:
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(35)
+emit(side="load", start_s=t1 - t0, all_replayable_s=t2 - t0, all_own_execs_s=t3 - t0,
+     timings={k: round(v, 4) for k, v in sorted(loader.timings.items())})
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--graphs", type=int, default=1530)
+    parser.add_argument("--pieces", type=int, default=30)
+    parser.add_argument("--nodes", type=int, default=12)
+    parser.add_argument("--profile", choices=["save", "load"])
+    args = parser.parse_args()
+    from foundry.native import library_path
+
+    lib_dir = build_fake_cuda(Path(tempfile.gettempdir()) / "foundry-fakecuda").parent
+    with tempfile.TemporaryDirectory() as tmp:
+        arch = Path(tmp) / "archive"
+        arch.mkdir()
+        head = prelude(arch) + textwrap.dedent(f"""
+            GRAPHS, PIECES, NODES, PROFILE = {args.graphs}, {args.pieces}, {args.nodes}, {args.profile!r}
+            """)
+        for body in (SAVE, LOAD):
+            env = {"FOUNDRY_SNAPSHOT_LIMIT": "0"}  # as the engine plugins run SAVE
+            out = run_python(head + body, lib_dir=lib_dir, preload=library_path(), env=env, timeout=1800)
+            *profile, last = out.strip().splitlines()
+            print("\n".join(profile), flush=True)
+            print(json.dumps(json.loads(last), indent=1), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""`foundry bench --engine vllm` end to end on the CPU, against a stand-in vLLM (tests/support/fakevllm_pkg):
+each run is its own process tree (LLM() children, `vllm serve` servers over HTTP), SAVE and LOAD run under
+`foundry run`, tokens are compared, native and LOAD are measured in turn, and the report is written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from foundry.bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
+from foundry.bench.vllm.report import load_phases, render
+from foundry.cli.main import main as cli_main
+
+FAKE = Path(__file__).resolve().parents[1] / "support" / "fakevllm_pkg"
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE), os.environ.get("PYTHONPATH")])))
+
+
+@pytest.mark.parametrize("api", ["llm", "serve"])
+def test_every_run_answers_and_the_report_compares_them(fake_vllm: None, tmp_path: Path, api: str) -> None:
+    cfg = VllmBenchConfig(
+        out=tmp_path / "out", api=api, batches=(1, 3), max_tokens=4, decode_batches=(2,), decode_steps=3, reps=3,
+        prefill_tokens=50, archive=tmp_path / "arch", models=tmp_path / "models", timeout=60,
+    )  # fmt: skip
+    doc = run_vllm_bench(cfg)
+    results = doc["results"]
+    assert set(results) == {"native_cold", "save", "native", "load"}
+    assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
+    assert all(c["identical"] for c in doc["compare"].values())
+    assert results["load"]["plugin"]["mode"] == "load" and results["save"]["plugin"]["mode"] == "save"
+    assert "plugin" not in results["native"]
+    assert [len(t) for t in results["load"]["tokens"]] == [1, 3]
+    decode = doc["measured"]["decode"]["2"]
+    assert len(decode["values"]["native"]) == 3 and len(decode["values"]["load"]) == 3
+    assert decode["load_over_native"] > 0
+    assert doc["measured"]["prefill"]["tokens"] == 50
+    steps = [name for name, _ in load_phases(results["load"])]
+    assert steps[-2:] == ["ready (LLM() returned, or /health)", "first request answered"]
+    assert "graphs installed (Foundry)" in steps
+    tag = cfg.out / cfg.tag()
+    assert json.loads(Path(str(tag) + ".json").read_text())["compare"] == doc["compare"]
+    text = Path(str(tag) + ".txt").read_text()
+    assert "Foundry LOAD" in text and "decode, batch 2" in text and "LOAD's start-up" in text
+    if api == "llm":
+        assert results["native"]["compile_s"] == 1.25 and results["native"]["model_load_s"] == 0.5
+    else:
+        assert results["native"]["init_engine_s"] == 2.5 and results["native"]["health_s"] > 0
+
+
+def test_tokens_that_differ_are_named_by_request_and_sequence() -> None:
+    ref = [[[1, 2]], [[1], [2], [3]]]
+    assert compare_tokens(ref, ref)["identical"]
+    diff = compare_tokens(ref, [[[1, 2]], [[1], [9], [3]]])
+    assert not diff["identical"]
+    assert diff["requests"][1] == {"batch": 3, "identical": 2, "of": 3, "first_diff": 1}
+    assert not compare_tokens(ref, ref[:1])["identical"]
+
+
+def test_vllm_log_figures_are_read_and_compile_times_add_up() -> None:
+    text = (
+        "Model loading took 1.12 GiB memory and 0.702154 seconds\ntorch.compile took 4.32 s in total\n"
+        "torch.compile took 1.00 s in total\nGraph capturing finished in 4 secs, took 0.50 GiB\n"
+        "init engine (profile, create kv cache, warmup model) took 11.43 s (compilation: 7.48 s)\n"
+    )
+    assert log_numbers(text) == {"model_load_s": 0.702154, "compile_s": 5.32, "capture_s": 4.0, "init_engine_s": 11.43}
+
+
+def test_a_failed_run_is_reported_not_raised() -> None:
+    doc = {
+        "config": {"api": "serve", "shape": "qwen3-8b", "runner": "v2", "cudagraph_mode": "default",
+                   "max_tokens": 32, "batches": [1], "reps": 5},
+        "results": {"native": {"ready_wall_s": 10.0, "tokens": []}, "load": {"error": "boom"}},
+        "compare": {"load": {"identical": False, "why": "boom"}},
+        "measured": {},
+    }  # fmt: skip
+    text = render(doc)
+    assert "Foundry LOAD" in text and "NO" in text
+
+
+def test_cli_refuses_bad_arguments_before_looking_for_vllm(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = cli_main(["bench", "--engine", "vllm", "--shapes", "qwen3-1t", "--runner", "v3", "--batches", "0"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "unknown shape 'qwen3-1t'" in err and "unknown --runner 'v3'" in err and "at least 1" in err
