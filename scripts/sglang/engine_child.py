@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The child process behind run_sglang.py's ``sglang.Engine``: the engine built once, then generate calls read
+from stdin, one JSON object a line, answered on stdout with the protocol of foundry.bench.vllm.offline
+(lines for the parent start with its ``MARK``; the rest of stdout is SGLang's log).
+
+    python3 scripts/sglang/engine_child.py '{"model_path": "...", ...Engine kwargs}'
+
+First ``MARK {"ready": {...}}`` with seconds for the imports and ``Engine()``; then for each request
+``{"prompts": [[ids...], ...], "max_tokens": N}`` (greedy, ignore_eos) ``MARK {"tokens": [...], "seconds": s}``;
+an empty line or the end of input shuts the engine down. SGLang spawns its scheduler, which imports this
+file again as ``__mp_main__``: everything runs under the ``__main__`` guard.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from foundry.bench.vllm.offline import MARK
+
+    def say(doc: dict[str, Any]) -> None:
+        sys.stdout.write(MARK + json.dumps(doc) + "\n")
+        sys.stdout.flush()
+
+    t0 = time.perf_counter()
+    import torch
+
+    t_torch = time.perf_counter()
+    import sglang
+    from sglang.srt.entrypoints.engine import Engine
+
+    t_import = time.perf_counter()
+    engine = Engine(**json.loads(argv[0]))
+    t_engine = time.perf_counter()
+    say(
+        {
+            "ready": {
+                "import_torch_s": t_torch - t0,
+                "import_s": t_import - t0,
+                "engine_init_s": t_engine - t_import,
+                "ready_s": t_engine - t0,
+                "sglang": sglang.__version__,
+                "torch": torch.__version__,
+                "gpu": torch.cuda.get_device_name(),
+            }
+        }
+    )
+    for line in sys.stdin:
+        if not line.strip():
+            break
+        request = json.loads(line)
+        params = {"temperature": 0.0, "max_new_tokens": request["max_tokens"], "ignore_eos": True}
+        t = time.perf_counter()
+        outs = engine.generate(input_ids=request["prompts"], sampling_params=params)
+        seconds = time.perf_counter() - t
+        outs = outs if isinstance(outs, list) else [outs]
+        say({"tokens": [list(o["output_ids"]) for o in outs], "seconds": seconds})
+    engine.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
