@@ -172,7 +172,7 @@ def build(
     def capture_cuda_graphs(*, model_runner: Any) -> Any:
         mr = model_runner
         config = mr.server_args.cuda_graph_config
-        mr.graph_shared_output = memory.allocate(8 * 4096)
+        mr.graph_shared_output = modules["sglang.srt.model_executor.graph_shared_output"].GraphSharedOutput()
         eager = SimpleNamespace(buffers=memory.allocate(1 << 16))  # the eager runner's buffers
         prefill: Any = eager
         free = kv.get_available_gpu_memory(mr.device, mr.gpu_id)

@@ -9,6 +9,8 @@ the structure the Foundry adapter relies on.
   ``eager_on_graph`` function during capture ends it, runs the function once and keeps a ``replay_fn`` closure
   over ``captured_inner``, ``captured_args``, ``captured_kwargs`` and ``captured_output``; the output is copied
   into one buffer all shapes share (``_alloc_full_buffer``).
+- ``GraphSharedOutput`` makes the logits buffer every runner shares when first asked for (the prefill
+  runner's capture asks, as SGLang's ``capture_prepare`` does; so does the decode runner).
 - ``DecodeCudaGraphRunner`` allocates the attention backend's graph state and its buffers, then captures one
   ``LogitsProcessorOutput`` graph per batch size; ``PrefillCudaGraphRunner`` captures the transformer body (a
   layer = q, k, v, output, then ``radix_attention.breakable_unified_attention_with_output``) per token count.
@@ -230,6 +232,15 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
     backend = mod(BREAKABLE, BreakableCudaGraphBackend=BreakableCudaGraphBackend, BreakableCUDAGraph=BreakableCUDAGraph)
 
     # runners ---------------------------------------------------------------------------------------------------
+    class GraphSharedOutput:
+        def __init__(self) -> None:
+            self.buffer: Any = None
+
+        def get_logits_buffer(self, rows: int) -> Any:
+            if self.buffer is None:
+                self.buffer = memory.allocate(8 * 4096)
+            return FakeTensor(self.buffer.address, rows * 4)
+
     @dataclass
     class PrefillCudaGraphRunner:
         model_runner: Any
@@ -243,8 +254,12 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
             self.backend = BreakableCudaGraphBackend(self)
             self.capture()
 
+        def _next_token_logits_buffer(self, rows: int) -> Any:
+            return self.model_runner.graph_shared_output.get_logits_buffer(rows)
+
         def capture(self) -> None:
             for n in reversed(self.capture_num_tokens):
+                self._next_token_logits_buffer(1)  # capture_prepare's dummy batch asks for it
                 self.backend.capture_one(ShapeKey(n), lambda n=n: body(n))
 
         def execute(self, num_tokens: int) -> Any:
@@ -261,7 +276,7 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
             self.capture_bs = sorted(mr.server_args.cuda_graph_config.decode.bs)
             mr.attn_backend.init_cuda_graph_state(max(self.capture_bs))
             self.input_ids = memory.allocate(max(self.capture_bs) * 8)
-            self.logits = mr.graph_shared_output
+            self.logits = mr.graph_shared_output.get_logits_buffer(max(self.capture_bs))
             self.backend = FullCudaGraphBackend(self)
             self.capture()
 
@@ -279,6 +294,9 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
             return self.backend.replay(ShapeKey(bucket))
 
     return {
+        "sglang.srt.model_executor.graph_shared_output": mod(
+            "sglang.srt.model_executor.graph_shared_output", GraphSharedOutput=GraphSharedOutput
+        ),
         SHAPE: mod(SHAPE, ShapeKey=ShapeKey),
         LOGITS: mod(LOGITS, LogitsProcessorOutput=LogitsProcessorOutput),
         BCG: bcg,

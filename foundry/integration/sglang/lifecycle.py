@@ -17,12 +17,17 @@ Scheduler.init_model_worker, and what each mode does there (phases in quotes, SA
   ModelRunner.init_cuda_graphs         SAVE captures with Foundry, then writes the archive; LOAD checks every
                                        saved graph went to a runner
     should_skip_auto_prefill_cuda_graph_for_memory   LOAD answers what SAVE's gate answered
-    PrefillCudaGraphRunner.capture     "prefill_buffers" (the eager and prefill runners' buffers); SAVE captures,
-                                       "prefill_capture"; LOAD installs the breakable graphs and skips past them
-    BreakableCudaGraphBackend._alloc_full_buffer     SAVE: the output buffer the graphs share, from fresh segments
+    PrefillCudaGraphRunner.capture     "prefill_buffers" (the eager and prefill runners' buffers, the shared
+                                       logits buffer); SAVE captures, "prefill_capture"; LOAD installs the
+                                       breakable graphs and moves the cursor past what SAVE's capture took
     DecodeCudaGraphRunner.__init__ .. capture        "decode_buffers", isolated (steps.isolated_phase): SAVE
                                        captures, "decode_capture"; LOAD installs the full graphs and moves the
                                        cursor past SAVE's memory
+
+Each runner captures on a stream of its own, made for the capture (``graph_capture()``), and PyTorch's caching
+allocator serves a stream only from segments made on it: whatever the capture allocates outside the graph pool
+(warm-up activations, cuBLAS's workspace for that stream, the breakable backend's output buffer) lies in
+segments made during the capture, a span of the region LOAD maps from SAVE and never allocates from.
 """
 
 from __future__ import annotations
@@ -45,7 +50,6 @@ from .fingerprint import describe
 from .support import check_supported
 
 __all__ = [
-    "alloc_full_buffer",
     "alloc_memory_pool",
     "capture_decode",
     "capture_prefill",
@@ -183,16 +187,6 @@ def init_cuda_graphs(original: Any, runner: Any, *args: Any, **kwargs: Any) -> A
     return result
 
 
-def alloc_full_buffer(original: Any, backend: Any, *args: Any, **kwargs: Any) -> Any:
-    """SAVE: the buffer a breakable backend's graphs copy their output into outlives capture; from fresh
-    allocator segments, no tensor LOAD allocates can ever take its place."""
-    s = _active()
-    if s is None or s.config.mode is not Mode.SAVE:
-        return original(backend, *args, **kwargs)
-    with s.isolate():
-        return original(backend, *args, **kwargs)
-
-
 def _first_capture(s: sessions.Session | None, name: str) -> bool:
     """Whether this runner's capture is the one of start-up (a later one, after SAVE wrote the archive, is
     SGLang's own business; after LOAD it is refused)."""
@@ -211,6 +205,9 @@ def capture_prefill(original: Any, runner: Any, *args: Any, **kwargs: Any) -> An
     s = _active(runner.model_runner)
     if s is None or not _first_capture(s, "prefill"):
         return original(runner, *args, **kwargs)
+    # The logits buffer every runner shares is made when first asked for: in SAVE by the prefill capture, in
+    # LOAD by the decode runner. Asked for here, it lies in the same place in both.
+    runner._next_token_logits_buffer(1)
     steps.end_phase(s, "prefill_buffers")
     if s.config.mode is Mode.SAVE:
         return _timed_capture(s, "prefill", runner, lambda: original(runner, *args, **kwargs))
@@ -223,6 +220,8 @@ def decode_runner_init(original: Any, runner: Any, *args: Any, **kwargs: Any) ->
     s = _active(args[0] if args else kwargs.get("model_runner"))
     if s is None or "decode" in s.state.loaded_runners or any(r == "decode" for r, _ in s.state.captured):
         return original(runner, *args, **kwargs)
+    if s.config.mode is Mode.LOAD:
+        _check_all_installed(s, ("prefill",))  # SGLang builds the prefill runner first
     phase = ExitStack()
     phase.enter_context(steps.isolated_phase(s, "decode_buffers"))
     s.state.decode_phase = phase
@@ -324,12 +323,15 @@ def _load_runner(s: sessions.Session, name: str, runner: Any) -> None:
     log.info("Foundry load: %d %s graphs installed", len(files), name)
 
 
-def _check_all_installed(s: sessions.Session) -> None:
+def _check_all_installed(s: sessions.Session, runners: tuple[str, ...] = ("prefill", "decode")) -> None:
+    """Refuses an archive whose graphs of ``runners`` went to no runner: this SGLang did not build it."""
     saved = s.require_saved()
-    left = sorted({g.key_dict().get("runner") for g in saved.graphs if g.json not in s.state.installed}, key=str)
+    left = sorted(
+        {str(g.key_dict().get("runner")) for g in saved.graphs if g.json not in s.state.installed} & set(runners)
+    )
     if left:
         raise ArchiveMismatchError(
-            f"the archive holds {', '.join(map(str, left))} graphs that this SGLang built no runner for (it routes "
+            f"the archive holds {', '.join(left)} graphs that this SGLang built no runner for (it routes "
             "those batches to the eager runner here): the settings or the free memory differ from SAVE's. Start "
             "with SAVE's settings, or run SAVE again."
         )

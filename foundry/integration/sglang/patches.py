@@ -24,8 +24,6 @@ sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py
 sglang/srt/model_executor/runner/decode_cuda_graph_runner.py
   DecodeCudaGraphRunner.__init__            the isolated phase of the runner's buffers
   DecodeCudaGraphRunner.capture             SAVE: capture; LOAD: install the full graphs
-sglang/srt/model_executor/runner_backend/breakable_cuda_graph_backend.py
-  BreakableCudaGraphBackend._alloc_full_buffer    SAVE: the shared output buffer from fresh segments
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ ENTRY = "sglang.srt.managers.scheduler.Scheduler.init_model_worker"
 _RUNNER = "sglang.srt.model_executor.model_runner.ModelRunner"
 _DECODE = "sglang.srt.model_executor.runner.decode_cuda_graph_runner.DecodeCudaGraphRunner"
 _SETUP = "sglang.srt.model_executor.model_runner_components.cuda_graph_setup"
-_BREAKABLE = "sglang.srt.model_executor.runner_backend.breakable_cuda_graph_backend.BreakableCudaGraphBackend"
 MODEL_HOOKS: dict[str, Hook] = {
     f"{_RUNNER}.init_torch_distributed": lifecycle.init_torch_distributed,
     f"{_RUNNER}.load_model": lifecycle.load_model,
@@ -63,7 +60,6 @@ MODEL_HOOKS: dict[str, Hook] = {
     ),
     f"{_DECODE}.__init__": lifecycle.decode_runner_init,
     f"{_DECODE}.capture": lifecycle.capture_decode,
-    f"{_BREAKABLE}._alloc_full_buffer": lifecycle.alloc_full_buffer,
 }
 
 # The registries (one per process; tests make more) that hold our hooks, by what was registered: each target
