@@ -54,6 +54,7 @@ READ = [
     ),
     (E + "runner/prefill_cuda_graph_runner.py", "PrefillCudaGraphRunner.capture_num_tokens", "attribute"),
     (E + "runner/prefill_cuda_graph_runner.py", "PrefillCudaGraphRunner.use_captured_attn_metadata", "attribute"),
+    (E + "runner/prefill_cuda_graph_runner.py", "PrefillCudaGraphRunner._next_token_logits_buffer", "method"),
     (E + "runner/shape_key.py", "ShapeKey", "global"),
     (E + "model_runner.py", "ModelRunner.max_total_num_tokens", "attribute"),
     (E + "model_runner.py", "ModelRunner.max_running_requests", "attribute"),
@@ -65,6 +66,8 @@ READ = [
 ]
 # Text the capture routing and the eager steps rely on.
 TEXT = {
+    # each capture makes its own stream: what it allocates outside the graph pool is in segments of its own
+    "srt/distributed/parallel_state.py": ("stream = self.device_module.Stream()",),
     E + "runner/decode_cuda_graph_runner.py": ("self.capture_bs, self.compile_bs = ",),  # a tuple target
     E + "runner_backend/full_cuda_graph_backend.py": ("torch.cuda.CUDAGraph(", "self._device_module.graph"),
     BCG: (
