@@ -1,7 +1,8 @@
 """Foundry: persist captured CUDA graphs with their execution context and rebuild them fast.
 
 Public names are imported lazily so that ``import foundry.format`` (the pure-Python archive
-format) never pulls in ctypes bindings, CUDA or torch.
+format) never pulls in ctypes bindings, CUDA or torch; a name that needs torch (``CUDAGraph``,
+``graph``) says so where torch cannot be imported.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedNodeError": ".errors",
     "VariableConflictError": ".errors",
     "VariablesUnknownError": ".errors",
+    # errors of the engine integrations the README names (importing their shared core imports no engine)
+    "ArchiveMismatchError": ".integration.shared",
+    "PhaseLayoutError": ".integration.shared",
 }
 
 
@@ -66,7 +70,17 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'foundry' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
+    try:
+        value = getattr(importlib.import_module(module, __name__), name)
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch" and not (exc.name or "").startswith("torch."):
+            raise
+        raise ModuleNotFoundError(
+            f"foundry.{name} needs PyTorch, which this Python cannot import ({exc}). Install PyTorch with CUDA "
+            "(2.9 or newer: pip install 'foundry-graphs[bench]' installs a tested one). Without it, the archive "
+            "tools work: foundry inspect, foundry verify, foundry.format.",
+            name="torch",
+        ) from exc
     globals()[name] = value
     return value
 

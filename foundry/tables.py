@@ -1,11 +1,16 @@
-"""Plain-text tables for reports people compare."""
+"""Plain-text tables for reports people compare, and counted nouns in their sentences."""
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["table"]
+__all__ = ["plural", "table"]
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` and the noun agreeing with it: ``1 edge``, ``2 edges`` (``nouns``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], width: int | None = None) -> str:

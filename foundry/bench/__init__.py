@@ -1,8 +1,9 @@
 """The cold-start benchmark (`foundry bench`) and the decoder model it measures; `--engine vllm` (vllm/) runs
 vLLM itself natively and from an archive.
 
-The runner and its report are torch-free (``summarize`` runs anywhere); the model and the workers
-need torch, so the model's names are imported on first use.
+The runner, its report and what it can run (``shapes``) are torch-free (``summarize`` runs anywhere,
+and the command checks its arguments before it looks for a GPU); the model and the workers need
+torch, so the model is imported on first use.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import importlib
 from typing import Any
 
 from .runner import run_bench, summarize
+from .shapes import SHAPES, VARIANTS, DecoderConfig, vllm_batch_sizes
 from .vllm import MODES as VLLM_MODES
 from .vllm import SHAPES as VLLM_SHAPES
 from .vllm import VllmBenchConfig, run_vllm_bench
 
-_MODEL = ("SHAPES", "DecoderConfig", "QwenDecoder", "vllm_batch_sizes")
+_MODEL = ("QwenDecoder",)
 
 __all__ = [
     "SHAPES",
+    "VARIANTS",
     "VLLM_MODES",
     "VLLM_SHAPES",
     "DecoderConfig",

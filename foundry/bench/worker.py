@@ -37,7 +37,8 @@ from foundry.native import codec
 from foundry.save import save_phases
 
 from . import probes
-from .model import SHAPES, QwenDecoder, vllm_batch_sizes
+from .model import QwenDecoder
+from .shapes import SHAPES, vllm_batch_sizes
 
 BASE = 0x600000000000
 REGION = "512GB"

@@ -1,4 +1,8 @@
-"""`foundry bench`: the cold-start benchmark (needs a CUDA GPU and PyTorch)."""
+"""`foundry bench`: the cold-start benchmark (needs a CUDA GPU and PyTorch).
+
+Its arguments are checked first, torch-free, so that a mistyped shape or a negative count is reported
+as such on any machine; only then does it look for PyTorch (or vLLM) and a GPU. Errors go to stderr,
+exit 2."""
 
 from __future__ import annotations
 
@@ -6,10 +10,20 @@ import argparse
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from foundry.bench import SHAPES, VARIANTS, vllm_batch_sizes
+
 __all__ = ["add_parser"]
+
+EXIT_CANNOT_RUN = 2
+
+
+def _fail(message: str) -> int:
+    print(f"foundry bench: {message}", file=sys.stderr)
+    return EXIT_CANNOT_RUN
 
 
 def _csv(text: str) -> list[str]:
@@ -57,27 +71,57 @@ def _run_vllm(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.engine == "vllm":
         return _run_vllm(args)
+    try:
+        shapes = _names("shape", list(SHAPES))(args.shapes)
+    except argparse.ArgumentTypeError as exc:
+        return _fail(str(exc))
     if importlib.util.find_spec("torch") is None:
-        print("foundry bench: PyTorch is not installed; the benchmark runs a PyTorch model on a CUDA GPU")
-        return 2
+        return _fail(
+            "PyTorch is not installed; the benchmark runs a PyTorch model on a CUDA GPU "
+            "(pip install 'foundry-graphs[bench]' on a machine with an NVIDIA GPU)"
+        )
     import torch
 
     if not torch.cuda.is_available():
-        print("foundry bench: no CUDA GPU is visible; run the benchmark on a machine with an NVIDIA GPU")
-        return 2
-    from foundry.bench import SHAPES, run_bench, vllm_batch_sizes
+        return _fail("no CUDA GPU is visible; run the benchmark on a machine with an NVIDIA GPU")
+    from foundry.bench import run_bench
 
-    shapes = args.shapes.split(",")
-    unknown = [s for s in shapes if s not in SHAPES]
-    if unknown:
-        print(f"foundry bench: unknown shape(s) {unknown}; choose from {sorted(SHAPES)}")
-        return 2
     sizes = vllm_batch_sizes()[: args.graphs] if args.graphs else None
     # The workers read these (foundry/bench/worker.py); they are inherited by the processes run_bench starts.
     os.environ["FOUNDRY_BENCH_THREADS"] = str(args.threads)
     os.environ["FOUNDRY_BENCH_MODULES_FIRST"] = "0" if args.images_after_start else "1"
-    run_bench(Path(args.out), shapes, args.variants.split(","), sizes)
+    run_bench(Path(args.out), shapes, args.variants, sizes)
     return 0
+
+
+def _names(what: str, allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of ``allowed`` names, at least one."""
+
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",")]
+        unknown = [n for n in names if n not in allowed]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {', '.join(repr(n) for n in unknown)}: choose from {', '.join(allowed)}"
+            )
+        return names
+
+    return parse
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of ``low`` or more."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {low} or more")
+        return value
+
+    return parse
 
 
 def add_parser(sub: Any) -> None:
@@ -97,10 +141,26 @@ def add_parser(sub: Any) -> None:
         help="decoder: Foundry's own decoder model; vllm: vLLM 0.26 (LLM() or vllm serve) natively and from an archive",
     )
     p.add_argument("--out", default="bench-results", help="where the JSON, table and plot go")
-    p.add_argument("--shapes", default="qwen3-0.6b,qwen3-8b", help="comma-separated model shapes")
-    p.add_argument("--variants", default="eager,compiled", help="eager and/or compiled (torch.compile)")
-    p.add_argument("--graphs", type=int, default=0, help="only the first N of vLLM's 67 batch sizes (quick runs)")
-    p.add_argument("--threads", type=int, default=8, help="start_graph_builds(num_threads=...) in the LOAD process")
+    p.add_argument(
+        "--shapes",
+        default="qwen3-0.6b,qwen3-8b",
+        help=f"comma-separated model shapes (--engine decoder: {', '.join(SHAPES)})",
+    )
+    p.add_argument(
+        "--variants",
+        type=_names("variant", VARIANTS),
+        default=",".join(VARIANTS),
+        help="eager and/or compiled (torch.compile)",
+    )
+    p.add_argument(
+        "--graphs",
+        type=_at_least(0),
+        default=0,
+        help=f"only the first N of vLLM's {len(vllm_batch_sizes())} batch sizes (quick runs); 0: all",
+    )
+    p.add_argument(
+        "--threads", type=_at_least(1), default=8, help="start_graph_builds(num_threads=...) in the LOAD process"
+    )
     p.add_argument(
         "--images-after-start",
         action="store_true",

@@ -20,14 +20,17 @@ from foundry.format import (
     resolve_archive_dir,
 )
 from foundry.sizes import format_size
-from foundry.tables import table
+from foundry.tables import plural, table
+
+from .target import EXIT_CANNOT_START, archive_target
 
 __all__ = ["add_parser", "summarize"]
 
 
 def _graph_metas(path: Path) -> tuple[Path, list[tuple[Path, GraphMeta]], Any, list[str]]:
     """(archive directory, the graphs read with their metadata, the manifest or None, the manifest's
-    graphs saved beside the archive: nothing is read through a path that leaves it)."""
+    graphs saved beside the archive: nothing is read through a path that leaves it). For one graph's
+    .json, the manifest is that of the archive its images are in."""
     if path.is_dir():
         manifest = read_manifest(path)
         metas, outside = [], []
@@ -39,7 +42,9 @@ def _graph_metas(path: Path) -> tuple[Path, list[tuple[Path, GraphMeta]], Any, l
             metas.append((json_path, read_meta(json_path)))
         return path, metas, manifest, outside
     meta = read_meta(path)
-    return resolve_archive_dir(path, meta), [(path, meta)], None, []
+    archive = resolve_archive_dir(path, meta)
+    beside = read_manifest(archive) if (archive / MANIFEST_NAME).exists() else None
+    return archive, [(path, meta)], beside, []
 
 
 def summarize(path: Path) -> dict[str, Any]:
@@ -90,7 +95,7 @@ def summarize(path: Path) -> dict[str, Any]:
             "live_bytes": live,
         },
         "graphs": graphs,
-        "groups": len(manifest.groups) if manifest is not None else None,
+        "groups": len(manifest.groups) if manifest is not None and path.is_dir() else None,
         "outside": outside,
         "nodes": dict(totals),
         "images": [{"sha256": sha, "bytes": b, "format": fmt} for sha, (b, fmt) in images.items()],
@@ -120,8 +125,11 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
     )
     n = summary["nodes"]
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(n.items()) if v and k not in ("nodes", "edges"))
-    groups = f", {summary['groups']} topology groups" if summary["groups"] is not None else ""
-    print(f"graphs    {len(summary['graphs'])}{groups}: {n.get('nodes', 0)} nodes ({kinds}), {n.get('edges', 0)} edges")
+    groups = f", {plural(summary['groups'], 'topology group')}" if summary["groups"] is not None else ""
+    print(
+        f"graphs    {len(summary['graphs'])}{groups}: {plural(n.get('nodes', 0), 'node')} ({kinds}), "
+        f"{plural(n.get('edges', 0), 'edge')}"
+    )
     print(f"images    {len(summary['images'])}, {format_size(summary['image_bytes'])}")
     print()
     rows = [
@@ -134,7 +142,7 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
     more = len(summary["kernels"]) - kernels
     print(table(["kernel", "image", "graphs"], rows))
     if more > 0:
-        print(f"... and {more} more kernel{'s' if more != 1 else ''} (--kernels N to show more)")
+        print(f"... and {plural(more, 'more kernel', 'more kernels')} (--kernels N to show more)")
     if summary["variables"]:
         print()
         rows = [[v["name"][:70], v["image"], format_size(v["bytes"]), v["sha256"][:12], v["graphs"]]
@@ -147,18 +155,11 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    path = Path(args.path)
-    if not path.exists():
-        print(f"foundry inspect: {path} does not exist: give an archive directory or a graph's .json", file=sys.stderr)
-        return 2
-    if path.name == MANIFEST_NAME and path.is_file():  # the manifest stands for its archive, as for verify
-        path = path.parent
-    if path.is_dir() and not (path / MANIFEST_NAME).is_file():
-        print(
-            f"foundry inspect: {path} has no {MANIFEST_NAME}; pass a graph's .json, or save the manifest",
-            file=sys.stderr,
-        )
-        return 2
+    try:
+        path = archive_target(args.path)
+    except ValueError as exc:
+        print(f"foundry inspect: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_START
     try:
         summary = summarize(path)
     except ArchiveError as exc:

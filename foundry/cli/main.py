@@ -37,7 +37,10 @@ class _CommandParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="foundry",
-        description="Persist captured CUDA graphs with their execution context; rebuild them in milliseconds.",
+        description=(
+            "Persist captured CUDA graphs with their execution context; rebuild them in a fresh process in well "
+            "under a second."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"foundry {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)

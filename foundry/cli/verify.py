@@ -3,7 +3,8 @@
 Needs neither a GPU nor torch: the checks read files only. The identity check compares with this
 machine when a CUDA driver and GPU are visible (skipped, and said so, otherwise). Exit status: 0 when
 every check that ran passed, 1 when a check found a problem, 2 when verification could not start
-(no such path, unreadable key or identity file).
+(no such path, a directory without a manifest, an unreadable key or identity file), as for
+`foundry inspect`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from typing import Any
 from foundry import __version__
 from foundry.errors import ArchiveError, FoundryError
 from foundry.format import KEY_ENV, Identity, configured_key, load_json
-from foundry.tables import table
+from foundry.tables import plural, table
 from foundry.verify import Check, Report, verify_archive
+
+from .target import EXIT_CANNOT_START, archive_target
 
 __all__ = ["add_parser", "render"]
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
-EXIT_CANNOT_VERIFY = 2
 TABLE_WIDTH = 100  # the report's widest line (a path longer than it is not broken)
 
 
@@ -89,10 +91,10 @@ def render(report: Report) -> str:
     rows = [[c.check.value, c.status.upper() if c.status == "failed" else c.status, c.problems, c.reason]
             for c in report.checks]  # fmt: skip
     lines += [table(["check", "result", "problems", "note"], rows, width=TABLE_WIDTH), ""]
-    for check in Check:
-        problems = report.problems_of(check)
+    for result in report.checks:
+        problems = report.problems_of(result.check)
         if problems:
-            lines.append(f"{check.value}: {len(problems)} problem{'s' if len(problems) != 1 else ''}")
+            lines.append(f"{result.check.value}: {plural(result.problems, 'problem')}")
             for p in problems:
                 lines += _wrap(f"{p.kind.value}: {p.path}: {p.message}", "  ", "      ")
             lines.append("")
@@ -109,13 +111,14 @@ def render(report: Report) -> str:
 
 def _fail(message: str) -> int:
     print(f"foundry verify: {message}", file=sys.stderr)
-    return EXIT_CANNOT_VERIFY
+    return EXIT_CANNOT_START
 
 
 def _run(args: argparse.Namespace) -> int:
-    path = Path(args.path)
-    if not path.exists():
-        return _fail(f"{path} does not exist: give an archive directory or a graph's .json")
+    try:
+        path = archive_target(args.path)
+    except ValueError as exc:
+        return _fail(str(exc))
     try:
         key = configured_key(args.key)
     except ArchiveError as exc:

@@ -252,13 +252,14 @@ def write_memory(archive_dir: PathLike, data: bytes, sha256: str) -> None:
     write_addressed(memory_path(archive_dir, sha256), data, len(data), sha256, durable=False)
 
 
-def read_memory(archive_dir: PathLike, sha256: str, size: int) -> bytearray:
-    """The snapshot ``sha256`` of ``size`` bytes, checked; a missing or damaged file raises
-    ``ArchiveCorruptError`` naming it and the next step."""
-    path = inside(archive_dir, f"{MEMORY_DIR}/{sha256}.bin", "state memory")
-    data = read_regular(path, "state memory snapshot", size=size)
+def read_memory(archive_dir: PathLike, sha256: str, size: int, what: str = "state memory snapshot") -> bytearray:
+    """The stored bytes ``sha256`` of ``size`` bytes (``what``: a state memory snapshot, or a module
+    variable value, for messages), checked; a missing or damaged file raises ``ArchiveCorruptError``
+    naming it and the next step."""
+    path = inside(archive_dir, f"{MEMORY_DIR}/{sha256}.bin", what)
+    data = read_regular(path, what, size=size)
     if hashlib.sha256(data).hexdigest() != sha256:
-        raise ArchiveCorruptError(f"state memory {path} is damaged (size or SHA-256 differ); save the graph again")
+        raise ArchiveCorruptError(f"{what} {path} is damaged (size or SHA-256 differ); save the graph again")
     return data
 
 

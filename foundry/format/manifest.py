@@ -15,7 +15,7 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
-from .files import PathLike, inside, read_regular, write_atomic
+from .files import REGION_HINT, PathLike, inside, read_region_hint, read_regular, write_atomic
 from .identity import Identity
 from .images import image_relpath
 from .jsonfields import (
@@ -45,6 +45,7 @@ __all__ = [
     "Group",
     "ImageEntry",
     "Manifest",
+    "archive_region",
     "now_iso",
     "read_manifest",
     "read_manifest_doc",
@@ -205,7 +206,7 @@ class Manifest:
         groups = tuple(_group(v, groups_at.index(i)) for i, v in enumerate(get_list(groups_v, groups_at)))
         manifest = cls(
             foundry_version=get_str(*field(obj, "foundry_version", at)),
-            created=get_str(*field(obj, "created", at)),
+            created=_created(*field(obj, "created", at)),
             identity=Identity.from_json(*field(obj, "identity", at)),
             region=RegionSpec.from_json(*field(obj, "region", at)),
             images=images,
@@ -217,6 +218,18 @@ class Manifest:
         if problem is not None:
             at.fail(problem)
         return manifest
+
+
+def _created(value: Any, at: At) -> str:
+    """``created`` as ``now_iso`` writes it: an ISO-8601 date and time with its UTC offset."""
+    text = get_str(value, at)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        at.fail(f"{text!r:.60} is not an ISO-8601 date and time with a UTC offset (2025-01-31T12:00:00+00:00)")
+    return text
 
 
 def _image_json(e: ImageEntry) -> dict[str, Any]:
@@ -304,3 +317,21 @@ def read_manifest_doc(archive_dir: PathLike) -> tuple[Manifest, dict[str, Any]]:
     data = read_regular(inside(archive_dir, MANIFEST_NAME, "manifest"), "manifest")
     doc = load_sealed(data, str(path), MANIFEST_FORMAT)
     return Manifest.from_json(doc, str(path)), doc
+
+
+def archive_region(archive_dir: PathLike, manifest: Manifest | None) -> tuple[int, int] | None:
+    """The region ``(base, size)`` LOAD reserves for the archive before it loads its images: the
+    manifest's where there is one, else ``region.json``'s (None: neither). A ``region.json`` that is
+    there must be sound and, beside a manifest, name the manifest's region (both come from one save);
+    ``ArchiveCorruptError`` otherwise. LOAD, ``foundry verify`` and ``foundry.load.preflight`` all apply
+    this one rule."""
+    hint = read_region_hint(archive_dir)
+    if manifest is None:
+        return hint
+    region = (manifest.region.base, manifest.region.size)
+    if hint is not None and hint != region:
+        raise ArchiveCorruptError(
+            f"{Path(archive_dir) / REGION_HINT}: the region hint says base {hint[0]:#x} size {hint[1]}, the manifest "
+            f"base {region[0]:#x} size {region[1]}: the two come from different saves. Save the archive again."
+        )
+    return region

@@ -32,9 +32,10 @@ from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 
 from .files import PathLike, inside, read_regular, sha256_bytes, sha256_file
 from .graphfile import resolve_archive_dir
-from .jsonfields import check_format, is_sha256, load_sealed
+from .jsonfields import check_format, is_sha256, load_sealed, relative_path_problem
 from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, GraphEntry, Manifest
 from .metadata import GraphMeta
+from .values import VariableRef
 
 __all__ = [
     "KEY_ENV",
@@ -89,15 +90,16 @@ class SigningKey:
         return key_id_of(self.secret)
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str], what: str = "signing key file") -> SigningKey:
+    def from_file(
+        cls, path: str | os.PathLike[str], what: str = "signing key file", next_step: str = "fix the path"
+    ) -> SigningKey:
         """The key held by the file at ``path`` (its exact bytes). An unreadable file raises
-        ``ArchiveSignatureError`` naming it."""
+        ``ArchiveSignatureError`` naming it and ``next_step``."""
         try:
             secret = Path(path).read_bytes()
         except OSError as exc:
             raise ArchiveSignatureError(
-                f"the {what} {path} cannot be read ({exc.strerror or exc}): fix the path, or unset {KEY_ENV} "
-                "to work without signatures"
+                f"the {what} {path} cannot be read ({exc.strerror or exc}): {next_step}"
             ) from None
         return cls(secret, str(path))
 
@@ -175,7 +177,9 @@ def configured_key(explicit: KeySource | None = None) -> SigningKey | None:
     path = os.environ.get(KEY_ENV, "")
     if not path:
         return None
-    return SigningKey.from_file(path, f"signing key file named by {KEY_ENV},")
+    return SigningKey.from_file(
+        path, f"signing key file named by {KEY_ENV},", f"fix the path, or unset {KEY_ENV} to work without signatures"
+    )
 
 
 def canonical_bytes(doc: Mapping[str, Any]) -> bytes:
@@ -306,7 +310,8 @@ def authenticate_graph(
     json_path: PathLike, meta: GraphMeta, key: SigningKey | None, json_sha256: str | None = None
 ) -> None:
     """Proves that the graph JSON ``json_path`` (whose parsed metadata is ``meta``) is the one its
-    archive's manifest lists: at this path, with the SHA-256 of the bytes ``meta`` was parsed from
+    archive's manifest lists: at this path (a file in the archive, not a link out of it, where the manifest
+    names it inside the archive), with the SHA-256 of the bytes ``meta`` was parsed from
     (``json_sha256``; without it, of the file as it is now), and agreeing with what the manifest says
     of it (name, record, topology, machine identity, region, images).
 
@@ -330,6 +335,8 @@ def authenticate_graph(
             "or does not belong to that archive. Save the manifest again (save_graph_manifest), or load only graphs "
             "the archive lists."
         )
+    if relative_path_problem(entry.json) is None:  # listed inside the archive: no link may lead out of it
+        inside(archive, entry.json, "graph metadata")
     actual = json_sha256 if json_sha256 is not None else sha256_file(json_path)
     if actual != entry.json_sha256:
         raise error(
@@ -354,8 +361,19 @@ def manifest_disagreement(manifest: Manifest, entry: GraphEntry, meta: GraphMeta
     ours, theirs = manifest.region, meta.region
     if (ours.base, ours.size, ours.granularity) != (theirs.base, theirs.size, theirs.granularity):
         return f"the region (base {ours.base:#x} size {ours.size} in the manifest, {theirs.base:#x} {theirs.size} here)"
-    images = {e.sha256: (e.bytes, e.format) for e in manifest.images}
+    images = {e.sha256: e for e in manifest.images}
     for ref in meta.images:
-        if images.get(ref.sha256) != (ref.bytes, ref.format):
+        listed = images.get(ref.sha256)
+        if listed is None or (listed.bytes, listed.format) != (ref.bytes, ref.format):
             return f"kernel image {ref.sha256} (not listed with the same size and format)"
+        if None not in (listed.variables, ref.variables) and listed.variables != ref.variables:
+            here, there = _listing(ref.variables), _listing(listed.variables)
+            return (
+                f"the module variables of kernel image {ref.sha256}, which load_cuda_modules_and_libraries writes as "
+                f"the manifest lists them (here {here}, in the manifest {there})"
+            )
     return None
+
+
+def _listing(variables: tuple[VariableRef, ...] | None) -> str:
+    return "[" + ", ".join(f"{v.name} ({v.bytes} bytes, {v.sha256[:12]})" for v in variables or ()) + "]"

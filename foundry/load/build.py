@@ -16,9 +16,10 @@ from pathlib import Path
 from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import IdentityMismatchError
-from foundry.format import GraphMeta, compare, open_image, read_memory, read_region_hint
+from foundry.format import GraphMeta, compare, configured_key, manifests_read_once, open_image
 from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
+from foundry.verify import verify_graphs
 
 from .source import GraphSource, read_source, read_sources, source_images
 from .startup import wait_for_startup
@@ -204,17 +205,20 @@ def load_graph(
 
 def preflight(paths: Iterable[str | os.PathLike[str]]) -> list[GraphSource]:
     """Every check LOAD makes before it touches the GPU, for the graphs at ``paths``, run now and in
-    full: each graph's metadata, its listing in its archive's manifest and the manifest itself, its
-    template, its record, its images and its state memory, read and checked against the digests and
-    sizes the archive states, and the archive's region hint. Returns the checked sources; raises the
-    first problem (an ``ArchiveError`` naming the file). LOAD makes the same checks lazily, on its
-    threads, as it needs each file; this makes them all before anything else happens."""
-    sources = read_sources(paths)
-    for src in sources:
-        read_region_hint(src.archive_dir)
-        for sha, (directory, size) in source_images(src).items():
-            open_image(directory, sha, True, size)
-        for s in (src, src.template):
-            if s is not None and s.meta.memory is not None:
-                read_memory(s.archive_dir, s.meta.memory.sha256, s.meta.memory.bytes)
+    full: LOAD's first step (``read_sources``: each graph's metadata, its listing in its archive's manifest
+    and, with a signing key configured, the manifest's signature, its template), then every check
+    ``foundry verify`` makes of these graphs, by the same rules (foundry.verify.verify_graphs): records,
+    images, state memory and carried module variables read and checked against the digests and sizes the
+    archive states; what the metadata, the manifest and the records say of each other (module variable
+    listings and the region included); kernels and variables against their images; template members
+    against their templates; every address a graph uses inside the memory LOAD maps; the region hint.
+    The identity check is LOAD's own, when it builds. Returns the sources; raises the first problem (an
+    ``ArchiveError`` naming the file, and how many more there are). LOAD makes its checks lazily, as it
+    needs each file; this makes them all before anything else happens."""
+    paths = list(paths)
+    with manifests_read_once():  # both steps check each graph against one reading of its manifest
+        sources = read_sources(paths, lazy=True)
+        error = verify_graphs(paths, configured_key()).error()
+    if error is not None:
+        raise error
     return sources

@@ -34,12 +34,12 @@ from foundry.format import (
     ImageEntry,
     KeySource,
     Manifest,
+    archive_region,
     authenticate_manifest,
     configured_key,
     is_sha256,
     open_image,
     read_manifest,
-    read_region_hint,
     relative_path_problem,
 )
 from foundry.native import call, current_context
@@ -99,7 +99,8 @@ def load_cuda_modules_and_libraries(
     how many images it loads.
 
     The manifest (sealed: any change to it is refused) gives the region to reserve, the images with
-    their sizes and the kernels; without one, ``region.json`` and the images directory do. Each image's
+    their sizes and the kernels; without one, ``region.json`` and the images directory do. A
+    ``region.json`` beside a manifest must be sound and agree with it (foundry.format.archive_region). Each image's
     SHA-256 is checked before the driver sees it. Where a CUDA context is current (or the region's
     reservation makes one), the kernels the manifest lists for each image are looked up too, so that
     LOAD later finds them ready; and the graphs' metadata files are read and validated ahead of LOAD.
@@ -123,8 +124,8 @@ def load_cuda_modules_and_libraries(
         elif (archive / MANIFEST_NAME).exists():
             manifest = read_manifest(archive)
         # The manifest's region where there is a manifest (sealed, and signed when a key is configured),
-        # else the hint.
-        hint = (manifest.region.base, manifest.region.size) if manifest is not None else read_region_hint(archive)
+        # else the hint; a hint beside a manifest must agree with it (the rule verify applies too).
+        hint = archive_region(archive, manifest)
         entries: tuple[ImageEntry, ...] = manifest.images if manifest is not None else ()
         graphs: tuple[GraphEntry, ...] = manifest.graphs if manifest is not None else ()
         if manifest is not None:

@@ -33,11 +33,11 @@ Listing = tuple[VariableRef, ...] | None
 
 @dataclass
 class _Written:
-    """By image SHA-256: the variables written into this process's copy (name -> SHA-256 of the bytes;
-    empty: none, the image needs its initial values), and which file asked for them."""
+    """By image SHA-256: the variables written into this process's copy (name -> size and SHA-256 of the
+    bytes; empty: none, the image needs its initial values), and which file asked for them."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    values: dict[str, dict[str, str]] = field(default_factory=dict)
+    values: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict)
     asked_by: dict[str, str] = field(default_factory=dict)
 
 
@@ -51,7 +51,7 @@ def write_variables(sha: str, variables: Listing, archive_dir: Path, asked_by: s
     does not define or defines with another size; ``VariableConflictError``: another listing stands."""
     if variables is None:
         return
-    wanted = {v.name: v.sha256 for v in variables}
+    wanted = {v.name: (v.bytes, v.sha256) for v in variables}
     state = _STATE.get()
     with state.lock:  # one writer at a time, so the first listing is the one written and checked against
         done = state.values.get(sha)
@@ -72,14 +72,14 @@ def write_variables(sha: str, variables: Listing, archive_dir: Path, asked_by: s
         )
 
 
-def _describe(digest: str | None) -> str:
-    return f"the bytes with SHA-256 {digest}" if digest else "its initial value"
+def _describe(value: tuple[int, str] | None) -> str:
+    return f"the {value[0]} bytes with SHA-256 {value[1]}" if value else "its initial value"
 
 
 def _write(sha: str, variables: tuple[VariableRef, ...], archive_dir: Path, asked_by: str) -> None:
     handle = kernels.loaded_image(sha).handle
     for v in variables:
-        data = read_memory(archive_dir, v.sha256, v.bytes)
+        data = read_memory(archive_dir, v.sha256, v.bytes, "module variable value")
         found = module_global(handle, v.name, library=True, managed=True)
         if found is None or found[1] != v.bytes:
             what = "does not define it" if found is None else f"defines it with {found[1]} bytes"

@@ -24,7 +24,6 @@ from foundry.errors import ArchiveError, ArchiveSignatureError
 from foundry.format import (
     KEY_ENV,
     MANIFEST_NAME,
-    REGION_HINT,
     Identity,
     KeySource,
     Manifest,
@@ -35,7 +34,6 @@ from foundry.format import (
     check_signature,
     compare,
     read_manifest_doc,
-    read_region_hint,
     resolve_archive_dir,
     signature_key_id,
 )
@@ -53,11 +51,12 @@ from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
 from .foreign import check_foreign, known_files
 from .kernels import check_functions, check_image_formats, check_manifest_kernels
 from .pointers import scan_graph
+from .region import check_manifest_region, check_region_hint
 from .report import Check, CheckResult, Problem, ProblemKind, Report
 from .templates import attach_templates, check_groups
 from .variables import check_variables
 
-__all__ = ["check_archive", "verify_archive"]
+__all__ = ["check_archive", "verify_archive", "verify_graphs"]
 
 
 def verify_archive(path: PathLike, key: KeySource | None = None, current_identity: Identity | None = None) -> Report:
@@ -73,24 +72,38 @@ def verify_archive(path: PathLike, key: KeySource | None = None, current_identit
     target = Path(path)
     if target.name == MANIFEST_NAME and target.is_file():  # the manifest stands for its archive
         target = target.parent
-    signing_key = None if key is None else as_key(key)
+    if not target.is_dir():
+        return verify_graphs([target], key, current_identity)
     found = Findings()
-    if target.is_dir():
-        mode = "archive"
-        graphs, images = _verify_directory(target, signing_key, current_identity, found)
-    else:
-        mode = "graph"
-        graphs, images = _verify_graph(target, signing_key, current_identity, found)
+    graphs, images = _verify_directory(target, None if key is None else as_key(key), current_identity, found)
+    return _report(str(target), "archive", found, graphs, images)
+
+
+def verify_graphs(
+    paths: Iterable[PathLike], key: KeySource | None = None, current_identity: Identity | None = None
+) -> Report:
+    """``verify_archive`` in graph mode for the graph JSONs at ``paths`` together: each graph with its
+    template, images, state memory and carried module variables, each read once, and checked against
+    the manifest of its archive where there is one. This is the one set of rules LOAD's pre-GPU checks
+    apply too (foundry.load.preflight)."""
+    targets = [Path(p) for p in paths]
+    found = Findings()
+    graphs, images = _verify_graphs(targets, None if key is None else as_key(key), current_identity, found)
+    return _report(", ".join(str(t) for t in targets), "graph", found, graphs, images)
+
+
+def _report(target: str, mode: str, found: Findings, graphs: int, images: int) -> Report:
     checks = []
     for check in Check:
-        count = sum(p.check == check for p in found.problems)
+        count = found.counts.get(check, 0)
         if count:
             checks.append(CheckResult(check, "failed", count))
         elif check in found.skipped:
             checks.append(CheckResult(check, "skipped", 0, found.skipped[check]))
         else:
             checks.append(CheckResult(check, "passed", 0))
-    return Report(str(target), mode, tuple(checks), tuple(found.problems), tuple(found.notes), graphs, images)
+    problems = (*found.problems, *found.summaries())
+    return Report(target, mode, tuple(checks), problems, tuple(found.notes), graphs, images)
 
 
 def _skip_all(found: Findings, reason: str) -> None:
@@ -144,7 +157,8 @@ def _verify_directory(
     check_manifest_kernels(manifest_path, listed_images, images, found)
     if len(readable) < len(listed):
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
-    _check_region_hint(directory, manifest, found)
+    check_region_hint(directory, manifest, found)
+    check_manifest_region(manifest, manifest_path, readable, found)
     check_foreign(directory, known_files(directory, manifest, [*readable, *extra]), found)
     _check_identity(
         [(manifest_path, manifest.identity)] + [(g.json_path, g.meta.identity) for g in readable], identity, found
@@ -169,20 +183,29 @@ def _check_rest(
     check_image_formats(images, declared, found)
     for graph in graphs:
         check_functions(graph, images, listed, found)
-    check_variables(graphs, images, listed, found)
+    check_variables(graphs, images, found)
     for graph in graphs:
         scan_graph(graph, found)
 
 
-def _verify_graph(
-    json_path: Path, key: SigningKey | None, identity: Identity | None, found: Findings
+def _verify_graphs(
+    json_paths: list[Path], key: SigningKey | None, identity: Identity | None, found: Findings
 ) -> tuple[int, int]:
-    graph = read_graph_files(json_path, f"graph {json_path.name}", found)
-    if graph is None:
-        _skip_all(found, "the graph cannot be read")
+    known: dict[Path, GraphUnderCheck | None] = {}
+    named: list[GraphUnderCheck] = []
+    for json_path in json_paths:
+        here = json_path.resolve()
+        if here not in known:
+            graph = read_graph_files(json_path, f"graph {json_path.name}", found)
+            known[here] = graph
+            if graph is not None:
+                named.append(graph)
+    if not named:
+        _skip_all(found, "no graph can be read")
         return 0, 0
-    graph.label = f"graph {graph.meta.name!r}"
-    read: list[GraphUnderCheck] = [graph]
+    for graph in named:
+        graph.label = f"graph {graph.meta.name!r}"
+    read = list(named)
 
     def read_template(path: Path) -> GraphUnderCheck | None:
         template = read_graph_files(path, f"template {path.name}", found)
@@ -191,21 +214,37 @@ def _verify_graph(
             read.append(template)
         return template
 
-    attach_templates([graph], found, read_template, {json_path.resolve(): graph})
-    check_consistency(graph, found)
+    attach_templates(named, found, read_template, known)
+    for g in read:  # templates too: LOAD builds each member from its template's record
+        check_consistency(g, found)
     if key is None:  # with a key, the signature check makes this check and more
         _check_listing(read, found)
-    for directory in {resolve_archive_dir(g.json_path, g.meta) for g in read}:
-        _check_region_hint(directory, None, found)
-    images: dict[str, ImageInfo] = {}
+    by_archive: dict[Path, list[GraphUnderCheck]] = {}
     for g in read:
-        wanted = {ref.sha256: ref.bytes for ref in g.meta.images}
-        check_images_dir(found, images, resolve_archive_dir(g.json_path, g.meta), wanted, f"{g.label}'s metadata")
+        by_archive.setdefault(resolve_archive_dir(g.json_path, g.meta), []).append(g)
+    images: dict[str, ImageInfo] = {}
+    for directory, graphs in by_archive.items():
+        manifest = _manifest_beside(directory)
+        check_region_hint(directory, manifest, found)
+        if manifest is not None:
+            check_manifest_region(manifest, directory / MANIFEST_NAME, graphs, found)
+        for g in graphs:
+            wanted = {ref.sha256: ref.bytes for ref in g.meta.images}
+            check_images_dir(found, images, directory, wanted, f"{g.label}'s metadata")
     _check_rest(read, images, found, None)
     found.skip(Check.FOREIGN, "only an archive directory is checked for foreign files")
     _check_identity([(g.json_path, g.meta.identity) for g in read], identity, found)
     _check_graph_signature(read, key, found)
     return len(read), len(images)
+
+
+def _manifest_beside(directory: Path) -> Manifest | None:
+    """The manifest of a graph's archive, or None where there is none or it cannot be read (which the
+    listing or signature check reports)."""
+    try:
+        return read_manifest_doc(directory)[0]
+    except (ArchiveError, OSError):
+        return None
 
 
 def _check_identity(sources: Iterable[tuple[Path, Identity]], current: Identity | None, found: Findings) -> None:
@@ -245,21 +284,6 @@ def _check_listing(graphs: list[GraphUnderCheck], found: Findings) -> None:
             authenticate_graph(graph.json_path, graph.meta, None, graph.json_sha256)
         except ArchiveError as exc:
             found.add(Check.FILES, kind_of(exc), graph.json_path, f"{graph.label}: {exc}")
-
-
-def _check_region_hint(directory: Path, manifest: Manifest | None, found: Findings) -> None:
-    """``region.json``, which LOAD reads when the archive has no manifest: sound, and the manifest's region."""
-    try:
-        hint = read_region_hint(directory)
-    except ArchiveError as exc:
-        found.add(Check.FILES, kind_of(exc), directory / REGION_HINT, str(exc))
-        return
-    if hint is not None and manifest is not None and hint != (manifest.region.base, manifest.region.size):
-        found.add(
-            Check.FILES, ProblemKind.MISMATCH, directory / REGION_HINT,
-            f"the region hint says base {hint[0]:#x} size {hint[1]}, the manifest {manifest.region.base:#x} "
-            f"{manifest.region.size}: the two come from different saves",
-        )  # fmt: skip
 
 
 def _check_graph_signature(graphs: list[GraphUnderCheck], key: SigningKey | None, found: Findings) -> None:

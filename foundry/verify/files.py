@@ -8,6 +8,7 @@ keys, function and event counts). Never raises for archive content; every defect
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from foundry.format import (
     parse_record,
     read_payload,
     read_regular,
+    relative_path_problem,
     resolve_archive_dir,
     scan_image,
     sha256_bytes,
@@ -67,9 +69,16 @@ def _read_checked(
         return shown, None
     try:
         path = inside(root, rel, what)
-        actual_size = os.stat(path).st_size
-        if actual_size != size:
-            found.add(Check.FILES, ProblemKind.CHECKSUM, shown, f"{what} is {actual_size} bytes, {said_by} says {size}")
+        st = os.stat(path)
+        actual_size = st.st_size
+        if stat.S_ISREG(st.st_mode) and actual_size != size:  # anything else: read_regular names what it is
+            found.add(
+                Check.FILES,
+                ProblemKind.CHECKSUM,
+                shown,
+                f"{what} is {actual_size} bytes, {said_by} says {size}: it is truncated, appended to or from "
+                "another save. Copy the archive again, or save it again.",
+            )
             return shown, None
         data = read_regular(path, what, size=size)
     except (ArchiveError, OSError) as exc:
@@ -186,13 +195,19 @@ def read_graph_files(
 
 def read_listed_graphs(directory: Path, manifest: Manifest, found: Findings) -> list[GraphUnderCheck | None]:
     """Every graph the manifest lists, read and checked in manifest order (None: unreadable, or saved
-    beside the archive rather than in it: nothing is read through a path that leaves the archive)."""
+    beside the archive rather than in it: nothing is read through a path that leaves the archive). A
+    graph listed by a name inside the archive must be a file there: a symbolic link out of the archive,
+    dangling or not, is a problem, as LOAD refuses it."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):
         label = f"graph {index} ({entry.name})"
         try:
             path = inside(directory, entry.json, "graph metadata")
-        except ArchiveError:
+        except ArchiveError as exc:
+            if relative_path_problem(entry.json) is None:  # named inside the archive, a link leads out
+                found.add(Check.FILES, ProblemKind.CORRUPT, directory / entry.json, f"{label}: {exc}")
+                out.append(None)
+                continue
             found.note(
                 f"{label}: its JSON {entry.json} lies outside the archive directory, which verify does not read "
                 f"from: check it by its own path (foundry verify {entry.json}), or save graphs inside the archive"

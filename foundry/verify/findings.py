@@ -24,19 +24,52 @@ def kind_of(exc: ArchiveError) -> ProblemKind:
     return ProblemKind.CORRUPT
 
 
+MAX_PER_FILE = 20
+"""Problems listed per check and file; more are counted, and summarised in one problem."""
+MAX_LISTED = 1000
+"""Problems listed in all (a damaged archive can claim millions of kernels); more are counted alike."""
+
+
 @dataclass
 class Findings:
     """Problems in the order found, notes (facts worth telling that are not problems), and the checks
-    that could not run with the reason why."""
+    that could not run with the reason why. The report stays bounded: past ``MAX_PER_FILE`` problems of
+    one check in one file, or ``MAX_LISTED`` in all, a problem is only counted (``counts``), and
+    ``summaries`` says how many were left out of each check and file."""
 
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skipped: dict[Check, str] = field(default_factory=dict)
+    counts: dict[Check, int] = field(default_factory=dict)
+    _per_file: dict[tuple[Check, str], int] = field(default_factory=dict)
+    _left_out: dict[tuple[Check, str], tuple[ProblemKind, int]] = field(default_factory=dict)
 
     def add(
         self, check: Check, kind: ProblemKind, path: str | Path, message: str, details: tuple[tuple[str, Any], ...] = ()
     ) -> None:
+        where = (check, str(path))
+        listed = self._per_file.get(where, 0)
+        self.counts[check] = self.counts.get(check, 0) + 1
+        if listed >= MAX_PER_FILE or len(self.problems) >= MAX_LISTED:
+            first_kind, more = self._left_out.get(where, (kind, 0))
+            self._left_out[where] = (first_kind, more + 1)
+            return
+        self._per_file[where] = listed + 1
         self.problems.append(Problem(str(path), kind, message, check, details))
+
+    def summaries(self) -> list[Problem]:
+        """One problem per check and file that had problems left out, saying how many."""
+        return [
+            Problem(
+                path,
+                kind,
+                f"{more} more {check.value} problem{'s' if more != 1 else ''} in this file, not listed (the first "
+                f"{self._per_file.get((check, path), 0)} are): the report stays short; fix those and run verify again",
+                check,
+                (("more", more),),
+            )
+            for (check, path), (kind, more) in self._left_out.items()
+        ]
 
     def note(self, text: str) -> None:
         if text not in self.notes:

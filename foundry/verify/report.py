@@ -7,6 +7,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from foundry.errors import (
+    ArchiveCorruptError,
+    ArchiveError,
+    ArchiveForeignError,
+    ArchiveSignatureError,
+    ArchiveVersionError,
+    IdentityMismatchError,
+)
+
 __all__ = ["Check", "CheckResult", "Problem", "ProblemKind", "Report"]
 
 
@@ -21,7 +30,7 @@ class Check(str, Enum):
     """Every kernel a graph launches is in a stored image of the declared size and format."""
     VARIABLES = "variables"
     """Every module variable a graph carries is one its image defines, of the size the image gives, and
-    the manifest and the graphs of the archive agree on each image's variables."""
+    the graphs checked agree on each image's variables (each graph against its manifest: ``files``)."""
     TEMPLATES = "templates"
     """Every template member is its template plus overrides of kernel, memset and memcpy nodes."""
     POINTERS = "pointers"
@@ -99,7 +108,9 @@ class CheckResult:
 @dataclass(frozen=True)
 class Report:
     """The outcome of ``verify_archive``. ``target`` is the path checked, ``mode`` ``"archive"`` (a
-    directory) or ``"graph"`` (one graph JSON); ``graphs``/``images`` count what was read."""
+    directory) or ``"graph"`` (graph JSONs); ``graphs``/``images`` count what was read. ``problems``
+    lists the first few of each check and file, and one problem more for each that had more, saying how
+    many (the report stays bounded, whatever the archive claims); ``checks`` count every one found."""
 
     target: str
     mode: str
@@ -126,8 +137,19 @@ class Report:
             passed = sum(c.status == "passed" for c in self.checks)
             return f"OK: {self.target} passed {passed} checks{tail}"
         failed = [f"{c.check.value} ({c.problems})" for c in self.checks if c.status == "failed"]
-        count = len(self.problems)
+        count = sum(c.problems for c in self.checks)
         return f"FAILED: {count} problem{'s' if count != 1 else ''} in {self.target}: {', '.join(failed)}{tail}"
+
+    def error(self) -> ArchiveError | None:
+        """The first problem as the exception LOAD raises for its kind (``ArchiveVersionError``,
+        ``ArchiveForeignError``, ``ArchiveSignatureError``, ``IdentityMismatchError``, else
+        ``ArchiveCorruptError``), saying how many more there are; None when there is none."""
+        if not self.problems:
+            return None
+        first = self.problems[0]
+        more = sum(c.problems for c in self.checks) - 1
+        tail = f" ({more} more: run `foundry verify` on it for the full report)" if more else ""
+        return _ERRORS.get(first.kind, ArchiveCorruptError)(f"{first.path}: {first.message}{tail}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -141,3 +163,11 @@ class Report:
             "problems": [p.to_json() for p in self.problems],
             "notes": list(self.notes),
         }
+
+
+_ERRORS: dict[ProblemKind, type[ArchiveError]] = {
+    ProblemKind.VERSION: ArchiveVersionError,
+    ProblemKind.FOREIGN: ArchiveForeignError,
+    ProblemKind.SIGNATURE: ArchiveSignatureError,
+    ProblemKind.IDENTITY: IdentityMismatchError,
+}

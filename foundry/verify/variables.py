@@ -2,18 +2,18 @@
 
 A graph's image entry lists the module variables LOAD writes into the image after loading it
 (docs/FORMAT.md, "Module variables"). Each must be a variable the stored image defines (read from its
-bytes: ELF symbols, PTX definitions, every fatbin entry), of a size the image gives it; the manifest must
-list the same variables for the image, and every graph of the archive must need the same ones (a process
-holds one copy of each image: LOAD refuses graphs that disagree). A listing of format version 2 (None)
-says nothing and is compared with nothing. That the bytes are stored whole is
-the ``files`` check's (``check_variable_files``).
+bytes: ELF symbols, PTX definitions, every fatbin entry), of a size the image gives it, and every graph
+checked must need the same ones (a process holds one copy of each image: LOAD refuses graphs that
+disagree). A listing of format version 2 (None) says nothing and is compared with nothing. That the
+bytes are stored whole, and that a graph lists what its manifest lists, are the ``files`` check's
+(``check_variable_files``, and ``manifest_disagreement`` as LOAD applies it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from foundry.format import ImageEntry, VariableRef
+from foundry.format import VariableRef
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind
@@ -21,14 +21,8 @@ from .report import Check, ProblemKind
 __all__ = ["check_variables"]
 
 
-def check_variables(
-    graphs: Sequence[GraphUnderCheck],
-    images: Mapping[str, ImageInfo],
-    listed: Mapping[str, ImageEntry] | None,
-    found: Findings,
-) -> None:
-    """Each carried variable against its image, the manifest's listing (``listed``, None for a graph
-    checked on its own) and the other graphs' listings."""
+def check_variables(graphs: Sequence[GraphUnderCheck], images: Mapping[str, ImageInfo], found: Findings) -> None:
+    """Each carried variable against its image and the other graphs' listings."""
     first: dict[str, tuple[GraphUnderCheck, tuple[VariableRef, ...]]] = {}
     unread: set[str] = set()
     for graph in graphs:
@@ -46,14 +40,6 @@ def check_variables(
                     f"needs other module variables of image {ref.sha256} than {earlier[0].label}: LOAD holds one copy "
                     "of each image and refuses the second. Save the graphs again, with the variables written before "
                     "the first capture",
-                )
-            entry = listed.get(ref.sha256) if listed is not None else None
-            if entry is not None and entry.variables is not None and entry.variables != ref.variables:
-                problem(
-                    ProblemKind.MISMATCH,
-                    f"lists {_names(ref.variables)} for image {ref.sha256}, the manifest {_names(entry.variables)}: "
-                    "load_cuda_modules_and_libraries writes the manifest's, and LOAD refuses the graph. Write the "
-                    "manifest again (save_graph_manifest)",
                 )
             info = images.get(ref.sha256)
             if info is None or not info.sound or info.variables is None:
@@ -82,9 +68,3 @@ def check_variables(
             f"{len(unread)} kernel image(s) could be read only in part, so carried variables not found in the "
             f"readable parts were not reported ({', '.join(sorted(unread))})"
         )
-
-
-def _names(variables: tuple[VariableRef, ...] | None) -> str:
-    if variables is None:
-        return "no listing"
-    return "[" + ", ".join(f"{v.name} ({v.bytes} bytes, {v.sha256[:12]})" for v in variables) + "]"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,7 @@ def records(draw: st.DrawFn, functions: int = 0, events: int = 0, depth: int = 0
     return record
 
 
+@pytest.mark.slow
 @FAST
 @given(records())
 def test_generated_records_round_trip(record: GraphRecord) -> None:
@@ -142,6 +144,7 @@ def test_every_single_byte_flip() -> None:
             parse_or_error(bytes(flipped))
 
 
+@pytest.mark.slow
 @FAST
 @given(st.data())
 def test_random_multi_byte_corruption(data: st.DataObject) -> None:

@@ -179,12 +179,35 @@ def test_inspect_one_graph_json(archive: Path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     summary = json.loads(p.stdout)
     meta = metas(archive)["sum_then_fill"]
-    assert summary["manifest"] is False and summary["groups"] is None
+    assert summary["manifest"] is True and summary["groups"] is None  # the manifest of its archive
     assert [g["name"] for g in summary["graphs"]] == ["sum_then_fill"]
     assert summary["nodes"] == meta["stats"]
     assert {k["name"] for k in summary["kernels"]} == {"fk_add_f32", "fk_fill_f32"}
     text = foundry_cli("inspect", str(archive / "sum_then_fill.json"))
-    assert text.returncode == 0 and "manifest: no" in text.stdout and "sum_then_fill" in text.stdout
+    assert text.returncode == 0 and "manifest: yes" in text.stdout and "sum_then_fill" in text.stdout
+
+
+def test_inspect_one_graph_says_manifest_no_only_where_there_is_none(archive: Path, tmp_path: Path) -> None:
+    import shutil
+
+    bare = tmp_path / "arch"
+    shutil.copytree(archive, bare)
+    (bare / "graph_manifest.json").unlink()
+    text = foundry_cli("inspect", str(bare / "double.json"))
+    assert text.returncode == 0 and "manifest: no" in text.stdout
+
+
+def test_counts_in_sentences_agree_with_their_nouns(archive: Path, tmp_path: Path) -> None:
+    """A graph of two kernels joined once has 1 edge; two graphs of one topology are 1 topology group."""
+    from tests.support.samples import write_sample_archive
+
+    double = foundry_cli("inspect", str(archive / "double.json")).stdout
+    (line,) = [line for line in double.splitlines() if line.startswith("graphs")]
+    assert line.endswith(", 1 edge"), line
+    write_sample_archive(tmp_path / "sample")
+    sample = foundry_cli("inspect", str(tmp_path / "sample")).stdout
+    (line,) = [line for line in sample.splitlines() if line.startswith("graphs")]
+    assert line.startswith("graphs    2, 1 topology group:"), line
 
 
 @pytest.mark.parametrize("what", ["empty-dir", "missing", "text-file", "foreign-json", "image-file"])
@@ -264,6 +287,10 @@ def test_errors_the_readme_names_are_importable_from_foundry() -> None:
     for name in errors.__all__:
         assert getattr(foundry, name) is getattr(errors, name)
     assert foundry.IdentityMismatchError.__mro__[1] is foundry.ArchiveError
+    from foundry.integration import shared, vllm
+
+    for name in ("ArchiveMismatchError", "PhaseLayoutError"):  # the engine integrations', named by the README
+        assert getattr(foundry, name) is getattr(shared, name) is getattr(vllm, name) and name in foundry.__all__
 
 
 def test_inspect_json_into_a_pipe_that_closes_early_is_no_traceback(archive: Path) -> None:
@@ -310,3 +337,74 @@ def test_verify_report_fits_a_terminal(archive: Path, tmp_path: Path) -> None:
     lines = p.stdout.replace(str(damaged), "ARCH").splitlines()  # a long path is not broken, nor counted
     long = [line for line in lines if len(line) > 100]
     assert not long, long
+
+
+def test_inspect_and_verify_refuse_a_directory_without_manifest_alike(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for command in ("inspect", "verify"):
+        p = foundry_cli(command, str(empty))
+        assert p.returncode == 2 and p.stdout == "", (command, p.stdout)
+        assert p.stderr.count(str(empty)) == 1 and "has no graph_manifest.json" in p.stderr, p.stderr
+
+
+def test_verify_with_a_missing_key_file_advises_only_what_the_user_did(archive: Path, tmp_path: Path) -> None:
+    p = foundry_cli("verify", "--key", str(tmp_path / "nonexistent"), str(archive))
+    assert p.returncode == 2 and "cannot be read" in p.stderr and "fix the path" in p.stderr
+    assert "FOUNDRY_SIGNING_KEY" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--shapes", "bogus"], "unknown shape 'bogus'"),
+        (["--shapes", "tiny,"], "unknown shape ''"),
+        (["--variants", "fast"], "unknown variant 'fast'"),
+        (["--graphs", "-3"], "'-3' is not a whole number of 0 or more"),
+        (["--threads", "0"], "'0' is not a whole number of 1 or more"),
+    ],
+)
+def test_bench_checks_its_arguments_before_it_looks_for_a_gpu(args: list[str], complaint: str) -> None:
+    p = foundry_cli("bench", *args)
+    assert p.returncode == 2 and p.stdout == "", p.stdout
+    said = p.stderr.strip().splitlines()[-1]  # after argparse's usage lines, where there are any
+    assert said.startswith("foundry bench: ") and complaint in said, p.stderr
+    assert "GPU" not in said and "PyTorch" not in said, said
+
+
+@pytest.mark.skipif(Path("/dev/nvidia0").exists(), reason="a GPU is visible here")
+def test_bench_without_pytorch_or_gpu_says_so_on_stderr() -> None:
+    p = foundry_cli("bench", "--shapes", "tiny", "--graphs", "1")
+    assert p.returncode == 2 and p.stdout == "", p.stdout
+    assert p.stderr.startswith("foundry bench: ") and (
+        "PyTorch is not installed" in p.stderr or "no CUDA GPU" in p.stderr
+    )
+
+
+def test_the_help_and_the_readme_say_the_same_of_load_time() -> None:
+    text = " ".join(foundry_cli("--help").stdout.split())
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    assert "well under a second" in text and "well under a second" in readme
+    assert "milliseconds" not in text
+
+
+def test_torch_facing_names_say_that_they_need_torch_where_it_cannot_be_imported() -> None:
+    """``sys.modules['torch'] = None`` makes ``import torch`` fail as on a machine without it."""
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["torch"] = None
+        import foundry
+        assert foundry.ArchiveError and foundry.ArchiveMismatchError  # what needs no torch still imports
+        try:
+            foundry.CUDAGraph
+        except ModuleNotFoundError as exc:
+            print(exc.name, "|", exc)
+        """
+    )
+    e = child_env(None)
+    e.pop("LD_PRELOAD", None)
+    p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    name, message = p.stdout.split(" | ", 1)
+    assert name == "torch" and "foundry.CUDAGraph needs PyTorch" in message and "foundry verify" in message

@@ -31,6 +31,7 @@ def _libasan() -> str | None:
     return path if proc.returncode == 0 and os.path.isabs(path) and os.path.exists(path) else None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(bool(os.environ.get("FAKECUDA_SANITIZE")), reason="already running sanitized")
 @pytest.mark.skipif(_libasan() is None, reason="the C compiler has no AddressSanitizer runtime")
 def test_suite_under_address_sanitizer(tmp_path: Path) -> None:

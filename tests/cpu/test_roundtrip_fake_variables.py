@@ -13,11 +13,13 @@ variables it cannot enumerate, and two graphs (or two loads) needing different v
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
 import pytest
 
+from tests.support.archive_damage import edit_doc, flip_byte
 from tests.support.graphs import JsonRunner, Scenario, load_prefix, prelude, roundtrip, run_save
 
 N = 16
@@ -277,4 +279,41 @@ from foundry.load import load_graph
 first = attempt(lambda: load_graph(os.path.join(ARCH, "vars.json")) and None)
 second = attempt(lambda: load_graph(os.path.join({b!r}, "vars.json")) and None)
 emit(first=first, second=second)
+"""
+
+
+def test_a_second_listing_differing_only_in_size_is_refused_at_load(app_json: JsonRunner, tmp_path: Path) -> None:
+    """The first listing written for an image stands: a second that names the same bytes but another size
+    (8 bytes for the 4-byte counter) is a conflict too, not a match."""
+    run_save(app_json, VARS, tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "graph_manifest.json").unlink()  # the graph alone: nothing else to keep in step
+
+    def resize(doc: dict) -> None:
+        for image in doc["images"].values():
+            image["variables"][0]["bytes"] = 8  # counter; its SHA-256 stays that of the 4 bytes written
+
+    edit_doc(tmp_path / "b" / "vars.json", resize)
+    code = load_prefix(VARS, tmp_path / "a", load_images=False) + TWO_ARCHIVES.format(b=str(tmp_path / "b"))
+    r = app_json(code)
+    assert r["first"]["ok"] is None
+    assert r["second"]["error"] == "VariableConflictError", r["second"]
+    assert "module variable counter" in r["second"]["message"] and "8 bytes" in r["second"]["message"]
+
+
+def test_a_damaged_value_is_named_a_module_variable_value_at_load(app_json: JsonRunner, tmp_path: Path) -> None:
+    arch = tmp_path / "arch"
+    run_save(app_json, VARS, arch)
+    doc = json.loads((arch / "vars.json").read_text())
+    counter = next(iter(doc["images"].values()))["variables"][0]
+    flip_byte(arch / "memory" / f"{counter['sha256']}.bin", 0)
+    r = app_json(load_prefix(VARS, arch, load_images=False) + ONE_GRAPH)
+    message = r["result"]["message"]
+    assert r["result"]["error"] == "ArchiveCorruptError", r["result"]
+    assert "module variable value" in message and "state memory" not in message, message
+
+
+ONE_GRAPH = """
+from foundry.load import load_graph
+emit(result=attempt(lambda: load_graph(os.path.join(ARCH, "vars.json")) and None))
 """

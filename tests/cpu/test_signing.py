@@ -118,7 +118,11 @@ def test_signed_archive_verifies_with_its_key(signed: Path) -> None:
     [
         (lambda a: remanifest(a), KEY, "is not signed"),
         (lambda a: None, OTHER, f"is signed with key {KEY.key_id}, not with the configured key {OTHER.key_id}"),
-        (lambda a: edit_manifest(a, lambda d: d.update(created="2030-01-01")), KEY, "changed after it was signed"),
+        (
+            lambda a: edit_manifest(a, lambda d: d.update(created="2030-01-01T00:00:00+01:00")),
+            KEY,
+            "changed after it was signed",
+        ),
     ],
     ids=["unsigned", "other-key", "manifest-edited"],
 )

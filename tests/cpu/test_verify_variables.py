@@ -5,6 +5,7 @@ lists them."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -90,7 +91,8 @@ def test_a_variable_the_image_does_not_define_is_reported(archive: Path) -> None
     edit_doc(archive / "vars.json", rename)
     report = verify_archive(archive)
     assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "a_counter of image")
-    assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "the manifest")  # which still says counter
+    # The manifest still says counter: the graph disagrees with it, as LOAD finds before the GPU.
+    assert _problems(report, Check.FILES, ProblemKind.MISMATCH, "the manifest disagrees on the module variables")
 
 
 def test_a_size_the_image_does_not_give_is_reported(archive: Path) -> None:
@@ -111,4 +113,34 @@ def test_a_manifest_listing_other_variables_is_reported(archive: Path) -> None:
 
     edit_doc(archive / "graph_manifest.json", drop)
     report = verify_archive(archive)
-    assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "load_cuda_modules_and_libraries writes")
+    assert _problems(report, Check.FILES, ProblemKind.MISMATCH, "load_cuda_modules_and_libraries writes")
+
+
+def test_loads_pre_gpu_checks_read_the_values_and_check_the_listings(archive: Path) -> None:
+    """preflight applies verify's rules: a damaged value, or a variable the image does not define, is
+    refused before any image is loaded (LOAD itself would find it only once the image is in)."""
+    from foundry import _state
+    from foundry.errors import ArchiveError
+    from foundry.load import preflight
+
+    graph = archive / "vars.json"
+    _, ctab, _ = _carried(archive)
+    value = archive / "memory" / f"{ctab['sha256']}.bin"
+    good = value.read_bytes()
+    flip_byte(value, 3)
+    with pytest.raises(ArchiveError, match="module variable value"):
+        preflight([graph])
+    value.write_bytes(good)
+    _state.reset_all()
+    assert [s.meta.name for s in preflight([graph])] == ["vars"]
+
+    def rename(doc: dict[str, Any]) -> None:
+        for image in doc["images"].values():
+            image["variables"][0]["name"] = "a_counter"
+
+    edit_doc(graph, rename)
+    edit_doc(archive / "graph_manifest.json", rename)
+    digest = hashlib.sha256(graph.read_bytes()).hexdigest()
+    edit_doc(archive / "graph_manifest.json", lambda d: d["graphs"][0].update(json_sha256=digest))
+    with pytest.raises(ArchiveError, match="a_counter of image"):
+        preflight([graph])

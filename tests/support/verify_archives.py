@@ -18,9 +18,12 @@ from foundry.format import (
     ImageFormat,
     KernelNode,
     Manifest,
+    RecordRef,
     SigningKey,
     TemplateRef,
     encode_record,
+    pack_container,
+    read_container_header,
     read_graph,
     read_meta,
     sha256_file,
@@ -30,6 +33,7 @@ from foundry.format import (
     write_manifest,
 )
 from foundry.format.delta import Delta, encode_delta
+from foundry.format.jsonfields import seal
 from foundry.verify import Check, ProblemKind, Report
 from tests.fakecuda.images import make_cubin
 from tests.support.samples import REGION_BASE, sample_identity, sample_meta, sample_record
@@ -140,6 +144,21 @@ def rewrite(
         assert written.record is not None
         write_member(directory, member_delta(written.record.sha256, member_record(sample_record())),
                      member_record(sample_record()))  # fmt: skip
+    remanifest(directory)
+
+
+def forge_graph(directory: Path, name: str, record: GraphRecord) -> None:
+    """Replaces graph ``name``'s record with ``record`` whatever it says (``write_graph`` would refuse a
+    record that disagrees with the metadata), with the checksums of the JSON and the manifest recomputed."""
+    meta = read_meta(directory / f"{name}.json")
+    container = pack_container(encode_record(record))
+    header = read_container_header(container)
+    (directory / f"{name}.cugraph").write_bytes(container)
+    ref = RecordRef(f"{name}.cugraph", header.record_size, header.sha256)
+    (directory / f"{name}.json").write_bytes(seal(dataclasses.replace(meta, record=ref).to_json()))
+    if name == "graph_0":  # the member, stored against the forged template
+        member = member_record(sample_record())
+        write_member(directory, member_delta(header.sha256, member), member)
     remanifest(directory)
 
 

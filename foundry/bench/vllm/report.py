@@ -69,8 +69,15 @@ def load_phases(r: dict[str, Any]) -> list[tuple[str, float]]:
     core = plugin.get("process_started_at")
     if core is not None:
         steps.append(("engine core process started", core - started))
-    names = {"init_device": "CUDA context, region, kernel images", "load_model": "weights (graphs start building)",
-             "kv_cache": "KV cache", "capture": "graphs installed (Foundry)"}  # fmt: skip
+    worker = (plugin.get("timings") or {}).get("init_device_started_at")
+    if worker is not None:
+        steps.append(("its imports done: the worker starts", worker - started))
+    names = {
+        "init_device": "CUDA context, NCCL, region, kernel images",
+        "load_model": "weights (graphs start building)",
+        "kv_cache": "KV cache",
+        "capture": "graphs installed (Foundry)",
+    }
     for phase in plugin.get("phases", []):
         if phase.get("ended_at") is not None:
             steps.append((names.get(phase["name"], phase["name"]), phase["ended_at"] - started))
@@ -102,7 +109,7 @@ STARTUP_HEADER = ["run", "import s", "ready s", "weights s", "torch.compile s", 
 
 def render(doc: dict[str, Any]) -> str:
     cfg = doc["config"]
-    first: dict[str, Any] = next((r for r in doc["results"].values() if "vllm" in r or "gpu" in r), {})
+    first: dict[str, Any] = next((r for r in doc["results"].values() if "vllm" in r), doc.get("machine") or {})
     api = "LLM()" if cfg["api"] == "llm" else "vllm serve"
     lines = [
         f"vLLM {first.get('vllm', '0.26')} {api}, {cfg['shape']} (dummy weights), runner {cfg['runner']}, cudagraph "
@@ -135,6 +142,34 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:
+    """A run's time to ready in parts, from vLLM's log and the plugin's report: imports and process start-up
+    (and the server's own work after the engine), the weights, Foundry's steps before vLLM's "init engine",
+    then within it torch.compile, the CUDA graphs (captured, or Foundry's restore) and the rest."""
+    total = r.get("ready_wall_s")
+    init = r.get("init_engine_s")
+    if not isinstance(total, int | float) or not isinstance(init, int | float):
+        return [("start-up", total)] if isinstance(total, int | float) else []
+    weights = r.get("model_load_s") or 0.0
+    compile_s = r.get("compile_s") or 0.0
+    timings = (r.get("plugin") or {}).get("timings") or {}
+    # vLLM's "init engine" covers profiling, the KV cache and warm-up with capture; loading the weights, and
+    # LOAD's first two steps (kernel images at init_device, graph builds started after the weights), precede it.
+    before = sum(float(timings.get(k, 0.0)) for k in ("load_modules_s", "start_graph_builds_s"))
+    if mode == "load":
+        graphs = float(timings.get("graphs_ready_s", 0.0))
+    else:
+        graphs = float(timings.get("capture_s", r.get("capture_s") or 0.0)) + float(timings.get("save_s", 0.0))
+    return [
+        ("imports, processes, server", max(0.0, total - init - weights - before)),
+        ("weights", weights),
+        ("Foundry: images, builds started", before),
+        ("torch.compile", compile_s),
+        ("CUDA graphs: capture (+ SAVE) or Foundry LOAD", graphs),
+        ("rest of vLLM's init engine", max(0.0, init - compile_s - graphs)),
+    ]
+
+
 def plot(doc: dict[str, Any], path: Path) -> bool:
     try:
         import matplotlib
@@ -143,25 +178,28 @@ def plot(doc: dict[str, Any], path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    runs = [m for m in RUNS if m in doc["results"] and doc["results"][m].get("ready_wall_s")]
+    runs = [m for m in RUNS if m in doc["results"] and segments(m, doc["results"][m])]
     if not runs:
         return False
-    fig, ax = plt.subplots(figsize=(9, 0.6 + 0.55 * len(runs)))
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * len(runs)))
+    seen: set[str] = set()
     for i, mode in enumerate(runs):
         r = doc["results"][mode]
-        imports = r.get("import_s") or 0.0
-        total = r["ready_wall_s"]
-        ax.barh(i, imports, color="C0", label="imports" if i == 0 else None)
-        ax.barh(i, total - imports, left=imports, color="C1", label="engine start-up" if i == 0 else None)
+        left = 0.0
+        for j, (label, seconds) in enumerate(segments(mode, r)):
+            ax.barh(i, seconds, left=left, color=f"C{j}", label=None if label in seen else label)
+            seen.add(label)
+            left += seconds
         if r.get("first_answer_wall_s"):
-            ax.plot([r["first_answer_wall_s"]], [i], "k|", markersize=14, label="first answer" if i == 0 else None)
-        ax.text(total + 0.5, i, f"{total:.1f} s", va="center")
+            ax.plot([r["first_answer_wall_s"]], [i], "k|", markersize=14)
+        ax.text(left + 0.5, i, f"{left:.1f} s", va="center")
     ax.set_yticks(range(len(runs)), [LABELS[m] for m in runs])
     ax.invert_yaxis()
-    ax.set_xlabel("seconds from process start to ready")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    cfg = doc["config"]
+    ax.set_xlabel(f"seconds from process start to ready ({'LLM()' if cfg['api'] == 'llm' else '/health'}), "
+                  f"{cfg['shape']}")  # fmt: skip
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, fontsize=8)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return True
 

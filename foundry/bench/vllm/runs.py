@@ -21,6 +21,7 @@ import re
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -253,12 +254,24 @@ class _Runs:
             for mode, r in results.items() if mode in ("save", "load", "native_cold")
         }  # fmt: skip
         return {
+            "machine": _machine(),
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.cfg).items()},
             "model": SHAPES[self.cfg.shape],
             "results": results,
             "compare": compare,
             "measured": self.measured,
         }
+
+
+def _machine() -> dict[str, str]:
+    """The GPU and driver as nvidia-smi names them (empty where there is none)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    name, _, driver = out.splitlines()[0].partition(",") if out.strip() else ("", "", "")
+    return {"gpu": name.strip(), "driver": driver.strip()}
 
 
 def _summary(values: dict[str, list[float]]) -> dict[str, Any]:

@@ -104,6 +104,7 @@ def check_supported(vllm_config: Any) -> None:
 def init_device_start(worker: Any) -> None:
     s = sessions.current()
     if s.config.enabled:
+        s.timings["init_device_started_at"] = time.time()  # epoch: the report's timeline starts the worker here
         check_supported(worker.vllm_config)
 
 

@@ -1,0 +1,28 @@
+"""The path `foundry inspect` and `foundry verify` take: an archive directory, its manifest, or one
+graph's .json. Both commands refuse the same paths with the same words and exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from foundry.format import MANIFEST_NAME
+
+__all__ = ["EXIT_CANNOT_START", "archive_target"]
+
+EXIT_CANNOT_START = 2
+"""Exit status of a command that could not start: no such path, nothing to check there."""
+
+
+def archive_target(raw: str) -> Path:
+    """The directory or graph JSON that ``raw`` names (a manifest stands for its archive directory).
+    ``ValueError`` says why there is nothing to look at: no such path, or a directory without a manifest."""
+    path = Path(raw)
+    if not path.exists():
+        raise ValueError(f"{path} does not exist: give an archive directory or a graph's .json")
+    if path.name == MANIFEST_NAME and path.is_file():
+        path = path.parent
+    if path.is_dir() and not (path / MANIFEST_NAME).is_file():
+        raise ValueError(
+            f"{path} has no {MANIFEST_NAME}: give an archive directory, a graph's .json, or save the manifest"
+        )
+    return path
