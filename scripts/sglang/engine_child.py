@@ -17,16 +17,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from foundry.bench.vllm.offline import MARK
-
-    def say(doc: dict[str, Any]) -> None:
-        sys.stdout.write(MARK + json.dumps(doc) + "\n")
-        sys.stdout.flush()
+    from foundry.bench.vllm.offline import answer_requests, say
 
     t0 = time.perf_counter()
     import torch
@@ -37,30 +32,16 @@ def main(argv: list[str]) -> int:
 
     t_import = time.perf_counter()
     engine = Engine(**json.loads(argv[0]))
-    t_engine = time.perf_counter()
-    say(
-        {
-            "ready": {
-                "import_torch_s": t_torch - t0,
-                "import_s": t_import - t0,
-                "engine_init_s": t_engine - t_import,
-                "ready_s": t_engine - t0,
-                "sglang": sglang.__version__,
-                "torch": torch.__version__,
-                "gpu": torch.cuda.get_device_name(),
-            }
-        }
-    )
-    for line in sys.stdin:
-        if not line.strip():
-            break
-        request = json.loads(line)
-        params = {"temperature": 0.0, "max_new_tokens": request["max_tokens"], "ignore_eos": True}
-        t = time.perf_counter()
-        outs = engine.generate(input_ids=request["prompts"], sampling_params=params)
-        seconds = time.perf_counter() - t
-        outs = outs if isinstance(outs, list) else [outs]
-        say({"tokens": [list(o["output_ids"]) for o in outs], "seconds": seconds})
+    times = {"import_torch_s": t_torch - t0, "import_s": t_import - t0, "engine_init_s": time.perf_counter() - t_import}
+    say({"ready": {**times, "sglang": sglang.__version__, "torch": torch.__version__,
+                   "gpu": torch.cuda.get_device_name()}})  # fmt: skip
+
+    def generate(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+        params = {"temperature": 0.0, "max_new_tokens": max_tokens, "ignore_eos": True}
+        outs = engine.generate(input_ids=prompts, sampling_params=params)
+        return [list(o["output_ids"]) for o in (outs if isinstance(outs, list) else [outs])]
+
+    answer_requests(generate, torch.cuda.synchronize)
     engine.shutdown()
     return 0
 

@@ -21,19 +21,10 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do PARTS+=("$1"); shift; done
 
 # shellcheck source=scripts/gpu_setup.sh
 . scripts/gpu_setup.sh
-install_carried_wheels
-env_line=$(bash scripts/bundle/install.sh sglang "${PARTS[@]}") || { echo "SGLang bundle not installed (see above)"; exit 3; }
-eval "$env_line"
+install_engine_bundle sglang "${PARTS[@]}" || exit 3
 
-if [ ! -f build/gpu/libfoundry.so ] || [ -n "$(find csrc CMakeLists.txt -newer build/gpu/libfoundry.so | head -1)" ]; then
-  if ! build_native . "$OUT/build.log"; then
-    tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
-  fi
-fi
-export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
-} | tee "$OUT/machine.txt"
+build_native_if_stale "$OUT"
+machine_info "$OUT"
 python3 scripts/sglang/check_targets.py /tmp/sglang-site/sglang || exit 1
 # The call's limit is 600 s: what is left, less time to stop the last engine and bring the files back.
 BUDGET=$(( ${CALL_SECONDS:-585} - ($(date +%s) - T0) - 25 ))

@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from foundry.bench.vllm.engines import Engine, EngineError, OfflineEngine, ServerEngine  # noqa: E402
-from foundry.bench.vllm.runs import compare_tokens  # noqa: E402
+from foundry.bench.vllm.runs import compare_tokens, plugin_shim  # noqa: E402
 from foundry.bench.vllm.shapes import make_model  # noqa: E402
 from foundry.bench.vllm.workload import Request, decode_request, token_requests  # noqa: E402
 
@@ -116,20 +116,6 @@ def cli_flags(kwargs: dict[str, Any]) -> list[str]:
     return flags
 
 
-def plugin_shim(root: Path) -> Path | None:
-    """A dist-info declaring Foundry's sglang.srt.plugins entry point, for a foundry that is importable but not
-    pip-installed (the GPU machine runs the checkout); None when the entry point is installed."""
-    from importlib.metadata import entry_points
-
-    if any(ep.value.startswith("foundry.integration.sglang") for ep in entry_points(group="sglang.srt.plugins")):
-        return None
-    info = root / "foundry_sglang_plugin-0.0.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foundry-sglang-plugin\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[sglang.srt.plugins]\nfoundry = foundry.integration.sglang:register\n")
-    return root
-
-
 class Runs:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -137,7 +123,7 @@ class Runs:
         self.logs = args.out / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.model = make_model(Path("/tmp/foundry-sglang-models/qwen3-0.6b"), "qwen3-0.6b")
-        shim = plugin_shim(Path("/tmp/foundry-sglang-entrypoint"))
+        shim = plugin_shim(Path("/tmp/foundry-sglang-entrypoint"), "sglang", "sglang.srt.plugins")
         paths = [str(REPO), *([str(shim)] if shim else []), os.environ.get("PYTHONPATH", "")]
         self.env = {**os.environ, **ENV, "PYTHONPATH": ":".join(p for p in paths if p)}
         for name in [n for n in self.env if n.startswith("FOUNDRY_SGLANG_")]:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang_graphs import DECODE, PREFILL, fake_torch, graph_modules, mod
+from tests.support.fakevllm import Trace
 
 SCHEDULER = "sglang.srt.managers.scheduler"
 RUNNER = "sglang.srt.model_executor.model_runner"
@@ -65,14 +66,6 @@ class ServerArgs:
     port: int = 30000
     nccl_port: int = 0
     log_level: str = "info"
-
-
-@dataclass
-class Trace:
-    events: list[str] = field(default_factory=list)
-
-    def __call__(self, what: str) -> None:
-        self.events.append(what)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from .engines import Engine, EngineError, OfflineEngine, ServerEngine
 from .shapes import SHAPES, make_model
 from .workload import decode_request, prefill_request, token_requests
 
-__all__ = ["MODES", "VllmBenchConfig", "compare_tokens", "log_numbers", "run_vllm_bench"]
+__all__ = ["MODES", "VllmBenchConfig", "compare_tokens", "log_numbers", "plugin_shim", "run_vllm_bench"]
 
 MODES = ("native_cold", "save", "native", "load")
 
@@ -100,17 +100,19 @@ def compare_tokens(reference: list[list[list[int]]], other: list[list[list[int]]
     return {"identical": identical, "requests": per}
 
 
-def _plugin_shim(root: Path) -> Path | None:
-    """A dist-info declaring Foundry's vllm.general_plugins entry point, for a foundry that is importable but
-    not pip-installed (the GPU machine runs the checkout); None when the entry point is installed."""
+def plugin_shim(root: Path, engine: str = "vllm", group: str = "vllm.general_plugins") -> Path | None:
+    """A dist-info declaring Foundry's ``group`` entry point (``foundry.integration.<engine>:register``), for a
+    foundry that is importable but not pip-installed (the GPU machine runs the checkout); None when the entry
+    point is installed."""
     from importlib.metadata import entry_points
 
-    if any(ep.value.startswith("foundry.integration.vllm") for ep in entry_points(group="vllm.general_plugins")):
+    plugin = f"foundry.integration.{engine}"
+    if any(ep.value.startswith(plugin) for ep in entry_points(group=group)):
         return None
-    info = root / "foundry_vllm_plugin-0.0.dist-info"
+    info = root / f"foundry_{engine}_plugin-0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foundry-vllm-plugin\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nfoundry = foundry.integration.vllm:register\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: foundry-{engine}-plugin\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\nfoundry = {plugin}:register\n")
     return root
 
 
@@ -121,7 +123,7 @@ class _Runs:
         self.out.mkdir(parents=True, exist_ok=True)
         self.model = make_model(cfg.models / cfg.shape, cfg.shape)
         repo = Path(__file__).resolve().parents[3]
-        shim = _plugin_shim(Path("/tmp/foundry-vllm-entrypoint"))
+        shim = plugin_shim(Path("/tmp/foundry-vllm-entrypoint"))
         self.cwd = repo
         paths = [str(repo), *([str(shim)] if shim else []), os.environ.get("PYTHONPATH", "")]
         self.env = {**os.environ, **ENV, **cfg.extra_env, "PYTHONPATH": ":".join(p for p in paths if p)}
