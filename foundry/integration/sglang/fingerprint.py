@@ -19,7 +19,9 @@ from ..shared.metadata import Fingerprint
 __all__ = ["IGNORED", "describe", "settings"]
 
 # ServerArgs fields that change neither the model's device memory nor its graphs: the network, the HTTP and
-# tokenizer front end, logging, metrics and tracing. Everything else is compared.
+# tokenizer front end, logging, metrics and tracing, and the random seed (SGLang draws one per start when none
+# is given; it seeds sampling, and dummy weights' values, never where a tensor lies). Everything else is
+# compared.
 IGNORED = frozenset(
     {
         "host", "port", "nccl_port", "dist_init_addr", "fastapi_root_path", "smg_grpc_mode", "grpc_mode",
@@ -37,7 +39,7 @@ IGNORED = frozenset(
         "prompt_tokens_buckets", "generation_tokens_buckets", "gc_warning_threshold_secs", "decode_log_interval",
         "enable_request_time_stats_logging", "enable_trace", "trace_modules", "otlp_traces_endpoint",
         "export_metrics_to_file", "export_metrics_to_file_dir", "stat_loggers", "watchdog_timeout",
-        "soft_watchdog_timeout", "custom_sigquit_handler", "download_dir",
+        "soft_watchdog_timeout", "custom_sigquit_handler", "download_dir", "random_seed",
     }
 )  # fmt: skip
 
