@@ -67,6 +67,11 @@ def _encode(value: Any, tensors: list[Any], where: str) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return {"v": value}
     if hasattr(value, "data_ptr"):
+        if not getattr(value, "is_cuda", True):
+            raise UnsupportedConfigError(
+                f"{where} passes a tensor on {value.device}, which the Foundry adapter cannot carry to LOAD (it carries"
+                f" device tensors at SAVE's addresses); {PREFILL_OFF}"
+            )
         tensors.append(value)
         return {"t": len(tensors) - 1}
     if isinstance(value, tuple | list):

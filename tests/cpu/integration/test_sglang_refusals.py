@@ -18,8 +18,14 @@ from foundry.integration.sglang import (
     read_metadata,
 )
 from foundry.integration.sglang.metadata import FILE
+from tests.support.fakefoundry import FakeTensor
 from tests.support.fakesglang import server_args
 from tests.support.fakesglang_graphs import ATTENTION, BCG, DECODE
+
+
+class HostTensor(FakeTensor):
+    is_cuda = False
+    device = "cpu"
 
 
 def _save(engines: Any, **args: Any) -> Any:
@@ -194,6 +200,7 @@ def test_a_malformed_mode_stops_the_scheduler_with_the_message(
     [
         ("returns", r"eager step .* returns a FakeTensor, kept in memory allocated between two captured segments"),
         ("local", "is no attribute of an SGLang module"),
+        ("host", r"passes a tensor on cpu, which the Foundry adapter cannot carry to LOAD"),
     ],
 )
 def test_prefill_graphs_whose_eager_steps_load_cannot_redo_are_refused_before_writing(
@@ -209,7 +216,16 @@ def test_prefill_graphs_whose_eager_steps_load_cannot_redo_are_refused_before_wr
         return None
 
     inner = returns_a_tensor if step == "returns" else local
-    attention.breakable_unified_attention_with_output = fake.module(BCG).eager_on_graph(True)(inner)
+    breakable = fake.module(BCG).eager_on_graph(True)(inner)
+    if step == "host":  # a module attribute, handed a tensor in host memory
+        attention.unified_attention_with_output = local
+        breakable = fake.module(BCG).eager_on_graph(True)(local)
+        with_host = breakable
+
+        def breakable(*args: Any, **kwargs: Any) -> Any:
+            return with_host(*args, host=HostTensor(0x1000), **kwargs)
+
+    attention.breakable_unified_attention_with_output = breakable
     with pytest.raises(UnsupportedConfigError, match=rf"(?s){message}.*--cuda-graph-backend-prefill disabled"):
         fake.start_scheduler(server_args())
     assert list(sglang_engines.archive.iterdir()) == []
