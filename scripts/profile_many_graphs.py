@@ -6,9 +6,10 @@ model), measured without a GPU.
 
 A SAVE process captures ``--graphs`` graphs of ``--nodes`` kernel launches each, grouped like an engine's
 pieces (``--pieces`` per batch size: the middle ones alike but for their pointers), saves each with
-``foundry.save.save_graph`` and writes the manifest; a fresh LOAD process starts ``Loader`` on all of them
-and waits until every graph is replayable and has its own exec. Each prints its phases; ``--profile``
-prints the top of cProfile's cumulative table for one side.
+``foundry.save.save_graph`` and writes the manifest; a fresh LOAD process calls
+``load_cuda_modules_and_libraries``, starts ``Loader`` on all of them and waits until every graph is
+replayable and has its own exec. Each prints its phases; ``--profile`` prints the top of cProfile's table
+(``$PSORT``, default cumulative) for one step.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ save_graph_manifest(ARCH)
 t2 = time.perf_counter()
 if prof:
     prof.disable()
-    pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(35)
+    pstats.Stats(prof, stream=sys.stdout).sort_stats(os.environ.get("PSORT", "cumulative")).print_stats(40)
 emit(side="save", graphs=len(graphs), save_s=t1 - t0, manifest_s=t2 - t1,
      phases={k: round(v, 4) for k, v in sorted(save_phases().seconds.items())})
 """
@@ -69,7 +70,14 @@ emit(side="save", graphs=len(graphs), save_s=t1 - t0, manifest_s=t2 - t1,
 LOAD = r"""
 import cProfile, pstats, time
 from foundry.load import Loader
+prof = cProfile.Profile() if PROFILE == "modules" else None
+if prof: prof.enable()
+t_modules = time.perf_counter()
 foundry.load_cuda_modules_and_libraries(ARCH)
+t_modules = time.perf_counter() - t_modules
+if prof:
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stdout).sort_stats(os.environ.get("PSORT", "cumulative")).print_stats(40)
 foundry.set_allocation_region(BASE, "8GB")
 n = 64
 weights = [buf(f"w{i}", 4 * n) for i in range(PIECES)]
@@ -87,8 +95,8 @@ loader.wait_all()
 t3 = time.perf_counter()
 if prof:
     prof.disable()
-    pstats.Stats(prof, stream=sys.stdout).sort_stats("cumulative").print_stats(35)
-emit(side="load", start_s=t1 - t0, all_replayable_s=t2 - t0, all_own_execs_s=t3 - t0,
+    pstats.Stats(prof, stream=sys.stdout).sort_stats(os.environ.get("PSORT", "cumulative")).print_stats(40)
+emit(side="load", modules_s=t_modules, start_s=t1 - t0, all_replayable_s=t2 - t0, all_own_execs_s=t3 - t0,
      timings={k: round(v, 4) for k, v in sorted(loader.timings.items())})
 """
 
@@ -98,7 +106,7 @@ def main() -> int:
     parser.add_argument("--graphs", type=int, default=1530)
     parser.add_argument("--pieces", type=int, default=30)
     parser.add_argument("--nodes", type=int, default=12)
-    parser.add_argument("--profile", choices=["save", "load"])
+    parser.add_argument("--profile", choices=["save", "modules", "load"])
     args = parser.parse_args()
     from foundry.native import library_path
 

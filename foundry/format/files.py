@@ -31,7 +31,10 @@ import mmap
 import os
 import secrets
 import stat
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
@@ -51,6 +54,8 @@ __all__ = [
     "read_memory",
     "read_region_hint",
     "read_regular",
+    "real_path",
+    "real_paths_memoized",
     "sha256_bytes",
     "sha256_file",
     "write_addressed",
@@ -128,18 +133,68 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
+_MEMO = threading.local()
+
+
+@contextlib.contextmanager
+def real_paths_memoized() -> Iterator[None]:
+    """Within, on this thread, each path's real path (every symlink resolved) is worked out once. LOAD
+    checks thousands of graph files of one archive at once (an engine's piecewise graphs), and resolving
+    the same directory again for each of them was most of its time on the calling thread. Outside, every
+    call resolves afresh: a link changed between two loads is seen."""
+    outer = getattr(_MEMO, "paths", None)
+    _MEMO.paths = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _MEMO.paths = outer
+
+
+def real_path(path: PathLike) -> Path:
+    """``os.path.realpath(path)`` as a Path, memoized inside ``real_paths_memoized``."""
+    memo: dict[Any, Path] | None = getattr(_MEMO, "paths", None)
+    key = os.fspath(path)
+    if memo is None:
+        return Path(os.path.realpath(key))
+    real = memo.get(key)
+    if real is None:
+        real = memo[key] = Path(os.path.realpath(key))
+    return real
+
+
 def inside(root: PathLike, name: str, what: str) -> Path:
     """The real path of ``root/name``, proven to lie in ``root`` once every symlink is resolved:
     ``ArchiveCorruptError`` names the path otherwise (``name`` absolute or with ``..``, or a link out)."""
-    problem = relative_path_problem(str(name))
+    memo: dict[Any, Path] | None = getattr(_MEMO, "paths", None)
+    key = (os.fspath(root), name)
+    if memo is not None and key in memo:
+        return memo[key]  # proven inside earlier in this batch (a refusal raises and is not kept)
+    real = _inside(root, str(name), what)
+    if memo is not None:
+        memo[key] = real
+    return real
+
+
+def _inside(root: PathLike, name: str, what: str) -> Path:
+    problem = relative_path_problem(name)
     if problem:
         raise ArchiveCorruptError(
-            f"{root}: the {what} {str(name)!r:.120} {problem}; archive paths are names relative to the archive. "
+            f"{root}: the {what} {name!r:.120} {problem}; archive paths are names relative to the archive. "
             "The file naming it was damaged or edited; save it again."
         )
-    full = Path(root) / str(name)
+    base = real_path(root)
+    if name == ".":
+        return base
+    if "/" not in name:
+        # One component that is not a link lies in the root: one lstat instead of resolving the whole path.
+        full = base / name
+        try:
+            if not stat.S_ISLNK(os.lstat(full).st_mode):
+                return full
+        except FileNotFoundError:
+            return full  # as realpath would say; reading it fails with the file named
+    full = Path(root) / name
     real = Path(os.path.realpath(full))
-    base = Path(os.path.realpath(root))
     if real != base and base not in real.parents:
         raise ArchiveCorruptError(
             f"{full}: the {what} resolves to {real}, outside {base}; an archive's files must be in the archive "

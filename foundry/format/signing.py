@@ -30,7 +30,7 @@ from typing import Any, Union
 from foundry._state import ProcessState
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 
-from .files import PathLike, inside, read_regular, sha256_bytes, sha256_file
+from .files import PathLike, inside, read_regular, real_path, real_paths_memoized, sha256_bytes, sha256_file
 from .graphfile import resolve_archive_dir
 from .jsonfields import check_format, is_sha256, load_sealed, relative_path_problem
 from .manifest import MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, MANIFEST_NAME, GraphEntry, Manifest
@@ -140,7 +140,8 @@ def manifests_read_once() -> Iterator[None]:
     outer = getattr(_BATCH, "seen", None)
     _BATCH.seen = {} if outer is None else outer
     try:
-        yield
+        with real_paths_memoized():
+            yield
     finally:
         _BATCH.seen = outer
 
@@ -274,7 +275,7 @@ def _read_verified(archive_dir: Path, key: SigningKey | None) -> _Verified | Non
         )
     data = read_regular(inside(archive_dir, MANIFEST_NAME, "manifest"), "manifest")
     digest = sha256_bytes(data)
-    cache_key = (archive_dir.resolve(), key.key_id if key is not None else "")
+    cache_key = (real_path(archive_dir), key.key_id if key is not None else "")
     state = _STATE.get()
     with state.lock:
         known = state.verified.get(cache_key)
@@ -286,8 +287,8 @@ def _read_verified(archive_dir: Path, key: SigningKey | None) -> _Verified | Non
     if key is not None:
         check_signature(doc, key, str(path))
     manifest = Manifest.from_json(doc, str(path))
-    base = archive_dir.resolve()
-    listing = {(base / g.json).resolve(): g for g in manifest.graphs}
+    base = real_path(archive_dir)
+    listing = {real_path(base / g.json): g for g in manifest.graphs}
     result = _Verified(digest, manifest, listing)
     with state.lock:
         state.verified[cache_key] = result
@@ -327,7 +328,7 @@ def authenticate_graph(
         return
     error = ArchiveSignatureError if key is not None else ArchiveCorruptError
     manifest_path = archive / MANIFEST_NAME
-    entry = verified.listing.get(json_path.resolve())
+    entry = verified.listing.get(real_path(json_path))
     if entry is None:
         what = "signed manifest" if key is not None else "manifest"
         raise error(

@@ -21,7 +21,7 @@ from typing import Any
 
 from foundry import kernels
 from foundry.errors import LoadError
-from foundry.format import open_image
+from foundry.format import open_image, real_path
 from foundry.native import call, current_context
 from foundry.timing import Phases
 
@@ -44,7 +44,7 @@ class Loader:
         self.handles: list[GraphHandle] = []
         for i, src in enumerate(sources):
             template = src.template or src
-            group = groups.setdefault(template.json_path.resolve(), Group(template))
+            group = groups.setdefault(real_path(template.json_path), Group(template))
             handle = GraphHandle(i, src, group)
             group.handles.append(handle)
             self.handles.append(handle)

@@ -25,6 +25,8 @@ from foundry.format import (
     node_count,
     read_meta_digest,
     read_payload_view,
+    real_path,
+    record_path,
     resolve_archive_dir,
     template_path,
 )
@@ -46,10 +48,13 @@ class GraphSource:
     archive_dir: Path
     template: GraphSource | None = None
     json_sha256: str = ""  # of the JSON bytes ``meta`` was parsed from
+    # The record container's path, proven to lie beside the JSON when the source was read (with the graph's
+    # other paths, each resolved once per batch), so that reader threads need not resolve it again.
+    record_file: Path | None = None
 
     def read_payload(self) -> memoryview:
         if self._payload is None:
-            self._payload = read_payload_view(self.json_path, self.meta)
+            self._payload = read_payload_view(self.json_path, self.meta, cpath=self.record_file)
         return self._payload
 
     def release_payload(self) -> None:
@@ -120,11 +125,12 @@ def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) ->
 def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:
     assert meta.record is not None
     state = _STATE.get()
-    key = (json_path.resolve(), meta.record.sha256)
+    key = (real_path(json_path), meta.record.sha256)
     with state.lock:
         src = state.full.get(key)
         if src is None:
-            src = GraphSource(json_path, meta, None, resolve_archive_dir(json_path, meta), None, digest)
+            src = GraphSource(json_path, meta, None, resolve_archive_dir(json_path, meta), None, digest,
+                              record_path(json_path, meta))  # fmt: skip
             state.full[key] = src
     if not lazy:
         src.read_payload()
@@ -137,7 +143,7 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
     authenticate_graph(json_path, meta, key, digest)
     if meta.template is None:
         return _full_source(json_path, meta, digest, lazy)
-    here = json_path.resolve()
+    here = real_path(json_path)
     tpath = template_path(json_path, meta)
     if tpath == here or tpath in chain:
         loop = " -> ".join(str(p) for p in (*chain, here, tpath))
@@ -159,8 +165,9 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
             f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
             "graph: the two come from different saves. Save the graphs (and the manifest) again."
         )
-    payload = None if lazy else read_payload_view(json_path, meta)
-    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest)
+    cpath = record_path(json_path, meta)
+    payload = None if lazy else read_payload_view(json_path, meta, cpath=cpath)
+    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest, cpath)
 
 
 def source_images(src: GraphSource) -> dict[str, tuple[Path, int]]:

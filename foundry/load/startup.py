@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -223,6 +224,9 @@ def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
             read_meta_cached(Path(os.path.normpath(archive / g.json)))
         except (ArchiveError, OSError):
             continue
+        # This is Python work beside the program's own start-up (an engine builds its model meanwhile): give
+        # the interpreter lock back after each graph, so that thousands of graphs do not slow the program down.
+        time.sleep(0)
 
 
 def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:

@@ -65,8 +65,8 @@ class VllmBenchConfig:
     batches: tuple[int, ...] = (1, 8, 64, 256)
     max_tokens: int = 32
     decode_batches: tuple[int, ...] = (1, 32, 256)
-    decode_steps: int = 128
-    reps: int = 5
+    decode_steps: int = 256
+    reps: int = 7
     prefill_tokens: int = 2000
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
@@ -277,10 +277,27 @@ def _machine() -> dict[str, str]:
 
 
 def _summary(values: dict[str, list[float]]) -> dict[str, Any]:
+    """Medians, the spread of each side ((max - min) / median, and the interquartile range / median, which
+    one stray repetition does not move), and LOAD's median over native's. Repetition i of both sides ran
+    back to back, so their ratios are paired too: the median of the paired ratios is the other estimate."""
     med = {k: statistics.median(v) for k, v in values.items() if v}
     spread = {k: (max(v) - min(v)) / statistics.median(v) for k, v in values.items() if v}
+    iqr = {k: _iqr(v) / statistics.median(v) for k, v in values.items() if len(v) >= 4}
     ratio = med["load"] / med["native"] if med.get("native") else None
-    return {"median": med, "spread": spread, "load_over_native": ratio, "values": values}
+    pairs = [b / a for a, b in zip(values.get("native", []), values.get("load", []), strict=False) if a]
+    return {
+        "median": med,
+        "spread": spread,
+        "iqr": iqr,
+        "load_over_native": ratio,
+        "paired_ratio_median": statistics.median(pairs) if pairs else None,
+        "values": values,
+    }
+
+
+def _iqr(values: list[float]) -> float:
+    q = statistics.quantiles(values, n=4)
+    return q[2] - q[0]
 
 
 def run_vllm_bench(cfg: VllmBenchConfig) -> dict[str, Any]:
