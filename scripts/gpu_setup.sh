@@ -1,4 +1,4 @@
-# Sourced by the scripts that run on the GPU machine (gpu_tier.sh, vllm/gpu_run.sh): what each needs first.
+# Sourced by the scripts that run on the GPU machine (gpu_tier.sh, vllm/ and sglang/gpu_run.sh): what each needs first.
 
 # The GPU machine reaches no package index: the wheels the package needs beyond its image (lz4, zstandard)
 # are carried in .whl/deps (pip download --python-version 3.12 --only-binary :all: lz4 zstandard).
@@ -10,4 +10,32 @@ install_carried_wheels() {
 # build_native SOURCE_DIR LOG: libfoundry.so into SOURCE_DIR/build/gpu, the output into LOG.
 build_native() {
   { cmake -S "$1" -B "$1/build/gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build "$1/build/gpu"; } > "$2" 2>&1
+}
+
+# build_native_if_stale OUT: libfoundry.so into ./build/gpu unless it is newer than every native source (the
+# machine keeps it while warm); the build's output into OUT/build.log, its tail on failure. Exits on failure.
+build_native_if_stale() {
+  if [ ! -f build/gpu/libfoundry.so ] || [ -n "$(find csrc CMakeLists.txt -newer build/gpu/libfoundry.so | head -1)" ]; then
+    if ! build_native . "$1/build.log"; then
+      tail -30 "$1/build.log"; echo "BUILD FAILED"; exit 1
+    fi
+  fi
+  export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
+}
+
+# machine_info OUT: the GPU, driver, Python and torch, into OUT/machine.txt and the log.
+machine_info() {
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+  } | tee "$1/machine.txt"
+}
+
+# install_engine_bundle ENGINE [PART...]: the carried wheels, then the offline engine bundle (vllm | sglang;
+# scripts/bundle/install.sh), its variables exported here. Returns 3 when the bundle is not installed.
+install_engine_bundle() {
+  local engine=$1 env_line
+  shift
+  install_carried_wheels
+  env_line=$(bash scripts/bundle/install.sh "$engine" "$@") || { echo "$engine bundle not installed (see above)"; return 3; }
+  eval "$env_line"
 }

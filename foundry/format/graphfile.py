@@ -31,6 +31,7 @@ __all__ = [
     "read_meta_digest",
     "read_payload",
     "read_payload_view",
+    "record_path",
     "resolve_archive_dir",
     "template_path",
     "write_graph",
@@ -177,13 +178,24 @@ def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> b
     return bytes(read_payload_view(json_path, meta, verify))
 
 
-def read_payload_view(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> memoryview:
+def record_path(json_path: PathLike, meta: GraphMeta) -> Path:
+    """The resolved path of the graph's record container, proven to lie beside its JSON."""
+    assert meta.record is not None  # from_json always sets it
+    return inside(Path(json_path).parent, meta.record.file, f"graph record of {json_path}")
+
+
+def read_payload_view(
+    json_path: PathLike, meta: GraphMeta, verify: bool = True, cpath: Path | None = None
+) -> memoryview:
     """``read_payload`` as a writable view into the one buffer the file was read into: no copy
     (LOAD reads tens of MB of records on several threads, and every fresh page is a page fault
-    those threads contend for). Errors as ``read_payload``."""
+    those threads contend for). ``cpath`` is ``record_path(json_path, meta)`` where the caller has it
+    already (LOAD resolves it with the graph's other paths, on its calling thread). Errors as
+    ``read_payload``."""
     json_path = Path(json_path)
     assert meta.record is not None  # from_json always sets it
-    cpath = inside(json_path.parent, meta.record.file, f"graph record of {json_path}")
+    if cpath is None:
+        cpath = record_path(json_path, meta)
     data = read_regular(cpath, f"graph record of {json_path}", size=CONTAINER_RECORD_OFFSET + meta.record.bytes)
     header = read_container_header(data, source=str(cpath))
     if header.sha256 != meta.record.sha256 or header.record_size != meta.record.bytes:

@@ -22,6 +22,7 @@ from foundry.format import (
     read_meta_digest,
     read_payload_view,
     real_path,
+    record_path,
     resolve_archive_dir,
     template_path,
 )
@@ -44,10 +45,13 @@ class GraphSource:
     archive_dir: Path
     template: GraphSource | None = None
     json_sha256: str = ""  # of the JSON bytes ``meta`` was parsed from
+    # The record container's path, proven to lie beside the JSON when the source was read (with the graph's
+    # other paths, each resolved once per batch), so that reader threads need not resolve it again.
+    record_file: Path | None = None
 
     def read_payload(self) -> memoryview:
         if self._payload is None:
-            self._payload = read_payload_view(self.json_path, self.meta)
+            self._payload = read_payload_view(self.json_path, self.meta, cpath=self.record_file)
         return self._payload
 
     def release_payload(self) -> None:
@@ -122,7 +126,8 @@ def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> G
     with state.lock:
         src = state.full.get(key)
         if src is None:
-            src = GraphSource(json_path, meta, None, resolve_archive_dir(json_path, meta), None, digest)
+            src = GraphSource(json_path, meta, None, resolve_archive_dir(json_path, meta), None, digest,
+                              record_path(json_path, meta))  # fmt: skip
             state.full[key] = src
     if not lazy:
         src.read_payload()
@@ -157,8 +162,9 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
             f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
             "graph: the two come from different saves. Save the graphs (and the manifest) again."
         )
-    payload = None if lazy else read_payload_view(json_path, meta)
-    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest)
+    cpath = record_path(json_path, meta)
+    payload = None if lazy else read_payload_view(json_path, meta, cpath=cpath)
+    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest, cpath)
 
 
 def source_images(src: GraphSource) -> dict[str, tuple[Path, int]]:

@@ -19,19 +19,10 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do PARTS+=("$1"); shift; done
 
 # shellcheck source=scripts/gpu_setup.sh
 . scripts/gpu_setup.sh
-install_carried_wheels
-env_line=$(bash scripts/vllm/install.sh "${PARTS[@]}") || { echo "vLLM bundle not installed (see above)"; exit 3; }
-eval "$env_line"
+install_engine_bundle vllm "${PARTS[@]}" || exit 3
 
-if [ ! -f build/gpu/libfoundry.so ] || [ -n "$(find csrc CMakeLists.txt -newer build/gpu/libfoundry.so | head -1)" ]; then
-  if ! build_native . "$OUT/build.log"; then
-    tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
-  fi
-fi
-export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
-} | tee "$OUT/machine.txt"
+build_native_if_stale "$OUT"
+machine_info "$OUT"
 python3 scripts/vllm/check_targets.py /tmp/vllm-site/vllm || exit 1
 WORK=/tmp/foundry-vllm-bench
 rm -rf "$WORK"; mkdir -p "$WORK"

@@ -1,48 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine, in a call that carries one or more bundle parts:
+# On the GPU machine: stage vLLM bundle parts for a later call (scripts/bundle/stage.sh says how).
 #
 #   bash scripts/vllm/stage.sh .whl/vllm/1 [PART_OR_DIR...]
-#
-# Copies the carried parts (and their MANIFEST) into $VLLM_STAGE (default
-# /root/stage), which the next call finds as long as it starts while the
-# machine is still warm (30 s after this call ends). Checks each part's
-# sha256 against MANIFEST and says which parts are still to come.
-set -euo pipefail
-STAGE=${VLLM_STAGE:-/root/stage}
-log() { printf '[stage] %s\n' "$*" >&2; }
-mkdir -p "$STAGE"
-
-for arg in "$@"; do
-  if [ -d "$arg" ]; then
-    files=("$arg"/vllm-site.tar.zst.* "$arg"/MANIFEST)
-  else
-    files=("$arg")
-    [ -f "$(dirname "$arg")/MANIFEST" ] && files+=("$(dirname "$arg")/MANIFEST")
-  fi
-  for f in "${files[@]}"; do
-    [ -f "$f" ] || { log "not found: $f"; exit 1; }
-    cp -f "$f" "$STAGE/"
-  done
-done
-
-MAN="$STAGE/MANIFEST"
-[ -f "$MAN" ] || { log "no MANIFEST in $STAGE yet"; exit 1; }
-have=0; need=$(awk '$1 == "parts" { print $2 }' "$MAN"); todo=()
-while read -r sum size name; do
-  if [ -f "$STAGE/$name" ]; then
-    if [ "$(stat -c %s "$STAGE/$name")" = "$size" ] && echo "$sum  $STAGE/$name" | sha256sum -c --quiet - >/dev/null 2>&1; then
-      have=$((have + 1))
-    else
-      log "BAD $name (size or sha256 differs from MANIFEST); removed"
-      rm -f "$STAGE/$name"; todo+=("$name")
-    fi
-  else
-    todo+=("$name")
-  fi
-done < <(grep -E '^[0-9a-f]{64} ' "$MAN")
-if [ ${#todo[@]} -gt 0 ]; then
-  log "$STAGE holds $have of $need parts; still to come: ${todo[*]}"
-else
-  log "$STAGE holds all $need parts"
-fi
-df -h "$STAGE" | tail -1 >&2
+exec bash "$(dirname "${BASH_SOURCE[0]}")/../bundle/stage.sh" vllm "$@"

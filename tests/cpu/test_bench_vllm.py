@@ -46,7 +46,8 @@ def test_every_run_answers_and_the_report_compares_them(fake_vllm: None, tmp_pat
     tag = cfg.out / cfg.tag()
     assert json.loads(Path(str(tag) + ".json").read_text())["compare"] == doc["compare"]
     text = Path(str(tag) + ".txt").read_text()
-    assert "Foundry LOAD" in text and "decode, batch 2" in text and "LOAD's start-up" in text
+    assert "Foundry LOAD" in text and "decode tokens/s, batch 2" in text and "LOAD's start-up" in text
+    assert decode["paired_ratio_median"] > 0 and set(decode["iqr"]) == set()  # 3 reps: too few for quartiles
     if api == "llm":
         assert results["native"]["compile_s"] == 1.25 and results["native"]["model_load_s"] == 0.5
     else:

@@ -9,6 +9,8 @@ import importlib
 import sys
 from pathlib import Path
 
+import pytest
+
 FOUNDRY = Path(__file__).resolve().parents[2] / "foundry"
 PACKAGES = sorted(p.name for p in FOUNDRY.iterdir() if (p / "__init__.py").is_file())
 LEAVES = sorted(p.stem for p in FOUNDRY.glob("*.py") if p.stem != "__init__")
@@ -204,18 +206,22 @@ def test_shared_integration_uses_only_foundrys_surface_and_the_standard_library(
         assert not third_party, (here, third_party)
 
 
-def test_an_engine_plugin_imports_foundry_shared_and_itself_and_its_engine_only_when_called() -> None:
-    """``import foundry.integration.vllm`` imports neither vLLM nor torch; no other engine's plugin and
+ENGINES = ("vllm", "sglang")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_an_engine_plugin_imports_foundry_shared_and_itself_and_its_engine_only_when_called(engine: str) -> None:
+    """``import foundry.integration.<engine>`` imports neither the engine nor torch; no other engine's plugin and
     no shared piece imports it."""
-    vllm = "foundry.integration.vllm"
+    plugin = f"foundry.integration.{engine}"
     for path in FOUNDRY.rglob("*.py"):
         here = _module_name(path)
         targets = _imports(path)
-        if here.startswith(vllm):
-            allowed = ("foundry.integration.shared", vllm)
+        if here.startswith(plugin):
+            allowed = ("foundry.integration.shared", plugin)
             wrong = [t for t in targets if t != "foundry" and not t.startswith(allowed)]
             assert not wrong, (here, wrong)
-            engine = _top_level_imports(path) - set(sys.stdlib_module_names) - {"__future__", "foundry"}
-            assert not engine, (here, engine)
+            third_party = _top_level_imports(path) - set(sys.stdlib_module_names) - {"__future__", "foundry"}
+            assert not third_party, (here, third_party)
         elif here != "foundry.integration":  # the integration package names its plugins
-            assert not [t for t in targets if t.startswith(vllm)], here
+            assert not [t for t in targets if t.startswith(plugin)], here

@@ -36,6 +36,13 @@ class FakeFoundryGraph:
     def replay(self) -> None:
         self.replays += 1
 
+    # capture without foundry.graph(), as SGLang's breakable graphs capture each segment
+    def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
+        assert not self.captured and self.loaded_from is None, "captured into a graph twice"
+
+    def capture_end(self) -> None:
+        self.captured = True
+
 
 @dataclass
 class FakeFoundry:
@@ -70,6 +77,8 @@ class FakeFoundry:
         return self.cursor_at
 
     def set_cursor(self, offset: int) -> None:
+        live_end = max((o + -(-n // GRANULARITY) * GRANULARITY for k, o, n in self.log if k == "ALLOC"), default=0)
+        assert offset >= live_end, f"set_cursor({offset:#x}) below live allocations (to {live_end:#x})"
         self.calls.append(f"set_cursor:{offset:#x}")
         self.log.append(("CURSOR", offset, 0))
         self.cursor_at = offset

@@ -14,16 +14,32 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MARK", "main"]
+__all__ = ["MARK", "answer_requests", "main", "say"]
 
 MARK = "FDYBENCH "
 
 
-def _say(doc: dict[str, Any]) -> None:
+def say(doc: dict[str, Any]) -> None:
+    """One answer line for the parent."""
     sys.stdout.write(MARK + json.dumps(doc) + "\n")
     sys.stdout.flush()
+
+
+def answer_requests(generate: Callable[[list[list[int]], int], list[list[int]]], sync: Callable[[], None]) -> None:
+    """Answers the parent's requests read from stdin until an empty line or the end of input: for each
+    ``{"prompts": ..., "max_tokens": N}``, ``generate(prompts, N)``'s tokens and the seconds it took (timed
+    from ``sync()``, which waits for the device)."""
+    for line in sys.stdin:
+        if not line.strip():
+            break
+        request = json.loads(line)
+        sync()
+        t = time.perf_counter()
+        tokens = generate(request["prompts"], request["max_tokens"])
+        say({"tokens": tokens, "seconds": time.perf_counter() - t})
 
 
 def main(argv: list[str]) -> int:
@@ -38,7 +54,7 @@ def main(argv: list[str]) -> int:
     kwargs = json.loads(argv[0])
     llm = LLM(**kwargs)
     t_llm = time.perf_counter()
-    _say(
+    say(
         {
             "ready": {
                 "import_torch_s": t_torch - t0,
@@ -51,17 +67,13 @@ def main(argv: list[str]) -> int:
             }
         }
     )
-    for line in sys.stdin:
-        if not line.strip():
-            break
-        request = json.loads(line)
-        params = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], ignore_eos=True)
-        prompts = [{"prompt_token_ids": p} for p in request["prompts"]]
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        outs = llm.generate(prompts, params, use_tqdm=False)
-        seconds = time.perf_counter() - t
-        _say({"tokens": [list(o.outputs[0].token_ids) for o in outs], "seconds": seconds})
+
+    def generate(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+        return [list(o.outputs[0].token_ids) for o in outs]
+
+    answer_requests(generate, torch.cuda.synchronize)
     return 0
 
 

@@ -86,21 +86,34 @@ def load_phases(r: dict[str, Any]) -> list[tuple[str, float]]:
     return [(name, t) for name, t in steps if isinstance(t, int | float)]
 
 
+def _pct(d: dict[str, Any], key: str) -> str:
+    return f"{d[key] * 100:.2f}%" if isinstance(d.get(key), int | float) else "-"
+
+
+def _parity_row(what: str, m: dict[str, Any], digits: int) -> list[str]:
+    med, spread, iqr = m["median"], m["spread"], m.get("iqr", {})
+    return [
+        what,
+        _s(med.get("native"), digits),
+        _s(med.get("load"), digits),
+        _s(m.get("load_over_native"), 4),
+        _s(m.get("paired_ratio_median"), 4),
+        f"{_pct(spread, 'native')} / {_pct(spread, 'load')}",
+        f"{_pct(iqr, 'native')} / {_pct(iqr, 'load')}",
+    ]
+
+
 def parity_rows(doc: dict[str, Any]) -> list[list[str]]:
     measured = doc.get("measured") or {}
-    out = []
-    for batch, m in (measured.get("decode") or {}).items():
-        med, spread = m["median"], m["spread"]
-        out.append([f"decode, batch {batch}", _s(med.get("native"), 1), _s(med.get("load"), 1),
-                    _s(m.get("load_over_native"), 4), f"{spread.get('native', 0) * 100:.2f}% / "
-                    f"{spread.get('load', 0) * 100:.2f}%"])  # fmt: skip
+    out = [_parity_row(f"decode tokens/s, batch {b}", m, 1) for b, m in (measured.get("decode") or {}).items()]
     pre = measured.get("prefill")
     if pre:
-        med, spread = pre["median"], pre["spread"]
-        out.append([f"prefill, {pre['tokens']} tokens (s)", _s(med.get("native"), 4), _s(med.get("load"), 4),
-                    _s(pre.get("load_over_native"), 4), f"{spread.get('native', 0) * 100:.2f}% / "
-                    f"{spread.get('load', 0) * 100:.2f}%"])  # fmt: skip
+        out.append(_parity_row(f"prefill, {pre['tokens']} tokens (s)", pre, 4))
     return out
+
+
+PARITY_HEADER = ["what", "native", "LOAD", "LOAD/native", "paired ratio", "range native / LOAD",
+                 "IQR native / LOAD"]  # fmt: skip
 
 
 STARTUP_HEADER = ["run", "import s", "ready s", "weights s", "torch.compile s", "graphs s", "init engine s",
@@ -136,7 +149,10 @@ def render(doc: dict[str, Any]) -> str:
     parity = parity_rows(doc)
     if parity:
         lines += ["", f"Steady state, native (warm) and LOAD up together, asked in turn, median of {cfg['reps']}:",
-                  table(["what", "native", "LOAD", "LOAD/native", "spread native / LOAD"], parity)]  # fmt: skip
+                  table(PARITY_HEADER, parity),
+                  *textwrap.wrap("range: (max - min) / median of the repetitions; IQR: the interquartile range "
+                                 "/ median; paired ratio: the median of LOAD / native over repetitions run back "
+                                 "to back.", 110)]  # fmt: skip
     if (doc.get("measured") or {}).get("error"):
         lines += ["", "parity not measured: " + doc["measured"]["error"][:300]]
     return "\n".join(lines) + "\n"

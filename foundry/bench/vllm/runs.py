@@ -31,7 +31,7 @@ from .engines import Engine, EngineError, OfflineEngine, ServerEngine
 from .shapes import SHAPES, make_model
 from .workload import decode_request, prefill_request, token_requests
 
-__all__ = ["MODES", "VllmBenchConfig", "compare_tokens", "log_numbers", "run_vllm_bench"]
+__all__ = ["MODES", "VllmBenchConfig", "compare_tokens", "log_numbers", "plugin_shim", "run_vllm_bench"]
 
 MODES = ("native_cold", "save", "native", "load")
 
@@ -65,8 +65,8 @@ class VllmBenchConfig:
     batches: tuple[int, ...] = (1, 8, 64, 256)
     max_tokens: int = 32
     decode_batches: tuple[int, ...] = (1, 32, 256)
-    decode_steps: int = 128
-    reps: int = 5
+    decode_steps: int = 256
+    reps: int = 7
     prefill_tokens: int = 2000
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
@@ -100,17 +100,19 @@ def compare_tokens(reference: list[list[list[int]]], other: list[list[list[int]]
     return {"identical": identical, "requests": per}
 
 
-def _plugin_shim(root: Path) -> Path | None:
-    """A dist-info declaring Foundry's vllm.general_plugins entry point, for a foundry that is importable but
-    not pip-installed (the GPU machine runs the checkout); None when the entry point is installed."""
+def plugin_shim(root: Path, engine: str = "vllm", group: str = "vllm.general_plugins") -> Path | None:
+    """A dist-info declaring Foundry's ``group`` entry point (``foundry.integration.<engine>:register``), for a
+    foundry that is importable but not pip-installed (the GPU machine runs the checkout); None when the entry
+    point is installed."""
     from importlib.metadata import entry_points
 
-    if any(ep.value.startswith("foundry.integration.vllm") for ep in entry_points(group="vllm.general_plugins")):
+    plugin = f"foundry.integration.{engine}"
+    if any(ep.value.startswith(plugin) for ep in entry_points(group=group)):
         return None
-    info = root / "foundry_vllm_plugin-0.0.dist-info"
+    info = root / f"foundry_{engine}_plugin-0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foundry-vllm-plugin\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text("[vllm.general_plugins]\nfoundry = foundry.integration.vllm:register\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: foundry-{engine}-plugin\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\nfoundry = {plugin}:register\n")
     return root
 
 
@@ -121,7 +123,7 @@ class _Runs:
         self.out.mkdir(parents=True, exist_ok=True)
         self.model = make_model(cfg.models / cfg.shape, cfg.shape)
         repo = Path(__file__).resolve().parents[3]
-        shim = _plugin_shim(Path("/tmp/foundry-vllm-entrypoint"))
+        shim = plugin_shim(Path("/tmp/foundry-vllm-entrypoint"))
         self.cwd = repo
         paths = [str(repo), *([str(shim)] if shim else []), os.environ.get("PYTHONPATH", "")]
         self.env = {**os.environ, **ENV, **cfg.extra_env, "PYTHONPATH": ":".join(p for p in paths if p)}
@@ -275,10 +277,27 @@ def _machine() -> dict[str, str]:
 
 
 def _summary(values: dict[str, list[float]]) -> dict[str, Any]:
+    """Medians, the spread of each side ((max - min) / median, and the interquartile range / median, which
+    one stray repetition does not move), and LOAD's median over native's. Repetition i of both sides ran
+    back to back, so their ratios are paired too: the median of the paired ratios is the other estimate."""
     med = {k: statistics.median(v) for k, v in values.items() if v}
     spread = {k: (max(v) - min(v)) / statistics.median(v) for k, v in values.items() if v}
+    iqr = {k: _iqr(v) / statistics.median(v) for k, v in values.items() if len(v) >= 4}
     ratio = med["load"] / med["native"] if med.get("native") else None
-    return {"median": med, "spread": spread, "load_over_native": ratio, "values": values}
+    pairs = [b / a for a, b in zip(values.get("native", []), values.get("load", []), strict=False) if a]
+    return {
+        "median": med,
+        "spread": spread,
+        "iqr": iqr,
+        "load_over_native": ratio,
+        "paired_ratio_median": statistics.median(pairs) if pairs else None,
+        "values": values,
+    }
+
+
+def _iqr(values: list[float]) -> float:
+    q = statistics.quantiles(values, n=4)
+    return q[2] - q[0]
 
 
 def run_vllm_bench(cfg: VllmBenchConfig) -> dict[str, Any]:

@@ -3,14 +3,15 @@ the engine's modules when they are imported, the Foundry API behind one interfac
 capture to Foundry; the fingerprint and metadata an archive carries, the start-up phases SAVE records
 and LOAD checks, the per-process session, and the steps of SAVE and LOAD every engine takes the same way
 (``steps``). Importing it imports no engine and no torch; it uses only the public ``foundry`` API.
-An engine's own package (``foundry.integration.vllm``) holds only that engine's hook points and phases.
+An engine's own package (``foundry.integration.vllm``, ``foundry.integration.sglang``) holds only that engine's
+hook points and phases.
 """
 
 from __future__ import annotations
 
 from . import steps
 from .backend import FoundryApi, PublicFoundryApi
-from .capture import foundry_capture
+from .capture import foundry_capture, foundry_device_module
 from .config import EngineConfig, Mode
 from .engine import Engine
 from .errors import (
@@ -52,6 +53,7 @@ __all__ = [
     "check_phase",
     "config_digest",
     "foundry_capture",
+    "foundry_device_module",
     "software_fields",
     "steps",
     "when_imported",

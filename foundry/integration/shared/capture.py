@@ -6,6 +6,9 @@ duration of the capture the module's ``torch`` is replaced by a view of torch in
 are Foundry's (``foundry.CUDAGraph``, a saveable graph wrapping ``torch.cuda.CUDAGraph(keep_graph=True)``,
 and ``foundry.graph``, which unlike ``torch.cuda.graph`` does not empty the caching allocator before each
 capture). Everything else the module reads from torch is torch itself; no other module is affected.
+
+Some capture code reaches ``graph`` through an object's reference to the ``torch.cuda`` module (SGLang's
+backends keep ``self._device_module``): ``foundry_device_module`` routes that one reference the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from .backend import FoundryApi
 from .engine import Engine
 from .errors import PatchTargetError
 
-__all__ = ["foundry_capture"]
+__all__ = ["foundry_capture", "foundry_device_module"]
 
 
 class _CudaView:
@@ -64,3 +67,19 @@ def foundry_capture(module_name: str, api: FoundryApi, engine: Engine) -> Iterat
         yield
     finally:
         module.torch = real  # type: ignore[attr-defined]
+
+
+@contextmanager
+def foundry_device_module(owner: Any, name: str, api: FoundryApi, engine: Engine) -> Iterator[None]:
+    """Within the block, ``owner.name`` (a reference to the ``torch.cuda`` module) captures with Foundry."""
+    real = getattr(owner, name, None)
+    if real is None or not hasattr(real, "graph") or not hasattr(real, "CUDAGraph"):
+        raise PatchTargetError(
+            f"{type(owner).__name__}.{name} is not a torch.cuda module: {engine.name}'s capture is not where "
+            f"{engine.name} {engine.version} has it. {engine.fallback()}"
+        )
+    setattr(owner, name, _CudaView(real, api))
+    try:
+        yield
+    finally:
+        setattr(owner, name, real)

@@ -6,6 +6,9 @@ engine's lifecycle calls them from its own hook points, in this order:
                    region; SAVE refuses an archive directory that is not empty and sets the region
   end_phase        at each start-up phase boundary: SAVE records it, LOAD checks it against SAVE's
   start_builds     LOAD, once the weights are in place: Foundry starts building the graphs in the background
+  resume_at        LOAD: back to SAVE's cursor at a phase boundary, after Foundry's restore or skipped work
+  isolated_phase   a phase after work LOAD skips: at SAVE's cursor, from fresh allocator segments, checked
+  past_saved_memory  LOAD, once the phases SAVE recorded are done: later allocations land past SAVE's memory
   save_graphs      SAVE, after the engine captured: graph files, manifest, and the metadata last
   load_graphs      LOAD, where the engine would capture: takes each built graph and hands them to the engine
   write_report     the JSON report of the start-up phases, if FOUNDRY_<E>_REPORT asks for one
@@ -15,7 +18,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,8 +35,11 @@ __all__ = [
     "Captured",
     "begin",
     "end_phase",
+    "isolated_phase",
     "load_graphs",
+    "past_saved_memory",
     "required",
+    "resume_at",
     "save_graphs",
     "start_builds",
     "write_report",
@@ -89,6 +96,35 @@ def start_builds(s: Session[Any, Any]) -> None:
     s.timings["start_graph_builds_s"] = time.perf_counter() - t0
 
 
+def resume_at(s: Session[Any, Any], mark: str) -> None:
+    """LOAD: moves the cursor to where SAVE's phase ``mark`` ended, so that the next phase allocates at SAVE's
+    offsets (after Foundry's restore moved the cursor past SAVE's memory, or after LOAD skipped work SAVE did
+    there). What the allocation log holds since the last boundary belongs to no phase."""
+    s.api.set_cursor(s.require_saved().phase(mark).cursor)
+    s.tracker.skip()
+
+
+@contextmanager
+def isolated_phase(s: Session[Any, Any], name: str) -> Iterator[None]:
+    """Phase ``name``, which follows work LOAD skips: it begins at SAVE's cursor (SAVE marks ``<name>_start``,
+    LOAD resumes there) and both runs allocate it from fresh allocator segments (``Session.isolate``), so
+    that what the skipped work left cached cannot serve SAVE's tensors. Ends the phase (LOAD checks it)."""
+    start = f"{name}_start"
+    if s.config.mode is Mode.LOAD:
+        resume_at(s, start)
+    else:
+        s.tracker.mark(start)
+    with s.isolate():
+        yield
+    end_phase(s, name)
+
+
+def past_saved_memory(s: Session[Any, Any]) -> None:
+    """LOAD, after the last phase SAVE recorded: everything allocated from here on lands past SAVE's memory,
+    which the loaded graphs use."""
+    s.api.set_cursor(max(s.require_saved().high_water, s.api.cursor()))
+
+
 def _default_name(index: int, key: Key) -> str:
     del key
     return f"g{index:04d}.json"
@@ -132,16 +168,20 @@ def save_graphs(
 
 
 def load_graphs(
-    s: Session[Any, Any], install: Callable[[list[Captured]], None], phase: str = "capture"
+    s: Session[Any, Any],
+    install: Callable[[list[Captured]], None],
+    phase: str = "capture",
+    only: Callable[[GraphEntry], bool] | None = None,
 ) -> list[Captured]:
-    """LOAD: waits for each graph ``start_builds`` began, rebuilds its outputs in their saved shape, checks
-    they lie where SAVE's did, and
-    hands them all, keyed as SAVE saved them, to ``install`` (which puts them where the engine's dispatch
-    looks); then ends ``phase``."""
+    """LOAD: waits for each graph ``start_builds`` began (those ``only`` selects, when given), rebuilds its
+    outputs in their saved shape, checks they lie where SAVE's did, and hands them all, keyed as SAVE saved
+    them, to ``install`` (which puts them where the engine's dispatch looks); then ends ``phase``."""
     saved = s.require_saved()
     t0 = time.perf_counter()
     loaded: list[Captured] = []
     for i, entry in enumerate(saved.graphs):
+        if only is not None and not only(entry):
+            continue
         graph, flat = s.api.finish_one(s.pending, i)
         outputs = rebuild(entry.outputs, as_flat(flat), entry.json)
         if _address(outputs) != entry.output_address:
@@ -151,7 +191,7 @@ def load_graphs(
             )
         loaded.append((entry.key_dict(), graph, outputs))
     install(loaded)
-    s.timings["graphs_ready_s"] = time.perf_counter() - t0
+    s.timings["graphs_ready_s"] = s.timings.get("graphs_ready_s", 0.0) + time.perf_counter() - t0
     s.tracker.mark(phase)
     return loaded
 

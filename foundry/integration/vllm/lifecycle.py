@@ -159,27 +159,21 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
     if not s.config.enabled:
         return original(worker, kv_cache_config)
     blocks = getattr(kv_cache_config, "num_blocks", None)
-    if s.config.mode is Mode.SAVE:
-        s.tracker.mark("kv_cache_start")
-        with s.isolate():
-            result = original(worker, kv_cache_config)
-        s.tracker.mark("kv_cache")
-        s.state.num_gpu_blocks = blocks
-        return result
-    saved = s.require_saved()
-    if blocks != saved.num_gpu_blocks:
-        raise ArchiveMismatchError(
-            f"the KV cache has {blocks} blocks here but {saved.num_gpu_blocks} in SAVE, from the same "
-            f"{saved.kv_cache_bytes} bytes: block size, max_model_len or the KV cache layout differ. Start with SAVE's "
-            "settings, or run SAVE again."
-        )
-    s.api.set_cursor(saved.phase("kv_cache_start").cursor)
-    s.tracker.skip()
-    with s.isolate():
+    if s.config.mode is Mode.LOAD:
+        saved = s.require_saved()
+        if blocks != saved.num_gpu_blocks:
+            raise ArchiveMismatchError(
+                f"the KV cache has {blocks} blocks here but {saved.num_gpu_blocks} in SAVE, from the same "
+                f"{saved.kv_cache_bytes} bytes: block size, max_model_len or the KV cache layout differ. Start with "
+                "SAVE's settings, or run SAVE again."
+            )
+    # After profiling (SAVE) or none (LOAD): at SAVE's cursor, from fresh allocator segments, checked at LOAD.
+    with steps.isolated_phase(s, "kv_cache"):
         result = original(worker, kv_cache_config)
-    steps.end_phase(s, "kv_cache")
-    # Everything from here on lands past SAVE's memory, which the loaded graphs use.
-    s.api.set_cursor(max(saved.high_water, s.api.cursor()))
+    if s.config.mode is Mode.SAVE:
+        s.state.num_gpu_blocks = blocks
+    else:
+        steps.past_saved_memory(s)  # everything from here on lands past SAVE's memory, which the graphs use
     return result
 
 

@@ -1,5 +1,6 @@
-"""Fixtures for the vLLM adapter's CPU tests: no vLLM, no torch, no GPU. Each test starts with no adapter
-session, no pending import hooks and no FOUNDRY_VLLM_* variables, and leaves none behind."""
+"""Fixtures for the engine adapters' CPU tests: no vLLM, no SGLang, no torch, no GPU. Each test starts with no
+adapter session, no pending import hooks and no FOUNDRY_VLLM_* (or, with sglang_engines, FOUNDRY_SGLANG_*)
+variables, and leaves none behind."""
 
 from __future__ import annotations
 
@@ -76,3 +77,16 @@ class Engines:
 @pytest.fixture
 def engines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Engines:
     return Engines(monkeypatch, tmp_path / "archive")
+
+
+@pytest.fixture
+def sglang_engines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """Fake SGLang scheduler processes under the SGLang adapter (tests/support/sglang_engines.py)."""
+    from foundry.integration.sglang import session as sglang_sessions
+    from tests.support.sglang_engines import SglangEngines
+
+    for name in [n for n in os.environ if n.startswith("FOUNDRY_SGLANG_")]:
+        monkeypatch.delenv(name)
+    sglang_sessions.reset()
+    yield SglangEngines(monkeypatch, tmp_path / "archive")
+    sglang_sessions.reset()
