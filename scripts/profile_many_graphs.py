@@ -15,18 +15,13 @@ replayable and has its own exec. Each prints its phases; ``--profile`` prints th
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
-import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.fakecuda.build import build_fake_cuda  # noqa: E402
-from tests.support.graphs import prelude  # noqa: E402
-from tests.support.subproc import run_python  # noqa: E402
+from tests.support.subproc import run_profiles  # noqa: E402
 
 SAVE = r"""
 import cProfile, pstats, time
@@ -108,21 +103,10 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=12)
     parser.add_argument("--profile", choices=["save", "modules", "load"])
     args = parser.parse_args()
-    from foundry.native.lib import library_path
-
-    lib_dir = build_fake_cuda(Path(tempfile.gettempdir()) / "foundry-fakecuda").parent
-    with tempfile.TemporaryDirectory() as tmp:
-        arch = Path(tmp) / "archive"
-        arch.mkdir()
-        head = prelude(arch) + textwrap.dedent(f"""
-            GRAPHS, PIECES, NODES, PROFILE = {args.graphs}, {args.pieces}, {args.nodes}, {args.profile!r}
-            """)
-        for body in (SAVE, LOAD):
-            env = {"FOUNDRY_SNAPSHOT_LIMIT": "0"}  # as the engine plugins run SAVE
-            out = run_python(head + body, lib_dir=lib_dir, preload=library_path(), env=env, timeout=1800)
-            *profile, last = out.strip().splitlines()
-            print("\n".join(profile), flush=True)
-            print(json.dumps(json.loads(last), indent=1), flush=True)
+    settings = f"""
+        GRAPHS, PIECES, NODES, PROFILE = {args.graphs}, {args.pieces}, {args.nodes}, {args.profile!r}
+        """
+    run_profiles(settings, [SAVE, LOAD], env={"FOUNDRY_SNAPSHOT_LIMIT": "0"})  # as the engine plugins run SAVE
     return 0
 
 

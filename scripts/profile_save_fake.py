@@ -16,18 +16,13 @@ again), then ``save_graph``; then ``save_graph_manifest``. It prints seconds per
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
-import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.fakecuda.build import build_fake_cuda  # noqa: E402
-from tests.support.graphs import prelude  # noqa: E402
-from tests.support.subproc import run_python  # noqa: E402
+from tests.support.subproc import run_profiles  # noqa: E402
 
 SAVE = r"""
 import cProfile, pstats, resource, time
@@ -126,21 +121,11 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sort", default="cumulative")
     args = parser.parse_args()
-    from foundry.native.lib import library_path
-
-    lib_dir = build_fake_cuda(Path(tempfile.gettempdir()) / "foundry-fakecuda").parent
-    with tempfile.TemporaryDirectory() as tmp:
-        arch = Path(tmp) / "archive"
-        arch.mkdir()
-        head = prelude(arch) + textwrap.dedent(f"""
-            GRAPHS, NODES, IMAGES, ARCHS = {args.graphs}, {args.nodes}, {args.images}, {args.archs}
-            FILLER, TOPOLOGIES, PROFILE, SORT = {args.filler}, {args.topologies}, {args.profile!r}, {args.sort!r}
-            """)
-        env = {"FOUNDRY_SNAPSHOT_LIMIT": "0"}
-        out = run_python(head + SAVE, lib_dir=lib_dir, preload=library_path(), env=env, timeout=1800)
-        *profile, last = out.strip().splitlines()
-        print("\n".join(profile), flush=True)
-        print(json.dumps(json.loads(last), indent=1), flush=True)
+    settings = f"""
+        GRAPHS, NODES, IMAGES, ARCHS = {args.graphs}, {args.nodes}, {args.images}, {args.archs}
+        FILLER, TOPOLOGIES, PROFILE, SORT = {args.filler}, {args.topologies}, {args.profile!r}, {args.sort!r}
+        """
+    run_profiles(settings, [SAVE], env={"FOUNDRY_SNAPSHOT_LIMIT": "0"})  # as the engine plugins run SAVE
     return 0
 
 

@@ -86,3 +86,25 @@ def run_json(code: str, **kwargs: Any) -> Any:
     if not lines:
         raise AssertionError(f"subprocess printed nothing\n{out}")
     return json.loads(lines[-1])
+
+
+def run_profiles(settings: str, bodies: list[str], env: Mapping[str, str] | None = None) -> None:
+    """The profiling scripts' runs (scripts/profile_*.py): each body in its own process under the preloaded
+    libfoundry and the fake driver, after the graphs' prelude for a scratch archive and ``settings``
+    (Python assignments); prints what each printed, its last line (one JSON object) indented."""
+    import tempfile
+
+    from foundry.native.lib import library_path
+    from tests.fakecuda.build import build_fake_cuda
+    from tests.support.graphs import prelude
+
+    lib_dir = build_fake_cuda(Path(tempfile.gettempdir()) / "foundry-fakecuda").parent
+    with tempfile.TemporaryDirectory() as tmp:
+        arch = Path(tmp) / "archive"
+        arch.mkdir()
+        head = prelude(arch) + textwrap.dedent(settings)
+        for body in bodies:
+            out = run_python(head + body, lib_dir=lib_dir, preload=library_path(), env=env, timeout=1800)
+            *profile, last = out.strip().splitlines()
+            print("\n".join(profile), flush=True)
+            print(json.dumps(json.loads(last), indent=1), flush=True)
