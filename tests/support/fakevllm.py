@@ -15,24 +15,15 @@ the fake engine makes is logged, like Foundry's.
 
 from __future__ import annotations
 
-import enum
 import sys
-import weakref
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 from tests.support.fakefoundry import FakeFoundry, FakeTensor
-
-
-class CUDAGraphMode(enum.Enum):
-    NONE = 0
-    PIECEWISE = 1
-    FULL = 2
-    FULL_DECODE_ONLY = 3
-    FULL_AND_PIECEWISE = 4
+from tests.support.fakevllm_compile import CUDAGraphMode, compilation, graph_kinds
 
 
 # ------------------------------------------------------------------------------------------- fake vLLM
@@ -59,17 +50,6 @@ def _fake_torch(trace: Trace) -> SimpleNamespace:
 
     cuda = SimpleNamespace(CUDAGraph=FakeTorchGraph, graph=graph, synchronize=lambda: None)
     return SimpleNamespace(cuda=cuda, Tensor=FakeTensor)
-
-
-def graph_kinds(mode: CUDAGraphMode) -> tuple[bool, str | None]:
-    """(FULL graphs for uniform decode batches, the mode of mixed batches' graphs) of a cudagraph mode."""
-    return {
-        CUDAGraphMode.NONE: (False, None),
-        CUDAGraphMode.FULL_DECODE_ONLY: (True, None),
-        CUDAGraphMode.FULL_AND_PIECEWISE: (True, "PIECEWISE"),
-        CUDAGraphMode.PIECEWISE: (False, "PIECEWISE"),
-        CUDAGraphMode.FULL: (False, "FULL"),
-    }[mode]
 
 
 def make_config(
@@ -145,86 +125,8 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
     monitor = mod("vllm.compilation.monitor", set_cudagraph_capturing_enabled=set_cudagraph_capturing_enabled)
 
     # vllm.forward_context, vllm.compilation.cuda_graph: the wrapper, the pieces, the compiled model ---------
-    @dataclass(frozen=True)
-    class BatchDescriptor:
-        num_tokens: int
-        num_reqs: int | None = None
-        uniform: bool = False
-        has_lora: bool = False
-        num_active_loras: int = 0
-
-    @dataclass
-    class CUDAGraphEntry:
-        batch_descriptor: Any
-        cudagraph: Any = None
-        output: Any = None
-
-    cuda_graph = mod("vllm.compilation.cuda_graph", torch=torch_v1, CUDAGraphEntry=CUDAGraphEntry)
-
-    class CUDAGraphWrapper:
-        """vLLM's wrapper: mode NONE or another mode than its own runs the runnable; its own mode captures
-        (the first time for a descriptor, unless capturing was disabled) or replays."""
-
-        _all_instances: ClassVar[weakref.WeakSet[Any]] = weakref.WeakSet()
-
-        def __init__(self, runnable: Any = None, runtime_mode: CUDAGraphMode = CUDAGraphMode.FULL) -> None:
-            self.runnable = runnable
-            self.runtime_mode = runtime_mode
-            self.concrete_cudagraph_entries: dict[Any, Any] = {}
-            CUDAGraphWrapper._all_instances.add(self)
-
-        def _run(self, desc: Any, mode: CUDAGraphMode) -> Any:
-            return memory.allocate(desc.num_tokens * 2048) if self.runnable is None else self.runnable(desc, mode)
-
-        def __call__(self, desc: Any, mode: CUDAGraphMode = CUDAGraphMode.FULL) -> Any:
-            if mode != self.runtime_mode:
-                return self._run(desc, mode)
-            entry = self.concrete_cudagraph_entries.setdefault(desc, CUDAGraphEntry(desc))
-            if entry.cudagraph is None:
-                if not capturing["enabled"]:
-                    raise RuntimeError("CUDA graph capturing detected at an inappropriate time")
-                t = cuda_graph.torch
-                graph = t.cuda.CUDAGraph()
-                with t.cuda.graph(graph, pool=None, stream=None):
-                    output = self._run(desc, mode)
-                entry.cudagraph, entry.output = graph, output
-                return output
-            entry.cudagraph.replay()
-            return entry.output
-
-    cuda_graph.CUDAGraphWrapper = CUDAGraphWrapper  # type: ignore[attr-defined]
-
-    class PiecewiseBackend:
-        def __init__(self, index: int, count: int) -> None:
-            self.piecewise_compile_index = index
-            self.total_piecewise_compiles = count
-            self.vllm_backend = SimpleNamespace(prefix="backbone")
-
-        def __call__(self, desc: Any, mode: CUDAGraphMode) -> Any:
-            n = desc.num_tokens
-            if self.piecewise_compile_index == self.total_piecewise_compiles - 1:
-                return memory.allocate(n * 1024)  # hidden states
-            return (memory.allocate(n * 512), memory.allocate(n * 256))  # attention input, residual
-
-    class CompiledModel:
-        """The model under vLLM's compile: split into pieces at its first forward."""
-
-        def __init__(self, pieces: int, cg_mode: CUDAGraphMode) -> None:
-            self.count = pieces
-            self.wrapped = graph_kinds(cg_mode)[1] == "PIECEWISE"  # vLLM wraps pieces only for piecewise graphs
-            self.pieces: list[Any] | None = None
-
-        def __call__(self, desc: Any, mode: CUDAGraphMode = CUDAGraphMode.NONE) -> Any:
-            if self.pieces is None:
-                trace("compile")
-                backends = [PiecewiseBackend(i, self.count) for i in range(self.count)]
-                self.pieces = (
-                    [CUDAGraphWrapper(b, CUDAGraphMode.PIECEWISE) for b in backends] if self.wrapped else backends
-                )
-            out: Any = None
-            for piece in self.pieces:
-                out = piece(desc, mode)  # attention runs eagerly between the pieces
-            return out
+    BatchDescriptor, cuda_graph, CompiledModel = compilation(memory, trace, capturing, torch_v1)
+    CUDAGraphWrapper = cuda_graph.CUDAGraphWrapper
 
     # vllm.v1.worker.gpu.cudagraph_utils ---------------------------------------------------------------
     @dataclass(frozen=True)
