@@ -12,7 +12,6 @@ import pytest
 
 from foundry.bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 from foundry.bench.vllm.report import load_phases, render
-from foundry.cli.main import main as cli_main
 
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fakevllm_pkg"
 
@@ -82,10 +81,3 @@ def test_a_failed_run_is_reported_not_raised() -> None:
     }  # fmt: skip
     text = render(doc)
     assert "Foundry LOAD" in text and "NO" in text
-
-
-def test_cli_refuses_bad_arguments_before_looking_for_vllm(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = cli_main(["bench", "--engine", "vllm", "--shapes", "qwen3-1t", "--runner", "v3", "--batches", "0"])
-    err = capsys.readouterr().err
-    assert rc == 2
-    assert "unknown shape 'qwen3-1t'" in err and "unknown --runner 'v3'" in err and "at least 1" in err

@@ -16,26 +16,7 @@ import pytest
 
 from foundry.sizes import format_size
 from tests.support.graphs import BASE, Scenario, save_script
-from tests.support.subproc import REPO_ROOT, child_env, run_json
-
-
-def foundry_cli(
-    *args: str, lib_dir: Path | None = None, preload: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``python -m foundry.cli ARGS``; the CLI process gets LD_PRELOAD=``preload`` (none by default)."""
-    e = child_env(lib_dir)
-    e.pop("LD_PRELOAD", None)
-    if preload is not None:
-        e["LD_PRELOAD"] = preload
-    return subprocess.run(
-        [sys.executable, "-m", "foundry.cli", *args],
-        env=e,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=str(REPO_ROOT),
-    )
-
+from tests.support.subproc import REPO_ROOT, child_env, foundry_cli, run_json
 
 # ------------------------------------------------------------------------------------------- run
 CHILD = textwrap.dedent(
@@ -352,33 +333,6 @@ def test_verify_with_a_missing_key_file_advises_only_what_the_user_did(archive: 
     p = foundry_cli("verify", "--key", str(tmp_path / "nonexistent"), str(archive))
     assert p.returncode == 2 and "cannot be read" in p.stderr and "fix the path" in p.stderr
     assert "FOUNDRY_SIGNING_KEY" not in p.stderr, p.stderr
-
-
-@pytest.mark.parametrize(
-    ("args", "complaint"),
-    [
-        (["--shapes", "bogus"], "unknown shape 'bogus'"),
-        (["--shapes", "tiny,"], "unknown shape ''"),
-        (["--variants", "fast"], "unknown variant 'fast'"),
-        (["--graphs", "-3"], "'-3' is not a whole number of 0 or more"),
-        (["--threads", "0"], "'0' is not a whole number of 1 or more"),
-    ],
-)
-def test_bench_checks_its_arguments_before_it_looks_for_a_gpu(args: list[str], complaint: str) -> None:
-    p = foundry_cli("bench", *args)
-    assert p.returncode == 2 and p.stdout == "", p.stdout
-    said = p.stderr.strip().splitlines()[-1]  # after argparse's usage lines, where there are any
-    assert said.startswith("foundry bench: ") and complaint in said, p.stderr
-    assert "GPU" not in said and "PyTorch" not in said, said
-
-
-@pytest.mark.skipif(Path("/dev/nvidia0").exists(), reason="a GPU is visible here")
-def test_bench_without_pytorch_or_gpu_says_so_on_stderr() -> None:
-    p = foundry_cli("bench", "--shapes", "tiny", "--graphs", "1")
-    assert p.returncode == 2 and p.stdout == "", p.stdout
-    assert p.stderr.startswith("foundry bench: ") and (
-        "PyTorch is not installed" in p.stderr or "no CUDA GPU" in p.stderr
-    )
 
 
 def test_the_help_and_the_readme_say_the_same_of_load_time() -> None:

@@ -108,3 +108,21 @@ def run_profiles(settings: str, bodies: list[str], env: Mapping[str, str] | None
             *profile, last = out.strip().splitlines()
             print("\n".join(profile), flush=True)
             print(json.dumps(json.loads(last), indent=1), flush=True)
+
+
+def foundry_cli(
+    *args: str, lib_dir: Path | None = None, preload: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m foundry.cli ARGS``; the CLI process gets LD_PRELOAD=``preload`` (none by default)."""
+    e = child_env(lib_dir)
+    e.pop("LD_PRELOAD", None)
+    if preload is not None:
+        e["LD_PRELOAD"] = preload
+    return subprocess.run(
+        [sys.executable, "-m", "foundry.cli", *args],
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(REPO_ROOT),
+    )
