@@ -1,12 +1,7 @@
-"""The child process behind the benchmark's offline engine: ``LLM(...)`` built once, then generate calls
-read from stdin, one JSON object a line, answered on stdout. Lines for the parent start with ``MARK``; the
-rest of stdout is vLLM's log.
+"""The child process behind the vLLM benchmark's ``LLM()`` engine: ``LLM(...)`` built once, then answering
+the benchmark's requests (foundry/bench/serving/protocol.py).
 
     python -m foundry.bench.vllm.offline '{"model": "...", ...LLM kwargs}'
-
-First it prints ``MARK {"ready": {...}}`` with seconds since process start for the imports and ``LLM()``;
-then for each request ``{"prompts": [[ids...], ...], "max_tokens": N}`` it prints ``MARK {"tokens": [...],
-"seconds": s}``; an empty line or end of input ends it.
 """
 
 from __future__ import annotations
@@ -14,32 +9,10 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
 
-__all__ = ["MARK", "answer_requests", "main", "say"]
+from foundry.bench.serving.protocol import answer_requests, say
 
-MARK = "FDYBENCH "
-
-
-def say(doc: dict[str, Any]) -> None:
-    """One answer line for the parent."""
-    sys.stdout.write(MARK + json.dumps(doc) + "\n")
-    sys.stdout.flush()
-
-
-def answer_requests(generate: Callable[[list[list[int]], int], list[list[int]]], sync: Callable[[], None]) -> None:
-    """Answers the parent's requests read from stdin until an empty line or the end of input: for each
-    ``{"prompts": ..., "max_tokens": N}``, ``generate(prompts, N)``'s tokens and the seconds it took (timed
-    from ``sync()``, which waits for the device)."""
-    for line in sys.stdin:
-        if not line.strip():
-            break
-        request = json.loads(line)
-        sync()
-        t = time.perf_counter()
-        tokens = generate(request["prompts"], request["max_tokens"])
-        say({"tokens": tokens, "seconds": time.perf_counter() - t})
+__all__ = ["main"]
 
 
 def main(argv: list[str]) -> int:

@@ -7,21 +7,17 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
+from foundry.bench.serving.report import fmt as _s
+from foundry.bench.serving.report import parity_lines, plot_startup, step_table, wrap, write_files
 from foundry.tables import table
 
 __all__ = ["load_phases", "render", "write_report"]
 
-RUNS = ("native_cold", "save", "native", "load")
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
           "load": "Foundry LOAD"}  # fmt: skip
-
-
-def _s(value: Any, digits: int = 2) -> str:
-    return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
 
 
 def foundry_seconds(r: dict[str, Any]) -> float | None:
@@ -42,12 +38,13 @@ def _graphs(mode: str, r: dict[str, Any]) -> str:
 
 def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
     out = []
-    for mode in RUNS:
+    for mode in LABELS:
         r = doc["results"].get(mode)
         if r is None:
             continue
         c = doc["compare"].get(mode, {})
         same = "reference" if mode == "native" else ("yes" if c.get("identical") else "NO")
+        same = f"skipped: {r['skipped']}" if "skipped" in r else same
         out.append([
             LABELS[mode], _s(r.get("import_s")), _s(r.get("ready_wall_s")), _s(r.get("model_load_s")),
             _s(r.get("compile_s")), _graphs(mode, r), _s(r.get("init_engine_s")), _s(r.get("first_request_s"), 3),
@@ -86,36 +83,6 @@ def load_phases(r: dict[str, Any]) -> list[tuple[str, float]]:
     return [(name, t) for name, t in steps if isinstance(t, int | float)]
 
 
-def _pct(d: dict[str, Any], key: str) -> str:
-    return f"{d[key] * 100:.2f}%" if isinstance(d.get(key), int | float) else "-"
-
-
-def _parity_row(what: str, m: dict[str, Any], digits: int) -> list[str]:
-    med, spread, iqr = m["median"], m["spread"], m.get("iqr", {})
-    return [
-        what,
-        _s(med.get("native"), digits),
-        _s(med.get("load"), digits),
-        _s(m.get("load_over_native"), 4),
-        _s(m.get("paired_ratio_median"), 4),
-        f"{_pct(spread, 'native')} / {_pct(spread, 'load')}",
-        f"{_pct(iqr, 'native')} / {_pct(iqr, 'load')}",
-    ]
-
-
-def parity_rows(doc: dict[str, Any]) -> list[list[str]]:
-    measured = doc.get("measured") or {}
-    out = [_parity_row(f"decode tokens/s, batch {b}", m, 1) for b, m in (measured.get("decode") or {}).items()]
-    pre = measured.get("prefill")
-    if pre:
-        out.append(_parity_row(f"prefill, {pre['tokens']} tokens (s)", pre, 4))
-    return out
-
-
-PARITY_HEADER = ["what", "native", "LOAD", "LOAD/native", "paired ratio", "range native / LOAD",
-                 "IQR native / LOAD"]  # fmt: skip
-
-
 STARTUP_HEADER = ["run", "import s", "ready s", "weights s", "torch.compile s", "graphs s", "init engine s",
                   "1st request s", "tokens identical"]  # fmt: skip
 
@@ -130,31 +97,16 @@ def render(doc: dict[str, Any]) -> str:
         f"{cfg['batches']}",
         "",
         table(STARTUP_HEADER, startup_rows(doc)),
-        *textwrap.wrap(
+        *wrap(
             "ready: process start to LLM() returned (or to /health answering 200); graphs: capture (+ Foundry's "
             "save) or LOAD's own seconds (kernel images, graph builds started and waited for); init engine: vLLM's "
-            "'init engine' line; 1st request: a batch-1 request of 16 tokens right after ready.",
-            110,
+            "'init engine' line; 1st request: a batch-1 request of 16 tokens right after ready."
         ),
     ]
     load = doc["results"].get("load")
     if load:
-        steps = load_phases(load)
-        if steps:
-            rows, last = [], 0.0
-            for name, t in steps:
-                rows.append([name, _s(t), _s(t - last)])
-                last = t
-            lines += ["", "LOAD's start-up, seconds from process start:", table(["step", "at", "took"], rows)]
-    parity = parity_rows(doc)
-    if parity:
-        lines += ["", f"Steady state, native (warm) and LOAD up together, asked in turn, median of {cfg['reps']}:",
-                  table(PARITY_HEADER, parity),
-                  *textwrap.wrap("range: (max - min) / median of the repetitions; IQR: the interquartile range "
-                                 "/ median; paired ratio: the median of LOAD / native over repetitions run back "
-                                 "to back.", 110)]  # fmt: skip
-    if (doc.get("measured") or {}).get("error"):
-        lines += ["", "parity not measured: " + doc["measured"]["error"][:300]]
+        lines += step_table(load_phases(load), "LOAD's start-up, seconds from process start:")
+    lines += parity_lines(doc)
     return "\n".join(lines) + "\n"
 
 
@@ -187,51 +139,14 @@ def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 def plot(doc: dict[str, Any], path: Path) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    runs = [m for m in RUNS if m in doc["results"] and segments(m, doc["results"][m])]
-    if not runs:
-        return False
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * len(runs)))
-    seen: set[str] = set()
-    for i, mode in enumerate(runs):
-        r = doc["results"][mode]
-        left = 0.0
-        for j, (label, seconds) in enumerate(segments(mode, r)):
-            ax.barh(i, seconds, left=left, color=f"C{j}", label=None if label in seen else label)
-            seen.add(label)
-            left += seconds
-        if r.get("first_answer_wall_s"):
-            ax.plot([r["first_answer_wall_s"]], [i], "k|", markersize=14)
-        ax.text(left + 0.5, i, f"{left:.1f} s", va="center")
-    ax.set_yticks(range(len(runs)), [LABELS[m] for m in runs])
-    ax.invert_yaxis()
     cfg = doc["config"]
-    ax.set_xlabel(f"seconds from process start to ready ({'LLM()' if cfg['api'] == 'llm' else '/health'}), "
-                  f"{cfg['shape']}")  # fmt: skip
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, fontsize=8)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return True
+    xlabel = f"seconds from process start to ready ({'LLM()' if cfg['api'] == 'llm' else '/health'}), {cfg['shape']}"
+    return plot_startup(doc, path, LABELS, segments, xlabel)
 
 
 def write_report(doc: dict[str, Any], out: Path) -> str:
     """OUT.json, OUT.txt and OUT.png; returns the text (also printed)."""
-
-    def named(suffix: str) -> Path:  # the tag holds dots ("qwen3-0.6b"): no with_suffix
-        return out.parent / (out.name + suffix)
-
-    named(".json").write_text(json.dumps(doc, indent=1) + "\n")
-    text = render(doc)
-    named(".txt").write_text(text)
-    plot(doc, named(".png"))
-    print(text, end="", flush=True)
-    return text
+    return write_files(doc, out, render, plot)
 
 
 if __name__ == "__main__":

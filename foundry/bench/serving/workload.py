@@ -1,6 +1,6 @@
-"""What every vLLM process of the benchmark is asked, the same in each: token-ID prompts (no tokenizer),
-greedy, ``ignore_eos``, so that tokens can be compared across processes and throughput depends only on
-batch size and length."""
+"""What every engine process of the serving benchmarks (vLLM, SGLang) is asked, the same in each: token-ID
+prompts (no tokenizer), greedy, ``ignore_eos``, so that tokens can be compared across processes and throughput
+depends only on batch size and length."""
 
 from __future__ import annotations
 

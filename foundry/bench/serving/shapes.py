@@ -1,6 +1,6 @@
-"""The model shapes the vLLM benchmark runs: real architectures as weightless model folders (``config.json``
-only; vLLM fills seeded random weights with ``load_format="dummy"``). Values do not matter for start-up, and a
-fixed seed makes every process's tokens comparable."""
+"""The model shapes the serving benchmarks run: real architectures as weightless model folders (``config.json``
+only; vLLM and SGLang fill seeded random weights with ``load_format="dummy"``). Values do not matter for
+start-up, and a fixed seed makes every process's tokens comparable."""
 
 from __future__ import annotations
 

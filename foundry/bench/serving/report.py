@@ -1,0 +1,132 @@
+"""The serving benchmarks' report, engine-neutral parts: number formats, the steady-state parity table, a
+run's start-up as a table of steps, the start-up plot (one bar per run, in parts) and the files written.
+Each engine's report.py says what its columns and parts are."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from foundry.tables import table
+
+__all__ = ["fmt", "parity_lines", "plot_startup", "step_table", "wrap", "write_files"]
+
+Segments = Callable[[str, dict[str, Any]], list[tuple[str, float]]]
+
+PARITY_HEADER = ["what", "native", "LOAD", "LOAD/native", "paired ratio", "range native / LOAD",
+                 "IQR native / LOAD"]  # fmt: skip
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
+
+
+def wrap(text: str) -> list[str]:
+    return textwrap.wrap(text, 110)
+
+
+def _pct(d: dict[str, Any], key: str) -> str:
+    return f"{d[key] * 100:.2f}%" if isinstance(d.get(key), int | float) else "-"
+
+
+def _parity_row(what: str, m: dict[str, Any], digits: int) -> list[str]:
+    med, spread, iqr = m["median"], m["spread"], m.get("iqr", {})
+    return [
+        what,
+        fmt(med.get("native"), digits),
+        fmt(med.get("load"), digits),
+        fmt(m.get("load_over_native"), 4),
+        fmt(m.get("paired_ratio_median"), 4),
+        f"{_pct(spread, 'native')} / {_pct(spread, 'load')}",
+        f"{_pct(iqr, 'native')} / {_pct(iqr, 'load')}",
+    ]
+
+
+def parity_rows(measured: dict[str, Any]) -> list[list[str]]:
+    out = [_parity_row(f"decode tokens/s, batch {b}", m, 1) for b, m in (measured.get("decode") or {}).items()]
+    pre = measured.get("prefill")
+    if pre:
+        out.append(_parity_row(f"prefill, {pre['tokens']} tokens (s)", pre, 4))
+    return out
+
+
+def parity_lines(doc: dict[str, Any]) -> list[str]:
+    """The steady-state block of the text report (or why it was not measured)."""
+    measured = doc.get("measured") or {}
+    rows = parity_rows(measured)
+    lines: list[str] = []
+    if rows:
+        reps = sorted({m.get("reps") for m in [*(measured.get("decode") or {}).values(), measured.get("prefill")]
+                       if m and m.get("reps") is not None})  # fmt: skip
+        done = "/".join(map(str, reps)) if reps else "?"
+        lines += ["", f"Steady state, native (warm) and LOAD up together, asked in turn, median of {done} "
+                      f"repetitions (of {doc['config']['reps']} asked):",
+                  table(PARITY_HEADER, rows),
+                  *wrap("range: (max - min) / median of the repetitions; IQR: the interquartile range / median; "
+                        "paired ratio: the median of LOAD / native over repetitions run back to back.")]  # fmt: skip
+    if measured.get("error"):
+        lines += ["", "parity not measured: " + measured["error"][:300]]
+    return lines
+
+
+def step_table(steps: Sequence[tuple[str, float]], title: str) -> list[str]:
+    """Steps as (name, seconds from process start): when each ended and how long it took."""
+    if not steps:
+        return []
+    rows, last = [], 0.0
+    for name, t in steps:
+        rows.append([name, fmt(t), fmt(t - last)])
+        last = t
+    return ["", title, table(["step", "at", "took"], rows)]
+
+
+def plot_startup(doc: dict[str, Any], path: Path, labels: dict[str, str], segments: Segments, xlabel: str) -> bool:
+    """One horizontal bar per run (in ``labels``' order), in the parts ``segments`` gives, with a tick at the
+    first answer. False where matplotlib is missing or nothing ran."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    runs = [m for m in labels if m in doc["results"] and segments(m, doc["results"][m])]
+    if not runs:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.55 * len(runs)))
+    seen: set[str] = set()
+    for i, mode in enumerate(runs):
+        r = doc["results"][mode]
+        left = 0.0
+        for j, (label, seconds) in enumerate(segments(mode, r)):
+            ax.barh(i, seconds, left=left, color=f"C{j}", label=None if label in seen else label)
+            seen.add(label)
+            left += seconds
+        if r.get("first_answer_wall_s"):
+            ax.plot([r["first_answer_wall_s"]], [i], "k|", markersize=14)
+        ax.text(left + 0.5, i, f"{left:.1f} s", va="center")
+    ax.set_yticks(range(len(runs)), [labels[m] for m in runs])
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, fontsize=8)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return True
+
+
+def write_files(doc: dict[str, Any], out: Path, render: Callable[[dict[str, Any]], str],
+                plot: Callable[[dict[str, Any], Path], bool]) -> str:  # fmt: skip
+    """OUT.json, OUT.txt and OUT.png; returns the text (also printed)."""
+
+    def named(suffix: str) -> Path:  # the tag holds dots ("qwen3-0.6b"): no with_suffix
+        return out.parent / (out.name + suffix)
+
+    named(".json").write_text(json.dumps(doc, indent=1) + "\n")
+    text = render(doc)
+    named(".txt").write_text(text)
+    plot(doc, named(".png"))
+    print(text, end="", flush=True)
+    return text

@@ -1,0 +1,319 @@
+"""The serving benchmarks' runs, engine-neutral: native and Foundry processes of one configuration, on one
+GPU, in one call. Each engine's package (vllm/, sglang/) says how a process starts and what its log holds.
+
+Order (each a fresh process tree, one after another):
+
+  native_cold   the engine as its users start it, its caches as found (empty on a fresh machine); tokens
+  save          under Foundry (``FOUNDRY_<ENGINE>_MODE=save``): the engine starts as usual, Foundry writes
+                the archive
+  native        the engine again, its caches now warm: the baseline LOAD is compared with
+  load          under Foundry (``..._MODE=load``), beside the warm native process
+
+Every process answers the same greedy token requests (``workload.token_requests``); SAVE's, LOAD's and cold
+native's tokens must equal native's. Then, with the warm native process and the LOAD process both up, decode
+throughput and prefill time are measured alternately (stats.alternate).
+
+With ``seconds`` set, the benchmark keeps to that many: a run is skipped (and said so) when less is left than
+the engine says it needs, waits are cut to what is left, and the steady-state phase shares what remains. The
+document is written after every run, so that a benchmark stopped from outside leaves what it had.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .process import Engine, EngineError
+from .shapes import SHAPES, make_model
+from .stats import alternate, compare_tokens, summary
+from .workload import Request, decode_request, prefill_request, token_requests
+
+__all__ = ["MODES", "BenchRuns", "ServingConfig", "machine", "plugin_shim", "run_bench"]
+
+MODES = ("native_cold", "save", "native", "load")
+STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """What every serving benchmark takes; each engine's configuration adds its own settings."""
+
+    out: Path
+    shape: str = "qwen3-0.6b"
+    api: str = ""
+    modes: tuple[str, ...] = MODES
+    batches: tuple[int, ...] = (1, 8, 64, 256)
+    max_tokens: int = 32
+    first_tokens: int = 16  # the first request after ready: one prompt, this many tokens
+    decode_batches: tuple[int, ...] = (1, 32, 256)
+    decode_steps: int = 256
+    reps: int = 7
+    prefill_tokens: int = 2000
+    timeout: float = 420
+    seconds: float | None = None  # the whole benchmark's bound; None: none
+    archive: Path = Path("/tmp/foundry-bench-archive")
+    models: Path = Path("/tmp/foundry-bench-models")
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def tag(self) -> str:
+        raise NotImplementedError
+
+
+def plugin_shim(root: Path, engine: str, group: str) -> Path | None:
+    """A dist-info declaring Foundry's ``group`` entry point (``foundry.integration.<engine>:register``), for a
+    foundry that is importable but not pip-installed (the GPU machine runs the checkout); None when the entry
+    point is installed."""
+    from importlib.metadata import entry_points
+
+    plugin = f"foundry.integration.{engine}"
+    if any(ep.value.startswith(plugin) for ep in entry_points(group=group)):
+        return None
+    info = root / f"foundry_{engine}_plugin-0.0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: foundry-{engine}-plugin\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\nfoundry = {plugin}:register\n")
+    return root
+
+
+def machine() -> dict[str, str]:
+    """The GPU and driver as nvidia-smi names them (empty where there is none)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    name, _, driver = out.splitlines()[0].partition(",") if out.strip() else ("", "", "")
+    return {"gpu": name.strip(), "driver": driver.strip()}
+
+
+class BenchRuns:
+    """One configuration's runs. An engine's subclass names itself and its plugin's entry point, and says how
+    a mode's process starts (``start``) and which figures its log holds (``log_numbers``)."""
+
+    engine: ClassVar[str]  # "vllm", "sglang": the plugin's package and its FOUNDRY_<ENGINE>_ variables
+    group: ClassVar[str]  # the engine's plugin entry-point group
+    env_defaults: ClassVar[dict[str, str]] = {}
+    needs: ClassVar[dict[str, float]] = {}  # seconds a mode needs at least (skipped with less left)
+    steady_needs: ClassVar[float] = 0.0  # seconds the steady-state phase needs at least
+
+    def __init__(self, cfg: ServingConfig) -> None:
+        self.cfg = cfg
+        self.t0 = time.perf_counter()
+        self.out = (cfg.out / cfg.tag()).resolve()  # this configuration's logs and the plugin's reports
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.model = make_model(cfg.models / cfg.shape, cfg.shape)
+        self.cwd = Path(__file__).resolve().parents[3]  # the checkout foundry is imported from
+        shim = plugin_shim(Path(f"/tmp/foundry-{self.engine}-entrypoint"), self.engine, self.group)
+        paths = [str(self.cwd), *([str(shim)] if shim else []), os.environ.get("PYTHONPATH", "")]
+        self.env = {**os.environ, **self.env_defaults, **cfg.extra_env, "PYTHONPATH": ":".join(p for p in paths if p)}
+        self.prefix = f"FOUNDRY_{self.engine.upper()}_"
+        for name in [n for n in self.env if n.startswith(self.prefix)]:
+            del self.env[name]
+        self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
+        self.results: dict[str, dict[str, Any]] = {}
+        self.measured: dict[str, Any] = {}
+        self.write: Callable[[dict[str, Any]], None] = lambda doc: None
+
+    def say(self, text: str) -> None:
+        print(f"[{self.engine} bench] {text}", flush=True)
+
+    def left(self) -> float:
+        """Seconds left of the budget (infinite without one)."""
+        if self.cfg.seconds is None:
+            return float("inf")
+        return self.cfg.seconds - (time.perf_counter() - self.t0)
+
+    def deadline(self) -> float | None:
+        return None if self.cfg.seconds is None else self.t0 + self.cfg.seconds - STOP_RESERVE_S
+
+    def start(self, mode: str, env: dict[str, str], prefix: list[str], log: Path) -> Engine:
+        raise NotImplementedError
+
+    def log_numbers(self, text: str) -> dict[str, float]:
+        raise NotImplementedError
+
+    def _start(self, mode: str) -> Engine:
+        env = dict(self.env)
+        prefix: list[str] = []
+        if mode in ("save", "load"):
+            report = self.out / f"report-{mode}.json"
+            report.unlink(missing_ok=True)
+            p = self.prefix
+            env.update({p + "MODE": mode, p + "ARCHIVE": str(self.cfg.archive), p + "REPORT": str(report)})
+            prefix = [sys.executable, "-m", "foundry.cli", "run", "--"]
+        engine = self.start(mode, env, prefix, self.out / f"{mode}.log")
+        self.started.append(engine)
+        return engine
+
+    def bring_up(self, mode: str) -> tuple[Engine | None, dict[str, Any]]:
+        """Starts ``mode`` (unless the budget is short), waits until it serves, times its first request, and
+        asks it the token requests."""
+        need = self.needs.get(mode, 0.0)
+        if self.left() - STOP_RESERVE_S < need:
+            why = f"{max(self.left(), 0):.0f} s of the budget left, needs ~{need:.0f} s"
+            self.say(f"{mode}: skipped ({why})")
+            return None, {"mode": mode, "skipped": why}
+        self.say(f"{mode}: starting ({self.cfg.api}, {self.cfg.shape})")
+        engine = self._start(mode)
+        result: dict[str, Any] = {"mode": mode, "started_at": engine.started_at}
+        cfg = self.cfg
+        try:
+            result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
+            _, first = engine.generate(decode_request(1, cfg.first_tokens), self._wait())
+            result["first_request_s"] = first
+            result["first_answer_wall_s"] = engine.seconds()
+            requests = token_requests(list(cfg.batches), cfg.max_tokens)
+            result["tokens"] = [engine.generate(r, self._wait())[0] for r in requests]
+        except EngineError as exc:
+            result["error"] = str(exc)[-4000:]
+            self.say(f"{mode}: FAILED {result['error'][-2000:]}")
+        self.say(f"{mode}: ready after {result.get('ready_wall_s', float('nan')):.1f} s")
+        return engine, result
+
+    def _wait(self) -> float:
+        """How long one request may take: the configured timeout, or what is left of the budget."""
+        return min(self.cfg.timeout, max(self.left() - STOP_RESERVE_S / 2, 1.0))
+
+    def finish(self, engine: Engine, result: dict[str, Any]) -> dict[str, Any]:
+        result["rc"] = engine.stop()
+        result["process_wall_s"] = engine.seconds()
+        result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
+        report = self.out / f"report-{result['mode']}.json"
+        if report.is_file():
+            result["plugin"] = json.loads(report.read_text())
+        elif result["mode"] in ("save", "load") and "error" not in result:
+            result["error"] = f"the Foundry plugin wrote no report: {self.engine} ran without it (no entry point?)"
+        self.results[result["mode"]] = result
+        self.write(self.document())
+        return result
+
+    def steady_state(self, native: Engine, load: Engine) -> dict[str, Any]:
+        """Decode tokens/s per batch size (a long generation of ``decode_steps`` tokens a prompt, ignore_eos)
+        and prefill seconds, asked of both engines in turn; what is left of the budget is shared out equally
+        between the measurements."""
+        cfg = self.cfg
+        engines = {"native": native, "load": load}
+        out: dict[str, Any] = {"decode": {}, "prefill": {}}
+        measurements: list[tuple[str, Any]] = [("decode", b) for b in cfg.decode_batches]
+        measurements.append(("prefill", cfg.prefill_tokens))
+        for i, (what, size) in enumerate(measurements):
+            end = self.deadline()
+            if end is not None:
+                end = time.perf_counter() + (end - time.perf_counter()) / (len(measurements) - i)
+            request = decode_request(size, cfg.decode_steps) if what == "decode" else prefill_request(size)
+            ask = {n: self._asker(e, request, what == "decode") for n, e in engines.items()}
+            result = summary(alternate(ask, cfg.reps, end))
+            if what == "decode":
+                out["decode"][str(size)] = result
+            else:
+                out["prefill"] = {"tokens": size, **result}
+            self.say(f"{what} {size}: {_brief(result)}")
+        return out
+
+    def _asker(self, engine: Engine, request: Request, rate: bool) -> Callable[[], float]:
+        """One measurement of ``engine``: tokens/s of the whole request (``rate``), or its seconds."""
+
+        def ask() -> float:
+            seconds = engine.generate(request, self._wait())[1]
+            return request.batch * request.max_tokens / seconds if rate else seconds
+
+        return ask
+
+    def run(self) -> None:
+        cfg = self.cfg
+        if "save" in cfg.modes:
+            shutil.rmtree(cfg.archive, ignore_errors=True)
+        for mode in ("native_cold", "save"):
+            if mode in cfg.modes:
+                engine, result = self.bring_up(mode)
+                self.results[mode] = result if engine is None else self.finish(engine, result)
+        live: dict[str, tuple[Engine, dict[str, Any]]] = {}
+        for mode in ("native", "load"):
+            if mode in cfg.modes:
+                engine, result = self.bring_up(mode)
+                self.results[mode] = result
+                if engine is not None:
+                    live[mode] = (engine, result)
+        if set(live) == {"native", "load"} and not any("error" in r for _, r in live.values()):
+            if self.left() - STOP_RESERVE_S < self.steady_needs:
+                self.measured = {"error": f"skipped: {max(self.left(), 0):.0f} s of the budget left"}
+            else:
+                try:
+                    self.measured = self.steady_state(live["native"][0], live["load"][0])
+                except EngineError as exc:
+                    self.measured = {"error": str(exc)[-4000:]}
+        for engine, result in live.values():
+            self.finish(engine, result)
+
+    def config_doc(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.cfg).items()}
+
+    def document(self) -> dict[str, Any]:
+        """What ran so far (all of it, unless the benchmark was stopped) with the tokens compared."""
+        results = self.results
+        reference = next((results[m]["tokens"] for m in ("native", "native_cold") if "tokens" in results.get(m, {})),
+                         None)  # fmt: skip
+        compare = {
+            mode: compare_tokens(reference, r["tokens"]) if reference is not None and "tokens" in r
+            else {"identical": False, "why": r.get("error", r.get("skipped", "no tokens"))}
+            for mode, r in results.items() if mode in ("save", "load", "native_cold")
+        }  # fmt: skip
+        return {
+            "machine": machine(),
+            "config": self.config_doc(),
+            "model": SHAPES[self.cfg.shape],
+            "results": results,
+            "compare": compare,
+            "measured": self.measured,
+            "wall_s": time.perf_counter() - self.t0,
+        }
+
+
+def _brief(m: dict[str, Any]) -> str:
+    med = m["median"]
+    return (f"native {med.get('native', float('nan')):.4g}, LOAD {med.get('load', float('nan')):.4g}, "
+            f"paired ratio {m.get('paired_ratio_median') or float('nan'):.4f}, {m['reps']} reps")  # fmt: skip
+
+
+def run_bench(runs: BenchRuns, write_report: Callable[[dict[str, Any], Path], str]) -> dict[str, Any]:
+    """Runs the configuration and writes ``OUT/<tag>.json`` after every run (so a run stopped from outside
+    leaves what it had), then the table and the plot; returns the document.
+
+    The engines run in process groups of their own (so that stopping one ends its other processes); a
+    SIGTERM to the benchmark stops every engine it started, and the report is written, before it exits."""
+    cfg = runs.cfg
+    if cfg.shape not in SHAPES:
+        raise ValueError(f"unknown shape {cfg.shape!r}; choose from {sorted(SHAPES)}")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    base = cfg.out / cfg.tag()
+    json_path = base.parent / (base.name + ".json")  # the tag holds dots ("qwen3-0.6b"): no with_suffix
+
+    def write(doc: dict[str, Any]) -> None:
+        json_path.write_text(json.dumps(doc, indent=1) + "\n")
+
+    runs.write = write
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise SystemExit(f"foundry bench: signal {signum}; stopping the engines")
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        runs.run()
+    except SystemExit as exc:
+        runs.measured.setdefault("error", str(exc))
+    finally:
+        for engine in runs.started:
+            engine.stop()
+        signal.signal(signal.SIGTERM, previous)
+    doc = runs.document()
+    write_report(doc, base)
+    return doc
