@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -30,16 +31,15 @@ def _csv(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
 
-def _run_vllm(args: argparse.Namespace) -> int:
-    from foundry.bench import VLLM_MODES as MODES
-    from foundry.bench import VLLM_SHAPES as SHAPES
-    from foundry.bench import VllmBenchConfig, run_vllm_bench
+def _serving_problems(args: argparse.Namespace, shapes: list[str], modes: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The serving engines' common arguments, checked: the settings they give and what is wrong with them."""
+    from foundry.bench.serving.runs import MODES
+    from foundry.bench.serving.shapes import SHAPES
 
-    shapes, apis, runners, modes = _csv(args.shapes), _csv(args.api), _csv(args.runner), _csv(args.modes)
     problems = [f"unknown shape {s!r} (choose from {sorted(SHAPES)})" for s in shapes if s not in SHAPES]
-    problems += [f"unknown --api {a!r} (llm or serve)" for a in apis if a not in ("llm", "serve")]
-    problems += [f"unknown --runner {r!r} (v2 or v1)" for r in runners if r not in ("v2", "v1")]
     problems += [f"unknown mode {m!r} (choose from {list(MODES)})" for m in modes if m not in MODES]
+    if not modes:
+        problems.append("--modes names no run")
     try:
         batches = tuple(int(b) for b in _csv(args.batches))
         decode = tuple(int(b) for b in _csv(args.decode_batches))
@@ -48,9 +48,33 @@ def _run_vllm(args: argparse.Namespace) -> int:
         problems.append("--batches and --decode-batches take comma-separated integers")
     if any(b < 1 for b in (*batches, *decode)) or args.reps < 1:
         problems.append("batch sizes and --reps must be at least 1")
+    if args.seconds is not None and args.seconds <= 0:
+        problems.append("--seconds must be positive")
+    settings: dict[str, Any] = {"out": Path(args.out), "modes": tuple(modes), "batches": batches,
+                                "decode_batches": decode, "reps": args.reps, "seconds": args.seconds}  # fmt: skip
+    if args.decode_steps is not None:
+        settings["decode_steps"] = args.decode_steps
+    return settings, problems
+
+
+def _report_problems(problems: list[str]) -> int:
+    print("foundry bench: " + "; ".join(dict.fromkeys(problems)), file=sys.stderr)
+    return EXIT_CANNOT_RUN
+
+
+def _identical(doc: dict[str, Any]) -> bool:
+    return all(c.get("identical") for c in doc["compare"].values())
+
+
+def _run_vllm(args: argparse.Namespace) -> int:
+    from foundry.bench import VllmBenchConfig, run_vllm_bench
+
+    shapes, apis, runners = _csv(args.shapes or "qwen3-0.6b,qwen3-8b"), _csv(args.api or "llm"), _csv(args.runner)
+    settings, problems = _serving_problems(args, shapes, _csv(args.modes))
+    problems += [f"unknown --api {a!r} (llm or serve)" for a in apis if a not in ("llm", "serve")]
+    problems += [f"unknown --runner {r!r} (v2 or v1)" for r in runners if r not in ("v2", "v1")]
     if problems:
-        print("foundry bench: " + "; ".join(problems), file=sys.stderr)
-        return 2
+        return _report_problems(problems)
     if importlib.util.find_spec("vllm") is None:
         print("foundry bench --engine vllm: vLLM is not installed (pip install vllm==0.26.0)", file=sys.stderr)
         return 2
@@ -58,21 +82,43 @@ def _run_vllm(args: argparse.Namespace) -> int:
     for shape in shapes:
         for api in apis:
             for runner in runners:
-                cfg = VllmBenchConfig(
-                    out=Path(args.out), shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
-                    modes=tuple(modes), batches=batches, decode_batches=decode, reps=args.reps,
-                    gpu_memory_utilization=args.gpu_memory_utilization,
-                )  # fmt: skip
-                doc = run_vllm_bench(cfg)
-                failed += not all(c.get("identical") for c in doc["compare"].values())
+                cfg = VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
+                                      gpu_memory_utilization=args.gpu_memory_utilization, **settings)  # fmt: skip
+                failed += not _identical(run_vllm_bench(cfg))
+    return 1 if failed else 0
+
+
+def _run_sglang(args: argparse.Namespace) -> int:
+    from foundry.bench.sglang import SglangBenchConfig, run_sglang_bench
+
+    shapes, apis = _csv(args.shapes or "qwen3-0.6b"), _csv(args.api or "engine")
+    settings, problems = _serving_problems(args, shapes, _csv(args.modes))
+    try:
+        engine_args = json.loads(args.engine_args)
+    except ValueError as exc:
+        engine_args, problems = {}, [*problems, f"--engine-args is not JSON ({exc})"]
+    if not isinstance(engine_args, dict):
+        engine_args, problems = {}, [*problems, "--engine-args must be a JSON object of Engine keyword arguments"]
+    if args.mem_fraction_static is not None:
+        settings["mem_fraction_static"] = args.mem_fraction_static
+    configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args, **settings)
+               for shape in shapes for api in apis]  # fmt: skip
+    problems += [p for cfg in configs for p in cfg.problems()]
+    if problems:
+        return _report_problems(problems)
+    if importlib.util.find_spec("sglang") is None:
+        print("foundry bench --engine sglang: SGLang is not installed (pip install sglang==0.5.17 beside Foundry)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    failed = sum(not _identical(run_sglang_bench(cfg)) for cfg in configs)
     return 1 if failed else 0
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.engine == "vllm":
-        return _run_vllm(args)
+    if args.engine in ("vllm", "sglang"):
+        return _run_vllm(args) if args.engine == "vllm" else _run_sglang(args)
     try:
-        shapes = _names("shape", list(SHAPES))(args.shapes)
+        shapes = _names("shape", list(SHAPES))(args.shapes or "qwen3-0.6b,qwen3-8b")
     except argparse.ArgumentTypeError as exc:
         return _fail(str(exc))
     if importlib.util.find_spec("torch") is None:
@@ -136,15 +182,16 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--engine",
-        choices=["decoder", "vllm"],
+        choices=["decoder", "vllm", "sglang"],
         default="decoder",
-        help="decoder: Foundry's own decoder model; vllm: vLLM 0.26 (LLM() or vllm serve) natively and from an archive",
+        help="decoder: Foundry's own decoder model; vllm: vLLM 0.26 (LLM() or vllm serve); sglang: SGLang 0.5.17 "
+        "(sglang.Engine or launch_server); the engines natively and from an archive",
     )
     p.add_argument("--out", default="bench-results", help="where the JSON, table and plot go")
     p.add_argument(
         "--shapes",
-        default="qwen3-0.6b,qwen3-8b",
-        help=f"comma-separated model shapes (--engine decoder: {', '.join(SHAPES)})",
+        help=f"comma-separated model shapes (default qwen3-0.6b,qwen3-8b; --engine sglang: qwen3-0.6b; "
+        f"--engine decoder: {', '.join(SHAPES)})",
     )
     p.add_argument(
         "--variants",
@@ -167,13 +214,20 @@ def add_parser(sub: Any) -> None:
         help="load the kernel images after start_graph_builds instead of at process start "
         "(load_cuda_modules_and_libraries, the seed README's order)",
     )
-    v = p.add_argument_group("--engine vllm")
-    v.add_argument("--api", default="llm", help="llm (offline LLM()) and/or serve (vllm serve), comma-separated")
-    v.add_argument("--runner", default="v2", help="vLLM's model runner: v2 (default) and/or v1, comma-separated")
-    v.add_argument("--cudagraph-mode", default="default", help="vLLM's cudagraph_mode (default: FULL_AND_PIECEWISE)")
-    v.add_argument("--modes", default="native_cold,save,native,load", help="which runs, in this order")
+    v = p.add_argument_group("--engine vllm and --engine sglang")
+    v.add_argument("--api", help="vllm: llm (LLM(), the default) and/or serve; sglang: engine (sglang.Engine, the "
+                   "default) and/or serve (launch_server); comma-separated")  # fmt: skip
+    v.add_argument("--modes", "--runs", default="native_cold,save,native,load", help="which runs, in this order")
     v.add_argument("--batches", default="1,8,64,256", help="batch sizes whose greedy tokens are compared")
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")
-    v.add_argument("--reps", type=int, default=5, help="alternating repetitions of each throughput measurement")
-    v.add_argument("--gpu-memory-utilization", type=float, default=0.35, help="per engine (two run side by side)")
+    v.add_argument("--decode-steps", type=int, help="tokens a prompt in each decode measurement (vllm 256, sglang 512)")
+    v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")
+    v.add_argument("--seconds", type=float, help="the whole benchmark's bound: runs that would not fit are skipped, "
+                   "the steady-state phase shares what is left, and the report holds what ran")  # fmt: skip
+    v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
+    v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
+    v.add_argument("--gpu-memory-utilization", type=float, default=0.35, help="vllm, per engine (two side by side)")
+    v.add_argument("--mem-fraction-static", type=float, help="sglang, per engine (two side by side; default 0.35)")
+    v.add_argument("--engine-args", default="{}", help="sglang: more Engine keyword arguments as a JSON object "
+                   "(server flags), e.g. '{\"cuda_graph_max_bs_prefill\": 1024}' for fewer prefill graphs")  # fmt: skip
     p.set_defaults(func=_run)

@@ -1,4 +1,4 @@
-"""`foundry bench --engine vllm` end to end on the CPU, against a stand-in vLLM (tests/support/fakevllm_pkg):
+"""`foundry bench --engine vllm` end to end on the CPU, against a stand-in vLLM (tests/support/fakeengines_pkg):
 each run is its own process tree (LLM() children, `vllm serve` servers over HTTP), SAVE and LOAD run under
 `foundry run`, tokens are compared, native and LOAD are measured in turn, and the report is written."""
 
@@ -13,7 +13,7 @@ import pytest
 from foundry.bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 from foundry.bench.vllm.report import load_phases, render
 
-FAKE = Path(__file__).resolve().parents[1] / "support" / "fakevllm_pkg"
+FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_every_run_answers_and_the_report_compares_them(fake_vllm: None, tmp_pat
     assert decode["load_over_native"] > 0
     assert doc["measured"]["prefill"]["tokens"] == 50
     steps = [name for name, _ in load_phases(results["load"])]
-    assert steps[-2:] == ["ready (LLM() returned, or /health)", "first request answered"]
+    assert steps[-2:] == ["ready (the engine built, or /health)", "first request answered"]
     assert "graphs installed (Foundry)" in steps
     tag = cfg.out / cfg.tag()
     assert json.loads(Path(str(tag) + ".json").read_text())["compare"] == doc["compare"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from foundry.tables import table
 
-__all__ = ["fmt", "parity_lines", "plot_startup", "step_table", "wrap", "write_files"]
+__all__ = ["fmt", "foundry_seconds", "parity_lines", "phase_steps", "plot_startup", "step_table", "wrap", "write_files"]
 
 Segments = Callable[[str, dict[str, Any]], list[tuple[str, float]]]
 
@@ -22,6 +22,29 @@ PARITY_HEADER = ["what", "native", "LOAD", "LOAD/native", "paired ratio", "range
 
 def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
+
+
+def foundry_seconds(r: dict[str, Any]) -> float | None:
+    """LOAD: the seconds Foundry's own calls took inside the engine (images, graph builds started, waited for)."""
+    timings = (r.get("plugin") or {}).get("timings") or {}
+    parts = [timings.get(k) for k in ("load_modules_s", "start_graph_builds_s", "graphs_ready_s")]
+    return sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
+
+
+def phase_steps(r: dict[str, Any], first: list[tuple[str, Any]], names: dict[str, str]) -> list[tuple[str, float]]:
+    """A Foundry run's start-up as (step, seconds from the process's start) in order: ``first`` (steps the
+    engine's report says were before the plugin's phases), the plugin's phase ends (named by ``names``),
+    ready, first answer."""
+    started = r.get("started_at")
+    if started is None:
+        return []
+    steps = list(first)
+    for phase in (r.get("plugin") or {}).get("phases", []):
+        if phase.get("ended_at") is not None:
+            steps.append((names.get(phase["name"], phase["name"]), phase["ended_at"] - started))
+    steps.append(("ready (the engine built, or /health)", r.get("ready_wall_s")))
+    steps.append(("first request answered", r.get("first_answer_wall_s")))
+    return [(name, t) for name, t in steps if isinstance(t, int | float)]
 
 
 def wrap(text: str) -> list[str]:

@@ -11,20 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from foundry.bench.serving.report import fmt as _s
-from foundry.bench.serving.report import parity_lines, plot_startup, step_table, wrap, write_files
+from foundry.bench.serving.report import (
+    foundry_seconds,
+    parity_lines,
+    phase_steps,
+    plot_startup,
+    step_table,
+    wrap,
+    write_files,
+)
 from foundry.tables import table
 
 __all__ = ["load_phases", "render", "write_report"]
 
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
           "load": "Foundry LOAD"}  # fmt: skip
-
-
-def foundry_seconds(r: dict[str, Any]) -> float | None:
-    """LOAD: the seconds Foundry's own calls took inside the engine (images, graph builds started, waited for)."""
-    timings = (r.get("plugin") or {}).get("timings") or {}
-    parts = [timings.get(k) for k in ("load_modules_s", "start_graph_builds_s", "graphs_ready_s")]
-    return sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
 
 
 def _graphs(mode: str, r: dict[str, Any]) -> str:
@@ -57,30 +58,21 @@ def load_phases(r: dict[str, Any]) -> list[tuple[str, float]]:
     """LOAD's start-up as (step, seconds from the process's start) in order: the engine process's start, the
     plugin's phase ends (each a vLLM start-up phase), ready, first answer."""
     plugin = r.get("plugin") or {}
-    started = r.get("started_at")
-    if started is None:
-        return []
-    steps: list[tuple[str, Any]] = []
-    if r.get("import_s") is not None:
-        steps.append(("imports (torch, vllm)", r["import_s"]))
+    started = r.get("started_at") or 0.0
+    first: list[tuple[str, Any]] = [("imports (torch, vllm)", r.get("import_s"))]
     core = plugin.get("process_started_at")
     if core is not None:
-        steps.append(("engine core process started", core - started))
+        first.append(("engine core process started", core - started))
     worker = (plugin.get("timings") or {}).get("init_device_started_at")
     if worker is not None:
-        steps.append(("its imports done: the worker starts", worker - started))
+        first.append(("its imports done: the worker starts", worker - started))
     names = {
         "init_device": "CUDA context, NCCL, region, kernel images",
         "load_model": "weights (graphs start building)",
         "kv_cache": "KV cache",
         "capture": "graphs installed (Foundry)",
     }
-    for phase in plugin.get("phases", []):
-        if phase.get("ended_at") is not None:
-            steps.append((names.get(phase["name"], phase["name"]), phase["ended_at"] - started))
-    steps.append(("ready (LLM() returned, or /health)", r.get("ready_wall_s")))
-    steps.append(("first request answered", r.get("first_answer_wall_s")))
-    return [(name, t) for name, t in steps if isinstance(t, int | float)]
+    return phase_steps(r, first, names)
 
 
 STARTUP_HEADER = ["run", "import s", "ready s", "weights s", "torch.compile s", "graphs s", "init engine s",

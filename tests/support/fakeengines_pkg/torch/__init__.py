@@ -1,4 +1,4 @@
-"""A stand-in torch for the benchmark's offline child (see ../README.md)."""
+"""A stand-in torch for the benchmarks' engine children (see ../README.md)."""
 
 __version__ = "0.0-fake"
 

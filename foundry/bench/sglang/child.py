@@ -1,0 +1,48 @@
+"""The child process behind the SGLang benchmark's ``sglang.Engine``: the engine built once, then answering
+the benchmark's requests (foundry/bench/serving/protocol.py) with greedy, ``ignore_eos`` generations of
+``input_ids``.
+
+    python -m foundry.bench.sglang.child '{"model_path": "...", ...Engine kwargs}'
+
+SGLang spawns its scheduler, which imports this module again as ``__mp_main__``: everything runs under the
+``__main__`` guard. No CUDA call is made in this process: the model runs in SGLang's scheduler process, and a
+context here would take memory and time that native SGLang's Engine process does not.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from foundry.bench.serving.protocol import answer_requests, say
+
+__all__ = ["main"]
+
+
+def main(argv: list[str]) -> int:
+    t0 = time.perf_counter()
+    import torch
+
+    t_torch = time.perf_counter()
+    import sglang
+    from sglang.srt.entrypoints.engine import Engine
+
+    t_import = time.perf_counter()
+    engine = Engine(**json.loads(argv[0]))
+    t_engine = time.perf_counter()
+    times = {"import_torch_s": t_torch - t0, "import_s": t_import - t0, "engine_init_s": t_engine - t_import}
+    say({"ready": {**times, "ready_s": t_engine - t0, "sglang": sglang.__version__, "torch": torch.__version__}})
+
+    def generate(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+        params = {"temperature": 0.0, "max_new_tokens": max_tokens, "ignore_eos": True}
+        outs = engine.generate(input_ids=prompts, sampling_params=params)
+        return [list(o["output_ids"]) for o in (outs if isinstance(outs, list) else [outs])]
+
+    answer_requests(generate, lambda: None)  # the engine answers when its scheduler is done
+    engine.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,165 @@
+"""The SGLang benchmark's document as tables and a plot: start-up per run with the graphs' capture or restore,
+LOAD's start-up by phase, the targets, and decode/prefill parity. ``write_report(doc, OUT)`` writes OUT.json,
+OUT.txt (also printed) and OUT.png (where matplotlib is installed); ``python -m foundry.bench.sglang.report
+OUT.json`` renders a committed document again."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from foundry.bench.serving.report import (
+    fmt,
+    foundry_seconds,
+    parity_lines,
+    phase_steps,
+    plot_startup,
+    step_table,
+    wrap,
+    write_files,
+)
+from foundry.tables import table
+
+from .targets import targets
+
+__all__ = ["render", "segments", "write_report"]
+
+LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
+          "load": "Foundry LOAD"}  # fmt: skip
+PHASES = {
+    "distributed": "torch.distributed (region set)",
+    "load_model": "weights (graphs start building)",
+    "memory_pool": "KV cache pool",
+    "attention_backends": "attention backends",
+    "prefill_buffers": "prefill runner's buffers",
+    "prefill_graphs": "prefill graphs installed (Foundry)",
+    "decode_buffers": "decode runner's buffers",
+    "decode_graphs": "decode graphs installed (Foundry)",
+}
+
+
+def _foundry(mode: str, r: dict[str, Any]) -> float | None:
+    """Foundry's own seconds: LOAD's images and graphs; SAVE's writing of the archive."""
+    if mode == "load":
+        return foundry_seconds(r)
+    return ((r.get("plugin") or {}).get("timings") or {}).get("save_s") if mode == "save" else None
+
+
+def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
+    out = []
+    for mode, label in LABELS.items():
+        r = doc["results"].get(mode)
+        if r is None:
+            continue
+        c = doc["compare"].get(mode, {})
+        same = "reference" if mode == "native" else ("yes" if c.get("identical") else "NO")
+        if "skipped" in r:
+            out.append([label, *["-"] * 7, f"skipped: {r['skipped']}"])
+            continue
+        out.append([
+            label, fmt(r.get("import_s")), fmt(r.get("engine_init_s", r.get("health_s"))), fmt(r.get("weights_s")),
+            fmt(r.get("prefill_graphs_s")), fmt(r.get("decode_graphs_s")), fmt(_foundry(mode, r)),
+            fmt(r.get("first_request_s"), 3), same if "error" not in r else "NO (failed)",
+        ])  # fmt: skip
+    return out
+
+
+def _verdict(met: bool | None) -> str:
+    return {True: "met", False: "NOT met", None: "not measured"}[met]
+
+
+def target_lines(doc: dict[str, Any]) -> list[str]:
+    t = doc.get("targets") or targets(doc)
+    restore, startup, decode = t["restore"], t["startup"], t["decode"]
+    what = "/health" if doc["config"]["api"] == "serve" else "Engine()"
+    return [
+        "",
+        "Targets:",
+        f"- capture replaced by a restore >= {restore['target']:.0f}x faster: prefill + decode graphs natively "
+        f"{fmt(restore['native_cold_capture_s'])} s cold, {fmt(restore['native_capture_s'])} s warm; Foundry's "
+        f"restore {fmt(restore['load_foundry_s'], 3)} s: {fmt(restore['speedup'], 1)}x against "
+        f"{restore['against']} ({fmt(restore['speedup_warm'], 1)}x against warm): {_verdict(restore['met'])}",
+        f"- {what} under LOAD <= {startup['target']}x native's with warm caches: {fmt(startup['load_s'])} s / "
+        f"{fmt(startup['native_s'])} s = {fmt(startup['ratio'], 3)}: {_verdict(startup['met'])}",
+        f"- decode tokens/s within {decode['target'] * 100:.0f}% of native: worst paired ratio "
+        f"{fmt(decode['worst_paired_ratio'], 4)} (batch {decode['worst_batch']}): {_verdict(decode['met'])}",
+        f"- greedy tokens identical to native's at batch {', '.join(map(str, doc['config']['batches']))}: "
+        f"{_verdict(t['tokens']['met'])}",
+    ]
+
+
+HEADER = ["run", "import s", "Engine() s", "weights s", "prefill graphs s", "decode graphs s", "Foundry s",
+          "1st token s", "tokens identical"]  # fmt: skip
+
+
+def render(doc: dict[str, Any]) -> str:
+    cfg = doc["config"]
+    first: dict[str, Any] = next((r for r in doc["results"].values() if "sglang" in r), {})
+    gpu = (doc.get("machine") or {}).get("gpu", "")
+    api = "sglang.Engine" if cfg["api"] == "engine" else "launch_server"
+    graphs = "SGLang's default CUDA graph sizes" if not cfg.get("engine_args") else f"engine args {cfg['engine_args']}"
+    header = HEADER if cfg["api"] == "engine" else [*HEADER[:2], "to /health s", *HEADER[3:]]
+    lines = [
+        f"SGLang {first.get('sglang', '0.5.17')} {api}, {cfg['shape']} (dummy weights), triton attention, {graphs}, "
+        f"{gpu}; greedy, {cfg['max_tokens']} tokens at batch sizes {cfg['batches']}",
+        "",
+        table(header, startup_rows(doc)),
+        *wrap(
+            "Engine(): its construction in a process that has imported SGLang (the server: process start to /health "
+            "answering 200); graphs: SGLang's logged capture of the prefill (breakable) and decode (full) graphs, "
+            "under LOAD Foundry's hand-over; Foundry: SAVE's writing of the archive, LOAD's own seconds (kernel "
+            "images, graph builds started and waited for); 1st token: a batch-1 request of one token right after ready."
+        ),
+    ]
+    load = doc["results"].get("load")
+    if load:
+        first_steps = [("imports (torch, sglang)", load.get("import_s"))]
+        lines += step_table(phase_steps(load, first_steps, PHASES), "LOAD's start-up, seconds from process start:")
+    lines += target_lines(doc)
+    lines += parity_lines(doc)
+    if doc.get("wall_s") is not None:
+        lines += ["", f"The benchmark took {doc['wall_s']:.0f} s."]
+    return "\n".join(lines) + "\n"
+
+
+def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:
+    """A run's time to ready in parts: imports (and whatever of start-up is not named), the weights, the CUDA
+    graphs (captured, or Foundry's restore), Foundry's own work outside them."""
+    total = r.get("ready_wall_s")
+    if not isinstance(total, int | float):
+        return []
+    graphs = (r.get("prefill_graphs_s") or 0.0) + (r.get("decode_graphs_s") or 0.0)
+    timings = (r.get("plugin") or {}).get("timings") or {}
+    if mode == "load":  # graphs_ready_s is within SGLang's logged graph phase
+        own = sum(float(timings.get(k, 0.0)) for k in ("load_modules_s", "start_graph_builds_s"))
+    else:
+        own = float(timings.get("save_s", 0.0))
+    imports = float(r.get("import_s") or 0.0)
+    weights = float(r.get("weights_s") or 0.0)
+    return [
+        ("imports", imports),
+        ("weights", weights),
+        ("CUDA graphs: capture, or Foundry's restore", graphs),
+        ("Foundry: SAVE's writing, LOAD's images and builds started", own),
+        ("rest of start-up (processes, KV cache, warm-up, server)", max(0.0, total - imports - weights - graphs - own)),
+    ]
+
+
+def plot(doc: dict[str, Any], path: Path) -> bool:
+    cfg = doc["config"]
+    xlabel = (
+        f"seconds from process start to ready ({'Engine()' if cfg['api'] == 'engine' else '/health'}), {cfg['shape']}"
+    )
+    return plot_startup(doc, path, LABELS, segments, xlabel)
+
+
+def write_report(doc: dict[str, Any], out: Path) -> str:
+    """OUT.json, OUT.txt and OUT.png; returns the text (also printed)."""
+    return write_files(doc, out, render, plot)
+
+
+if __name__ == "__main__":
+    source = Path(sys.argv[1])
+    write_report(json.loads(source.read_text()), source.parent / source.name.removesuffix(".json"))

@@ -1,0 +1,57 @@
+"""What the stand-in engines share (see README.md): the fake model's greedy tokens and the plugin's report."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+
+def next_tokens(prompt: list[int], count: int) -> list[int]:
+    """Greedy tokens of the fake model: a function of the prompt only (every process agrees)."""
+    seed = sum(prompt) % 997
+    return [(seed + 31 * i) % 1000 for i in range(count)]
+
+
+def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]) -> None:
+    """What the Foundry plugin writes under FOUNDRY_<ENGINE>_MODE (shared.steps.write_report's shape)."""
+    prefix = f"FOUNDRY_{engine.upper()}_"
+    path = os.environ.get(prefix + "REPORT")
+    if not path or not os.environ.get(prefix + "MODE"):
+        return
+    now = time.time()
+    doc = {
+        "mode": os.environ[prefix + "MODE"],
+        "process_started_at": now - 0.5,
+        "phases": [{"name": n, "cursor": 0, "allocations": 0, "seconds": 0.01, "ended_at": now} for n in phases],
+        "timings": timings,
+    }
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def serve_http(port: int, answer: Callable[[dict[str, Any]], object]) -> None:
+    """A server on 127.0.0.1:port: GET /health answers 200, POST answers ``answer(request body)`` as JSON."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def _answer(self, code: int, doc: object) -> None:
+            body = json.dumps(doc).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self._answer(200 if self.path == "/health" else 404, {})
+
+        def do_POST(self) -> None:
+            self._answer(200, answer(json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+
+    HTTPServer(("127.0.0.1", port), Handler).serve_forever()

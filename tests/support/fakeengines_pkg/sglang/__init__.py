@@ -1,0 +1,56 @@
+"""A stand-in SGLang 0.5.17 for the benchmark's CPU tests (see ../README.md): ``sglang.srt.entrypoints.engine
+.Engine`` and ``python -m sglang.launch_server``. Both refuse what the GPU bundle cannot run (an attention
+backend other than triton, real weights) and log the lines the benchmark reads. Under FOUNDRY_SGLANG_MODE
+they write the plugin's report. For the failure paths: ``FAKE_SGLANG_SLEEP`` (seconds start-up takes),
+``FAKE_SGLANG_HANG`` (a mode, or ``native``, whose start-up never ends), ``FAKE_SGLANG_REFUSE`` (a mode whose
+start-up fails as Foundry's refusal does)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import _fakeengine
+from _fakeengine import next_tokens
+
+__version__ = "0.5.17-fake"
+__all__ = ["answer", "next_tokens", "start_up"]
+
+
+def start_up(settings: dict[str, Any]) -> None:
+    """What the fake engine does before it serves: checks the settings as the bundle would, logs SGLang's
+    figures, writes the plugin's report; slow, hanging or refused as the FAKE_SGLANG_* variables ask."""
+    mode = os.environ.get("FOUNDRY_SGLANG_MODE") or "native"
+    if settings.get("attention_backend") != "triton" or settings.get("load_format") != "dummy":
+        raise SystemExit("fake SGLang: the bundle runs attention_backend='triton' with load_format='dummy' only")
+    if not 0 < float(settings.get("mem_fraction_static", 0.9)) <= 0.45:
+        raise SystemExit("fake SGLang: two engines side by side need mem_fraction_static <= 0.45")
+    if os.environ.get("FAKE_SGLANG_HANG") == mode:
+        time.sleep(3600)
+    if os.environ.get("FAKE_SGLANG_REFUSE") == mode:
+        print("ArchiveMismatchError: mem_fraction_static: saved '0.35', here '0.3'", file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    time.sleep(float(os.environ.get("FAKE_SGLANG_SLEEP", "0")))
+    loaded = mode == "load"
+    print("INFO Load weight end. elapsed=0.10 s, type=Qwen3ForCausalLM", flush=True)
+    print(f"INFO Capture target prefill CUDA graph end. elapsed={0.05 if loaded else 7.5:.2f} s", flush=True)
+    print(f"INFO Capture target decode CUDA graph end. elapsed={0.01 if loaded else 3.25:.2f} s", flush=True)
+    print("INFO max_total_num_tokens=200000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+          "max_running_requests=2048, context_len=2048, available_gpu_mem=40.00 GB", flush=True)  # fmt: skip
+    timings = (
+        {"load_modules_s": 0.1, "start_graph_builds_s": 0.2, "graphs_ready_s": 0.25}
+        if loaded
+        else {"prefill_capture_s": 7.5, "decode_capture_s": 3.25, "capture_s": 10.75, "save_s": 9.0}
+    )
+    phases = ("distributed", "load_model", "memory_pool", "prefill_graphs" if loaded else "prefill_capture")
+    _fakeengine.write_report("sglang", phases, timings)
+
+
+def answer(input_ids: list[list[int]], sampling_params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Greedy, ignore_eos: exactly max_new_tokens tokens a prompt."""
+    assert sampling_params["temperature"] == 0.0 and sampling_params["ignore_eos"] is True, sampling_params
+    count = sampling_params["max_new_tokens"]
+    time.sleep(1e-5 * count * len(input_ids))
+    return [{"output_ids": next_tokens(p, count), "meta_info": {}} for p in input_ids]

@@ -1,0 +1,38 @@
+"""A stand-in vLLM for the benchmark's CPU tests (see ../README.md)."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import _fakeengine
+from _fakeengine import next_tokens
+
+__version__ = "0.26.0-fake"
+__all__ = ["LLM", "SamplingParams", "next_tokens", "write_report"]
+
+
+def write_report() -> None:
+    """The Foundry plugin's report, with vLLM's phases."""
+    timings = {"load_modules_s": 0.01, "start_graph_builds_s": 0.02, "graphs_ready_s": 0.03}
+    _fakeengine.write_report("vllm", ("init_device", "load_model", "kv_cache", "capture"), timings)
+
+
+class SamplingParams:
+    def __init__(self, temperature: float = 1.0, max_tokens: int = 16, ignore_eos: bool = False) -> None:
+        self.max_tokens = max_tokens
+
+
+class LLM:
+    def __init__(self, **kwargs: Any) -> None:
+        print("INFO Model loading took 1.00 GiB and 0.50 seconds", flush=True)
+        print("INFO torch.compile took 1.25 s in total", flush=True)
+        write_report()
+
+    def generate(self, prompts: list[dict[str, Any]], params: SamplingParams, use_tqdm: bool = False) -> list[Any]:
+        time.sleep(0.001 * len(prompts))
+        return [
+            SimpleNamespace(outputs=[SimpleNamespace(token_ids=next_tokens(p["prompt_token_ids"], params.max_tokens))])
+            for p in prompts
+        ]

@@ -1,0 +1,29 @@
+"""`python -m vllm.entrypoints.cli.main serve MODEL --port P ...` of the stand-in vLLM: /health, then
+/v1/completions with token-ID prompts and return_token_ids."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from _fakeengine import serve_http
+
+from vllm import next_tokens, write_report
+
+
+def completions(request: dict[str, Any]) -> object:
+    choices = [{"index": i, "token_ids": next_tokens(p, request["max_tokens"])} for i, p in enumerate(request["prompt"])]
+    return {"choices": list(reversed(choices))}
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    assert args[0] == "serve"
+    port = int(args[args.index("--port") + 1])
+    print("INFO init engine (profile, create kv cache, warmup model) took 2.50 s", flush=True)
+    write_report()
+    serve_http(port, completions)
+
+
+if __name__ == "__main__":
+    main()
