@@ -31,6 +31,28 @@ def foundry_seconds(r: dict[str, Any]) -> float | None:
     return sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
 
 
+def foundry_rows(r: dict[str, Any]) -> list[list[str]]:
+    """LOAD: Foundry's own seconds on the engine's thread, step by step. ``graphs ready`` splits into the wait
+    for the background builds (the loader's "all replayable" past the moment the engine asked) and the
+    per-graph work after it (outputs placed, graphs handed to the engine)."""
+    plugin = r.get("plugin") or {}
+    t = plugin.get("timings") or {}
+    loader = plugin.get("loader") or {}
+    rows = [["load_cuda_modules_and_libraries", _s(t.get("load_modules_s"), 3)]]
+    rows += [[f"  {k}", _s(t.get(f"load_modules_{k}_s"), 3)] for k in ("checks", "reserve", "warm")]
+    rows.append(["start_graph_builds", _s(t.get("start_graph_builds_s"), 3)])
+    rows.append(["graphs ready, handed to vLLM", _s(t.get("graphs_ready_s"), 3)])
+    marks = (t.get("start_graph_builds_at"), loader.get("all_replayable_s"), t.get("graphs_ready_at"))
+    if all(isinstance(x, int | float) for x in (*marks, t.get("graphs_ready_s"))):
+        started, replayable, asked = (float(x) for x in marks)  # type: ignore[arg-type]
+        waited = min(float(t["graphs_ready_s"]), max(0.0, started + replayable - asked))
+        rows.append(["  waited for the builds", _s(waited, 3)])
+        rows.append(["  per graph, after", _s(float(t["graphs_ready_s"]) - waited, 3)])
+    total = foundry_seconds(r)
+    rows.append(["total", _s(total, 3)])
+    return [row for row in rows if row[1] != "-" or not row[0].startswith("  ")]
+
+
 def _graphs(mode: str, r: dict[str, Any]) -> str:
     if mode == "load":
         return _s(foundry_seconds(r))
@@ -146,6 +168,7 @@ def render(doc: dict[str, Any]) -> str:
                 rows.append([name, _s(t), _s(t - last)])
                 last = t
             lines += ["", "LOAD's start-up, seconds from process start:", table(["step", "at", "took"], rows)]
+        lines += ["", "Foundry's own seconds in LOAD, on vLLM's thread:", table(["step", "s"], foundry_rows(load))]
     parity = parity_rows(doc)
     if parity:
         lines += ["", f"Steady state, native (warm) and LOAD up together, asked in turn, median of {cfg['reps']}:",
