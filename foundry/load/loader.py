@@ -21,7 +21,7 @@ from typing import Any
 
 from foundry import kernels
 from foundry.errors import LoadError
-from foundry.format import open_image, real_path
+from foundry.format import open_image
 from foundry.native import current_context, set_current_context
 from foundry.timing import Phases
 
@@ -40,11 +40,15 @@ class Loader:
     (``timings``, ``phases``). ``wait_group``/``wait_all`` wait on it."""
 
     def __init__(self, sources: list[GraphSource], defer_dedicated: bool) -> None:
-        groups: dict[Path, Group] = {}
+        # By template source: read_source hands out one source per template file and record (its process
+        # cache), so the same template object means the same group.
+        groups: dict[int, Group] = {}
         self.handles: list[GraphHandle] = []
         for i, src in enumerate(sources):
             template = src.template or src
-            group = groups.setdefault(real_path(template.json_path), Group(template))
+            group = groups.get(id(template))
+            if group is None:
+                group = groups[id(template)] = Group(template)
             handle = GraphHandle(i, src, group)
             group.handles.append(handle)
             self.handles.append(handle)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry._state import ProcessState
-from foundry.errors import ArchiveCorruptError
+from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.format import (
     GraphMeta,
     node_count,
@@ -28,9 +29,12 @@ from foundry.format import (
 )
 from foundry.trust import SigningKey, authenticate_graph, configured_key, manifests_read_once
 
-__all__ = ["GraphSource", "read_source", "read_sources", "source_images"]
+__all__ = ["GraphSource", "prepare_sources", "read_source", "read_sources", "source_images"]
 
 _META_CACHE_MAX = 4096
+# Records read ahead at process start (``prepare_sources``) are held until LOAD takes them: at most this
+# many bytes of them, so that an archive whose graphs the program never loads costs bounded memory.
+PREPARED_BYTES_MAX = 512 << 20
 
 
 @dataclass
@@ -79,6 +83,10 @@ class _Sources:
     lock: threading.Lock = field(default_factory=threading.Lock)
     full: dict[tuple[Path, str], GraphSource] = field(default_factory=dict)
     meta: dict[str, GraphMeta] = field(default_factory=dict)
+    # Sources read and checked at process start, by (absolute path as named, signing key id): LOAD takes
+    # each once (``read_sources``); ``prepared_bytes`` is what their records hold.
+    prepared: dict[tuple[str, str], GraphSource] = field(default_factory=dict)
+    prepared_bytes: int = 0
 
     def get(self, digest: str) -> GraphMeta | None:
         with self.lock:
@@ -114,9 +122,65 @@ def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphS
 
 def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) -> list[GraphSource]:
     """``read_source`` for each path, as one batch: each archive's manifest is read and checked once for
-    all of them (foundry.trust.manifests_read_once), not once per graph and again per template."""
+    all of them (foundry.trust.manifests_read_once), not once per graph and again per template.
+
+    A graph ``prepare_sources`` read at process start, under the same signing key (or none), is taken as
+    it was read then: those bytes were checked then, against the manifest checked then, exactly as here,
+    so a file changed since is not read again (LOAD uses what was proven, never what was not)."""
+    key = configured_key()
+    key_id = key.key_id if key is not None else ""
+    state = _STATE.get()
+    out: list[GraphSource] = []
     with manifests_read_once():
-        return [read_source(p, lazy) for p in paths]
+        for p in paths:
+            with state.lock:
+                src = state.prepared.pop((_as_named(p), key_id), None)
+                if src is not None and src._payload is not None:
+                    state.prepared_bytes -= len(src._payload)
+            out.append(src if src is not None else read_source(p, lazy))
+    return out
+
+
+def _as_named(path: str | os.PathLike[str]) -> str:
+    """The path as absolute, with no ``..`` folded away (through a symlink, ``a/link/..`` is not ``a``):
+    two spellings share a prepared source only where they name the same file."""
+    return str(Path(os.getcwd(), path))
+
+
+def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
+    """Reads and checks, ahead of LOAD, the graphs at ``paths`` as ``read_source`` does, records included
+    while they fit in ``PREPARED_BYTES_MAX``, for ``read_sources`` to take. A graph that fails a check is
+    left out silently: LOAD reads it again and reports the problem where the program asks for it.
+    Returns how many were prepared."""
+    key = configured_key()
+    key_id = key.key_id if key is not None else ""
+    state = _STATE.get()
+    done = 0
+    with manifests_read_once():
+        for p in paths:
+            name = (_as_named(p), key_id)
+            with state.lock:
+                if name in state.prepared:
+                    continue
+                room = state.prepared_bytes < PREPARED_BYTES_MAX
+            try:
+                src = _read_source(Path(name[0]), key, (), lazy=True)
+                if room:
+                    size = len(src.read_payload())
+                    if src.template is not None and src.template._payload is None:
+                        src.template.read_payload()
+                else:
+                    size = 0
+            except (ArchiveError, OSError):
+                continue
+            with state.lock:
+                state.prepared[name] = src
+                state.prepared_bytes += size
+            done += 1
+            # Python work beside the program's own start-up (an engine builds its model meanwhile): give
+            # the interpreter lock back after each graph, so that thousands of graphs do not slow it down.
+            time.sleep(0)
+    return done
 
 
 def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ from foundry.region import hold_allocation_region
 from foundry.timing import Phases
 from foundry.trust import KeySource, authenticate_manifest, configured_key
 
-from .source import read_meta_cached
+from .source import prepare_sources
 from .threads import LIMITS, warm_builders
 from .variables import write_variables
 
@@ -207,24 +206,17 @@ def _finish(
 
 
 def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
-    """Reads and validates the manifest's graph JSONs once, so that start_graph_builds finds them
-    parsed (read_meta_cached keeps them by the SHA-256 of their bytes: a file changed since is parsed
-    afresh, and LOAD still reads, authenticates and checks every graph the program names).
+    """Reads and checks the manifest's graphs ahead of LOAD (load/source.py ``prepare_sources``: their
+    metadata, their listing in the manifest, their templates and records), so that start_graph_builds
+    takes them ready instead of reading thousands of files on the program's thread.
 
     Graphs saved beside the archive (``../bs8.json``: the seed README's and the benchmark's layout) are
-    read too: only as regular files of bounded size (files.read_regular), parsed and dropped on any
-    problem, never reported, so a hostile manifest learns nothing from pointing elsewhere. A file that
-    cannot be read is left for LOAD, which reports it where the graph is asked for."""
-    for g in graphs:
-        if relative_path_problem(g.json, parents=True):
-            continue
-        try:
-            read_meta_cached(Path(os.path.normpath(archive / g.json)))
-        except (ArchiveError, OSError):
-            continue
-        # This is Python work beside the program's own start-up (an engine builds its model meanwhile): give
-        # the interpreter lock back after each graph, so that thousands of graphs do not slow the program down.
-        time.sleep(0)
+    read too, with the same checks as LOAD's (regular files of bounded size, listed in the manifest),
+    and dropped on any problem, never reported here, so a hostile manifest learns nothing from pointing
+    elsewhere: LOAD reads such a graph again and reports the problem where the graph is asked for."""
+    prepare_sources(
+        os.path.normpath(archive / g.json) for g in graphs if not relative_path_problem(g.json, parents=True)
+    )
 
 
 def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:

@@ -121,3 +121,70 @@ def test_a_damaged_record_fails_the_loader_without_hanging(app_json: JsonRunner,
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + waiting)
     assert r["error"] == "ArchiveCorruptError", r
     assert f"{damaged}.cugraph" in r["message"] and "SHA-256" in r["message"]
+
+
+PREPARED = """
+from foundry import errors
+from foundry.load import Loader, wait_for_startup
+from foundry.load import source as sources
+wait_for_startup()
+prepared = sorted(os.path.basename(k[0]) for k in sources._STATE.get().prepared)
+held = sources._STATE.get().prepared_bytes
+# Damaged after start-up read and checked it: LOAD uses the bytes proven then, and reads nothing again.
+for changed in NAMES[1:]:
+    with open(os.path.join(ARCH, changed + ".json"), "ab") as f:
+        f.write(b" ")
+p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)
+handles = [p.wait_group(i) for i in range(len(NAMES))]
+p.wait_all()
+runs = {}
+for i, name in enumerate(NAMES):
+    runs[name] = []
+    for k in INPUT_SETS:
+        set_inputs(k); handles[i].launch(0); cu.sync(); runs[name].append(read(name))
+left = (len(sources._STATE.get().prepared), sources._STATE.get().prepared_bytes)
+# Taken once: a second LOAD reads the files as they are now, and refuses the changed ones.
+try:
+    Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2).wait_all()
+    again = None
+except errors.ArchiveError as exc:
+    again = type(exc).__name__
+emit(prepared=prepared, held=held, runs=runs, left=left, again=again)
+"""
+
+
+def test_graphs_read_at_startup_are_taken_by_load_once(app_json: JsonRunner, tmp_path: Path) -> None:
+    """load_cuda_modules_and_libraries reads and checks the manifest's graphs (records included) in the
+    background; start_graph_builds takes them as they were proven then, once."""
+    arch = tmp_path / "arch"
+    save = run_save(app_json, VARIANTS, arch)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + PREPARED)
+    assert set(NAMES) <= {p.removesuffix(".json") for p in r["prepared"]}
+    assert r["held"] > 0, "no record was read ahead"
+    for name in NAMES:
+        assert r["runs"][name] == save["native"][name], name
+    assert r["left"][1] == 0 and r["left"][0] == len(r["prepared"]) - len(NAMES)
+    assert r["again"] == "ArchiveCorruptError"
+
+
+def test_graphs_read_at_startup_without_a_key_are_read_again_under_one(app_json: JsonRunner, tmp_path: Path) -> None:
+    """A signing key configured after start-up: what start-up proved without it does not count, so an
+    unsigned archive is refused."""
+    arch = tmp_path / "arch"
+    run_save(app_json, VARIANTS, arch)
+    (tmp_path / "key").write_bytes(b"k" * 32)
+    key = str(tmp_path / "key")
+    script = f"""
+from foundry import errors
+from foundry.load import Loader, wait_for_startup
+from foundry.trust import set_signing_key
+wait_for_startup()
+set_signing_key({key!r})
+try:
+    Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2).wait_all()
+    emit(error=None)
+except errors.ArchiveError as exc:
+    emit(error=type(exc).__name__)
+"""
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + script)
+    assert r["error"] == "ArchiveSignatureError", r

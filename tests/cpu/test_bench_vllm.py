@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +82,26 @@ def test_a_failed_run_is_reported_not_raised() -> None:
     }  # fmt: skip
     text = render(doc)
     assert "Foundry LOAD" in text and "NO" in text
+
+
+def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work() -> None:
+    from foundry.bench.serving.report import foundry_rows as rows_of
+
+    def foundry_rows(r: dict[str, Any]) -> list[list[str]]:
+        return rows_of(r, "vLLM")
+
+    timings = {"load_modules_s": 0.3, "load_modules_checks_s": 0.1, "load_modules_reserve_s": 0.15,
+               "load_modules_warm_s": 0.05, "start_graph_builds_s": 0.05, "start_graph_builds_at": 100.0,
+               "graphs_ready_at": 100.9, "graphs_ready_s": 0.6}  # fmt: skip
+    rows = dict(foundry_rows({"plugin": {"timings": timings, "loader": {"all_replayable_s": 1.4}}}))
+    assert rows["  waited for the builds"] == "0.500" and rows["  per graph, after"] == "0.100"
+    assert rows["  reserve"] == "0.150" and rows["total"] == "0.950"
+    # Builds done before vLLM asked: nothing waited; an old report without the marks shows no split.
+    rows = dict(
+        foundry_rows(
+            {"plugin": {"timings": {**timings, "graphs_ready_at": 102.0}, "loader": {"all_replayable_s": 1.4}}}
+        )
+    )
+    assert rows["  waited for the builds"] == "0.000"
+    rows = dict(foundry_rows({"plugin": {"timings": {"graphs_ready_s": 0.6}}}))
+    assert "  waited for the builds" not in rows and rows["total"] == "0.600"

@@ -114,6 +114,9 @@ class FakeFoundry:
         (archive / "graph_manifest.json").write_text("{}")
         self.calls.append("save_manifest")
 
+    def load_modules_phases(self) -> dict[str, float]:
+        return {"checks": 0.001, "reserve": 0.002, "warm": 0.003}
+
     def start_builds(self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...]) -> Any:
         self.calls.append("start_builds")
         # Foundry's restore maps SAVE's memory and moves the cursor past it

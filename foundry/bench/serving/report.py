@@ -12,7 +12,7 @@ from typing import Any
 
 from foundry.tables import table
 
-__all__ = ["fmt", "foundry_seconds", "parity_lines", "phase_steps", "plot_startup", "step_table", "wrap", "write_files"]
+__all__ = ["fmt", "foundry_rows", "foundry_seconds", "parity_lines", "phase_steps", "plot_startup", "step_table", "wrap", "write_files"]
 
 Segments = Callable[[str, dict[str, Any]], list[tuple[str, float]]]
 
@@ -29,6 +29,27 @@ def foundry_seconds(r: dict[str, Any]) -> float | None:
     timings = (r.get("plugin") or {}).get("timings") or {}
     parts = [timings.get(k) for k in ("load_modules_s", "start_graph_builds_s", "graphs_ready_s")]
     return sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
+
+
+def foundry_rows(r: dict[str, Any], engine: str) -> list[list[str]]:
+    """LOAD: Foundry's own seconds on the engine's thread, step by step. ``graphs ready`` splits into the wait
+    for the background builds (the loader's "all replayable" past the moment the engine asked) and the
+    per-graph work after it (outputs placed, graphs handed to the engine)."""
+    plugin = r.get("plugin") or {}
+    t = plugin.get("timings") or {}
+    loader = plugin.get("loader") or {}
+    rows = [["load_cuda_modules_and_libraries", fmt(t.get("load_modules_s"), 3)]]
+    rows += [[f"  {k}", fmt(t.get(f"load_modules_{k}_s"), 3)] for k in ("checks", "reserve", "warm")]
+    rows.append(["start_graph_builds", fmt(t.get("start_graph_builds_s"), 3)])
+    rows.append([f"graphs ready, handed to {engine}", fmt(t.get("graphs_ready_s"), 3)])
+    marks = (t.get("start_graph_builds_at"), loader.get("all_replayable_s"), t.get("graphs_ready_at"))
+    if all(isinstance(x, int | float) for x in (*marks, t.get("graphs_ready_s"))):
+        started, replayable, asked = (float(x) for x in marks)  # type: ignore[arg-type]
+        waited = min(float(t["graphs_ready_s"]), max(0.0, started + replayable - asked))
+        rows.append(["  waited for the builds", fmt(waited, 3)])
+        rows.append(["  per graph, after", fmt(float(t["graphs_ready_s"]) - waited, 3)])
+    rows.append(["total", fmt(foundry_seconds(r), 3)])
+    return [row for row in rows if row[1] != "-" or not row[0].startswith("  ")]
 
 
 def phase_steps(r: dict[str, Any], first: list[tuple[str, Any]], names: dict[str, str]) -> list[tuple[str, float]]:

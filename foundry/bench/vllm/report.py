@@ -12,6 +12,7 @@ from typing import Any
 
 from foundry.bench.serving.report import fmt as _s
 from foundry.bench.serving.report import (
+    foundry_rows,
     foundry_seconds,
     parity_lines,
     phase_steps,
@@ -22,7 +23,7 @@ from foundry.bench.serving.report import (
 )
 from foundry.tables import table
 
-__all__ = ["load_phases", "render", "write_report"]
+__all__ = ["foundry_rows", "load_phases", "render", "write_report"]
 
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
           "load": "Foundry LOAD"}  # fmt: skip
@@ -98,6 +99,7 @@ def render(doc: dict[str, Any]) -> str:
     load = doc["results"].get("load")
     if load:
         lines += step_table(load_phases(load), "LOAD's start-up, seconds from process start:")
+        lines += ["", "Foundry's own seconds in LOAD, on vLLM's thread:", table(["step", "s"], foundry_rows(load, "vLLM"))]
     lines += parity_lines(doc)
     return "\n".join(lines) + "\n"
 

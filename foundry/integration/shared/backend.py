@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import foundry
+from foundry.load import startup_phases
 
 __all__ = ["ALLOC_KINDS", "FoundryApi", "PublicFoundryApi"]
 
@@ -29,6 +30,7 @@ class FoundryApi(Protocol):
         ...
 
     def load_modules(self, archive: Path) -> None: ...
+    def load_modules_phases(self) -> dict[str, float]: ...
     def new_graph(self) -> Any: ...
     def graph(
         self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
@@ -61,6 +63,11 @@ class PublicFoundryApi:
 
     def load_modules(self, archive: Path) -> None:
         foundry.load_cuda_modules_and_libraries(archive)
+
+    def load_modules_phases(self) -> dict[str, float]:
+        """Seconds of ``load_modules``' steps on the caller's thread."""
+        seconds = startup_phases().seconds
+        return {k: seconds[k] for k in ("checks", "reserve", "warm") if k in seconds}
 
     def new_graph(self) -> Any:
         return foundry.CUDAGraph()

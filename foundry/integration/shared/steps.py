@@ -61,6 +61,9 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint) -> None:
         t0 = time.perf_counter()
         s.api.load_modules(archive)
         s.timings["load_modules_s"] = time.perf_counter() - t0
+        # Where those seconds went (the manifest's checks, the region's reservation, which may create the CUDA
+        # context, the builder threads' warm-up).
+        s.timings.update({f"load_modules_{k}_s": v for k, v in s.api.load_modules_phases().items()})
         s.api.set_region(s.saved.region_base, s.saved.region_size)
     else:
         _prepare_save_dir(archive, s.config.engine)
@@ -91,6 +94,9 @@ def start_builds(s: Session[Any, Any]) -> None:
     saved = s.require_saved()
     archive = s.config.require_archive()
     t0 = time.perf_counter()
+    # Wall-clock marks beside the durations: with the loader's own timings (seconds from this start) they tell
+    # how long load_graphs waited for the builds and how long it spent on each graph.
+    s.timings["start_graph_builds_at"] = time.time()
     paths = [archive / g.json for g in saved.graphs]
     s.pending = s.api.start_builds(paths, s.config.threads, s.config.allow_mismatch)
     s.timings["start_graph_builds_s"] = time.perf_counter() - t0
@@ -178,6 +184,7 @@ def load_graphs(
     them, to ``install`` (which puts them where the engine's dispatch looks); then ends ``phase``."""
     saved = s.require_saved()
     t0 = time.perf_counter()
+    s.timings.setdefault("graphs_ready_at", time.time())
     loaded: list[Captured] = []
     for i, entry in enumerate(saved.graphs):
         if only is not None and not only(entry):
