@@ -50,6 +50,7 @@ class Engine:
             start_new_session=True,  # stop() ends the engine core and workers with it
         )
         self.marks: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.serving = False  # ready() returned: the engine can be asked to end on its own
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
@@ -88,7 +89,7 @@ class Engine:
         call only returns it."""
         if self._log.closed:
             return self.proc.returncode
-        if self.proc.poll() is None:
+        if self.proc.poll() is None and self.serving:  # one still starting is not listening: signals end it
             try:
                 self._ask_to_end()
                 self.proc.wait(timeout=20)
@@ -126,6 +127,7 @@ class ChildEngine(Engine):
 
     def ready(self, timeout: float) -> dict[str, Any]:
         doc = self._answer(timeout, "building the engine")
+        self.serving = True
         return {**doc["ready"], "ready_wall_s": self.seconds()}
 
     def generate(self, request: Request, timeout: float = 600) -> tuple[list[list[int]], float]:
@@ -179,6 +181,7 @@ class HttpEngine(Engine):
             try:
                 status, _ = self._http("/health", None, 2)
                 if status == 200:
+                    self.serving = True
                     return {"health_s": self.seconds(), "ready_wall_s": self.seconds()}
             except (urllib.error.URLError, OSError, ValueError):
                 pass

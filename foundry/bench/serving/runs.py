@@ -165,6 +165,7 @@ class BenchRuns:
         self.say(f"{mode}: starting ({self.cfg.api}, {self.cfg.shape})")
         engine = self._start(mode)
         result: dict[str, Any] = {"mode": mode, "started_at": engine.started_at}
+        self.results[mode] = result  # in the document from now on, whatever happens to the run
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
@@ -310,6 +311,9 @@ def run_bench(runs: BenchRuns, write_report: Callable[[dict[str, Any], Path], st
         runs.run()
     except SystemExit as exc:
         runs.measured.setdefault("error", str(exc))
+        for result in runs.results.values():
+            if not {"tokens", "skipped", "error"} & set(result):
+                result["error"] = f"{exc} before this run answered"
     finally:
         for engine in runs.started:
             engine.stop()

@@ -12,6 +12,7 @@ from typing import Any
 
 from foundry.bench.serving.report import (
     fmt,
+    foundry_rows,
     foundry_seconds,
     parity_lines,
     phase_steps,
@@ -117,6 +118,8 @@ def render(doc: dict[str, Any]) -> str:
     if load:
         first_steps = [("imports (torch, sglang)", load.get("import_s"))]
         lines += step_table(phase_steps(load, first_steps, PHASES), "LOAD's start-up, seconds from process start:")
+        lines += ["", "Foundry's own seconds in LOAD, on the scheduler's thread:",
+                  table(["step", "s"], foundry_rows(load, "SGLang"))]  # fmt: skip
     lines += target_lines(doc)
     lines += parity_lines(doc)
     if doc.get("wall_s") is not None:

@@ -136,3 +136,22 @@ def test_decode_graphs_only_when_prefill_graphs_are_disabled(sglang_engines: Any
     assert runner.decode_cuda_graph_runner.input_ids.address == saved.decode_cuda_graph_runner.input_ids.address
     logits = runner.decode_cuda_graph_runner.execute(8).next_token_logits
     assert logits.address == saved.graph_shared_output.buffer.address
+
+
+def test_sglang_default_graph_sizes_save_and_load(sglang_engines: Any) -> None:
+    """SGLang's own sizes on an H100 (ServerArgs): 36 decode batch sizes up to 256, 58 prefill token counts up
+    to 8192; every one saved, loaded and served, the largest prefill through the shared output buffer."""
+    decode = [1, 2, 4, 8, 12, *range(16, 257, 8)]
+    prefill = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64),
+               *range(1280, 4097, 256), *range(4608, 8193, 512)]  # fmt: skip
+    assert (len(decode), len(prefill), prefill[-1]) == (36, 58, 8192)
+    sizes = {"decode_bs": decode, "prefill_bs": prefill}
+    fake = sglang_engines.prepare("save")
+    saved = fake.start_scheduler(server_args(**sizes))
+    meta = read_metadata(sglang_engines.archive)
+    assert len(meta.graphs) == 36 + 58 * (LAYERS + 1) and len(meta.breaks) == 58 * LAYERS
+    out = saved.prefill_cuda_graph_runner.backend._shared_output_buffer
+    assert out.nbytes >= 8192 * 64  # sized for the largest token count
+    load = sglang_engines.prepare_load().start_scheduler(server_args(**sizes))
+    assert load.prefill_cuda_graph_runner.execute(8000).data_ptr() == out.address  # bucket 8192
+    assert load.decode_cuda_graph_runner.execute(250).next_token_logits.address == saved.graph_shared_output.buffer.address

@@ -1,0 +1,230 @@
+"""`foundry bench --engine sglang` end to end on the CPU, against a stand-in SGLang (tests/support/fakeengines_pkg):
+each run is its own process tree (sglang.Engine children, launch_server servers over HTTP), SAVE and LOAD run
+under `foundry run`, tokens are compared, native and LOAD are measured in turn, the targets are judged, and
+the report is written; a time budget skips what does not fit and a stopped benchmark leaves its JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from foundry.bench.serving.stats import alternate, summary
+from foundry.bench.sglang import SglangBenchConfig, log_numbers, run_sglang_bench
+from foundry.bench.sglang.runs import NEEDS
+from foundry.bench.sglang.engines import cli_flags
+from foundry.bench.sglang.report import render, segments
+from foundry.bench.sglang.targets import targets
+from foundry.cli.main import main as cli_main
+
+FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def fake_sglang(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE), os.environ.get("PYTHONPATH")])))
+    for name in ("FAKE_SGLANG_SLEEP", "FAKE_SGLANG_HANG", "FAKE_SGLANG_REFUSE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _cfg(tmp_path: Path, **changes: object) -> SglangBenchConfig:
+    settings: dict[str, object] = dict(
+        out=tmp_path / "out", batches=(1, 3), max_tokens=4, decode_batches=(2, 4), decode_steps=3, reps=4,
+        prefill_tokens=50, archive=tmp_path / "arch", models=tmp_path / "models", timeout=60,
+    )  # fmt: skip
+    return SglangBenchConfig(**{**settings, **changes})  # type: ignore[arg-type]
+
+
+def _files(cfg: SglangBenchConfig) -> tuple[dict, str, Path]:
+    base = cfg.out / cfg.tag()
+    doc = json.loads(Path(str(base) + ".json").read_text())
+    return doc, Path(str(base) + ".txt").read_text(), Path(str(base) + ".png")
+
+
+@pytest.mark.parametrize("api", ["engine", "serve"])
+def test_every_run_answers_and_the_report_judges_the_targets(fake_sglang: None, tmp_path: Path, api: str) -> None:
+    cfg = _cfg(tmp_path, api=api)
+    doc = run_sglang_bench(cfg)
+    results = doc["results"]
+    assert list(results) == ["native_cold", "save", "native", "load"]
+    assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
+    assert all(c["identical"] for c in doc["compare"].values()) and set(doc["compare"]) == {"native_cold", "save", "load"}
+    assert results["load"]["plugin"]["mode"] == "load" and results["save"]["plugin"]["mode"] == "save"
+    assert "plugin" not in results["native"] and [len(t) for t in results["load"]["tokens"]] == [1, 3]
+    # SGLang's logged figures, per mode
+    assert results["native"]["prefill_graphs_s"] == 7.5 and results["load"]["prefill_graphs_s"] == 0.05
+    assert results["native"]["max_total_num_tokens"] == 200000
+    # the settings every engine got: triton attention, dummy weights, SGLang's own graph sizes
+    kwargs = doc["engine_kwargs"]
+    assert kwargs["attention_backend"] == "triton" and kwargs["load_format"] == "dummy"
+    assert kwargs["mem_fraction_static"] == 0.35 and not any("cuda_graph" in k for k in kwargs)
+    decode = doc["measured"]["decode"]
+    assert set(decode) == {"2", "4"} and decode["2"]["reps"] == 4 and len(decode["4"]["values"]["load"]) == 4
+    assert set(decode["2"]["iqr"]) == {"native", "load"} and decode["2"]["paired_ratio_median"] > 0
+    assert doc["measured"]["prefill"]["tokens"] == 50
+    t = doc["targets"]
+    # capture 7.5 + 3.25 s natively (cold: the stand-in logs the same) against Foundry's 0.55 s
+    assert t["restore"]["speedup"] == pytest.approx(10.75 / 0.55) and t["restore"]["met"] is False
+    assert t["restore"]["against"] == "native_cold" and t["tokens"]["met"] is True
+    assert t["startup"]["ratio"] is not None and t["decode"]["worst_batch"] in ("2", "4")
+    written, text, png = _files(cfg)
+    assert written["compare"] == doc["compare"] and png.stat().st_size > 0
+    assert "Foundry LOAD" in text and "decode tokens/s, batch 4" in text and "Targets:" in text
+    assert "restore >= 50x faster" in text and "19.5x against native_cold" in text
+    assert ("to /health s" in text) == (api == "serve")
+    if api == "engine":
+        assert results["native"]["engine_init_s"] > 0 and results["native"]["import_s"] > 0
+        assert "LOAD's start-up" in text and "graphs ready, handed to SGLang" in text
+    else:
+        assert results["native"]["health_s"] > 0
+
+
+def test_a_refused_load_is_reported_and_the_command_fails(fake_sglang: None, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("FAKE_SGLANG_REFUSE", "load")
+    monkeypatch.syspath_prepend(str(FAKE))  # the command looks for SGLang before it starts anything
+    out = tmp_path / "out"
+    rc = cli_main(["bench", "--engine", "sglang", "--out", str(out), "--runs", "save,native,load", "--batches", "2",
+                   "--decode-batches", "2", "--decode-steps", "3", "--reps", "2"])  # fmt: skip
+    assert rc == 1
+    doc = json.loads((out / "sglang-qwen3-0.6b-engine.json").read_text())
+    assert "ArchiveMismatchError: mem_fraction_static" in doc["results"]["load"]["error"]
+    assert doc["compare"]["load"]["identical"] is False and doc["compare"]["save"]["identical"] is True
+    assert doc["measured"] == {}  # no parity without a LOAD that serves
+    assert "native_cold" not in doc["results"]
+    assert "NO (failed)" in (out / "sglang-qwen3-0.6b-engine.txt").read_text()
+
+
+def test_the_budget_skips_runs_that_do_not_fit_and_says_so(fake_sglang: None, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # 140 s less the 30 s kept to stop the engines: native_cold (~170 s) does not fit, SAVE (~75 s) does; native
+    # is made to need more than is left, LOAD (~50 s) fits after it
+    monkeypatch.setitem(NEEDS, "native", 200.0)
+    t = time.perf_counter()
+    doc = run_sglang_bench(_cfg(tmp_path, seconds=140.0, decode_batches=(2,), reps=2))
+    assert time.perf_counter() - t < 60
+    results = doc["results"]
+    assert results["native_cold"] == {"mode": "native_cold", "skipped": results["native_cold"]["skipped"]}
+    assert "needs ~170 s" in results["native_cold"]["skipped"] and "needs ~200 s" in results["native"]["skipped"]
+    assert "error" not in results["save"] and "tokens" in results["load"]
+    assert doc["compare"]["native_cold"] == {"identical": False, "why": results["native_cold"]["skipped"]}
+    assert doc["measured"] == {} and doc["targets"]["startup"]["met"] is None
+    text = render(doc)
+    assert "skipped: " in text and "not measured" in text
+
+
+def test_a_stopped_benchmark_leaves_what_it_had(fake_sglang: None, tmp_path: Path) -> None:
+    """SIGTERM while LOAD's start-up hangs: every engine is stopped and the JSON holds the finished runs."""
+    out = tmp_path / "out"
+    env = {**os.environ, "FAKE_SGLANG_HANG": "load", "PYTHONPATH": os.pathsep.join([str(FAKE), str(REPO)])}
+    cmd = [sys.executable, "-m", "foundry.cli", "bench", "--engine", "sglang", "--out", str(out), "--runs",
+           "save,native,load", "--batches", "1", "--decode-batches", "1", "--decode-steps", "2"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "load: starting" in line:
+            break
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 1, rest
+    doc = json.loads((out / "sglang-qwen3-0.6b-engine.json").read_text())
+    assert doc["compare"]["save"]["identical"] is True and "tokens" in doc["results"]["native"]
+    assert "signal 15" in doc["measured"]["error"] and "signal 15" in doc["results"]["load"]["error"]
+    assert doc["compare"]["load"]["identical"] is False and doc["wall_s"] < 20  # a starting engine is not waited for
+    assert "Foundry SAVE" in rest
+
+
+def test_alternation_orders_sides_in_turn_and_stops_at_its_deadline() -> None:
+    calls: list[str] = []
+
+    def side(name: str, seconds: float) -> object:
+        def ask() -> float:
+            calls.append(name)
+            time.sleep(seconds)
+            return 1.0
+
+        return ask
+
+    values = alternate({"native": side("n", 0), "load": side("l", 0)}, 3)  # type: ignore[dict-item]
+    assert calls == ["n", "l", "n", "l", "l", "n", "n", "l"] and values == {"native": [1.0] * 3, "load": [1.0] * 3}
+    calls.clear()
+    values = alternate({"native": side("n", 0.05), "load": side("l", 0.05)}, 50, time.perf_counter() + 0.5)  # type: ignore[dict-item]
+    assert 2 <= len(values["native"]) <= 5 and len(values["native"]) == len(values["load"])
+
+
+def test_summary_pairs_repetitions_and_reports_spread() -> None:
+    s = summary({"native": [100.0, 101.0, 99.0, 100.0, 140.0], "load": [99.0, 100.0, 99.0, 101.0, 100.0]})
+    assert s["median"] == {"native": 100.0, "load": 100.0} and s["reps"] == 5
+    assert s["spread"]["native"] == pytest.approx(0.41) and s["iqr"]["native"] < 0.25
+    assert s["paired_ratio_median"] == pytest.approx(100 / 101) and s["load_over_native"] == 1.0
+
+
+def test_sglang_log_figures_and_server_flags() -> None:
+    text = ("Load weight end. elapsed=0.24 s, type=Qwen3\nCapture target prefill CUDA graph end. elapsed=86.14 s\n"
+            "Capture target decode CUDA graph end. elapsed=5.51 s\nmax_total_num_tokens=1234, chunked_prefill_size=8192,"
+            " max_running_requests=64, context_len=2048\n")  # fmt: skip
+    assert log_numbers(text) == {"weights_s": 0.24, "prefill_graphs_s": 86.14, "decode_graphs_s": 5.51,
+                                 "max_total_num_tokens": 1234.0, "max_running_requests": 64.0}  # fmt: skip
+    flags = cli_flags({"skip_tokenizer_init": True, "enable_x": False, "mem_fraction_static": 0.35, "a": [1, 2],
+                       "json_arg": {"k": 1}, "none": None})  # fmt: skip
+    assert flags == ["--skip-tokenizer-init", "--mem-fraction-static", "0.35", "--a", "1", "2", "--json-arg",
+                     '{"k": 1}']  # fmt: skip
+
+
+def test_targets_and_plot_parts_from_a_document() -> None:
+    doc = {
+        "config": {"api": "engine", "shape": "qwen3-0.6b", "batches": [1, 8], "reps": 7, "max_tokens": 32},
+        "results": {
+            "native_cold": {"prefill_graphs_s": 74.9, "decode_graphs_s": 6.2, "ready_wall_s": 140.0},
+            "native": {"prefill_graphs_s": 8.0, "decode_graphs_s": 3.0, "engine_init_s": 40.0},
+            "load": {"engine_init_s": 6.0, "prefill_graphs_s": 0.2, "decode_graphs_s": 0.01, "ready_wall_s": 30.0,
+                     "import_s": 20.0, "weights_s": 1.0,
+                     "plugin": {"timings": {"load_modules_s": 0.5, "start_graph_builds_s": 0.3, "graphs_ready_s": 0.2}}},
+        },
+        "compare": {"load": {"identical": True}},
+        "measured": {"decode": {"1": {"paired_ratio_median": 0.995}, "256": {"paired_ratio_median": 1.02}}},
+    }  # fmt: skip
+    t = targets(doc)
+    assert t["restore"]["speedup"] == pytest.approx(81.1) and t["restore"]["met"] is True
+    assert t["restore"]["speedup_warm"] == pytest.approx(11.0)
+    assert t["startup"]["ratio"] == pytest.approx(0.15) and t["startup"]["met"] is True
+    assert t["decode"]["worst_batch"] == "256" and t["decode"]["met"] is False
+    parts = dict(segments("load", doc["results"]["load"]))
+    assert parts["imports"] == 20.0 and parts["CUDA graphs: capture, or Foundry's restore"] == pytest.approx(0.21)
+    assert sum(parts.values()) == pytest.approx(30.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--mem-fraction-static", "0.6"], "at most 0.45: native and LOAD run side by side"),
+        (["--api", "grpc"], "unknown --api 'grpc' (engine or serve)"),
+        (["--runs", "save,reload"], "unknown mode 'reload'"),
+        (["--engine-args", "[1]"], "--engine-args must be a JSON object"),
+        (["--engine-args", "{oops"], "--engine-args is not JSON"),
+        (["--engine-args", '{"attention_backend": "fa3"}'], "may not set 'attention_backend'"),
+        (["--decode-steps", "4096"], "more than --context-length 2048"),
+        (["--seconds", "0"], "--seconds must be positive"),
+        (["--shapes", "qwen3-1t"], "unknown shape 'qwen3-1t'"),
+    ],
+)
+def test_sglang_arguments_are_refused_before_looking_for_sglang(
+    args: list[str], complaint: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rc = cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and complaint in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_sglang_the_command_says_how_to_install_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    rc = cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path)])
+    assert rc == 2 and "SGLang is not installed (pip install sglang==0.5.17" in capsys.readouterr().err
