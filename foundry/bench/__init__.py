@@ -1,5 +1,5 @@
-"""The cold-start benchmark (`foundry bench`) and the decoder model it measures; `--engine vllm` (vllm/) runs
-vLLM itself natively and from an archive.
+"""The cold-start benchmark (`foundry bench`) and the decoder model it measures; `--engine vllm` (vllm/) and
+`--engine sglang` (sglang/) run those engines natively and from an archive, on the engine-neutral serving/.
 
 The runner, its report and what it can run (``shapes``) are torch-free (``summarize`` runs anywhere,
 and the command checks its arguments before it looks for a GPU); the model and the workers need
@@ -12,6 +12,7 @@ import importlib
 from typing import Any
 
 from .runner import run_bench, summarize
+from .sglang import SglangBenchConfig, run_sglang_bench
 from .shapes import SHAPES, VARIANTS, DecoderConfig, vllm_batch_sizes
 from .vllm import MODES as VLLM_MODES
 from .vllm import SHAPES as VLLM_SHAPES
@@ -26,8 +27,10 @@ __all__ = [
     "VLLM_SHAPES",
     "DecoderConfig",
     "QwenDecoder",
+    "SglangBenchConfig",
     "VllmBenchConfig",
     "run_bench",
+    "run_sglang_bench",
     "run_vllm_bench",
     "summarize",
     "vllm_batch_sizes",

@@ -31,10 +31,12 @@ def _csv(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
 
-def _serving_problems(args: argparse.Namespace, shapes: list[str], modes: list[str]) -> tuple[dict[str, Any], list[str]]:
+def _serving_problems(
+    args: argparse.Namespace, shapes: list[str], modes: list[str]
+) -> tuple[dict[str, Any], list[str]]:
     """The serving engines' common arguments, checked: the settings they give and what is wrong with them."""
-    from foundry.bench.serving.runs import MODES
-    from foundry.bench.serving.shapes import SHAPES
+    from foundry.bench import VLLM_MODES as MODES
+    from foundry.bench import VLLM_SHAPES as SHAPES
 
     problems = [f"unknown shape {s!r} (choose from {sorted(SHAPES)})" for s in shapes if s not in SHAPES]
     problems += [f"unknown mode {m!r} (choose from {list(MODES)})" for m in modes if m not in MODES]
@@ -89,7 +91,7 @@ def _run_vllm(args: argparse.Namespace) -> int:
 
 
 def _run_sglang(args: argparse.Namespace) -> int:
-    from foundry.bench.sglang import SglangBenchConfig, run_sglang_bench
+    from foundry.bench import SglangBenchConfig, run_sglang_bench
 
     shapes, apis = _csv(args.shapes or "qwen3-0.6b"), _csv(args.api or "engine")
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # On the GPU machine, in ONE call: install the offline SGLang 0.5.17 bundle (its one part carried by the call),
 # build libfoundry, check the adapter's hook targets in the installed SGLang, then run
-# scripts/sglang/run_sglang.py (sglang.Engine native, SAVE, LOAD; then launch_server native and LOAD; tokens
-# compared). Logs and one JSON go to $OUT; a short summary is printed last.
+# `foundry bench --engine sglang` (native cold, SAVE, native warm, LOAD; tokens compared; decode and prefill of
+# native and LOAD measured in turn), kept to what is left of the call. The report (JSON, table, plot) goes to
+# $OUT with the logs in $OUT/logs.tgz: at most 7 files. A benchmark stopped by the time limit still writes its
+# JSON with the runs it finished.
 #
-#   bash scripts/sglang/gpu_run.sh .whl/sglang/1 [-- run_sglang.py arguments]
+#   bash scripts/sglang/gpu_run.sh .whl/sglang/1 [-- foundry bench arguments, e.g. --runs native,load]
 #
 # Carry [".whl/sglang/1", ".whl/deps/lz4-4.4.5-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl"]:
 # the bundle part (52.5 MiB, built by shared/tools/sglang-bundle/make.sh) and the one wheel Foundry needs that
-# neither the image nor the bundle has (lz4; zstandard comes with the bundle). With the project tree (~7 MiB)
-# that stays under the 64 MiB a call may carry. A later call while the machine is warm needs no part.
+# neither the image nor the bundle has (lz4). A later call while the machine is warm needs no part.
+# CALL_SECONDS (default 520): the whole call's bound, setup included; BENCH_SECONDS overrides the benchmark's.
 set -u -o pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
@@ -22,15 +24,17 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do PARTS+=("$1"); shift; done
 # shellcheck source=scripts/gpu_setup.sh
 . scripts/gpu_setup.sh
 install_engine_bundle sglang "${PARTS[@]}" || exit 3
-
 build_native_if_stale "$OUT"
 machine_info "$OUT"
 python3 scripts/sglang/check_targets.py /tmp/sglang-site/sglang || exit 1
-# The call's limit is 600 s: what is left, less time to stop the last engine and bring the files back.
-BUDGET=$(( ${CALL_SECONDS:-585} - ($(date +%s) - T0) - 25 ))
-echo "setup took $(( $(date +%s) - T0 )) s; ${BUDGET} s left for the runs"
-timeout --signal=TERM --kill-after=15 "$((BUDGET + 15))" python3 scripts/sglang/run_sglang.py --out "$OUT" --budget "$BUDGET" "$@"
+WORK=/tmp/foundry-sglang-bench
+rm -rf "$WORK"; mkdir -p "$WORK"
+# What is left of the call, less the time to pack the files.
+BENCH_SECONDS=${BENCH_SECONDS:-$(( ${CALL_SECONDS:-520} - ($(date +%s) - T0) - 10 ))}
+echo "setup took $(( $(date +%s) - T0 )) s; the benchmark keeps to ${BENCH_SECONDS} s"
+timeout --signal=TERM --kill-after=20 "$(( BENCH_SECONDS + 20 ))" \
+  python3 -m foundry.cli bench --engine sglang --out "$WORK" --seconds "$BENCH_SECONDS" "$@"
 rc=$?
-tar czf "$OUT/logs.tgz" -C "$OUT" logs 2>/dev/null && rm -rf "$OUT/logs"
-tail -40 "$OUT/summary.txt" 2>/dev/null
+cp "$WORK"/sglang-*.json "$WORK"/sglang-*.txt "$WORK"/sglang-*.png "$OUT"/ 2>/dev/null
+tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='sglang-*.png' . 2>/dev/null
 exit $rc

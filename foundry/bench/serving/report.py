@@ -12,7 +12,18 @@ from typing import Any
 
 from foundry.tables import table
 
-__all__ = ["fmt", "foundry_rows", "foundry_seconds", "parity_lines", "phase_steps", "plot_startup", "step_table", "wrap", "write_files"]
+__all__ = [
+    "fmt",
+    "foundry_rows",
+    "foundry_seconds",
+    "parity_lines",
+    "phase_steps",
+    "plot_startup",
+    "render_again",
+    "step_table",
+    "wrap",
+    "write_files",
+]
 
 Segments = Callable[[str, dict[str, Any]], list[tuple[str, float]]]
 
@@ -127,9 +138,9 @@ def step_table(steps: Sequence[tuple[str, float]], title: str) -> list[str]:
     return ["", title, table(["step", "at", "took"], rows)]
 
 
-def plot_startup(doc: dict[str, Any], path: Path, labels: dict[str, str], segments: Segments, xlabel: str) -> bool:
-    """One horizontal bar per run (in ``labels``' order), in the parts ``segments`` gives, with a tick at the
-    first answer. False where matplotlib is missing or nothing ran."""
+def plot_startup(doc: dict[str, Any], path: Path, labels: dict[str, str], segments: Segments, ready: str) -> bool:
+    """One horizontal bar per run (in ``labels``' order) from process start to ``ready``, in the parts
+    ``segments`` gives, with a tick at the first answer. False where matplotlib is missing or nothing ran."""
     try:
         import matplotlib
 
@@ -154,7 +165,7 @@ def plot_startup(doc: dict[str, Any], path: Path, labels: dict[str, str], segmen
         ax.text(left + 0.5, i, f"{left:.1f} s", va="center")
     ax.set_yticks(range(len(runs)), [labels[m] for m in runs])
     ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(f"seconds from process start to ready ({ready}), {doc['config']['shape']}")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=3, fontsize=8)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -174,3 +185,9 @@ def write_files(doc: dict[str, Any], out: Path, render: Callable[[dict[str, Any]
     plot(doc, named(".png"))
     print(text, end="", flush=True)
     return text
+
+
+def render_again(argv: list[str], write_report: Callable[[dict[str, Any], Path], str]) -> None:
+    """``python -m foundry.bench.<engine>.report OUT.json``: the table and the plot of a committed document."""
+    source = Path(argv[0])
+    write_report(json.loads(source.read_text()), source.parent / source.name.removesuffix(".json"))

@@ -5,7 +5,6 @@ OUT.json`` renders a committed document again."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from foundry.bench.serving.report import (
     parity_lines,
     phase_steps,
     plot_startup,
+    render_again,
     step_table,
     wrap,
     write_files,
@@ -151,11 +151,7 @@ def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 def plot(doc: dict[str, Any], path: Path) -> bool:
-    cfg = doc["config"]
-    xlabel = (
-        f"seconds from process start to ready ({'Engine()' if cfg['api'] == 'engine' else '/health'}), {cfg['shape']}"
-    )
-    return plot_startup(doc, path, LABELS, segments, xlabel)
+    return plot_startup(doc, path, LABELS, segments, "Engine()" if doc["config"]["api"] == "engine" else "/health")
 
 
 def write_report(doc: dict[str, Any], out: Path) -> str:
@@ -164,5 +160,4 @@ def write_report(doc: dict[str, Any], out: Path) -> str:
 
 
 if __name__ == "__main__":
-    source = Path(sys.argv[1])
-    write_report(json.loads(source.read_text()), source.parent / source.name.removesuffix(".json"))
+    render_again(sys.argv[1:], write_report)

@@ -5,7 +5,6 @@ matplotlib is installed); ``python -m foundry.bench.vllm.report OUT.json`` rende
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from foundry.bench.serving.report import (
     parity_lines,
     phase_steps,
     plot_startup,
+    render_again,
     step_table,
     wrap,
     write_files,
@@ -99,7 +99,8 @@ def render(doc: dict[str, Any]) -> str:
     load = doc["results"].get("load")
     if load:
         lines += step_table(load_phases(load), "LOAD's start-up, seconds from process start:")
-        lines += ["", "Foundry's own seconds in LOAD, on vLLM's thread:", table(["step", "s"], foundry_rows(load, "vLLM"))]
+        own = table(["step", "s"], foundry_rows(load, "vLLM"))
+        lines += ["", "Foundry's own seconds in LOAD, on vLLM's thread:", own]
     lines += parity_lines(doc)
     return "\n".join(lines) + "\n"
 
@@ -133,9 +134,7 @@ def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 def plot(doc: dict[str, Any], path: Path) -> bool:
-    cfg = doc["config"]
-    xlabel = f"seconds from process start to ready ({'LLM()' if cfg['api'] == 'llm' else '/health'}), {cfg['shape']}"
-    return plot_startup(doc, path, LABELS, segments, xlabel)
+    return plot_startup(doc, path, LABELS, segments, "LLM()" if doc["config"]["api"] == "llm" else "/health")
 
 
 def write_report(doc: dict[str, Any], out: Path) -> str:
@@ -144,5 +143,4 @@ def write_report(doc: dict[str, Any], out: Path) -> str:
 
 
 if __name__ == "__main__":
-    source = Path(sys.argv[1])
-    write_report(json.loads(source.read_text()), source.parent / source.name.removesuffix(".json"))
+    render_again(sys.argv[1:], write_report)

@@ -12,7 +12,8 @@ from vllm import next_tokens, write_report
 
 
 def completions(request: dict[str, Any]) -> object:
-    choices = [{"index": i, "token_ids": next_tokens(p, request["max_tokens"])} for i, p in enumerate(request["prompt"])]
+    prompts = request["prompt"]
+    choices = [{"index": i, "token_ids": next_tokens(p, request["max_tokens"])} for i, p in enumerate(prompts)]
     return {"choices": list(reversed(choices))}
 
 
