@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     # archives
     "save_graph_manifest": ".save",
     "load_cuda_modules_and_libraries": ".load",
+    "startup_phases": ".load",
     # errors: every exception Foundry raises on purpose
     "ArchiveCorruptError": ".errors",
     "ArchiveError": ".errors",

@@ -131,13 +131,14 @@ def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) ->
     key_id = key.key_id if key is not None else ""
     state = _STATE.get()
     out: list[GraphSource] = []
+    proven: set[int] = set()
     with manifests_read_once():
         for p in paths:
             with state.lock:
                 src = state.prepared.pop((_as_named(p), key_id), None)
                 if src is not None and src._payload is not None:
                     state.prepared_bytes -= len(src._payload)
-            out.append(src if src is not None else read_source(p, lazy))
+            out.append(src if src is not None else _read_source(Path(p), key, (), lazy, proven))
     return out
 
 
@@ -155,6 +156,7 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
     key = configured_key()
     key_id = key.key_id if key is not None else ""
     state = _STATE.get()
+    proven: set[int] = set()
     done = 0
     with manifests_read_once():
         for p in paths:
@@ -164,7 +166,7 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
                     continue
                 room = state.prepared_bytes < PREPARED_BYTES_MAX
             try:
-                src = _read_source(Path(name[0]), key, (), lazy=True)
+                src = _read_source(Path(name[0]), key, (), True, proven)
                 if room:
                     size = len(src.read_payload())
                     if src.template is not None and src.template._payload is None:
@@ -198,7 +200,11 @@ def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> G
     return src
 
 
-def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...], lazy: bool) -> GraphSource:
+def _read_source(
+    json_path: Path, key: SigningKey | None, chain: tuple[Path, ...], lazy: bool, proven: set[int] | None = None
+) -> GraphSource:
+    """``read_source``'s work. ``proven``: the templates (by ``id``) authenticated earlier in this batch, under
+    the same key and manifests, which its other members need not authenticate again."""
     state = _STATE.get()
     meta, digest = read_meta_digest(json_path, state)
     authenticate_graph(json_path, meta, key, digest)
@@ -215,9 +221,12 @@ def _read_source(json_path: Path, key: SigningKey | None, chain: tuple[Path, ...
     with state.lock:
         template = state.full.get((tpath, meta.template.record_sha256))
     if template is None:
-        template = _read_source(tpath, key, (*chain, here), lazy)
-    else:  # read earlier, perhaps before a key was configured or the manifest was written
+        template = _read_source(tpath, key, (*chain, here), lazy, proven)
+    elif proven is None or id(template) not in proven:
+        # read earlier, perhaps before a key was configured or the manifest was written
         authenticate_graph(tpath, template.meta, key, template.json_sha256)
+    if proven is not None:
+        proven.add(id(template))
     if not lazy:
         template.read_payload()
     assert template.meta.record is not None

@@ -117,12 +117,17 @@ class FakeFoundry:
     def load_modules_phases(self) -> dict[str, float]:
         return {"checks": 0.001, "reserve": 0.002, "warm": 0.003}
 
-    def start_builds(self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...]) -> Any:
-        self.calls.append("start_builds")
+    def start_builds(
+        self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
+    ) -> Any:
+        self.calls.append("start_builds" + (" deferred" if defer_dedicated else ""))
         # Foundry's restore maps SAVE's memory and moves the cursor past it
         self.log.append(("RESTORE", 0, 0))
         self.cursor_at = max(self.cursor_at, self.high_water_saved)
         return SimpleNamespace(paths=list(paths), timings={"all_replayable_s": 0.01})
+
+    def build_dedicated(self, pending: Any) -> None:
+        self.calls.append("build_dedicated")
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         """Like foundry.CUDAGraph.finish_one_graph_load: one tensor bare, several as a tuple, none as None."""

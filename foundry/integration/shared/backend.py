@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import foundry
-from foundry.load import startup_phases
 
 __all__ = ["ALLOC_KINDS", "FoundryApi", "PublicFoundryApi"]
 
@@ -37,7 +36,10 @@ class FoundryApi(Protocol):
     ) -> AbstractContextManager[Any]: ...
     def save_graph(self, cuda_graph: Any, path: Path, outputs: Any, archive: Path) -> None: ...
     def save_manifest(self, archive: Path) -> None: ...
-    def start_builds(self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...]) -> Any: ...
+    def start_builds(
+        self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
+    ) -> Any: ...
+    def build_dedicated(self, pending: Any) -> None: ...
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]: ...
 
 
@@ -66,7 +68,7 @@ class PublicFoundryApi:
 
     def load_modules_phases(self) -> dict[str, float]:
         """Seconds of ``load_modules``' steps on the caller's thread."""
-        seconds = startup_phases().seconds
+        seconds = foundry.startup_phases().seconds
         return {k: seconds[k] for k in ("checks", "reserve", "warm") if k in seconds}
 
     def new_graph(self) -> Any:
@@ -83,8 +85,15 @@ class PublicFoundryApi:
     def save_manifest(self, archive: Path) -> None:
         foundry.save_graph_manifest(archive)
 
-    def start_builds(self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...]) -> Any:
-        return foundry.CUDAGraph.start_graph_builds(list(paths), num_threads=threads, allow_mismatch=allow_mismatch)
+    def start_builds(
+        self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
+    ) -> Any:
+        return foundry.CUDAGraph.start_graph_builds(
+            list(paths), num_threads=threads, allow_mismatch=allow_mismatch, defer_dedicated=defer_dedicated
+        )
+
+    def build_dedicated(self, pending: Any) -> None:
+        pending.build_dedicated()
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         graph, outputs = foundry.CUDAGraph.finish_one_graph_load(pending, index)

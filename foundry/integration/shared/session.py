@@ -45,6 +45,7 @@ class Session(Generic[E, M]):
     fingerprint: Fingerprint | None = None
     saved: M | None = None  # LOAD: the archive's metadata, read before the GPU is touched
     pending: Any = None  # LOAD: what start_graph_builds returned
+    handed_out: set[int] = field(default_factory=set)  # LOAD: indices of the graphs given to the engine
     keepalive: list[Any] = field(default_factory=list)  # objects that must live as long as the process
     timings: dict[str, float] = field(default_factory=dict)
 

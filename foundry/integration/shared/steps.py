@@ -38,6 +38,7 @@ __all__ = [
     "isolated_phase",
     "load_graphs",
     "past_saved_memory",
+    "release_own_execs",
     "required",
     "resume_at",
     "save_graphs",
@@ -98,7 +99,9 @@ def start_builds(s: Session[Any, Any]) -> None:
     # how long load_graphs waited for the builds and how long it spent on each graph.
     s.timings["start_graph_builds_at"] = time.time()
     paths = [archive / g.json for g in saved.graphs]
-    s.pending = s.api.start_builds(paths, s.config.threads, s.config.allow_mismatch)
+    # Members' own execs wait until every graph is in the engine's hands: built beside the engine's thread,
+    # they would compete with it for the interpreter lock while it takes thousands of graphs one by one.
+    s.pending = s.api.start_builds(paths, s.config.threads, s.config.allow_mismatch, defer_dedicated=True)
     s.timings["start_graph_builds_s"] = time.perf_counter() - t0
 
 
@@ -197,10 +200,21 @@ def load_graphs(
                 "SAVE: the archive's region does not match this run. Run SAVE again."
             )
         loaded.append((entry.key_dict(), graph, outputs))
+        s.handed_out.add(i)
     install(loaded)
+    if len(s.handed_out) == len(saved.graphs):
+        release_own_execs(s)
     s.timings["graphs_ready_s"] = s.timings.get("graphs_ready_s", 0.0) + time.perf_counter() - t0
     s.tracker.mark(phase)
     return loaded
+
+
+def release_own_execs(s: Session[Any, Any]) -> None:
+    """LOAD: lets the background builds go on to each member's own exec (until then members replay on their
+    group's shared exec, correct but slower). Called once every graph is handed out, and by the engines once
+    start-up is over whatever was handed out; again, it does nothing."""
+    if s.pending is not None:
+        s.api.build_dedicated(s.pending)
 
 
 def _address(outputs: Any) -> int:

@@ -73,10 +73,12 @@ def test_load_skips_profiling_warmup_and_capture_and_serves_the_loaded_graphs(en
         assert skipped not in fake.trace.events
     assert fake.trace.events[-2:] == ["sampler_warmup", "compile"]  # vLLM compiles at its first forward
     calls = fake.memory.calls
-    assert calls[:3] == ["load_modules", "set_region", "start_builds"]
+    assert calls[:3] == ["load_modules", "set_region", "start_builds deferred"]
+    # Members' own execs are built only once every graph is in vLLM's hands.
     assert calls[3:] == [
         f"set_cursor:{saved.phase('kv_cache_start').cursor:#x}",
         f"set_cursor:{saved.high_water:#x}",
+        "build_dedicated",
     ]
     runner = worker.model_runner
     assert runner.kv_cache.address == saved_worker.model_runner.kv_cache.address
