@@ -168,6 +168,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
         "cold": cold,
         "save_phases_s": dict(phases.seconds),
         "save_phase_faults": dict(phases.faults),
+        "save_phase_counts": dict(phases.counts),
         "same_process_us": same_process,
         "native_warmup_s": warmup_s,
         "native_capture_s": capture_s,
