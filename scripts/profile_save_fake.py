@@ -109,7 +109,7 @@ emit(graphs=len(captured), nodes=NODES, saves_s=round(t_saves, 3), manifest_s=ro
      rng_probe_s=round(probe_s, 3), pointed_words=len(words),
      minor_faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0,
      phases={k: round(v, 3) for k, v in sorted(save_phases().seconds.items())},
-     counts=dict(sorted(save_phases().counts.items())))
+     counts=dict(sorted(getattr(save_phases(), "counts", {}).items())))  # none before counters existed
 """
 
 
