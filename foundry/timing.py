@@ -34,6 +34,7 @@ class Phases:
         self.seconds: dict[str, float] = {}
         self.spans: list[tuple[str, str, float, float]] = []  # (phase, thread, start, end) from origin
         self.faults: dict[str, int] = {}
+        self.counts: dict[str, int] = {}  # what a phase did, by name (bytes copied, cache hits): count()
 
     @contextmanager
     def span(self, name: str) -> Iterator[None]:
@@ -52,9 +53,15 @@ class Phases:
             if self.keep_spans and (self.max_spans is None or len(self.spans) < self.max_spans):
                 self.spans.append((name, threading.current_thread().name, start - self.origin, end - self.origin))
 
+    def count(self, name: str, n: int = 1) -> None:
+        """Adds ``n`` to counter ``name`` (the benchmark reports counters beside the seconds)."""
+        with self._lock:
+            self.counts[name] = self.counts.get(name, 0) + n
+
     def reset(self, origin: float | None = None) -> None:
         with self._lock:
             self.origin = time.perf_counter() if origin is None else origin
             self.seconds = {}
             self.faults = {}
+            self.counts = {}
             self.spans = []

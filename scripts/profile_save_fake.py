@@ -40,6 +40,8 @@ KERNELS = ("fk_add_f32", "fk_scale_f32", "fk_copy_f32")
 def image(i):
     names = [f"{k}" for k in KERNELS] + [f"other_{i}_{j}" for j in range(FILLER)]
     variables = [Variable(f"var_{i}_{j}", 256, "init", init=bytes([j + 1]) * 8) for j in range(4)]
+    # cuRAND's precalc_xorwow_matrix and precalc_xorwow_offset_matrix: 100 KB each, in .nv.global.init
+    variables += [Variable(f"big_{i}_{j}", BIG_BYTES, "init", init=bytes(range(256)) * 4) for j in range(BIG)]
     elf = make_cubin(names, payload=bytes(2048), variables=variables)
     fb = make_fatbin([("elf", elf)])
     body = bytearray(fb[16:])
@@ -106,7 +108,8 @@ if prof:
 emit(graphs=len(captured), nodes=NODES, saves_s=round(t_saves, 3), manifest_s=round(t_manifest, 3),
      rng_probe_s=round(probe_s, 3), pointed_words=len(words),
      minor_faults=resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0,
-     phases={k: round(v, 3) for k, v in sorted(save_phases().seconds.items())})
+     phases={k: round(v, 3) for k, v in sorted(save_phases().seconds.items())},
+     counts=dict(sorted(getattr(save_phases(), "counts", {}).items())))  # none before counters existed
 """
 
 
@@ -118,12 +121,15 @@ def main() -> int:
     parser.add_argument("--archs", type=int, default=8)
     parser.add_argument("--filler", type=int, default=300, help="kernels per image besides the launched ones")
     parser.add_argument("--topologies", type=int, default=5)
+    parser.add_argument("--big", type=int, default=2, help="large initialized variables per image (cuRAND's tables)")
+    parser.add_argument("--big-bytes", type=int, default=102400, help="bytes of each large variable")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--sort", default="cumulative")
     args = parser.parse_args()
     settings = f"""
         GRAPHS, NODES, IMAGES, ARCHS = {args.graphs}, {args.nodes}, {args.images}, {args.archs}
         FILLER, TOPOLOGIES, PROFILE, SORT = {args.filler}, {args.topologies}, {args.profile!r}, {args.sort!r}
+        BIG, BIG_BYTES = {args.big}, {args.big_bytes}
         """
     run_profiles(settings, [SAVE], env={"FOUNDRY_SNAPSHOT_LIMIT": "0"})  # as the engine plugins run SAVE
     return 0

@@ -64,18 +64,29 @@ def time_interleaved(runs: dict[str, Any], rounds: int = PROBE_ROUNDS) -> dict[s
     return {k: statistics.median(a.elapsed_time(b) for a, b in v) * 1000 for k, v in times.items()}
 
 
-def first_replays(graphs: dict[int, tuple[Any, torch.Tensor]]) -> dict[str, float]:
-    """Each graph's very first replay after LOAD, in us (CUDA events, one at a time, synchronized):
-    what a server's first step at each batch size costs, switch of a shared exec included."""
+def first_replays(graphs: dict[int, tuple[Any, torch.Tensor]], pending: Loader) -> dict[str, dict[str, Any]]:
+    """Each graph's very first replay after LOAD (CUDA events, one at a time, synchronized): what a server's
+    first step at each batch size costs. Per batch size: ``us`` the first replay; ``host_us`` the time
+    ``replay()`` took on the host (a switch of the shared exec is host work, and the GPU waits for it
+    inside the events); ``again_us`` a second replay right after (the same exec, now launched before:
+    ``us - again_us`` is what a first launch costs); ``exec`` how it replayed (probe.next_launch)."""
     out = {}
-    for bs, (g, _) in graphs.items():
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        out[str(bs)] = a.elapsed_time(b) * 1000
+    for i, (bs, (g, _)) in enumerate(graphs.items()):
+        how = probe.next_launch(pending, i)
+        row: dict[str, Any] = {"exec": how}
+        for key in ("us", "again_us"):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            a.record()
+            t0 = time.perf_counter()
+            g.replay()
+            host = time.perf_counter() - t0
+            b.record()
+            torch.cuda.synchronize()
+            row[key] = a.elapsed_time(b) * 1000
+            if key == "us":
+                row["host_us"] = host * 1e6
+        out[str(bs)] = row
     return out
 
 

@@ -70,6 +70,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "save_over_capture": native["save_s"] / native["native_capture_s"],
         "save_phases_s": native.get("save_phases_s"),
         "save_phase_faults": native.get("save_phase_faults"),
+        "save_phase_counts": native.get("save_phase_counts"),  # what SAVE's phases did (bytes read, ...)
         "load_modules_s": loaded.get("modules_s", 0.0),  # load_cuda_modules_and_libraries, before the model
         "load_first_s": loaded["load_first_s"],
         "load_all_s": loaded["load_all_s"],
@@ -139,12 +140,37 @@ def cold_path(row: dict[str, Any], native: dict[str, Any], loaded: dict[str, Any
         "shared_over_own_max": row["shared_over_own_exec_max"],
         "first_replay_over_native_max": max(over_native.values()) if over_native else None,
         "first_replay_over_native_median": statistics.median(over_native.values()) if over_native else None,
+        **first_replay_breakdown(loaded.get("first_replay") or {}, native["latency_us"]),
         "floor_s": floor,
         "first_step_load_s": row["first_step_load_s"],
         "over_floor_s": row["first_step_load_s"] - floor,
         "first_step_native_s": row["first_step_native_s"],
         "native_floor_s": sum(native_cold.get(k, 0.0) for k in ("import_s", "context_s", "model_s")),
         "save_over_capture": row["save_over_capture"],
+    }
+
+
+def first_replay_breakdown(detail: dict[str, dict[str, Any]], native_us: dict[str, float]) -> dict[str, Any]:
+    """What the first replays after LOAD were made of (foundry.bench.probes.first_replays): the largest
+    ratio to native's warm median among graphs that replayed on an exec of their own or on the shared
+    exec as it stood (no switch), and among those switched; the same for the second replay right after
+    (no first-launch cost left); and the slowest graph, whole. The reference is the native process's warm
+    median: natively, every graph has replayed once at capture before a server's first step."""
+    rows = {bs: r for bs, r in detail.items() if bs in native_us}
+    if not rows:
+        return {}
+
+    def worst(key: str, kinds: tuple[str, ...]) -> float | None:
+        ratios = [r[key] / native_us[bs] for bs, r in rows.items() if r.get("exec") in kinds]
+        return max(ratios) if ratios else None
+
+    bs, slowest = max(rows.items(), key=lambda item: item[1]["us"] / native_us[item[0]])
+    return {
+        "first_replay_over_native_max_unswitched": worst("us", ("own", "shared")),
+        "first_replay_over_native_max_switched": worst("us", ("switch",)),
+        "second_replay_over_native_max": worst("again_us", ("own", "shared", "switch")),
+        "first_replay_execs": {k: sum(r.get("exec") == k for r in rows.values()) for k in ("own", "shared", "switch")},
+        "first_replay_slowest": {"bs": bs, "native_us": native_us[bs], **slowest},
     }
 
 

@@ -168,6 +168,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
         "cold": cold,
         "save_phases_s": dict(phases.seconds),
         "save_phase_faults": dict(phases.faults),
+        "save_phase_counts": dict(phases.counts),
         "same_process_us": same_process,
         "native_warmup_s": warmup_s,
         "native_capture_s": capture_s,
@@ -248,7 +249,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
                 "trace": pending.phases.spans}  # fmt: skip
 
     _fill(model, ids, pos, 1)
-    first_replay = probes.first_replays(graphs)  # before any other replay: each graph's very first
+    first_replay = probes.first_replays(graphs, pending)  # before any other replay: each graph's very first
     _fill(model, ids, pos, 1)
     digests_template = _digests(graphs)
     latency_template = {str(bs): _latency_us(g) for bs, (g, _) in graphs.items()}
@@ -279,7 +280,8 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     process_probe = probes.probe_process(model, ids, pos, graphs) if variant == "eager" else {}
     return {
         "cold": cold,
-        "first_replay_us": first_replay,
+        "first_replay_us": {bs: r["us"] for bs, r in first_replay.items()},
+        "first_replay": first_replay,
         "exec_update_probe": exec_update,
         "modules_s": modules_s,
         "trace": pending.phases.spans,

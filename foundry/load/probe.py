@@ -30,6 +30,7 @@ __all__ = [
     "group_count",
     "images_used",
     "load_again",
+    "next_launch",
     "outputs",
     "rebuild",
     "template_builds",
@@ -156,6 +157,18 @@ def load_again(image: ImageUse) -> tuple[bytes, float, float]:
     for name in image.kernels:
         kernels.loaded_function(kernels.KernelRef("probe-" + image.sha256, name))
     return blob, t1 - t0, time.perf_counter() - t1
+
+
+def next_launch(loader: Loader, index: int) -> str:
+    """How graph ``index`` (in the order of the paths) would replay now: ``"own"`` on its own exec,
+    ``"shared"`` on its group's shared exec as it stands, ``"switch"`` on the shared exec after
+    updating the nodes that vary (it holds another graph's values)."""
+    handle = loader.handles[index]
+    if handle.exec:
+        return "own"
+    wanted = -1 if handle.source.template is None else handle.index
+    with handle.group.lock:
+        return "shared" if handle.group.current == wanted else "switch"
 
 
 def group_count(loader: Loader) -> int:

@@ -284,7 +284,7 @@ def save_graph(
         functions, found, loads = _kernel_refs(graph.functions)
     with phases.span("variables"):
         formats = {sha: ref.format for sha, ref in found.items()}
-        carried = carried_variables(loads, formats, identity.compute_capability)
+        carried = carried_variables(loads, formats, identity.compute_capability, phases)
         images = tuple(replace(ref, variables=carried.variables[sha]) for sha, ref in found.items())
         _check_variables(json_path, archive_key, images)
     with phases.span("images"):

@@ -26,20 +26,24 @@ from __future__ import annotations
 import bisect
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import DriverError, ModuleAddressError, SaveError, VariableConflictError, VariablesUnknownError
 from foundry.format import ImageFormat, ModuleVariables, VariableRef, module_variables
-from foundry.native import library_load, library_unload, memcpy_dtoh, module_global
+from foundry.native import library_load, library_unload, memcpy_dtoh, memcpy_dtoh_into, module_global
+from foundry.timing import Phases
 
 __all__ = ["Carried", "carried_variables"]
 
 _WORD = 8  # device addresses are 64-bit, stored aligned
 _PAGE = 4096  # no GPU maps memory in smaller pages
 _MAX_READ = 64 << 20  # one copy reads at most this much (plus one variable)
+_MAX_DECISIONS = 256  # graphs' outcomes kept (an engine's graphs use a few distinct sets of images)
 
 
 @dataclass(frozen=True)
@@ -51,15 +55,33 @@ class _Value:
 
 
 @dataclass
+class _Reading:
+    """One load's variables as the last save read them. ``runs`` plans the copies: (start, size, the
+    variables in it as (name, address, size)), variables less than a page apart read in one copy.
+    Every save copies them again into ``scratch`` (the same buffer each time: no fresh pages) and
+    compares it with ``last``; ``version`` goes up whenever the bytes differ, and ``values`` are the
+    variables of that version (the same objects while the bytes stay the same)."""
+
+    runs: list[tuple[int, int, tuple[tuple[str, int, int], ...]]]
+    scratch: bytearray
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    last: bytes | None = None
+    values: dict[str, _Value] = field(default_factory=dict)
+    version: int = 0
+
+
+@dataclass
 class _Variables:
     """By image SHA-256: what its bytes say it defines, and its variables in a fresh load (read once:
-    the image's bytes never change); by registry index, where a load's variables are (read at every
-    save: the program may write them between saves)."""
+    the image's bytes never change); by registry index, where a load's variables are and what they
+    held at the last save (read again at every save: the program may write them between saves); the
+    outcome for each set of loads at the versions it was worked out for, most recent last."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     scans: dict[str, ModuleVariables] = field(default_factory=dict)
     fresh: dict[str, dict[str, _Value]] = field(default_factory=dict)
-    located: dict[int, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    readings: dict[int, _Reading] = field(default_factory=dict)
+    decisions: OrderedDict[tuple[object, ...], Carried] = field(default_factory=OrderedDict)
 
 
 _STATE = ProcessState("save.variables", _Variables)
@@ -78,12 +100,45 @@ def carried_variables(
     images: Mapping[str, Mapping[int, kernels.ImageRecord]],
     formats: Mapping[str, ImageFormat],
     device: tuple[int, int] | None = None,
+    phases: Phases | None = None,
 ) -> Carried:
     """The variables to carry for a graph whose kernels come from ``images`` (image SHA-256 -> registry
     index -> record, of the loads they come from; ``formats`` each image's format; ``device`` the compute
     capability whose code the driver loaded: only that code's variables can be read). Reads device
-    memory; writes nothing."""
-    live = {sha: _live(sha, records, formats[sha], device) for sha, records in images.items()}
+    memory; writes nothing. ``phases`` gets the parts' times (``variables.read``, ``variables.decide``)
+    and counters (``variables.*``).
+
+    Every call reads every variable of every load again; what follows from the bytes read (compared
+    with a fresh load, checked for addresses) is worked out once per set of loads and their bytes: a
+    graph whose loads hold the bytes an earlier graph's held gets that graph's answer."""
+    with _span(phases, "variables.read"):
+        live = {sha: _live(sha, records, formats[sha], device, phases) for sha, records in images.items()}
+    key = (device, *((sha, formats[sha], live[sha][1]) for sha in sorted(live)))
+    state = _STATE.get()
+    with state.lock:
+        known = state.decisions.get(key)
+        if known is not None:
+            state.decisions.move_to_end(key)
+    if known is not None:
+        _count(phases, "variables.decisions_reused")
+        return known
+    with _span(phases, "variables.decide"):
+        carried = _decide(images, formats, device, {sha: values for sha, (values, _) in live.items()})
+    _count(phases, "variables.decisions_made")
+    with state.lock:
+        state.decisions[key] = carried
+        while len(state.decisions) > _MAX_DECISIONS:
+            state.decisions.popitem(last=False)
+    return carried
+
+
+def _decide(
+    images: Mapping[str, Mapping[int, kernels.ImageRecord]],
+    formats: Mapping[str, ImageFormat],
+    device: tuple[int, int] | None,
+    live: Mapping[str, dict[str, _Value]],
+) -> Carried:
+    """What to carry, from the variables' bytes in this process (``live``) and in a fresh load."""
     ranges = sorted(
         (v.address, v.address + len(v.data), sha, name) for sha, values in live.items() for name, v in values.items()
     )
@@ -104,6 +159,15 @@ def carried_variables(
             refs.append(VariableRef(name, len(value.data), digest))
         out[sha] = tuple(refs)
     return Carried(out, blobs)
+
+
+def _span(phases: Phases | None, name: str) -> AbstractContextManager[None]:
+    return nullcontext() if phases is None else phases.span(name)
+
+
+def _count(phases: Phases | None, name: str, n: int = 1) -> None:
+    if phases is not None:
+        phases.count(name, n)
 
 
 def _scan(
@@ -128,20 +192,30 @@ def _scan(
 
 
 def _live(
-    sha: str, records: Mapping[int, kernels.ImageRecord], fmt: ImageFormat, device: tuple[int, int] | None
-) -> dict[str, _Value]:
+    sha: str,
+    records: Mapping[int, kernels.ImageRecord],
+    fmt: ImageFormat,
+    device: tuple[int, int] | None,
+    phases: Phases | None,
+) -> tuple[dict[str, _Value], tuple[tuple[int, int], ...]]:
     """The image's variables in this process, from each load the graph's kernels come from (which
-    must agree: LOAD loads the image once)."""
+    must agree: LOAD loads the image once), and (registry index, version) of each load's bytes."""
     scan = _scan(sha, *next(iter(records.items())), fmt, device)
     out: dict[str, _Value] = {}
     first: dict[str, int] = {}
+    versions = []
     for index, record in records.items():
         if not record.loaded:
             raise SaveError(
                 f"kernel image {sha} ({record.kind} {record.handle:#x}) was unloaded, but a saved graph launches its "
                 "kernels: save the graph while the image is loaded"
             )
-        for name, value in _read(_located(index, record.handle, record.kind == "library", scan)).items():
+        reading = _reading(index, record.handle, record.kind == "library", scan)
+        with reading.lock:
+            _refresh(reading, phases)
+            values, version = reading.values, reading.version
+        versions.append((index, version))
+        for name, value in values.items():
             seen = out.get(name)
             if seen is None:
                 out[name], first[name] = value, record.handle
@@ -154,7 +228,7 @@ def _live(
                     image=sha,
                     variable=name,
                 )
-    return out
+    return out, tuple(versions)
 
 
 def _fresh(
@@ -186,16 +260,71 @@ def _fresh(
     return out
 
 
-def _located(index: int, handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
-    """``_locate`` for a load of this process, once: its variables stay where they are while it is loaded."""
+def _reading(index: int, handle: int, library: bool, scan: ModuleVariables) -> _Reading:
+    """Load ``index``'s variables, located once (they stay where they are while it is loaded), with
+    the copies that read them planned."""
     state = _STATE.get()
     with state.lock:
-        found = state.located.get(index)
+        found = state.readings.get(index)
     if found is None:
-        found = _locate(handle, library, scan)
+        runs = _plan(_locate(handle, library, scan))
+        found = _Reading(runs, bytearray(sum(size for _, size, _ in runs)))
         with state.lock:
-            state.located[index] = found
+            found = state.readings.setdefault(index, found)
     return found
+
+
+def _plan(located: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, tuple[tuple[str, int, int], ...]]]:
+    """The copies that read the variables: variables less than a page apart are read with what lies
+    between them (a page holding a byte of a variable is mapped, so is the gap), at most ``_MAX_READ``
+    bytes (plus one variable) a copy."""
+    order = sorted(located.items(), key=lambda item: item[1][0])
+    runs = []
+    at = 0
+    while at < len(order):
+        start = order[at][1][0]
+        end, last = start + order[at][1][1], at
+        while last + 1 < len(order) and order[last + 1][1][0] - end < _PAGE and end - start < _MAX_READ:
+            last += 1
+            end = max(end, order[last][1][0] + order[last][1][1])
+        runs.append(
+            (start, end - start, tuple((name, address, size) for name, (address, size) in order[at : last + 1]))
+        )
+        at = last + 1
+    return runs
+
+
+def _refresh(reading: _Reading, phases: Phases | None) -> None:
+    """Reads the load's variables again into its scratch buffer; a new version when the bytes changed.
+    A copy the driver refuses (a span over two of its allocations) is planned variable by variable
+    from then on."""
+    offset = 0
+    for i, (start, size, members) in enumerate(reading.runs):
+        try:
+            memcpy_dtoh_into(reading.scratch, offset, start, size)
+        except DriverError:
+            if len(members) == 1:
+                raise
+            reading.runs[i : i + 1] = [(address, n, ((name, address, n),)) for name, address, n in members]
+            reading.scratch = bytearray(sum(n for _, n, _ in reading.runs))
+            reading.last = None
+            _refresh(reading, phases)
+            return
+        offset += size
+    _count(phases, "variables.copies", len(reading.runs))
+    _count(phases, "variables.bytes_read", offset)
+    if reading.last is not None and reading.scratch == reading.last:
+        return
+    last = reading.last = bytes(reading.scratch)
+    values: dict[str, _Value] = {}
+    offset = 0
+    for start, size, members in reading.runs:
+        for name, address, n in members:
+            values[name] = _Value(address, last[offset + address - start : offset + address - start + n])
+        offset += size
+    reading.values = values
+    reading.version += 1
+    _count(phases, "variables.loads_changed")
 
 
 def _locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
@@ -210,29 +339,19 @@ def _locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tupl
 
 
 def _read(located: Mapping[str, tuple[int, int]]) -> dict[str, _Value]:
-    """The variables' bytes, read in as few copies as possible: variables less than a page apart are
-    read with what lies between them (a page holding a byte of a variable is mapped, so is the gap).
-    A copy the driver refuses (a span over two of its allocations) is made variable by variable."""
-    order = sorted(located.items(), key=lambda item: item[1][0])
+    """The variables' bytes, read once (a fresh load's), in the copies ``_plan`` makes; a copy the
+    driver refuses (a span over two of its allocations) is made variable by variable."""
     out: dict[str, _Value] = {}
-    at = 0
-    while at < len(order):
-        start = order[at][1][0]
-        end, last = start + order[at][1][1], at
-        while last + 1 < len(order) and order[last + 1][1][0] - end < _PAGE and end - start < _MAX_READ:
-            last += 1
-            end = max(end, order[last][1][0] + order[last][1][1])
-        run = order[at : last + 1]
+    for start, size, members in _plan(located):
         try:
-            data = memcpy_dtoh(start, end - start)
+            data = memcpy_dtoh(start, size)
         except DriverError:
-            if len(run) == 1:
+            if len(members) == 1:
                 raise
             data = b""
-        for name, (address, size) in run:
-            value = data[address - start : address - start + size] if data else memcpy_dtoh(address, size)
+        for name, address, n in members:
+            value = data[address - start : address - start + n] if data else memcpy_dtoh(address, n)
             out[name] = _Value(address, value)
-        at = last + 1
     return out
 
 

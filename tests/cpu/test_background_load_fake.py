@@ -44,14 +44,18 @@ again = replay("again")
 # launched them, before the member it did not launch (path order would be v1, v2, v3).
 p3 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=1, defer_dedicated=True)
 later = [p3.wait_group(i) for i in range(len(NAMES))]
+from foundry.load import probe
+kinds = [probe.next_launch(p3, i) for i in (0, 3)]
 for i in (3, 0, 2, 3):
     later[i].launch(0)
 cu.sync()
+kinds += [probe.next_launch(p3, i) for i in (3, 0)]
 p3.build_dedicated(); p3.wait_all()
+kinds += [probe.next_launch(p3, i) for i in (0, 1)]
 emit(runs=shared + own + again, demand=p.demand, own_order=p3.own_order, demand3=p3.demand,
      released=released, taken=taken, closed=closed, shared_execs=sorted(shared_execs),
      own_execs=own_execs, group_exec=group_exec, switched=p.timings["switches"],
-     fallbacks=p.timings["switch_fallbacks"],
+     fallbacks=p.timings["switch_fallbacks"], kinds=kinds,
      same_template=len({id(h.source.template) for h in first[1:]} | {id(first[0].source)}))
 """
 
@@ -82,6 +86,9 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
     # Members launched on the shared exec, in the order of their first launch there (the template is none).
     assert r["demand"] == {"2": 0, "3": 1, "1": 2}
     assert r["demand3"] == {"3": 0, "2": 1} and r["own_order"] == [3, 2, 1]
+    # How each would replay next (the benchmark's first replays report it): the template on the shared
+    # exec as it stands, a member after a switch; the last one launched as it stands; then their own.
+    assert r["kinds"] == ["shared", "switch", "shared", "switch", "own", "own"]
 
 
 FAILING = """

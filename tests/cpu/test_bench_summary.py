@@ -57,3 +57,18 @@ def test_the_cold_path_sets_loads_work_beside_the_floor_the_process_needs_anyway
     assert c["load_us_per_node"] == 0.3 / 20 * 1e6
     assert c["first_replay_over_native_max"] == 260.0 / 200.0 and c["shared_over_own_max"] == 120.0 / 90.0
     assert c["save_over_capture"] == 1.5 / 1.0 and c["native_floor_s"] == 4.5
+
+
+def test_first_replays_are_split_by_how_they_replayed() -> None:
+    native, loaded = _workers(same_process=False)
+    loaded["first_replay"] = {
+        "1": {"exec": "shared", "us": 150.0, "again_us": 101.0, "host_us": 5.0},  # first launch: 49 us more
+        "8": {"exec": "switch", "us": 560.0, "again_us": 260.0, "host_us": 280.0},  # the switch is host work
+    }
+    c = summarize("s", "eager", native, loaded)["cold_path"]
+    assert c["first_replay_over_native_max_unswitched"] == 1.5
+    assert c["first_replay_over_native_max_switched"] == 560.0 / 200.0
+    assert c["second_replay_over_native_max"] == 260.0 / 200.0
+    assert c["first_replay_execs"] == {"own": 0, "shared": 1, "switch": 1}
+    assert c["first_replay_slowest"]["bs"] == "8" and c["first_replay_slowest"]["native_us"] == 200.0
+    assert c["first_replay_slowest"]["host_us"] == 280.0

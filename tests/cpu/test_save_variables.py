@@ -10,6 +10,7 @@ import struct
 import pytest
 
 from foundry.errors import DriverError, ModuleAddressError
+from foundry.format import ImageFormat
 from foundry.save import variables as sv
 
 Value = sv._Value
@@ -46,6 +47,63 @@ def test_a_refused_merged_copy_is_made_variable_by_variable(monkeypatch: pytest.
     values = sv._read({"a": (0x10000, 16), "b": (0x10100, 16)})
     assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
     assert device.copies == [(0x10000, 0x110), (0x10000, 16), (0x10100, 16)]
+
+
+def _reading(device: Device, monkeypatch: pytest.MonkeyPatch, located: dict[str, tuple[int, int]]) -> sv._Reading:
+    def into(buf: bytearray, start: int, src: int, n: int) -> None:
+        buf[start : start + n] = device.dtoh(src, n)
+
+    monkeypatch.setattr(sv, "memcpy_dtoh_into", into)
+    runs = sv._plan(located)
+    return sv._Reading(runs, bytearray(sum(size for _, size, _ in runs)))
+
+
+def test_a_save_reads_again_and_keeps_the_values_while_the_bytes_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, bytes(range(256)) * 64))
+    reading = _reading(device, monkeypatch, {"a": (0x10000, 4), "far": (0x10000 + 8192, 16)})
+    sv._refresh(reading, None)
+    first, version = reading.values, reading.version
+    assert first["far"] == Value(0x12000, bytes(range(16)))
+    sv._refresh(reading, None)
+    assert reading.values is first and reading.version == version  # read again, unchanged: the same values
+    assert device.copies == [(0x10000, 4), (0x12000, 16)] * 2
+    device.allocations[0][1][8192 + 3] = 0xEE  # the program wrote the variable between two saves
+    sv._refresh(reading, None)
+    assert reading.version == version + 1
+    assert reading.values["far"].data == bytes([0, 1, 2, 0xEE, *range(4, 16)])
+    assert reading.values["a"] == first["a"]
+
+
+def test_a_refused_merged_copy_is_planned_variable_by_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16))
+    reading = _reading(device, monkeypatch, {"a": (0x10000, 16), "b": (0x10100, 16)})
+    sv._refresh(reading, None)
+    assert reading.values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
+    sv._refresh(reading, None)
+    assert device.copies == [(0x10000, 0x110), (0x10000, 16), (0x10100, 16), (0x10000, 16), (0x10100, 16)]
+    assert reading.version == 1
+
+
+def test_what_to_carry_is_worked_out_once_per_set_of_loads_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    versions = {"img": 1}
+    decided: list[int] = []
+
+    def live(sha: str, records: object, fmt: object, device: object, phases: object) -> tuple[dict, tuple]:
+        return {}, ((7, versions[sha]),)
+
+    def decide(images: object, formats: object, device: object, values: object) -> sv.Carried:
+        decided.append(versions["img"])
+        return sv.Carried({"img": ()}, {})
+
+    monkeypatch.setattr(sv, "_live", live)
+    monkeypatch.setattr(sv, "_decide", decide)
+    images, formats = {"img": {}}, {"img": ImageFormat.ELF}
+    first = sv.carried_variables(images, formats, (9, 0))  # type: ignore[arg-type]
+    assert sv.carried_variables(images, formats, (9, 0)) is first  # type: ignore[arg-type]
+    versions["img"] = 2  # the load's bytes changed
+    sv.carried_variables(images, formats, (9, 0))  # type: ignore[arg-type]
+    sv.carried_variables(images, formats, (8, 0))  # type: ignore[arg-type]
+    assert decided == [1, 2, 2]
 
 
 def _u64(*words: int) -> bytes:
