@@ -5,6 +5,7 @@ the report is written; a time budget skips what does not fit and a stopped bench
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -76,7 +77,9 @@ def test_every_run_answers_and_the_report_judges_the_targets(fake_sglang: None, 
     assert t["restore"]["against"] == "native_cold" and t["tokens"]["met"] is True
     assert t["startup"]["ratio"] is not None and t["decode"]["worst_batch"] in ("2", "4")
     written, text, png = _files(cfg)
-    assert written["compare"] == doc["compare"] and png.stat().st_size > 0
+    assert written["compare"] == doc["compare"]
+    # The plot needs matplotlib (the bench extra); without it the table and the JSON still come.
+    assert png.exists() == (importlib.util.find_spec("matplotlib") is not None)
     assert "Foundry LOAD" in text and "decode tokens/s, batch 4" in text and "Targets:" in text
     assert "restore >= 50x faster" in text and "19.5x against native_cold" in text
     assert ("to /health s" in text) == (api == "serve")
