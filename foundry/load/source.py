@@ -86,7 +86,7 @@ class _Sources:
     meta: dict[str, GraphMeta] = field(default_factory=dict)
     # Sources read and checked at process start, by (absolute path as named, signing key id): LOAD takes
     # each once (``read_sources``); ``prepared_bytes`` is what their records hold.
-    prepared: dict[tuple[str, str], GraphSource] = field(default_factory=dict)
+    prepared: dict[tuple[str, str], tuple[GraphSource, int]] = field(default_factory=dict)  # with its bytes
     prepared_bytes: int = 0
 
     def get(self, digest: str) -> GraphMeta | None:
@@ -136,9 +136,8 @@ def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) ->
     with manifests_read_once():
         for p in paths:
             with state.lock:
-                src = state.prepared.pop((_as_named(p), key_id), None)
-                if src is not None and src._payload is not None:
-                    state.prepared_bytes -= len(src._payload)
+                src, size = state.prepared.pop((_as_named(p), key_id), (None, 0))
+                state.prepared_bytes -= size
             out.append(src if src is not None else _read_source(Path(p), key, (), lazy, proven))
     return out
 
@@ -178,7 +177,7 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
             except (ArchiveError, OSError):
                 continue
             with state.lock:
-                state.prepared[name] = src
+                state.prepared[name] = (src, size)
                 state.prepared_bytes += size
             done += 1
             # Python work beside the program's own start-up (an engine builds its model meanwhile): give the

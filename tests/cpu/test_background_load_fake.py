@@ -195,3 +195,38 @@ except errors.ArchiveError as exc:
 """
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + script)
     assert r["error"] == "ArchiveSignatureError", r
+
+
+BOUNDED = """
+from foundry.load import Loader, wait_for_startup
+from foundry.load import source as sources
+wait_for_startup()
+state = sources._STATE.get()
+state.prepared.clear(); state.prepared_bytes = 0
+sources.PREPARED_BYTES_MAX = 0  # no room: metadata is checked ahead, records are left for LOAD's readers
+paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
+count = sources.prepare_sources(paths)
+unread = [src._payload is None for src, _ in state.prepared.values()]
+held = state.prepared_bytes
+p = Loader.start(paths, num_threads=2)
+handles = [p.wait_group(i) for i in range(len(NAMES))]
+p.wait_all()
+runs = {}
+for i, name in enumerate(NAMES):
+    runs[name] = []
+    for k in INPUT_SETS:
+        set_inputs(k); handles[i].launch(0); cu.sync(); runs[name].append(read(name))
+emit(n=count, unread=unread, held=held, runs=runs, left=state.prepared_bytes)
+"""
+
+
+def test_records_read_ahead_are_bounded(app_json: JsonRunner, tmp_path: Path) -> None:
+    """Past PREPARED_BYTES_MAX start-up checks graphs' metadata only; LOAD reads their records itself."""
+    arch = tmp_path / "arch"
+    save = run_save(app_json, VARIANTS, arch)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BOUNDED)
+    assert r["n"] == len(NAMES) and r["held"] == 0 and r["left"] == 0
+    # Members' records were not read ahead (a template may hold its record from an earlier LOAD of this process).
+    assert sum(r["unread"]) >= len(NAMES) - 1
+    for name in NAMES:
+        assert r["runs"][name] == save["native"][name], name
