@@ -17,7 +17,7 @@ from .delta import Delta, parse_delta
 from .files import PathLike, inside, read_regular, sha256_bytes, write_atomic
 from .jsonfields import load_sealed, seal
 from .layout import CONTAINER_RECORD_OFFSET
-from .metadata import GRAPH_FORMAT, GraphMeta
+from .metadata import GRAPH_FORMAT, GraphMeta, Parts
 from .nodes import GraphRecord
 from .parse import parse_record
 from .values import RecordRef
@@ -134,9 +134,9 @@ def read_meta(json_path: PathLike) -> GraphMeta:
     return read_meta_digest(json_path)[0]
 
 
-class MetaCache(Protocol):
+class MetaCache(Parts, Protocol):
     """Parsed metadata by the SHA-256 of the JSON bytes it was parsed from (LOAD keeps one per
-    process: the same bytes always give the same immutable ``GraphMeta``)."""
+    process: the same bytes always give the same immutable ``GraphMeta``), and the parts graphs repeat."""
 
     def get(self, digest: str) -> GraphMeta | None: ...
 
@@ -152,7 +152,7 @@ def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tup
     digest = sha256_bytes(data)
     meta = cache.get(digest) if cache is not None else None
     if meta is None:
-        meta = GraphMeta.from_json(load_sealed(data, str(json_path), GRAPH_FORMAT), str(json_path))
+        meta = GraphMeta.from_json(load_sealed(data, str(json_path), GRAPH_FORMAT), str(json_path), cache)
         if cache is not None:
             cache.put(digest, meta)
     return meta, digest

@@ -115,25 +115,9 @@ def get_int_list(value: Any, at: At, length: int | None = None, bounds: tuple[in
     raise AssertionError("unreachable")  # pragma: no cover - the loop above raised
 
 
-# The rows last accepted for each column layout, with what they gave: every graph JSON of an archive repeats
-# its region's allocation log, and a list comparison (C speed) stands in for checking each value again. An
-# equal list holds the same numbers (a ``true`` or ``1.0`` equals 1), and what is returned is what was
-# checked; a file's own bytes are proven by their SHA-256, not here.
-_LAST_ROWS: dict[tuple[tuple[int, int], ...], tuple[list[Any], tuple[tuple[int, ...], ...]]] = {}
-
-
 def get_int_rows(value: Any, at: At, columns: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], ...]:
     """A list of fixed-width integer rows, ``columns`` giving each column's bounds."""
     rows = get_list(value, at)
-    last = _LAST_ROWS.get(columns)
-    if last is not None and rows == last[0]:
-        return last[1]
-    checked = _check_int_rows(rows, at, columns)
-    _LAST_ROWS[columns] = (rows, checked)
-    return checked
-
-
-def _check_int_rows(rows: list[Any], at: At, columns: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], ...]:
     width = len(columns)
     if all(type(r) is list and len(r) == width for r in rows):
         flat = [v for r in rows for v in r]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from .identity import Identity
 from .jsonfields import (
@@ -21,7 +22,19 @@ from .jsonfields import (
 )
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
 
-__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta"]
+__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta", "Parts"]
+
+T = TypeVar("T")
+
+
+class Parts(Protocol):
+    """What a reader of many graph JSONs keeps of the parts they repeat (an archive's graphs share their
+    region, machine identity and images): ``parse(raw)`` once, and for a later ``raw`` equal to the one kept
+    under ``kind``, the value it gave. An equal JSON value holds the same numbers and strings (``1.0`` and
+    ``true`` equal 1), and what is returned is what was checked; a file's own bytes are proven by their
+    SHA-256, not here."""
+
+    def part(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T: ...
 
 
 GRAPH_FORMAT = "foundry-graph"
@@ -107,12 +120,12 @@ class GraphMeta:
         }
 
     @classmethod
-    def from_json(cls, doc: Any, source: str) -> GraphMeta:
+    def from_json(cls, doc: Any, source: str, parts: Parts | None = None) -> GraphMeta:
         """Validate a parsed graph JSON document (``source`` names it in messages).
 
         ``ArchiveForeignError``: not a ``foundry-graph`` document; ``ArchiveVersionError``: unknown
         ``format_version``; ``ArchiveCorruptError``: any missing key, wrong type or inconsistency.
-        Unknown keys are ignored.
+        Unknown keys are ignored. ``parts``: see ``Parts``.
         """
         obj = check_format(doc, GRAPH_FORMAT, GRAPH_FORMAT_VERSIONS, source)
         at = At(source)
@@ -120,15 +133,24 @@ class GraphMeta:
         def get(name: str) -> tuple[Any, At]:
             return field(obj, name, at)
 
+        def shared(name: str, parse: Callable[[Any, At], T]) -> T:
+            raw, where = get(name)
+            if parts is None:
+                return parse(raw, where)
+            return parts.part(name, raw, lambda v: parse(v, where))
+
+        def parse_images(images_v: Any, images_at: At) -> tuple[ImageRef, ...]:
+            return tuple(
+                ImageRef.from_json(get_sha256(sha, images_at.key(sha)), v, images_at.key(sha))
+                for sha, v in get_obj(images_v, images_at).items()
+            )
+
         funcs_v, funcs_at = get("functions")
         functions = tuple(
             FunctionRef.from_json(v, funcs_at.index(i)) for i, v in enumerate(get_list(funcs_v, funcs_at))
         )
-        images_v, images_at = get("images")
-        images = tuple(
-            ImageRef.from_json(get_sha256(sha, images_at.key(sha)), v, images_at.key(sha))
-            for sha, v in get_obj(images_v, images_at).items()
-        )
+        images_at = get("images")[1]
+        images = shared("images", parse_images)
         if obj["format_version"] >= 3:  # from version 3 on, every image states its variables (maybe none)
             for ref in images:
                 if ref.variables is None:
@@ -149,8 +171,8 @@ class GraphMeta:
             events=get_int(*get("events"), U32),
             outputs=outputs,
             rng=None if rng_v is None else RngSpec.from_json(rng_v, rng_at),
-            region=RegionSpec.from_json(*get("region")),
-            identity=Identity.from_json(*get("identity")),
+            region=shared("region", RegionSpec.from_json),
+            identity=shared("identity", Identity.from_json),
             stats=stats,
             topology=get_sha256(*get("topology")),
             record=RecordRef.from_json(*get("record")),

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from foundry._state import ProcessState
 from foundry.errors import ArchiveCorruptError, ArchiveError
@@ -30,6 +31,8 @@ from foundry.format import (
 from foundry.trust import SigningKey, authenticate_graph, configured_key, manifests_read_once
 
 __all__ = ["GraphSource", "prepare_sources", "read_source", "read_sources", "source_images"]
+
+T = TypeVar("T")
 
 _META_CACHE_MAX = 4096
 # Records read ahead at process start (``prepare_sources``) are held until LOAD takes them: at most this
@@ -88,10 +91,20 @@ class _Sources:
     # each once (``read_sources``); ``prepared_bytes`` is what their records hold.
     prepared: dict[tuple[str, str], tuple[GraphSource, int]] = field(default_factory=dict)  # with its bytes
     prepared_bytes: int = 0
+    parts: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # format.Parts, by kind
 
     def get(self, digest: str) -> GraphMeta | None:
         with self.lock:
             return self.meta.get(digest)
+
+    def part(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
+        """format.Parts: the last ``raw`` of each kind with what it gave (an archive's graphs repeat them)."""
+        last = self.parts.get(kind)
+        if last is not None and last[0] == raw:
+            return cast(T, last[1])
+        parsed = parse(raw)
+        self.parts[kind] = (raw, parsed)  # one pair per kind: a reference swap, safe between threads
+        return parsed
 
     def put(self, digest: str, meta: GraphMeta) -> None:
         with self.lock:

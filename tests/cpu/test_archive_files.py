@@ -312,9 +312,9 @@ def test_metadata_is_parsed_once_per_content_by_load(tmp_path: Path, monkeypatch
     parses: list[str] = []
     real = graphfile.GraphMeta.from_json
 
-    def counted(doc: Any, source: str) -> graphfile.GraphMeta:
+    def counted(doc: Any, source: str, parts: Any = None) -> graphfile.GraphMeta:
         parses.append(source)
-        return real(doc, source)
+        return real(doc, source, parts)
 
     monkeypatch.setattr(graphfile.GraphMeta, "from_json", counted)
     assert read_meta_cached(path) == (first, digest) and parses == []
