@@ -157,7 +157,14 @@ def real_path(path: PathLike) -> Path:
         return Path(os.path.realpath(key))
     real = memo.get(key)
     if real is None:
-        real = memo[key] = Path(os.path.realpath(key))
+        head, name = os.path.split(key)
+        if head and name not in ("", ".", "..") and not os.path.islink(key):
+            # A name that is no link resolves to where its directory does: one lstat, the directory's own
+            # resolution shared by every file in it (an archive's thousands of graphs).
+            real = real_path(head) / name
+        else:
+            real = Path(os.path.realpath(key))
+        memo[key] = real
     return real
 
 

@@ -370,3 +370,28 @@ def test_an_unsealed_file_of_a_version_before_sealing_is_a_version_error(tmp_pat
         path.write_text(json.dumps(doc, indent=2) + "\n")
         with pytest.raises(error, match=needle):
             read(path)
+
+
+def test_memoized_real_paths_resolve_as_realpath_does(tmp_path: Path) -> None:
+    """Inside a batch a plain name resolves through its directory's memoized real path (one lstat): links
+    anywhere, relative links, '..' after a link, missing files and doubled slashes all still resolve as
+    os.path.realpath resolves them."""
+    from foundry.format.files import real_path, real_paths_memoized
+
+    d = tmp_path
+    (d / "x" / "y").mkdir(parents=True)
+    (d / "x" / "y" / "f").write_text("")
+    (d / "ly").symlink_to(d / "x" / "y")
+    (d / "x" / "lf").symlink_to(d / "x" / "y" / "f")
+    (d / "x" / "y" / "rel").symlink_to("../y/f")
+    cases = [f"{d}/ly/f", f"{d}/x/lf", f"{d}/x/y/rel", f"{d}/ly/../x", f"{d}/x/./y/f", f"{d}/x/y/missing",
+             f"{d}/ly/", f"{d}//x//y//f", f"{d}/ly/rel"]  # fmt: skip
+    with real_paths_memoized():
+        for case in cases:
+            assert real_path(case) == Path(os.path.realpath(case)), case
+        # Memoized: a link changed within the batch is not seen again there, and is outside it.
+        (d / "x" / "lf").unlink()
+        (d / "x" / "lf").symlink_to(d / "x")
+        real = Path(os.path.realpath(d))
+        assert real_path(f"{d}/x/lf") == real / "x" / "y" / "f"
+    assert real_path(f"{d}/x/lf") == real / "x"
