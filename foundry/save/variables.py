@@ -35,39 +35,15 @@ from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import DriverError, ModuleAddressError, SaveError, VariableConflictError, VariablesUnknownError
 from foundry.format import ImageFormat, ModuleVariables, VariableRef, module_variables
-from foundry.native import library_load, library_unload, memcpy_dtoh, memcpy_dtoh_into, module_global
+from foundry.native import library_load, library_unload
 from foundry.timing import Phases
+
+from .varread import Reading, Value, locate, plan, read_located, refresh
 
 __all__ = ["Carried", "carried_variables"]
 
 _WORD = 8  # device addresses are 64-bit, stored aligned
-_PAGE = 4096  # no GPU maps memory in smaller pages
-_MAX_READ = 64 << 20  # one copy reads at most this much (plus one variable)
 _MAX_DECISIONS = 256  # graphs' outcomes kept (an engine's graphs use a few distinct sets of images)
-
-
-@dataclass(frozen=True)
-class _Value:
-    """A variable in one load of its image: its address there and its bytes."""
-
-    address: int
-    data: bytes
-
-
-@dataclass
-class _Reading:
-    """One load's variables as the last save read them. ``runs`` plans the copies: (start, size, the
-    variables in it as (name, address, size)), variables less than a page apart read in one copy.
-    Every save copies them again into ``scratch`` (the same buffer each time: no fresh pages) and
-    compares it with ``last``; ``version`` goes up whenever the bytes differ, and ``values`` are the
-    variables of that version (the same objects while the bytes stay the same)."""
-
-    runs: list[tuple[int, int, tuple[tuple[str, int, int], ...]]]
-    scratch: bytearray
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    last: bytes | None = None
-    values: dict[str, _Value] = field(default_factory=dict)
-    version: int = 0
 
 
 @dataclass
@@ -79,8 +55,8 @@ class _Variables:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     scans: dict[str, ModuleVariables] = field(default_factory=dict)
-    fresh: dict[str, dict[str, _Value]] = field(default_factory=dict)
-    readings: dict[int, _Reading] = field(default_factory=dict)
+    fresh: dict[str, dict[str, Value]] = field(default_factory=dict)
+    readings: dict[int, Reading] = field(default_factory=dict)
     decisions: OrderedDict[tuple[object, ...], Carried] = field(default_factory=OrderedDict)
 
 
@@ -136,7 +112,7 @@ def _decide(
     images: Mapping[str, Mapping[int, kernels.ImageRecord]],
     formats: Mapping[str, ImageFormat],
     device: tuple[int, int] | None,
-    live: Mapping[str, dict[str, _Value]],
+    live: Mapping[str, dict[str, Value]],
 ) -> Carried:
     """What to carry, from the variables' bytes in this process (``live``) and in a fresh load."""
     ranges = sorted(
@@ -197,11 +173,11 @@ def _live(
     fmt: ImageFormat,
     device: tuple[int, int] | None,
     phases: Phases | None,
-) -> tuple[dict[str, _Value], tuple[tuple[int, int], ...]]:
+) -> tuple[dict[str, Value], tuple[tuple[int, int], ...]]:
     """The image's variables in this process, from each load the graph's kernels come from (which
     must agree: LOAD loads the image once), and (registry index, version) of each load's bytes."""
     scan = _scan(sha, *next(iter(records.items())), fmt, device)
-    out: dict[str, _Value] = {}
+    out: dict[str, Value] = {}
     first: dict[str, int] = {}
     versions = []
     for index, record in records.items():
@@ -212,7 +188,7 @@ def _live(
             )
         reading = _reading(index, record.handle, record.kind == "library", scan)
         with reading.lock:
-            _refresh(reading, phases)
+            refresh(reading, phases)
             values, version = reading.values, reading.version
         versions.append((index, version))
         for name, value in values.items():
@@ -233,7 +209,7 @@ def _live(
 
 def _fresh(
     sha: str, index: int, record: kernels.ImageRecord, fmt: ImageFormat, device: tuple[int, int] | None
-) -> dict[str, _Value]:
+) -> dict[str, Value]:
     """The image's variables as a fresh load of its bytes holds them (the load is gone afterwards:
     its addresses only serve to recognize pointers into it)."""
     state = _STATE.get()
@@ -252,7 +228,7 @@ def _fresh(
             image=sha,
         ) from exc
     try:
-        out = _read(_locate(handle, True, scan))
+        out = read_located(locate(handle, True, scan))
     finally:
         library_unload(handle)
     with state.lock:
@@ -260,102 +236,21 @@ def _fresh(
     return out
 
 
-def _reading(index: int, handle: int, library: bool, scan: ModuleVariables) -> _Reading:
+def _reading(index: int, handle: int, library: bool, scan: ModuleVariables) -> Reading:
     """Load ``index``'s variables, located once (they stay where they are while it is loaded), with
     the copies that read them planned."""
     state = _STATE.get()
     with state.lock:
         found = state.readings.get(index)
     if found is None:
-        runs = _plan(_locate(handle, library, scan))
-        found = _Reading(runs, bytearray(sum(size for _, size, _ in runs)))
+        runs = plan(locate(handle, library, scan))
+        found = Reading(runs, bytearray(sum(size for _, size, _ in runs)))
         with state.lock:
             found = state.readings.setdefault(index, found)
     return found
 
 
-def _plan(located: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, tuple[tuple[str, int, int], ...]]]:
-    """The copies that read the variables: variables less than a page apart are read with what lies
-    between them (a page holding a byte of a variable is mapped, so is the gap), at most ``_MAX_READ``
-    bytes (plus one variable) a copy."""
-    order = sorted(located.items(), key=lambda item: item[1][0])
-    runs = []
-    at = 0
-    while at < len(order):
-        start = order[at][1][0]
-        end, last = start + order[at][1][1], at
-        while last + 1 < len(order) and order[last + 1][1][0] - end < _PAGE and end - start < _MAX_READ:
-            last += 1
-            end = max(end, order[last][1][0] + order[last][1][1])
-        runs.append(
-            (start, end - start, tuple((name, address, size) for name, (address, size) in order[at : last + 1]))
-        )
-        at = last + 1
-    return runs
-
-
-def _refresh(reading: _Reading, phases: Phases | None) -> None:
-    """Reads the load's variables again into its scratch buffer; a new version when the bytes changed.
-    A copy the driver refuses (a span over two of its allocations) is planned variable by variable
-    from then on."""
-    offset = 0
-    for i, (start, size, members) in enumerate(reading.runs):
-        try:
-            memcpy_dtoh_into(reading.scratch, offset, start, size)
-        except DriverError:
-            if len(members) == 1:
-                raise
-            reading.runs[i : i + 1] = [(address, n, ((name, address, n),)) for name, address, n in members]
-            reading.scratch = bytearray(sum(n for _, n, _ in reading.runs))
-            reading.last = None
-            _refresh(reading, phases)
-            return
-        offset += size
-    _count(phases, "variables.copies", len(reading.runs))
-    _count(phases, "variables.bytes_read", offset)
-    if reading.last is not None and reading.scratch == reading.last:
-        return
-    last = reading.last = bytes(reading.scratch)
-    values: dict[str, _Value] = {}
-    offset = 0
-    for start, size, members in reading.runs:
-        for name, address, n in members:
-            values[name] = _Value(address, last[offset + address - start : offset + address - start + n])
-        offset += size
-    reading.values = values
-    reading.version += 1
-    _count(phases, "variables.loads_changed")
-
-
-def _locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
-    """Name -> (address, size) of the image's variables in one load; a name the driver does not know is
-    not in the code it loaded for this device, so no kernel of that load reads it."""
-    out = {}
-    for name, decl in scan.variables.items():
-        found = module_global(handle, name, library, decl.space == "managed")
-        if found is not None and found[1]:
-            out[name] = found
-    return out
-
-
-def _read(located: Mapping[str, tuple[int, int]]) -> dict[str, _Value]:
-    """The variables' bytes, read once (a fresh load's), in the copies ``_plan`` makes; a copy the
-    driver refuses (a span over two of its allocations) is made variable by variable."""
-    out: dict[str, _Value] = {}
-    for start, size, members in _plan(located):
-        try:
-            data = memcpy_dtoh(start, size)
-        except DriverError:
-            if len(members) == 1:
-                raise
-            data = b""
-        for name, address, n in members:
-            value = data[address - start : address - start + n] if data else memcpy_dtoh(address, n)
-            out[name] = _Value(address, value)
-    return out
-
-
-def _differs(value: _Value, fresh: _Value | None, live: Mapping[str, _Value], loaded: Mapping[str, _Value]) -> bool:
+def _differs(value: Value, fresh: Value | None, live: Mapping[str, Value], loaded: Mapping[str, Value]) -> bool:
     """Whether a fresh load would hold other bytes: compared word by word, where a word the fresh load
     (``loaded``) holds as an address inside one of its variables must be the same place in this
     process's copy (``live``) of that variable."""
@@ -378,7 +273,7 @@ def _differs(value: _Value, fresh: _Value | None, live: Mapping[str, _Value], lo
     return False
 
 
-def _translate(address: int, loaded: Mapping[str, _Value], live: Mapping[str, _Value]) -> int | None:
+def _translate(address: int, loaded: Mapping[str, Value], live: Mapping[str, Value]) -> int | None:
     """The place in this process's copy of the variable that ``address`` points into in the fresh load
     (None: not an address of its variables)."""
     for name, v in loaded.items():
@@ -388,7 +283,7 @@ def _translate(address: int, loaded: Mapping[str, _Value], live: Mapping[str, _V
 
 
 def _refuse_addresses(
-    sha: str, name: str, value: _Value, ranges: list[tuple[int, int, str, str]], starts: list[int]
+    sha: str, name: str, value: Value, ranges: list[tuple[int, int, str, str]], starts: list[int]
 ) -> None:
     """Refuses a value to carry that holds, in an aligned word, an address of a module variable of this
     process (of any image the graph uses)."""

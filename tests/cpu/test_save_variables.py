@@ -1,6 +1,6 @@
-"""SAVE's comparison of module variables (foundry.save.variables) on plain bytes: reading variables in as
-few copies as the driver allows, relocated pointers counted as equal, and module addresses refused
-with the byte offset that holds them. The round trips on the fake driver are in
+"""SAVE's module variables on plain bytes: reading them in as few copies as the driver allows
+(foundry.save.varread), relocated pointers counted as equal, and module addresses refused with the byte
+offset that holds them (foundry.save.variables). The round trips on the fake driver are in
 test_roundtrip_fake_variables.py."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 from foundry.errors import DriverError, ModuleAddressError
 from foundry.format import ImageFormat
 from foundry.save import variables as sv
+from foundry.save import varread
 
-Value = sv._Value
+Value = varread.Value
 
 
 class Device:
@@ -33,9 +34,9 @@ class Device:
 
 def test_variables_close_together_are_read_in_one_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, bytes(range(256)) * 64))
-    monkeypatch.setattr(sv, "memcpy_dtoh", device.dtoh)
+    monkeypatch.setattr(varread, "memcpy_dtoh", device.dtoh)
     located = {"a": (0x10000, 4), "b": (0x10010, 8), "far": (0x10000 + 8192, 16)}
-    values = sv._read(located)
+    values = varread.read_located(located)
     assert device.copies == [(0x10000, 0x18), (0x12000, 16)]
     assert values["b"] == Value(0x10010, bytes(range(16, 24)))
     assert values["far"].data == bytes(range(16))
@@ -43,32 +44,32 @@ def test_variables_close_together_are_read_in_one_copy(monkeypatch: pytest.Monke
 
 def test_a_refused_merged_copy_is_made_variable_by_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16))  # two allocations, 240 bytes apart
-    monkeypatch.setattr(sv, "memcpy_dtoh", device.dtoh)
-    values = sv._read({"a": (0x10000, 16), "b": (0x10100, 16)})
+    monkeypatch.setattr(varread, "memcpy_dtoh", device.dtoh)
+    values = varread.read_located({"a": (0x10000, 16), "b": (0x10100, 16)})
     assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
     assert device.copies == [(0x10000, 0x110), (0x10000, 16), (0x10100, 16)]
 
 
-def _reading(device: Device, monkeypatch: pytest.MonkeyPatch, located: dict[str, tuple[int, int]]) -> sv._Reading:
+def _reading(device: Device, monkeypatch: pytest.MonkeyPatch, located: dict[str, tuple[int, int]]) -> varread.Reading:
     def into(buf: bytearray, start: int, src: int, n: int) -> None:
         buf[start : start + n] = device.dtoh(src, n)
 
-    monkeypatch.setattr(sv, "memcpy_dtoh_into", into)
-    runs = sv._plan(located)
-    return sv._Reading(runs, bytearray(sum(size for _, size, _ in runs)))
+    monkeypatch.setattr(varread, "memcpy_dtoh_into", into)
+    runs = varread.plan(located)
+    return varread.Reading(runs, bytearray(sum(size for _, size, _ in runs)))
 
 
 def test_a_save_reads_again_and_keeps_the_values_while_the_bytes_stay(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, bytes(range(256)) * 64))
     reading = _reading(device, monkeypatch, {"a": (0x10000, 4), "far": (0x10000 + 8192, 16)})
-    sv._refresh(reading, None)
+    varread.refresh(reading, None)
     first, version = reading.values, reading.version
     assert first["far"] == Value(0x12000, bytes(range(16)))
-    sv._refresh(reading, None)
+    varread.refresh(reading, None)
     assert reading.values is first and reading.version == version  # read again, unchanged: the same values
     assert device.copies == [(0x10000, 4), (0x12000, 16)] * 2
     device.allocations[0][1][8192 + 3] = 0xEE  # the program wrote the variable between two saves
-    sv._refresh(reading, None)
+    varread.refresh(reading, None)
     assert reading.version == version + 1
     assert reading.values["far"].data == bytes([0, 1, 2, 0xEE, *range(4, 16)])
     assert reading.values["a"] == first["a"]
@@ -77,9 +78,9 @@ def test_a_save_reads_again_and_keeps_the_values_while_the_bytes_stay(monkeypatc
 def test_a_refused_merged_copy_is_planned_variable_by_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16))
     reading = _reading(device, monkeypatch, {"a": (0x10000, 16), "b": (0x10100, 16)})
-    sv._refresh(reading, None)
+    varread.refresh(reading, None)
     assert reading.values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
-    sv._refresh(reading, None)
+    varread.refresh(reading, None)
     assert device.copies == [(0x10000, 0x110), (0x10000, 16), (0x10100, 16), (0x10000, 16), (0x10100, 16)]
     assert reading.version == 1
 
