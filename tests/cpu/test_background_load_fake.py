@@ -130,7 +130,20 @@ def test_a_damaged_record_fails_the_loader_without_hanging(app_json: JsonRunner,
     assert f"{damaged}.cugraph" in r["message"] and "SHA-256" in r["message"]
 
 
-PREPARED = """
+# Loads NAMES (``paths``) in the background and replays each on every input set: ``runs`` by name.
+LOAD_AND_REPLAY = """
+p = Loader.start(paths, num_threads=2)
+handles = [p.wait_group(i) for i in range(len(NAMES))]
+p.wait_all()
+runs = {}
+for i, name in enumerate(NAMES):
+    runs[name] = []
+    for k in INPUT_SETS:
+        set_inputs(k); handles[i].launch(0); cu.sync(); runs[name].append(read(name))
+"""
+
+PREPARED = (
+    """
 from foundry import errors
 from foundry.load import Loader, wait_for_startup
 from foundry.load import source as sources
@@ -141,15 +154,10 @@ held = sources._STATE.get().prepared_bytes
 for changed in NAMES[1:]:
     with open(os.path.join(ARCH, changed + ".json"), "ab") as f:
         f.write(b" ")
-p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2)
-handles = [p.wait_group(i) for i in range(len(NAMES))]
-p.wait_all()
-runs = {}
-for i, name in enumerate(NAMES):
-    runs[name] = []
-    for k in INPUT_SETS:
-        set_inputs(k); handles[i].launch(0); cu.sync(); runs[name].append(read(name))
-left = (len(sources._STATE.get().prepared), sources._STATE.get().prepared_bytes)
+paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
+"""
+    + LOAD_AND_REPLAY
+    + """left = (len(sources._STATE.get().prepared), sources._STATE.get().prepared_bytes)
 # Taken once: a second LOAD reads the files as they are now, and refuses the changed ones.
 try:
     Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2).wait_all()
@@ -158,6 +166,7 @@ except errors.ArchiveError as exc:
     again = type(exc).__name__
 emit(prepared=prepared, held=held, runs=runs, left=left, again=again)
 """
+)
 
 
 def test_graphs_read_at_startup_are_taken_by_load_once(app_json: JsonRunner, tmp_path: Path) -> None:
@@ -197,7 +206,8 @@ except errors.ArchiveError as exc:
     assert r["error"] == "ArchiveSignatureError", r
 
 
-BOUNDED = """
+BOUNDED = (
+    """
 from foundry.load import Loader, wait_for_startup
 from foundry.load import source as sources
 wait_for_startup()
@@ -208,16 +218,11 @@ paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
 count = sources.prepare_sources(paths)
 unread = [src._payload is None for src, _ in state.prepared.values()]
 held = state.prepared_bytes
-p = Loader.start(paths, num_threads=2)
-handles = [p.wait_group(i) for i in range(len(NAMES))]
-p.wait_all()
-runs = {}
-for i, name in enumerate(NAMES):
-    runs[name] = []
-    for k in INPUT_SETS:
-        set_inputs(k); handles[i].launch(0); cu.sync(); runs[name].append(read(name))
-emit(n=count, unread=unread, held=held, runs=runs, left=state.prepared_bytes)
 """
+    + LOAD_AND_REPLAY
+    + """emit(n=count, unread=unread, held=held, runs=runs, left=state.prepared_bytes)
+"""
+)
 
 
 def test_records_read_ahead_are_bounded(app_json: JsonRunner, tmp_path: Path) -> None:
