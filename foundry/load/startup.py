@@ -8,10 +8,10 @@ memory, reading and hashing the images starts on reader threads (they need no CU
 builder threads start paging in their heaps (threads.py). On a background thread, while the program
 builds its model: each image is loaded into the driver once its hash is proven (and the module
 variables the manifest lists for it are written into it: load/variables.py), the kernels the manifest
-lists are looked up (the driver loads a kernel on its first lookup), and the graphs' metadata is read
-and validated ahead of LOAD. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work
-first, and raises its error if it failed: a damaged image is refused before the driver sees it either
-way.
+lists are looked up (the driver loads a kernel on its first lookup), and the graphs are read and checked
+ahead of LOAD (metadata, manifest listing, records), for it to take as they are. LOAD
+(``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its error if it
+failed: a damaged image is refused before the driver sees it either way.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ def load_cuda_modules_and_libraries(
     ``region.json`` beside a manifest must be sound and agree with it (foundry.format.archive_region). Each image's
     SHA-256 is checked before the driver sees it. Where a CUDA context is current (or the region's
     reservation makes one), the kernels the manifest lists for each image are looked up too, so that
-    LOAD later finds them ready; and the graphs' metadata files are read and validated ahead of LOAD.
+    LOAD later finds them ready; and the graphs are read and checked ahead of LOAD (load/source.py,
+    ``prepare_sources``).
 
     With a signing key (``signing_key``, else the configured one: see foundry.trust.signing), the
     manifest's signature is proven first, before the GPU is touched: an archive without a manifest,
@@ -181,7 +182,7 @@ def _finish(
     archive: Path,
     graphs: tuple[GraphEntry, ...],
 ) -> None:
-    """The background part: images into the driver as their hashes are proven, kernels, metadata."""
+    """The background part: images into the driver as their hashes are proven, kernels, the graphs."""
     try:
         with phases.span("background"):
             if context is not None:
@@ -196,8 +197,8 @@ def _finish(
             if context is not None:
                 with phases.span("kernel_lookup"):
                     _load_kernels(entries)
-            with phases.span("metadata"):
-                _read_graph_metadata(archive, graphs)
+            with phases.span("graphs"):
+                _prepare_graphs(archive, graphs)
         job.set_result(None)
     except BaseException as exc:  # handed to LOAD, which raises it
         for read in reads.values():
@@ -205,7 +206,7 @@ def _finish(
         job.set_exception(exc)
 
 
-def _read_graph_metadata(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
+def _prepare_graphs(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
     """Reads and checks the manifest's graphs ahead of LOAD (load/source.py ``prepare_sources``: their
     metadata, their listing in the manifest, their templates and records), so that start_graph_builds
     takes them ready instead of reading thousands of files on the program's thread.

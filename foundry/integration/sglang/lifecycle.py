@@ -335,7 +335,6 @@ def _check_all_installed(s: sessions.Session, runners: tuple[str, ...] = ("prefi
             "those batches to the eager runner here): the settings or the free memory differ from SAVE's. Start "
             "with SAVE's settings, or run SAVE again."
         )
-    steps.release_own_execs(s)  # every graph is in place (load_graphs released them already, once all were)
 
 
 def _report(s: sessions.Session, **fields: Any) -> None:

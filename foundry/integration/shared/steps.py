@@ -38,7 +38,6 @@ __all__ = [
     "isolated_phase",
     "load_graphs",
     "past_saved_memory",
-    "release_own_execs",
     "required",
     "resume_at",
     "save_graphs",
@@ -203,16 +202,16 @@ def load_graphs(
         s.handed_out.add(i)
     install(loaded)
     if len(s.handed_out) == len(saved.graphs):
-        release_own_execs(s)
+        _release_own_execs(s)
     s.timings["graphs_ready_s"] = s.timings.get("graphs_ready_s", 0.0) + time.perf_counter() - t0
     s.tracker.mark(phase)
     return loaded
 
 
-def release_own_execs(s: Session[Any, Any]) -> None:
+def _release_own_execs(s: Session[Any, Any]) -> None:
     """LOAD: lets the background builds go on to each member's own exec (until then members replay on their
-    group's shared exec, correct but slower). Called once every graph is handed out, and by the engines once
-    start-up is over whatever was handed out; again, it does nothing."""
+    group's shared exec, correct but slower). ``load_graphs`` calls it once every graph is handed out (the
+    engines refuse an archive with graphs left over); again, it does nothing."""
     if s.pending is not None:
         s.api.build_dedicated(s.pending)
 
