@@ -38,7 +38,7 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
-from .jsonfields import At, check_format, field, get_int, load_sealed, relative_path_problem, seal
+from .jsonfields import At, check_format, field_int, load_sealed, relative_path_problem, seal
 
 __all__ = [
     "IMAGES_DIR",
@@ -49,10 +49,12 @@ __all__ = [
     "TEMP_SUFFIX",
     "PathLike",
     "inside",
+    "inside_name",
     "memory_path",
     "read_memory",
     "read_region_hint",
     "read_regular",
+    "real_name",
     "real_path",
     "real_paths_memoized",
     "sha256_bytes",
@@ -151,57 +153,85 @@ def real_paths_memoized() -> Iterator[None]:
 
 def real_path(path: PathLike) -> Path:
     """``os.path.realpath(path)`` as a Path, memoized inside ``real_paths_memoized``."""
-    memo: dict[Any, Path] | None = getattr(_MEMO, "paths", None)
+    return Path(real_name(path))
+
+
+def real_name(path: PathLike) -> str:
+    """``real_path`` as a string: what LOAD compares and looks up (building a Path costs more than the rest)."""
     key = os.fspath(path)
+    memo: dict[Any, Any] | None = getattr(_MEMO, "paths", None)
     if memo is None:
-        return Path(os.path.realpath(key))
-    real = memo.get(key)
+        return os.path.realpath(key)
+    real: str | None = memo.get(key)
     if real is None:
         head, name = os.path.split(key)
-        if head and name not in ("", ".", "..") and not os.path.islink(key):
-            # A name that is no link resolves to where its directory does: one lstat, the directory's own
-            # resolution shared by every file in it (an archive's thousands of graphs).
-            real = real_path(head) / name
-        else:
-            real = Path(os.path.realpath(key))
+        # A name resolves through its directory: one lstat, the directory's own resolution shared by every file
+        # in it (an archive's thousands of graphs).
+        plain = head and name not in ("", ".", "..")
+        real = _entry(real_name(head), name, key) if plain else os.path.realpath(key)
         memo[key] = real
     return real
+
+
+def _entry(base: str, name: str, path: str) -> str:
+    """The real path of ``path``, the entry ``name`` (one component) of the directory whose real path is
+    ``base``: ``base/name`` when it is no symbolic link (what ``os.path.realpath`` says, which takes a name it
+    cannot ``lstat`` as no link), else the link resolved."""
+    full = os.path.join(base, name)
+    try:
+        if not stat.S_ISLNK(os.lstat(full).st_mode):
+            return full
+    except OSError:
+        return full
+    return os.path.realpath(path)
 
 
 def inside(root: PathLike, name: str, what: str) -> Path:
     """The real path of ``root/name``, proven to lie in ``root`` once every symlink is resolved:
     ``ArchiveCorruptError`` names the path otherwise (``name`` absolute or with ``..``, or a link out)."""
-    memo: dict[Any, Path] | None = getattr(_MEMO, "paths", None)
-    key = (os.fspath(root), name)
-    if memo is not None and key in memo:
-        return memo[key]  # proven inside earlier in this batch (a refusal raises and is not kept)
-    real = _inside(root, str(name), what)
+    memo: dict[Any, Any] | None = getattr(_MEMO, "paths", None)
+    key = (os.fspath(root), name, Path)
+    if memo is not None:
+        known: Path | None = memo.get(key)
+        if known is not None:
+            return known  # proven inside earlier in this batch (a refusal raises and is not kept)
+    real = Path(inside_name(root, name, what))
     if memo is not None:
         memo[key] = real
     return real
 
 
-def _inside(root: PathLike, name: str, what: str) -> Path:
+def inside_name(root: PathLike, name: str, what: str) -> str:
+    """``inside`` as a string (``real_name``): the proof alone, where no Path is needed."""
+    memo: dict[Any, Any] | None = getattr(_MEMO, "paths", None)
+    key = (os.fspath(root), name)
+    if memo is not None:
+        known: str | None = memo.get(key)
+        if known is not None:
+            return known
+    real = _inside(key[0], str(name), what)
+    if memo is not None:
+        memo[key] = real
+    return real
+
+
+def _inside(root: str, name: str, what: str) -> str:
     problem = relative_path_problem(name)
     if problem:
         raise ArchiveCorruptError(
             f"{root}: the {what} {name!r:.120} {problem}; archive paths are names relative to the archive. "
             "The file naming it was damaged or edited; save it again."
         )
-    base = real_path(root)
+    base = real_name(root)
     if name == ".":
         return base
-    if "/" not in name:
-        # One component that is not a link lies in the root: one lstat instead of resolving the whole path.
-        full = base / name
-        try:
-            if not stat.S_ISLNK(os.lstat(full).st_mode):
-                return full
-        except FileNotFoundError:
-            return full  # as realpath would say; reading it fails with the file named
-    full = Path(root) / name
-    real = Path(os.path.realpath(full))
-    if real != base and base not in real.parents:
+    if "/" not in name and getattr(_MEMO, "paths", None) is None:
+        # One component outside a batch: one lstat beside the root's real path, not a second resolution.
+        real = _entry(base, name, os.path.join(root, name))
+    else:
+        real = real_name(os.path.join(root, name))
+    if real != base and not real.startswith(base if base.endswith("/") else base + "/"):
+        full = Path(root) / name
         raise ArchiveCorruptError(
             f"{full}: the {what} resolves to {real}, outside {base}; an archive's files must be in the archive "
             "(a symbolic link points out of it). Copy the files into the archive."
@@ -342,4 +372,4 @@ def read_region_hint(archive_dir: PathLike) -> tuple[int, int] | None:
         load_sealed(data, str(path), "foundry-region"), "foundry-region", (REGION_HINT_VERSION,), str(path)
     )
     at = At(str(path))
-    return get_int(*field(obj, "base", at)), get_int(*field(obj, "size", at))
+    return field_int(obj, "base", at), field_int(obj, "size", at)

@@ -7,7 +7,8 @@ SHA-256, so a reader that starts from the JSON detects a ``.cugraph`` from anoth
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+import os
+from pathlib import Path, PurePath
 from typing import Protocol
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
@@ -147,7 +148,7 @@ def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tup
     """``read_meta`` and the SHA-256 of the very bytes parsed: what a signature check must compare
     (hashing the file again could hash other bytes than those in use). With ``cache``, bytes parsed
     before are not validated again. Errors as ``read_meta``."""
-    json_path = Path(json_path)
+    json_path = _as_path(json_path)
     data = read_regular(json_path, "graph metadata", follow=True)
     digest = sha256_bytes(data)
     meta = cache.get(digest) if cache is not None else None
@@ -181,7 +182,7 @@ def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> b
 def record_path(json_path: PathLike, meta: GraphMeta) -> Path:
     """The resolved path of the graph's record container, proven to lie beside its JSON."""
     assert meta.record is not None  # from_json always sets it
-    return inside(Path(json_path).parent, meta.record.file, f"graph record of {json_path}")
+    return inside(_directory(json_path), meta.record.file, f"graph record of {json_path}")
 
 
 def read_payload_view(
@@ -192,7 +193,7 @@ def read_payload_view(
     those threads contend for). ``cpath`` is ``record_path(json_path, meta)`` where the caller has it
     already (LOAD resolves it with the graph's other paths, on its calling thread). Errors as
     ``read_payload``."""
-    json_path = Path(json_path)
+    json_path = _as_path(json_path)
     assert meta.record is not None  # from_json always sets it
     if cpath is None:
         cpath = record_path(json_path, meta)
@@ -210,10 +211,21 @@ def read_payload_view(
 def template_path(json_path: PathLike, meta: GraphMeta) -> Path:
     """The resolved JSON path of the template a member's metadata names (``meta.template`` set)."""
     assert meta.template is not None
-    return inside(Path(json_path).parent, meta.template.json, "template")
+    return inside(_directory(json_path), meta.template.json, "template")
 
 
 def resolve_archive_dir(json_path: PathLike, meta: GraphMeta) -> Path:
     """The directory holding the graph's images: ``meta.archive_dir`` taken relative to the JSON's
     directory, resolved, and proven to lie in it (``ArchiveCorruptError`` otherwise)."""
-    return inside(Path(json_path).parent, meta.archive_dir, "archive directory")
+    return inside(_directory(json_path), meta.archive_dir, "archive directory")
+
+
+def _as_path(path: PathLike) -> Path:
+    return path if isinstance(path, Path) else Path(path)  # a Path built again would parse its text again
+
+
+def _directory(json_path: PathLike) -> str:
+    """``str(Path(json_path).parent)``; from a Path's text (already normalized) without building another."""
+    if isinstance(json_path, PurePath):
+        return os.path.dirname(str(json_path)) or "."
+    return str(Path(json_path).parent)

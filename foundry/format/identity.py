@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .jsonfields import I64, U32, At, field, get_int, get_list, get_obj, get_opt_str, get_str
+from .jsonfields import I64, U32, At, field, field_int, field_str, get_int, get_list, get_obj, get_opt_str
 
 __all__ = ["IDENTITY_FIELDS", "Identity", "Mismatch", "compare"]
 
@@ -50,13 +50,13 @@ class Identity:
         cc, cc_at = get("compute_capability")
         major, minor = (get_int(v, cc_at.index(i), U32) for i, v in enumerate(get_list(cc, cc_at, 2)))
         return cls(
-            gpu_name=get_str(*get("gpu_name")),
-            sm_count=get_int(*get("sm_count"), U32),
+            gpu_name=field_str(obj, "gpu_name", at),
+            sm_count=field_int(obj, "sm_count", at, U32),
             compute_capability=(major, minor),
-            driver_version=get_int(*get("driver_version"), I64),
+            driver_version=field_int(obj, "driver_version", at, I64),
             cuda_runtime_version=get_opt_str(*get("cuda_runtime_version")),
             torch_version=get_opt_str(*get("torch_version")),
-            foundry_version=get_str(*get("foundry_version")),
+            foundry_version=field_str(obj, "foundry_version", at),
         )
 
 

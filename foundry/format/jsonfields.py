@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
@@ -28,7 +27,13 @@ __all__ = [
     "check_format",
     "dump_json",
     "field",
+    "field_int",
+    "field_int_list",
+    "field_relpath",
+    "field_sha256",
+    "field_str",
     "get_int",
+    "get_int_items",
     "get_int_list",
     "get_int_rows",
     "get_list",
@@ -57,22 +62,53 @@ def is_sha256(value: object) -> bool:
     return isinstance(value, str) and _SHA256.fullmatch(value) is not None
 
 
-@dataclass(frozen=True, slots=True)
 class At:
-    """A place in a JSON document: ``source`` (usually a file name) and a key path."""
+    """A place in a JSON document: ``source`` (usually a file name) and a key path.
 
-    source: str
-    path: str = ""
+    A place below another holds its parent and its own step (a key, or a list index), and spells its path
+    out only when it is asked for, on failure: readers take a place for every value they read (graph
+    metadata holds thousands), and almost none of them fail."""
+
+    __slots__ = ("_step", "_up", "source")
+
+    def __init__(self, source: str, path: str = "") -> None:
+        self.source = source
+        self._up: At | None = None
+        self._step: str | int = path  # with no parent: the whole path
+
+    @property
+    def path(self) -> str:
+        """The key path: keys joined with ``.``, list indices as ``[i]`` (empty: the top level)."""
+        if self._up is None:
+            return str(self._step)
+        up = self._up.path
+        if type(self._step) is int:
+            return f"{up}[{self._step}]"
+        return f"{up}.{self._step}" if up else str(self._step)
 
     def key(self, name: str) -> At:
-        return At(self.source, f"{self.path}.{name}" if self.path else name)
+        sub = At.__new__(At)
+        sub.source, sub._up, sub._step = self.source, self, name
+        return sub
 
     def index(self, i: int) -> At:
-        return At(self.source, f"{self.path}[{i}]")
+        sub = At.__new__(At)
+        sub.source, sub._up, sub._step = self.source, self, i
+        return sub
 
     def fail(self, problem: str) -> NoReturn:
-        where = f"key {self.path!r}" if self.path else "top level"
+        path = self.path
+        where = f"key {path!r}" if path else "top level"
         raise ArchiveCorruptError(f"{self.source}: {where}: {problem}")
+
+    def __repr__(self) -> str:
+        return f"At({self.source!r}, {self.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, At) and (self.source, self.path) == (other.source, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.source, self.path))
 
 
 def _kind(value: object) -> str:
@@ -114,6 +150,17 @@ def get_int_list(value: Any, at: At, length: int | None = None, bounds: tuple[in
     raise AssertionError("unreachable")  # pragma: no cover - the loop above raised
 
 
+def get_int_items(value: Any, at: At, bounds: tuple[int, int] = U64) -> tuple[tuple[str, int], ...]:
+    """An object of integers, as its ``(key, value)`` pairs in file order; checked like ``get_int_list``."""
+    obj = get_obj(value, at)
+    lo, hi = bounds
+    if all(type(v) is int and lo <= v <= hi for v in obj.values()):
+        return tuple(obj.items())
+    for k, v in obj.items():
+        get_int(v, at.key(k), bounds)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop above raised
+
+
 def get_int_rows(value: Any, at: At, columns: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], ...]:
     """A list of fixed-width integer rows, ``columns`` giving each column's bounds."""
     rows = get_list(value, at)
@@ -147,6 +194,8 @@ def relative_path_problem(name: str, parents: bool = False, bare: bool = False) 
     ``..`` may lead the path (a manifest lists graphs saved beside its archive that way; such a file is
     only ever read to prefetch its metadata, silently, never trusted: see load.startup); with ``bare``,
     it must be a file name alone."""
+    if "/" not in name and name not in ("", ".", "..") and "\0" not in name:
+        return None  # a plain file name: what an archive names most
     if not name or "\0" in name:
         return "is empty or holds a NUL byte"
     if name.startswith("/"):
@@ -180,16 +229,62 @@ def get_sha256(value: Any, at: At) -> str:
 
 def field(obj: dict[str, Any], name: str, at: At) -> tuple[Any, At]:
     """``obj[name]`` and its place; a missing key raises ``ArchiveCorruptError`` naming it."""
-    sub = at.key(name)
     if name not in obj:
-        sub.fail("missing")
-    return obj[name], sub
+        at.key(name).fail("missing")
+    return obj[name], at.key(name)
+
+
+# Readers of one key of an object, each the reader of the same name applied to ``field(obj, name, at)``: a
+# value it accepts is returned as it is, at once; any other goes to that reader, which refuses it with its
+# message (graph metadata is thousands of such keys, and a place built for each cost more than the checks).
+
+
+def field_int(obj: dict[str, Any], name: str, at: At, bounds: tuple[int, int] = U64) -> int:
+    value = obj.get(name)
+    if type(value) is int and bounds[0] <= value <= bounds[1]:
+        return value
+    return get_int(*field(obj, name, at), bounds)
+
+
+def field_str(obj: dict[str, Any], name: str, at: At) -> str:
+    value = obj.get(name)
+    if type(value) is str:
+        return value
+    return get_str(*field(obj, name, at))
+
+
+def field_sha256(obj: dict[str, Any], name: str, at: At) -> str:
+    value = obj.get(name)
+    if type(value) is str and _SHA256.fullmatch(value) is not None:
+        return value
+    return get_sha256(*field(obj, name, at))
+
+
+def field_relpath(obj: dict[str, Any], name: str, at: At, parents: bool = False, bare: bool = False) -> str:
+    value = obj.get(name)
+    if type(value) is str and relative_path_problem(value, parents, bare) is None:
+        return value
+    return get_relpath(*field(obj, name, at), parents, bare)
+
+
+def field_int_list(
+    obj: dict[str, Any], name: str, at: At, length: int | None = None, bounds: tuple[int, int] = U64
+) -> tuple[int, ...]:
+    value = obj.get(name)
+    if type(value) is list and (length is None or len(value) == length):
+        lo, hi = bounds
+        if all(type(v) is int and lo <= v <= hi for v in value):
+            return tuple(value)
+    return get_int_list(*field(obj, name, at), length, bounds)
 
 
 def load_json(data: bytes | bytearray, source: str) -> Any:
     """Decode UTF-8 JSON; malformed text raises ``ArchiveCorruptError`` naming ``source``."""
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+        text = data.decode("utf-8")
+        if text.startswith("\ufeff"):
+            json.loads(text)  # refuses a byte-order mark with json's own message, which the decoder has not
+        return _DECODER.decode(text)
     except UnicodeDecodeError as exc:
         raise ArchiveCorruptError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     except (ValueError, RecursionError) as exc:
@@ -198,6 +293,10 @@ def load_json(data: bytes | bytearray, source: str) -> Any:
 
 def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not allowed in archive JSON")
+
+
+# One decoder for every file, as ``json.loads`` itself shares one between threads when given no options.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def dump_json(obj: Any) -> bytes:

@@ -24,10 +24,13 @@ from .jsonfields import (
     At,
     check_format,
     field,
+    field_int,
+    field_relpath,
+    field_sha256,
+    field_str,
     get_int,
     get_list,
     get_obj,
-    get_relpath,
     get_sha256,
     get_str,
     load_sealed,
@@ -206,7 +209,7 @@ class Manifest:
         groups_v, groups_at = field(obj, "groups", at)
         groups = tuple(_group(v, groups_at.index(i)) for i, v in enumerate(get_list(groups_v, groups_at)))
         manifest = cls(
-            foundry_version=get_str(*field(obj, "foundry_version", at)),
+            foundry_version=field_str(obj, "foundry_version", at),
             created=_created(*field(obj, "created", at)),
             identity=Identity.from_json(*field(obj, "identity", at)),
             region=RegionSpec.from_json(*field(obj, "region", at)),
@@ -260,20 +263,20 @@ def _image(sha: str, value: Any, at: At) -> ImageEntry:
 
 def _graph(value: Any, at: At) -> GraphEntry:
     obj = get_obj(value, at)
-    json_path = get_relpath(*field(obj, "json", at), parents=True)
+    json_path = field_relpath(obj, "json", at, parents=True)
     role_v, role_at = field(obj, "role", at)
     try:
         role = GraphRole(get_str(role_v, role_at))
     except ValueError:
         role_at.fail(f"{role_v!r:.40} is not 'template' or 'member'")
     return GraphEntry(
-        name=get_str(*field(obj, "name", at)),
+        name=field_str(obj, "name", at),
         json=json_path,
-        json_sha256=get_sha256(*field(obj, "json_sha256", at)),
-        record_sha256=get_sha256(*field(obj, "record_sha256", at)),
-        nodes=get_int(*field(obj, "nodes", at), U64),
-        topology=get_sha256(*field(obj, "topology", at)),
-        group=get_int(*field(obj, "group", at), U32),
+        json_sha256=field_sha256(obj, "json_sha256", at),
+        record_sha256=field_sha256(obj, "record_sha256", at),
+        nodes=field_int(obj, "nodes", at, U64),
+        topology=field_sha256(obj, "topology", at),
+        group=field_int(obj, "group", at, U32),
         role=role,
     )
 
@@ -288,7 +291,7 @@ def _group(value: Any, at: At) -> Group:
         varying = tuple(
             get_int(v, varying_at.index(i), U32) for i, v in enumerate(get_list(obj["varying"], varying_at))
         )
-    return Group(get_sha256(*field(obj, "topology", at)), get_int(*field(obj, "template", at), U32), members, varying)
+    return Group(field_sha256(obj, "topology", at), field_int(obj, "template", at, U32), members, varying)
 
 
 def write_manifest(archive_dir: PathLike, manifest: Manifest) -> None:

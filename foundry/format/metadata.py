@@ -12,12 +12,14 @@ from .jsonfields import (
     At,
     check_format,
     field,
-    get_int,
+    field_int,
+    field_relpath,
+    field_sha256,
+    field_str,
+    get_int_items,
     get_list,
     get_obj,
-    get_relpath,
     get_sha256,
-    get_str,
     is_sha256,
 )
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
@@ -134,7 +136,7 @@ class GraphMeta:
             return field(obj, name, at)
 
         def shared(name: str, parse: Callable[[Any, At], T]) -> T:
-            raw, where = get(name)
+            raw, where = field(obj, name, at)
             if parts is None:
                 return parse(raw, where)
             return parts.part(name, raw, lambda v: parse(v, where))
@@ -161,20 +163,20 @@ class GraphMeta:
         )
         rng_v, rng_at = get("rng")
         stats_v, stats_at = get("stats")
-        stats = tuple((k, get_int(v, stats_at.key(k))) for k, v in get_obj(stats_v, stats_at).items())
+        stats = get_int_items(stats_v, stats_at)
         meta = cls(
-            name=get_str(*get("name")),
-            foundry_version=get_str(*get("foundry_version")),
-            archive_dir=get_relpath(*get("archive_dir")),
+            name=field_str(obj, "name", at),
+            foundry_version=field_str(obj, "foundry_version", at),
+            archive_dir=field_relpath(obj, "archive_dir", at),
             functions=functions,
             images=images,
-            events=get_int(*get("events"), U32),
+            events=field_int(obj, "events", at, U32),
             outputs=outputs,
             rng=None if rng_v is None else RngSpec.from_json(rng_v, rng_at),
             region=shared("region", RegionSpec.from_json),
             identity=shared("identity", Identity.from_json),
             stats=stats,
-            topology=get_sha256(*get("topology")),
+            topology=field_sha256(obj, "topology", at),
             record=RecordRef.from_json(*get("record")),
             memory=None if obj.get("memory") is None else MemorySpec.from_json(obj["memory"], at.key("memory")),
             template=None

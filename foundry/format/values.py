@@ -18,13 +18,14 @@ from .jsonfields import (
     U64,
     At,
     field,
-    get_int,
+    field_int,
+    field_relpath,
+    field_sha256,
+    field_str,
     get_int_list,
     get_int_rows,
     get_list,
     get_obj,
-    get_relpath,
-    get_sha256,
     get_str,
     is_sha256,
 )
@@ -80,8 +81,8 @@ class RecordRef:
     @classmethod
     def from_json(cls, value: Any, at: At) -> RecordRef:
         obj = get_obj(value, at)
-        file = get_relpath(*field(obj, "file", at), bare=True)
-        return cls(file, get_int(*field(obj, "bytes", at)), get_sha256(*field(obj, "sha256", at)))
+        file = field_relpath(obj, "file", at, bare=True)
+        return cls(file, field_int(obj, "bytes", at), field_sha256(obj, "sha256", at))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,13 +101,13 @@ class VariableRef:
     @classmethod
     def from_json(cls, value: Any, at: At) -> VariableRef:
         obj = get_obj(value, at)
-        name = get_str(*field(obj, "name", at))
+        name = field_str(obj, "name", at)
         if not name or "\0" in name:
             at.key("name").fail("a variable name must be non-empty and hold no NUL byte")
-        size = get_int(*field(obj, "bytes", at))
+        size = field_int(obj, "bytes", at)
         if size == 0:
             at.key("bytes").fail("a carried variable holds at least one byte")
-        return cls(name, size, get_sha256(*field(obj, "sha256", at)))
+        return cls(name, size, field_sha256(obj, "sha256", at))
 
 
 def variables_from_json(value: Any, at: At) -> tuple[VariableRef, ...]:
@@ -140,7 +141,7 @@ class ImageRef:
     def from_json(cls, sha256: str, value: Any, at: At) -> ImageRef:
         obj = get_obj(value, at)
         variables = variables_from_json(obj["variables"], at.key("variables")) if "variables" in obj else None
-        return cls(sha256, get_int(*field(obj, "bytes", at)), _format(*field(obj, "format", at)), variables)
+        return cls(sha256, field_int(obj, "bytes", at), _format(*field(obj, "format", at)), variables)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,12 +175,12 @@ class FunctionRef:
             ):
                 return cls(str(image), name, FuncAttrs._make(attrs))
         obj = get_obj(value, at)
-        name = get_str(*field(obj, "name", at))
+        name = field_str(obj, "name", at)
         if not name:
             at.key("name").fail("empty kernel name")
         attrs, attrs_at = field(obj, "attrs", at)
         values = get_int_list(attrs, attrs_at, len(FuncAttr), I32)
-        return cls(get_sha256(*field(obj, "image", at)), name, FuncAttrs._make(values))
+        return cls(field_sha256(obj, "image", at), name, FuncAttrs._make(values))
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,11 +210,11 @@ class OutputSpec:
         shape = get_int_list(shape_v, shape_at, None, (0, I64[1]))
         strides = get_int_list(strides_v, strides_at, len(shape), I64)
         return cls(
-            get_int(*field(obj, "address", at)),
+            field_int(obj, "address", at),
             shape,
             strides,
-            get_str(*field(obj, "dtype", at)),
-            get_int(*field(obj, "nbytes", at)),
+            field_str(obj, "dtype", at),
+            field_int(obj, "nbytes", at),
         )
 
 
@@ -236,9 +237,9 @@ class RngSpec:
     def from_json(cls, value: Any, at: At) -> RngSpec:
         obj = get_obj(value, at)
         return cls(
-            get_int(*field(obj, "seed_address", at)),
-            get_int(*field(obj, "offset_address", at)),
-            get_int(*field(obj, "increment", at)),
+            field_int(obj, "seed_address", at),
+            field_int(obj, "offset_address", at),
+            field_int(obj, "increment", at),
         )
 
 
@@ -270,11 +271,11 @@ class RegionSpec:
     @classmethod
     def from_json(cls, value: Any, at: At) -> RegionSpec:
         obj = get_obj(value, at)
-        base = get_int(*field(obj, "base", at))
-        size = get_int(*field(obj, "size", at))
+        base = field_int(obj, "base", at)
+        size = field_int(obj, "size", at)
         if base + size > U64[1] + 1:
             at.key("size").fail(f"the region {base:#x}+{size:#x} runs past the 64-bit address space")
-        high_water = get_int(*field(obj, "high_water", at))
+        high_water = field_int(obj, "high_water", at)
         if high_water > size:
             at.key("high_water").fail(f"{high_water} is beyond the region size {size}")
         live_v, live_at = field(obj, "live", at)
@@ -288,7 +289,7 @@ class RegionSpec:
                 live_at.index(i).fail(f"range {off}+{length} ends beyond the region size {size}")
         events_v, events_at = field(obj, "events", at)
         events = get_int_rows(events_v, events_at, (U64, U32, U64, U64, U64))
-        granularity = get_int(*field(obj, "granularity", at))
+        granularity = field_int(obj, "granularity", at)
         return cls(base, size, granularity, high_water, live, events)  # type: ignore[arg-type]
 
 
@@ -317,10 +318,10 @@ class MemorySpec:
             if off < end:
                 ranges_at.index(i).fail("ranges must be sorted and must not overlap")
             end = off + length
-        total = get_int(*field(obj, "bytes", at))
+        total = field_int(obj, "bytes", at)
         if total != sum(length for _, length in ranges):
             at.key("bytes").fail(f"{total} is not the sum of the range lengths")
-        return cls(get_sha256(*field(obj, "sha256", at)), total, ranges)  # type: ignore[arg-type]
+        return cls(field_sha256(obj, "sha256", at), total, ranges)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,5 +338,5 @@ class TemplateRef:
     @classmethod
     def from_json(cls, value: Any, at: At) -> TemplateRef:
         obj = get_obj(value, at)
-        path = get_relpath(*field(obj, "json", at))
-        return cls(path, get_sha256(*field(obj, "record_sha256", at)))
+        path = field_relpath(obj, "json", at)
+        return cls(path, field_sha256(obj, "record_sha256", at))

@@ -23,7 +23,7 @@ from foundry.format import (
     node_count,
     read_meta_digest,
     read_payload_view,
-    real_path,
+    real_name,
     record_path,
     resolve_archive_dir,
     template_path,
@@ -85,7 +85,7 @@ class _Sources:
     graphs forever keeps the latest)."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
-    full: dict[tuple[Path, str], GraphSource] = field(default_factory=dict)
+    full: dict[tuple[str, str], GraphSource] = field(default_factory=dict)  # by (``real_name``, record SHA-256)
     meta: dict[str, GraphMeta] = field(default_factory=dict)
     # Sources read and checked at process start, by (absolute path as named, signing key id): LOAD takes
     # each once (``read_sources``); ``prepared_bytes`` is what their records hold.
@@ -158,7 +158,10 @@ def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) ->
 def _as_named(path: str | os.PathLike[str]) -> str:
     """The path as absolute, with no ``..`` folded away (through a symlink, ``a/link/..`` is not ``a``):
     two spellings share a prepared source only where they name the same file."""
-    return str(Path(os.getcwd(), path))
+    name = os.fspath(path)
+    if name.startswith("/") and "//" not in name and "/./" not in name and not name.endswith(("/", "/.")):
+        return name  # absolute, and already spelled as a Path spells it
+    return str(Path(os.getcwd(), name))
 
 
 def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
@@ -206,7 +209,7 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
 def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:
     assert meta.record is not None
     state = _STATE.get()
-    key = (real_path(json_path), meta.record.sha256)
+    key = (real_name(json_path), meta.record.sha256)
     with state.lock:
         src = state.full.get(key)
         if src is None:
@@ -219,7 +222,7 @@ def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> G
 
 
 def _read_source(
-    json_path: Path, key: SigningKey | None, chain: tuple[Path, ...], lazy: bool, proven: set[int] | None = None
+    json_path: Path, key: SigningKey | None, chain: tuple[str, ...], lazy: bool, proven: set[int] | None = None
 ) -> GraphSource:
     """``read_source``'s work. ``proven``: the templates (by ``id``) authenticated earlier in this batch, under
     the same key and manifests, which its other members need not authenticate again."""
@@ -228,16 +231,17 @@ def _read_source(
     authenticate_graph(json_path, meta, key, digest)
     if meta.template is None:
         return _full_source(json_path, meta, digest, lazy)
-    here = real_path(json_path)
+    here = real_name(json_path)
     tpath = template_path(json_path, meta)
-    if tpath == here or tpath in chain:
-        loop = " -> ".join(str(p) for p in (*chain, here, tpath))
+    tname = str(tpath)
+    if tname == here or tname in chain:
+        loop = " -> ".join((*chain, here, tname))
         raise ArchiveCorruptError(
             f"{json_path} is stored as changes to a template that leads back to itself ({loop}), so it can "
             "never be rebuilt: the archive is damaged. Save the graphs (and the manifest) again."
         )
     with state.lock:
-        template = state.full.get((tpath, meta.template.record_sha256))
+        template = state.full.get((tname, meta.template.record_sha256))
     if template is None:
         template = _read_source(tpath, key, (*chain, here), lazy, proven)
     elif proven is None or id(template) not in proven:

@@ -37,9 +37,11 @@ from foundry.format import (
     PathLike,
     VariableRef,
     inside,
+    inside_name,
     is_sha256,
     parse_manifest_doc,
     read_regular,
+    real_name,
     real_path,
     real_paths_memoized,
     relative_path_problem,
@@ -123,7 +125,7 @@ KeySource = Union[SigningKey, bytes, str, "os.PathLike[str]"]
 class _Verified:
     data_sha256: str
     manifest: Manifest
-    listing: dict[Path, GraphEntry]  # by the resolved path of the graph JSON
+    listing: dict[str, GraphEntry]  # by the resolved path of the graph JSON (``real_name``)
 
 
 @dataclass
@@ -296,8 +298,8 @@ def _read_verified(archive_dir: Path, key: SigningKey | None) -> _Verified | Non
     if key is not None:
         check_signature(doc, key, str(path))
     manifest = Manifest.from_json(doc, str(path))
-    base = real_path(archive_dir)
-    listing = {real_path(base / g.json): g for g in manifest.graphs}
+    base = real_name(archive_dir)
+    listing = {real_name(os.path.join(base, g.json)): g for g in manifest.graphs}
     result = _Verified(digest, manifest, listing)
     with state.lock:
         state.verified[cache_key] = result
@@ -330,34 +332,33 @@ def authenticate_graph(
     (graphs saved, manifest not written) passes; one that has a manifest must list the graph as it is
     (``ArchiveCorruptError`` otherwise). Raises as ``authenticate_manifest`` for an unreadable manifest.
     """
-    json_path = Path(json_path)
+    json_path = json_path if isinstance(json_path, Path) else Path(json_path)
     archive = resolve_archive_dir(json_path, meta)
     verified = _verify(archive, key)
     if verified is None:
         return
     error = ArchiveSignatureError if key is not None else ArchiveCorruptError
-    manifest_path = archive / MANIFEST_NAME
-    entry = verified.listing.get(real_path(json_path))
+    entry = verified.listing.get(real_name(json_path))
     if entry is None:
         what = "signed manifest" if key is not None else "manifest"
         raise error(
-            f"{json_path} is not listed in the {what} {manifest_path}: it was saved after the manifest was written, "
-            "or does not belong to that archive. Save the manifest again (save_graph_manifest), or load only graphs "
-            "the archive lists."
+            f"{json_path} is not listed in the {what} {archive / MANIFEST_NAME}: it was saved after the manifest was "
+            "written, or does not belong to that archive. Save the manifest again (save_graph_manifest), or load only "
+            "graphs the archive lists."
         )
     if relative_path_problem(entry.json) is None:  # listed inside the archive: no link may lead out of it
-        inside(archive, entry.json, "graph metadata")
+        inside_name(archive, entry.json, "graph metadata")
     actual = json_sha256 if json_sha256 is not None else sha256_file(json_path)
     if actual != entry.json_sha256:
         raise error(
             f"{json_path} was changed after the manifest was written: its SHA-256 is {actual}, the manifest "
-            f"{manifest_path} says {entry.json_sha256}. Do not load it; save the archive again."
+            f"{archive / MANIFEST_NAME} says {entry.json_sha256}. Do not load it; save the archive again."
         )
     problem = manifest_disagreement(verified.manifest, entry, meta)
     if problem:
         raise ArchiveCorruptError(
-            f"{json_path} and the manifest {manifest_path} disagree: {problem}. The two come from different saves; "
-            "save the archive again."
+            f"{json_path} and the manifest {archive / MANIFEST_NAME} disagree: {problem}. The two come from different "
+            "saves; save the archive again."
         )
 
 
