@@ -165,25 +165,29 @@ def real_name(path: PathLike) -> str:
     real: str | None = memo.get(key)
     if real is None:
         head, name = os.path.split(key)
-        # A name resolves through its directory: one lstat, the directory's own resolution shared by every file
-        # in it (an archive's thousands of graphs).
-        plain = head and name not in ("", ".", "..")
-        real = _entry(real_name(head), name, key) if plain else os.path.realpath(key)
-        memo[key] = real
+        if head and name not in ("", ".", ".."):
+            real = _entry(real_name(head), name, key, memo)
+        else:
+            memo[key] = real = os.path.realpath(key)
     return real
 
 
-def _entry(base: str, name: str, path: str) -> str:
+def _entry(base: str, name: str, path: str, memo: dict[Any, Any] | None) -> str:
     """The real path of ``path``, the entry ``name`` (one component) of the directory whose real path is
-    ``base``: ``base/name`` when it is no symbolic link (what ``os.path.realpath`` says, which takes a name it
-    cannot ``lstat`` as no link), else the link resolved."""
-    full = os.path.join(base, name)
-    try:
-        if not stat.S_ISLNK(os.lstat(full).st_mode):
-            return full
-    except OSError:
-        return full
-    return os.path.realpath(path)
+    ``base``, kept in ``memo`` under ``path``: ``base/name`` when it is no symbolic link (what
+    ``os.path.realpath`` says, which takes a name it cannot ``lstat`` as no link), else the link resolved. One
+    lstat, the directory's own resolution shared by every file in it (an archive's thousands of graphs)."""
+    real = memo.get(path) if memo is not None else None
+    if real is None:
+        real = base + name if base.endswith("/") else f"{base}/{name}"
+        try:
+            if stat.S_ISLNK(os.lstat(real).st_mode):
+                real = os.path.realpath(path)
+        except OSError:
+            pass
+        if memo is not None:
+            memo[path] = real
+    return real
 
 
 def inside(root: PathLike, name: str, what: str) -> Path:
@@ -225,16 +229,12 @@ def _inside(root: str, name: str, what: str) -> str:
     base = real_name(root)
     if name == ".":
         return base
-    if "/" not in name and getattr(_MEMO, "paths", None) is None:
-        # One component outside a batch: one lstat beside the root's real path, not a second resolution.
-        real = _entry(base, name, os.path.join(root, name))
-    else:
-        real = real_name(os.path.join(root, name))
+    full = os.path.join(root, name)
+    real = real_name(full) if "/" in name else _entry(base, name, full, getattr(_MEMO, "paths", None))
     if real != base and not real.startswith(base if base.endswith("/") else base + "/"):
-        full = Path(root) / name
         raise ArchiveCorruptError(
-            f"{full}: the {what} resolves to {real}, outside {base}; an archive's files must be in the archive "
-            "(a symbolic link points out of it). Copy the files into the archive."
+            f"{Path(root) / name}: the {what} resolves to {real}, outside {base}; an archive's files must be in the "
+            "archive (a symbolic link points out of it). Copy the files into the archive."
         )
     return real
 

@@ -7,7 +7,6 @@ SHA-256, so a reader that starts from the JSON detects a ``.cugraph`` from anoth
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path, PurePath
 from typing import Protocol
 
@@ -15,7 +14,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .container import pack_container, read_container_header, record_view
 from .delta import Delta, parse_delta
-from .files import PathLike, inside, read_regular, sha256_bytes, write_atomic
+from .files import PathLike, inside, inside_name, read_regular, sha256_bytes, write_atomic
 from .jsonfields import load_sealed, seal
 from .layout import CONTAINER_RECORD_OFFSET
 from .metadata import GRAPH_FORMAT, GraphMeta, Parts
@@ -153,7 +152,7 @@ def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tup
     digest = sha256_bytes(data)
     meta = cache.get(digest) if cache is not None else None
     if meta is None:
-        meta = GraphMeta.from_json(load_sealed(data, str(json_path), GRAPH_FORMAT), str(json_path), cache)
+        meta = GraphMeta.from_json(load_sealed(data, str(json_path), GRAPH_FORMAT, cache), str(json_path), cache)
         if cache is not None:
             cache.put(digest, meta)
     return meta, digest
@@ -179,14 +178,15 @@ def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> b
     return bytes(read_payload_view(json_path, meta, verify))
 
 
-def record_path(json_path: PathLike, meta: GraphMeta) -> Path:
-    """The resolved path of the graph's record container, proven to lie beside its JSON."""
+def record_path(json_path: PathLike, meta: GraphMeta) -> str:
+    """The resolved path of the graph's record container, proven to lie beside its JSON (as text: LOAD keeps
+    one for each of thousands of graphs, and only opens it)."""
     assert meta.record is not None  # from_json always sets it
-    return inside(_directory(json_path), meta.record.file, f"graph record of {json_path}")
+    return inside_name(_directory(json_path), meta.record.file, f"graph record of {json_path}")
 
 
 def read_payload_view(
-    json_path: PathLike, meta: GraphMeta, verify: bool = True, cpath: Path | None = None
+    json_path: PathLike, meta: GraphMeta, verify: bool = True, cpath: str | None = None
 ) -> memoryview:
     """``read_payload`` as a writable view into the one buffer the file was read into: no copy
     (LOAD reads tens of MB of records on several threads, and every fresh page is a page fault
@@ -226,6 +226,7 @@ def _as_path(path: PathLike) -> Path:
 
 def _directory(json_path: PathLike) -> str:
     """``str(Path(json_path).parent)``; from a Path's text (already normalized) without building another."""
-    if isinstance(json_path, PurePath):
-        return os.path.dirname(str(json_path)) or "."
-    return str(Path(json_path).parent)
+    if not isinstance(json_path, PurePath):
+        return str(Path(json_path).parent)
+    head, slash, _ = str(json_path).rpartition("/")
+    return head if head.strip("/") else head + slash or "."  # the root ("/", "//") or the current directory

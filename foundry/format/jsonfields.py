@@ -14,9 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Collection
+from itertools import chain
 from typing import Any, NoReturn
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+
+from .jsontext import Parts, decode
 
 __all__ = [
     "I32",
@@ -28,7 +32,6 @@ __all__ = [
     "dump_json",
     "field",
     "field_int",
-    "field_int_list",
     "field_relpath",
     "field_sha256",
     "field_str",
@@ -42,6 +45,7 @@ __all__ = [
     "get_relpath",
     "get_sha256",
     "get_str",
+    "ints_within",
     "is_sha256",
     "load_json",
     "load_sealed",
@@ -138,12 +142,21 @@ def get_int(value: Any, at: At, bounds: tuple[int, int] = U64) -> int:
     return value
 
 
+_INT = frozenset({int})
+_LIST = frozenset({list})
+
+
+def ints_within(values: Collection[Any], lo: int, hi: int) -> bool:
+    """Whether every one of ``values`` is an integer (never a bool) in ``lo..hi``: the fast paths' test, run in
+    C with no Python step per value (graph metadata holds thousands of them)."""
+    return {*map(type, values)} <= _INT and (not values or (lo <= min(values) and max(values) <= hi))
+
+
 def get_int_list(value: Any, at: At, length: int | None = None, bounds: tuple[int, int] = U64) -> tuple[int, ...]:
-    """A list of integers, checked with a fast path (graph metadata holds thousands of them); the
-    slow path only runs to name the offending element."""
+    """A list of integers, checked with a fast path (``ints_within``); the slow path only runs to name the
+    offending element."""
     items = get_list(value, at, length)
-    lo, hi = bounds
-    if all(type(v) is int and lo <= v <= hi for v in items):
+    if ints_within(items, *bounds):
         return tuple(items)
     for i, v in enumerate(items):
         get_int(v, at.index(i), bounds)
@@ -153,8 +166,7 @@ def get_int_list(value: Any, at: At, length: int | None = None, bounds: tuple[in
 def get_int_items(value: Any, at: At, bounds: tuple[int, int] = U64) -> tuple[tuple[str, int], ...]:
     """An object of integers, as its ``(key, value)`` pairs in file order; checked like ``get_int_list``."""
     obj = get_obj(value, at)
-    lo, hi = bounds
-    if all(type(v) is int and lo <= v <= hi for v in obj.values()):
+    if ints_within(obj.values(), *bounds):
         return tuple(obj.items())
     for k, v in obj.items():
         get_int(v, at.key(k), bounds)
@@ -165,9 +177,9 @@ def get_int_rows(value: Any, at: At, columns: tuple[tuple[int, int], ...]) -> tu
     """A list of fixed-width integer rows, ``columns`` giving each column's bounds."""
     rows = get_list(value, at)
     width = len(columns)
-    if all(type(r) is list and len(r) == width for r in rows):
-        flat = [v for r in rows for v in r]
-        if all(type(v) is int for v in flat) and all(
+    if {*map(type, rows)} <= _LIST and {*map(len, rows)} <= {width}:
+        flat = list(chain.from_iterable(rows))
+        if {*map(type, flat)} <= _INT and all(
             not flat or (lo <= min(flat[k::width]) and max(flat[k::width]) <= hi) for k, (lo, hi) in enumerate(columns)
         ):
             return tuple(map(tuple, rows))
@@ -267,36 +279,18 @@ def field_relpath(obj: dict[str, Any], name: str, at: At, parents: bool = False,
     return get_relpath(*field(obj, name, at), parents, bare)
 
 
-def field_int_list(
-    obj: dict[str, Any], name: str, at: At, length: int | None = None, bounds: tuple[int, int] = U64
-) -> tuple[int, ...]:
-    value = obj.get(name)
-    if type(value) is list and (length is None or len(value) == length):
-        lo, hi = bounds
-        if all(type(v) is int and lo <= v <= hi for v in value):
-            return tuple(value)
-    return get_int_list(*field(obj, name, at), length, bounds)
-
-
-def load_json(data: bytes | bytearray, source: str) -> Any:
-    """Decode UTF-8 JSON; malformed text raises ``ArchiveCorruptError`` naming ``source``."""
+def load_json(data: bytes | bytearray, source: str, parts: Parts | None = None) -> Any:
+    """Decode UTF-8 JSON; malformed text raises ``ArchiveCorruptError`` naming ``source``. ``parts``: see
+    ``jsontext.decode``."""
     try:
         text = data.decode("utf-8")
         if text.startswith("\ufeff"):
             json.loads(text)  # refuses a byte-order mark with json's own message, which the decoder has not
-        return _DECODER.decode(text)
+        return decode(text, parts)
     except UnicodeDecodeError as exc:
         raise ArchiveCorruptError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     except (ValueError, RecursionError) as exc:
         raise ArchiveCorruptError(f"{source}: not valid JSON: {exc}") from None
-
-
-def _no_constant(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not allowed in archive JSON")
-
-
-# One decoder for every file, as ``json.loads`` itself shares one between threads when given no options.
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def dump_json(obj: Any) -> bytes:
@@ -352,12 +346,13 @@ def seal(obj: dict[str, Any]) -> bytes:
     return head + _SEAL_LINE + hashlib.sha256(head).hexdigest().encode() + _SEAL_END
 
 
-def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None) -> Any:
+def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None, parts: Parts | None = None) -> Any:
     """The JSON document of sealed bytes (``seal``), its ``digest`` key removed, once the digest is
     proven to be that of the bytes before it; ``ArchiveCorruptError`` names ``source`` otherwise (the
     file was changed or damaged after it was written). With ``fmt``, an unsealed document that is not
     a Foundry ``fmt`` file at all raises ``ArchiveForeignError`` instead, and one of a version from
-    before files were sealed ``ArchiveVersionError``."""
+    before files were sealed ``ArchiveVersionError``. With ``parts``, the values of lines sealed bytes repeat
+    are shared (``jsontext.decode``), and the caller must not change them."""
     data = bytes(data)
     at = data.rfind(b"\n" + _SEAL_LINE)
     end = at + 1 + len(_SEAL_LINE) + 64
@@ -384,7 +379,7 @@ def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None) ->
             f"{source}: the file's bytes have SHA-256 {actual}, its {SEAL_KEY!r} says {stated}: it was changed or "
             "damaged after SAVE wrote it. Do not load it; save it again."
         )
-    doc = load_json(data, source)
+    doc = load_json(data, source, parts)
     if not isinstance(doc, dict) or list(doc)[-1:] != [SEAL_KEY]:  # a repeated key would hide one
         raise ArchiveCorruptError(f"{source}: {SEAL_KEY!r} must be the last key, once")
     del doc[SEAL_KEY]

@@ -152,12 +152,12 @@ class Manifest:
                     return f"group {gi} lists graph {i}, whose group is {self.graphs[i].group}"
                 if self.graphs[i].topology != g.topology:
                     return f"graph {i} has topology {self.graphs[i].topology}, its group {gi} has {g.topology}"
+        members = [frozenset(g.members) for g in self.groups]  # a group holds up to every graph: no linear search
         for i, e in enumerate(self.graphs):
             if e.group >= len(self.groups):
                 return f"graph {i} names group {e.group}; there are {len(self.groups)} groups"
-            group = self.groups[e.group]
-            is_template = group.template == i
-            if (e.role == GraphRole.TEMPLATE) != is_template or (not is_template and i not in group.members):
+            is_template = self.groups[e.group].template == i
+            if (e.role == GraphRole.TEMPLATE) != is_template or (not is_template and i not in members[e.group]):
                 return f"graph {i} has role {e.role.value!r} but group {e.group} does not list it so"
         return None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from .identity import Identity
 from .jsonfields import (
@@ -22,21 +22,12 @@ from .jsonfields import (
     get_sha256,
     is_sha256,
 )
+from .jsontext import Parts
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta", "Parts"]
 
 T = TypeVar("T")
-
-
-class Parts(Protocol):
-    """What a reader of many graph JSONs keeps of the parts they repeat (an archive's graphs share their
-    region, machine identity and images): ``parse(raw)`` once, and for a later ``raw`` equal to the one kept
-    under ``kind``, the value it gave. An equal JSON value holds the same numbers and strings (``1.0`` and
-    ``true`` equal 1), and what is returned is what was checked; a file's own bytes are proven by their
-    SHA-256, not here."""
-
-    def part(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T: ...
 
 
 GRAPH_FORMAT = "foundry-graph"
@@ -148,9 +139,13 @@ class GraphMeta:
             )
 
         funcs_v, funcs_at = get("functions")
-        functions = tuple(
-            FunctionRef.from_json(v, funcs_at.index(i)) for i, v in enumerate(get_list(funcs_v, funcs_at))
-        )
+
+        def parse_functions(value: Any) -> tuple[FunctionRef, ...]:
+            return tuple([FunctionRef.from_json(v, funcs_at.index(i)) for i, v in enumerate(get_list(value, funcs_at))])
+
+        # A graph's kernels are often the previous graph's, but kept only where the text was the same (``same``):
+        # kernel attributes are integers, and an equal 1.0 would be refused on its own.
+        functions = parse_functions(funcs_v) if parts is None else parts.same("functions", funcs_v, parse_functions)
         images_at = get("images")[1]
         images = shared("images", parse_images)
         if obj["format_version"] >= 3:  # from version 3 on, every image states its variables (maybe none)
@@ -159,7 +154,7 @@ class GraphMeta:
                     images_at.key(ref.sha256).key("variables").fail("missing")
         outputs_v, outputs_at = get("outputs")
         outputs = tuple(
-            OutputSpec.from_json(v, outputs_at.index(i)) for i, v in enumerate(get_list(outputs_v, outputs_at))
+            [OutputSpec.from_json(v, outputs_at.index(i)) for i, v in enumerate(get_list(outputs_v, outputs_at))]
         )
         rng_v, rng_at = get("rng")
         stats_v, stats_at = get("stats")

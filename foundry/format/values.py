@@ -27,6 +27,7 @@ from .jsonfields import (
     get_list,
     get_obj,
     get_str,
+    ints_within,
     is_sha256,
 )
 
@@ -48,6 +49,7 @@ __all__ = [
 
 FUNCTION_ATTR_UNKNOWN: int = FUNC_ATTR_UNKNOWN
 """An attribute value SAVE could not read from the driver (never set at LOAD)."""
+_ATTR_COUNT = len(FuncAttr)
 
 
 class ImageFormat(str, Enum):
@@ -170,16 +172,16 @@ class FunctionRef:
                 and name
                 and is_sha256(image)
                 and type(attrs) is list
-                and len(attrs) == len(FuncAttr)
-                and all(type(a) is int and I32[0] <= a <= I32[1] for a in attrs)
+                and len(attrs) == _ATTR_COUNT
+                and ints_within(attrs, *I32)
             ):
-                return cls(str(image), name, FuncAttrs._make(attrs))
+                return cls(str(image), name, tuple.__new__(FuncAttrs, attrs))  # its length checked above
         obj = get_obj(value, at)
         name = field_str(obj, "name", at)
         if not name:
             at.key("name").fail("empty kernel name")
         attrs, attrs_at = field(obj, "attrs", at)
-        values = get_int_list(attrs, attrs_at, len(FuncAttr), I32)
+        values = get_int_list(attrs, attrs_at, _ATTR_COUNT, I32)
         return cls(field_sha256(obj, "image", at), name, FuncAttrs._make(values))
 
 

@@ -55,7 +55,7 @@ class GraphSource:
     json_sha256: str = ""  # of the JSON bytes ``meta`` was parsed from
     # The record container's path, proven to lie beside the JSON when the source was read (with the graph's
     # other paths, each resolved once per batch), so that reader threads need not resolve it again.
-    record_file: Path | None = None
+    record_file: str | None = None
 
     def read_payload(self) -> memoryview:
         if self._payload is None:
@@ -100,10 +100,18 @@ class _Sources:
     def part(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
         """format.Parts: the last ``raw`` of each kind with what it gave (an archive's graphs repeat them)."""
         last = self.parts.get(kind)
-        if last is not None and last[0] == raw:
+        if last is not None and (last[0] is raw or last[0] == raw):
             return cast(T, last[1])
         parsed = parse(raw)
         self.parts[kind] = (raw, parsed)  # one pair per kind: a reference swap, safe between threads
+        return parsed
+
+    def same(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
+        last = self.parts.get(kind)
+        if last is not None and last[0] is raw:
+            return cast(T, last[1])
+        parsed = parse(raw)
+        self.parts[kind] = (raw, parsed)
         return parsed
 
     def put(self, digest: str, meta: GraphMeta) -> None:
