@@ -87,10 +87,14 @@ def unpack_container(data: Buffer, *, verify: bool = True, source: str = "graph 
     return bytes(record_view(data, verify=verify, source=source))
 
 
-def record_view(data: Buffer, *, verify: bool = True, source: str = "graph container") -> memoryview:
+def record_view(
+    data: Buffer, *, verify: bool = True, source: str = "graph container", header: ContainerHeader | None = None
+) -> memoryview:
     """``unpack_container`` without the copy: a view of the record inside ``data`` (writable when
-    ``data`` is, which lets LOAD hand it to native code as is)."""
-    header = read_container_header(data, source=source)
+    ``data`` is, which lets LOAD hand it to native code as is). ``header``: ``read_container_header(data)``
+    where the caller read it already."""
+    if header is None:
+        header = read_container_header(data, source=source)
     record = memoryview(data)[header.record_offset :]
     if verify:
         actual = hashlib.sha256(record).hexdigest()

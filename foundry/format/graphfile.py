@@ -205,7 +205,7 @@ def read_payload_view(
             f"{json_path} expects {meta.record.bytes} bytes with SHA-256 {meta.record.sha256}: the two "
             "files come from different saves. Save the graph again."
         )
-    return record_view(data, verify=verify, source=str(cpath))
+    return record_view(data, verify=verify, source=str(cpath), header=header)
 
 
 def template_path(json_path: PathLike, meta: GraphMeta) -> Path:

@@ -319,8 +319,7 @@ def check_format(doc: Any, fmt: str, versions: tuple[int, ...], source: str) -> 
         raise ArchiveForeignError(f"{source}: not a Foundry {fmt!r} file: no 'format' key")
     if doc["format"] != fmt:
         raise ArchiveForeignError(f"{source}: 'format' is {doc['format']!r:.80}, expected {fmt!r}")
-    value, at = field(doc, "format_version", At(source))
-    version = get_int(value, at, U32)
+    version = field_int(doc, "format_version", At(source), U32)
     if version not in versions:
         raise ArchiveVersionError(
             f"{source}: format_version {version}; this Foundry reads {fmt} version(s) "

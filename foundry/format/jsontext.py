@@ -43,7 +43,7 @@ def _no_constant(name: str) -> NoReturn:
 DECODER = json.JSONDecoder(parse_constant=_no_constant)
 """The decoder of every archive file, shared between threads as ``json.loads`` shares its own."""
 
-SHARED_KEYS = ("functions", "images", "region", "identity")
+SHARED_KEYS = ("functions", "region")
 """The top-level keys of a graph JSON whose value ``decode`` shares between files that spell it alike."""
 _HEADS = tuple((key, f'\n  "{key}": ') for key in SHARED_KEYS)
 # In place of a shared value while the rest of a text is decoded: a string no file holds (none can know it).
@@ -64,23 +64,17 @@ def decode(text: str, parts: Parts | None = None) -> Any:
     not decode) is decoded whole, and fails with that decoding's own error."""
     if parts is None:
         return DECODER.decode(text)
-    spans = []
-    for key, head in _HEADS:
-        start = text.find(head) + len(head)
-        end = text.find(",\n", start)
-        if start >= len(head) and end > start and text[start] in "{[":
-            spans.append((start, end, key))
-    spans.sort()
     pieces: list[str] = []
     shared: dict[str, Any] = {}
     done = 0
     try:
-        for start, end, key in spans:
-            if start < done:
-                raise ValueError("a shared line inside another")
-            shared[key] = parts.part("text:" + key, text[start:end], DECODER.decode)
-            pieces += (text[done:start], _STANDIN_TEXT)
-            done = end
+        for key, head in _HEADS:  # in the order SAVE writes them; a line found out of it is decoded in place
+            start = text.find(head, done) + len(head)
+            end = text.find(",\n", start)
+            if start >= len(head) and end > start and text[start] in "{[":
+                shared[key] = parts.part("text:" + key, text[start:end], DECODER.decode)
+                pieces += (text[done:start], _STANDIN_TEXT)
+                done = end
         pieces.append(text[done:])
         doc = DECODER.decode("".join(pieces))
     except (ValueError, RecursionError):

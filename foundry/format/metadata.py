@@ -123,11 +123,7 @@ class GraphMeta:
         obj = check_format(doc, GRAPH_FORMAT, GRAPH_FORMAT_VERSIONS, source)
         at = At(source)
 
-        def get(name: str) -> tuple[Any, At]:
-            return field(obj, name, at)
-
-        def shared(name: str, parse: Callable[[Any, At], T]) -> T:
-            raw, where = field(obj, name, at)
+        def shared(name: str, raw: Any, where: At, parse: Callable[[Any, At], T]) -> T:
             if parts is None:
                 return parse(raw, where)
             return parts.part(name, raw, lambda v: parse(v, where))
@@ -138,7 +134,7 @@ class GraphMeta:
                 for sha, v in get_obj(images_v, images_at).items()
             )
 
-        funcs_v, funcs_at = get("functions")
+        funcs_v, funcs_at = field(obj, "functions", at)
 
         def parse_functions(value: Any) -> tuple[FunctionRef, ...]:
             return tuple([FunctionRef.from_json(v, funcs_at.index(i)) for i, v in enumerate(get_list(value, funcs_at))])
@@ -146,18 +142,18 @@ class GraphMeta:
         # A graph's kernels are often the previous graph's, but kept only where the text was the same (``same``):
         # kernel attributes are integers, and an equal 1.0 would be refused on its own.
         functions = parse_functions(funcs_v) if parts is None else parts.same("functions", funcs_v, parse_functions)
-        images_at = get("images")[1]
-        images = shared("images", parse_images)
+        images_v, images_at = field(obj, "images", at)
+        images = shared("images", images_v, images_at, parse_images)
         if obj["format_version"] >= 3:  # from version 3 on, every image states its variables (maybe none)
             for ref in images:
                 if ref.variables is None:
                     images_at.key(ref.sha256).key("variables").fail("missing")
-        outputs_v, outputs_at = get("outputs")
+        outputs_v, outputs_at = field(obj, "outputs", at)
         outputs = tuple(
             [OutputSpec.from_json(v, outputs_at.index(i)) for i, v in enumerate(get_list(outputs_v, outputs_at))]
         )
-        rng_v, rng_at = get("rng")
-        stats_v, stats_at = get("stats")
+        rng_v, rng_at = field(obj, "rng", at)
+        stats_v, stats_at = field(obj, "stats", at)
         stats = get_int_items(stats_v, stats_at)
         meta = cls(
             name=field_str(obj, "name", at),
@@ -168,11 +164,11 @@ class GraphMeta:
             events=field_int(obj, "events", at, U32),
             outputs=outputs,
             rng=None if rng_v is None else RngSpec.from_json(rng_v, rng_at),
-            region=shared("region", RegionSpec.from_json),
-            identity=shared("identity", Identity.from_json),
+            region=shared("region", *field(obj, "region", at), RegionSpec.from_json),
+            identity=shared("identity", *field(obj, "identity", at), Identity.from_json),
             stats=stats,
             topology=field_sha256(obj, "topology", at),
-            record=RecordRef.from_json(*get("record")),
+            record=RecordRef.from_json(*field(obj, "record", at)),
             memory=None if obj.get("memory") is None else MemorySpec.from_json(obj["memory"], at.key("memory")),
             template=None
             if obj.get("template") is None

@@ -207,10 +207,20 @@ class OutputSpec:
     @classmethod
     def from_json(cls, value: Any, at: At) -> OutputSpec:
         obj = get_obj(value, at)
-        shape_v, shape_at = field(obj, "shape", at)
-        strides_v, strides_at = field(obj, "strides", at)
-        shape = get_int_list(shape_v, shape_at, None, (0, I64[1]))
-        strides = get_int_list(strides_v, strides_at, len(shape), I64)
+        shape_v, strides_v = obj.get("shape"), obj.get("strides")
+        if (
+            type(shape_v) is list
+            and type(strides_v) is list
+            and len(strides_v) == len(shape_v)
+            and ints_within(shape_v, 0, I64[1])
+            and ints_within(strides_v, *I64)
+        ):
+            shape, strides = tuple(shape_v), tuple(strides_v)
+        else:  # the plain readers, in this order, name what is wrong
+            shape_v, shape_at = field(obj, "shape", at)
+            strides_v, strides_at = field(obj, "strides", at)
+            shape = get_int_list(shape_v, shape_at, None, (0, I64[1]))
+            strides = get_int_list(strides_v, strides_at, len(shape), I64)
         return cls(
             field_int(obj, "address", at),
             shape,

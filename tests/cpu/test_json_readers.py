@@ -126,6 +126,11 @@ def _set(*path: Any) -> Any:
 _GONE = object()
 
 
+def _outputs_bad_shape_no_strides(d: dict[str, Any]) -> None:
+    d["outputs"][0]["shape"] = [-1]
+    del d["outputs"][0]["strides"]
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -137,6 +142,8 @@ _GONE = object()
         (_set("stats", "nodes", "2"), "key 'stats.nodes': expected an integer, found str"),
         (_set("outputs", 0, "shape", 0, -1), f"key 'outputs[0].shape[0]': -1 is outside 0..{2**63 - 1}"),
         (_set("outputs", 0, "nbytes", _GONE), "key 'outputs[0].nbytes': missing"),
+        (_set("outputs", 0, "strides", [1]), "key 'outputs[0].strides': expected 2 elements, found 1"),
+        (_outputs_bad_shape_no_strides, "key 'outputs[0].strides': missing"),  # keys before values, as before
         (_set("record", "sha256", SHA.upper()), "key 'record.sha256': expected a lower-case hex SHA-256"),
         (_set("record", "file", "a/b"), "key 'record.file': 'a/b' is not a bare file name"),
         (_set("template", "json", "../t.json"), "key 'template.json': '../t.json' leaves the directory"),
