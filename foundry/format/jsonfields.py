@@ -248,7 +248,7 @@ def field(obj: dict[str, Any], name: str, at: At) -> tuple[Any, At]:
 
 # Readers of one key of an object, each the reader of the same name applied to ``field(obj, name, at)``: a
 # value it accepts is returned as it is, at once; any other goes to that reader, which refuses it with its
-# message (graph metadata is thousands of such keys, and a place built for each cost more than the checks).
+# message (graph metadata is thousands of such keys, and a place built for each costs more than the checks).
 
 
 def field_int(obj: dict[str, Any], name: str, at: At, bounds: tuple[int, int] = U64) -> int:

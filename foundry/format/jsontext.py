@@ -68,7 +68,7 @@ def decode(text: str, parts: Parts | None = None) -> Any:
     shared: dict[str, Any] = {}
     done = 0
     try:
-        for key, head in _HEADS:  # in the order SAVE writes them; a line found out of it is decoded in place
+        for key, head in _HEADS:  # in the order SAVE writes them; a line out of that order is decoded with the rest
             start = text.find(head, done) + len(head)
             end = text.find(",\n", start)
             if start >= len(head) and end > start and text[start] in "{[":

@@ -107,6 +107,7 @@ class _Sources:
         return parsed
 
     def same(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
+        """format.Parts.same: ``part`` for the very ``raw`` kept, not an equal one."""
         last = self.parts.get(kind)
         if last is not None and last[0] is raw:
             return cast(T, last[1])
