@@ -51,6 +51,7 @@ from .variables import write_variables
 __all__ = ["load_cuda_modules_and_libraries", "startup_phases", "wait_for_startup"]
 
 READERS = 8  # images read and hashed at once: the reads overlap the caller's work and the driver's loads
+RECORD_READERS = 4  # graph records read and hashed at once, while the startup thread checks graphs' metadata
 
 
 _MAX_SPANS = 4096  # the first calls' timeline (a few spans per image); totals count every call
@@ -216,7 +217,8 @@ def _prepare_graphs(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
     and dropped on any problem, never reported here, so a hostile manifest learns nothing from pointing
     elsewhere: LOAD reads such a graph again and reports the problem where the graph is asked for."""
     prepare_sources(
-        os.path.normpath(archive / g.json) for g in graphs if not relative_path_problem(g.json, parents=True)
+        (os.path.normpath(archive / g.json) for g in graphs if not relative_path_problem(g.json, parents=True)),
+        readers=RECORD_READERS,
     )
 
 
