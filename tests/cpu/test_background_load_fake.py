@@ -237,8 +237,7 @@ def test_records_read_ahead_are_bounded(app_json: JsonRunner, tmp_path: Path) ->
         assert r["runs"][name] == save["native"][name], name
 
 
-PARALLEL = (
-    """
+PARALLEL = """
 import glob
 from foundry.load import Loader, wait_for_startup
 from foundry.load import source as sources
@@ -261,7 +260,6 @@ except errors.LoadError as exc:  # the loader's error, caused by the archive's o
     error = type(exc.__cause__).__name__
 emit(n=count, prepared=prepared, read=read, held=held, sizes=sizes, error=error)
 """
-)
 
 
 def test_records_read_ahead_in_parallel_drop_a_damaged_one(app_json: JsonRunner, tmp_path: Path) -> None:
