@@ -113,8 +113,11 @@ def test_a_refused_merged_copy_is_planned_variable_by_variable(monkeypatch: pyte
     values, version = varread.refresh(reads, [0, 1], None)[1]
     assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
     varread.refresh(reads, [1, 0], None)
+    # Refused together: each new load is read alone until nothing of it is refused, then all together again.
     assert device.reads == [
         [(0x30000, 8), (0x10000, 0x110)],
+        [(0x30000, 8)],
+        [(0x10000, 16), (0x10100, 16)],
         [(0x30000, 8), (0x10000, 16), (0x10100, 16)],
         [(0x10000, 16), (0x10100, 16), (0x30000, 8)],
     ]
@@ -177,3 +180,21 @@ def test_a_module_address_is_refused_with_its_byte_offset() -> None:
     assert (error.image, error.variable, error.offset) == ("img", "p", 4)
     assert "inside module variable table of image other" in str(error)
     sv._refuse_addresses("img", "q", Value(0x7000, _u64(0x8FF8, 0xA100 + 8)), ranges, starts)  # outside: fine
+
+
+def test_a_refusal_reads_alone_only_the_loads_not_proven_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16), (0x30000, b"\x03" * 8))
+    reads = _reads(device, monkeypatch, {"z": (0x30000, 8)})
+    varread.refresh(reads, [0], None)  # read together without a refusal: proven
+    varread.add(reads, 1, {"a": (0x10000, 16), "b": (0x10100, 16)})
+    phases = Phases()
+    values = varread.refresh(reads, [0, 1], phases)[1][0]
+    assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
+    assert device.reads[1:] == [
+        [(0x30000, 8), (0x10000, 0x110)],  # refused: load 1's merged copy
+        [(0x10000, 16), (0x10100, 16)],  # load 1 alone, split; load 0 is not read alone
+        [(0x30000, 8), (0x10000, 16), (0x10100, 16)],
+    ]
+    assert phases.counts["variables.reads_sync"] == 1 and phases.counts["variables.reads_batch"] == 2
+    varread.refresh(reads, [1, 0], None)
+    assert device.reads[-1] == [(0x10000, 16), (0x10100, 16), (0x30000, 8)]
