@@ -60,7 +60,9 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
   X(cuGraphKernelNodeSetParams_v2) X(cuGraphExecKernelNodeSetParams_v2)                       \
   X(cuGraphMemsetNodeSetParams) X(cuGraphMemcpyNodeSetParams)                                 \
   X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecMemcpyNodeSetParams) X(cuGraphNodeSetEnabled)     \
-  X(cuMemcpyDtoH_v2)
+  X(cuMemcpyDtoH_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyBatchAsync_v2) X(cuMemHostAlloc) X(cuMemFreeHost)  \
+  X(cuStreamCreate) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventRecord)                  \
+  X(cuThreadExchangeStreamCaptureMode)
 
 typedef struct {
 #define FDY_DECLARE_REAL(name) __typeof__(name) *name;

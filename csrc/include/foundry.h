@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 6
+#define FDY_ABI_VERSION 7
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -72,6 +72,27 @@ FDY_EXPORT void *fdy_driver_symbol(const char *name);
 /* PyTorch instantiates with USE_NODE_PRIORITY, and kernel nodes keep their priority launch attribute, so
  * loaded graphs are instantiated the same way. */
 #define FDY_INSTANTIATE_FLAGS(X) X(CUDA_GRAPH_INSTANTIATE_FLAG_, USE_NODE_PRIORITY)
+
+/* ---------------------------------------------------------------- device reads (copies.c) */
+/* How fdy_device_read read the spans that fit its pinned staging buffer: one cuMemcpyBatchAsync_v2 per
+ * chunk, or one cuMemcpyDtoHAsync_v2 per span (both on the library's own stream of the current context),
+ * or one synchronous cuMemcpyDtoH_v2 per span (the driver has neither, or they failed). */
+enum fdy_read_path { FDY_READ_NONE = 0, FDY_READ_BATCH = 1, FDY_READ_ASYNC = 2, FDY_READ_SYNC = 3 };
+
+typedef struct {
+  uint64_t failed;  /* index of the span whose copy the driver refused; the span count when none was */
+  uint64_t calls;   /* driver calls made (copies, waits, synchronizations, set-up) */
+  uint32_t path;    /* FDY_READ_*: the slowest way any span was read */
+  int32_t cause;    /* the CUresult (or FDY_ERR_*) that sent spans to a slower way; 0 when none did */
+} fdy_read_report;
+
+/* Reads count spans of device memory into dst (dst_size bytes). Span i is spans[3i], spans[3i + 1],
+ * spans[3i + 2]: device address, size, offset into dst (offset + size <= dst_size). The bytes read are
+ * those of one cuMemcpyDtoH_v2 per span issued in order on this thread, and the call returns once all of
+ * them are in dst (copies.c says how). A span the driver refuses to copy fails the call with its CUresult
+ * and report->failed names it; the other spans' bytes in dst are then undefined. */
+FDY_EXPORT int fdy_device_read(const uint64_t *spans, size_t count, void *dst, size_t dst_size,
+                               fdy_read_report *report);
 
 /* ---------------------------------------------------------------- allocation region */
 typedef struct {

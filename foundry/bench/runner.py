@@ -131,6 +131,8 @@ def cold_path(row: dict[str, Any], native: dict[str, Any], loaded: dict[str, Any
         "context_s": cold.get("context_s"),
         "modules_s": row["load_modules_s"],  # on the caller's thread
         "modules_background_s": (cold.get("startup_phases_s") or {}).get("background", 0.0),  # beside the model
+        "startup_phases_s": cold.get("startup_phases_s"),  # each start-up step's seconds, summed over its threads
+        "startup_spans": cold.get("startup_spans"),
         "model_s": cold.get("model_s"),
         "startup_wait_s": row["load_timings"].get("startup_wait_s", 0.0),
         "load_all_s": row["load_all_s"],

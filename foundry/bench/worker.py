@@ -241,6 +241,8 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     torch.cuda.synchronize()
     first_step_s = _since_spawn()
     cold["startup_phases_s"] = dict(startup_phases().seconds)
+    # Start-up's timeline but the per-image reads: (step, thread, start, end), seconds from its first call.
+    cold["startup_spans"] = [s for s in startup_phases().spans if s[0] != "image_read"]
     _progress(tag, f"{len(paths)} graphs replayable {load_all_s * 1000:.0f} ms after start_graph_builds")
     graphs = {bs: loaded[i] for i, bs in enumerate(sizes)}
     if os.environ.get("FOUNDRY_BENCH_LOAD_ONLY"):  # timings of LOAD alone (repeated loads in one call)

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -173,10 +174,12 @@ def _as_named(path: str | os.PathLike[str]) -> str:
     return str(Path(os.getcwd(), name))
 
 
-def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
+def prepare_sources(paths: Iterable[str | os.PathLike[str]], readers: int = 0) -> int:
     """Reads and checks, ahead of LOAD, the graphs at ``paths`` as ``read_source`` does, records included
     while they fit in ``PREPARED_BYTES_MAX``, for ``read_sources`` to take. A graph that fails a check is
     left out silently: LOAD reads it again and reports the problem where the program asks for it.
+    ``readers`` threads, where more than 0, read and checksum the records while this thread checks the
+    metadata: a record's read and hash let the interpreter lock go, so large records read in parallel.
     Returns how many were prepared."""
     key = configured_key()
     key_id = key.key_id if key is not None else ""
@@ -184,35 +187,62 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]]) -> int:
     proven: set[int] = set()
     done = 0
     held_since = time.perf_counter()
-    with manifests_read_once():
-        for p in paths:
-            name = (_as_named(p), key_id)
-            with state.lock:
-                if name in state.prepared:
+    pool = ThreadPoolExecutor(readers, thread_name_prefix="foundry-record-read") if readers > 0 else None
+    reads: list[Future[bool]] = []
+    scheduled: set[int] = set()  # sources (by id) whose records are read already or on their way
+    try:
+        with manifests_read_once():
+            for p in paths:
+                name = (_as_named(p), key_id)
+                with state.lock:
+                    if name in state.prepared:
+                        continue
+                try:
+                    src = _read_source(Path(name[0]), key, (), True, proven)
+                except (ArchiveError, OSError):
                     continue
-                room = state.prepared_bytes < PREPARED_BYTES_MAX
-            try:
-                src = _read_source(Path(name[0]), key, (), True, proven)
-                if room:
-                    size = len(src.read_payload())
-                    if src.template is not None and src.template._payload is None:
-                        src.template.read_payload()
-                else:
-                    size = 0
-            except (ArchiveError, OSError):
-                continue
-            with state.lock:
-                state.prepared[name] = (src, size)
-                state.prepared_bytes += size
-            done += 1
-            # Python work beside the program's own start-up (an engine builds its model meanwhile): give the
-            # interpreter lock back every millisecond or so, so that thousands of graphs do not hold the program
-            # up; not after every graph, as each hand-back costs about a graph's own work.
-            now = time.perf_counter()
-            if now - held_since > YIELD_AFTER_S:
-                time.sleep(0)
-                held_since = time.perf_counter()
-    return done
+                with state.lock:
+                    # Reserved from the sizes the checked metadata declares; what the reads give is the same
+                    # (a record of another size fails its check, and its source is dropped).
+                    pending = (s for s in (src, src.template) if s is not None and id(s) not in scheduled)
+                    wanted = [s for s in pending if s._payload is None]
+                    size = sum(s.meta.record.bytes for s in wanted if s.meta.record is not None)
+                    room = state.prepared_bytes + size <= PREPARED_BYTES_MAX
+                    state.prepared[name] = (src, size if room else 0)
+                    state.prepared_bytes += size if room else 0
+                if room and wanted:
+                    scheduled.update(id(s) for s in wanted)
+                    if pool is None:
+                        done -= not _read_ahead(state, name, wanted)
+                    else:
+                        reads.append(pool.submit(_read_ahead, state, name, wanted))
+                done += 1
+                # Python work beside the program's own start-up (an engine builds its model meanwhile): give the
+                # interpreter lock back every millisecond or so, so that thousands of graphs do not hold the
+                # program up; not after every graph, as each hand-back costs about a graph's own work.
+                now = time.perf_counter()
+                if now - held_since > YIELD_AFTER_S:
+                    time.sleep(0)
+                    held_since = time.perf_counter()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return done - sum(not r.result() for r in reads)
+
+
+def _read_ahead(state: _Sources, name: tuple[str, str], sources: list[GraphSource]) -> bool:
+    """Reads and checks the records of a prepared source (and its template); on any problem the source is
+    dropped from the prepared ones, for LOAD to read again and report. Whether it stays."""
+    try:
+        for s in sources:
+            s.read_payload()
+        return True
+    except (ArchiveError, OSError):
+        with state.lock:
+            entry = state.prepared.pop(name, None)
+            if entry is not None:
+                state.prepared_bytes -= entry[1]
+        return False
 
 
 def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:

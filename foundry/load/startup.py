@@ -40,7 +40,7 @@ from foundry.format import (
     relative_path_problem,
 )
 from foundry.native import current_context, set_current_context
-from foundry.region import hold_allocation_region
+from foundry.region import ensure_cuda_context, hold_allocation_region
 from foundry.timing import Phases
 from foundry.trust import KeySource, authenticate_manifest, configured_key
 
@@ -51,6 +51,7 @@ from .variables import write_variables
 __all__ = ["load_cuda_modules_and_libraries", "startup_phases", "wait_for_startup"]
 
 READERS = 8  # images read and hashed at once: the reads overlap the caller's work and the driver's loads
+RECORD_READERS = 4  # graph records read and hashed at once, while the startup thread checks graphs' metadata
 
 
 _MAX_SPANS = 4096  # the first calls' timeline (a few spans per image); totals count every call
@@ -137,6 +138,9 @@ def load_cuda_modules_and_libraries(
                 )
             sizes = {p.stem: None for p in sorted(image_dir.glob("*.bin")) if is_sha256(p.stem)}
     todo = [sha for sha in sizes if not kernels.is_loaded(sha)]
+    if hint is not None:
+        with phases.span("context"):  # the engine's own cost, paid here first when no context exists yet
+            ensure_cuda_context()
     with phases.span("reserve"):
         # First of all: a thread's stack and malloc arena, an image read into memory and the driver's own
         # reservations are all mapped in the one address space the region must fit in (the seed README's
@@ -144,25 +148,27 @@ def load_cuda_modules_and_libraries(
         if hint is not None:
             hold_allocation_region(*hint)
     # Reading and hashing need no CUDA: they overlap the context work and the builders' warm-up below.
-    readers = ThreadPoolExecutor(READERS, thread_name_prefix="foundry-startup-read")
-    reads = {sha: readers.submit(_read, phases, archive, sha, verify, sizes[sha]) for sha in todo}
-    readers.shutdown(wait=False)
+    with phases.span("readers"):
+        readers = ThreadPoolExecutor(READERS, thread_name_prefix="foundry-startup-read")
+        reads = {sha: readers.submit(_read, phases, archive, sha, verify, sizes[sha]) for sha in todo}
+        readers.shutdown(wait=False)
     try:
         context: int | None = current_context()
     except DriverError:
         context = None  # CUDA not initialised: the images still load; LOAD looks the kernels up itself
     with phases.span("warm"):
         warm_builders(sum(g.nodes for g in graphs if g.role == GraphRole.TEMPLATE), LIMITS.builders)
-    job: Future[None] = Future()
-    worker = threading.Thread(
-        target=_finish,
-        args=(job, phases, context, reads, entries, archive, graphs),
-        name="foundry-startup",
-        daemon=True,
-    )
-    with state.lock:  # a later call for the same archive (repaired, say) stands for it from now on
-        state.jobs[archive.resolve()] = job
-    worker.start()
+    with phases.span("launch"):
+        job: Future[None] = Future()
+        worker = threading.Thread(
+            target=_finish,
+            args=(job, phases, context, reads, entries, archive, graphs),
+            name="foundry-startup",
+            daemon=True,
+        )
+        with state.lock:  # a later call for the same archive (repaired, say) stands for it from now on
+            state.jobs[archive.resolve()] = job
+        worker.start()
     if wait:
         wait_for_startup()
     return len(sizes)
@@ -216,7 +222,8 @@ def _prepare_graphs(archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
     and dropped on any problem, never reported here, so a hostile manifest learns nothing from pointing
     elsewhere: LOAD reads such a graph again and reports the problem where the graph is asked for."""
     prepare_sources(
-        os.path.normpath(archive / g.json) for g in graphs if not relative_path_problem(g.json, parents=True)
+        (os.path.normpath(archive / g.json) for g in graphs if not relative_path_problem(g.json, parents=True)),
+        readers=RECORD_READERS,
     )
 
 

@@ -1,6 +1,7 @@
 """libfoundry's C ABI and the CUDA driver, seen from Python, as typed functions: the allocation region
 (``region``), the kernel-image registry (``registry``), the few driver calls Python makes itself
-(``driver``), the graph codec's entry points (``codec``) and this machine's identity (``machine``).
+(``driver``), device memory read in many spans at once (``copies``), the graph codec's entry points
+(``codec``) and this machine's identity (``machine``).
 The library object and ctypes stay in here (``lib``): everything else in Foundry reaches native code
 through this surface, and tests/cpu/test_layering.py checks that no other package imports ctypes."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 from . import codec
 from ._abi import AllocKind
 from ._abi import ImageFormat as NativeImageFormat
+from .copies import DeviceRead, ReadPath, read_device
 from .driver import (
     context_synchronize,
     current_context,
@@ -17,7 +19,6 @@ from .driver import (
     library_load,
     library_unload,
     memcpy_dtoh,
-    memcpy_dtoh_into,
     memcpy_htod,
     memcpy_htod_from,
     module_function,
@@ -62,8 +63,10 @@ from .registry import (
 
 __all__ = [
     "AllocKind",
+    "DeviceRead",
     "ImageRecord",
     "NativeImageFormat",
+    "ReadPath",
     "codec",
     "context_synchronize",
     "current_context",
@@ -85,13 +88,13 @@ __all__ = [
     "library_unload",
     "load_image",
     "memcpy_dtoh",
-    "memcpy_dtoh_into",
     "memcpy_htod",
     "memcpy_htod_from",
     "module_function",
     "module_global",
     "module_load",
     "preload_env",
+    "read_device",
     "region_event_count",
     "region_events",
     "region_free_preallocated",

@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 OK = 0
 
 
@@ -26,6 +26,15 @@ class ErrorCode(IntEnum):
     CORRUPT = 10008
     NO_PARAM_INFO = 10009
     TRUNCATED = 10010
+
+
+class ReadPath(IntEnum):
+    """``enum fdy_read_path``."""
+
+    NONE = 0
+    BATCH = 1
+    ASYNC = 2
+    SYNC = 3
 
 
 class AllocKind(IntEnum):
@@ -83,6 +92,17 @@ class InstantiateFlag(IntEnum):
     USE_NODE_PRIORITY = 8
 
 
+class ReadReport(ctypes.Structure):
+    """``fdy_read_report`` (24 bytes)."""
+
+    _fields_ = [
+        ("failed", ctypes.c_uint64),
+        ("calls", ctypes.c_uint64),
+        ("path", ctypes.c_uint32),
+        ("cause", ctypes.c_int32),
+    ]
+
+
 class RegionInfo(ctypes.Structure):
     """``fdy_region_info`` (80 bytes)."""
 
@@ -134,6 +154,12 @@ class ImageInfo(ctypes.Structure):
 
 # field -> (offset, size) of each struct, as the compiler lays it out
 OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
+    "ReadReport": {
+        "failed": (0, 8),
+        "calls": (8, 8),
+        "path": (16, 4),
+        "cause": (20, 4),
+    },
     "RegionInfo": {
         "base": (0, 8),
         "size": (8, 8),
@@ -170,6 +196,7 @@ OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
     },
 }
 SIZES: dict[str, int] = {
+    "ReadReport": 24,
     "RegionInfo": 80,
     "AllocEvent": 40,
     "ImageInfo": 120,
@@ -190,6 +217,10 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_error_log_read": (ctypes.c_uint64, [ctypes.c_uint64, ctypes.c_char_p, ctypes.c_size_t]),
     "fdy_driver_open": (ctypes.c_int, []),
     "fdy_driver_symbol": (ctypes.c_void_p, [ctypes.c_char_p]),
+    "fdy_device_read": (
+        ctypes.c_int,
+        [_ptr(ctypes.c_uint64, 1), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, _ptr(ReadReport, 1)],
+    ),
     "fdy_imports_live": (ctypes.c_uint64, []),
     "fdy_region_set": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_region_hold": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),

@@ -147,15 +147,6 @@ def memcpy_dtoh(src: int, n: int) -> bytes:
     return buf.raw
 
 
-def memcpy_dtoh_into(data: bytearray, start: int, src: int, size: int) -> None:
-    """Copies ``size`` bytes from device address ``src`` into ``data[start:start + size]``: no fresh host
-    buffer (a fresh one is zeroed and faulted in page by page, then copied again into ``bytes``)."""
-    if start < 0 or size < 0 or start + size > len(data):
-        raise ValueError(f"bytes {start}..{start + size} lie outside the {len(data)}-byte buffer")
-    buf = (ctypes.c_char * len(data)).from_buffer(data)
-    call("cuMemcpyDtoH_v2", ctypes.c_void_p(ctypes.addressof(buf) + start), src, size)
-
-
 def memcpy_htod(dst: int, data: bytes | bytearray) -> None:
     buf = ctypes.create_string_buffer(bytes(data), len(data))
     call("cuMemcpyHtoD_v2", dst, buf, len(data))

@@ -62,7 +62,7 @@ class RegionState:
     reserved: bool
 
 
-def _ensure_cuda_context() -> None:
+def ensure_cuda_context() -> None:
     """The region needs a current context. Under PyTorch, make the runtime create its primary one."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
@@ -94,7 +94,7 @@ def region_epoch() -> int:
 def set_allocation_region(base: int, size: int | str) -> None:
     """Reserves ``[base, base + size)`` and places every later device allocation in it."""
     require_interposer("set_allocation_region()")
-    _ensure_cuda_context()
+    ensure_cuda_context()
     native.region_set(int(base), parse_size(size))
     regions = REGIONS.get()
     with regions.lock:
@@ -110,7 +110,7 @@ def hold_allocation_region(base: int, size: int | str) -> bool:
     """
     if not native.interposer_loaded():
         return False
-    _ensure_cuda_context()
+    ensure_cuda_context()
     return native.region_hold(int(base), parse_size(size))
 
 

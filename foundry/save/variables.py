@@ -38,7 +38,7 @@ from foundry.format import ImageFormat, ModuleVariables, VariableRef, module_var
 from foundry.native import library_load, library_unload
 from foundry.timing import Phases
 
-from .varread import Reading, Value, locate, plan, read_located, refresh
+from .varread import Reads, Value, add, locate, read_located, refresh
 
 __all__ = ["Carried", "carried_variables"]
 
@@ -56,7 +56,7 @@ class _Variables:
     lock: threading.Lock = field(default_factory=threading.Lock)
     scans: dict[str, ModuleVariables] = field(default_factory=dict)
     fresh: dict[str, dict[str, Value]] = field(default_factory=dict)
-    readings: dict[int, Reading] = field(default_factory=dict)
+    reads: Reads = field(default_factory=Reads)
     decisions: OrderedDict[tuple[object, ...], Carried] = field(default_factory=OrderedDict)
 
 
@@ -88,7 +88,10 @@ def carried_variables(
     with a fresh load, checked for addresses) is worked out once per set of loads and their bytes: a
     graph whose loads hold the bytes an earlier graph's held gets that graph's answer."""
     with _span(phases, "variables.read"):
-        live = {sha: _live(sha, records, formats[sha], device, phases) for sha, records in images.items()}
+        for sha, records in images.items():
+            _add_loads(sha, records, formats[sha], device)
+        read = refresh(_STATE.get().reads, (index for records in images.values() for index in records), phases)
+        live = {sha: _live(sha, records, read) for sha, records in images.items()}
     key = (device, *((sha, formats[sha], live[sha][1]) for sha in sorted(live)))
     state = _STATE.get()
     with state.lock:
@@ -167,29 +170,40 @@ def _scan(
     return scan
 
 
-def _live(
-    sha: str,
-    records: Mapping[int, kernels.ImageRecord],
-    fmt: ImageFormat,
-    device: tuple[int, int] | None,
-    phases: Phases | None,
-) -> tuple[dict[str, Value], tuple[tuple[int, int], ...]]:
-    """The image's variables in this process, from each load the graph's kernels come from (which
-    must agree: LOAD loads the image once), and (registry index, version) of each load's bytes."""
+def _add_loads(
+    sha: str, records: Mapping[int, kernels.ImageRecord], fmt: ImageFormat, device: tuple[int, int] | None
+) -> None:
+    """Plans the reads of the image's loads that a graph's kernels come from, where not done before (a load's
+    variables stay where they are while it is loaded)."""
+    if not records:
+        return
+    reads = _STATE.get().reads
     scan = _scan(sha, *next(iter(records.items())), fmt, device)
-    out: dict[str, Value] = {}
-    first: dict[str, int] = {}
-    versions = []
     for index, record in records.items():
         if not record.loaded:
             raise SaveError(
                 f"kernel image {sha} ({record.kind} {record.handle:#x}) was unloaded, but a saved graph launches its "
                 "kernels: save the graph while the image is loaded"
             )
-        reading = _reading(index, record.handle, record.kind == "library", scan)
-        with reading.lock:
-            refresh(reading, phases)
-            values, version = reading.values, reading.version
+        with reads.lock:
+            known = index in reads.readings
+        if not known:
+            add(reads, index, locate(record.handle, record.kind == "library", scan))
+
+
+def _live(
+    sha: str,
+    records: Mapping[int, kernels.ImageRecord],
+    read: Mapping[int, tuple[dict[str, Value], int]],
+) -> tuple[dict[str, Value], tuple[tuple[int, int], ...]]:
+    """The image's variables in this process, from each load the graph's kernels come from (which
+    must agree: LOAD loads the image once), and (registry index, version) of each load's bytes, from what
+    ``refresh`` read (``read``)."""
+    out: dict[str, Value] = {}
+    first: dict[str, int] = {}
+    versions = []
+    for index, record in records.items():
+        values, version = read[index]
         versions.append((index, version))
         for name, value in values.items():
             seen = out.get(name)
@@ -234,20 +248,6 @@ def _fresh(
     with state.lock:
         state.fresh[sha] = out
     return out
-
-
-def _reading(index: int, handle: int, library: bool, scan: ModuleVariables) -> Reading:
-    """Load ``index``'s variables, located once (they stay where they are while it is loaded), with
-    the copies that read them planned."""
-    state = _STATE.get()
-    with state.lock:
-        found = state.readings.get(index)
-    if found is None:
-        runs = plan(locate(handle, library, scan))
-        found = Reading(runs, bytearray(sum(size for _, size, _ in runs)))
-        with state.lock:
-            found = state.readings.setdefault(index, found)
-    return found
 
 
 def _differs(value: Value, fresh: Value | None, live: Mapping[str, Value], loaded: Mapping[str, Value]) -> bool:

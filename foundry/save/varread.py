@@ -1,26 +1,32 @@
 """SAVE: reading module variables from device memory, for foundry.save.variables.
 
 A load's variables are located once (they stay where they are while it is loaded) and read with as few
-copies as their layout allows: variables less than a page apart in one copy. Every save reads them again
-into the same buffer and compares it with what the last save read, so unchanged bytes cost no new memory
-and keep their version.
+copies as their layout allows: variables less than a page apart in one copy. Every save reads the
+variables of all the loads its graph uses again, with one native call for all of them (csrc/copies.c: a
+handful of driver calls, not one per copy), into one buffer in which every load has a part of its own
+(``Reads``: the same pages at every save), and compares each load's part with what the last save read,
+so unchanged bytes cost no new memory and keep their version.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
-from foundry.errors import DriverError
 from foundry.format import ModuleVariables
-from foundry.native import memcpy_dtoh, memcpy_dtoh_into, module_global
+from foundry.native import module_global, read_device
 from foundry.timing import Phases
 
-__all__ = ["Reading", "Value", "locate", "plan", "read_located", "refresh"]
+__all__ = ["Reading", "Reads", "Run", "Value", "add", "locate", "plan", "read_located", "refresh"]
 
 _PAGE = 4096  # no GPU maps memory in smaller pages
 _MAX_READ = 64 << 20  # one copy reads at most this much (plus one variable)
+
+Run: TypeAlias = tuple[int, int, tuple[tuple[str, int, int], ...]]
+"""One copy: (start, size, the variables in it as (name, address, size))."""
 
 
 @dataclass(frozen=True)
@@ -33,21 +39,50 @@ class Value:
 
 @dataclass
 class Reading:
-    """One load's variables as the last save read them. ``runs`` plans the copies: (start, size, the
-    variables in it as (name, address, size)), variables less than a page apart read in one copy.
-    Every save copies them again into ``scratch`` (the same buffer each time: no fresh pages) and
-    compares it with ``last``; ``version`` goes up whenever the bytes differ, and ``values`` are the
+    """One load's variables as the last save read them. ``runs`` plans the copies, variables less than a
+    page apart read in one; they are read into the ``size`` bytes from ``base`` on of a buffer (``spans``:
+    the copies as the native read takes them, (address, size, offset into the buffer) each). Every save
+    compares those bytes with ``last``; ``version`` goes up whenever they differ, and ``values`` are the
     variables of that version (the same objects while the bytes stay the same)."""
 
-    runs: list[tuple[int, int, tuple[tuple[str, int, int], ...]]]
-    scratch: bytearray
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    runs: list[Run]
+    base: int
+    size: int = 0
+    spans: array[int] = field(default_factory=lambda: array("Q"))
     last: bytes | None = None
     values: dict[str, Value] = field(default_factory=dict)
     version: int = 0
+    # Every run read once, alone with this load's others: a run the driver refused was split then, so the
+    # reads of many loads together never fail (a refusal makes the native read finish one copy at a time).
+    proven: bool = False
+
+    def __post_init__(self) -> None:
+        self.replan(self.runs)
+
+    def replan(self, runs: list[Run]) -> None:
+        """Reads ``runs`` from now on (no more bytes than the runs planned before: the part stays)."""
+        self.runs = runs
+        self.spans = array("Q")
+        at = self.base
+        for start, size, _ in runs:
+            self.spans.extend((start, size, at))
+            at += size
+        self.size = at - self.base
+        self.last = None
 
 
-def plan(located: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, tuple[tuple[str, int, int], ...]]]:
+@dataclass
+class Reads:
+    """Every load's Reading, by registry index, and the one buffer they are read into, in which each has
+    the part set aside when it was added (the buffer grows at the first save after loads were added)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    readings: dict[int, Reading] = field(default_factory=dict)
+    buffer: bytearray = field(default_factory=bytearray)
+    end: int = 0  # bytes set aside
+
+
+def plan(located: Mapping[str, tuple[int, int]]) -> list[Run]:
     """The copies that read the variables: variables less than a page apart are read with what lies
     between them (a page holding a byte of a variable is mapped, so is the gap), at most ``_MAX_READ``
     bytes (plus one variable) a copy."""
@@ -67,29 +102,89 @@ def plan(located: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, tuple[t
     return runs
 
 
-def refresh(reading: Reading, phases: Phases | None) -> None:
-    """Reads the load's variables again into its scratch buffer; a new version when the bytes changed.
-    A copy the driver refuses (a span over two of its allocations) is planned variable by variable
-    from then on."""
-    offset = 0
-    for i, (start, size, members) in enumerate(reading.runs):
-        try:
-            memcpy_dtoh_into(reading.scratch, offset, start, size)
-        except DriverError:
-            if len(members) == 1:
-                raise
-            reading.runs[i : i + 1] = [(address, n, ((name, address, n),)) for name, address, n in members]
-            reading.scratch = bytearray(sum(n for _, n, _ in reading.runs))
-            reading.last = None
-            refresh(reading, phases)
+def add(reads: Reads, index: int, located: Mapping[str, tuple[int, int]]) -> None:
+    """Plans the reads of load ``index``'s variables (``locate``'s answer) and sets its part of the buffer
+    aside; a load added before keeps its plan."""
+    with reads.lock:
+        if index in reads.readings:
             return
-        offset += size
-    if phases is not None:
-        phases.count("variables.copies", len(reading.runs))
-        phases.count("variables.bytes_read", offset)
-    if reading.last is not None and reading.scratch == reading.last:
-        return
-    last = reading.last = bytes(reading.scratch)
+        reading = reads.readings[index] = Reading(plan(located), reads.end)
+        reads.end += reading.size
+
+
+def refresh(reads: Reads, indices: Iterable[int], phases: Phases | None) -> dict[int, tuple[dict[str, Value], int]]:
+    """Reads the variables of the loads ``indices`` (each added before) again, with one native call; a load
+    whose bytes changed gets a new version. Returns each load's values and version. A copy the driver
+    refuses (a span over two of its allocations) is planned variable by variable from then on."""
+    with reads.lock:
+        readings = {index: reads.readings[index] for index in indices}
+        if len(reads.buffer) < reads.end:  # loads were added: once for all of them, and no bytes to keep (all
+            reads.buffer = bytearray(reads.end)  # a save compares is what it reads)
+        together = list(readings.values())
+        if not _read(together, reads.buffer, phases, once=True):
+            # A run refused: every load not yet proven is read alone until none of its runs is refused, so that
+            # the read of all together, and every later one, makes no refused copy.
+            for reading in together:
+                if not reading.proven:
+                    _read([reading], reads.buffer, phases)
+            _read(together, reads.buffer, phases)
+        for reading in together:
+            reading.proven = True
+        out = {}
+        for index, reading in readings.items():
+            _compare(reading, reads.buffer, phases)
+            out[index] = (reading.values, reading.version)
+    return out
+
+
+def _read(readings: Sequence[Reading], buffer: bytearray, phases: Phases | None, once: bool = False) -> bool:
+    """Reads every reading's runs into its part of ``buffer``; a run the driver refuses is replaced by its
+    variables, each read alone, and everything is read again (a refused variable raises DriverError), unless
+    ``once``: then the split run is left for the caller to read. Whether the first read refused nothing."""
+    first = True
+    while True:
+        spans = array("Q")
+        for reading in readings:
+            spans += reading.spans
+        if not spans:
+            return first
+        read = read_device(spans, buffer)
+        if phases is not None:
+            phases.count("variables.copies", read.calls)  # driver calls made, copies or not
+            phases.count("variables.runs", len(spans) // 3)
+            phases.count("variables.bytes_read", sum(spans[1::3]))
+            phases.count(f"variables.reads_{read.path.name.lower()}")
+            if read.fallback:
+                phases.count(f"variables.fallback_{read.fallback}")
+        if read.refused is None:
+            return first
+        reading, at = _owner(readings, read.refused)
+        members = reading.runs[at][2]
+        if len(members) == 1:
+            assert read.error is not None
+            raise read.error
+        alone = [(address, n, ((name, address, n),)) for name, address, n in members]
+        reading.replan([*reading.runs[:at], *alone, *reading.runs[at + 1 :]])
+        if once:
+            return False
+        first = False
+
+
+def _owner(readings: Sequence[Reading], span: int) -> tuple[Reading, int]:
+    """The reading whose runs hold span ``span`` of their spans laid end to end, and the run's index."""
+    for reading in readings:
+        if span < len(reading.runs):
+            return reading, span
+        span -= len(reading.runs)
+    raise IndexError(f"span {span} past the readings' runs")
+
+
+def _compare(reading: Reading, buffer: bytearray, phases: Phases | None) -> None:
+    """A new version of the reading's values when its part of ``buffer`` differs from what it read last."""
+    if reading.last is not None and buffer.startswith(reading.last, reading.base):
+        return  # startswith compares in place: no copy of the part
+    with memoryview(buffer) as view:
+        last = reading.last = bytes(view[reading.base : reading.base + reading.size])
     values: dict[str, Value] = {}
     offset = 0
     for start, size, members in reading.runs:
@@ -114,17 +209,10 @@ def locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple
 
 
 def read_located(located: Mapping[str, tuple[int, int]]) -> dict[str, Value]:
-    """The variables' bytes, read once (a fresh load's), in the copies ``plan`` makes; a copy the
-    driver refuses (a span over two of its allocations) is made variable by variable."""
-    out: dict[str, Value] = {}
-    for start, size, members in plan(located):
-        try:
-            data = memcpy_dtoh(start, size)
-        except DriverError:
-            if len(members) == 1:
-                raise
-            data = b""
-        for name, address, n in members:
-            value = data[address - start : address - start + n] if data else memcpy_dtoh(address, n)
-            out[name] = Value(address, value)
-    return out
+    """The variables' bytes, read once (a fresh load's), with one native call over the copies ``plan``
+    makes; a copy the driver refuses (a span over two of its allocations) is made variable by variable."""
+    reading = Reading(plan(located), 0)
+    buffer = bytearray(reading.size)
+    _read([reading], buffer, None)
+    _compare(reading, buffer, None)
+    return reading.values

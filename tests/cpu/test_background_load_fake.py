@@ -235,3 +235,42 @@ def test_records_read_ahead_are_bounded(app_json: JsonRunner, tmp_path: Path) ->
     assert sum(r["unread"]) >= len(NAMES) - 1
     for name in NAMES:
         assert r["runs"][name] == save["native"][name], name
+
+
+PARALLEL = """
+import glob
+from foundry.load import Loader, wait_for_startup
+from foundry.load import source as sources
+wait_for_startup()
+state = sources._STATE.get()
+state.prepared.clear(); state.prepared_bytes = 0; state.full.clear()
+# One member's record damaged after start-up: its reader drops it, the others stay prepared.
+with open(os.path.join(ARCH, "v2.cugraph"), "r+b") as f:
+    f.seek(-9, 2); b = f.read(1); f.seek(-9, 2); f.write(bytes([b[0] ^ 0xFF]))
+paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
+count = sources.prepare_sources(paths, readers=3)
+prepared = sorted(os.path.basename(k[0]) for k in state.prepared)
+read = sorted(os.path.basename(src.json_path) for src, _ in state.prepared.values() if src._payload is not None)
+held = state.prepared_bytes
+sizes = sum(size for _, size in state.prepared.values())
+try:
+    Loader.start(paths, num_threads=2).wait_all()
+    error = None
+except errors.LoadError as exc:  # the loader's error, caused by the archive's own
+    error = type(exc.__cause__).__name__
+emit(n=count, prepared=prepared, read=read, held=held, sizes=sizes, error=error)
+"""
+
+
+def test_records_read_ahead_in_parallel_drop_a_damaged_one(app_json: JsonRunner, tmp_path: Path) -> None:
+    """prepare_sources with reader threads: records are read and checked beside the metadata checks, a
+    record that fails its check leaves its graph unprepared (LOAD reads it again and refuses it by name),
+    and the bytes held are exactly those of the graphs kept."""
+    arch = tmp_path / "arch"
+    run_save(app_json, VARIANTS, arch)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\nfrom foundry import errors\n" + PARALLEL)
+    assert r["n"] == len(NAMES) - 1
+    assert r["prepared"] == ["v0.json", "v1.json", "v3.json"]
+    assert r["read"] == ["v0.json", "v1.json", "v3.json"]
+    assert r["held"] == r["sizes"] > 0
+    assert r["error"] == "ArchiveCorruptError"

@@ -90,12 +90,13 @@ def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work()
     def foundry_rows(r: dict[str, Any]) -> list[list[str]]:
         return rows_of(r, "vLLM")
 
-    timings = {"load_modules_s": 0.3, "load_modules_checks_s": 0.1, "load_modules_reserve_s": 0.15,
+    timings = {"load_modules_s": 0.3, "load_modules_checks_s": 0.1, "load_modules_context_s": 0.02,
+               "load_modules_reserve_s": 0.15,
                "load_modules_warm_s": 0.05, "start_graph_builds_s": 0.05, "start_graph_builds_at": 100.0,
                "graphs_ready_at": 100.9, "graphs_ready_s": 0.6}  # fmt: skip
     rows = dict(foundry_rows({"plugin": {"timings": timings, "loader": {"all_replayable_s": 1.4}}}))
     assert rows["  waited for the builds"] == "0.500" and rows["  per graph, after"] == "0.100"
-    assert rows["  reserve"] == "0.150" and rows["total"] == "0.950"
+    assert rows["  reserve"] == "0.150" and rows["  context"] == "0.020" and rows["total"] == "0.950"
     # Builds done before vLLM asked: nothing waited; an old report without the marks shows no split.
     rows = dict(
         foundry_rows(

@@ -1,101 +1,141 @@
-"""SAVE's module variables on plain bytes: reading them in as few copies as the driver allows
-(foundry.save.varread), relocated pointers counted as equal, and module addresses refused with the byte
-offset that holds them (foundry.save.variables). The round trips on the fake driver are in
-test_roundtrip_fake_variables.py."""
+"""SAVE's module variables on plain bytes: reading them in as few copies as the driver allows, every
+load of a save with one native read (foundry.save.varread), relocated pointers counted as equal, and
+module addresses refused with the byte offset that holds them (foundry.save.variables). The round trips
+on the fake driver are in test_roundtrip_fake_variables.py; the native read in test_device_read.py."""
 
 from __future__ import annotations
 
 import struct
+from array import array
 
 import pytest
 
 from foundry.errors import DriverError, ModuleAddressError
 from foundry.format import ImageFormat
+from foundry.native import DeviceRead, ReadPath
 from foundry.save import variables as sv
 from foundry.save import varread
+from foundry.timing import Phases
 
 Value = varread.Value
 
 
 class Device:
-    """Device memory as allocations: a copy must lie inside one (as a strict driver demands)."""
+    """Device memory as allocations: a copy must lie inside one (as a strict driver demands). ``read`` plays
+    foundry.native.read_device: every read's copies are kept in ``reads``."""
 
     def __init__(self, *allocations: tuple[int, bytes]) -> None:
         self.allocations = [(base, bytearray(data)) for base, data in allocations]
-        self.copies: list[tuple[int, int]] = []
+        self.reads: list[list[tuple[int, int]]] = []
 
-    def dtoh(self, src: int, n: int) -> bytes:
-        self.copies.append((src, n))
-        for base, data in self.allocations:
-            if base <= src and src + n <= base + len(data):
-                return bytes(data[src - base : src - base + n])
-        raise DriverError(f"cuMemcpyDtoH_v2 of {n} bytes at {src:#x} crosses allocations", 1)
+    def read(self, spans: array[int], buffer: bytearray) -> DeviceRead:
+        copies = [(spans[i], spans[i + 1]) for i in range(0, len(spans), 3)]
+        self.reads.append(copies)
+        for i, (src, n) in enumerate(copies):
+            at = spans[3 * i + 2]
+            inside = [data for base, data in self.allocations if base <= src and src + n <= base + len(data)]
+            if not inside:
+                error = DriverError(f"cuMemcpyDtoH_v2 of {n} bytes at {src:#x} crosses allocations", 1)
+                return DeviceRead(len(copies), ReadPath.SYNC, "CUDA_ERROR_INVALID_VALUE", i, error)
+            base = next(base for base, data in self.allocations if data is inside[0])
+            buffer[at : at + n] = inside[0][src - base : src - base + n]
+        return DeviceRead(4, ReadPath.BATCH, "")
+
+    @property
+    def copies(self) -> list[tuple[int, int]]:
+        return [copy for read in self.reads for copy in read]
 
 
 def test_variables_close_together_are_read_in_one_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, bytes(range(256)) * 64))
-    monkeypatch.setattr(varread, "memcpy_dtoh", device.dtoh)
+    monkeypatch.setattr(varread, "read_device", device.read)
     located = {"a": (0x10000, 4), "b": (0x10010, 8), "far": (0x10000 + 8192, 16)}
     values = varread.read_located(located)
-    assert device.copies == [(0x10000, 0x18), (0x12000, 16)]
+    assert device.reads == [[(0x10000, 0x18), (0x12000, 16)]]
     assert values["b"] == Value(0x10010, bytes(range(16, 24)))
     assert values["far"].data == bytes(range(16))
 
 
 def test_a_refused_merged_copy_is_made_variable_by_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16))  # two allocations, 240 bytes apart
-    monkeypatch.setattr(varread, "memcpy_dtoh", device.dtoh)
+    monkeypatch.setattr(varread, "read_device", device.read)
     values = varread.read_located({"a": (0x10000, 16), "b": (0x10100, 16)})
     assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
-    assert device.copies == [(0x10000, 0x110), (0x10000, 16), (0x10100, 16)]
+    assert device.reads == [[(0x10000, 0x110)], [(0x10000, 16), (0x10100, 16)]]
 
 
-def _reading(device: Device, monkeypatch: pytest.MonkeyPatch, located: dict[str, tuple[int, int]]) -> varread.Reading:
-    def into(buf: bytearray, start: int, src: int, n: int) -> None:
-        buf[start : start + n] = device.dtoh(src, n)
+def test_a_refused_variable_raises_the_drivers_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, b"\x01" * 16))
+    monkeypatch.setattr(varread, "read_device", device.read)
+    with pytest.raises(DriverError, match="crosses allocations"):
+        varread.read_located({"a": (0x10000, 16), "b": (0x20000, 8)})
 
-    monkeypatch.setattr(varread, "memcpy_dtoh_into", into)
-    runs = varread.plan(located)
-    return varread.Reading(runs, bytearray(sum(size for _, size, _ in runs)))
+
+def _reads(device: Device, monkeypatch: pytest.MonkeyPatch, *loads: dict[str, tuple[int, int]]) -> varread.Reads:
+    monkeypatch.setattr(varread, "read_device", device.read)
+    reads = varread.Reads()
+    for index, located in enumerate(loads):
+        varread.add(reads, index, located)
+    return reads
 
 
 def test_a_save_reads_again_and_keeps_the_values_while_the_bytes_stay(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, bytes(range(256)) * 64))
-    reading = _reading(device, monkeypatch, {"a": (0x10000, 4), "far": (0x10000 + 8192, 16)})
-    varread.refresh(reading, None)
-    first, version = reading.values, reading.version
+    reads = _reads(device, monkeypatch, {"a": (0x10000, 4), "far": (0x10000 + 8192, 16)})
+    first, version = varread.refresh(reads, [0], None)[0]
     assert first["far"] == Value(0x12000, bytes(range(16)))
-    varread.refresh(reading, None)
-    assert reading.values is first and reading.version == version  # read again, unchanged: the same values
-    assert device.copies == [(0x10000, 4), (0x12000, 16)] * 2
+    again = varread.refresh(reads, [0], None)[0]
+    assert again[0] is first and again[1] == version  # read again, unchanged: the same values
+    assert device.reads == [[(0x10000, 4), (0x12000, 16)]] * 2
     device.allocations[0][1][8192 + 3] = 0xEE  # the program wrote the variable between two saves
-    varread.refresh(reading, None)
-    assert reading.version == version + 1
-    assert reading.values["far"].data == bytes([0, 1, 2, 0xEE, *range(4, 16)])
-    assert reading.values["a"] == first["a"]
+    values, changed = varread.refresh(reads, [0], None)[0]
+    assert changed == version + 1
+    assert values["far"].data == bytes([0, 1, 2, 0xEE, *range(4, 16)])
+    assert values["a"] == first["a"]
+
+
+def test_every_load_of_a_save_is_read_with_one_native_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, bytes(range(256)) * 64), (0x40000, b"\x05" * 64))
+    loads = [{"a": (0x10000, 4), "far": (0x10000 + 8192, 16)}, {"x": (0x40000, 8)}, {"y": (0x40020, 32)}]
+    reads = _reads(device, monkeypatch, *loads)
+    phases = Phases()
+    read = varread.refresh(reads, [2, 0], phases)
+    assert device.reads == [[(0x40020, 32), (0x10000, 4), (0x12000, 16)]]  # load 1 is not this save's
+    assert read[2][0] == {"y": Value(0x40020, b"\x05" * 32)} and read[0][0]["a"].data == bytes(range(4))
+    assert phases.counts["variables.runs"] == 3 and phases.counts["variables.copies"] == 4
+    assert phases.counts["variables.reads_batch"] == 1 and phases.counts["variables.loads_changed"] == 2
+    assert varread.refresh(reads, [1], None)[1][0] == {"x": Value(0x40000, b"\x05" * 8)}
 
 
 def test_a_refused_merged_copy_is_planned_variable_by_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16))
-    reading = _reading(device, monkeypatch, {"a": (0x10000, 16), "b": (0x10100, 16)})
-    varread.refresh(reading, None)
-    assert reading.values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
-    varread.refresh(reading, None)
-    assert device.copies == [(0x10000, 0x110), (0x10000, 16), (0x10100, 16), (0x10000, 16), (0x10100, 16)]
-    assert reading.version == 1
+    device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16), (0x30000, b"\x03" * 8))
+    reads = _reads(device, monkeypatch, {"z": (0x30000, 8)}, {"a": (0x10000, 16), "b": (0x10100, 16)})
+    values, version = varread.refresh(reads, [0, 1], None)[1]
+    assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
+    varread.refresh(reads, [1, 0], None)
+    # Refused together: each new load is read alone until nothing of it is refused, then all together again.
+    assert device.reads == [
+        [(0x30000, 8), (0x10000, 0x110)],
+        [(0x30000, 8)],
+        [(0x10000, 16), (0x10100, 16)],
+        [(0x30000, 8), (0x10000, 16), (0x10100, 16)],
+        [(0x10000, 16), (0x10100, 16), (0x30000, 8)],
+    ]
+    assert version == 1 and varread.refresh(reads, [1], None)[1][1] == 1
 
 
 def test_what_to_carry_is_worked_out_once_per_set_of_loads_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     versions = {"img": 1}
     decided: list[int] = []
 
-    def live(sha: str, records: object, fmt: object, device: object, phases: object) -> tuple[dict, tuple]:
+    def live(sha: str, records: object, read: object) -> tuple[dict, tuple]:
         return {}, ((7, versions[sha]),)
 
     def decide(images: object, formats: object, device: object, values: object) -> sv.Carried:
         decided.append(versions["img"])
         return sv.Carried({"img": ()}, {})
 
+    monkeypatch.setattr(sv, "_add_loads", lambda *args: None)
     monkeypatch.setattr(sv, "_live", live)
     monkeypatch.setattr(sv, "_decide", decide)
     images, formats = {"img": {}}, {"img": ImageFormat.ELF}
@@ -140,3 +180,21 @@ def test_a_module_address_is_refused_with_its_byte_offset() -> None:
     assert (error.image, error.variable, error.offset) == ("img", "p", 4)
     assert "inside module variable table of image other" in str(error)
     sv._refuse_addresses("img", "q", Value(0x7000, _u64(0x8FF8, 0xA100 + 8)), ranges, starts)  # outside: fine
+
+
+def test_a_refusal_reads_alone_only_the_loads_not_proven_yet(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, b"\x01" * 16), (0x10100, b"\x02" * 16), (0x30000, b"\x03" * 8))
+    reads = _reads(device, monkeypatch, {"z": (0x30000, 8)})
+    varread.refresh(reads, [0], None)  # read together without a refusal: proven
+    varread.add(reads, 1, {"a": (0x10000, 16), "b": (0x10100, 16)})
+    phases = Phases()
+    values = varread.refresh(reads, [0, 1], phases)[1][0]
+    assert values == {"a": Value(0x10000, b"\x01" * 16), "b": Value(0x10100, b"\x02" * 16)}
+    assert device.reads[1:] == [
+        [(0x30000, 8), (0x10000, 0x110)],  # refused: load 1's merged copy
+        [(0x10000, 16), (0x10100, 16)],  # load 1 alone, split; load 0 is not read alone
+        [(0x30000, 8), (0x10000, 16), (0x10100, 16)],
+    ]
+    assert phases.counts["variables.reads_sync"] == 1 and phases.counts["variables.reads_batch"] == 2
+    varread.refresh(reads, [1, 0], None)
+    assert device.reads[-1] == [(0x10000, 16), (0x10100, 16), (0x30000, 8)]

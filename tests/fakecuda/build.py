@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 SRC_DIR = Path(__file__).resolve().parent
@@ -71,12 +72,14 @@ def _compiler() -> str:
     return cc
 
 
-def build_fake_cuda(out_dir: Path, sanitize: bool = False) -> Path:
+def build_fake_cuda(out_dir: Path, sanitize: bool = False, defines: Sequence[str] = ()) -> Path:
     """Compile ``tests/fakecuda/*.c`` into ``out_dir/libcuda.so.1``; returns its path.
 
-    Rebuilds only when a source or header is newer than the output. With ``sanitize`` the library
-    is built with AddressSanitizer and UBSan (the loading process then needs ``LD_PRELOAD`` of
-    libasan, or to be built with ASan itself).
+    Rebuilds only when a source or header is newer than the output, or the flags differ. With
+    ``sanitize`` the library is built with AddressSanitizer and UBSan (the loading process then needs
+    ``LD_PRELOAD`` of libasan, or to be built with ASan itself). ``defines`` are preprocessor macros
+    that build a driver lacking something (``FAKECUDA_NO_BATCH_COPY``: no ``cuMemcpyBatchAsync_v2``,
+    as a driver older than CUDA 13.0).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +87,7 @@ def build_fake_cuda(out_dir: Path, sanitize: bool = False) -> Path:
     srcs = sources()
     deps = [*srcs, *SRC_DIR.glob("*.h"), FORMAT_H_DIR / "format.h", Path(__file__)]
     stamp = out_dir / ".fakecuda-build-flags"
-    flags_tag = "sanitize" if sanitize else "plain"
+    flags_tag = " ".join(["sanitize" if sanitize else "plain", *defines])
     if (
         out.exists()
         and stamp.exists()
@@ -101,6 +104,7 @@ def build_fake_cuda(out_dir: Path, sanitize: bool = False) -> Path:
     ]  # fmt: skip
     if sanitize:
         cmd += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    cmd += [f"-D{name}" for name in defines]
     tmp = out_dir / f".{LIB_NAME}.tmp{os.getpid()}"
     cmd += ["-o", str(tmp), *map(str, srcs), "-lpthread"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -117,7 +121,7 @@ def runtime_env(lib_dir: Path) -> dict[str, str]:
     LD_PRELOAD of the compiler's libasan (the Python interpreter is not built with ASan) and
     sanitizer options that make any report fatal. Empty for a plain build."""
     stamp = Path(lib_dir) / ".fakecuda-build-flags"
-    if not stamp.exists() or stamp.read_text() != "sanitize":
+    if not stamp.exists() or stamp.read_text().split()[:1] != ["sanitize"]:
         return {}
     proc = subprocess.run([_compiler(), "-print-file-name=libasan.so"], capture_output=True, text=True)
     libasan = proc.stdout.strip()

@@ -1,4 +1,4 @@
-/* fakecuda: copies (sync, async, 2D/3D) and memsets; async forms become graph nodes under capture. */
+/* fakecuda: copies (sync, async, batched, 2D/3D) and memsets; async forms become graph nodes under capture. */
 #include "fakecuda.h"
 
 /* ------------------------------------------------------------------ copies and memsets */
@@ -137,6 +137,52 @@ FC_API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream s
 FC_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
   FC_GUARD(fc_memcpy_submit(st, 1, DP(d), UNIT, DP(s), UNIT, n));
 }
+
+#ifndef FAKECUDA_NO_BATCH_COPY
+/* A pointer inside device memory (an allocation, pinned host memory included, or a VMM mapping) must
+ * have all n bytes there, as a copy from or to device memory must; any other pointer is host memory. */
+static int batch_operand_ok(CUdeviceptr p, size_t n) {
+  CUdeviceptr b;
+  size_t s;
+  int acc;
+  if (fc_mem_range(p, NULL, NULL, NULL) == 0 || fc_vmm_range(p, &b, &s, &acc) == 0) return fc_dev_ok(p, n);
+  return fc_any_ok((const void *)(uintptr_t)p, n);
+}
+
+/* The CUDA 13.0 ABI (no failIdx). The whole batch is checked before any copy runs: one bad copy refuses
+ * it all, naming none. No graph node has this form, so a capturing stream refuses it. */
+static CUresult batch_impl(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
+                           size_t *idxs, size_t nattrs, CUstream h) {
+  CUresult r = fc_need_ctx();
+  if (r) return r;
+  if (!dsts || !srcs || !sizes || !attrs || !idxs || !count || !nattrs || nattrs > count || idxs[0] != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (fc_g.batch_copy_max && count > fc_g.batch_copy_max) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t k = 0; k < nattrs; k++) {
+    if ((k && idxs[k] <= idxs[k - 1]) || idxs[k] >= count) return CUDA_ERROR_INVALID_VALUE;
+    CUmemcpySrcAccessOrder o = attrs[k].srcAccessOrder;
+    if (o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o != CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&
+        o != CU_MEMCPY_SRC_ACCESS_ORDER_ANY)
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  fc_stream *s;
+  if (!h || (r = fc_stream_resolve(h, 0, &s)) || fc_stream_is_legacy(s)) return r ? r : CUDA_ERROR_INVALID_VALUE;
+  if (s->cap) {
+    s->cap->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (!sizes[i] || batch_operand_ok(srcs[i], sizes[i]) || batch_operand_ok(dsts[i], sizes[i]))
+      return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; i++) memmove((void *)(uintptr_t)dsts[i], (const void *)(uintptr_t)srcs[i], sizes[i]);
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                      CUmemcpyAttributes *attrs, size_t *idxs, size_t nattrs, CUstream h) {
+  FC_GUARD(batch_impl(dsts, srcs, sizes, count, attrs, idxs, nattrs, h));
+}
+#endif
 
 static CUresult copy3d_sync(const CUDA_MEMCPY3D *c) {
   CUresult r = fc_need_ctx();

@@ -41,6 +41,7 @@ typedef struct fc_globals {
   unsigned long long phys_limit;
   unsigned long long total_mem;
   int edge_data_bug;
+  unsigned long long batch_copy_max; /* copies a cuMemcpyBatchAsync_v2 takes at most; 0: any number */
   char no_param_info[1024]; /* comma-separated kernel names */
 } fc_globals;
 extern fc_globals fc_g;

@@ -60,6 +60,9 @@ static const fc_proc table[] = {
     E(cuMemcpyAsync, 4000, cuMemcpyAsync) P(cuMemcpyAsync, 7000, cuMemcpyAsync_ptsz)
     E(cuMemcpy2D, 3020, cuMemcpy2D_v2) E(cuMemcpy2DAsync, 3020, cuMemcpy2DAsync_v2)
     E(cuMemcpy3D, 3020, cuMemcpy3D_v2) E(cuMemcpy3DAsync, 3020, cuMemcpy3DAsync_v2)
+#ifndef FAKECUDA_NO_BATCH_COPY
+    E(cuMemcpyBatchAsync, 13000, cuMemcpyBatchAsync_v2)
+#endif
     E(cuMemsetD8, 3020, cuMemsetD8_v2) P(cuMemsetD8, 7000, cuMemsetD8_v2_ptds)
     E(cuMemsetD16, 3020, cuMemsetD16_v2)
     E(cuMemsetD32, 3020, cuMemsetD32_v2) P(cuMemsetD32, 7000, cuMemsetD32_v2_ptds)

@@ -50,7 +50,8 @@ def foundry_rows(r: dict[str, Any], engine: str) -> list[list[str]]:
     t = plugin.get("timings") or {}
     loader = plugin.get("loader") or {}
     rows = [["load_cuda_modules_and_libraries", fmt(t.get("load_modules_s"), 3)]]
-    rows += [[f"  {k}", fmt(t.get(f"load_modules_{k}_s"), 3)] for k in ("checks", "reserve", "warm")]
+    steps = [k[len("load_modules_") : -len("_s")] for k in t if k.startswith("load_modules_") and k != "load_modules_s"]
+    rows += [[f"  {k}", fmt(t[f"load_modules_{k}_s"], 3)] for k in steps]
     rows.append(["start_graph_builds", fmt(t.get("start_graph_builds_s"), 3)])
     rows.append([f"graphs ready, handed to {engine}", fmt(t.get("graphs_ready_s"), 3)])
     marks = (t.get("start_graph_builds_at"), loader.get("all_replayable_s"), t.get("graphs_ready_at"))

@@ -17,6 +17,11 @@ __all__ = ["ALLOC_KINDS", "FoundryApi", "PublicFoundryApi"]
 
 # Allocation-log entries that hand out memory (foundry.allocation_events kinds, by name).
 ALLOC_KINDS = frozenset({"ALLOC", "ASYNC_ALLOC"})
+# The spans of foundry.startup_phases() that load_cuda_modules_and_libraries times on the caller's thread (the
+# others are its background work), in order: the manifest's checks, the CUDA context where the region's
+# reservation needs one first (the engine's own cost, paid earlier), the reservation, the image readers
+# started, the builder threads' warm-up, the start-up thread started.
+CALLER_STEPS = ("checks", "context", "reserve", "readers", "warm", "launch")
 
 
 class FoundryApi(Protocol):
@@ -69,7 +74,7 @@ class PublicFoundryApi:
     def load_modules_phases(self) -> dict[str, float]:
         """Seconds of ``load_modules``' steps on the caller's thread."""
         seconds = foundry.startup_phases().seconds
-        return {k: seconds[k] for k in ("checks", "reserve", "warm") if k in seconds}
+        return {k: seconds[k] for k in CALLER_STEPS if k in seconds}
 
     def new_graph(self) -> Any:
         return foundry.CUDAGraph()

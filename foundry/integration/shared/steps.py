@@ -61,8 +61,7 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint) -> None:
         t0 = time.perf_counter()
         s.api.load_modules(archive)
         s.timings["load_modules_s"] = time.perf_counter() - t0
-        # Where those seconds went (the manifest's checks, the region's reservation, which may create the CUDA
-        # context, the builder threads' warm-up).
+        # Where those seconds went (backend.CALLER_STEPS).
         s.timings.update({f"load_modules_{k}_s": v for k, v in s.api.load_modules_phases().items()})
         s.api.set_region(s.saved.region_base, s.saved.region_size)
     else:
