@@ -39,6 +39,10 @@ _META_CACHE_MAX = 4096
 # Records read ahead at process start (``prepare_sources``) are held until LOAD takes them: at most this
 # many bytes of them, so that an archive whose graphs the program never loads costs bounded memory.
 PREPARED_BYTES_MAX = 512 << 20
+# A record at least this large is read and hashed on a reader thread; a smaller one costs less read here than
+# handed over (hashing lets the interpreter lock go only for larger buffers), and an engine's thousands of
+# small graphs would only make the threads contend for it.
+PARALLEL_READ_MIN = 256 << 10
 YIELD_AFTER_S = 0.001  # the longest ``prepare_sources`` works before it lets the program's threads run
 
 
@@ -178,8 +182,8 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]], readers: int = 0) -
     """Reads and checks, ahead of LOAD, the graphs at ``paths`` as ``read_source`` does, records included
     while they fit in ``PREPARED_BYTES_MAX``, for ``read_sources`` to take. A graph that fails a check is
     left out silently: LOAD reads it again and reports the problem where the program asks for it.
-    ``readers`` threads, where more than 0, read and checksum the records while this thread checks the
-    metadata: a record's read and hash let the interpreter lock go, so large records read in parallel.
+    ``readers`` threads, where more than 0, read and checksum the records of ``PARALLEL_READ_MIN`` bytes or
+    more while this thread checks the metadata: a large record's read and hash let the interpreter lock go.
     Returns how many were prepared."""
     key = configured_key()
     key_id = key.key_id if key is not None else ""
@@ -187,7 +191,7 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]], readers: int = 0) -
     proven: set[int] = set()
     done = 0
     held_since = time.perf_counter()
-    pool = ThreadPoolExecutor(readers, thread_name_prefix="foundry-record-read") if readers > 0 else None
+    pool: ThreadPoolExecutor | None = None  # started at the first record worth a thread
     reads: list[Future[bool]] = []
     scheduled: set[int] = set()  # sources (by id) whose records are read already or on their way
     try:
@@ -212,10 +216,12 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]], readers: int = 0) -
                     state.prepared_bytes += size if room else 0
                 if room and wanted:
                     scheduled.update(id(s) for s in wanted)
-                    if pool is None:
-                        done -= not _read_ahead(state, name, wanted)
-                    else:
+                    if readers > 0 and size >= PARALLEL_READ_MIN:
+                        if pool is None:
+                            pool = ThreadPoolExecutor(readers, thread_name_prefix="foundry-record-read")
                         reads.append(pool.submit(_read_ahead, state, name, wanted))
+                    else:
+                        done -= not _read_ahead(state, name, wanted)
                 done += 1
                 # Python work beside the program's own start-up (an engine builds its model meanwhile): give the
                 # interpreter lock back every millisecond or so, so that thousands of graphs do not hold the

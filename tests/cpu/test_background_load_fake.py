@@ -248,6 +248,7 @@ state.prepared.clear(); state.prepared_bytes = 0; state.full.clear()
 with open(os.path.join(ARCH, "v2.cugraph"), "r+b") as f:
     f.seek(-9, 2); b = f.read(1); f.seek(-9, 2); f.write(bytes([b[0] ^ 0xFF]))
 paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
+sources.PARALLEL_READ_MIN = 0  # every record on a reader thread (the fake's records are small)
 count = sources.prepare_sources(paths, readers=3)
 prepared = sorted(os.path.basename(k[0]) for k in state.prepared)
 read = sorted(os.path.basename(src.json_path) for src, _ in state.prepared.values() if src._payload is not None)
