@@ -33,6 +33,18 @@ done
 
 MAN="$STAGE/MANIFEST"
 [ -f "$MAN" ] || { log "no MANIFEST in $STAGE yet"; exit 1; }
+# A part too large to travel beside the project's tree goes in pieces (NAME.piece0, NAME.piece1, ...; split -b
+# on the CPU machine, each piece in its own call): once the last has come, they are joined into the part.
+while read -r sum size name; do
+  pieces=("$STAGE/$name".piece*)
+  [ -f "${pieces[0]}" ] && [ ! -f "$STAGE/$name" ] || continue
+  total=$(cat "${pieces[@]}" | wc -c)
+  if [ "$total" = "$size" ]; then
+    printf '%s\n' "${pieces[@]}" | sort -V | xargs cat > "$STAGE/$name" && rm -f "${pieces[@]}"
+  else
+    log "$name: ${#pieces[@]} piece(s), $total of $size bytes so far"
+  fi
+done < <(grep -E '^[0-9a-f]{64} ' "$MAN")
 have=0; need=$(awk '$1 == "parts" { print $2 }' "$MAN"); todo=()
 while read -r sum size name; do
   if [ -f "$STAGE/$name" ]; then
