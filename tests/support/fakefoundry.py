@@ -117,6 +117,9 @@ class FakeFoundry:
     def load_modules_phases(self) -> dict[str, float]:
         return {"checks": 0.001, "reserve": 0.002, "warm": 0.003}
 
+    def startup_seconds(self) -> dict[str, float]:
+        return {"checks": 0.001, "graphs": 0.004}
+
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
     ) -> Any:

@@ -35,6 +35,10 @@ class FoundryApi(Protocol):
 
     def load_modules(self, archive: Path) -> None: ...
     def load_modules_phases(self) -> dict[str, float]: ...
+    def startup_seconds(self) -> dict[str, float]:
+        """Every step of LOAD's start-up so far, the background's included (seconds summed over threads)."""
+        ...
+
     def new_graph(self) -> Any: ...
     def graph(
         self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
@@ -75,6 +79,9 @@ class PublicFoundryApi:
         """Seconds of ``load_modules``' steps on the caller's thread."""
         seconds = foundry.startup_phases().seconds
         return {k: seconds[k] for k in CALLER_STEPS if k in seconds}
+
+    def startup_seconds(self) -> dict[str, float]:
+        return dict(foundry.startup_phases().seconds)
 
     def new_graph(self) -> Any:
         return foundry.CUDAGraph()

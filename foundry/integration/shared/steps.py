@@ -255,5 +255,7 @@ def write_report(s: Session[Any, Any], **fields: Any) -> None:
         "timings": s.timings,
         **fields,
     }
+    if s.config.mode is Mode.LOAD:
+        doc["startup_s"] = s.api.startup_seconds()  # where start-up's background seconds went
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(doc, indent=1, default=str) + "\n")

@@ -64,7 +64,7 @@ def test_save_then_load_through_the_shared_steps(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "save.json").read_text())
     assert report["mode"] == "save" and report["graphs"] == 2 and [p["name"] for p in report["phases"]][-1] == "capture"
 
-    s, fp = _load(archive, THREADS="3")
+    s, fp = _load(archive, THREADS="3", REPORT=str(tmp_path / "load.json"))
     steps.begin(s, fp)
     assert s.api.calls == ["load_modules", "set_region"] and s.saved == meta
     s.api.allocate(1 << 20)
@@ -80,6 +80,10 @@ def test_save_then_load_through_the_shared_steps(tmp_path: Path) -> None:
     outputs = installed[1][2]
     assert isinstance(outputs, tuple) and outputs[1] is None and outputs[0].data_ptr() == meta.graphs[1].output_address
     assert s.tracker.marks[-1].name == "capture" and "graphs_ready_s" in s.timings
+    steps.write_report(s, graphs=len(installed))
+    report = json.loads((tmp_path / "load.json").read_text())
+    assert report["mode"] == "load" and report["startup_s"] == s.api.startup_seconds()
+    assert report["timings"]["load_modules_checks_s"] == 0.001  # the caller's steps, beside the background's
 
 
 def test_load_refuses_another_setup_before_touching_the_gpu(tmp_path: Path) -> None:
