@@ -52,8 +52,8 @@ class Reading:
     last: bytes | None = None
     values: dict[str, Value] = field(default_factory=dict)
     version: int = 0
-    # Every run read once, alone with this load's others: a run the driver refused was split then, so the
-    # reads of many loads together never fail (a refusal makes the native read finish one copy at a time).
+    # Read once alone (``refresh``): a run the driver refused was split then, so reads of many loads together
+    # make no refused copy.
     proven: bool = False
 
     def __post_init__(self) -> None:
@@ -121,15 +121,15 @@ def refresh(reads: Reads, indices: Iterable[int], phases: Phases | None) -> dict
         if len(reads.buffer) < reads.end:  # loads were added: once for all of them, and no bytes to keep (all
             reads.buffer = bytearray(reads.end)  # a save compares is what it reads)
         together = list(readings.values())
-        if not _read(together, reads.buffer, phases, once=True):
-            # A run refused: every load not yet proven is read alone until none of its runs is refused, so that
-            # the read of all together, and every later one, makes no refused copy.
-            for reading in together:
-                if not reading.proven:
-                    _read([reading], reads.buffer, phases)
-            _read(together, reads.buffer, phases)
-        for reading in together:
+        # A load read for the first time is read alone until none of its runs is refused: a refused copy makes
+        # the native read finish one synchronous copy at a time, which, in the read of all together, would be
+        # every load's copies. Read alone, it is this load's only, once.
+        fresh = [reading for reading in together if not reading.proven]
+        for reading in fresh:
+            _read([reading], reads.buffer, phases)
             reading.proven = True
+        if fresh != together or len(together) > 1:  # else the one load's read alone was the read of all
+            _read(together, reads.buffer, phases)
         out = {}
         for index, reading in readings.items():
             _compare(reading, reads.buffer, phases)
@@ -137,17 +137,15 @@ def refresh(reads: Reads, indices: Iterable[int], phases: Phases | None) -> dict
     return out
 
 
-def _read(readings: Sequence[Reading], buffer: bytearray, phases: Phases | None, once: bool = False) -> bool:
+def _read(readings: Sequence[Reading], buffer: bytearray, phases: Phases | None) -> None:
     """Reads every reading's runs into its part of ``buffer``; a run the driver refuses is replaced by its
-    variables, each read alone, and everything is read again (a refused variable raises DriverError), unless
-    ``once``: then the split run is left for the caller to read. Whether the first read refused nothing."""
-    first = True
+    variables, each read alone, and everything is read again (a refused variable raises DriverError)."""
     while True:
         spans = array("Q")
         for reading in readings:
             spans += reading.spans
         if not spans:
-            return first
+            return
         read = read_device(spans, buffer)
         if phases is not None:
             phases.count("variables.copies", read.calls)  # driver calls made, copies or not
@@ -157,7 +155,7 @@ def _read(readings: Sequence[Reading], buffer: bytearray, phases: Phases | None,
             if read.fallback:
                 phases.count(f"variables.fallback_{read.fallback}")
         if read.refused is None:
-            return first
+            return
         reading, at = _owner(readings, read.refused)
         members = reading.runs[at][2]
         if len(members) == 1:
@@ -165,9 +163,6 @@ def _read(readings: Sequence[Reading], buffer: bytearray, phases: Phases | None,
             raise read.error
         alone = [(address, n, ((name, address, n),)) for name, address, n in members]
         reading.replan([*reading.runs[:at], *alone, *reading.runs[at + 1 :]])
-        if once:
-            return False
-        first = False
 
 
 def _owner(readings: Sequence[Reading], span: int) -> tuple[Reading, int]:
