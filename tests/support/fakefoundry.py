@@ -132,6 +132,11 @@ class FakeFoundry:
     def build_dedicated(self, pending: Any) -> None:
         self.calls.append("build_dedicated")
 
+    def wait_builds(self, pending: Any) -> None:
+        self.calls.append("wait_builds")
+        if getattr(pending, "build_error", None) is not None:
+            raise pending.build_error
+
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         """Like foundry.CUDAGraph.finish_one_graph_load: one tensor bare, several as a tuple, none as None."""
         doc = json.loads(Path(pending.paths[index]).read_text())

@@ -10,7 +10,7 @@ from ..shared.engine import Engine
 
 __all__ = ["ENV_ARCHIVE", "ENV_MODE", "SGLANG", "Mode", "PluginConfig"]
 
-SGLANG = Engine(name="SGLang", key="sglang", version="0.5.17")
+SGLANG = Engine(name="SGLang", key="sglang", version="0.5.17", logger="sglang.srt.foundry")
 
 ENV_MODE = SGLANG.var("MODE")
 ENV_ARCHIVE = SGLANG.var("ARCHIVE")

@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 # A child of SGLang's logger: these lines go where SGLang's go.
-log = logging.getLogger("sglang.srt.foundry")
+log = logging.getLogger(SGLANG.logger)
 
 KV_MODULE = "sglang.srt.mem_cache.kv_cache_configurator"
 

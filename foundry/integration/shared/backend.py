@@ -49,6 +49,10 @@ class FoundryApi(Protocol):
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
     ) -> Any: ...
     def build_dedicated(self, pending: Any) -> None: ...
+    def wait_builds(self, pending: Any) -> None:
+        """Blocks until every graph has its own exec; raises LoadError if the background builds failed."""
+        ...
+
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]: ...
 
 
@@ -106,6 +110,9 @@ class PublicFoundryApi:
 
     def build_dedicated(self, pending: Any) -> None:
         pending.build_dedicated()
+
+    def wait_builds(self, pending: Any) -> None:
+        pending.wait_all()
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         graph, outputs = foundry.CUDAGraph.finish_one_graph_load(pending, index)

@@ -13,6 +13,7 @@ class Engine:
     name: str  # as users write it: "vLLM", "SGLang"
     key: str  # lower-case identifier: FOUNDRY_<KEY>_* variables, <key>_plugin.json
     version: str  # the engine release whose hook points the plugin uses
+    logger: str = ""  # the logger the plugin writes to, under the engine's own (its handlers print it)
 
     def __post_init__(self) -> None:
         if not self.key.isidentifier() or self.key != self.key.lower():

@@ -47,7 +47,9 @@ class Session(Generic[E, M]):
     pending: Any = None  # LOAD: what start_graph_builds returned
     handed_out: set[int] = field(default_factory=set)  # LOAD: indices of the graphs given to the engine
     keepalive: list[Any] = field(default_factory=list)  # objects that must live as long as the process
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    watching: bool = False  # LOAD: a thread waits for the own execs' builds (steps._release_own_execs)
+    report_fields: dict[str, Any] = field(default_factory=dict)  # what the engine last put in its report
 
     def __post_init__(self) -> None:
         self.tracker = PhaseTracker(self.api)

@@ -17,6 +17,8 @@ engine's lifecycle calls them from its own hook points, in this order:
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -210,9 +212,34 @@ def load_graphs(
 def _release_own_execs(s: Session[Any, Any]) -> None:
     """LOAD: lets the background builds go on to each member's own exec (until then members replay on their
     group's shared exec, correct but slower). ``load_graphs`` calls it once every graph is handed out (the
-    engines refuse an archive with graphs left over); again, it does nothing."""
-    if s.pending is not None:
+    engines refuse an archive with graphs left over); again, it does nothing. A watcher thread then says in
+    the engine's log when every graph has its own exec, or why not, and writes the report again with it."""
+    if s.pending is not None and not s.watching:
+        s.watching = True
         s.api.build_dedicated(s.pending)
+        threading.Thread(target=_watch_builds, args=(s,), name="foundry-builds-watch", daemon=True).start()
+
+
+def _watch_builds(s: Session[Any, Any]) -> None:
+    log = logging.getLogger(s.config.engine.logger or s.config.engine.key)
+    try:
+        s.api.wait_builds(s.pending)
+        error: BaseException | None = None
+    except Exception as exc:  # told, not raised: the engine is serving, and every graph still replays
+        error = exc
+    loader = dict(getattr(s.pending, "timings", None) or {})
+    if error is None:
+        log.info(
+            "Foundry load: every graph has its own exec, %.2f s after start_graph_builds (%d switches of shared "
+            "execs before)", loader.get("all_dedicated_s", 0.0), loader.get("switches", 0),
+        )  # fmt: skip
+    else:
+        log.warning(
+            "Foundry load: members' own execs were not all built (%s): those graphs replay on their group's shared "
+            "exec, with the same results but slower. Report this with the engine's log.", error,
+        )  # fmt: skip
+    s.timings["own_execs_error"] = str(error) if error is not None else ""
+    write_report(s, **{**s.report_fields, "loader": loader})
 
 
 def _address(outputs: Any) -> int:
@@ -233,9 +260,13 @@ def required(s: Session[Any, Any], value: T | None, what: str) -> T:
     return value
 
 
+_REPORT_LOCK = threading.Lock()
+
+
 def write_report(s: Session[Any, Any], **fields: Any) -> None:
     """Writes the JSON report of this process's start-up phases (mode, phases with their cursor, allocation
     count and seconds, timings, then ``fields``) where the config asks; nothing if it does not."""
+    s.report_fields = {k: v for k, v in fields.items() if k != "loader"}
     report = s.config.report
     if report is None:
         return
@@ -258,4 +289,8 @@ def write_report(s: Session[Any, Any], **fields: Any) -> None:
     if s.config.mode is Mode.LOAD:
         doc["startup_s"] = s.api.startup_seconds()  # where start-up's background seconds went
     report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    # Whole or not at all (the builds' watcher writes it again from its own thread): a reader never sees half.
+    with _REPORT_LOCK:
+        part = report.with_name(report.name + ".part")
+        part.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        part.replace(report)

@@ -9,7 +9,7 @@ from ..shared.engine import Engine
 
 __all__ = ["ENV_ARCHIVE", "ENV_MODE", "VLLM", "Mode", "PluginConfig"]
 
-VLLM = Engine(name="vLLM", key="vllm", version="0.26.0")
+VLLM = Engine(name="vLLM", key="vllm", version="0.26.0", logger="vllm.foundry")
 
 ENV_MODE = VLLM.var("MODE")
 ENV_ARCHIVE = VLLM.var("ARCHIVE")

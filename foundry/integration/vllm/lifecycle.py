@@ -20,7 +20,6 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import logging
 import os
@@ -57,7 +56,7 @@ __all__ = [
 SAVED_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
 
 # A child of vLLM's logger: these lines go where vLLM's go, at vLLM's level (VLLM_LOGGING_LEVEL).
-log = logging.getLogger("vllm.foundry")
+log = logging.getLogger(VLLM.logger)
 
 
 # ---------------------------------------------------------------------------------------------- init_device
@@ -269,10 +268,6 @@ def _load(runner: Any) -> int:
     steps.load_graphs(s, install)
     pieces = len(saved.graphs) - len(full)
     _report(s, graphs=len(saved.graphs), piece_graphs=pieces, loader=getattr(s.pending, "timings", None))
-    # Written again as the process ends, with what the loader did since (members switched in before their own
-    # execs existed, the own execs' build), which bears on the speed of the graphs the engine replayed.
-    total, loader = len(saved.graphs), getattr(s.pending, "timings", {})
-    atexit.register(lambda: _report(s, graphs=total, piece_graphs=pieces, loader=dict(loader)))
     log.info(
         "Foundry load: %d graphs installed (%d of them pieces; waited %.3f s)",
         len(saved.graphs), pieces, s.timings["graphs_ready_s"],

@@ -4,12 +4,15 @@ the fake Foundry API, and each refusal, with messages naming that engine."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from foundry.errors import LoadError
 from foundry.integration.shared import (
     ArchiveMismatchError,
     PhaseLayoutError,
@@ -80,6 +83,7 @@ def test_save_then_load_through_the_shared_steps(tmp_path: Path) -> None:
     outputs = installed[1][2]
     assert isinstance(outputs, tuple) and outputs[1] is None and outputs[0].data_ptr() == meta.graphs[1].output_address
     assert s.tracker.marks[-1].name == "capture" and "graphs_ready_s" in s.timings
+    _join_watchers()
     steps.write_report(s, graphs=len(installed))
     report = json.loads((tmp_path / "load.json").read_text())
     assert report["mode"] == "load" and report["startup_s"] == s.api.startup_seconds()
@@ -157,3 +161,41 @@ def test_the_store_makes_one_session_per_process(monkeypatch: pytest.MonkeyPatch
     assert store.current() is first
     store.reset()
     assert store.current() is made[-1] and len(made) == 3
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_engines_log_says_when_every_graph_has_its_own_exec_or_why_not(
+    tmp_path: Path, fails: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    archive = tmp_path / "a"
+    _save(archive)
+    s, fp = _load(archive, REPORT=str(tmp_path / "load.json"))
+    steps.begin(s, fp)
+    s.api.allocate(1 << 20)
+    steps.end_phase(s, "load_model")
+    steps.start_builds(s)
+    s.api.allocate(4096)
+    steps.end_phase(s, "kv_cache")
+    s.pending.timings.update(all_dedicated_s=0.5, switches=3)
+    if fails:
+        s.pending.build_error = LoadError("background loading failed: refused")
+    with caplog.at_level(logging.INFO):
+        steps.write_report(s, graphs=2)  # what the engine put in its report before: kept when written again
+        steps.load_graphs(s, lambda loaded: None)
+        _join_watchers()
+    assert s.api.calls.count("wait_builds") == 1
+    report = json.loads((tmp_path / "load.json").read_text())
+    assert report["graphs"] == 2 and report["loader"]["switches"] == 3
+    if fails:
+        assert "were not all built (background loading failed: refused)" in caplog.text
+        assert report["timings"]["own_execs_error"] == "background loading failed: refused"
+    else:
+        assert "every graph has its own exec, 0.50 s after start_graph_builds (3 switches" in caplog.text
+        assert report["timings"]["own_execs_error"] == ""
+
+
+def _join_watchers() -> None:
+    """Waits for the threads steps.load_graphs starts to watch the own execs' builds."""
+    for t in threading.enumerate():
+        if t.name == "foundry-builds-watch":
+            t.join(10)
