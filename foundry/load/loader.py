@@ -134,11 +134,14 @@ class Loader:
             raise LoadError(f"background loading failed: {self.error}") from self.error
         return handle
 
-    def wait_all(self) -> None:
-        """Blocks until every graph has its own exec (or the loader failed)."""
-        self.done.wait()
+    def wait_all(self, timeout: float | None = None) -> bool:
+        """Blocks until every graph has its own exec (or the loader failed, which raises), or ``timeout``
+        seconds pass; whether the builds are done."""
+        if not self.done.wait(timeout):
+            return False
         if self.error is not None:
             raise LoadError(f"background loading failed: {self.error}") from self.error
+        return True
 
     # ------------------------------------------------------------------ the loader thread
     def _run(self, context: int, num_threads: int, verify: bool, start: float) -> None:

@@ -132,10 +132,13 @@ class FakeFoundry:
     def build_dedicated(self, pending: Any) -> None:
         self.calls.append("build_dedicated")
 
-    def wait_builds(self, pending: Any) -> None:
+    def wait_builds(self, pending: Any, timeout: float | None = None) -> bool:
         self.calls.append("wait_builds")
         if getattr(pending, "build_error", None) is not None:
             raise pending.build_error
+        slow = getattr(pending, "slow_builds", 0)  # answers "not yet" that many times
+        pending.slow_builds = max(0, slow - 1)
+        return timeout is None or slow == 0
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         """Like foundry.CUDAGraph.finish_one_graph_load: one tensor bare, several as a tuple, none as None."""

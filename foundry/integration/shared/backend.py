@@ -49,8 +49,9 @@ class FoundryApi(Protocol):
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
     ) -> Any: ...
     def build_dedicated(self, pending: Any) -> None: ...
-    def wait_builds(self, pending: Any) -> None:
-        """Blocks until every graph has its own exec; raises LoadError if the background builds failed."""
+    def wait_builds(self, pending: Any, timeout: float | None = None) -> bool:
+        """Blocks until every graph has its own exec, or ``timeout`` seconds pass; whether they all have one.
+        Raises LoadError if the background builds failed."""
         ...
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]: ...
@@ -111,8 +112,8 @@ class PublicFoundryApi:
     def build_dedicated(self, pending: Any) -> None:
         pending.build_dedicated()
 
-    def wait_builds(self, pending: Any) -> None:
-        pending.wait_all()
+    def wait_builds(self, pending: Any, timeout: float | None = None) -> bool:
+        return bool(pending.wait_all(timeout))
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         graph, outputs = foundry.CUDAGraph.finish_one_graph_load(pending, index)

@@ -220,10 +220,19 @@ def _release_own_execs(s: Session[Any, Any]) -> None:
         threading.Thread(target=_watch_builds, args=(s,), name="foundry-builds-watch", daemon=True).start()
 
 
+BUILDS_SLOW_S = 30.0  # own execs not all built this long after hand-over: said in the engine's log
+
+
 def _watch_builds(s: Session[Any, Any]) -> None:
     log = logging.getLogger(s.config.engine.logger or s.config.engine.key)
     try:
-        s.api.wait_builds(s.pending)
+        if not s.api.wait_builds(s.pending, BUILDS_SLOW_S):
+            log.warning(
+                "Foundry load: members' own execs are still being built %.0f s after every graph was handed over; "
+                "until then they replay on their group's shared exec, with the same results but slower",
+                BUILDS_SLOW_S,
+            )
+            s.api.wait_builds(s.pending)
         error: BaseException | None = None
     except Exception as exc:  # told, not raised: the engine is serving, and every graph still replays
         error = exc

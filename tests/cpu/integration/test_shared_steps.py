@@ -164,8 +164,9 @@ def test_the_store_makes_one_session_per_process(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.parametrize("fails", [False, True])
+@pytest.mark.parametrize("slow", [0, 1])
 def test_the_engines_log_says_when_every_graph_has_its_own_exec_or_why_not(
-    tmp_path: Path, fails: bool, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, fails: bool, slow: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     archive = tmp_path / "a"
     _save(archive)
@@ -179,11 +180,13 @@ def test_the_engines_log_says_when_every_graph_has_its_own_exec_or_why_not(
     s.pending.timings.update(all_dedicated_s=0.5, switches=3)
     if fails:
         s.pending.build_error = LoadError("background loading failed: refused")
+    s.pending.slow_builds = slow
     with caplog.at_level(logging.INFO):
         steps.write_report(s, graphs=2)  # what the engine put in its report before: kept when written again
         steps.load_graphs(s, lambda loaded: None)
         _join_watchers()
-    assert s.api.calls.count("wait_builds") == 1
+    assert s.api.calls.count("wait_builds") == (1 if fails else 1 + slow)
+    assert ("still being built 30 s after" in caplog.text) == (slow == 1 and not fails)
     report = json.loads((tmp_path / "load.json").read_text())
     assert report["graphs"] == 2 and report["loader"]["switches"] == 3
     if fails:
