@@ -106,3 +106,11 @@ def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work()
     assert rows["  waited for the builds"] == "0.000"
     rows = dict(foundry_rows({"plugin": {"timings": {"graphs_ready_s": 0.6}}}))
     assert "  waited for the builds" not in rows and rows["total"] == "0.600"
+    # The own execs, as the report written again once they are built says.
+    built = {"all_replayable_s": 1.4, "all_dedicated_s": 2.5, "switches": 7}
+    rows = dict(foundry_rows({"plugin": {"timings": timings, "loader": built}}))
+    assert rows["own execs all built, s after start_graph_builds"] == "2.500"
+    assert rows["  switches of shared execs before"] == "7"
+    failed = {**timings, "own_execs_error": "background loading failed: refused"}
+    rows = dict(foundry_rows({"plugin": {"timings": failed, "loader": built}}))
+    assert rows["own execs NOT all built"] == "background loading failed: refused"

@@ -61,6 +61,13 @@ def foundry_rows(r: dict[str, Any], engine: str) -> list[list[str]]:
         rows.append(["  waited for the builds", fmt(waited, 3)])
         rows.append(["  per graph, after", fmt(float(t["graphs_ready_s"]) - waited, 3)])
     rows.append(["total", fmt(foundry_seconds(r), 3)])
+    # In the background, after the hand-over (the report written again once they are built): until a member
+    # has its own exec it replays on its group's shared exec, correct but slower.
+    if t.get("own_execs_error"):
+        rows.append(["own execs NOT all built", str(t["own_execs_error"])[:60]])
+    elif isinstance(loader.get("all_dedicated_s"), int | float):
+        rows.append(["own execs all built, s after start_graph_builds", fmt(loader["all_dedicated_s"], 3)])
+        rows.append(["  switches of shared execs before", str(loader.get("switches", "-"))])
     return [row for row in rows if row[1] != "-" or not row[0].startswith("  ")]
 
 
