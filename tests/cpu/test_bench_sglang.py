@@ -71,6 +71,8 @@ def test_every_run_answers_and_the_report_judges_the_targets(fake_sglang: None, 
     assert set(decode) == {"2", "4"} and decode["2"]["reps"] == 4 and len(decode["4"]["values"]["load"]) == 4
     assert set(decode["2"]["iqr"]) == {"native", "load"} and decode["2"]["paired_ratio_median"] > 0
     assert doc["measured"]["prefill"]["tokens"] == 50
+    # and a prefill short enough for the engine's graphs (vLLM's default mode: its piecewise ones)
+    assert doc["measured"]["short_prefill"]["tokens"] == 256 and doc["measured"]["short_prefill"]["reps"] >= 1
     t = doc["targets"]
     # capture 7.5 + 3.25 s natively (cold: the stand-in logs the same) against Foundry's 0.55 s
     assert t["restore"]["speedup"] == pytest.approx(10.75 / 0.55) and t["restore"]["met"] is False

@@ -40,6 +40,8 @@ def test_every_run_answers_and_the_report_compares_them(fake_vllm: None, tmp_pat
     assert len(decode["values"]["native"]) == 3 and len(decode["values"]["load"]) == 3
     assert decode["load_over_native"] > 0
     assert doc["measured"]["prefill"]["tokens"] == 50
+    # and a prefill short enough for the engine's graphs (vLLM's default mode: its piecewise ones)
+    assert doc["measured"]["short_prefill"]["tokens"] == 256 and doc["measured"]["short_prefill"]["reps"] >= 1
     steps = [name for name, _ in load_phases(results["load"])]
     assert steps[-2:] == ["ready (the engine built, or /health)", "first request answered"]
     assert "graphs installed (Foundry)" in steps

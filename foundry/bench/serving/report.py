@@ -110,9 +110,10 @@ def _parity_row(what: str, m: dict[str, Any], digits: int) -> list[str]:
 
 def parity_rows(measured: dict[str, Any]) -> list[list[str]]:
     out = [_parity_row(f"decode tokens/s, batch {b}", m, 1) for b, m in (measured.get("decode") or {}).items()]
-    pre = measured.get("prefill")
-    if pre:
-        out.append(_parity_row(f"prefill, {pre['tokens']} tokens (s)", pre, 4))
+    for key in ("prefill", "short_prefill"):
+        pre = measured.get(key)
+        if pre:
+            out.append(_parity_row(f"prefill, {pre['tokens']} tokens (s)", pre, 4))
     return out
 
 
@@ -122,7 +123,8 @@ def parity_lines(doc: dict[str, Any]) -> list[str]:
     rows = parity_rows(measured)
     lines: list[str] = []
     if rows:
-        reps = sorted({m.get("reps") for m in [*(measured.get("decode") or {}).values(), measured.get("prefill")]
+        reps = sorted({m.get("reps") for m in [*(measured.get("decode") or {}).values(), measured.get("prefill"),
+                                                measured.get("short_prefill")]
                        if m and m.get("reps") is not None})  # fmt: skip
         done = "/".join(map(str, reps)) if reps else "?"
         lines += ["", f"Steady state, native (warm) and LOAD up together, asked in turn, median of {done} "
