@@ -248,7 +248,10 @@ def _watch_builds(s: Session[Any, Any]) -> None:
             "exec, with the same results but slower. Report this with the engine's log.", error,
         )  # fmt: skip
     s.timings["own_execs_error"] = str(error) if error is not None else ""
-    write_report(s, **{**s.report_fields, "loader": loader})
+    try:
+        write_report(s, **{**s.report_fields, "loader": loader})
+    except OSError as exc:  # the report is the user's diagnostics: its loss must not stop the engine
+        log.warning("Foundry load: the report could not be written again: %s", exc)
 
 
 def _address(outputs: Any) -> int:
