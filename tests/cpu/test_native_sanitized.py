@@ -1,5 +1,5 @@
-"""libfoundry under AddressSanitizer + UBSan: concurrent region traffic, a registry workload and device
-reads from many threads.
+"""libfoundry under AddressSanitizer + UBSan: concurrent region traffic and a registry workload from many
+threads, and damaged input (the device reads: test_native_sanitized_reads.py).
 
 The library is built with CMake's FOUNDRY_SANITIZE option and the fake driver with ``sanitize=True``;
 the application process preloads libasan first, then the sanitized libfoundry. Any sanitizer report
@@ -9,65 +9,9 @@ a silent wrong answer fails as well.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
+from tests.support.sanitized import SKIPS, Sanitized
 
-import pytest
-
-from tests.fakecuda.build import build_fake_cuda
-from tests.support.scenarios import REPO_ROOT, build_sanitized_foundry, libasan_path, scenario
-from tests.support.subproc import child_env
-
-SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer", "SUMMARY: ")
-
-pytestmark = [
-    pytest.mark.skipif(libasan_path() is None, reason="the C compiler has no AddressSanitizer runtime"),
-    pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed"),
-]
-
-
-class Sanitized:
-    def __init__(self, foundry: Path, fakecuda: Path) -> None:
-        self.foundry = foundry
-        self.fakecuda = fakecuda
-
-    def run(self, body: str, env: dict[str, str] | None = None, timeout: float = 120) -> Any:
-        libasan = libasan_path()
-        assert libasan is not None
-        extra = {
-            # libasan must come first; libfoundry is the interposer, as under `foundry run`
-            "LD_PRELOAD": f"{libasan} {self.foundry}",
-            "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86:detect_odr_violation=0",
-            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1:exitcode=87",
-            "FOUNDRY_LIB": str(self.foundry),
-            **(env or {}),
-        }
-        proc = subprocess.run(
-            [sys.executable, "-c", scenario(body)],
-            env=child_env(self.fakecuda, extra),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=str(REPO_ROOT),
-        )
-        reports = [m for m in SANITIZER_MARKERS if m in proc.stderr]
-        assert proc.returncode == 0 and not reports, (
-            f"exit {proc.returncode}, sanitizer markers {reports}\n--- stdout ---\n{proc.stdout[-3000:]}\n"
-            f"--- stderr ---\n{proc.stderr[-8000:]}"
-        )
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-@pytest.fixture(scope="module")
-def sanitized(tmp_path_factory: pytest.TempPathFactory) -> Sanitized:
-    root = tmp_path_factory.mktemp("sanitized")
-    fakecuda = root / "fakecuda"
-    build_fake_cuda(fakecuda, sanitize=True)
-    return Sanitized(build_sanitized_foundry(root / "foundry"), fakecuda)
+pytestmark = SKIPS
 
 
 def test_sanitized_build_is_the_one_preloaded(sanitized: Sanitized) -> None:
@@ -236,59 +180,6 @@ def test_concurrent_registry_workload_with_loads_resolves_and_unloads_is_clean(s
     r = sanitized.run(REGISTRY_STRESS)
     assert r["problems"] == []
     assert r["images"] == 8 * 12 and r["loaded"] == 0
-
-
-DEVICE_READS = """
-import random
-from array import array
-from foundry.native import read_device
-cu = Cuda()
-THREADS, ROUNDS = 6, 25
-problems = []
-memory = []
-for t in range(THREADS):
-    n = ((t + 1) << 18) - 100  # the rest of the last page is no allocation's: a span into it is refused
-    data = (bytes(range(t, 251)) + bytes(range(t))) * (n // 251 + 1)
-    p = cu.malloc(n)
-    cu.memcpy_htod(p, data[:n])
-    memory.append((p, n, data[:n]))
-start = threading.Barrier(THREADS)
-
-def reader(t):
-    cu.make_current()
-    rng = random.Random(t)
-    p, n, data = memory[t]
-    start.wait()
-    for i in range(ROUNDS):  # sizes vary, so the staging memory grows while other threads read
-        spans, at, want = array("Q"), 0, []
-        for _ in range(rng.randrange(1, 60)):
-            size = rng.choice([1, 8, 100, 4096, 70000])
-            src = rng.randrange(0, n - size)
-            spans.extend((p + src, size, at))
-            want.append((at, data[src : src + size]))
-            at += size + rng.randrange(0, 9)
-        refuse = i % 5 == 4
-        if refuse:
-            spans.extend((p + n - 8, 64, at))
-            at += 64
-        buffer = bytearray(at)
-        got = read_device(spans, buffer)
-        if refuse and (got.refused != len(spans) // 3 - 1 or got.error is None):
-            problems.append(["refused", t, i, got.refused])
-        if not refuse and (got.refused is not None or any(buffer[a : a + len(w)] != w for a, w in want)):
-            problems.append(["bytes", t, i, got.path.name])
-
-threads = [threading.Thread(target=reader, args=(t,)) for t in range(THREADS)]
-for th in threads:
-    th.start()
-for th in threads:
-    th.join()
-out(problems=problems)
-"""
-
-
-def test_concurrent_device_reads_with_refused_copies_are_clean(sanitized: Sanitized) -> None:
-    assert sanitized.run(DEVICE_READS)["problems"] == []
 
 
 EDGE_CASES = """
