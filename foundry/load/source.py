@@ -104,20 +104,18 @@ class _Sources:
 
     def part(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
         """format.Parts: the last ``raw`` of each kind with what it gave (an archive's graphs repeat them)."""
-        last = self.parts.get(kind)
-        if last is not None and (last[0] is raw or last[0] == raw):
-            return cast(T, last[1])
-        parsed = parse(raw)
-        self.parts[kind] = (raw, parsed)  # one pair per kind: a reference swap, safe between threads
-        return parsed
+        return self._kept(kind, raw, parse, equal=True)
 
     def same(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
         """format.Parts.same: ``part`` for the very ``raw`` kept, not an equal one."""
+        return self._kept(kind, raw, parse, equal=False)
+
+    def _kept(self, kind: str, raw: Any, parse: Callable[[Any], T], equal: bool) -> T:
         last = self.parts.get(kind)
-        if last is not None and last[0] is raw:
+        if last is not None and (last[0] is raw or (equal and last[0] == raw)):
             return cast(T, last[1])
         parsed = parse(raw)
-        self.parts[kind] = (raw, parsed)
+        self.parts[kind] = (raw, parsed)  # one pair per kind: a reference swap, safe between threads
         return parsed
 
     def put(self, digest: str, meta: GraphMeta) -> None:
