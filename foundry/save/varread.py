@@ -128,7 +128,7 @@ def refresh(reads: Reads, indices: Iterable[int], phases: Phases | None) -> dict
         for reading in fresh:
             _read([reading], reads.buffer, phases)
             reading.proven = True
-        if fresh != together or len(together) > 1:  # else the one load's read alone was the read of all
+        if not (len(together) == 1 and fresh):  # else the one load's read alone was the read of all
             _read(together, reads.buffer, phases)
         out = {}
         for index, reading in readings.items():
