@@ -90,6 +90,15 @@ def _release_shared_pool(dev: int, torch_graph: Any) -> None:
             users.discard(torch_graph)
 
 
+def _stream_of(device: int) -> int:
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+# The current stream's handle, without building a torch.cuda.Stream object per call (CUDA builds of PyTorch
+# have the raw accessor; the fallback is the public API).
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _stream_of)
+
+
 class Runner(Protocol):
     def launch(self, stream: int) -> None: ...
 
@@ -163,12 +172,15 @@ class CUDAGraph:
 
     # ------------------------------------------------------------------ replay
     def replay(self) -> None:
-        if self._runner is not None:
-            if self._rng is not None:
-                self._rng.prologue()
-            self._runner.launch(torch.cuda.current_stream().cuda_stream)
-        else:
+        # The hot path of an engine's step (vLLM's piecewise mode replays a graph per layer): a loaded graph
+        # costs one raw-stream lookup and one launch, as PyTorch's own replay does.
+        runner = self._runner
+        if runner is None:
             self._require_torch().replay()
+            return
+        if self._rng is not None:
+            self._rng.prologue()
+        runner.launch(_current_raw_stream(self._device))
 
     def reset(self) -> None:
         if self._torch is not None:
