@@ -1,8 +1,9 @@
 """Steady replay of many small graphs with eager work between them, as vLLM's piecewise mode runs a decode
 step (one graph per compiled piece, attention eagerly between): SAVE captures and times the native
-replays, LOAD (a fresh process, run under `foundry run`) times the loaded graphs on their group's shared
-exec and on their own execs. Host-bound by design: the graphs are tiny, so what is measured is what a
-replay costs the host.
+replays; LOAD (a fresh process, run under `foundry run`) times the loaded graphs on their group's shared
+exec and on their own execs, each in turn with PyTorch's own graphs of the same pieces captured in that
+process, so that the ratio is of one process at one time. Host-bound by design: the graphs are tiny, so
+what is measured is what a replay costs the host.
 
     python piece_replay.py save DIR      capture, time native replays, write DIR/archive and DIR/save.json
     python piece_replay.py load DIR      load, time, compare the final state with SAVE's; DIR/load.json
@@ -70,20 +71,41 @@ def run_steps(model: Model, replays: Replays, s: int, steps: int) -> None:
             model.between(s)
 
 
-def time_per_piece(model: Model, replays: Replays) -> dict[str, float]:
-    """Median host microseconds per piece (its replay and the eager work after it), per batch size."""
-    out = {}
+def time_per_piece(model: Model, sets: dict[str, Replays]) -> dict[str, dict[str, float]]:
+    """Median host microseconds per piece (its replay and the eager work after it), per set of replays and
+    batch size. The sets are timed in turn, the first one first in even repetitions and last in odd ones,
+    so that a slower moment of the machine falls on all of them alike."""
+    out: dict[str, dict[str, float]] = {name: {} for name in sets}
     for s in SIZES:
-        run_steps(model, replays, s, 5)
+        for replays in sets.values():
+            run_steps(model, replays, s, 5)
         torch.cuda.synchronize()
-        samples = []
-        for _ in range(REPS):
-            t0 = time.perf_counter()
-            run_steps(model, replays, s, STEPS)
-            torch.cuda.synchronize()
-            samples.append((time.perf_counter() - t0) / (STEPS * PIECES) * 1e6)
-        out[str(s)] = statistics.median(samples)
+        samples: dict[str, list[float]] = {name: [] for name in sets}
+        for rep in range(REPS):
+            names = list(sets) if rep % 2 == 0 else list(sets)[::-1]
+            for name in names:
+                t0 = time.perf_counter()
+                run_steps(model, sets[name], s, STEPS)
+                torch.cuda.synchronize()
+                samples[name].append((time.perf_counter() - t0) / (STEPS * PIECES) * 1e6)
+        for name, values in samples.items():
+            out[name][str(s)] = statistics.median(values)
     return out
+
+
+def capture_native(model: Model) -> Replays:
+    """PyTorch's own graphs of every piece, captured in this process: the reference a loaded graph is timed
+    against, in the same process and in turn with it."""
+    graphs = {}
+    for s in SIZES:
+        for p in range(PIECES):
+            model.piece(p, s)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                model.piece(p, s)
+            graphs[p, s] = g
+    return {k: g.replay for k, g in graphs.items()}
 
 
 def final_state(model: Model, replays: Replays) -> str:
@@ -116,11 +138,11 @@ def save(out_dir: Path) -> dict[str, Any]:
     for (p, s), g in graphs.items():
         g.save(_path(archive, p, s), archive_dir=archive)
     foundry.save_graph_manifest(archive)
-    return {
-        "state": digest,
-        "torch_replay_us": time_per_piece(model, {k: g._torch.replay for k, g in graphs.items()}),
-        "foundry_replay_us": time_per_piece(model, {k: g.replay for k, g in graphs.items()}),
-    }
+    timed = time_per_piece(
+        model,
+        {"torch": {k: g._torch.replay for k, g in graphs.items()}, "foundry": {k: g.replay for k, g in graphs.items()}},
+    )
+    return {"state": digest, "torch_replay_us": timed["torch"], "foundry_replay_us": timed["foundry"]}
 
 
 def load(out_dir: Path) -> dict[str, Any]:
@@ -132,18 +154,22 @@ def load(out_dir: Path) -> dict[str, Any]:
     replays = {k: g.replay for k, g in graphs.items()}
     result: dict[str, Any] = {"groups": len(pending.groups), "graphs": len(keys)}
     result["state_shared"] = final_state(model, replays)
-    result["shared_replay_us"] = time_per_piece(model, replays)
+    native = capture_native(model)
+    result["state_native"] = final_state(model, native)
+    timed = time_per_piece(model, {"native": native, "loaded": replays})
+    result["shared"] = {"native_us": timed["native"], "loaded_us": timed["loaded"]}
     pending.build_dedicated()
     pending.wait_all()
     result["switches"] = pending.timings.get("switches")
     result["state_own"] = final_state(model, replays)
-    result["own_replay_us"] = time_per_piece(model, replays)
-    execs = {k: g._runner.exec for k, g in graphs.items()}
 
     def raw(exec_: int) -> Callable[[], None]:
         return lambda: codec.launch(exec_, torch.cuda.current_stream().cuda_stream)
 
-    result["raw_launch_us"] = time_per_piece(model, {k: raw(e) for k, e in execs.items()})
+    timed = time_per_piece(
+        model, {"native": native, "loaded": replays, "raw": {k: raw(g._runner.exec) for k, g in graphs.items()}}
+    )
+    result["own"] = {"native_us": timed["native"], "loaded_us": timed["loaded"], "raw_launch_us": timed["raw"]}
     return result
 
 

@@ -1,6 +1,6 @@
 """Many small graphs replayed with eager work between them (vLLM's piecewise decode): LOAD in a fresh process
 must end in SAVE's state byte for byte, on shared and on own execs, and a loaded graph on its own exec must
-cost the host no more than PyTorch's replay of the captured graph does."""
+cost the host no more than PyTorch's replay of the same piece, captured and timed in turn in that process."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 
 from .conftest import run_foundry
 
-# Host microseconds per piece (replay plus a one-kernel eager step) that LOAD may add to native's: a
-# loaded replay is one raw-stream lookup and one launch through ctypes, where PyTorch's is one bound call.
-ALLOWED_EXTRA_US = 1.5
+# Host microseconds per piece (replay plus a one-kernel eager step, ~13 us on an H100 or H200) that a
+# loaded graph may add to PyTorch's: a loaded replay is one raw-stream lookup and one launch through ctypes,
+# where PyTorch's is one bound call.
+ALLOWED_EXTRA_US = 1.0
 
 
 def test_loaded_pieces_replay_at_native_host_cost(artifacts: Path, figures: dict[str, Any]) -> None:
@@ -22,16 +23,16 @@ def test_loaded_pieces_replay_at_native_host_cost(artifacts: Path, figures: dict
     saved = json.loads((out / "save.json").read_text())
     loaded = json.loads((out / "load.json").read_text())
     figures["piece_replay_us"] = {
-        "torch": saved["torch_replay_us"],
-        "foundry_captured": saved["foundry_replay_us"],
-        "loaded_shared": loaded["shared_replay_us"],
-        "loaded_own": loaded["own_replay_us"],
-        "raw_launch": loaded["raw_launch_us"],
+        "save": {"torch": saved["torch_replay_us"], "foundry_captured": saved["foundry_replay_us"]},
+        "load_shared": loaded["shared"],
+        "load_own": loaded["own"],
         "groups": loaded["groups"],
         "switches": loaded["switches"],
     }
     assert loaded["groups"] < loaded["graphs"], "no two pieces shared a template"
+    assert loaded["state_native"] == saved["state"], "LOAD's own capture of the pieces ended in another state"
     assert loaded["state_shared"] == saved["state"], "LOAD on shared execs ended in another state than SAVE"
     assert loaded["state_own"] == saved["state"], "LOAD on own execs ended in another state than SAVE"
-    for size, native_us in saved["torch_replay_us"].items():
-        assert loaded["own_replay_us"][size] <= native_us + ALLOWED_EXTRA_US, (size, figures["piece_replay_us"])
+    own = loaded["own"]
+    for size, native_us in own["native_us"].items():
+        assert own["loaded_us"][size] <= native_us + ALLOWED_EXTRA_US, (size, figures["piece_replay_us"])
