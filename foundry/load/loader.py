@@ -89,7 +89,9 @@ class Loader:
         GPU quiet during a latency-critical phase).
         """
         t0 = time.perf_counter()
-        wait_for_startup()  # load_cuda_modules_and_libraries' background work (its error, if it failed)
+        # load_cuda_modules_and_libraries' background work (its error, if it failed); the graphs it has not read
+        # yet, read_sources reads on this thread.
+        wait_for_startup(take_graphs=True)
         t_startup = time.perf_counter()
         # Metadata only: the records are read and checksummed on the loader's pool, beside the images.
         sources = read_sources(paths, lazy=True)

@@ -176,13 +176,16 @@ def _as_named(path: str | os.PathLike[str]) -> str:
     return str(Path(os.getcwd(), name))
 
 
-def prepare_sources(paths: Iterable[str | os.PathLike[str]], readers: int = 0) -> int:
+def prepare_sources(
+    paths: Iterable[str | os.PathLike[str]], readers: int = 0, stop: threading.Event | None = None
+) -> int:
     """Reads and checks, ahead of LOAD, the graphs at ``paths`` as ``read_source`` does, records included
     while they fit in ``PREPARED_BYTES_MAX``, for ``read_sources`` to take. A graph that fails a check is
     left out silently: LOAD reads it again and reports the problem where the program asks for it.
     ``readers`` threads, where more than 0, read and checksum the records of ``PARALLEL_READ_MIN`` bytes or
     more while this thread checks the metadata: a large record's read and hash let the interpreter lock go.
-    Returns how many were prepared."""
+    Once ``stop`` is set, no further graph is started (LOAD reads the rest itself). Returns how many were
+    prepared."""
     key = configured_key()
     key_id = key.key_id if key is not None else ""
     state = _STATE.get()
@@ -195,6 +198,8 @@ def prepare_sources(paths: Iterable[str | os.PathLike[str]], readers: int = 0) -
     try:
         with manifests_read_once():
             for p in paths:
+                if stop is not None and stop.is_set():
+                    break
                 name = (_as_named(p), key_id)
                 with state.lock:
                     if name in state.prepared:

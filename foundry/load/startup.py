@@ -65,6 +65,8 @@ class _Startup:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     jobs: dict[Path, Future[None]] = field(default_factory=dict)  # by resolved archive directory
+    # Set by a LOAD that takes the graphs over: the background reading of graphs stops after the one in hand.
+    graphs_cut: dict[Path, threading.Event] = field(default_factory=dict)
     phases: Phases = field(default_factory=lambda: Phases(max_spans=_MAX_SPANS))
 
 
@@ -77,12 +79,20 @@ def startup_phases() -> Phases:
     return _STATE.get().phases
 
 
-def wait_for_startup() -> None:
+def wait_for_startup(take_graphs: bool = False) -> None:
     """Until every ``load_cuda_modules_and_libraries`` started so far has finished its background work;
-    raises ``LoadError`` (its cause the original error) if one of them failed."""
+    raises ``LoadError`` (its cause the original error) if one of them failed.
+
+    ``take_graphs``: the caller reads the graphs the background has not read yet itself (start_graph_builds
+    does, through ``read_sources``), so the background's reading of graphs stops after the graph in hand.
+    Beside an engine's busy thread that reading gets the interpreter lock back only every few milliseconds
+    after each file it reads, so its last graphs take far longer there than on the caller's thread."""
     state = _STATE.get()
     with state.lock:
         jobs = list(state.jobs.values())
+        if take_graphs:
+            for cut in state.graphs_cut.values():
+                cut.set()
     for job in jobs:
         try:
             job.result()
@@ -161,14 +171,16 @@ def load_cuda_modules_and_libraries(
         warm_builders(sum(g.nodes for g in graphs if g.role == GraphRole.TEMPLATE), LIMITS.builders)
     with phases.span("launch"):
         job: Future[None] = Future()
+        cut = threading.Event()
         worker = threading.Thread(
             target=_finish,
-            args=(job, phases, context, reads, entries, archive, graphs),
+            args=(job, phases, context, reads, entries, archive, graphs, cut),
             name="foundry-startup",
             daemon=True,
         )
         with state.lock:  # a later call for the same archive (repaired, say) stands for it from now on
             state.jobs[archive.resolve()] = job
+            state.graphs_cut[archive.resolve()] = cut
         worker.start()
     if wait:
         wait_for_startup()
@@ -188,6 +200,7 @@ def _finish(
     entries: tuple[ImageEntry, ...],
     archive: Path,
     graphs: tuple[GraphEntry, ...],
+    cut: threading.Event,
 ) -> None:
     """The background part: images into the driver as their hashes are proven, then kernels; the graphs
     beside them, on a thread of their own. The images' part waits mostly in the driver and the graphs' part
@@ -195,7 +208,7 @@ def _finish(
     piecewise graphs, seconds) instead of the sum, and LOAD finds them ready sooner."""
     try:
         with phases.span("background"):
-            graphs_read = _in_thread("foundry-startup-graphs", _prepare_graphs, phases, archive, graphs)
+            graphs_read = _in_thread("foundry-startup-graphs", _prepare_graphs, phases, archive, graphs, cut)
             if context is not None:
                 set_current_context(context)
             listed = {e.sha256: e.variables for e in entries}
@@ -230,7 +243,7 @@ def _in_thread(name: str, fn: Callable[..., None], *args: object) -> Future[None
     return done
 
 
-def _prepare_graphs(phases: Phases, archive: Path, graphs: tuple[GraphEntry, ...]) -> None:
+def _prepare_graphs(phases: Phases, archive: Path, graphs: tuple[GraphEntry, ...], cut: threading.Event) -> None:
     """Reads and checks the manifest's graphs ahead of LOAD (load/source.py ``prepare_sources``: their
     metadata, their listing in the manifest, their templates and records), so that start_graph_builds
     takes them ready instead of reading thousands of files on the program's thread.
@@ -243,6 +256,7 @@ def _prepare_graphs(phases: Phases, archive: Path, graphs: tuple[GraphEntry, ...
         prepare_sources(
             (os.path.normpath(archive / g.json) for g in graphs if not relative_path_problem(g.json, parents=True)),
             readers=RECORD_READERS,
+            stop=cut,
         )
 
 

@@ -275,3 +275,42 @@ def test_records_read_ahead_in_parallel_drop_a_damaged_one(app_json: JsonRunner,
     assert r["read"] == ["v0.json", "v1.json", "v3.json"]
     assert r["held"] == r["sizes"] > 0
     assert r["error"] == "ArchiveCorruptError"
+
+
+STOPPED = (
+    """
+import threading
+from foundry.load import Loader, wait_for_startup
+from foundry.load import source as sources, startup
+wait_for_startup()
+state = sources._STATE.get()
+state.prepared.clear(); state.prepared_bytes = 0; state.full.clear()
+paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
+stop = threading.Event()
+def stopping(paths):
+    for i, p in enumerate(paths):
+        if i == 2:
+            stop.set()  # as start_graph_builds does while the reading is under way
+        yield p
+count = sources.prepare_sources(stopping(paths), stop=stop)
+prepared = sorted(os.path.basename(k[0]) for k in state.prepared)
+"""
+    + LOAD_AND_REPLAY
+    + """cut = [e.is_set() for e in startup._STATE.get().graphs_cut.values()]
+emit(n=count, prepared=prepared, runs=runs, left=len(state.prepared), cut=cut)
+"""
+)
+
+
+def test_graphs_start_up_has_not_read_are_read_by_load(app_json: JsonRunner, tmp_path: Path) -> None:
+    """start_graph_builds stops start-up's reading of graphs after the graph in hand (beside a busy engine
+    thread its last graphs would take longer than on LOAD's thread), and reads the rest itself: the graphs
+    read ahead are taken, the others read then, and every graph replays as natively."""
+    arch = tmp_path / "arch"
+    save = run_save(app_json, VARIANTS, arch)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + STOPPED)
+    assert r["n"] == 2 and r["prepared"] == ["v0.json", "v1.json"]
+    assert r["left"] == 0, "LOAD left graphs read ahead untaken"
+    assert r["cut"] and all(r["cut"]), "start_graph_builds did not stop start-up's reading"
+    for name in NAMES:
+        assert r["runs"][name] == save["native"][name], name
