@@ -10,9 +10,9 @@ builds its model: each image is loaded into the driver once its hash is proven (
 variables the manifest lists for it are written into it: load/variables.py), the kernels the manifest
 lists are looked up (the driver loads a kernel on its first lookup); and beside that, on a thread of its
 own, the graphs are read and checked ahead of LOAD (metadata, manifest listing, records), for it to take
-as they are. LOAD
-(``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its error if it
-failed: a damaged image is refused before the driver sees it either way.
+as they are. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its
+error if it failed: a damaged image is refused before the driver sees it either way. ``start_graph_builds``
+does not wait for the graphs' reading to end: it stops it and reads the graphs not yet read itself.
 """
 
 from __future__ import annotations
