@@ -94,7 +94,8 @@ class Loader:
         wait_for_startup(take_graphs=True)
         t_startup = time.perf_counter()
         # Metadata only: the records are read and checksummed on the loader's pool, beside the images.
-        sources = read_sources(paths, lazy=True)
+        counts: dict[str, int] = {}
+        sources = read_sources(paths, lazy=True, counts=counts)
         if not sources:
             raise LoadError("start_graph_builds() got no graphs to load")
         t_read = time.perf_counter()
@@ -112,6 +113,8 @@ class Loader:
             identity_s=t_identity - t_read,
             memory_s=t_memory - t_identity,
             prepare_s=t_memory - t0,
+            graphs_read_ahead=counts["read_ahead"],
+            graphs_read_here=counts["read_here"],
         )
         loader.thread = threading.Thread(
             target=loader._run,

@@ -146,24 +146,33 @@ def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphS
     return _read_source(Path(json_path), configured_key(), (), lazy)
 
 
-def read_sources(paths: Iterable[str | os.PathLike[str]], lazy: bool = False) -> list[GraphSource]:
+def read_sources(
+    paths: Iterable[str | os.PathLike[str]], lazy: bool = False, counts: dict[str, int] | None = None
+) -> list[GraphSource]:
     """``read_source`` for each path, as one batch: each archive's manifest is read and checked once for
     all of them (foundry.trust.manifests_read_once), not once per graph and again per template.
 
     A graph ``prepare_sources`` read at process start, under the same signing key (or none), is taken as
     it was read then: those bytes were checked then, against the manifest checked then, exactly as here,
-    so a file changed since is not read again (LOAD uses what was proven, never what was not)."""
+    so a file changed since is not read again (LOAD uses what was proven, never what was not).
+
+    ``counts`` (where given) gets ``read_ahead``, the graphs taken as start-up read them, and ``read_here``,
+    those read by this call."""
     key = configured_key()
     key_id = key.key_id if key is not None else ""
     state = _STATE.get()
     out: list[GraphSource] = []
     proven: set[int] = set()
+    taken = 0
     with manifests_read_once():
         for p in paths:
             with state.lock:
                 src, size = state.prepared.pop((_as_named(p), key_id), (None, 0))
                 state.prepared_bytes -= size
             out.append(src if src is not None else _read_source(Path(p), key, (), lazy, proven))
+            taken += src is not None
+    if counts is not None:
+        counts.update(read_ahead=taken, read_here=len(out) - taken)
     return out
 
 

@@ -297,7 +297,8 @@ prepared = sorted(os.path.basename(k[0]) for k in state.prepared)
 """
     + LOAD_AND_REPLAY
     + """cut = [e.is_set() for e in startup._STATE.get().graphs_cut.values()]
-emit(n=count, prepared=prepared, runs=runs, left=len(state.prepared), cut=cut)
+emit(n=count, prepared=prepared, runs=runs, left=len(state.prepared), cut=cut,
+     counts=[p.timings["graphs_read_ahead"], p.timings["graphs_read_here"]])
 """
 )
 
@@ -311,6 +312,7 @@ def test_graphs_start_up_has_not_read_are_read_by_load(app_json: JsonRunner, tmp
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + STOPPED)
     assert r["n"] == 2 and r["prepared"] == ["v0.json", "v1.json"]
     assert r["left"] == 0, "LOAD left graphs read ahead untaken"
+    assert r["counts"] == [2, 2], "the loader's timings do not say which graphs it read itself"
     assert r["cut"] and all(r["cut"]), "start_graph_builds did not stop start-up's reading"
     for name in NAMES:
         assert r["runs"][name] == save["native"][name], name

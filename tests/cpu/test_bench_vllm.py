@@ -113,6 +113,13 @@ def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work()
     rows = dict(foundry_rows({"plugin": {"timings": timings, "loader": built}}))
     assert rows["own execs all built, s after start_graph_builds"] == "2.500"
     assert rows["  switches of shared execs before"] == "7"
+    # Start-up's graph reading, taken over by start_graph_builds: its wait, and the graphs it read itself.
+    taken = {**built, "startup_wait_s": 0.003, "read_s": 0.223, "graphs_read_ahead": 1500, "graphs_read_here": 438}
+    rows = dict(foundry_rows({"plugin": {"timings": timings, "loader": taken}}))
+    assert rows["  waited for start-up"] == "0.003"
+    assert rows["  read graphs start-up had not (438 of 1938)"] == "0.223"
+    rows = dict(foundry_rows({"plugin": {"timings": timings, "loader": built}}))  # a report from before them
+    assert not any(k.startswith(("  waited for start-up", "  read graphs")) for k in rows)
     failed = {**timings, "own_execs_error": "background loading failed: refused"}
     rows = dict(foundry_rows({"plugin": {"timings": failed, "loader": built}}))
     assert rows["own execs NOT all built"] == "background loading failed: refused"

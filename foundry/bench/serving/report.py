@@ -53,6 +53,12 @@ def foundry_rows(r: dict[str, Any], engine: str) -> list[list[str]]:
     steps = [k[len("load_modules_") : -len("_s")] for k in t if k.startswith("load_modules_") and k != "load_modules_s"]
     rows += [[f"  {k}", fmt(t[f"load_modules_{k}_s"], 3)] for k in steps]
     rows.append(["start_graph_builds", fmt(t.get("start_graph_builds_s"), 3)])
+    # Start-up's background reading of the graph files, taken over here: what waiting for it and reading the
+    # graphs it had not reached cost on the engine's thread.
+    rows.append(["  waited for start-up", fmt(loader.get("startup_wait_s"), 3)])
+    here, ahead = loader.get("graphs_read_here"), loader.get("graphs_read_ahead")
+    if isinstance(here, int) and isinstance(ahead, int):
+        rows.append([f"  read graphs start-up had not ({here} of {here + ahead})", fmt(loader.get("read_s"), 3)])
     rows.append([f"graphs ready, handed to {engine}", fmt(t.get("graphs_ready_s"), 3)])
     marks = (t.get("start_graph_builds_at"), loader.get("all_replayable_s"), t.get("graphs_ready_at"))
     if all(isinstance(x, int | float) for x in (*marks, t.get("graphs_ready_s"))):
