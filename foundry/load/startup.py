@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,7 +208,9 @@ def _finish(
     piecewise graphs, seconds) instead of the sum, and LOAD finds them ready sooner."""
     try:
         with phases.span("background"):
-            graphs_read = _in_thread("foundry-startup-graphs", _prepare_graphs, phases, archive, graphs, cut)
+            graphs_thread = ThreadPoolExecutor(1, thread_name_prefix="foundry-startup-graphs")
+            graphs_read = graphs_thread.submit(_prepare_graphs, phases, archive, graphs, cut)
+            graphs_thread.shutdown(wait=False)
             if context is not None:
                 set_current_context(context)
             listed = {e.sha256: e.variables for e in entries}
@@ -227,20 +229,6 @@ def _finish(
         for read in reads.values():
             read.cancel()
         job.set_exception(exc)
-
-
-def _in_thread(name: str, fn: Callable[..., None], *args: object) -> Future[None]:
-    done: Future[None] = Future()
-
-    def run() -> None:
-        try:
-            fn(*args)
-            done.set_result(None)
-        except BaseException as exc:  # handed to whoever waits
-            done.set_exception(exc)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return done
 
 
 def _prepare_graphs(phases: Phases, archive: Path, graphs: tuple[GraphEntry, ...], cut: threading.Event) -> None:
