@@ -114,9 +114,12 @@ def _parity_row(what: str, m: dict[str, Any], digits: int) -> list[str]:
     ]
 
 
+PREFILLS = ("prefill", "short_prefill")  # the steady state's prefill measurements (serving/runs.py)
+
+
 def parity_rows(measured: dict[str, Any]) -> list[list[str]]:
     out = [_parity_row(f"decode tokens/s, batch {b}", m, 1) for b, m in (measured.get("decode") or {}).items()]
-    for key in ("prefill", "short_prefill"):
+    for key in PREFILLS:
         pre = measured.get(key)
         if pre:
             out.append(_parity_row(f"prefill, {pre['tokens']} tokens (s)", pre, 4))
@@ -129,8 +132,7 @@ def parity_lines(doc: dict[str, Any]) -> list[str]:
     rows = parity_rows(measured)
     lines: list[str] = []
     if rows:
-        reps = sorted({m.get("reps") for m in [*(measured.get("decode") or {}).values(), measured.get("prefill"),
-                                                measured.get("short_prefill")]
+        reps = sorted({m.get("reps") for m in [*(measured.get("decode") or {}).values(), *map(measured.get, PREFILLS)]
                        if m and m.get("reps") is not None})  # fmt: skip
         done = "/".join(map(str, reps)) if reps else "?"
         lines += ["", f"Steady state, native (warm) and LOAD up together, asked in turn, median of {done} "
