@@ -10,6 +10,7 @@ content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (unknown v
 
 from __future__ import annotations
 
+from .bundle import BUNDLE_NAME, Bundle, bundle_mismatches, parse_bundle, read_bundle, write_bundle
 from .delta import (
     Delta,
     delta_bytes,
@@ -40,6 +41,8 @@ from .files import (
 )
 from .graphfile import (
     container_path,
+    container_payload,
+    parse_meta,
     read_meta,
     read_meta_digest,
     read_payload,
@@ -123,6 +126,7 @@ from .walk import (
 )
 
 __all__ = [
+    "BUNDLE_NAME",
     "FUNCTION_ATTR_UNKNOWN",
     "GRAPH_FORMAT",
     "IMAGES_DIR",
@@ -130,6 +134,7 @@ __all__ = [
     "MEMORY_DIR",
     "REGION_HINT",
     "TEMP_SUFFIX",
+    "Bundle",
     "ChildGraphNode",
     "Delta",
     "FuncAttr",
@@ -160,8 +165,10 @@ __all__ = [
     "TemplateRef",
     "VariableRef",
     "archive_region",
+    "bundle_mismatches",
     "compare",
     "container_path",
+    "container_payload",
     "delta_bytes",
     "delta_header",
     "detect_format",
@@ -182,9 +189,12 @@ __all__ = [
     "open_image",
     "override_problem",
     "override_spans",
+    "parse_bundle",
     "parse_delta",
     "parse_manifest_doc",
+    "parse_meta",
     "parse_record",
+    "read_bundle",
     "read_manifest",
     "read_manifest_doc",
     "read_memory",
@@ -205,6 +215,7 @@ __all__ = [
     "sha256_file",
     "template_path",
     "topology_key",
+    "write_bundle",
     "write_graph",
     "write_image",
     "write_manifest",

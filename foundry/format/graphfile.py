@@ -26,6 +26,8 @@ from .walk import topology_key
 __all__ = [
     "MetaCache",
     "container_path",
+    "container_payload",
+    "parse_meta",
     "read_graph",
     "read_meta",
     "read_meta_digest",
@@ -150,12 +152,26 @@ def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tup
     json_path = _as_path(json_path)
     data = read_regular(json_path, "graph metadata", follow=True)
     digest = sha256_bytes(data)
+    return parse_meta(data, json_path, digest, cache), digest
+
+
+def parse_meta(
+    data: bytes | bytearray | memoryview,
+    json_path: PathLike,
+    digest: str,
+    cache: MetaCache | None = None,
+    proven: bool = False,
+) -> GraphMeta:
+    """The metadata a graph JSON's bytes hold (``digest``: their SHA-256), validated; with ``cache``, bytes
+    parsed before are not validated again. ``proven``: a hash that covers the bytes was checked already (a
+    graph bundle's), so their seal's digest is not computed again. Errors as ``read_meta``."""
     meta = cache.get(digest) if cache is not None else None
     if meta is None:
-        meta = GraphMeta.from_json(load_sealed(data, str(json_path), GRAPH_FORMAT, cache), str(json_path), cache)
+        source = str(json_path)
+        meta = GraphMeta.from_json(load_sealed(data, source, GRAPH_FORMAT, cache, proven), source, cache)
         if cache is not None:
             cache.put(digest, meta)
-    return meta, digest
+    return meta
 
 
 def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, bytes]:
@@ -198,14 +214,26 @@ def read_payload_view(
     if cpath is None:
         cpath = record_path(json_path, meta)
     data = read_regular(cpath, f"graph record of {json_path}", size=CONTAINER_RECORD_OFFSET + meta.record.bytes)
-    header = read_container_header(data, source=str(cpath))
+    return container_payload(data, json_path, meta, verify, cpath)
+
+
+def container_payload(
+    data: bytearray | memoryview, json_path: PathLike, meta: GraphMeta, verify: bool = True, source: str | None = None
+) -> memoryview:
+    """The record (or delta) in container bytes ``data`` as a view, once the container's header is proven
+    to state the size and SHA-256 that the graph's metadata names; with ``verify``, the record is hashed
+    too (a graph bundle's bytes are proven by the bundle's hash: LOAD passes False there). ``source``
+    names the bytes in errors (default: the graph's record file)."""
+    assert meta.record is not None  # from_json always sets it
+    where = source if source is not None else str(container_path(json_path))
+    header = read_container_header(data, source=where)
     if header.sha256 != meta.record.sha256 or header.record_size != meta.record.bytes:
         raise ArchiveCorruptError(
-            f"{cpath} holds a {header.record_size}-byte record with SHA-256 {header.sha256}, but "
+            f"{where} holds a {header.record_size}-byte record with SHA-256 {header.sha256}, but "
             f"{json_path} expects {meta.record.bytes} bytes with SHA-256 {meta.record.sha256}: the two "
-            "files come from different saves. Save the graph again."
+            "come from different saves. Save the graph again."
         )
-    return record_view(data, verify=verify, source=str(cpath), header=header)
+    return record_view(data, verify=verify, source=where, header=header)
 
 
 def template_path(json_path: PathLike, meta: GraphMeta) -> Path:

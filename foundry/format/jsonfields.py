@@ -345,13 +345,21 @@ def seal(obj: dict[str, Any]) -> bytes:
     return head + _SEAL_LINE + hashlib.sha256(head).hexdigest().encode() + _SEAL_END
 
 
-def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None, parts: Parts | None = None) -> Any:
+def load_sealed(
+    data: bytes | bytearray | memoryview,
+    source: str,
+    fmt: str | None = None,
+    parts: Parts | None = None,
+    proven: bool = False,
+) -> Any:
     """The JSON document of sealed bytes (``seal``), its ``digest`` key removed, once the digest is
     proven to be that of the bytes before it; ``ArchiveCorruptError`` names ``source`` otherwise (the
     file was changed or damaged after it was written). With ``fmt``, an unsealed document that is not
     a Foundry ``fmt`` file at all raises ``ArchiveForeignError`` instead, and one of a version from
     before files were sealed ``ArchiveVersionError``. With ``parts``, the values of lines sealed bytes repeat
-    are shared (``jsontext.decode``), and the caller must not change them."""
+    are shared (``jsontext.decode``), and the caller must not change them. ``proven``: the bytes are proven
+    already, by a hash that covers them (a graph bundle's, which the manifest states), so the digest is not
+    computed again; everything else is checked as always."""
     data = bytes(data)
     at = data.rfind(b"\n" + _SEAL_LINE)
     end = at + 1 + len(_SEAL_LINE) + 64
@@ -372,7 +380,7 @@ def load_sealed(data: bytes | bytearray, source: str, fmt: str | None = None, pa
             )
         raise ArchiveCorruptError(f"{source}: the {SEAL_KEY!r} key is not where SAVE writes it (the file was edited)")
     stated = data[at + 1 + len(_SEAL_LINE) : end].decode("ascii", "replace")
-    actual = hashlib.sha256(data[: at + 1]).hexdigest()
+    actual = stated if proven else hashlib.sha256(data[: at + 1]).hexdigest()
     if stated != actual:
         raise ArchiveCorruptError(
             f"{source}: the file's bytes have SHA-256 {actual}, its {SEAL_KEY!r} says {stated}: it was changed or "

@@ -36,7 +36,7 @@ from .jsonfields import (
     load_sealed,
     seal,
 )
-from .values import ImageFormat, ImageRef, RegionSpec, VariableRef
+from .values import ImageFormat, ImageRef, RecordRef, RegionSpec, VariableRef
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -133,6 +133,9 @@ class Manifest:
     graphs: tuple[GraphEntry, ...]
     groups: tuple[Group, ...]
     signature: Any = None
+    # The graph bundle (format/bundle.py): every listed graph's files in one, for LOAD to read at once. None in
+    # a manifest written without one; LOAD then reads the graph files.
+    bundle: RecordRef | None = None
 
     def problem(self) -> str | None:
         """The first cross-reference inconsistency (repeated image, group index out of range, role
@@ -193,6 +196,8 @@ class Manifest:
                 for g in self.groups
             ],
         }
+        if self.bundle is not None:
+            doc["bundle"] = self.bundle.to_json()
         if self.signature is not None:
             doc["signature"] = self.signature
         return doc
@@ -217,6 +222,7 @@ class Manifest:
             graphs=graphs,
             groups=groups,
             signature=obj.get("signature"),
+            bundle=RecordRef.from_json(obj["bundle"], at.key("bundle")) if "bundle" in obj else None,
         )
         problem = manifest.problem()
         if problem is not None:

@@ -45,7 +45,7 @@ from foundry.region import ensure_cuda_context, hold_allocation_region
 from foundry.timing import Phases
 from foundry.trust import KeySource, authenticate_manifest, configured_key
 
-from .source import prepare_sources
+from .source import prepare_bundle, prepare_sources
 from .threads import LIMITS, warm_builders
 from .variables import write_variables
 
@@ -174,7 +174,7 @@ def load_cuda_modules_and_libraries(
         cut = threading.Event()
         worker = threading.Thread(
             target=_finish,
-            args=(job, phases, context, reads, entries, archive, graphs, cut),
+            args=(job, phases, context, reads, entries, archive, manifest, cut),
             name="foundry-startup",
             daemon=True,
         )
@@ -199,7 +199,7 @@ def _finish(
     reads: dict[str, Future[bytearray]],
     entries: tuple[ImageEntry, ...],
     archive: Path,
-    graphs: tuple[GraphEntry, ...],
+    manifest: Manifest | None,
     cut: threading.Event,
 ) -> None:
     """The background part: images into the driver as their hashes are proven, then kernels; the graphs
@@ -209,7 +209,7 @@ def _finish(
     try:
         with phases.span("background"):
             graphs_thread = ThreadPoolExecutor(1, thread_name_prefix="foundry-startup-graphs")
-            graphs_read = graphs_thread.submit(_prepare_graphs, phases, archive, graphs, cut)
+            graphs_read = graphs_thread.submit(_prepare_graphs, phases, archive, manifest, cut)
             graphs_thread.shutdown(wait=False)
             if context is not None:
                 set_current_context(context)
@@ -231,16 +231,23 @@ def _finish(
         job.set_exception(exc)
 
 
-def _prepare_graphs(phases: Phases, archive: Path, graphs: tuple[GraphEntry, ...], cut: threading.Event) -> None:
-    """Reads and checks the manifest's graphs ahead of LOAD (load/source.py ``prepare_sources``: their
-    metadata, their listing in the manifest, their templates and records), so that start_graph_builds
-    takes them ready instead of reading thousands of files on the program's thread.
+def _prepare_graphs(phases: Phases, archive: Path, manifest: Manifest | None, cut: threading.Event) -> None:
+    """Reads and checks the manifest's graphs ahead of LOAD (load/source.py: their metadata, their listing
+    in the manifest, their templates and records), so that start_graph_builds takes them ready instead of
+    reading thousands of files on the program's thread: from the manifest's graph bundle where it has one
+    (``prepare_bundle``), and from the graph files for any graph the bundle did not give
+    (``prepare_sources``, which passes over the graphs prepared already).
 
     Graphs saved beside the archive (``../bs8.json``: the seed README's and the benchmark's layout) are
     read too, with the same checks as LOAD's (regular files of bounded size, listed in the manifest),
     and dropped on any problem, never reported here, so a hostile manifest learns nothing from pointing
     elsewhere: LOAD reads such a graph again and reports the problem where the graph is asked for."""
+    if manifest is None:
+        return
+    graphs = manifest.graphs
     with phases.span("graphs"):
+        with phases.span("graphs_bundle"):
+            prepare_bundle(archive, manifest, cut)
         prepare_sources(
             (os.path.normpath(archive / g.json) for g in graphs if not relative_path_problem(g.json, parents=True)),
             readers=RECORD_READERS,

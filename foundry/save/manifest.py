@@ -9,7 +9,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from foundry.errors import FoundryError, VariableConflictError
-from foundry.format import GraphEntry, GraphRole, Group, ImageEntry, Manifest, now_iso, sha256_file, write_manifest
+from foundry.format import (
+    GraphEntry,
+    GraphRole,
+    Group,
+    ImageEntry,
+    Manifest,
+    container_path,
+    now_iso,
+    read_regular,
+    sha256_bytes,
+    write_bundle,
+    write_manifest,
+)
 from foundry.region import region_spec, region_state
 from foundry.trust import KeySource, configured_key, sign_manifest
 from foundry.version import __version__
@@ -45,9 +57,14 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
         graphs = write_member_deltas(graphs, plans)
         replace_saved(graphs)
     with phases.span("manifest_entries"):
-        manifest = _manifest(archive, graphs, plans)
-        if key is not None:
-            manifest = sign_manifest(manifest, key)
+        files = [_graph_files(g) for g in graphs]
+        manifest = _manifest(archive, graphs, plans, [sha256_bytes(json_bytes) for json_bytes, _ in files])
+    with phases.span("manifest_bundle"):
+        # The bytes just hashed for the entries, so the bundle holds exactly what the manifest lists.
+        manifest = replace(manifest, bundle=write_bundle(archive, files, durable=False))
+        del files
+    if key is not None:
+        manifest = sign_manifest(manifest, key)
     # Everything SAVE wrote so far was written without fsync; one sync makes it all durable before
     # the manifest, the archive's commit point, is written (durably) last.
     with phases.span("sync"):
@@ -75,8 +92,17 @@ def _check_variables(graphs: list[SavedGraph]) -> None:
                 )
 
 
-def _manifest(archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan]) -> Manifest:
-    """The manifest listing ``graphs`` (members already stored as deltas) in ``plans``' groups."""
+def _graph_files(g: SavedGraph) -> tuple[bytearray, bytearray]:
+    """A saved graph's JSON and container bytes, as they are on disk."""
+    return (
+        read_regular(g.json_path, "graph metadata", follow=True),
+        read_regular(container_path(g.json_path), "graph container"),
+    )
+
+
+def _manifest(archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan], json_sha256: list[str]) -> Manifest:
+    """The manifest listing ``graphs`` (members already stored as deltas) in ``plans``' groups; ``json_sha256``:
+    the SHA-256 of each graph's JSON file."""
     group_of = {i: gi for gi, plan in enumerate(plans) for i in (plan.template, *plan.members)}
     entries = []
     images: dict[str, ImageEntry] = {}
@@ -88,7 +114,7 @@ def _manifest(archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan]) -
             GraphEntry(
                 name=g.meta.name,
                 json=os.path.relpath(g.json_path.resolve(), archive.resolve()),
-                json_sha256=sha256_file(g.json_path),
+                json_sha256=json_sha256[i],
                 record_sha256=g.meta.record.sha256,
                 nodes=g.meta.stats_dict().get("nodes", 0),
                 topology=g.meta.topology,

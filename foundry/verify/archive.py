@@ -33,6 +33,7 @@ from foundry.format import (
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, authenticate_graph, check_signature, signature_key_id
 
 from .files import (
+    check_bundle,
     check_consistency,
     check_image_file,
     check_images_dir,
@@ -124,6 +125,7 @@ def _verify_directory(
     for image in manifest.images:
         images[image.sha256] = check_image_file(directory, image.sha256, image.bytes, found)
     listed = read_listed_graphs(directory, manifest, found)
+    check_bundle(directory, manifest, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
         (directory / e.json).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from foundry._state import ProcessState
 from foundry.errors import ArchiveError
 from foundry.format import (
+    BUNDLE_NAME,
     GRAPH_FORMAT,
     MEMORY_DIR,
     GraphEntry,
@@ -24,11 +25,13 @@ from foundry.format import (
     KernelNames,
     Manifest,
     ModuleVariables,
+    bundle_mismatches,
     detect_format,
     image_relpath,
     inside,
     load_sealed,
     node_counts,
+    parse_bundle,
     parse_delta,
     parse_record,
     read_payload,
@@ -89,6 +92,28 @@ def _read_checked(
         found.add(Check.FILES, ProblemKind.CHECKSUM, shown, f"{what} content SHA-256 is {actual}, {said_by} says {sha}")
         return shown, None
     return shown, bytes(data)
+
+
+def check_bundle(directory: Path, manifest: Manifest, found: Findings) -> None:
+    """The manifest's graph bundle, where it names one: the file it states, holding for every listed graph
+    the JSON and record the manifest lists (LOAD takes the graphs from it when it can, and reads the graph
+    files when the bundle fails its hash)."""
+    ref = manifest.bundle
+    if ref is None:
+        return
+    if ref.file != BUNDLE_NAME:
+        found.add(Check.FILES, ProblemKind.CORRUPT, directory, f"the manifest names the graph bundle {ref.file!r}")
+        return
+    path, data = _read_checked(directory, BUNDLE_NAME, ref.bytes, ref.sha256, "graph bundle", "the manifest", found)
+    if data is None:
+        return
+    try:
+        bundle = parse_bundle(bytearray(data), len(manifest.graphs), str(path))
+    except ArchiveError as exc:
+        found.add(Check.FILES, kind_of(exc), path, str(exc))
+        return
+    for i, why in bundle_mismatches(bundle, manifest.graphs):
+        found.add(Check.FILES, ProblemKind.MISMATCH, path, f"graph {i}: {why}; save the archive again")
 
 
 def check_image_file(directory: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:

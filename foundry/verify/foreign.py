@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from foundry.format import (
+    BUNDLE_NAME,
     IMAGES_DIR,
     MANIFEST_NAME,
     MEMORY_DIR,
@@ -35,6 +36,8 @@ __all__ = ["check_foreign", "known_files"]
 def known_files(directory: Path, manifest: Manifest, graphs: Iterable[GraphUnderCheck]) -> set[Path]:
     """Resolved paths of every file the manifest or a graph read refers to."""
     known = {directory / MANIFEST_NAME, directory / REGION_HINT}
+    if manifest.bundle is not None:
+        known.add(directory / BUNDLE_NAME)
     known.update(directory / e.json for e in manifest.graphs)
     known.update(image_path(directory, e.sha256) for e in manifest.images)
     known.update(memory_path(directory, v.sha256) for e in manifest.images for v in e.variables or ())

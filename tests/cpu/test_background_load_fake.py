@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from foundry.format import BUNDLE_NAME
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
 from tests.support.graphs import JsonRunner, load_prefix, run_save
 
@@ -124,6 +125,9 @@ def test_a_damaged_record_fails_the_loader_without_hanging(app_json: JsonRunner,
     data = bytearray(container.read_bytes())
     data[-9] ^= 0xFF  # inside the record or delta, past the container's header
     container.write_bytes(bytes(data))
+    # Without the bundle, start-up and LOAD read the graph files (test_bundle_fake.py: with it intact, LOAD
+    # takes the graphs from it and the damaged file is never read).
+    (arch / BUNDLE_NAME).unlink()
     waiting = FAILING.replace("p.wait_all()", "p.wait_group(0); p.wait_all()")
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + waiting)
     assert r["error"] == "ArchiveCorruptError", r

@@ -1,0 +1,162 @@
+"""The graph bundle (foundry/format/bundle.py): SAVE writes every listed graph's files into one, the manifest
+states its size and SHA-256, start-up takes the graphs from it, and verify proves it holds what the manifest
+lists. SAVE and LOAD in separate processes on the fake driver."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+from foundry.format import BUNDLE_NAME, bundle_mismatches, parse_bundle, read_bundle, read_manifest
+from foundry.format.bundle import pack_bundle
+from foundry.verify import Check, ProblemKind, verify_archive
+from tests.cpu.test_background_load_fake import LOAD_AND_REPLAY, NAMES
+from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
+from tests.support.archive_damage import edit_doc, flip_byte
+from tests.support.graphs import JsonRunner, load_prefix, run_save
+from tests.support.subproc import run_python
+
+# Start-up done, LOAD then replays every graph; ``error``: the archive error LOAD raised, if any.
+AFTER_STARTUP = (
+    """
+from foundry import errors
+from foundry.load import Loader, startup_phases, wait_for_startup
+from foundry.load import source as sources
+wait_for_startup()
+prepared = sorted(os.path.basename(k[0]) for k in sources._STATE.get().prepared)
+paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
+try:
+"""
+    + "\n".join("    " + line for line in LOAD_AND_REPLAY.strip().splitlines())
+    + """
+    error = None
+except errors.LoadError as exc:
+    runs, error = None, type(exc.__cause__).__name__
+emit(prepared=prepared, runs=runs, error=error, bundle_read="graphs_bundle" in startup_phases().seconds)
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def saved(
+    tmp_path_factory: pytest.TempPathFactory, fakecuda_dir: Path, foundry_lib: Path
+) -> tuple[Path, dict[str, Any]]:
+    """One SAVE for the module; each test damages a copy."""
+
+    def app_json(code: str, env: dict[str, str] | None = None) -> Any:
+        out = run_python(code, lib_dir=fakecuda_dir, env=env, preload=foundry_lib)
+        return json.loads(out.strip().splitlines()[-1])
+
+    arch = tmp_path_factory.mktemp("bundle") / "arch"
+    return arch, run_save(app_json, VARIANTS, arch)
+
+
+def _copy(saved: tuple[Path, dict[str, Any]], tmp_path: Path) -> Path:
+    return Path(shutil.copytree(saved[0], tmp_path / "arch"))
+
+
+def _problems(arch: Path) -> list[tuple[Check, ProblemKind, str]]:
+    return [(p.check, p.kind, Path(p.path).name) for p in verify_archive(arch).problems]
+
+
+def test_save_bundles_every_listed_graph_as_the_manifest_lists_it(saved: tuple[Path, dict[str, Any]]) -> None:
+    arch = saved[0]
+    manifest = read_manifest(arch)
+    assert manifest.bundle is not None and manifest.bundle.file == BUNDLE_NAME
+    data = (arch / BUNDLE_NAME).read_bytes()
+    assert manifest.bundle.bytes == len(data) and manifest.bundle.sha256 == hashlib.sha256(data).hexdigest()
+    bundle = read_bundle(arch, manifest.bundle, len(manifest.graphs))
+    assert bundle_mismatches(bundle, manifest.graphs) == []
+    for entry, json_bytes, container in zip(manifest.graphs, bundle.jsons, bundle.containers, strict=True):
+        assert bytes(json_bytes) == (arch / entry.json).read_bytes()
+        assert bytes(container) == (arch / entry.json).with_suffix(".cugraph").read_bytes()
+    assert verify_archive(arch).ok
+
+
+def test_load_takes_the_graphs_from_the_bundle_not_the_files(
+    saved: tuple[Path, dict[str, Any]], app_json: JsonRunner, tmp_path: Path
+) -> None:
+    """With the bundle intact, start-up reads no graph file: a member's delta and another member's JSON,
+    damaged after SAVE, are never read, and every graph replays as SAVE's did. verify reports both files."""
+    arch = _copy(saved, tmp_path)
+    flip_byte(arch / "v2.cugraph", -9)
+    flip_byte(arch / "v1.json", 20)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + AFTER_STARTUP)
+    assert r["error"] is None and r["bundle_read"]
+    assert {f"{n}.json" for n in NAMES} <= set(r["prepared"])
+    for name in NAMES:
+        assert r["runs"][name] == saved[1]["native"][name], name
+    named = {name for _, _, name in _problems(arch)}  # v2's delta is reported under its JSON
+    assert "v1.json" in named and named & {"v2.json", "v2.cugraph"} and BUNDLE_NAME not in named, named
+
+
+@pytest.mark.parametrize("damage", ["flipped", "cut short", "removed"])
+def test_a_bundle_that_fails_its_hash_leaves_load_to_the_graph_files(
+    saved: tuple[Path, dict[str, Any]], app_json: JsonRunner, tmp_path: Path, damage: str
+) -> None:
+    """LOAD reads the graph files instead, with every check of theirs: the graphs replay as SAVE's did, and
+    a damaged graph file is refused by name. verify reports the bundle."""
+    arch = _copy(saved, tmp_path)
+    bundle = arch / BUNDLE_NAME
+    if damage == "flipped":
+        flip_byte(bundle, -100)
+    elif damage == "cut short":
+        bundle.write_bytes(bundle.read_bytes()[:-1])
+    else:
+        bundle.unlink()
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + AFTER_STARTUP)
+    assert r["error"] is None
+    for name in NAMES:
+        assert r["runs"][name] == saved[1]["native"][name], name
+    kind = ProblemKind.MISSING if damage == "removed" else ProblemKind.CHECKSUM
+    assert (Check.FILES, kind, BUNDLE_NAME) in _problems(arch)
+    flip_byte(arch / "v2.cugraph", -9)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + AFTER_STARTUP)
+    assert r["error"] == "ArchiveCorruptError", r
+
+
+def test_verify_reports_a_bundle_that_does_not_hold_what_the_manifest_lists(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """A bundle sound in itself (its hash is the one the manifest states) holding two graphs swapped: SAVE
+    never writes one, and verify says which graphs differ."""
+    arch = _copy(saved, tmp_path)
+    manifest = read_manifest(arch)
+    assert manifest.bundle is not None
+    bundle = read_bundle(arch, manifest.bundle, len(manifest.graphs))
+    files = list(zip(bundle.jsons, bundle.containers, strict=True))
+    files[0], files[1] = files[1], files[0]
+    data = pack_bundle(files)
+    (arch / BUNDLE_NAME).write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    edit_doc(arch / "graph_manifest.json", lambda d: d["bundle"].update(bytes=len(data), sha256=sha))
+    assert sorted(i for i, _ in bundle_mismatches(parse_bundle(bytearray(data), 4, "b"), manifest.graphs)) == [0, 1]
+    problems = _problems(arch)
+    assert problems.count((Check.FILES, ProblemKind.MISMATCH, BUNDLE_NAME)) == 2, problems
+
+
+def _bundle(*files: tuple[bytes, bytes]) -> bytearray:
+    return bytearray(pack_bundle(list(files)))
+
+
+@pytest.mark.parametrize(
+    ("data", "count", "error", "words"),
+    [
+        (_bundle((b"{}", b"c")), 2, ArchiveCorruptError, "holds 1 graphs, the manifest lists 2"),
+        (_bundle((b"{}", b"c"))[:20], 1, ArchiveCorruptError, "table of 1 graphs runs past the end"),
+        (_bundle()[:8], 0, ArchiveCorruptError, "truncated"),
+        (bytearray(b"FDYGRAPH") + _bundle()[8:], 0, ArchiveForeignError, "not a Foundry graph bundle"),
+        (_bundle()[:8] + struct.pack("<I", 9) + _bundle()[12:], 0, ArchiveVersionError, "bundle version 9"),
+        (_bundle((b"{}", b"c"))[:-1], 1, ArchiveCorruptError, r"graph 0.s container \(1 bytes at 50\) lies outside"),
+    ],
+)
+def test_a_malformed_bundle_is_refused_by_name(data: bytearray, count: int, error: type, words: str) -> None:
+    with pytest.raises(error, match=words):
+        parse_bundle(data, count, "bundle")
