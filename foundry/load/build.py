@@ -20,7 +20,6 @@ from foundry.format import FuncAttrs, GraphMeta, compare, open_image
 from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
 from foundry.trust import configured_key, manifests_read_once
-from foundry.verify import verify_graphs
 
 from .source import GraphSource, read_source, read_sources, source_images
 from .startup import wait_for_startup
@@ -216,6 +215,10 @@ def preflight(paths: Iterable[str | os.PathLike[str]]) -> list[GraphSource]:
     The identity check is LOAD's own, when it builds. Returns the sources; raises the first problem (an
     ``ArchiveError`` naming the file, and how many more there are). LOAD makes its checks lazily, as it
     needs each file; this makes them all before anything else happens."""
+    # Imported here, not with LOAD: no other step needs verify's checks, and importing them costs every
+    # engine's start-up (load_cuda_modules_and_libraries imports this module) a few hundredths of a second.
+    from foundry.verify import verify_graphs
+
     paths = list(paths)
     with manifests_read_once():  # both steps check each graph against one reading of its manifest
         sources = read_sources(paths, lazy=True)

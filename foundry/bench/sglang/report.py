@@ -111,7 +111,8 @@ def render(doc: dict[str, Any]) -> str:
             "Engine(): its construction in a process that has imported SGLang (the server: process start to /health "
             "answering 200); graphs: SGLang's logged capture of the prefill (breakable) and decode (full) graphs, "
             "under LOAD Foundry's hand-over; Foundry: SAVE's writing of the archive, LOAD's own seconds (kernel "
-            "images, graph builds started and waited for); 1st token: a batch-1 request of one token right after ready."
+            "images, graph builds started and waited for; not the CUDA context, SGLang's own, which LOAD makes first); "
+            "1st token: a batch-1 request of one token right after ready."
         ),
     ]
     load = doc["results"].get("load")

@@ -92,7 +92,8 @@ def render(doc: dict[str, Any]) -> str:
         table(STARTUP_HEADER, startup_rows(doc)),
         *wrap(
             "ready: process start to LLM() returned (or to /health answering 200); graphs: capture (+ Foundry's "
-            "save) or LOAD's own seconds (kernel images, graph builds started and waited for); init engine: vLLM's "
+            "save) or LOAD's own seconds (kernel images, graph builds started and waited for; not the CUDA context, "
+            "vLLM's own, which LOAD makes first); init engine: vLLM's "
             "'init engine' line; 1st request: a batch-1 request of 16 tokens right after ready."
         ),
     ]

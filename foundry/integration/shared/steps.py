@@ -189,10 +189,13 @@ def load_graphs(
     t0 = time.perf_counter()
     s.timings.setdefault("graphs_ready_at", time.time())
     loaded: list[Captured] = []
+    finishing = 0.0  # in finish_one: waiting for the graph's group, the graph wrapped, its output tensors made
     for i, entry in enumerate(saved.graphs):
         if only is not None and not only(entry):
             continue
+        t1 = time.perf_counter()
         graph, flat = s.api.finish_one(s.pending, i)
+        finishing += time.perf_counter() - t1
         outputs = rebuild(entry.outputs, as_flat(flat), entry.json)
         if _address(outputs) != entry.output_address:
             raise PhaseLayoutError(
@@ -201,10 +204,14 @@ def load_graphs(
             )
         loaded.append((entry.key_dict(), graph, outputs))
         s.handed_out.add(i)
+    t1 = time.perf_counter()
     install(loaded)
+    installing = time.perf_counter() - t1
     if len(s.handed_out) == len(saved.graphs):
         _release_own_execs(s)
-    s.timings["graphs_ready_s"] = s.timings.get("graphs_ready_s", 0.0) + time.perf_counter() - t0
+    for key, seconds in (("graphs_ready_s", time.perf_counter() - t0), ("graphs_ready_finish_s", finishing),
+                         ("graphs_ready_install_s", installing)):  # fmt: skip
+        s.timings[key] = s.timings.get(key, 0.0) + seconds
     s.tracker.mark(phase)
     return loaded
 
