@@ -36,6 +36,7 @@ from .files import (
     real_paths_memoized,
     sha256_bytes,
     sha256_file,
+    sha256_holding,
     write_memory,
     write_region_hint,
 )
@@ -213,6 +214,7 @@ __all__ = [
     "scan_image",
     "sha256_bytes",
     "sha256_file",
+    "sha256_holding",
     "template_path",
     "topology_key",
     "write_bundle",

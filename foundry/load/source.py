@@ -34,6 +34,7 @@ from foundry.format import (
     record_path,
     relative_path_problem,
     resolve_archive_dir,
+    sha256_holding,
     template_path,
 )
 from foundry.trust import SigningKey, authenticate_graph, configured_key, manifest_disagreement, manifests_read_once
@@ -259,9 +260,10 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
     """``prepare_sources`` for the graphs ``manifest`` (the one start-up proved, signed where a key is
     configured) lists, taken from its graph bundle (format/bundle.py): one read and one hash prove them all,
     so this thread lets the interpreter lock go twice in all, not several times a graph. Each graph gets the
-    checks ``read_source`` makes of its files, but for the hashes the bundle's covers: its metadata is
-    validated, agrees with its manifest entry, names this archive and its container's record; a member's
-    template is the graph the bundle holds for it. A graph that fails is left to ``prepare_sources`` (which
+    checks ``read_source`` makes of its files, but for its record's hash and its JSON's seal, which the
+    bundle's hash covers: its JSON hashes to what its manifest entry lists, its metadata is validated, agrees
+    with that entry, names this archive and its container's record; a member's template is the graph the
+    bundle holds for it. A graph that fails is left to ``prepare_sources`` (which
     reads its files), and so is every graph where the manifest names no bundle, the bundle is larger than
     ``PREPARED_BYTES_MAX`` or fails its hash. Once ``stop`` is set, no further graph is started. Returns how
     many were prepared."""
@@ -314,7 +316,12 @@ def _bundled_source(
     path. ``ArchiveError`` for a graph the bundle cannot give."""
     state = _STATE.get()
     entry = manifest.graphs[i]
-    meta = parse_meta(bundle.jsons[i], json_path, entry.json_sha256, state, proven=True)
+    # The JSON's own hash, as for a file: the manifest must list these very bytes (a graph file edited, and the
+    # manifest with it, leaves the bundle holding other bytes), and the metadata cache is keyed by what was hashed.
+    digest = sha256_holding(bundle.jsons[i])
+    if digest != entry.json_sha256:
+        raise ArchiveCorruptError(f"{json_path}: the bundle holds other bytes than the manifest lists")
+    meta = parse_meta(bundle.jsons[i], json_path, digest, state, proven=True)
     archive_dir = resolve_archive_dir(json_path, meta)
     if str(archive_dir) != home:
         raise ArchiveCorruptError(f"{json_path} names another archive than the manifest that lists it")
@@ -330,14 +337,14 @@ def _bundled_source(
         with state.lock:
             src = state.full.setdefault(
                 (real, meta.record.sha256),
-                GraphSource(json_path, meta, payload, archive_dir, None, entry.json_sha256, cpath),
+                GraphSource(json_path, meta, payload, archive_dir, None, digest, cpath),
             )
         templates[real] = src
         return src
     template = templates.get(str(template_path(json_path, meta)))
     if template is None or template.meta.record is None or template.meta.record.sha256 != meta.template.record_sha256:
         raise ArchiveCorruptError(f"{json_path}: the bundle does not hold its template as the member names it")
-    return GraphSource(json_path, meta, payload, archive_dir, template, entry.json_sha256, cpath)
+    return GraphSource(json_path, meta, payload, archive_dir, template, digest, cpath)
 
 
 def _read_ahead(state: _Sources, name: tuple[str, str], sources: list[GraphSource]) -> bool:

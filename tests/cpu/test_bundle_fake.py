@@ -97,6 +97,29 @@ def test_load_takes_the_graphs_from_the_bundle_not_the_files(
     assert "v1.json" in named and named & {"v2.json", "v2.cugraph"} and BUNDLE_NAME not in named, named
 
 
+def test_a_graph_the_manifest_lists_otherwise_than_the_bundle_holds_is_read_from_its_file(
+    saved: tuple[Path, dict[str, Any]], app_json: JsonRunner, tmp_path: Path
+) -> None:
+    """A graph JSON sealed again after an edit, and the manifest's listing of it updated (the bundle left as
+    it was): start-up takes the other graphs from the bundle and this one from its file, each with the hash of
+    the very bytes it parsed."""
+    arch = _copy(saved, tmp_path)
+    edit_doc(arch / "v1.json", lambda d: d["stats"].update(edited=1))
+    edited = hashlib.sha256((arch / "v1.json").read_bytes()).hexdigest()
+    edit_doc(arch / "graph_manifest.json", lambda d: [g.update(json_sha256=edited) for g in d["graphs"]
+                                                      if g["json"] == "v1.json"])  # fmt: skip
+    script = """
+from foundry.load import wait_for_startup
+from foundry.load import source as sources
+wait_for_startup()
+emit(digests={os.path.basename(k[0]): src.json_sha256 for k, (src, _) in sources._STATE.get().prepared.items()})
+"""
+    digests = app_json(load_prefix(VARIANTS, arch) + script)["digests"]
+    assert digests["v1.json"] == edited
+    for name in ("v0.json", "v2.json", "v3.json"):
+        assert digests[name] == hashlib.sha256((arch / name).read_bytes()).hexdigest(), name
+
+
 @pytest.mark.parametrize("damage", ["flipped", "cut short", "removed"])
 def test_a_bundle_that_fails_its_hash_leaves_load_to_the_graph_files(
     saved: tuple[Path, dict[str, Any]], app_json: JsonRunner, tmp_path: Path, damage: str

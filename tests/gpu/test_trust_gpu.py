@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from foundry.format import read_manifest, sha256_file, write_manifest
+from foundry.format import BUNDLE_NAME, read_manifest, sha256_file, write_manifest
 from foundry.trust import KEY_ENV, SigningKey, sign_manifest
 from tests.support.archive_damage import edit_doc, load_doc
 
@@ -70,16 +70,30 @@ def _identity(field: str, value: object) -> Callable[[Path], None]:
     return lambda a: _forge(a, lambda d: d["identity"].__setitem__(field, value() if callable(value) else value))
 
 
+def _file_only(damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``damage`` with the graph bundle removed: while the bundle is sound, LOAD takes the graphs from it and
+    never reads a damaged graph file (tests/cpu/test_bundle_fake.py); without it, LOAD reads the files."""
+
+    def damaged(archive: Path) -> None:
+        damage(archive)
+        (archive / BUNDLE_NAME).unlink()
+
+    return damaged
+
+
 DAMAGES: list[Any] = [
     pytest.param(lambda a: _flip(_largest_image(a), 4096), "ArchiveCorruptError", ["damaged"], id="image-bitflip"),
     pytest.param(
-        lambda a: (a / f"{GRAPH}.cugraph").write_bytes((a / f"{GRAPH}.cugraph").read_bytes()[:100]),
+        _file_only(lambda a: (a / f"{GRAPH}.cugraph").write_bytes((a / f"{GRAPH}.cugraph").read_bytes()[:100])),
         "ArchiveCorruptError",
         [f"{GRAPH}.cugraph"],
         id="record-truncated",
     ),
     pytest.param(
-        lambda a: _flip(a / f"{GRAPH}.cugraph", -9), "ArchiveCorruptError", [f"{GRAPH}.cugraph"], id="record-bitflip"
+        _file_only(lambda a: _flip(a / f"{GRAPH}.cugraph", -9)),
+        "ArchiveCorruptError",
+        [f"{GRAPH}.cugraph"],
+        id="record-bitflip",
     ),
     pytest.param(
         lambda a: _forge(a, lambda d: d.__setitem__("format_version", 99)),
