@@ -20,6 +20,8 @@ build_native_if_stale() {
       tail -30 "$1/build.log"; echo "BUILD FAILED"; exit 1
     fi
   fi
+  # Foundry's bytecode too, as an installed package has it (the image sets PYTHONDONTWRITEBYTECODE).
+  python3 -m compileall -q foundry >/dev/null 2>&1 || true
   export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
 }
 

@@ -225,7 +225,8 @@ class CUDAGraph:
         g._meta = meta
         g._device = torch.cuda.current_device()
         g._rng = RngState(meta.rng, g._device) if meta.rng is not None else None
-        outputs = [tensor_at(o, g._device) for o in meta.outputs]
+        device = torch.device("cuda", g._device)
+        outputs = [tensor_at(o, device) for o in meta.outputs]
         return g, outputs[0] if len(outputs) == 1 else (outputs or None)
 
     @classmethod
