@@ -2,7 +2,8 @@
 graphs pay (vLLM's default mode saves one graph per compiled piece and batch size: 1,530 for a 28-layer
 model), measured without a GPU.
 
-    python scripts/profile_many_graphs.py [--graphs 1530] [--pieces 30] [--nodes 12] [--profile save|load] [--model-s S]
+    python scripts/profile_many_graphs.py [--graphs 1530] [--pieces 30] [--nodes 12] [--profile save|load]
+        [--model-s S [--busy]] [--no-bundle]
 
 A SAVE process captures ``--graphs`` graphs of ``--nodes`` kernel launches each, grouped like an engine's
 pieces (``--pieces`` per batch size: the middle ones alike but for their pointers), saves each with
@@ -67,6 +68,8 @@ import cProfile, pstats, time
 from foundry.load import Loader
 prof = cProfile.Profile() if PROFILE == "modules" else None
 if prof: prof.enable()
+if NO_BUNDLE:
+    os.unlink(os.path.join(ARCH, "graph_bundle.bin"))  # start-up reads the graph files instead
 t_modules = time.perf_counter()
 foundry.load_cuda_modules_and_libraries(ARCH)
 t_modules = time.perf_counter() - t_modules
@@ -74,7 +77,15 @@ if prof:
     prof.disable()
     pstats.Stats(prof, stream=sys.stdout).sort_stats(os.environ.get("PSORT", "cumulative")).print_stats(40)
 foundry.set_allocation_region(BASE, "8GB")
-time.sleep(MODEL_S)  # the engine building its model while start-up's background work runs
+from foundry.load import source as sources
+prepared_by = {}
+if BUSY:  # the engine building its model in Python (compiling, say) while start-up's background work runs
+    t_busy, x = time.perf_counter(), 0
+    while time.perf_counter() - t_busy < MODEL_S:
+        x += sum(i * i for i in range(2000))
+        prepared_by[round(time.perf_counter() - t_busy, 1)] = len(sources._STATE.get().prepared)
+else:
+    time.sleep(MODEL_S)  # the engine waiting (for the GPU, say) while start-up's background work runs
 n = 64
 weights = [buf(f"w{i}", 4 * n) for i in range(PIECES)]
 acts = [buf(f"a{i}", 4 * n) for i in range(PIECES + 1)]
@@ -99,7 +110,8 @@ t3 = time.perf_counter()
 if prof:
     prof.disable()
     pstats.Stats(prof, stream=sys.stdout).sort_stats(os.environ.get("PSORT", "cumulative")).print_stats(40)
-emit(side="load", modules_s=t_modules, start_s=t1 - t0, all_replayable_s=t2 - t0, install_s=t_install,
+emit(side="load", prepared_by_s=dict(list(prepared_by.items())[::5]),
+     modules_s=t_modules, start_s=t1 - t0, all_replayable_s=t2 - t0, install_s=t_install,
      all_own_execs_s=t3 - t0,
      timings={k: round(v, 4) for k, v in sorted(loader.timings.items())})
 """
@@ -116,10 +128,14 @@ def main() -> int:
     parser.add_argument(
         "--model-s", type=float, default=0.0, help="seconds between start-up and LOAD (an engine's model build)"
     )
+    parser.add_argument("--busy", action="store_true", help="those seconds running Python, not sleeping: how many "
+                        "graphs start-up prepared by when (prepared_by_s)")  # fmt: skip
+    parser.add_argument("--no-bundle", action="store_true", help="LOAD without the graph bundle (the graph files)")
     args = parser.parse_args()
     settings = f"""
         GRAPHS, PIECES, NODES, PROFILE = {args.graphs}, {args.pieces}, {args.nodes}, {args.profile!r}
         MODEL_S, DEFER, INSTALL_WORK = {args.model_s}, {args.defer}, {args.install_work}
+        BUSY, NO_BUNDLE = {args.busy}, {args.no_bundle}
         """
     run_profiles(settings, [SAVE, LOAD], env={"FOUNDRY_SNAPSHOT_LIMIT": "0"})  # as the engine plugins run SAVE
     return 0
