@@ -11,6 +11,10 @@
 # Carry [".whl/sglang/1", ".whl/deps/lz4-4.4.5-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.manylinux_2_28_x86_64.whl"]:
 # the bundle part (52.5 MiB, built by shared/tools/sglang-bundle/make.sh) and the one wheel Foundry needs that
 # neither the image nor the bundle has (lz4). A later call while the machine is warm needs no part.
+# Where the working tree and the part together pass 64 MiB, stage the part in two halves instead (split -b
+# 27600000 into .whl/sglang/h1/half.aa and .whl/sglang/h2/half.ab, MANIFEST beside the second): call 1 carries h1
+# and copies half.aa into /root/stage-sglang; call 2, while warm, carries h2 and the lz4 wheel, joins the
+# halves there as sglang-site.tar.zst.00, copies the MANIFEST beside it and runs this script with no part.
 # CALL_SECONDS (default 520): the whole call's bound, setup included; BENCH_SECONDS overrides the benchmark's.
 set -u -o pipefail
 T0=$(date +%s)
