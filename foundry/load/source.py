@@ -263,12 +263,17 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
     checks ``read_source`` makes of its files, but for its record's hash and its JSON's seal, which the
     bundle's hash covers: its JSON hashes to what its manifest entry lists, its metadata is validated, agrees
     with that entry, names this archive and its container's record; a member's template is the graph the
-    bundle holds for it. A graph that fails is left to ``prepare_sources`` (which
-    reads its files), and so is every graph where the manifest names no bundle, the bundle is larger than
-    ``PREPARED_BYTES_MAX`` or fails its hash. Once ``stop`` is set, no further graph is started. Returns how
-    many were prepared."""
+    bundle holds for it. A graph that fails is left to ``prepare_sources`` (which reads its files), and so is
+    every graph where the manifest names no bundle, the bundle is larger than what ``PREPARED_BYTES_MAX``
+    leaves room for, or it fails its hash. Once ``stop`` is set, no further graph is started. Returns how many
+    were prepared."""
     ref = manifest.bundle
-    if ref is None or ref.bytes > PREPARED_BYTES_MAX:
+    state = _STATE.get()
+    with state.lock:
+        # The sources keep views of the bundle's one buffer, so an unloaded graph holds all of it: it must fit
+        # whole in what prepared records may hold.
+        fits = state.prepared_bytes + (ref.bytes if ref is not None else 0) <= PREPARED_BYTES_MAX
+    if ref is None or not fits:
         return 0
     try:
         bundle = read_bundle(archive, ref, len(manifest.graphs))
@@ -276,7 +281,6 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
         return 0
     key = configured_key()
     key_id = key.key_id if key is not None else ""
-    state = _STATE.get()
     templates: dict[str, GraphSource] = {}  # by real name, for the members
     done = 0
     # Templates first, so that each member finds the source its template became. No yielding to the program's

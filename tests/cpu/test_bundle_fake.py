@@ -183,3 +183,27 @@ def _bundle(*files: tuple[bytes, bytes]) -> bytearray:
 def test_a_malformed_bundle_is_refused_by_name(data: bytearray, count: int, error: type, words: str) -> None:
     with pytest.raises(error, match=words):
         parse_bundle(data, count, "bundle")
+
+
+def test_a_bundle_is_taken_only_where_it_fits_whole_in_what_prepared_records_may_hold(
+    saved: tuple[Path, dict[str, Any]], app_json: JsonRunner
+) -> None:
+    """An unloaded graph's source keeps the whole bundle's buffer: a bundle that does not fit beside what is
+    prepared already is not read (its graphs are left to the files)."""
+    script = """
+from pathlib import Path
+from foundry.format import read_manifest
+from foundry.load import wait_for_startup
+from foundry.load import source as sources
+wait_for_startup()
+state = sources._STATE.get()
+manifest = read_manifest(ARCH)
+counts = []
+for room in (manifest.bundle.bytes - 1, manifest.bundle.bytes):
+    state.prepared.clear(); state.prepared_bytes = 0
+    sources.PREPARED_BYTES_MAX = room
+    counts.append(sources.prepare_bundle(Path(ARCH), manifest))
+emit(counts=counts, graphs=len(manifest.graphs))
+"""
+    r = app_json(load_prefix(VARIANTS, saved[0]) + script)
+    assert r["counts"] == [0, r["graphs"]] and r["graphs"] >= len(NAMES), r
