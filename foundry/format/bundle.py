@@ -121,8 +121,9 @@ def parse_bundle(data: bytearray, count: int, source: str) -> Bundle:
 
 def bundle_mismatches(bundle: Bundle, entries: Sequence[GraphEntry]) -> list[tuple[int, str]]:
     """(graph index, what differs) for each graph whose bundled bytes are not what the manifest lists for it
-    (``entries``): its JSON's SHA-256, its container's record (header and hash). LOAD needs none of this (it
-    trusts the bundle's own hash, which the manifest states); ``foundry verify`` proves SAVE wrote it right."""
+    (``entries``): its JSON's SHA-256, its container's record (header and hash). LOAD hashes each JSON too, but
+    takes the records as the bundle's own hash (which the manifest states) proves them; ``foundry verify``
+    proves SAVE wrote them right."""
     out: list[tuple[int, str]] = []
     for i, (entry, json_bytes, container) in enumerate(zip(entries, bundle.jsons, bundle.containers, strict=True)):
         actual = sha256_bytes(json_bytes)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import BUNDLE_NAME, bundle_mismatches, parse_bundle, read_bundle, read_manifest
+from foundry.format import BUNDLE_NAME, bundle_mismatches, parse_bundle, read_bundle, read_manifest, sha256_holding
 from foundry.format.bundle import pack_bundle
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.cpu.test_background_load_fake import LOAD_AND_REPLAY, NAMES
@@ -207,3 +207,11 @@ emit(counts=counts, graphs=len(manifest.graphs))
 """
     r = app_json(load_prefix(VARIANTS, saved[0]) + script)
     assert r["counts"] == [0, r["graphs"]] and r["graphs"] >= len(NAMES), r
+
+
+@pytest.mark.parametrize("size", [0, 1, 2046, 2047, 2048, 4095, 100_000])
+def test_hashing_without_letting_the_lock_go_gives_the_same_digest(size: int) -> None:
+    data = bytes(range(256)) * (size // 256 + 1)
+    data = data[:size]
+    assert sha256_holding(data) == hashlib.sha256(data).hexdigest()
+    assert sha256_holding(memoryview(bytearray(data))) == hashlib.sha256(data).hexdigest()
