@@ -297,8 +297,11 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
                 continue
             name = (_as_named(os.path.normpath(archive / entry.json)), key_id)
             with state.lock:
-                if name in state.prepared:
-                    continue
+                known = state.prepared.get(name)
+            if known is not None:  # prepared by an earlier start-up: its members may use it all the same
+                if known[0].template is None:
+                    templates[real_name(name[0])] = known[0]
+                continue
             try:
                 src = _bundled_source(Path(name[0]), home, manifest, i, bundle, templates)
             except ArchiveError:
@@ -338,11 +341,13 @@ def _bundled_source(
     if meta.template is None:
         assert meta.record is not None
         real = real_name(json_path)
+        src = GraphSource(json_path, meta, payload, archive_dir, None, digest, cpath)
         with state.lock:
-            src = state.full.setdefault(
-                (real, meta.record.sha256),
-                GraphSource(json_path, meta, payload, archive_dir, None, digest, cpath),
-            )
+            # One source per template and process, as ``_full_source`` keeps them, where the one read before
+            # was parsed from these very bytes; otherwise this one serves the bundle's members alone.
+            known = state.full.setdefault((real, meta.record.sha256), src)
+        if known.json_sha256 == digest:
+            src = known
         templates[real] = src
         return src
     template = templates.get(str(template_path(json_path, meta)))

@@ -215,3 +215,35 @@ def test_hashing_without_letting_the_lock_go_gives_the_same_digest(size: int) ->
     data = data[:size]
     assert sha256_holding(data) == hashlib.sha256(data).hexdigest()
     assert sha256_holding(memoryview(bytearray(data))) == hashlib.sha256(data).hexdigest()
+
+
+def test_members_left_over_are_prepared_against_the_template_prepared_before(
+    saved: tuple[Path, dict[str, Any]], app_json: JsonRunner
+) -> None:
+    """A second start-up of one archive (LOAD took some graphs, the rest are prepared still): the members
+    it prepares from the bundle use the template prepared before, one source, and replay as SAVE's did."""
+    script = (
+        """
+from pathlib import Path
+from foundry.format import read_manifest
+from foundry.load import Loader, wait_for_startup
+from foundry.load import source as sources
+wait_for_startup()
+state = sources._STATE.get()
+names = {os.path.basename(k[0]): k for k in state.prepared}
+template = state.prepared[names["v0.json"]][0]
+for member in ("v1.json", "v3.json"):
+    state.prepared_bytes -= state.prepared.pop(names[member])[1]
+again = sources.prepare_bundle(Path(ARCH), read_manifest(ARCH))
+same = [state.prepared[names[m]][0].template is template for m in ("v1.json", "v2.json", "v3.json")]
+paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
+"""
+        + LOAD_AND_REPLAY
+        + """
+emit(again=again, same=same, runs=runs)
+"""
+    )
+    r = app_json(load_prefix(VARIANTS, saved[0]) + f"\nNAMES = {NAMES!r}\n" + script)
+    assert r["again"] == 2 and r["same"] == [True, True, True], r
+    for name in NAMES:
+        assert r["runs"][name] == saved[1]["native"][name], name
