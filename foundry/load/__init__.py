@@ -1,6 +1,7 @@
 """LOAD: archived graphs back into executable graphs in this process (torch-free).
 
-``startup`` runs at process start (images, kernels, metadata, warmed builder threads); ``source``
+``startup`` runs at process start (images, kernels, metadata, warmed builder threads), ``readahead`` reads
+the manifest's graphs there for LOAD to take (from the graph bundle, or the graph files); ``source``
 reads and checks a graph's files before the GPU is touched; ``build`` does the driver work for one
 graph; ``loader`` runs many in the background, group by group (``groups``), on LOAD's ``threads``;
 ``variables`` writes the module variables SAVE carried into each loaded image before its graphs run;

@@ -45,7 +45,7 @@ from foundry.region import ensure_cuda_context, hold_allocation_region
 from foundry.timing import Phases
 from foundry.trust import KeySource, authenticate_manifest, configured_key
 
-from .source import prepare_bundle, prepare_sources
+from .readahead import prepare_bundle, prepare_sources
 from .threads import LIMITS, warm_builders
 from .variables import write_variables
 

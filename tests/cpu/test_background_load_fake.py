@@ -213,13 +213,14 @@ except errors.ArchiveError as exc:
 BOUNDED = (
     """
 from foundry.load import Loader, wait_for_startup
+from foundry.load import readahead
 from foundry.load import source as sources
 wait_for_startup()
 state = sources._STATE.get()
 state.prepared.clear(); state.prepared_bytes = 0
-sources.PREPARED_BYTES_MAX = 0  # no room: metadata is checked ahead, records are left for LOAD's readers
+readahead.PREPARED_BYTES_MAX = 0  # no room: metadata is checked ahead, records are left for LOAD's readers
 paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
-count = sources.prepare_sources(paths)
+count = readahead.prepare_sources(paths)
 unread = [src._payload is None for src, _ in state.prepared.values()]
 held = state.prepared_bytes
 """
@@ -244,6 +245,7 @@ def test_records_read_ahead_are_bounded(app_json: JsonRunner, tmp_path: Path) ->
 PARALLEL = """
 import glob
 from foundry.load import Loader, wait_for_startup
+from foundry.load import readahead
 from foundry.load import source as sources
 wait_for_startup()
 state = sources._STATE.get()
@@ -252,8 +254,8 @@ state.prepared.clear(); state.prepared_bytes = 0; state.full.clear()
 with open(os.path.join(ARCH, "v2.cugraph"), "r+b") as f:
     f.seek(-9, 2); b = f.read(1); f.seek(-9, 2); f.write(bytes([b[0] ^ 0xFF]))
 paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
-sources.PARALLEL_READ_MIN = 0  # every record on a reader thread (the fake's records are small)
-count = sources.prepare_sources(paths, readers=3)
+readahead.PARALLEL_READ_MIN = 0  # every record on a reader thread (the fake's records are small)
+count = readahead.prepare_sources(paths, readers=3)
 prepared = sorted(os.path.basename(k[0]) for k in state.prepared)
 read = sorted(os.path.basename(src.json_path) for src, _ in state.prepared.values() if src._payload is not None)
 held = state.prepared_bytes
@@ -285,7 +287,8 @@ STOPPED = (
     """
 import threading
 from foundry.load import Loader, wait_for_startup
-from foundry.load import source as sources, startup
+from foundry.load import readahead, startup
+from foundry.load import source as sources
 wait_for_startup()
 state = sources._STATE.get()
 state.prepared.clear(); state.prepared_bytes = 0; state.full.clear()
@@ -296,7 +299,7 @@ def stopping(paths):
         if i == 2:
             stop.set()  # as start_graph_builds does while the reading is under way
         yield p
-count = sources.prepare_sources(stopping(paths), stop=stop)
+count = readahead.prepare_sources(stopping(paths), stop=stop)
 prepared = sorted(os.path.basename(k[0]) for k in state.prepared)
 """
     + LOAD_AND_REPLAY

@@ -194,6 +194,7 @@ def test_a_bundle_is_taken_only_where_it_fits_whole_in_what_prepared_records_may
 from pathlib import Path
 from foundry.format import read_manifest
 from foundry.load import wait_for_startup
+from foundry.load import readahead
 from foundry.load import source as sources
 wait_for_startup()
 state = sources._STATE.get()
@@ -201,8 +202,8 @@ manifest = read_manifest(ARCH)
 counts = []
 for room in (manifest.bundle.bytes - 1, manifest.bundle.bytes):
     state.prepared.clear(); state.prepared_bytes = 0
-    sources.PREPARED_BYTES_MAX = room
-    counts.append(sources.prepare_bundle(Path(ARCH), manifest))
+    readahead.PREPARED_BYTES_MAX = room
+    counts.append(readahead.prepare_bundle(Path(ARCH), manifest))
 emit(counts=counts, graphs=len(manifest.graphs))
 """
     r = app_json(load_prefix(VARIANTS, saved[0]) + script)
@@ -227,6 +228,7 @@ def test_members_left_over_are_prepared_against_the_template_prepared_before(
 from pathlib import Path
 from foundry.format import read_manifest
 from foundry.load import Loader, wait_for_startup
+from foundry.load import readahead
 from foundry.load import source as sources
 wait_for_startup()
 state = sources._STATE.get()
@@ -234,7 +236,7 @@ names = {os.path.basename(k[0]): k for k in state.prepared}
 template = state.prepared[names["v0.json"]][0]
 for member in ("v1.json", "v3.json"):
     state.prepared_bytes -= state.prepared.pop(names[member])[1]
-again = sources.prepare_bundle(Path(ARCH), read_manifest(ARCH))
+again = readahead.prepare_bundle(Path(ARCH), read_manifest(ARCH))
 same = [state.prepared[names[m]][0].template is template for m in ("v1.json", "v2.json", "v3.json")]
 paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
 """

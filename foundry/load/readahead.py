@@ -1,0 +1,222 @@
+"""What start-up reads ahead of LOAD (load/startup.py calls it on a thread of its own, at process start): the
+manifest's graphs, checked as ``read_source`` checks them and kept for ``read_sources`` to take once. From
+the manifest's graph bundle where it has one (``prepare_bundle``: one read and one hash for them all), and
+from each graph's files otherwise (``prepare_sources``). Either way a graph that fails a check is left out
+silently: LOAD reads it again and reports the problem where the program asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from foundry.errors import ArchiveCorruptError, ArchiveError
+from foundry.format import (
+    Bundle,
+    GraphRole,
+    Manifest,
+    container_payload,
+    parse_meta,
+    read_bundle,
+    real_name,
+    relative_path_problem,
+    resolve_archive_dir,
+    sha256_holding,
+    template_path,
+)
+from foundry.trust import configured_key, manifest_disagreement, manifests_read_once
+
+from .source import _STATE, GraphSource, _as_named, _read_source, _Sources
+
+__all__ = ["PARALLEL_READ_MIN", "PREPARED_BYTES_MAX", "prepare_bundle", "prepare_sources"]
+
+# Records read ahead at process start (``prepare_sources``) are held until LOAD takes them: at most this
+# many bytes of them, so that an archive whose graphs the program never loads costs bounded memory.
+PREPARED_BYTES_MAX = 512 << 20
+# A record at least this large is read and hashed on a reader thread; a smaller one costs less read here than
+# handed over (hashing lets the interpreter lock go only for larger buffers), and an engine's thousands of
+# small graphs would only make the threads contend for it.
+PARALLEL_READ_MIN = 256 << 10
+YIELD_AFTER_S = 0.001  # the longest ``prepare_sources`` works before it lets the program's threads run
+
+
+def prepare_sources(
+    paths: Iterable[str | os.PathLike[str]], readers: int = 0, stop: threading.Event | None = None
+) -> int:
+    """Reads and checks, ahead of LOAD, the graphs at ``paths`` as ``read_source`` does, records included
+    while they fit in ``PREPARED_BYTES_MAX``, for ``read_sources`` to take. A graph that fails a check is
+    left out silently: LOAD reads it again and reports the problem where the program asks for it.
+    ``readers`` threads, where more than 0, read and checksum the records of ``PARALLEL_READ_MIN`` bytes or
+    more while this thread checks the metadata: a large record's read and hash let the interpreter lock go.
+    Once ``stop`` is set, no further graph is started (LOAD reads the rest itself). Returns how many were
+    prepared."""
+    key = configured_key()
+    key_id = key.key_id if key is not None else ""
+    state = _STATE.get()
+    proven: set[int] = set()
+    done = 0
+    held_since = time.perf_counter()
+    pool: ThreadPoolExecutor | None = None  # started at the first record worth a thread
+    reads: list[Future[bool]] = []
+    scheduled: set[int] = set()  # sources (by id) whose records are read already or on their way
+    try:
+        with manifests_read_once():
+            for p in paths:
+                if stop is not None and stop.is_set():
+                    break
+                name = (_as_named(p), key_id)
+                with state.lock:
+                    if name in state.prepared:
+                        continue
+                try:
+                    src = _read_source(Path(name[0]), key, (), True, proven)
+                except (ArchiveError, OSError):
+                    continue
+                with state.lock:
+                    # Reserved from the sizes the checked metadata declares; what the reads give is the same
+                    # (a record of another size fails its check, and its source is dropped).
+                    pending = (s for s in (src, src.template) if s is not None and id(s) not in scheduled)
+                    wanted = [s for s in pending if s._payload is None]
+                    size = sum(s.meta.record.bytes for s in wanted if s.meta.record is not None)
+                    room = state.prepared_bytes + size <= PREPARED_BYTES_MAX
+                    state.prepared[name] = (src, size if room else 0)
+                    state.prepared_bytes += size if room else 0
+                if room and wanted:
+                    scheduled.update(id(s) for s in wanted)
+                    if readers > 0 and size >= PARALLEL_READ_MIN:
+                        if pool is None:
+                            pool = ThreadPoolExecutor(readers, thread_name_prefix="foundry-record-read")
+                        reads.append(pool.submit(_read_ahead, state, name, wanted))
+                    else:
+                        done -= not _read_ahead(state, name, wanted)
+                done += 1
+                # Python work beside the program's own start-up (an engine builds its model meanwhile): give the
+                # interpreter lock back every millisecond or so, so that thousands of graphs do not hold the
+                # program up; not after every graph, as each hand-back costs about a graph's own work.
+                now = time.perf_counter()
+                if now - held_since > YIELD_AFTER_S:
+                    time.sleep(0)
+                    held_since = time.perf_counter()
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return done - sum(not r.result() for r in reads)
+
+
+def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | None = None) -> int:
+    """``prepare_sources`` for the graphs ``manifest`` (the one start-up proved, signed where a key is
+    configured) lists, taken from its graph bundle (format/bundle.py): one read and one hash prove them all,
+    so this thread lets the interpreter lock go twice in all, not several times a graph. Each graph gets the
+    checks ``read_source`` makes of its files, but for its record's hash and its JSON's seal, which the
+    bundle's hash covers: its JSON hashes to what its manifest entry lists, its metadata is validated, agrees
+    with that entry, names this archive and its container's record; a member's template is the graph the
+    bundle holds for it. A graph that fails is left to ``prepare_sources`` (which reads its files), and so is
+    every graph where the manifest names no bundle, the bundle is larger than what ``PREPARED_BYTES_MAX``
+    leaves room for, or it fails its hash. Once ``stop`` is set, no further graph is started. Returns how many
+    were prepared."""
+    ref = manifest.bundle
+    state = _STATE.get()
+    with state.lock:
+        # The sources keep views of the bundle's one buffer, so an unloaded graph holds all of it: it must fit
+        # whole in what prepared records may hold.
+        fits = state.prepared_bytes + (ref.bytes if ref is not None else 0) <= PREPARED_BYTES_MAX
+    if ref is None or not fits:
+        return 0
+    try:
+        bundle = read_bundle(archive, ref, len(manifest.graphs))
+    except (ArchiveError, OSError):
+        return 0
+    key = configured_key()
+    key_id = key.key_id if key is not None else ""
+    templates: dict[str, GraphSource] = {}  # by real name, for the members
+    done = 0
+    # Templates first, so that each member finds the source its template became. No yielding to the program's
+    # threads between graphs: this work needs the lock all the same, and a thread that lets it go waits the
+    # switch interval (5 ms) to get it back from a thread running Python.
+    order = sorted(range(len(manifest.graphs)), key=lambda i: manifest.graphs[i].role != GraphRole.TEMPLATE)
+    with manifests_read_once():
+        home = real_name(archive)
+        for i in order:
+            if stop is not None and stop.is_set():
+                break
+            entry = manifest.graphs[i]
+            if relative_path_problem(entry.json, parents=True):
+                continue
+            name = (_as_named(os.path.normpath(archive / entry.json)), key_id)
+            with state.lock:
+                known = state.prepared.get(name)
+            if known is not None:  # prepared by an earlier start-up: its members may use it all the same
+                if known[0].template is None:
+                    templates[real_name(name[0])] = known[0]
+                continue
+            try:
+                src = _bundled_source(Path(name[0]), home, manifest, i, bundle, templates)
+            except ArchiveError:
+                continue
+            size = src.meta.record.bytes if src.meta.record is not None else 0
+            with state.lock:
+                if state.prepared_bytes + size > PREPARED_BYTES_MAX:
+                    break
+                state.prepared[name] = (src, size)
+                state.prepared_bytes += size
+            done += 1
+    return done
+
+
+def _bundled_source(
+    json_path: Path, home: str, manifest: Manifest, i: int, bundle: Bundle, templates: dict[str, GraphSource]
+) -> GraphSource:
+    """Graph ``i`` of ``manifest`` from its bundle (``prepare_bundle``'s checks); ``home``: the archive's real
+    path. ``ArchiveError`` for a graph the bundle cannot give."""
+    state = _STATE.get()
+    entry = manifest.graphs[i]
+    # The JSON's own hash, as for a file: the manifest must list these very bytes (a graph file edited, and the
+    # manifest with it, leaves the bundle holding other bytes), and the metadata cache is keyed by what was hashed.
+    digest = sha256_holding(bundle.jsons[i])
+    if digest != entry.json_sha256:
+        raise ArchiveCorruptError(f"{json_path}: the bundle holds other bytes than the manifest lists")
+    meta = parse_meta(bundle.jsons[i], json_path, digest, state, proven=True)
+    archive_dir = resolve_archive_dir(json_path, meta)
+    if str(archive_dir) != home:
+        raise ArchiveCorruptError(f"{json_path} names another archive than the manifest that lists it")
+    problem = manifest_disagreement(manifest, entry, meta)
+    if problem:
+        raise ArchiveCorruptError(f"{json_path} and its manifest disagree: {problem}")
+    payload = container_payload(bundle.containers[i], json_path, meta, verify=False, source=f"graph {i} of the bundle")
+    # No record path: it is resolved (a system call) only where the record is dropped and read again.
+    cpath = None
+    if meta.template is None:
+        assert meta.record is not None
+        real = real_name(json_path)
+        src = GraphSource(json_path, meta, payload, archive_dir, None, digest, cpath)
+        with state.lock:
+            # One source per template and process, as ``_full_source`` keeps them, where the one read before
+            # was parsed from these very bytes; otherwise this one serves the bundle's members alone.
+            known = state.full.setdefault((real, meta.record.sha256), src)
+        if known.json_sha256 == digest:
+            src = known
+        templates[real] = src
+        return src
+    template = templates.get(str(template_path(json_path, meta)))
+    if template is None or template.meta.record is None or template.meta.record.sha256 != meta.template.record_sha256:
+        raise ArchiveCorruptError(f"{json_path}: the bundle does not hold its template as the member names it")
+    return GraphSource(json_path, meta, payload, archive_dir, template, digest, cpath)
+
+
+def _read_ahead(state: _Sources, name: tuple[str, str], sources: list[GraphSource]) -> bool:
+    """Reads and checks the records of a prepared source (and its template); on any problem the source is
+    dropped from the prepared ones, for LOAD to read again and report. Whether it stays."""
+    try:
+        for s in sources:
+            s.read_payload()
+        return True
+    except (ArchiveError, OSError):
+        with state.lock:
+            entry = state.prepared.pop(name, None)
+            if entry is not None:
+                state.prepared_bytes -= entry[1]
+        return False
