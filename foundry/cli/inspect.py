@@ -96,6 +96,8 @@ def summarize(path: Path) -> dict[str, Any]:
         },
         "graphs": graphs,
         "groups": len(manifest.groups) if manifest is not None and path.is_dir() else None,
+        # The graph bundle start-up reads the graphs from (docs/FORMAT.md); None: the manifest names none.
+        "bundle_bytes": manifest.bundle.bytes if manifest is not None and manifest.bundle is not None else None,
         "outside": outside,
         "nodes": dict(totals),
         "images": [{"sha256": sha, "bytes": b, "format": fmt} for sha, (b, fmt) in images.items()],
@@ -131,6 +133,9 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
         f"{plural(n.get('edges', 0), 'edge')}"
     )
     print(f"images    {len(summary['images'])}, {format_size(summary['image_bytes'])}")
+    if summary["bundle_bytes"] is not None:
+        size = format_size(summary["bundle_bytes"])
+        print(f"bundle    {size}: the graph files again, in one (LOAD reads them from it)")
     print()
     rows = [
         [g["name"], g["nodes"], g["kernels"], format_size(g["record_bytes"]), g["topology"], "yes" if g["rng"] else ""]

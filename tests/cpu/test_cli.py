@@ -125,6 +125,7 @@ def test_inspect_archive_prints_graphs_nodes_kernels_images_region_and_identity(
     assert "Fake GPU" in out and "132 SMs" in out and "sm_90" in out and "driver 13000" in out
     assert f"base {BASE:#x}" in out and "size 1.0 GiB" in out
     assert f"images    {len(images)}, {format_size(sum(i.stat().st_size for i in images))}" in out
+    assert f"bundle    {format_size((archive / 'graph_bundle.bin').stat().st_size)}: the graph files again" in out
     m = metas(archive)
     nodes = sum(meta["stats"]["nodes"] for meta in m.values())
     kernels = sum(meta["stats"]["kernel"] for meta in m.values())
@@ -140,6 +141,7 @@ def test_inspect_json_is_machine_readable_and_matches_the_archive(archive: Path)
     summary = json.loads(p.stdout)
     m = metas(archive)
     assert summary["manifest"] is True and summary["groups"] == 2
+    assert summary["bundle_bytes"] == (archive / "graph_bundle.bin").stat().st_size
     assert [g["name"] for g in summary["graphs"]] == NAMES
     assert [g["nodes"] for g in summary["graphs"]] == [m[n]["stats"]["nodes"] for n in NAMES]
     for key in ("nodes", "kernel", "memset", "edges"):
