@@ -244,6 +244,34 @@ FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *e
   return 0;
 }
 
+/* The exec's first launch otherwise uploads it (its work descriptors written to the device) inside that
+ * launch: done here, on the builder's thread, the program's first replay costs what later ones do. The upload
+ * runs on a stream of its own that waits for nothing the program queued, and is complete when this returns,
+ * so the exec may be launched on any stream at once. Relaxed capture mode: a capture the program runs
+ * meanwhile on another thread is neither joined nor broken. */
+FDY_EXPORT int fdy_graph_upload_wait(uint64_t exec) {
+  int rc = fdy_driver_ensure();
+  if (rc) return rc;
+  if (!fdy_drv.cuGraphUpload || !fdy_drv.cuStreamDestroy_v2)
+    return fdy_fail(FDY_ERR_UNSUPPORTED, "the driver has no cuGraphUpload");
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CUresult r = fdy_drv.cuThreadExchangeStreamCaptureMode(&mode);
+  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuThreadExchangeStreamCaptureMode", "-");
+  CUstream stream = NULL;
+  const char *call = "cuStreamCreate";
+  r = fdy_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+  if (r == CUDA_SUCCESS) {
+    call = "cuGraphUpload";
+    r = fdy_drv.cuGraphUpload((CUgraphExec)(uintptr_t)exec, stream);
+    CUresult done = fdy_drv.cuStreamSynchronize(stream); /* also after a refused upload: the stream is ours */
+    if (r == CUDA_SUCCESS && done != CUDA_SUCCESS) call = "cuStreamSynchronize", r = done;
+    fdy_drv.cuStreamDestroy_v2(stream);
+  }
+  CUresult back = fdy_drv.cuThreadExchangeStreamCaptureMode(&mode); /* the caller's mode again */
+  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, call, "exec %p", (void *)(uintptr_t)exec);
+  return back != CUDA_SUCCESS ? fdy_fail_cu(back, "cuThreadExchangeStreamCaptureMode", "-") : 0;
+}
+
 FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream) {
   CUresult r = fdy_drv.cuGraphLaunch((CUgraphExec)(uintptr_t)exec, (CUstream)(uintptr_t)stream);
   return r ? fdy_fail_cu(r, "cuGraphLaunch", "exec %p on stream %p", (void *)(uintptr_t)exec, (void *)(uintptr_t)stream) : 0;

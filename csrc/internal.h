@@ -61,7 +61,8 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
   X(cuGraphMemsetNodeSetParams) X(cuGraphMemcpyNodeSetParams)                                 \
   X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecMemcpyNodeSetParams) X(cuGraphNodeSetEnabled)     \
   X(cuMemcpyDtoH_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyBatchAsync_v2) X(cuMemHostAlloc) X(cuMemFreeHost)  \
-  X(cuStreamCreate) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventRecord)                  \
+  X(cuStreamCreate) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventRecord) X(cuStreamDestroy_v2)     \
+  X(cuGraphUpload)                                                                            \
   X(cuThreadExchangeStreamCaptureMode)
 
 typedef struct {

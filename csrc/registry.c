@@ -359,6 +359,33 @@ FDY_EXPORT int fdy_image_function(size_t image_index, const char *name, uint64_t
   return 0;
 }
 
+FDY_EXPORT int fdy_image_load_many(size_t count, const uint64_t *datas, const uint64_t *sizes,
+                                   const char *const *hashes, size_t *indices, size_t *done) {
+  if (!done) return fdy_fail(FDY_ERR_INVALID, "fdy_image_load_many: no count out");
+  *done = 0;
+  if (count && (!datas || !sizes || !hashes || !indices)) return fdy_fail(FDY_ERR_INVALID, "fdy_image_load_many: NULL array");
+  for (size_t i = 0; i < count; i++) {
+    int rc = fdy_image_load((const void *)(uintptr_t)datas[i], sizes[i], hashes[i], &indices[i]);
+    if (rc) return rc;
+    *done = i + 1;
+  }
+  return 0;
+}
+
+FDY_EXPORT int fdy_image_functions(size_t count, const size_t *image_indices, const char *const *names,
+                                   uint64_t *functions, size_t *done) {
+  if (!done) return fdy_fail(FDY_ERR_INVALID, "fdy_image_functions: no count out");
+  *done = 0;
+  if (count && (!image_indices || !names || !functions)) return fdy_fail(FDY_ERR_INVALID, "fdy_image_functions: NULL array");
+  for (size_t i = 0; i < count; i++) {
+    if (!names[i]) return fdy_fail(FDY_ERR_INVALID, "fdy_image_functions: kernel %zu has no name", i);
+    int rc = fdy_image_function(image_indices[i], names[i], &functions[i]);
+    if (rc) return rc;
+    *done = i + 1;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------ per-function attributes */
 static const CUfunction_attribute func_attrs[FDY_FUNC_ATTR_COUNT] = {FDY_FUNC_ATTRS(FDY_CUDA_VALUE)};
 

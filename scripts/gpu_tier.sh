@@ -116,6 +116,14 @@ for r in json.load(open(sys.argv[1]))["results"]:
     print("  replay max/median: same process", round(r["replay_ratio_max"], 4), round(r["replay_ratio_median"], 4),
           "cross process", round(r["replay_ratio_max_cross_process"], 4), round(r["replay_ratio_median_cross_process"], 4),
           "shared/own max", round(r["shared_over_own_exec_max"], 4))
+    c = r.get("cold_path") or {}
+    print("  cold path", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in c.items()
+                          if k in ("startup_wait_s", "load_all_s", "modules_and_load_s", "load_us_per_node", "own_execs_s",
+                                   "first_replay_over_native_max", "first_replay_over_native_max_switched",
+                                   "first_replay_over_native_max_unswitched", "second_replay_over_native_max",
+                                   "first_replay_own_over_native_max", "first_replay_own_over_native_median",
+                                   "second_replay_own_over_native_max", "modules_background_s", "model_s")})
+    print("  startup phases", {k: round(v, 4) for k, v in (c.get("startup_phases_s") or {}).items()})
     for key in ("save_phases_s", "save_phase_faults", "build_probe", "driver_probe", "process_probe_us", "tensor_at_us"):
         if r.get(key):
             print(f"  {key}: {json.dumps(r[key])[:600]}")

@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 7
+#define FDY_ABI_VERSION 8
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -184,6 +184,14 @@ FDY_EXPORT int fdy_registry_entries(size_t index, char *buf, size_t cap, size_t 
 /* LOAD: loads an image (kept alive by the caller) as a CUlibrary and registers it. */
 FDY_EXPORT int fdy_image_load(const void *data, uint64_t size, const char *hash, size_t *image_index);
 FDY_EXPORT int fdy_image_function(size_t image_index, const char *name, uint64_t *function);
+/* fdy_image_load for count images in one call (datas[i], sizes[i], hashes[i] -> indices[i]), in order, stopping
+ * at the first that fails (its error is the call's); *done: how many were loaded. One call, so that a caller
+ * holding an interpreter lock lets it go once for them all, not once per image. */
+FDY_EXPORT int fdy_image_load_many(size_t count, const uint64_t *datas, const uint64_t *sizes,
+                                   const char *const *hashes, size_t *indices, size_t *done);
+/* fdy_image_function for count kernels (image_indices[i], names[i] -> functions[i]), likewise. */
+FDY_EXPORT int fdy_image_functions(size_t count, const size_t *image_indices, const char *const *names,
+                                   uint64_t *functions, size_t *done);
 /* Records every CUfunction launched eagerly while on (cuLaunchKernel, cuLaunchKernelEx, ...). */
 FDY_EXPORT void fdy_launch_trace(int on);
 FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);
@@ -229,6 +237,9 @@ FDY_EXPORT int fdy_graph_work_enable(uint64_t graph, uint64_t exec, const void *
 FDY_EXPORT int fdy_record_pointed_words(const void *record, size_t record_size, const uint64_t *ranges,
                                         size_t range_count, uint64_t **pairs, size_t *count);
 FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *exec);
+/* Uploads an exec to the device and waits for the upload (on a stream of its own), so that its first launch
+ * does no upload work. */
+FDY_EXPORT int fdy_graph_upload_wait(uint64_t exec);
 FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream);
 FDY_EXPORT int fdy_graph_destroy(uint64_t graph);
 FDY_EXPORT int fdy_graph_exec_destroy(uint64_t exec);

@@ -143,6 +143,7 @@ def cold_path(row: dict[str, Any], native: dict[str, Any], loaded: dict[str, Any
         "first_replay_over_native_max": max(over_native.values()) if over_native else None,
         "first_replay_over_native_median": statistics.median(over_native.values()) if over_native else None,
         **first_replay_breakdown(loaded.get("first_replay") or {}, native["latency_us"]),
+        **own_first_replays(loaded.get("first_replay_own") or {}, native["latency_us"]),
         "floor_s": floor,
         "first_step_load_s": row["first_step_load_s"],
         "over_floor_s": row["first_step_load_s"] - floor,
@@ -176,10 +177,29 @@ def first_replay_breakdown(detail: dict[str, dict[str, Any]], native_us: dict[st
     }
 
 
+def own_first_replays(detail: dict[str, dict[str, Any]], native_us: dict[str, float]) -> dict[str, Any]:
+    """Each graph's first replay once every graph has its own exec (foundry.bench.probes.first_replays after
+    ``wait_all``): what a program's first step at each batch size costs once LOAD's background builds are
+    done, the state a server is in from ``own_execs_s`` after LOAD on. Each such exec was built, instantiated
+    and uploaded in the background and never launched before (a template whose shared exec was never
+    switched keeps it, launched already). Ratios to native's warm median, as ``first_replay_breakdown``."""
+    ratios = {bs: r["us"] / native_us[bs] for bs, r in detail.items() if bs in native_us}
+    if not ratios:
+        return {}
+    again = [r["again_us"] / native_us[bs] for bs, r in detail.items() if bs in native_us]
+    bs = max(ratios, key=ratios.__getitem__)
+    return {
+        "first_replay_own_over_native_max": ratios[bs],
+        "first_replay_own_over_native_median": statistics.median(ratios.values()),
+        "second_replay_own_over_native_max": max(again),
+        "first_replay_own_slowest": {"bs": bs, "native_us": native_us[bs], **detail[bs]},
+    }
+
+
 def _cold_table(rows: list[dict[str, Any]]) -> str:
     heads = ["model", "variant", "modules s", "(background)", "LOAD all s", "together s", "us/node", "own execs s",
-             "shared/own max", "1st replay/native max", "floor s", "first step LOAD s", "over floor s",
-             "first step native s", "SAVE/capture"]  # fmt: skip
+             "shared/own max", "1st replay/native max", "1st replay own/native max", "floor s", "first step LOAD s",
+             "over floor s", "first step native s", "SAVE/capture"]  # fmt: skip
     body = []
     for r in rows:
         c = r.get("cold_path") or {}
@@ -192,7 +212,8 @@ def _cold_table(rows: list[dict[str, Any]]) -> str:
 
         body.append([r["shape"], r["variant"], f("modules_s"), f("modules_background_s"), f("load_all_s"),
                      f("modules_and_load_s"), f("load_us_per_node", ".2f"), f("own_execs_s"),
-                     f("shared_over_own_max"), f("first_replay_over_native_max"), f("floor_s", ".2f"),
+                     f("shared_over_own_max"), f("first_replay_over_native_max"),
+                     f("first_replay_own_over_native_max"), f("floor_s", ".2f"),
                      f("first_step_load_s", ".2f"), f("over_floor_s", ".2f"), f("first_step_native_s", ".2f"),
                      f("save_over_capture", ".2f")])  # fmt: skip
     return table(heads, body)

@@ -272,6 +272,8 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     dedicated_s = time.perf_counter() - t1
     _progress(tag, f"members' own execs built in {dedicated_s:.2f} s (in the background)")
     _fill(model, ids, pos, 1)
+    first_replay_own = probes.first_replays(graphs, pending)  # each own exec's very first launch
+    _fill(model, ids, pos, 1)
     digests = _digests(graphs)
     latency = {str(bs): _latency_us(g) for bs, (g, _) in graphs.items()}
     t1 = time.perf_counter()
@@ -284,6 +286,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
         "cold": cold,
         "first_replay_us": {bs: r["us"] for bs, r in first_replay.items()},
         "first_replay": first_replay,
+        "first_replay_own": first_replay_own,
         "exec_update_probe": exec_update,
         "modules_s": modules_s,
         "trace": pending.phases.spans,

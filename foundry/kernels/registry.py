@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from foundry import native
@@ -30,7 +31,9 @@ __all__ = [
     "is_loaded",
     "launch_trace",
     "load_image",
+    "load_images",
     "loaded_function",
+    "loaded_functions",
     "loaded_image",
     "recorded_images",
     "resolve",
@@ -132,6 +135,57 @@ def load_image(sha256: str, data: bytearray) -> int:
             s.hashes[index] = sha256
             s.loading.pop(sha256, None)
         return index
+
+
+def load_images(images: Sequence[tuple[str, bytearray]]) -> None:
+    """``load_image`` for several images (sha256, data), those not loaded yet in one native call, so that a
+    thread loading them lets the interpreter lock go once, not once per image: beside a thread running
+    Python it would wait up to the switch interval (5 ms) to get it back after each. Raises the first image's
+    error that the driver refused; the images before it stay loaded and registered."""
+    s = _STATE.get()
+    gates: list[threading.Lock] = []
+    with s.lock:
+        # Sorted, so that two callers taking several gates cannot each hold one the other waits for.
+        for sha in sorted({sha for sha, _ in images if sha not in s.loaded}):
+            gates.append(s.loading.setdefault(sha, threading.Lock()))
+    for gate in gates:
+        gate.acquire()
+    try:
+        with s.lock:
+            todo = [(data, sha) for sha, data in dict(images).items() if sha not in s.loaded]
+        loaded, error = native.load_images(todo) if todo else ([], None)
+        with s.lock:
+            for (data, sha), (index, keep) in zip(todo, loaded, strict=False):
+                s.keepalive.extend((data, keep))
+                s.loaded[sha] = index
+                s.hashes[index] = sha
+                s.loading.pop(sha, None)
+    finally:
+        for gate in gates:
+            gate.release()
+    if error is not None:
+        raise error
+
+
+def loaded_functions(refs: Sequence[KernelRef]) -> None:
+    """Looks up (``loaded_function``) the kernels not looked up yet, in one native call; raises
+    ``KernelNotFoundError`` naming the first the driver cannot find, or whose image is not loaded."""
+    s = _STATE.get()
+    with s.lock:
+        todo = list({(r.image, r.name): r for r in refs if (r.image, r.name) not in s.functions}.values())
+        where = [s.loaded.get(r.image) for r in todo]
+    missing = next((r for r, index in zip(todo, where, strict=True) if index is None), None)
+    if missing is not None:
+        raise KernelNotFoundError(
+            f"kernel {missing.name} lives in image {missing.image[:16]}..., which is not loaded: call "
+            "load_cuda_modules_and_libraries(archive_dir) first"
+        )
+    found, error = native.image_functions([(int(i or 0), r.name) for r, i in zip(todo, where, strict=True)])
+    with s.lock:
+        for r, function in zip(todo, found, strict=False):
+            s.functions[(r.image, r.name)] = function
+    if error is not None:
+        raise error
 
 
 def loaded_image(sha256: str) -> ImageRecord:

@@ -178,7 +178,7 @@ def build_exec(
             codec.destroy_graph(graph)
             raise
     try:
-        return graph, codec.instantiate(graph)
+        return graph, codec.instantiate_uploaded(graph)
     except BaseException:
         codec.destroy_graph(graph)
         raise

@@ -75,7 +75,7 @@ class Group:
 
     def instantiate_shared(self) -> None:
         """Instantiates the shared exec from the template's graph (a builder thread)."""
-        self.exec = codec.instantiate(self.graph)
+        self.exec = codec.instantiate_uploaded(self.graph)
 
     def make_ready(self, member_functions: dict[int, list[int]]) -> None:
         """Records the template's values of every node a member varies, hands each graph its function
@@ -149,7 +149,7 @@ class Group:
                 for h in templates:
                     h.graph, h.exec = self.graph, self.exec
         if not keep_shared:
-            fresh = codec.instantiate(self.graph) if templates else 0
+            fresh = codec.instantiate_uploaded(self.graph) if templates else 0
             with self.lock:
                 for h in templates:
                     h.graph, h.exec = self.graph, fresh

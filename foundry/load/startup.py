@@ -6,11 +6,11 @@ On the caller's thread, before it returns: the manifest's seal (and, with a key,
 checked, the region's range is reserved (which may create the CUDA context) before anything else maps
 memory, reading and hashing the images starts on reader threads (they need no CUDA), and LOAD's
 builder threads start paging in their heaps (threads.py). On a background thread, while the program
-builds its model: each image is loaded into the driver once its hash is proven (and the module
-variables the manifest lists for it are written into it: load/variables.py), the kernels the manifest
-lists are looked up (the driver loads a kernel on its first lookup); and beside that, on a thread of its
-own, the graphs are read and checked ahead of LOAD (metadata, manifest listing, records), for it to take
-as they are. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its
+builds its model: once every image is read and its hash proven, the images are loaded into the driver (and
+the module variables the manifest lists for them are written into them: load/variables.py), and the
+kernels the manifest lists are looked up (the driver loads a kernel on its first lookup); and beside that,
+on a thread of its own, the graphs are read and checked ahead of LOAD (metadata, manifest listing, records),
+for it to take as they are. LOAD (``start_graph_builds``, ``CUDAGraph.load``) waits for that work first, and raises its
 error if it failed: a damaged image is refused before the driver sees it either way. ``start_graph_builds``
 does not wait for the graphs' reading to end: it stops it and reads the graphs not yet read itself.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,7 +148,8 @@ def load_cuda_modules_and_libraries(
                     f"{archive} is not a Foundry archive: it has neither {MANIFEST_NAME} nor {IMAGES_DIR}/"
                 )
             sizes = {p.stem: None for p in sorted(image_dir.glob("*.bin")) if is_sha256(p.stem)}
-    todo = [sha for sha in sizes if not kernels.is_loaded(sha)]
+    # Largest first: the reads end about when the largest ends, and the driver loads nothing before all are in.
+    todo = sorted((sha for sha in sizes if not kernels.is_loaded(sha)), key=lambda sha: -(sizes[sha] or 0))
     if hint is not None:
         with phases.span("context"):  # the engine's own cost, paid here first when no context exists yet
             ensure_cuda_context()
@@ -202,25 +203,34 @@ def _finish(
     manifest: Manifest | None,
     cut: threading.Event,
 ) -> None:
-    """The background part: images into the driver as their hashes are proven, then kernels; the graphs
-    beside them, on a thread of their own. The images' part waits mostly in the driver and the graphs' part
-    is Python, so together they take little longer than the graphs alone (for an engine's thousands of
-    piecewise graphs, seconds) instead of the sum, and LOAD finds them ready sooner."""
+    """The background part: the images, once all are read and proven, into the driver, then their kernels,
+    each in one native call; the graphs beside them, on a thread of their own, started once the images are
+    read. The graphs' part is Python, which holds the interpreter lock: the readers started beside it got
+    the lock back only every few milliseconds after each read and each hash (the switch interval), and a
+    driver call per image waited as long on its return. Read first, and loaded with the lock let go once,
+    the images' part costs the driver's time, and the graphs' part runs beside it."""
+    graphs_thread: ThreadPoolExecutor | None = None
     try:
         with phases.span("background"):
+            failed: BaseException | None = None
+            with phases.span("image_wait"):
+                for read in as_completed(reads.values()):
+                    failed = read.exception()
+                    if failed is not None:
+                        break
             graphs_thread = ThreadPoolExecutor(1, thread_name_prefix="foundry-startup-graphs")
             graphs_read = graphs_thread.submit(_prepare_graphs, phases, archive, manifest, cut)
             graphs_thread.shutdown(wait=False)
+            if failed is not None:
+                raise failed
             if context is not None:
                 set_current_context(context)
-            listed = {e.sha256: e.variables for e in entries}
-            for sha, read in reads.items():
-                data = read.result()
-                with phases.span("image_driver_load"):
-                    kernels.load_image(sha, data)
-                if context is not None:  # needs one; without, LOAD writes them before it builds a graph
+            with phases.span("image_driver_load"):
+                kernels.load_images([(sha, read.result()) for sha, read in reads.items()])
+            if context is not None:  # needs one; without, LOAD writes them before it builds a graph
+                listed = {e.sha256: e.variables for e in entries}
+                for sha in reads:
                     write_variables(sha, listed.get(sha), archive, str(archive / MANIFEST_NAME))
-            if context is not None:
                 with phases.span("kernel_lookup"):
                     _load_kernels(entries)
             graphs_read.result()
@@ -259,12 +269,10 @@ def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:
     """Looks up the kernels the manifest says the graphs launch. The driver loads a library's
     kernels lazily, on their first lookup in a context (tens of ms for a decoder's ~90 kernels, as the
     benchmark's driver probe measures); done here, at process start, that is off LOAD's path."""
-    for e in entries:
-        for name in e.kernels:
-            try:
-                kernels.loaded_function(kernels.KernelRef(e.sha256, name))
-            except KernelNotFoundError as exc:
-                raise ArchiveCorruptError(
-                    f"the manifest lists kernel {name} in image {e.sha256[:16]}..., which the driver cannot find "
-                    f"there ({exc}): the manifest does not belong to these images. Save the archive again."
-                ) from exc
+    try:
+        kernels.loaded_functions([kernels.KernelRef(e.sha256, name) for e in entries for name in e.kernels])
+    except KernelNotFoundError as exc:
+        raise ArchiveCorruptError(
+            f"the manifest lists a kernel that the driver cannot find in its image ({exc}): the manifest does not "
+            "belong to these images. Save the archive again."
+        ) from exc

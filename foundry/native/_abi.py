@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 7
+ABI_VERSION = 8
 OK = 0
 
 
@@ -245,6 +245,27 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "fdy_image_load": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, _ptr(ctypes.c_size_t, 1)]),
     "fdy_image_function": (ctypes.c_int, [ctypes.c_size_t, ctypes.c_char_p, _ptr(ctypes.c_uint64, 1)]),
+    "fdy_image_load_many": (
+        ctypes.c_int,
+        [
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint64, 1),
+            _ptr(ctypes.c_uint64, 1),
+            _ptr(ctypes.c_char, 2),
+            _ptr(ctypes.c_size_t, 1),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
+    "fdy_image_functions": (
+        ctypes.c_int,
+        [
+            ctypes.c_size_t,
+            _ptr(ctypes.c_size_t, 1),
+            _ptr(ctypes.c_char, 2),
+            _ptr(ctypes.c_uint64, 1),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
     "fdy_launch_trace": (None, [ctypes.c_int]),
     "fdy_launch_trace_read": (ctypes.c_size_t, [_ptr(ctypes.c_uint64, 1), ctypes.c_size_t]),
     "fdy_func_get_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
@@ -323,6 +344,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         ],
     ),
     "fdy_graph_instantiate": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64, _ptr(ctypes.c_uint64, 1)]),
+    "fdy_graph_upload_wait": (ctypes.c_int, [ctypes.c_uint64]),
     "fdy_graph_launch": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_graph_destroy": (ctypes.c_int, [ctypes.c_uint64]),
     "fdy_graph_exec_destroy": (ctypes.c_int, [ctypes.c_uint64]),

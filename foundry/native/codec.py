@@ -23,6 +23,7 @@ __all__ = [
     "destroy_graph",
     "extract",
     "instantiate",
+    "instantiate_uploaded",
     "launch",
     "pointed_words",
     "set_work_enabled",
@@ -166,6 +167,18 @@ def instantiate(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY) -> int:
     out = ctypes.c_uint64()
     check(native().fdy_graph_instantiate(graph, flags, ctypes.byref(out)), "graph instantiation", CodecError)
     return out.value
+
+
+def instantiate_uploaded(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY) -> int:
+    """``instantiate``, then the exec uploaded to the device (``fdy_graph_upload_wait``), so that its first
+    launch costs what later ones do; the exec is destroyed if the upload fails."""
+    exec_ = instantiate(graph, flags)
+    try:
+        check(native().fdy_graph_upload_wait(exec_), "graph upload", CodecError)
+    except BaseException:
+        destroy_exec(exec_)
+        raise
+    return exec_
 
 
 def launch(exec_: int, stream: int) -> None:

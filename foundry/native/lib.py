@@ -132,12 +132,19 @@ def native() -> Lib:
 
 def check(rc: int, what: str, default: type[DriverError] = DriverError) -> None:
     """Raises the exception matching a failed call's return code, with the library's message."""
+    error = failure(rc, what, default)
+    if error is not None:
+        raise error
+
+
+def failure(rc: int, what: str, default: type[DriverError] = DriverError) -> DriverError | None:
+    """The exception ``check`` raises for a call's return code (None for success), for a caller that must
+    finish its own bookkeeping before it raises."""
     if rc == 0:
-        return
+        return None
     lib = native()
     message = lib.last_error() or f"{what} failed with code {rc}"
-    cls = _CODE_ERRORS.get(rc, default)
-    raise cls(message, rc)
+    return _CODE_ERRORS.get(rc, default)(message, rc)
 
 
 def require_interposer(action: str) -> Lib:

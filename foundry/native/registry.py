@@ -5,24 +5,26 @@ attributes a function table records, and the trace of eager launches."""
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from foundry.errors import KernelNotFoundError, RegistryError
+from foundry.errors import DriverError, KernelNotFoundError, RegistryError
 from foundry.format import FuncAttr, FuncAttrs
 
 from ._abi import ErrorCode, ImageFormat, ImageInfo, ImageKind
-from .lib import check, native
+from .lib import check, failure, native
 
 __all__ = [
     "ImageRecord",
     "function_attrs",
     "image_entries",
     "image_function",
+    "image_functions",
     "image_view",
     "launch_trace_read",
     "launch_trace_set",
     "load_image",
+    "load_images",
     "registry_count",
     "registry_image",
     "resolve_function",
@@ -102,6 +104,36 @@ def load_image(data: bytearray, sha256: str) -> tuple[int, object]:
     rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
     check(rc, "load image", RegistryError)
     return index.value, buf
+
+
+def load_images(items: Sequence[tuple[bytearray, str]]) -> tuple[list[tuple[int, object]], DriverError | None]:
+    """``load_image`` for several images in one native call (the interpreter lock let go once for them all):
+    (registry index, what to keep alive) of each image loaded, in order, and the error that stopped the rest,
+    or None. The images loaded before an error stay loaded, so the caller registers them either way."""
+    n = len(items)
+    bufs = [(ctypes.c_char * len(data)).from_buffer(data) for data, _ in items]
+    datas = (ctypes.c_uint64 * n)(*(ctypes.addressof(b) for b in bufs))
+    sizes = (ctypes.c_uint64 * n)(*(len(data) for data, _ in items))
+    hashes = (ctypes.c_char_p * n)(*(sha.encode() for _, sha in items))
+    indices = (ctypes.c_size_t * n)()
+    done = ctypes.c_size_t()
+    names = ctypes.cast(hashes, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)))
+    rc = native().fdy_image_load_many(n, datas, sizes, names, indices, ctypes.byref(done))
+    return [(indices[i], bufs[i]) for i in range(done.value)], failure(rc, "load image", RegistryError)
+
+
+def image_functions(kernels: Sequence[tuple[int, str]]) -> tuple[list[int], DriverError | None]:
+    """``image_function`` for several kernels in one native call: the CUfunctions looked up, in order, and the
+    error that stopped the rest, or None."""
+    n = len(kernels)
+    indices = (ctypes.c_size_t * n)(*(i for i, _ in kernels))
+    names = (ctypes.c_char_p * n)(*(name.encode() for _, name in kernels))
+    out = (ctypes.c_uint64 * n)()
+    done = ctypes.c_size_t()
+    rc = native().fdy_image_functions(
+        n, indices, ctypes.cast(names, ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), out, ctypes.byref(done)
+    )
+    return list(out[: done.value]), failure(rc, "kernel lookup", KernelNotFoundError)
 
 
 def image_function(index: int, name: str) -> int:

@@ -21,6 +21,11 @@ warmed = builders._STATE.get().crew  # started by load_cuda_modules_and_librarie
 p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=4, defer_dedicated=True)
 handles = [p.wait_group(i) for i in range(len(NAMES))]
 taken = warmed is not None and builders._STATE.get().crew is None and not warmed.pool._closed
+def counts(exec_):  # [uploads, launches] the fake driver saw for an exec
+    u, n = ctypes.c_uint(), ctypes.c_uint()
+    assert cu.lib.fakecuda_exec_counts(ctypes.c_void_p(exec_), ctypes.byref(u), ctypes.byref(n)) == 0
+    return [u.value, n.value]
+shared_counts = counts(handles[0].group.exec)
 def replay(phase):
     runs = []
     for k in INPUT_SETS:
@@ -31,6 +36,7 @@ def replay(phase):
 shared = replay("shared")
 shared_execs = {h.exec for h in handles}
 p.build_dedicated(); p.wait_all()
+own_counts = [counts(h.exec) for h in handles]
 closed = warmed is not None and warmed.pool._closed and warmed._keeps == []
 closed = closed and not any(t.is_alive() for t in warmed.pool._threads)
 own = replay("own")
@@ -56,7 +62,7 @@ kinds += [probe.next_launch(p3, i) for i in (0, 1)]
 emit(runs=shared + own + again, demand=p.demand, own_order=p3.own_order, demand3=p3.demand,
      released=released, taken=taken, closed=closed, shared_execs=sorted(shared_execs),
      own_execs=own_execs, group_exec=group_exec, switched=p.timings["switches"],
-     fallbacks=p.timings["switch_fallbacks"], kinds=kinds,
+     fallbacks=p.timings["switch_fallbacks"], kinds=kinds, shared_counts=shared_counts, own_counts=own_counts,
      same_template=len({id(h.source.template) for h in first[1:]} | {id(first[0].source)}))
 """
 
@@ -90,6 +96,10 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
     # How each would replay next (the benchmark's first replays report it): the template on the shared
     # exec as it stands, a member after a switch; the last one launched as it stands; then their own.
     assert r["kinds"] == ["shared", "switch", "shared", "switch", "own", "own"]
+    # Every exec LOAD makes is uploaded (and the upload waited for) before the program can launch it, so that
+    # its first launch does no upload work: the shared exec before any replay, each own exec before its first.
+    assert r["shared_counts"] == [1, 0]
+    assert r["own_counts"] == [[1, 0]] * len(NAMES)
 
 
 FAILING = """

@@ -74,6 +74,21 @@ threads = [threading.Thread(target=racer) for _ in range(8)]
 for t in threads: t.start()
 for t in threads: t.join()
 res["race"] = [len(set(got)), len(got), len(registry.recorded_images()) - res["count_after_reload"]]
+# Several images in one native call: the one the driver refuses stops the rest, those before stay loaded.
+keys = ["1" * 64, "2" * 64, "3" * 64]
+res["batch_error"] = error_of(registry.load_images, [(keys[0], bytearray(data)), (keys[1], bytearray(64)),
+                                                     (keys[2], bytearray(data))])
+res["batch_loaded"] = [registry.is_loaded(k) for k in keys]
+res["batch_again"] = error_of(registry.load_images, [(keys[0], bytearray(data)), (keys[2], bytearray(data))])
+res["batch_loaded_again"] = [registry.is_loaded(k) for k in keys]
+name = REFS[0][1]
+refs = [registry.KernelRef(keys[0], name), registry.KernelRef(keys[0], "no_such_kernel"),
+        registry.KernelRef(keys[2], name)]
+res["lookups_error"] = error_of(registry.loaded_functions, refs)
+res["looked_up"] = [registry.is_looked_up(r) for r in refs]
+res["lookups_unloaded"] = error_of(registry.loaded_functions, [registry.KernelRef(keys[1], name)])
+res["lookups_again"] = error_of(registry.loaded_functions, [refs[0], refs[2]])
+res["looked_up_again"] = [registry.is_looked_up(r) for r in refs]
 out(**res)
 """
 
@@ -106,3 +121,13 @@ def test_archived_images_resolve_every_kernel_and_restore_attributes_in_a_second
     assert loaded["missing_name"][0] == "KernelNotFoundError" and "no_such_kernel" in loaded["missing_name"][1]
     assert loaded["count_after_reload"] == n_images
     assert loaded["race"] == [1, 8, 1], "one image loaded by racing threads must load once"
+    # Batched loads and lookups: stopped by the first failure, which names its image or kernel; the work
+    # before it is kept and registered, and a later call does only what is left.
+    assert loaded["batch_error"][0] == "RegistryError" and "2" * 64 in loaded["batch_error"][1]
+    assert loaded["batch_loaded"] == [True, False, False]
+    assert loaded["batch_again"] is None and loaded["batch_loaded_again"] == [True, False, True]
+    assert loaded["lookups_error"][0] == "KernelNotFoundError" and "no_such_kernel" in loaded["lookups_error"][1]
+    assert loaded["looked_up"] == [True, False, False]
+    assert loaded["lookups_unloaded"][0] == "KernelNotFoundError"
+    assert "load_cuda_modules_and_libraries" in loaded["lookups_unloaded"][1]
+    assert loaded["lookups_again"] is None and loaded["looked_up_again"] == [True, False, True]

@@ -161,6 +161,7 @@ CUresult fc_graph_launch(CUgraphExec h, CUstream sh, int ptds) {
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   fc_stream *s;
   if ((r = fc_stream_resolve(sh, ptds, &s))) return r;
+  e->launches++;
   fc_node *w = fc_node_new(CU_GRAPH_NODE_TYPE_GRAPH);
   if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
   if (s->cap) { /* captured graph launch: a child-graph node holding a copy of the exec's graph */
@@ -182,8 +183,24 @@ FC_API CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) { FC_GUARD(fc_grap
 
 CUresult fc_graph_upload(CUgraphExec h, CUstream sh, int ptds) {
   fc_stream *s;
-  if (!exec_get(h)) return CUDA_ERROR_INVALID_VALUE;
-  return fc_stream_resolve(sh, ptds, &s);
+  fc_exec *e = exec_get(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = fc_stream_resolve(sh, ptds, &s);
+  if (r == CUDA_SUCCESS) e->uploads++;
+  return r;
+}
+
+/* Not a driver entry point: for tests, how often an exec was uploaded and launched. */
+static CUresult exec_counts_impl(CUgraphExec h, unsigned *uploads, unsigned *launches) {
+  fc_exec *e = exec_get(h);
+  if (!e || !uploads || !launches) return CUDA_ERROR_INVALID_VALUE;
+  *uploads = e->uploads;
+  *launches = e->launches;
+  return CUDA_SUCCESS;
+}
+
+FC_API CUresult fakecuda_exec_counts(CUgraphExec h, unsigned *uploads, unsigned *launches) {
+  FC_GUARD(exec_counts_impl(h, uploads, launches));
 }
 
 FC_API CUresult cuGraphUpload(CUgraphExec e, CUstream s) { FC_GUARD(fc_graph_upload(e, s, 0)); }

@@ -253,6 +253,7 @@ typedef struct fc_graph {
 typedef struct fc_exec {
   fc_graph *g; /* snapshot; its nodes' orig point at the source graph's nodes */
   unsigned long long flags;
+  unsigned uploads, launches; /* cuGraphUpload calls and launches (fakecuda_exec_counts) */
 } fc_exec;
 
 static inline fc_graph *fc_graph_get(CUgraph h) { return fc_is(h, FC_K_GRAPH) ? (fc_graph *)h : NULL; }
