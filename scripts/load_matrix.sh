@@ -28,6 +28,9 @@ phases = " ".join(f"{k}[{lo:.3f}-{hi:.3f} sum {s:.3f}]" for k, (lo, hi, s) in sp
 first = {k: round(1000 * (b - a), 1) for k, _t, a, b in sorted(d["trace"], key=lambda s: s[2])[::-1] if k in ("build", "instantiate")}
 print(f"{sys.argv[2]:40s} modules {d['modules_s']:.3f} first {d['load_first_s']:.3f} all {d['load_all_s']:.3f} read {t['read_s']:.3f} "
       f"images {t['images_s']:.3f} replayable {t['all_replayable_s']:.3f} faults {d.get('load_minor_faults')} first-ms {first} | {phases}")
+cold = d.get("cold") or {}
+print("   start-up:", {k: round(v, 3) for k, v in (cold.get("startup_phases_s") or {}).items()},
+      "model_s", round(cold.get("model_s", 0), 3), "wait", round(t.get("startup_wait_s", 0), 3))
 print("   faults by phase:", {k[7:]: v for k, v in t.items() if k.startswith("faults_")},
       "thread s:", {k[7:-2]: round(v, 3) for k, v in t.items() if k.startswith("thread_")})
 PY

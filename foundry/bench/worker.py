@@ -248,7 +248,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     if os.environ.get("FOUNDRY_BENCH_LOAD_ONLY"):  # timings of LOAD alone (repeated loads in one call)
         return {"modules_s": modules_s, "load_first_s": load_first_s, "load_all_s": load_all_s,
                 "load_minor_faults": load_minor_faults, "timings": pending.timings,
-                "trace": pending.phases.spans}  # fmt: skip
+                "trace": pending.phases.spans, "cold": cold}  # fmt: skip
 
     _fill(model, ids, pos, 1)
     first_replay = probes.first_replays(graphs, pending)  # before any other replay: each graph's very first
