@@ -138,3 +138,45 @@ def test_invalid_region_arguments_are_rejected_with_the_rule(app_json: AppJson) 
     assert r["unaligned"][0] == "DriverError" and "multiple of the device's mapping granularity" in r["unaligned"][1]
     assert r["zero"][0] == "DriverError"
     assert r["state"] is False
+
+
+SEED_BASE = 0x7F00_0000_0000  # the seed README's region base, where Linux also maps libraries
+GUARD_BYTES = 64 << 30
+SEED_GUARD = f"""
+import ctypes
+SEED = {SEED_BASE:#x}
+def at_seed():  # the mapping that holds the seed base, as /proc/self/maps lists it: [start, end, permissions]
+    for line in open("/proc/self/maps"):
+        lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+        if lo <= SEED < hi:
+            return [lo, hi, line.split()[1]]
+    return None
+held = at_seed()
+cu = Cuda()
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+# A later mapping that asks for the base only as a hint, as libraries and thread stacks are placed.
+hinted = libc.mmap(SEED, 1 << 20, 3, 0x22, -1, 0)  # PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS
+err = error_of(region.set_allocation_region, SEED, "1GB")
+rc, p = alloc_raw(10) if err is None else (None, 0)
+out(held=held, hinted=hinted, err=err, after=at_seed(), p=p - SEED if p else None, rc=rc)
+"""
+
+
+def test_the_seed_readme_base_is_kept_free_for_the_region(app_json: AppJson) -> None:
+    # libfoundry, preloaded, maps a placeholder over the seed README's base before the program maps anything;
+    # later mappings go around it, and set_allocation_region gives it back just before it reserves the range.
+    r = app_json(scenario(SEED_GUARD))
+    assert r["held"] == [SEED_BASE, SEED_BASE + GUARD_BYTES, "---p"]
+    assert r["hinted"] != SEED_BASE
+    assert r["err"] is None and [r["rc"], r["p"]] == [0, 0]
+    assert r["after"] is not None and r["after"][0] == SEED_BASE and r["after"][1] - r["after"][0] < GUARD_BYTES
+
+
+def test_without_the_placeholder_a_mapping_at_the_seed_base_takes_it_from_the_region(app_json: AppJson) -> None:
+    # FOUNDRY_REGION_GUARD=0: what the placeholder prevents, a mapping the kernel placed at the base first.
+    r = app_json(scenario(SEED_GUARD), env={"FOUNDRY_REGION_GUARD": "0"})
+    assert r["held"] is None or r["held"][1] - r["held"][0] != GUARD_BYTES
+    assert r["hinted"] == SEED_BASE
+    assert r["err"][0] == "RegionBaseTakenError" and f"{SEED_BASE:#x}" in r["err"][1]
