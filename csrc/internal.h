@@ -108,9 +108,6 @@ int fdy_region_address_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize,
 int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, CUresult *res);
 int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res);
 void fdy_region_note_map(CUdeviceptr ptr, size_t size, int mapped);
-/* Gives back the placeholder over the seed README's region base (region_guard.c) if [base, base + size)
- * overlaps it: called right before the driver is asked to reserve that range. */
-void fdy_region_unguard(uint64_t base, uint64_t size);
 /* imports.c: memory of other processes open here (see fdy_imports_live) */
 void fdy_imports_note_ipc(CUdeviceptr dptr, int delta);
 void fdy_imports_note_handle(CUmemGenericAllocationHandle h, int delta);

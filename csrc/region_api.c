@@ -60,7 +60,6 @@ FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size) {
     goto adopt;
   }
   drop_hold(); /* a hold for another range: give it back first */
-  fdy_region_unguard(base, size);
   r = fdy_drv.cuMemAddressReserve(&got, size, gran, base, 0);
   if (r != CUDA_SUCCESS) {
     rc = fdy_fail_cu(r, "cuMemAddressReserve",
@@ -122,7 +121,6 @@ FDY_EXPORT int fdy_region_hold(uint64_t base, uint64_t size) {
   }
   size = rg_round_up(size, gran);
   CUdeviceptr got = 0;
-  fdy_region_unguard(base, size);
   r = fdy_drv.cuMemAddressReserve(&got, size, gran, base, 0);
   if (r == CUDA_SUCCESS && got != base) {
     fdy_drv.cuMemAddressFree(got, size);
