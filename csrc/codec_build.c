@@ -244,10 +244,58 @@ FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *e
   return 0;
 }
 
+/* Each thread that uploads keeps one stream of its own (per context), so that an upload costs the upload and
+ * its wait, not a stream's creation and destruction too: LOAD uploads every exec it makes, thousands for an
+ * engine's piecewise graphs. The stream is destroyed when its thread exits. */
+typedef struct {
+  CUcontext ctx;
+  CUstream stream;
+} upload_lane;
+
+static pthread_key_t upload_key;
+static pthread_once_t upload_once = PTHREAD_ONCE_INIT;
+static int upload_key_ok;
+
+static void upload_lane_free(void *p) {
+  upload_lane *l = p;
+  if (l->stream) fdy_drv.cuStreamDestroy_v2(l->stream); /* its context may be gone: nothing to do then */
+  free(l);
+}
+
+static void upload_key_make(void) { upload_key_ok = pthread_key_create(&upload_key, upload_lane_free) == 0; }
+
+/* The calling thread's upload stream in the current context; fresh (an old one dropped) when `fresh`. */
+static CUresult upload_stream(int fresh, CUstream *out) {
+  pthread_once(&upload_once, upload_key_make);
+  if (!upload_key_ok) return CUDA_ERROR_OUT_OF_MEMORY;
+  upload_lane *l = pthread_getspecific(upload_key);
+  if (!l) {
+    if (!(l = calloc(1, sizeof(*l)))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (pthread_setspecific(upload_key, l) != 0) {
+      free(l);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  CUcontext ctx = NULL;
+  CUresult r = fdy_drv.cuCtxGetCurrent(&ctx);
+  if (r != CUDA_SUCCESS) return r;
+  if (fresh || !l->stream || l->ctx != ctx) {
+    if (l->stream) fdy_drv.cuStreamDestroy_v2(l->stream);
+    l->stream = NULL;
+    if ((r = fdy_drv.cuStreamCreate(&l->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) {
+      l->stream = NULL;
+      return r;
+    }
+    l->ctx = ctx;
+  }
+  *out = l->stream;
+  return CUDA_SUCCESS;
+}
+
 /* The exec's first launch otherwise uploads it (its work descriptors written to the device) inside that
  * launch: done here, on the builder's thread, the program's first replay costs what later ones do. The upload
- * runs on a stream of its own that waits for nothing the program queued, and is complete when this returns,
- * so the exec may be launched on any stream at once. Relaxed capture mode: a capture the program runs
+ * runs on the thread's own stream, which waits for nothing the program queued, and is complete when this
+ * returns, so the exec may be launched on any stream at once. Relaxed capture mode: a capture the program runs
  * meanwhile on another thread is neither joined nor broken. */
 FDY_EXPORT int fdy_graph_upload_wait(uint64_t exec) {
   int rc = fdy_driver_ensure();
@@ -257,15 +305,17 @@ FDY_EXPORT int fdy_graph_upload_wait(uint64_t exec) {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   CUresult r = fdy_drv.cuThreadExchangeStreamCaptureMode(&mode);
   if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuThreadExchangeStreamCaptureMode", "-");
-  CUstream stream = NULL;
   const char *call = "cuStreamCreate";
-  r = fdy_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING);
-  if (r == CUDA_SUCCESS) {
+  /* A second try on a fresh stream: the kept one may belong to a context destroyed since (its handle reused). */
+  for (int attempt = 0; attempt < 2; attempt++) {
+    CUstream stream = NULL;
+    call = "cuStreamCreate";
+    if ((r = upload_stream(attempt, &stream)) != CUDA_SUCCESS) continue;
     call = "cuGraphUpload";
     r = fdy_drv.cuGraphUpload((CUgraphExec)(uintptr_t)exec, stream);
     CUresult done = fdy_drv.cuStreamSynchronize(stream); /* also after a refused upload: the stream is ours */
     if (r == CUDA_SUCCESS && done != CUDA_SUCCESS) call = "cuStreamSynchronize", r = done;
-    fdy_drv.cuStreamDestroy_v2(stream);
+    if (r == CUDA_SUCCESS) break;
   }
   CUresult back = fdy_drv.cuThreadExchangeStreamCaptureMode(&mode); /* the caller's mode again */
   if (r != CUDA_SUCCESS) return fdy_fail_cu(r, call, "exec %p", (void *)(uintptr_t)exec);
