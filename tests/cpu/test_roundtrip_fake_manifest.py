@@ -209,8 +209,13 @@ def test_same_topology_members_load_as_themselves_in_any_launch_order(app_json: 
 
 
 PREFETCH = """
-import hashlib
-from foundry.load import source, startup_phases
+import hashlib, time
+from foundry.load import source, startup, startup_phases
+reading = startup.open_image
+def slow_read(*args, **kwargs):  # reads slower than the graphs' thread starts: the order below is not a race
+    time.sleep(0.05)
+    return reading(*args, **kwargs)
+startup.open_image = slow_read
 foundry.load_cuda_modules_and_libraries(ARCH)
 foundry.load.wait_for_startup()
 spans = startup_phases().spans
@@ -218,7 +223,12 @@ reserve_end = max(end for name, _, _, end in spans if name == "reserve")
 first_read = min(start for name, _, start, _ in spans if name == "image_read")
 cached = {name: hashlib.sha256(open(os.path.join(JSON_DIR, name + ".json"), "rb").read()).hexdigest()
           in source._STATE.get().meta for name in NAMES}
-emit(reserve_before_reads=reserve_end <= first_read, cached=cached)
+# The graphs' Python starts only once every image is read, and the images go into the driver in one call.
+reads_end = max(end for name, _, _, end in spans if name == "image_read")
+graphs_start = min(start for name, _, start, _ in spans if name == "graphs")
+emit(reserve_before_reads=reserve_end <= first_read, cached=cached, reads_before_graphs=reads_end <= graphs_start,
+     driver_loads=sum(name == "image_driver_load" for name, _, _, _ in spans),
+     lookups=sum(name == "kernel_lookup" for name, _, _, _ in spans))
 """
 
 
@@ -234,10 +244,13 @@ def test_startup_holds_the_region_first_and_reads_graphs_saved_beside_the_archiv
     manifest = load_doc(arch / "graph_manifest.json")
     assert sorted(g["json"] for g in manifest["graphs"]) == sorted(f"../{n}.json" for n in names)
     out = app_json(prelude(arch, tmp_path) + f"\nNAMES = {names!r}\n" + PREFETCH)
-    assert out == {"reserve_before_reads": True, "cached": dict.fromkeys(names, True)}
+    # The images are all read before the graphs' Python starts beside the driver work (it would hold the
+    # interpreter lock the readers need after every read), and loaded and looked up in one native call each.
+    assert out == {"reserve_before_reads": True, "cached": dict.fromkeys(names, True), "reads_before_graphs": True,
+                   "driver_loads": 1, "lookups": 1}
     # A graph the manifest names beside the archive that is no graph (here a FIFO: opening it to read
     # would block) is skipped without a word; LOAD reports it if the program asks for it.
     (tmp_path / "scale3.json").unlink()
     os.mkfifo(tmp_path / "scale3.json")
     out = app_json(prelude(arch, tmp_path) + "\nNAMES = ['scale2', 'add_scale']\n" + PREFETCH)
-    assert out == {"reserve_before_reads": True, "cached": {"scale2": True, "add_scale": True}}
+    assert out["reserve_before_reads"] and out["cached"] == {"scale2": True, "add_scale": True}
