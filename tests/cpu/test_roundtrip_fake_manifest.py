@@ -246,8 +246,13 @@ def test_startup_holds_the_region_first_and_reads_graphs_saved_beside_the_archiv
     out = app_json(prelude(arch, tmp_path) + f"\nNAMES = {names!r}\n" + PREFETCH)
     # The images are all read before the graphs' Python starts beside the driver work (it would hold the
     # interpreter lock the readers need after every read), and loaded and looked up in one native call each.
-    assert out == {"reserve_before_reads": True, "cached": dict.fromkeys(names, True), "reads_before_graphs": True,
-                   "driver_loads": 1, "lookups": 1}
+    assert out == {
+        "reserve_before_reads": True,
+        "cached": dict.fromkeys(names, True),
+        "reads_before_graphs": True,
+        "driver_loads": 1,
+        "lookups": 1,
+    }
     # A graph the manifest names beside the archive that is no graph (here a FIFO: opening it to read
     # would block) is skipped without a word; LOAD reports it if the program asks for it.
     (tmp_path / "scale3.json").unlink()
