@@ -123,18 +123,9 @@ def load_image(sha256: str, data: bytearray) -> int:
     with s.lock:
         if sha256 in s.loaded:
             return s.loaded[sha256]
-        gate = s.loading.setdefault(sha256, threading.Lock())
-    with gate:
-        with s.lock:
-            if sha256 in s.loaded:
-                return s.loaded[sha256]
-        index, keep = native.load_image(data, sha256)
-        with s.lock:
-            s.keepalive.extend((data, keep))
-            s.loaded[sha256] = index
-            s.hashes[index] = sha256
-            s.loading.pop(sha256, None)
-        return index
+    load_images([(sha256, data)])
+    with s.lock:
+        return s.loaded[sha256]
 
 
 def load_images(images: Sequence[tuple[str, bytearray]]) -> None:
@@ -220,18 +211,11 @@ def loaded_function(ref: KernelRef) -> int:
     key = (ref.image, ref.name)
     with s.lock:
         cached = s.functions.get(key)
-        index = s.loaded.get(ref.image)
     if cached:
         return cached
-    if index is None:
-        raise KernelNotFoundError(
-            f"kernel {ref.name} lives in image {ref.image[:16]}..., which is not loaded: call "
-            "load_cuda_modules_and_libraries(archive_dir) first"
-        )
-    function = native.image_function(index, ref.name)
+    loaded_functions([ref])
     with s.lock:
-        s.functions[key] = function
-    return function
+        return s.functions[key]
 
 
 class launch_trace:

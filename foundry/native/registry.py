@@ -18,12 +18,10 @@ __all__ = [
     "ImageRecord",
     "function_attrs",
     "image_entries",
-    "image_function",
     "image_functions",
     "image_view",
     "launch_trace_read",
     "launch_trace_set",
-    "load_image",
     "load_images",
     "registry_count",
     "registry_image",
@@ -96,20 +94,11 @@ def image_entries(index: int) -> list[str]:
     return [n.decode() for n in buf.raw[: needed.value].split(b"\0") if n]
 
 
-def load_image(data: bytearray, sha256: str) -> tuple[int, object]:
-    """Loads an image into the driver as a CUlibrary and registers it: (registry index, what must stay
-    alive as long as the library does: the driver is told it may keep reading ``data``)."""
-    buf = (ctypes.c_char * len(data)).from_buffer(data)
-    index = ctypes.c_size_t()
-    rc = native().fdy_image_load(ctypes.addressof(buf), len(data), sha256.encode(), ctypes.byref(index))
-    check(rc, "load image", RegistryError)
-    return index.value, buf
-
-
 def load_images(items: Sequence[tuple[bytearray, str]]) -> tuple[list[tuple[int, object]], DriverError | None]:
-    """``load_image`` for several images in one native call (the interpreter lock let go once for them all):
-    (registry index, what to keep alive) of each image loaded, in order, and the error that stopped the rest,
-    or None. The images loaded before an error stay loaded, so the caller registers them either way."""
+    """Loads images into the driver as CUlibraries and registers them, in one native call (the interpreter lock
+    let go once for them all): (registry index, what must stay alive as long as the library does: the driver is
+    told it may keep reading the bytes) of each image loaded, in order, and the error that stopped the rest, or
+    None. The images loaded before an error stay loaded, so the caller registers them either way."""
     n = len(items)
     bufs = [(ctypes.c_char * len(data)).from_buffer(data) for data, _ in items]
     datas = (ctypes.c_uint64 * n)(*(ctypes.addressof(b) for b in bufs))
@@ -123,8 +112,8 @@ def load_images(items: Sequence[tuple[bytearray, str]]) -> tuple[list[tuple[int,
 
 
 def image_functions(kernels: Sequence[tuple[int, str]]) -> tuple[list[int], DriverError | None]:
-    """``image_function`` for several kernels in one native call: the CUfunctions looked up, in order, and the
-    error that stopped the rest, or None."""
+    """The CUfunctions of kernels (registry index of the image LOAD loaded, mangled name), in one native call:
+    those looked up, in order, and the error that stopped the rest, or None."""
     n = len(kernels)
     indices = (ctypes.c_size_t * n)(*(i for i, _ in kernels))
     names = (ctypes.c_char_p * n)(*(name.encode() for _, name in kernels))
@@ -134,13 +123,6 @@ def image_functions(kernels: Sequence[tuple[int, str]]) -> tuple[list[int], Driv
         n, indices, ctypes.cast(names, ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), out, ctypes.byref(done)
     )
     return list(out[: done.value]), failure(rc, "kernel lookup", KernelNotFoundError)
-
-
-def image_function(index: int, name: str) -> int:
-    """The CUfunction of kernel ``name`` in the image LOAD loaded at registry ``index``."""
-    out = ctypes.c_uint64()
-    check(native().fdy_image_function(index, name.encode(), ctypes.byref(out)), "kernel lookup", KernelNotFoundError)
-    return out.value
 
 
 def function_attrs(function: int) -> FuncAttrs:
