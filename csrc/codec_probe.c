@@ -7,7 +7,6 @@
 #include "record.h"
 
 #define CORRUPT(...) fdy_fail(FDY_ERR_CORRUPT, "damaged graph record: " __VA_ARGS__)
-#define MAX_DEPTH 64 /* child graphs nested deeper are refused, as every reader does */
 #define SPAN_GAP 4096 /* words of one live range less than a page apart are read in one copy */
 
 static int is_work(uint8_t type) {
@@ -93,7 +92,7 @@ static int add_word(collect_t *c, uint64_t w) {
 
 /* Every 8-byte word of every kernel node's argument buffer (child graphs' included), from its start. */
 static int collect(collect_t *c, const uint8_t *rec, size_t size, int depth) {
-  if (depth > MAX_DEPTH) return CORRUPT("child graphs nested more than %d deep", MAX_DEPTH);
+  if (depth > FDY_MAX_DEPTH) return CORRUPT("child graphs nested more than %d deep", FDY_MAX_DEPTH);
   size_t count = 0;
   int rc = fdy_record_node_offsets(rec, size, NULL, 0, &count);
   if (rc) return rc;

@@ -18,6 +18,9 @@
 #define FDY_DELTA_MAGIC "FGD1"
 #define FDY_DELTA_VERSION 1
 
+/* Deepest child-graph nesting a reader accepts (the top-level graph is depth 0). */
+#define FDY_MAX_DEPTH 64
+
 /* Each (record version, delta version) pair has one layout: scripts/gen_abi.py hashes the field names,
  * C types, array lengths and offsets of every rec_* struct below and refuses to generate while the
  * digest of the versions in force is not the one listed here. Changing a layout therefore means raising
@@ -138,6 +141,30 @@ typedef struct {
 } rec_override;
 #pragma pack(pop)
 
+/* The topology key (docs/FORMAT.md, "Topology key") is the SHA-256 of FDY_TOPOLOGY_KEY_VERSION and then
+ * this material, packed: a topo_header; per node in index order a topo_kernel for a kernel node, else its
+ * type byte (for a child-graph node followed by the child's own raw digest); then every edge as a
+ * topo_edge, sorted by its fields in order. foundry/format/walk.py packs it, and fdy_record_scan for a
+ * record without child graphs. Changing these structs changes every key: it takes a new version string. */
+#define FDY_TOPOLOGY_KEY_VERSION "FTK1"
+
+#pragma pack(push, 1)
+typedef struct {
+  uint32_t node_count, edge_count;
+} topo_header;
+
+typedef struct {
+  uint8_t type;        /* CU_GRAPH_NODE_TYPE_KERNEL */
+  uint8_t cooperative; /* 1: launch attribute COOPERATIVE present with a non-zero first u32 */
+  uint32_t cluster[3]; /* the first 12 bytes of launch attribute CLUSTER_DIMENSION, 0 0 0 when absent */
+} topo_kernel;
+
+typedef struct {
+  uint32_t from, to;
+  uint8_t from_port, to_port, type;
+} topo_edge;
+#pragma pack(pop)
+
 /* Kernel images in NVIDIA's fatbin container, as the CUDA runtime registers them and the driver takes them
  * (both sides read them: image.c for an image's size, foundry/format/fatbin.py for its entries). A
  * fatbin is its header (header_size bytes, of which fatbin_header is the start), then fat_size bytes of
@@ -182,6 +209,9 @@ _Static_assert(sizeof(rec_event) == 16, "event record layout");
 _Static_assert(sizeof(rec_edge) == 16, "edge layout");
 _Static_assert(sizeof(rec_delta_header) == 64, "delta header layout");
 _Static_assert(sizeof(rec_override) == 8, "override layout");
+_Static_assert(sizeof(topo_header) == 8, "topology header layout");
+_Static_assert(sizeof(topo_kernel) == 14, "topology kernel layout");
+_Static_assert(sizeof(topo_edge) == 11, "topology edge layout");
 _Static_assert(sizeof(fatbin_header) == 16, "fatbin header layout");
 _Static_assert(sizeof(fatbin_entry) == 64, "fatbin entry header layout");
 _Static_assert(sizeof(fatbin_wrapper) == 24, "fatbin wrapper layout");

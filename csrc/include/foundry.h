@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 8
+#define FDY_ABI_VERSION 9
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -202,6 +202,41 @@ FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);
 FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values);
 FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values);
 
+/* ---------------------------------------------------------------- graph records, checked (record_scan.c) */
+/* What fdy_record_scan finds in a graph record it accepts. */
+typedef struct {
+  uint32_t node_count, edge_count, function_count, event_count; /* the top-level header's */
+  uint64_t nodes, edges; /* the whole tree's (child graphs included; a child-graph node counts itself) */
+  /* the whole tree's nodes of each persisted type */
+  uint64_t kernel, memcpy, memset, child_graph, empty, event_wait, event_record;
+  uint32_t children; /* 1 when the record holds a child-graph node */
+  uint32_t pad;
+} fdy_record_scan_info;
+
+/* Checks a top-level graph record by the rules of foundry/format/parse.py's parse_record, accepting exactly
+ * the records it accepts; a refused one fails with FDY_ERR_CORRUPT and a message naming the byte and the
+ * field ("graph record, byte N, <field>: <problem>"). On success, *out is filled, and each output asked for
+ * (a NULL pointer asks for none; each is NULL when empty, else released with fdy_free):
+ *   *spans: 2 * node_count values, (start, end) byte offsets of each top-level node record;
+ *   *kernel_functions: the function index of every kernel node of the tree, nodes depth first with parents
+ *     before children (foundry/format/walk.py's iter_nodes); out->kernel values;
+ *   *topology, *topology_size: the topology key's material after FDY_TOPOLOGY_KEY_VERSION (format.h), for a
+ *     record without child graphs; NULL and 0 with them (a child's part is its digest, hashed by the caller). */
+FDY_EXPORT int fdy_record_scan(const void *record, size_t size, fdy_record_scan_info *out, uint64_t **spans,
+                               uint32_t **kernel_functions, uint8_t **topology, size_t *topology_size);
+/* Compares the top-level nodes of two records of equal node counts, each accepted by fdy_record_scan (any
+ * other bytes fail with FDY_ERR_CORRUPT; unequal node counts with FDY_ERR_INVALID), never reading outside
+ * either. a_ids[f] (b_ids[f]) is the caller's identity number of record a's (b's) function f. Two nodes
+ * are the same when their records' bytes are, except that kernels (child graphs' included) must name
+ * functions of equal identity instead of equal index. Of the top-level nodes that are not the same, the
+ * first that an exec cannot switch (another node type, a type other than kernel, memset and memcpy, or
+ * kernels of other launch attributes) sets *blocked and ends the list (*differing NULL, *count 0); else
+ * *blocked is -1 and *differing (fdy_free) holds the *count indices in order. *edges_equal: the top-level
+ * edge tables are byte for byte the same. */
+FDY_EXPORT int fdy_record_compare(const void *a, size_t a_size, const uint32_t *a_ids, size_t a_functions,
+                                  const void *b, size_t b_size, const uint32_t *b_ids, size_t b_functions,
+                                  uint32_t **differing, size_t *count, int64_t *blocked, int *edges_equal);
+
 /* ---------------------------------------------------------------- graph codec */
 /* Serialises a CUgraph into a graph record (docs/FORMAT.md). *blob and *functions are malloc'd and
  * released with fdy_free. functions[i] is the CUfunction that kernel nodes name by index i. */
@@ -236,6 +271,7 @@ FDY_EXPORT int fdy_graph_work_enable(uint64_t graph, uint64_t exec, const void *
  * (address, value) pairs sorted by address, each address once; a word the driver cannot read is left out. */
 FDY_EXPORT int fdy_record_pointed_words(const void *record, size_t record_size, const uint64_t *ranges,
                                         size_t range_count, uint64_t **pairs, size_t *count);
+
 FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *exec);
 /* Uploads an exec to the device and waits for the upload (on a stream of its own), so that its first launch
  * does no upload work. */

@@ -18,8 +18,10 @@ RECORD_MAGIC = b"FGR1"
 RECORD_VERSION = 1
 DELTA_MAGIC = b"FGD1"
 DELTA_VERSION = 1
+MAX_DEPTH = 64
 FUNC_ATTR_COUNT = 7
 FUNC_ATTR_UNKNOWN = -2147483648
+TOPOLOGY_KEY_VERSION = b"FTK1"
 FATBIN_MAGIC = 3126193488
 FATBIN_WRAPPER_MAGIC = 1180844977
 FATBIN_COMPRESSED_LZ4 = 8192
@@ -425,6 +427,62 @@ class RecOverride(NamedTuple):
         return REC_OVERRIDE.pack(self.node_index, self.reserved)
 
 
+TOPO_HEADER = struct.Struct("<II")
+
+
+class TopoHeader(NamedTuple):
+    """``topo_header`` (8 bytes, little-endian, packed)."""
+
+    node_count: int
+    edge_count: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> TopoHeader:
+        return TopoHeader._make(TOPO_HEADER.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return TOPO_HEADER.pack(self.node_count, self.edge_count)
+
+
+TOPO_KERNEL = struct.Struct("<BB3I")
+
+
+class TopoKernel(NamedTuple):
+    """``topo_kernel`` (14 bytes, little-endian, packed)."""
+
+    type: int
+    cooperative: int
+    cluster: tuple[int, int, int]
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> TopoKernel:
+        v = TOPO_KERNEL.unpack_from(buffer, offset)
+        return _new(TopoKernel, (v[0], v[1], v[2:5]))
+
+    def pack(self) -> builtins.bytes:
+        return TOPO_KERNEL.pack(self.type, self.cooperative, *self.cluster)
+
+
+TOPO_EDGE = struct.Struct("<IIBBB")
+
+
+class TopoEdge(NamedTuple):
+    """``topo_edge`` (11 bytes, little-endian, packed)."""
+
+    from_: int
+    to: int
+    from_port: int
+    to_port: int
+    type: int
+
+    @staticmethod
+    def unpack_from(buffer: Buffer, offset: int = 0) -> TopoEdge:
+        return TopoEdge._make(TOPO_EDGE.unpack_from(buffer, offset))
+
+    def pack(self) -> builtins.bytes:
+        return TOPO_EDGE.pack(self.from_, self.to, self.from_port, self.to_port, self.type)
+
+
 FATBIN_HEADER = struct.Struct("<IHHQ")
 
 
@@ -644,6 +702,31 @@ LAYOUTS: dict[str, tuple[int, tuple[tuple[str, int, str], ...]]] = {
         (
             ("node_index", 0, "I"),
             ("reserved", 4, "I"),
+        ),
+    ),
+    "topo_header": (
+        8,
+        (
+            ("node_count", 0, "I"),
+            ("edge_count", 4, "I"),
+        ),
+    ),
+    "topo_kernel": (
+        14,
+        (
+            ("type", 0, "B"),
+            ("cooperative", 1, "B"),
+            ("cluster", 2, "3I"),
+        ),
+    ),
+    "topo_edge": (
+        11,
+        (
+            ("from", 0, "I"),
+            ("to", 4, "I"),
+            ("from_port", 8, "B"),
+            ("to_port", 9, "B"),
+            ("type", 10, "B"),
         ),
     ),
     "fatbin_header": (

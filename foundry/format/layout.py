@@ -135,7 +135,7 @@ EVENT_SIZE = REC_EVENT.size
 EMPTY_SIZE = NODE_HEAD_SIZE
 EDGE_SIZE = REC_EDGE.size
 
-MAX_DEPTH = 64
+MAX_DEPTH = _layout.MAX_DEPTH
 """Deepest child-graph nesting a reader accepts (the top-level graph is depth 0)."""
 
 # ------------------------------------------------------------------ delta

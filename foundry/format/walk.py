@@ -6,18 +6,18 @@ import hashlib
 import struct
 from collections.abc import Iterator
 
+from . import _layout
+from ._layout import TOPO_EDGE, TOPO_HEADER, TOPO_KERNEL
 from .nodes import PERSISTED_NODE_TYPES, ArgMode, ChildGraphNode, GraphRecord, KernelNode, LaunchAttr, Node, NodeType
 
 __all__ = ["TOPOLOGY_KEY_VERSION", "iter_nodes", "kernel_pointer_words", "node_counts", "topology_key"]
 
-TOPOLOGY_KEY_VERSION = b"FTK1"
-"""Domain prefix of the topology-key hash; changes whenever the key's definition changes."""
+TOPOLOGY_KEY_VERSION = _layout.TOPOLOGY_KEY_VERSION
+"""Domain prefix of the topology-key hash; changes whenever the key's definition changes. The material
+after it is packed with format.h's ``topo_*`` layouts, which the native scan (fdy_record_scan) packs too."""
 
-_U32X2 = struct.Struct("<II")
-_U32X3 = struct.Struct("<3I")
-_NODE_KERNEL = struct.Struct("<BB3I")  # type, cooperative, cluster x, y, z
-_EDGE = struct.Struct("<IIBBB")
-_PLAIN_KERNEL = _NODE_KERNEL.pack(NodeType.KERNEL, 0, 0, 0, 0)  # not cooperative, no cluster
+_U32X3 = struct.Struct("<3I")  # a cluster-dimension attribute's first 12 bytes
+_PLAIN_KERNEL = TOPO_KERNEL.pack(NodeType.KERNEL, 0, 0, 0, 0)  # not cooperative, no cluster
 _COUNT_NAMES: dict[NodeType, str] = {
     NodeType.KERNEL: "kernel",
     NodeType.MEMCPY: "memcpy",
@@ -101,7 +101,7 @@ def topology_key(record: GraphRecord) -> str:
 
 def _topology_digest(record: GraphRecord) -> bytes:
     h = hashlib.sha256(TOPOLOGY_KEY_VERSION)
-    parts = [_U32X2.pack(len(record.nodes), len(record.edges))]
+    parts = [TOPO_HEADER.pack(len(record.nodes), len(record.edges))]
     for node in record.nodes:
         if isinstance(node, KernelNode):
             coop = node.attr(LaunchAttr.COOPERATIVE) if node.attrs else None
@@ -111,13 +111,13 @@ def _topology_digest(record: GraphRecord) -> bytes:
                 continue
             cx, cy, cz = _U32X3.unpack_from((cluster or b"") + bytes(12))
             cooperative = 1 if coop is not None and int.from_bytes(coop[:4], "little") else 0
-            parts.append(_NODE_KERNEL.pack(NodeType.KERNEL, cooperative, cx, cy, cz))
+            parts.append(TOPO_KERNEL.pack(NodeType.KERNEL, cooperative, cx, cy, cz))
         elif isinstance(node, ChildGraphNode):
             parts.append(bytes((NodeType.GRAPH,)))
             parts.append(_topology_digest(node.record))
         else:
             parts.append(bytes((node.node_type,)))
     edges = sorted((e.src, e.dst, e.from_port, e.to_port, e.type) for e in record.edges)
-    parts += [_EDGE.pack(*e) for e in edges]
+    parts += [TOPO_EDGE.pack(*e) for e in edges]
     h.update(b"".join(parts))  # one update: hashing the same bytes piece by piece costs a call per node
     return h.digest()

@@ -1,7 +1,8 @@
 """libfoundry's C ABI and the CUDA driver, seen from Python, as typed functions: the allocation region
 (``region``), the kernel-image registry (``registry``), the few driver calls Python makes itself
 (``driver``), device memory read in many spans at once (``copies``), the graph codec's entry points
-(``codec``) and this machine's identity (``machine``).
+(``codec``), graph records checked and compared without parsing them in Python (``records``) and this
+machine's identity (``machine``).
 The library object and ctypes stay in here (``lib``): everything else in Foundry reaches native code
 through this surface, and tests/cpu/test_layering.py checks that no other package imports ctypes."""
 
@@ -28,6 +29,7 @@ from .driver import (
 )
 from .lib import preload_env, require_interposer
 from .machine import current_identity, device_zero_identity
+from .records import RecordComparison, RecordScan, compare_records, scan_record
 from .region import (
     heap_release,
     heap_warm,
@@ -67,7 +69,10 @@ __all__ = [
     "ImageRecord",
     "NativeImageFormat",
     "ReadPath",
+    "RecordComparison",
+    "RecordScan",
     "codec",
+    "compare_records",
     "context_synchronize",
     "current_context",
     "current_identity",
@@ -111,6 +116,7 @@ __all__ = [
     "registry_image",
     "require_interposer",
     "resolve_function",
+    "scan_record",
     "set_current_context",
     "set_function_attrs",
 ]

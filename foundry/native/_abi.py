@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 8
+ABI_VERSION = 9
 OK = 0
 
 
@@ -152,6 +152,28 @@ class ImageInfo(ctypes.Structure):
     ]
 
 
+class RecordScanInfo(ctypes.Structure):
+    """``fdy_record_scan_info`` (96 bytes)."""
+
+    _fields_ = [
+        ("node_count", ctypes.c_uint32),
+        ("edge_count", ctypes.c_uint32),
+        ("function_count", ctypes.c_uint32),
+        ("event_count", ctypes.c_uint32),
+        ("nodes", ctypes.c_uint64),
+        ("edges", ctypes.c_uint64),
+        ("kernel", ctypes.c_uint64),
+        ("memcpy", ctypes.c_uint64),
+        ("memset", ctypes.c_uint64),
+        ("child_graph", ctypes.c_uint64),
+        ("empty", ctypes.c_uint64),
+        ("event_wait", ctypes.c_uint64),
+        ("event_record", ctypes.c_uint64),
+        ("children", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+    ]
+
+
 # field -> (offset, size) of each struct, as the compiler lays it out
 OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
     "ReadReport": {
@@ -194,12 +216,30 @@ OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
         "pad": (44, 4),
         "hash": (48, 68),
     },
+    "RecordScanInfo": {
+        "node_count": (0, 4),
+        "edge_count": (4, 4),
+        "function_count": (8, 4),
+        "event_count": (12, 4),
+        "nodes": (16, 8),
+        "edges": (24, 8),
+        "kernel": (32, 8),
+        "memcpy": (40, 8),
+        "memset": (48, 8),
+        "child_graph": (56, 8),
+        "empty": (64, 8),
+        "event_wait": (72, 8),
+        "event_record": (80, 8),
+        "children": (88, 4),
+        "pad": (92, 4),
+    },
 }
 SIZES: dict[str, int] = {
     "ReadReport": 24,
     "RegionInfo": 80,
     "AllocEvent": 40,
     "ImageInfo": 120,
+    "RecordScanInfo": 96,
 }
 
 
@@ -270,6 +310,35 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_launch_trace_read": (ctypes.c_size_t, [_ptr(ctypes.c_uint64, 1), ctypes.c_size_t]),
     "fdy_func_get_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
     "fdy_func_set_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
+    "fdy_record_scan": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            _ptr(RecordScanInfo, 1),
+            _ptr(ctypes.c_uint64, 2),
+            _ptr(ctypes.c_uint32, 2),
+            _ptr(ctypes.c_uint8, 2),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
+    "fdy_record_compare": (
+        ctypes.c_int,
+        [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint32, 1),
+            ctypes.c_size_t,
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint32, 1),
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint32, 2),
+            _ptr(ctypes.c_size_t, 1),
+            _ptr(ctypes.c_int64, 1),
+            _ptr(ctypes.c_int, 1),
+        ],
+    ),
     "fdy_graph_extract": (
         ctypes.c_int,
         [
