@@ -233,19 +233,6 @@ static int resolve_locked(CUfunction f, size_t *image_index, const char **name_o
   return 0;
 }
 
-FDY_EXPORT int fdy_registry_resolve(uint64_t function, size_t *image_index, char *name, size_t cap) {
-  if (fdy_driver_ensure() != 0) return FDY_ERR_NO_DRIVER;
-  pthread_mutex_lock(&lock);
-  const char *n = NULL;
-  int rc = resolve_locked((CUfunction)(uintptr_t)function, image_index, &n);
-  if (rc == 0 && name && cap) {
-    if (strlen(n) >= cap) rc = fdy_fail(FDY_ERR_TRUNCATED, "kernel name longer than %zu bytes", cap);
-    else strcpy(name, n);
-  }
-  pthread_mutex_unlock(&lock);
-  return rc;
-}
-
 static int append_name(char *buf, size_t cap, size_t *used, const char *name) {
   size_t n = strlen(name) + 1;
   if (buf && *used + n <= cap) memcpy(buf + *used, name, n);
@@ -397,6 +384,29 @@ FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values) {
                     ? v : FDY_FUNC_ATTR_UNKNOWN;
   }
   return 0;
+}
+
+FDY_EXPORT int fdy_functions_describe(size_t count, const uint64_t *functions, size_t *image_indices,
+                                      int32_t *attrs, char *names, size_t cap, size_t *needed, size_t *done) {
+  if (!done || !needed) return fdy_fail(FDY_ERR_INVALID, "fdy_functions_describe: null count output");
+  *done = 0;
+  *needed = 0;
+  if (count && (!functions || !image_indices || !attrs))
+    return fdy_fail(FDY_ERR_INVALID, "fdy_functions_describe: null array");
+  if (fdy_driver_ensure() != 0) return FDY_ERR_NO_DRIVER;
+  int rc = 0;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < count && !rc; i++) {
+    const char *name = NULL;
+    if ((rc = resolve_locked((CUfunction)(uintptr_t)functions[i], &image_indices[i], &name))) break;
+    append_name(names, cap, needed, name);
+    *done = i + 1;
+  }
+  pthread_mutex_unlock(&lock);
+  /* Attributes outside the registry's lock: each is a driver call, and nothing here is the registry's. */
+  for (size_t i = 0; i < *done; i++) fdy_func_get_attrs(functions[i], attrs + i * FDY_FUNC_ATTR_COUNT);
+  if (!rc && *needed > cap) rc = fdy_fail(FDY_ERR_TRUNCATED, "kernel names need %zu bytes, %zu given", *needed, cap);
+  return rc;
 }
 
 FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values) {

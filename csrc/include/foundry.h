@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 9
+#define FDY_ABI_VERSION 10
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -177,8 +177,6 @@ typedef struct {
 
 FDY_EXPORT size_t fdy_registry_count(void);
 FDY_EXPORT int fdy_registry_get(size_t index, fdy_image_info *out);
-/* Maps a CUfunction to (image index, mangled entry name). */
-FDY_EXPORT int fdy_registry_resolve(uint64_t function, size_t *image_index, char *name, size_t cap);
 /* Writes the NUL-separated entry names of an image into buf; *needed gets the byte count. */
 FDY_EXPORT int fdy_registry_entries(size_t index, char *buf, size_t cap, size_t *needed);
 /* LOAD: loads an image (kept alive by the caller) as a CUlibrary and registers it. */
@@ -200,6 +198,13 @@ FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);
  * values, of the ids FDY_FUNC_ATTRS (format.h), FDY_FUNC_ATTR_UNKNOWN where the driver would not
  * report one. */
 FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values);
+/* SAVE's kernels in one call: for each of count CUfunctions, its image's registry index, its
+ * FDY_FUNC_ATTR_COUNT attributes (as fdy_func_get_attrs) and its mangled name, the names NUL-terminated
+ * one after another into names (*needed: the bytes they take; FDY_ERR_TRUNCATED when more than cap, all
+ * else filled). Stops at the first function not in the registry (its error is the call's); *done: how
+ * many were described. */
+FDY_EXPORT int fdy_functions_describe(size_t count, const uint64_t *functions, size_t *image_indices,
+                                      int32_t *attrs, char *names, size_t cap, size_t *needed, size_t *done);
 FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values);
 
 /* ---------------------------------------------------------------- graph records, checked (record_scan.c) */

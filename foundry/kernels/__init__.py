@@ -9,6 +9,7 @@ from .registry import (
     ImageFormat,
     ImageRecord,
     KernelRef,
+    describe_functions,
     function_attrs,
     image_bytes,
     image_entries,
@@ -23,7 +24,6 @@ from .registry import (
     loaded_functions,
     loaded_image,
     recorded_images,
-    resolve,
     set_function_attrs,
 )
 
@@ -33,6 +33,7 @@ __all__ = [
     "ImageFormat",
     "ImageRecord",
     "KernelRef",
+    "describe_functions",
     "function_attrs",
     "image_bytes",
     "image_entries",
@@ -47,6 +48,5 @@ __all__ = [
     "loaded_functions",
     "loaded_image",
     "recorded_images",
-    "resolve",
     "set_function_attrs",
 ]

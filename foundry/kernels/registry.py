@@ -23,6 +23,7 @@ __all__ = [
     "ImageFormat",
     "ImageRecord",
     "KernelRef",
+    "describe_functions",
     "function_attrs",
     "image_bytes",
     "image_entries",
@@ -36,7 +37,6 @@ __all__ = [
     "loaded_functions",
     "loaded_image",
     "recorded_images",
-    "resolve",
     "set_function_attrs",
 ]
 
@@ -107,7 +107,7 @@ def image_hash(index: int, record: ImageRecord | None = None) -> str:
 
 
 image_entries = native.image_entries
-resolve = native.resolve_function
+describe_functions = native.describe_functions
 function_attrs = native.function_attrs
 set_function_attrs = native.set_function_attrs
 

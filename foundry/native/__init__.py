@@ -49,7 +49,9 @@ from .region import (
     region_stop,
 )
 from .registry import (
+    FunctionInfo,
     ImageRecord,
+    describe_functions,
     function_attrs,
     image_entries,
     image_functions,
@@ -59,13 +61,13 @@ from .registry import (
     load_images,
     registry_count,
     registry_image,
-    resolve_function,
     set_function_attrs,
 )
 
 __all__ = [
     "AllocKind",
     "DeviceRead",
+    "FunctionInfo",
     "ImageRecord",
     "NativeImageFormat",
     "ReadPath",
@@ -76,6 +78,7 @@ __all__ = [
     "context_synchronize",
     "current_context",
     "current_identity",
+    "describe_functions",
     "device_zero_identity",
     "exec_update",
     "function_attrs",
@@ -115,7 +118,6 @@ __all__ = [
     "registry_count",
     "registry_image",
     "require_interposer",
-    "resolve_function",
     "scan_record",
     "set_current_context",
     "set_function_attrs",

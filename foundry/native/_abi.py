@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 OK = 0
 
 
@@ -275,10 +275,6 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_region_events": (ctypes.c_size_t, [ctypes.c_size_t, _ptr(AllocEvent, 1), ctypes.c_size_t]),
     "fdy_registry_count": (ctypes.c_size_t, []),
     "fdy_registry_get": (ctypes.c_int, [ctypes.c_size_t, _ptr(ImageInfo, 1)]),
-    "fdy_registry_resolve": (
-        ctypes.c_int,
-        [ctypes.c_uint64, _ptr(ctypes.c_size_t, 1), ctypes.c_char_p, ctypes.c_size_t],
-    ),
     "fdy_registry_entries": (
         ctypes.c_int,
         [ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _ptr(ctypes.c_size_t, 1)],
@@ -309,6 +305,19 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_launch_trace": (None, [ctypes.c_int]),
     "fdy_launch_trace_read": (ctypes.c_size_t, [_ptr(ctypes.c_uint64, 1), ctypes.c_size_t]),
     "fdy_func_get_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
+    "fdy_functions_describe": (
+        ctypes.c_int,
+        [
+            ctypes.c_size_t,
+            _ptr(ctypes.c_uint64, 1),
+            _ptr(ctypes.c_size_t, 1),
+            _ptr(ctypes.c_int32, 1),
+            ctypes.c_char_p,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_size_t, 1),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
     "fdy_func_set_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
     "fdy_record_scan": (
         ctypes.c_int,

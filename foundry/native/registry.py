@@ -15,7 +15,9 @@ from ._abi import ErrorCode, ImageFormat, ImageInfo, ImageKind
 from .lib import check, failure, native
 
 __all__ = [
+    "FunctionInfo",
     "ImageRecord",
+    "describe_functions",
     "function_attrs",
     "image_entries",
     "image_functions",
@@ -25,11 +27,10 @@ __all__ = [
     "load_images",
     "registry_count",
     "registry_image",
-    "resolve_function",
     "set_function_attrs",
 ]
 
-_MAX_NAME = 1 << 24  # a mangled name longer than this is damage, not a kernel
+_MAX_NAMES = 1 << 28  # kernel names taking more than this are damage, not a graph's kernels
 
 
 @dataclass(frozen=True)
@@ -68,20 +69,42 @@ def image_view(record: ImageRecord) -> memoryview:
     return memoryview((ctypes.c_char * record.size).from_address(record.data)).cast("B")
 
 
-def resolve_function(function: int) -> tuple[int, str]:
-    """(registry index of its image, mangled name) of a CUfunction this process uses."""
-    index = ctypes.c_size_t()
-    cap = 4096
+@dataclass(frozen=True)
+class FunctionInfo:
+    """What SAVE records of a CUfunction: its image's registry index, mangled name and attributes."""
+
+    image: int
+    name: str
+    attrs: FuncAttrs
+
+
+def describe_functions(functions: Sequence[int]) -> list[FunctionInfo]:
+    """Every CUfunction's image, name and attributes, in one native call (a graph launches a hundred
+    kernels, and SAVE asks at every save: a program may raise an attribute between two captures). The
+    first function not in the registry raises KernelNotFoundError."""
+    count = len(functions)
+    c_functions = (ctypes.c_uint64 * max(count, 1))(*functions)
+    indices = (ctypes.c_size_t * max(count, 1))()
+    attrs = (ctypes.c_int32 * max(count * len(FuncAttr), 1))()
+    needed, done = ctypes.c_size_t(), ctypes.c_size_t()
+    cap = 256 * count
     while True:
-        name = ctypes.create_string_buffer(cap)
-        rc = native().fdy_registry_resolve(function, ctypes.byref(index), name, len(name))
-        # Mangled names of templated kernels can be longer than any fixed buffer: on TRUNCATED the
-        # native side says so, and the name is asked for again in a larger one.
-        if rc != ErrorCode.TRUNCATED or cap >= _MAX_NAME:
+        names = ctypes.create_string_buffer(max(cap, 1))
+        rc = native().fdy_functions_describe(
+            count, c_functions, indices, attrs, names, len(names), ctypes.byref(needed), ctypes.byref(done)
+        )
+        # Mangled names of templated kernels can be longer than any guess: the native side says how many
+        # bytes all of them take, and they are asked for again in a buffer that large.
+        if rc != ErrorCode.TRUNCATED or needed.value > _MAX_NAMES:
             break
-        cap *= 16
+        cap = needed.value
     check(rc, "resolve", KernelNotFoundError)
-    return index.value, name.value.decode()
+    split = names.raw[: needed.value].split(b"\0")
+    width = len(FuncAttr)
+    return [
+        FunctionInfo(indices[i], split[i].decode(), FuncAttrs._make(attrs[i * width : (i + 1) * width]))
+        for i in range(count)
+    ]
 
 
 def image_entries(index: int) -> list[str]:

@@ -142,8 +142,9 @@ def _kernel_refs(
     images: dict[str, ImageRef] = {}
     loads: dict[str, dict[int, kernels.ImageRecord]] = {}
     records: dict[int, tuple[str, kernels.ImageRecord]] = {}
-    for function in functions:
-        index, name = kernels.resolve(function)
+    # Attributes are read at every save: a program may raise one between two captures.
+    for info in kernels.describe_functions(functions):
+        index = info.image
         known = records.get(index)
         if known is None:
             record = kernels.image_record(index)
@@ -152,8 +153,7 @@ def _kernel_refs(
         if sha not in images:
             images[sha] = ImageRef(sha, record.size, _image_format(record.format))
         loads.setdefault(sha, {})[index] = record
-        # Read at every save: a program may raise an attribute between two captures.
-        refs.append(FunctionRef(sha, name, kernels.function_attrs(function)))
+        refs.append(FunctionRef(sha, info.name, info.attrs))
     return tuple(refs), images, loads
 
 

@@ -4,8 +4,9 @@ A load's variables are located once (they stay where they are while it is loaded
 copies as their layout allows: variables less than a page apart in one copy. Every save reads the
 variables of all the loads its graph uses again, with one native call for all of them (csrc/copies.c: a
 handful of driver calls, not one per copy), into one buffer in which every load has a part of its own
-(``Reads``: the same pages at every save), and compares each load's part with what the last save read,
-so unchanged bytes cost no new memory and keep their version.
+(``Reads``: the same pages at every save), and compares each variable's bytes there with what the last
+save read, so unchanged variables cost no new memory and keep their load's version (the bytes between
+variables, read along with them, do not count).
 """
 
 from __future__ import annotations
@@ -41,15 +42,19 @@ class Value:
 class Reading:
     """One load's variables as the last save read them. ``runs`` plans the copies, variables less than a
     page apart read in one; they are read into the ``size`` bytes from ``base`` on of a buffer (``spans``:
-    the copies as the native read takes them, (address, size, offset into the buffer) each). Every save
-    compares those bytes with ``last``; ``version`` goes up whenever they differ, and ``values`` are the
-    variables of that version (the same objects while the bytes stay the same)."""
+    the copies as the native read takes them, (address, size, offset into the buffer) each; ``members``:
+    each variable as (name, address, offset into the buffer, size)). Every save compares each variable's
+    bytes there with ``values``; ``version`` goes up whenever one differs, and ``values`` are the variables
+    of that version (the same objects while their bytes stay the same). The bytes between variables that a
+    copy reads with them belong to no variable (the driver's own, or other data of the module) and may
+    change at will: they never make a new version."""
 
     runs: list[Run]
     base: int
     size: int = 0
     spans: array[int] = field(default_factory=lambda: array("Q"))
-    last: bytes | None = None
+    members: list[tuple[str, int, int, int]] = field(default_factory=list)
+    read: bool = False  # ``values`` hold what the current plan read
     values: dict[str, Value] = field(default_factory=dict)
     version: int = 0
     # Read once alone (``refresh``): a run the driver refused was split then, so reads of many loads together
@@ -63,12 +68,14 @@ class Reading:
         """Reads ``runs`` from now on (no more bytes than the runs planned before: the part stays)."""
         self.runs = runs
         self.spans = array("Q")
+        self.members = []
         at = self.base
-        for start, size, _ in runs:
+        for start, size, variables in runs:
             self.spans.extend((start, size, at))
+            self.members += [(name, address, at + address - start, n) for name, address, n in variables]
             at += size
         self.size = at - self.base
-        self.last = None
+        self.read = False
 
 
 @dataclass
@@ -175,18 +182,14 @@ def _owner(readings: Sequence[Reading], span: int) -> tuple[Reading, int]:
 
 
 def _compare(reading: Reading, buffer: bytearray, phases: Phases | None) -> None:
-    """A new version of the reading's values when its part of ``buffer`` differs from what it read last."""
-    if reading.last is not None and buffer.startswith(reading.last, reading.base):
-        return  # startswith compares in place: no copy of the part
+    """A new version of the reading's values when a variable's bytes in ``buffer`` differ from its value
+    (each compared in place, no copy: a save of an unchanged load allocates nothing)."""
+    values = reading.values
+    if reading.read and all(buffer.startswith(values[name].data, at) for name, _, at, _ in reading.members):
+        return
     with memoryview(buffer) as view:
-        last = reading.last = bytes(view[reading.base : reading.base + reading.size])
-    values: dict[str, Value] = {}
-    offset = 0
-    for start, size, members in reading.runs:
-        for name, address, n in members:
-            values[name] = Value(address, last[offset + address - start : offset + address - start + n])
-        offset += size
-    reading.values = values
+        reading.values = {name: Value(address, bytes(view[at : at + n])) for name, address, at, n in reading.members}
+    reading.read = True
     reading.version += 1
     if phases is not None:
         phases.count("variables.loads_changed")

@@ -143,7 +143,7 @@ def worker(t):
             lib = None
             mod = cu.load_module(data)
             f = cu.module_function(mod, "fk_fill_f32")
-        index, name = registry.resolve(f)
+        index, name = resolve(f)
         rec = registry.recorded_images()[index]
         expected = images.make_fatbin([("elf", data)]) if lib else data
         if name != "fk_fill_f32" or bytes(registry.image_bytes(index)) != expected or rec.size != len(expected):
@@ -163,7 +163,7 @@ def worker(t):
             call("cuLibraryUnload", lib)
         else:
             call("cuModuleUnload", mod)   # forgets functions resolved to it; earlier unloads left holes
-        if error_of(registry.resolve, f) is None:
+        if error_of(resolve, f) is None:
             problems.append(["resolved after unload", t, i])
 
 threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
@@ -208,7 +208,7 @@ res["capture"] = int(fn("cuMemAllocAsync")(ctypes.byref(DP(0)), 10, s))
 cu.end_capture(s)
 long_name = "_Z" + "x" * 5000
 mod = cu.load_module(images.make_ptx([long_name]))
-res["long_name"] = registry.resolve(cu.module_function(mod, long_name))[1] == long_name
+res["long_name"] = resolve(cu.module_function(mod, long_name))[1] == long_name
 for _ in range(50):                                      # more failures than the error log keeps
     free_raw(BASE + 60 * MIB)
 seq, msg = native().recent_error()

@@ -114,7 +114,7 @@ def test_image_from_a_heap_buffer_is_copied_before_the_buffer_is_reused(app_json
         out(owned=[r.owned for r in recs], data_at_heap=recs[0].data == heap,
             equal=[bytes(registry.image_bytes(0)) == data,
                    bytes(registry.image_bytes(1)) == images.make_ptx(["fk_scale_f32"])],
-            hashes=[registry.image_hash(0), registry.image_hash(1)], resolved=registry.resolve(fill))
+            hashes=[registry.image_hash(0), registry.image_hash(1)], resolved=resolve(fill))
         """)
     )
     assert r["owned"] == [True, True] and r["data_at_heap"] is False
@@ -145,8 +145,8 @@ def test_images_loaded_from_files_are_recorded(app_json: AppJson, tmp_path: Path
         out(recs=[[r.kind, r.format.name.lower(), r.size, r.owned, r.handle] for r in recs],
             handles=[mod.value, lib.value], missing=missing,
             data=[bytes(registry.image_bytes(i)).hex() for i in range(len(recs))],
-            resolved=[registry.resolve(cu.module_function(mod.value, "fk_add_f32")),
-                      registry.resolve(cu.kernel_function(k))])
+            resolved=[resolve(cu.module_function(mod.value, "fk_add_f32")),
+                      resolve(cu.kernel_function(k))])
         """)
     )
     assert r["missing"] != 0
@@ -168,23 +168,29 @@ def test_resolve_maps_module_functions_and_library_kernels_to_their_own_image(ap
         l1 = cu.load_library(images.make_fatbin([("elf", images.make_cubin(["fk_scale_f32", "fk_fill_f32"]))]))
         l2 = cu.load_library(images.make_ptx(["fk_scale_f32"]))
         res = {}
-        res["m1_fill"] = registry.resolve(cu.module_function(m1, "fk_fill_f32"))
-        res["m1_add"] = registry.resolve(cu.module_function(m1, "fk_add_f32"))
-        res["m2_fill"] = registry.resolve(cu.module_function(m2, "fk_fill_f32"))
+        res["m1_fill"] = resolve(cu.module_function(m1, "fk_fill_f32"))
+        res["m1_add"] = resolve(cu.module_function(m1, "fk_add_f32"))
+        res["m2_fill"] = resolve(cu.module_function(m2, "fk_fill_f32"))
         k1 = cu.library_kernel(l1, "fk_scale_f32")
         k2 = cu.library_kernel(l2, "fk_scale_f32")
-        res["l1_scale"] = registry.resolve(cu.kernel_function(k1))
-        res["l2_scale"] = registry.resolve(cu.kernel_function(k2))
-        res["l1_kernel_handle"] = registry.resolve(k1)          # a CUkernel used as a CUfunction
-        res["l1_fill"] = registry.resolve(cu.kernel_function(cu.library_kernel(l1, "fk_fill_f32")))
+        res["l1_scale"] = resolve(cu.kernel_function(k1))
+        res["l2_scale"] = resolve(cu.kernel_function(k2))
+        res["l1_kernel_handle"] = resolve(k1)          # a CUkernel used as a CUfunction
+        res["l1_fill"] = resolve(cu.kernel_function(cu.library_kernel(l1, "fk_fill_f32")))
         # kernels the application found without cuLibraryGetKernel
         n = ctypes.c_uint()
         call("cuLibraryGetKernelCount", ctypes.byref(n), l2)
         ks = (ctypes.c_void_p * n.value)()
         call("cuLibraryEnumerateKernels", ks, n.value, l2)
-        res["enumerated"] = [registry.resolve(cu.kernel_function(k)) for k in ks]
-        res["again"] = registry.resolve(cu.module_function(m2, "fk_fill_f32"))   # cached answer
-        res["unknown"] = error_of(registry.resolve, 0x1234)
+        res["enumerated"] = [resolve(cu.kernel_function(k)) for k in ks]
+        res["again"] = resolve(cu.module_function(m2, "fk_fill_f32"))   # cached answer
+        res["unknown"] = error_of(resolve, 0x1234)
+        # all in one call, as SAVE asks: names, images and attributes in order; an unknown one fails the call
+        fs = [cu.module_function(m1, "fk_add_f32"), cu.kernel_function(k2), cu.module_function(m2, "fk_fill_f32")]
+        res["batch"] = [[i.image, i.name, list(i.attrs) == list(registry.function_attrs(f))]
+                        for i, f in zip(registry.describe_functions(fs), fs)]
+        res["batch_unknown"] = error_of(registry.describe_functions, [fs[0], 0x1234])
+        res["batch_empty"] = registry.describe_functions([])
         out(**res)
         """)
     )
@@ -196,6 +202,8 @@ def test_resolve_maps_module_functions_and_library_kernels_to_their_own_image(ap
     assert r["enumerated"] == [[3, "fk_scale_f32"]]
     assert r["again"] == [1, "fk_fill_f32"]
     assert r["unknown"][0] == "KernelNotFoundError"
+    assert r["batch"] == [[0, "fk_add_f32", True], [3, "fk_scale_f32", True], [1, "fk_fill_f32", True]]
+    assert r["batch_unknown"][0] == "KernelNotFoundError" and r["batch_empty"] == []
 
 
 def test_kernels_with_very_long_mangled_names_resolve(app_json: AppJson) -> None:
@@ -207,8 +215,8 @@ def test_kernels_with_very_long_mangled_names_resolve(app_json: AppJson) -> None
         mod = cu.load_module(images.make_cubin(["fk_fill_f32", long_name]))
         lib = cu.load_library(images.make_ptx([long_name]))
         out(n=len(long_name),
-            module=registry.resolve(cu.module_function(mod, long_name)) == (0, long_name),
-            library=registry.resolve(cu.kernel_function(cu.library_kernel(lib, long_name))) == (1, long_name),
+            module=resolve(cu.module_function(mod, long_name)) == (0, long_name),
+            library=resolve(cu.kernel_function(cu.library_kernel(lib, long_name))) == (1, long_name),
             entries=long_name in registry.image_entries(0))
         """)
     )
@@ -226,16 +234,16 @@ def test_image_entries_list_the_kernels_and_unloading_forgets_the_image(app_json
         f = cu.module_function(mod, "fk_add_f32")
         g = cu.kernel_function(cu.library_kernel(lib, "fk_sum_f32"))
         res = {"entries": [sorted(registry.image_entries(0)), sorted(registry.image_entries(1))],
-               "before": [registry.resolve(f), registry.resolve(g)]}
+               "before": [resolve(f), resolve(g)]}
         call("cuModuleUnload", mod)
         call("cuLibraryUnload", lib)
         recs = registry.recorded_images()
         res["loaded"] = [r.loaded for r in recs]
         res["entries_after"] = [error_of(registry.image_entries, 0), error_of(registry.image_entries, 1)]
-        res["resolve_after"] = [error_of(registry.resolve, f)[0], error_of(registry.resolve, g)[0]]
+        res["resolve_after"] = [error_of(resolve, f)[0], error_of(resolve, g)[0]]
         # a new image loaded afterwards resolves normally, its index after the unloaded ones
         mod2 = cu.load_module(images.make_cubin(["fk_add_f32"]))
-        res["new"] = registry.resolve(cu.module_function(mod2, "fk_add_f32"))
+        res["new"] = resolve(cu.module_function(mod2, "fk_add_f32"))
         call("cuModuleUnload", mod2)
         res["count"] = len(registry.recorded_images())
         out(**res)

@@ -94,6 +94,21 @@ def test_a_save_reads_again_and_keeps_the_values_while_the_bytes_stay(monkeypatc
     assert values["a"] == first["a"]
 
 
+def test_bytes_between_variables_read_with_them_make_no_new_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    device = Device((0x10000, bytes(range(256)) * 64))
+    reads = _reads(device, monkeypatch, {"a": (0x10000, 4), "b": (0x10010, 8)})
+    first, version = varread.refresh(reads, [0], None)[0]
+    assert device.reads == [[(0x10000, 0x18)]]  # one copy, the 12 bytes between a and b included
+    device.allocations[0][1][0x8] = 0xEE  # between the variables: the driver's, or data of no variable
+    phases = Phases()
+    again = varread.refresh(reads, [0], phases)[0]
+    assert again[0] is first and again[1] == version and "variables.loads_changed" not in phases.counts
+    device.allocations[0][1][0x12] = 0xEE  # inside b
+    values, changed = varread.refresh(reads, [0], phases)[0]
+    assert changed == version + 1 and values["b"].data == bytes([16, 17, 0xEE, *range(19, 24)])
+    assert values["a"] == first["a"] and phases.counts["variables.loads_changed"] == 1
+
+
 def test_every_load_of_a_save_is_read_with_one_native_call(monkeypatch: pytest.MonkeyPatch) -> None:
     device = Device((0x10000, bytes(range(256)) * 64), (0x40000, b"\x05" * 64))
     loads = [{"a": (0x10000, 4), "far": (0x10000 + 8192, 16)}, {"x": (0x40000, 8)}, {"y": (0x40020, 32)}]

@@ -116,6 +116,12 @@ def error_of(func, *args, **kwargs):
     except Exception as exc:  # noqa: BLE001 - the test inspects whatever was raised
         return [type(exc).__name__, str(exc)]
     return None
+
+
+def resolve(function):
+    """(image index, name) of one CUfunction, through SAVE's batched lookup."""
+    info = registry.describe_functions([function])[0]
+    return (info.image, info.name)
 '''
 
 
