@@ -1,4 +1,4 @@
-"""SAVE's Python side on a real archive, on any machine (no GPU): the per-graph parse + write that
+"""SAVE's host side on a real archive, on any machine (no GPU): the per-graph scan + write that
 CUDAGraph.save does after extraction, and save_graph_manifest's grouping and member deltas.
 
     python scripts/profile_save.py DIR [--profile]
@@ -19,8 +19,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from foundry.format import parse_delta, parse_record, read_manifest, template_path, write_graph
+from foundry.format import (
+    RecordFacts,
+    parse_delta,
+    parse_record,
+    read_manifest,
+    template_path,
+    topology_key_of,
+    write_graph,
+)
 from foundry.format.graphfile import read_graph
+from foundry.native import scan_record
 from foundry.save import SavedGraph
 from foundry.save.templates import plan_groups, write_member_deltas
 from tests.support.encode import encode_record
@@ -64,9 +73,11 @@ def main() -> None:
     def save_side() -> list[SavedGraph]:
         graphs = []
         for path, (meta, record) in records.items():
-            parsed = parse_record(record)
-            written = write_graph(path, meta, record, parsed=parsed, durable=False)  # type: ignore[arg-type]
-            graphs.append(SavedGraph(path, written, record, None, parsed))
+            scan = scan_record(record)
+            assert scan.topology is not None, "a record with child graphs: its key is Python's (parse_record)"
+            facts = RecordFacts(scan.function_count, scan.event_count, topology_key_of(scan.topology))
+            written = write_graph(path, meta, record, facts, durable=False)  # type: ignore[arg-type]
+            graphs.append(SavedGraph(path, written, record, scan))
         return graphs
 
     t0 = time.perf_counter()
@@ -75,8 +86,8 @@ def main() -> None:
     plans = plan_groups(graphs)
     write_member_deltas(graphs, plans)
     t2 = time.perf_counter()
-    nodes = sum(len(g.parsed.nodes) for g in graphs if g.parsed is not None)
-    print(f"{len(graphs)} graphs, {nodes} nodes, {len(plans)} groups: per-graph parse + write {t1 - t0:.3f} s, "
+    nodes = sum(g.scan.node_count for g in graphs)
+    print(f"{len(graphs)} graphs, {nodes} nodes, {len(plans)} groups: per-graph scan + write {t1 - t0:.3f} s, "
           f"grouping + member deltas {t2 - t1:.3f} s")  # fmt: skip
     if "--profile" in sys.argv:
         profile = cProfile.Profile()

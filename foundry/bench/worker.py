@@ -14,14 +14,18 @@ the seed README does; 0: every image loads after start_graph_builds), FOUNDRY_BE
 loader's cap on builder threads, foundry.load.LIMITS.builders), FOUNDRY_BENCH_READERS
 (the loader's cap on reader threads), FOUNDRY_BENCH_SMAPS (print which mappings LOAD grew),
 FOUNDRY_BENCH_LOAD_ONLY (stop after LOAD, skip the replay measurements and probes). FOUNDRY_WARM_HEAP=0
-(foundry.load.threads) turns off the builders' heap warm-up, for comparison.
+(foundry.load.threads) turns off the builders' heap warm-up, for comparison. FOUNDRY_BENCH_SAVE_PROFILE=PATH
+writes cProfile's table of SAVE (by own time, then cumulative) to PATH.
 """
 
 from __future__ import annotations
 
+import cProfile
 import hashlib
+import io
 import json
 import os
+import pstats
 import resource
 import sys
 import time
@@ -107,6 +111,14 @@ class _DirectLaunch:
         codec.launch(self.exec, torch.cuda.current_stream().cuda_stream)
 
 
+def _write_profile(profile: cProfile.Profile, path: Path) -> None:
+    text = io.StringIO()
+    stats = pstats.Stats(profile, stream=text)
+    stats.sort_stats("tottime").print_stats(40)
+    stats.sort_stats("cumulative").print_stats(40)
+    path.write_text(text.getvalue())
+
+
 def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
     tag = f"{shape} {variant} native"
     cold: dict[str, Any] = {"import_s": IMPORTED_S, "context_s": _context()}
@@ -146,11 +158,18 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
 
     archive = out / "archive"
     save_phases().reset()
+    profile_to = os.environ.get("FOUNDRY_BENCH_SAVE_PROFILE")
+    profile = cProfile.Profile() if profile_to else None
     t0 = time.perf_counter()
+    if profile is not None:
+        profile.enable()
     for bs, (g, hidden) in graphs.items():
         g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
     manifest = foundry.save_graph_manifest(archive)
     save_s = time.perf_counter() - t0
+    if profile is not None and profile_to:
+        profile.disable()
+        _write_profile(profile, Path(profile_to))
     phases = save_phases()
     _progress(tag, f"saved {len(graphs)} graphs in {save_s:.2f} s")
 

@@ -41,6 +41,8 @@ from .files import (
     write_region_hint,
 )
 from .graphfile import (
+    DeltaFacts,
+    RecordFacts,
     container_path,
     container_payload,
     parse_meta,
@@ -124,6 +126,7 @@ from .walk import (
     kernel_pointer_words,
     node_counts,
     topology_key,
+    topology_key_of,
 )
 
 __all__ = [
@@ -138,6 +141,7 @@ __all__ = [
     "Bundle",
     "ChildGraphNode",
     "Delta",
+    "DeltaFacts",
     "FuncAttr",
     "FuncAttrs",
     "FunctionRef",
@@ -161,6 +165,7 @@ __all__ = [
     "NodeType",
     "OutputSpec",
     "PathLike",
+    "RecordFacts",
     "RegionSpec",
     "RngSpec",
     "TemplateRef",
@@ -217,6 +222,7 @@ __all__ = [
     "sha256_holding",
     "template_path",
     "topology_key",
+    "topology_key_of",
     "write_bundle",
     "write_graph",
     "write_image",

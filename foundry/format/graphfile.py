@@ -24,7 +24,9 @@ from .values import RecordRef
 from .walk import topology_key
 
 __all__ = [
+    "DeltaFacts",
     "MetaCache",
+    "RecordFacts",
     "container_path",
     "container_payload",
     "parse_meta",
@@ -45,23 +47,51 @@ def container_path(json_path: PathLike) -> Path:
     return Path(json_path).with_suffix(".cugraph")
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordFacts:
+    """What a caller has proven of a graph record already, every byte of it checked (SAVE's native scan):
+    the counts its header states and its topology key. ``write_graph`` takes them instead of parsing the
+    record again."""
+
+    function_count: int
+    event_count: int
+    topology: str
+
+    @classmethod
+    def of(cls, record: GraphRecord) -> RecordFacts:
+        return cls(record.function_count, record.event_count, topology_key(record))
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaFacts:
+    """What a caller has proven of a delta already (SAVE compares the native writer's bytes with those it
+    joins itself): its template and the member's function count."""
+
+    template_sha256: str
+    function_count: int
+
+    @classmethod
+    def of(cls, delta: Delta) -> DeltaFacts:
+        return cls(delta.template_sha256, delta.function_count)
+
+
 def write_graph(
     json_path: PathLike,
     meta: GraphMeta,
     record: bytes | bytearray | memoryview,
-    parsed: GraphRecord | Delta | None = None,
+    known: RecordFacts | DeltaFacts | None = None,
     durable: bool = True,
 ) -> GraphMeta:
     """Write ``<stem>.cugraph`` (the container of ``record``) and then ``<stem>.json`` atomically.
 
     ``record`` is a graph record, or a delta when ``meta.template`` is set (a template member).
-    ``parsed`` is ``parse_record(record)`` (``parse_delta`` for a delta) when the caller has it
-    already. ``durable=False`` skips the fsyncs (see foundry.format.files; SAVE makes a whole
+    ``known`` is what the caller proved of it already (its facts: the record or delta is then not
+    parsed again). ``durable=False`` skips the fsyncs (see foundry.format.files; SAVE makes a whole
     archive durable at once).
 
     ``meta.record`` is ignored and replaced, and an empty ``meta.topology`` is filled with the record's
     topology key (a given one is checked); the returned metadata is the one written. Before
-    anything is written, ``record`` is parsed and checked against ``meta`` (function count, event
+    anything is written, ``record``'s facts are checked against ``meta`` (function count, event
     count, topology key, image references); any disagreement raises ``ValueError`` and leaves the
     disk untouched. The parent directory must exist.
     """
@@ -70,9 +100,9 @@ def write_graph(
     if cpath == json_path:
         raise ValueError(f"{json_path}: a graph's JSON file must not end in .cugraph")
     if meta.template is not None:
-        _check_delta(meta, record, parsed if isinstance(parsed, Delta) else None)
+        _check_delta(meta, record, known if isinstance(known, DeltaFacts) else None)
     else:
-        topology = _check_record(meta, record, parsed if isinstance(parsed, GraphRecord) else None)
+        topology = _check_record(meta, record, known if isinstance(known, RecordFacts) else None)
         if not meta.topology:
             meta = dataclasses.replace(meta, topology=topology)
     problem = meta.problem()
@@ -87,11 +117,11 @@ def write_graph(
     return final
 
 
-def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview, delta: Delta | None) -> None:
+def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview, delta: DeltaFacts | None) -> None:
     assert meta.template is not None
     if delta is None:
         try:
-            delta = parse_delta(payload)
+            delta = DeltaFacts.of(parse_delta(payload))
         except ArchiveError as exc:
             raise ValueError(f"graph {meta.name!r}: the delta is not valid: {exc}") from None
     if delta.function_count != len(meta.functions):
@@ -103,28 +133,28 @@ def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview, delta
         raise ValueError(f"graph {meta.name!r}: the delta's template is not the one the metadata names")
 
 
-def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, parsed: GraphRecord | None) -> str:
+def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, facts: RecordFacts | None) -> str:
     """Checks a record against its metadata; returns the record's topology key."""
-    if parsed is None:
+    if facts is None:
         try:
-            parsed = parse_record(record)
+            facts = RecordFacts.of(parse_record(record))
         except ArchiveError as exc:
             raise ValueError(f"graph {meta.name!r}: the record is not valid: {exc}") from None
-    if parsed.function_count != len(meta.functions):
+    if facts.function_count != len(meta.functions):
         raise ValueError(
-            f"graph {meta.name!r}: the record names {parsed.function_count} functions, "
+            f"graph {meta.name!r}: the record names {facts.function_count} functions, "
             f"the metadata lists {len(meta.functions)}"
         )
-    if parsed.event_count != meta.events:
+    if facts.event_count != meta.events:
         raise ValueError(
-            f"graph {meta.name!r}: the record uses {parsed.event_count} events, the metadata says {meta.events}"
+            f"graph {meta.name!r}: the record uses {facts.event_count} events, the metadata says {meta.events}"
         )
-    topology = topology_key(parsed)
-    if meta.topology and meta.topology != topology:
+    if meta.topology and meta.topology != facts.topology:
         raise ValueError(
-            f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the record's topology key {topology}"
+            f"graph {meta.name!r}: metadata topology {meta.topology!r} is not the record's topology key "
+            f"{facts.topology}"
         )
-    return topology
+    return facts.topology
 
 
 def read_meta(json_path: PathLike) -> GraphMeta:

@@ -10,7 +10,14 @@ from . import _layout
 from ._layout import TOPO_EDGE, TOPO_HEADER, TOPO_KERNEL
 from .nodes import PERSISTED_NODE_TYPES, ArgMode, ChildGraphNode, GraphRecord, KernelNode, LaunchAttr, Node, NodeType
 
-__all__ = ["TOPOLOGY_KEY_VERSION", "iter_nodes", "kernel_pointer_words", "node_counts", "topology_key"]
+__all__ = [
+    "TOPOLOGY_KEY_VERSION",
+    "iter_nodes",
+    "kernel_pointer_words",
+    "node_counts",
+    "topology_key",
+    "topology_key_of",
+]
 
 TOPOLOGY_KEY_VERSION = _layout.TOPOLOGY_KEY_VERSION
 """Domain prefix of the topology-key hash; changes whenever the key's definition changes. The material
@@ -97,6 +104,12 @@ def topology_key(record: GraphRecord) -> str:
     the exact byte string hashed.
     """
     return _topology_digest(record).hex()
+
+
+def topology_key_of(material: bytes) -> str:
+    """The topology key of a record without child graphs from the byte string the key hashes after its
+    ``FTK1`` prefix (what the native scan of a record returns: foundry.native.scan_record)."""
+    return hashlib.sha256(TOPOLOGY_KEY_VERSION + material).hexdigest()
 
 
 def _topology_digest(record: GraphRecord) -> bytes:

@@ -1,6 +1,7 @@
 """SAVE: one captured CUgraph into an archive (torch-free; foundry.capture adds tensors and RNG).
 
-The steps: ``extract`` walks the driver's graph into a record (native) and parses it once;
+The steps: ``extract`` walks the driver's graph into a record and checks every byte of it (both native:
+the record is what LOAD will read, so SAVE refuses what LOAD would refuse);
 ``save_graph`` gathers everything else (region, kernels and their images, state memory), checks
 it, and only then writes. The records of every graph this process saved are kept until
 ``save_graph_manifest`` groups them (manifest.py).
@@ -20,23 +21,24 @@ from foundry.errors import PeerMemoryError, RegionStateError, SaveError, Variabl
 from foundry.format import (
     FunctionRef,
     GraphMeta,
-    GraphRecord,
     ImageFormat,
     ImageRef,
     OutputSpec,
+    RecordFacts,
     RngSpec,
     VariableRef,
     image_path,
-    node_counts,
     parse_record,
     relative_path_problem,
     template_path,
+    topology_key,
+    topology_key_of,
     write_graph,
     write_image,
     write_memory,
     write_region_hint,
 )
-from foundry.native import codec, current_identity, imports_live
+from foundry.native import RecordScan, codec, current_identity, imports_live, scan_record
 from foundry.region import region_spec, take_snapshot
 from foundry.timing import Phases
 from foundry.version import __version__
@@ -60,25 +62,30 @@ DEFAULT_ARCHIVE = "hook_archive"
 
 @dataclass(frozen=True)
 class SavedGraph:
-    """A graph this process saved: its full record, and the delta on disk once it became a member."""
+    """A graph this process saved: its full record and what the scan found in it, and the delta on disk
+    once it became a member."""
 
     json_path: Path
     meta: GraphMeta
     record: bytes
+    scan: RecordScan
     delta: bytes | None = None
-    parsed: GraphRecord | None = None
-    spans: tuple[tuple[int, int], ...] = ()  # (start, end) of each top-level node record, found by the parse
+
+    def facts(self) -> RecordFacts:
+        """The full record's facts, for writing it again (its topology key is in the metadata)."""
+        return RecordFacts(self.scan.function_count, self.scan.event_count, self.meta.topology)
 
 
 @dataclass(frozen=True)
 class Extracted:
-    """A captured graph as SAVE reads it: its record, the CUfunction behind each function index, and
-    the record parsed (checked by ``parse_record``), with where each top-level node record lies."""
+    """A captured graph as SAVE reads it: its record, the CUfunction behind each function index, what
+    the native scan found in the record (every byte checked as ``parse_record`` checks it), and its
+    topology key."""
 
     record: bytes
     functions: tuple[int, ...]
-    parsed: GraphRecord
-    spans: tuple[tuple[int, int], ...] = ()
+    scan: RecordScan
+    topology: str
 
 
 @dataclass
@@ -232,14 +239,15 @@ def _check_outputs(outputs: Sequence[OutputSpec], live: Sequence[tuple[int, int]
 
 
 def extract(graph: int) -> Extracted:
-    """Walks a captured CUgraph into a record and parses it (an unsupported node raises here)."""
+    """Walks a captured CUgraph into a record and scans it (an unsupported node raises here)."""
     phases = save_phases()
     with phases.span("extract"):
         record, functions = codec.extract(graph)
-    with phases.span("parse"):
-        spans: list[tuple[int, int]] = []
-        parsed = parse_record(record, spans)
-    return Extracted(record, tuple(functions), parsed, tuple(spans))
+    with phases.span("scan"):
+        scan = scan_record(record)
+        # A child graph's part of the key is its own key's digest, which the native scan leaves to Python.
+        topology = topology_key_of(scan.topology) if scan.topology is not None else topology_key(parse_record(record))
+    return Extracted(record, tuple(functions), scan, topology)
 
 
 @gc_paused()
@@ -300,21 +308,22 @@ def save_graph(
             archive_dir=rel_archive,
             functions=functions,
             images=images,
-            events=graph.parsed.event_count,
+            events=graph.scan.event_count,
             outputs=tuple(outputs),
             rng=rng,
             region=region,
             identity=identity,
-            stats=tuple(sorted(node_counts(graph.parsed).items())),
-            topology="",  # write_graph fills it from the record (walked once)
+            stats=tuple(sorted(graph.scan.counts.items())),
+            topology=graph.topology,
             memory=memory,
         )
     with phases.span("write"):
         json_path.parent.mkdir(parents=True, exist_ok=True)
         # Not durable yet: save_graph_manifest makes the archive durable at once.
-        meta = write_graph(json_path, meta, graph.record, parsed=graph.parsed, durable=False)
+        facts = RecordFacts(graph.scan.function_count, graph.scan.event_count, graph.topology)
+        meta = write_graph(json_path, meta, graph.record, facts, durable=False)
         write_region_hint(archive, region.base, region.size)
-        _remember(SavedGraph(json_path, meta, graph.record, parsed=graph.parsed, spans=graph.spans))
+        _remember(SavedGraph(json_path, meta, graph.record, graph.scan))
     return meta
 
 
@@ -345,8 +354,8 @@ def _remember(graph: SavedGraph) -> None:
         ]
     for i, member in orphans:
         meta = write_graph(
-            member.json_path, replace(member.meta, template=None), member.record, parsed=member.parsed, durable=False
+            member.json_path, replace(member.meta, template=None), member.record, member.facts(), durable=False
         )
         with state.lock:
             if saved[i] is member:
-                saved[i] = SavedGraph(member.json_path, meta, member.record, parsed=member.parsed, spans=member.spans)
+                saved[i] = SavedGraph(member.json_path, meta, member.record, member.scan)

@@ -16,71 +16,34 @@ import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from foundry.errors import CodecError
 from foundry.format import (
-    ChildGraphNode,
-    Delta,
+    DeltaFacts,
+    FunctionRef,
     GraphMeta,
-    GraphRecord,
-    KernelNode,
-    Node,
     TemplateRef,
     delta_bytes,
-    iter_nodes,
-    override_problem,
-    parse_record,
     relative_path_problem,
     write_graph,
 )
-from foundry.native import codec
+from foundry.native import RecordComparison, codec, compare_records
 
 from .graph import SavedGraph
 
 __all__ = ["GroupPlan", "plan_groups", "template_key", "write_member_deltas"]
 
 
-def template_key(meta: GraphMeta, record: GraphRecord) -> str:
+def template_key(graph: SavedGraph) -> str:
     """Topology key plus every kernel's compile-time cluster shape (its required cluster dimensions)."""
+    meta = graph.meta
     h = hashlib.sha256(meta.topology.encode())
     shapes = [  # packed once per function
         struct.pack("<3i", a.required_cluster_width, a.required_cluster_height, a.required_cluster_depth)
         for a in (f.attrs for f in meta.functions)
     ]
-    h.update(b"".join(shapes[n.function_index] for _, n in iter_nodes(record) if isinstance(n, KernelNode)))
+    h.update(b"".join(shapes[f] for f in graph.scan.kernel_functions))
     return h.hexdigest()
-
-
-def _identity(node: Node, meta: GraphMeta) -> Any:
-    """A comparable value of a node with function indices replaced by the functions themselves."""
-    if isinstance(node, KernelNode):
-        return (
-            meta.functions[node.function_index], node.grid, node.block, node.shared_mem, node.arg_mode,
-            node.params, node.attrs, node.args,
-        )  # fmt: skip
-    if isinstance(node, ChildGraphNode):
-        return (tuple(_identity(n, meta) for n in node.record.nodes), node.record.edges)
-    return node
-
-
-def _same(a: Node, ma: GraphMeta, b: Node, mb: GraphMeta) -> bool:
-    """``_identity(a, ma) == _identity(b, mb)`` without building the tuples: SAVE compares every node
-    of every member with its template's, and kernel nodes mostly differ in their argument bytes,
-    which are compared first."""
-    if type(a) is KernelNode:
-        return (
-            type(b) is KernelNode
-            and a.args == b.args
-            and a.grid == b.grid
-            and a.block == b.block
-            and a.shared_mem == b.shared_mem
-            and a.arg_mode == b.arg_mode
-            and a.params == b.params
-            and a.attrs == b.attrs
-            and ma.functions[a.function_index] == mb.functions[b.function_index]
-        )
-    return bool(_identity(a, ma) == _identity(b, mb))
 
 
 @dataclass(frozen=True)
@@ -93,17 +56,30 @@ class GroupPlan:
     varying: tuple[int, ...]
 
 
-def _differing(template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord]) -> list[int] | None:
-    """Top-level nodes whose parameters differ, or None when the member cannot be switched in."""
-    (tm, tr), (mm, mr) = template, member
-    out = []
-    for i, (a, b) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
-        if _same(a, tm, b, mm):
-            continue
-        if override_problem(a, b) is not None:
-            return None
-        out.append(i)
-    return out
+class _Functions:
+    """One number per distinct function (FunctionRef) over the graphs compared: the native comparison
+    takes two records' kernels as the same function when their numbers are equal."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[FunctionRef, int] = {}
+
+    def of(self, meta: GraphMeta) -> list[int]:
+        return [self.numbers.setdefault(f, len(self.numbers)) for f in meta.functions]
+
+
+def _compare(template: SavedGraph, member: SavedGraph, functions: _Functions) -> RecordComparison:
+    """The member's top-level nodes against the template's: byte for byte, functions by identity."""
+    return compare_records(template.record, functions.of(template.meta), member.record, functions.of(member.meta))
+
+
+def _differing(template: SavedGraph, member: SavedGraph, functions: _Functions) -> list[int] | None:
+    """Top-level nodes whose parameters differ, or None when the member cannot be switched in: a node an
+    exec cannot update differs (foundry.format.override_problem states the rule), or the edges are listed
+    in another order (LOAD builds the template's and applies the member's nodes only)."""
+    found = _compare(template, member, functions)
+    if found.blocked is not None or not found.edges_equal:
+        return None
+    return list(found.differing)
 
 
 def _template_ref(template: SavedGraph, member: SavedGraph) -> str:
@@ -119,16 +95,16 @@ def _reachable(template: SavedGraph, member: SavedGraph) -> bool:
 
 def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
     """Groups in first-seen order; a graph that cannot join its key's group becomes a template itself."""
-    parsed = [(g.meta, _parsed(g)[0]) for g in graphs]
+    functions = _Functions()
     plans: list[GroupPlan] = []
     open_groups: dict[str, list[tuple[int, list[int], set[int]]]] = {}
-    for i, (meta, record) in enumerate(parsed):
-        key = template_key(meta, record)
+    for i, graph in enumerate(graphs):
+        key = template_key(graph)
         placed = False
         for template, members, varying in open_groups.get(key, []):
-            if not _reachable(graphs[template], graphs[i]):
+            if not _reachable(graphs[template], graph):
                 continue
-            diff = _differing(parsed[template], (meta, record))
+            diff = _differing(graphs[template], graph, functions)
             if diff is not None:
                 members.append(i)
                 varying.update(diff)
@@ -143,37 +119,28 @@ def plan_groups(graphs: Sequence[SavedGraph]) -> list[GroupPlan]:
     return plans
 
 
-def _verify(
-    template: tuple[GraphMeta, GraphRecord], member: tuple[GraphMeta, GraphRecord], varying: Sequence[int]
-) -> None:
+def _verify(template: SavedGraph, member: SavedGraph, varying: Sequence[int], functions: _Functions) -> None:
     """With _verify_bytes, SAVE's proof that a member is its template plus its overrides: every node
     that does not vary equals the template's (functions compared by identity), and so do the edges."""
-    (tm, tr), (mm, mr) = template, member
+    found = _compare(template, member, functions)
     overridden = set(varying)
-    for i, (t, m) in enumerate(zip(tr.nodes, mr.nodes, strict=True)):
-        if i not in overridden and not _same(t, tm, m, mm):
-            raise CodecError(f"graph {mm.name!r} is not template {tm.name!r} plus its overrides at node {i}")
-    if tr.edges != mr.edges:
-        raise CodecError(f"graph {mm.name!r} and template {tm.name!r} differ in their edges")
+    stray = [i for i in found.differing if i not in overridden]
+    if found.blocked is not None or stray:
+        at = min(stray + ([found.blocked] if found.blocked is not None else []))
+        raise CodecError(
+            f"graph {member.meta.name!r} is not template {template.meta.name!r} plus its overrides at node {at}"
+        )
+    if not found.edges_equal:
+        raise CodecError(f"graph {member.meta.name!r} and template {template.meta.name!r} differ in their edges")
 
 
-def _parsed(graph: SavedGraph) -> tuple[GraphRecord, tuple[tuple[int, int], ...]]:
-    """A saved graph's record parsed, and its top-level node spans (parsed again only if SAVE lost them)."""
-    if graph.parsed is not None and graph.spans:
-        return graph.parsed, graph.spans
-    spans: list[tuple[int, int]] = []
-    return parse_record(graph.record, spans), tuple(spans)
-
-
-def _verify_bytes(
-    payload: bytes, member: GraphRecord, raw: bytes, spans: Sequence[tuple[int, int]], varying: Sequence[int],
-    template_sha: str,
-) -> None:  # fmt: skip
+def _verify_bytes(payload: bytes, member: SavedGraph, varying: Sequence[int], template_sha: str) -> None:
     """The delta the native code wrote is exactly its header (naming the template and the member's
     function table) and, for exactly the varying nodes, the member record's own node records byte for
     byte: compared whole with the delta those bytes make, joined (no walk of either in Python)."""
+    raw, spans = member.record, member.scan.spans
     own = ((i, raw[spans[i][0] : spans[i][1]]) for i in varying)
-    if payload != delta_bytes(template_sha, member.function_count, own):
+    if payload != delta_bytes(template_sha, member.scan.function_count, own):
         raise CodecError(
             "a member's delta is not its template's name, its function count and its own records of the group's "
             "varying nodes"
@@ -183,23 +150,20 @@ def _verify_bytes(
 def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]) -> list[SavedGraph]:
     """Rewrites every member's files as a delta against its template; returns the updated list."""
     out = list(graphs)
+    functions = _Functions()
     for plan in plans:
         template = graphs[plan.template]
         assert template.meta.record is not None
-        tpair = (template.meta, _parsed(template)[0])
+        tsha = template.meta.record.sha256
         for index in plan.members:
             member = graphs[index]
-            parsed, spans = _parsed(member)
-            mpair = (member.meta, parsed)
             # The member's own node records, copied byte for byte (C), then proven to be exactly those.
-            payload = codec.delta_from_record(member.record, plan.varying, template.meta.record.sha256)
-            tsha = template.meta.record.sha256
-            _verify_bytes(payload, parsed, member.record, spans, plan.varying, tsha)
-            _verify(tpair, mpair, plan.varying)
-            # The delta's nodes are the member's own (just proven byte for byte), parsed already.
-            delta = Delta(tsha, mpair[1].function_count, tuple((i, mpair[1].nodes[i]) for i in plan.varying))
-            ref = TemplateRef(_template_ref(template, member), template.meta.record.sha256)
+            payload = codec.delta_from_record(member.record, plan.varying, tsha)
+            _verify_bytes(payload, member, plan.varying, tsha)
+            _verify(template, member, plan.varying, functions)
+            ref = TemplateRef(_template_ref(template, member), tsha)
             meta = replace(member.meta, record=None, template=ref)
-            written = write_graph(member.json_path, meta, payload, parsed=delta, durable=False)
-            out[index] = SavedGraph(member.json_path, written, member.record, payload, parsed, spans)
+            known = DeltaFacts(tsha, member.scan.function_count)
+            written = write_graph(member.json_path, meta, payload, known, durable=False)
+            out[index] = replace(member, meta=written, delta=payload)
     return out

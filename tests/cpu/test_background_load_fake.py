@@ -71,7 +71,7 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
     arch = tmp_path / "arch"
     save = run_save(app_json, VARIANTS, arch)
     # SAVE reports where its time went, phase by phase (the benchmark prints it).
-    assert {"extract", "parse", "images", "write", "manifest_plan", "manifest_deltas", "sync"} <= set(
+    assert {"extract", "scan", "images", "write", "manifest_plan", "manifest_deltas", "sync"} <= set(
         save["save_phases"]
     )
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BACKGROUND)

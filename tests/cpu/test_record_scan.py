@@ -1,8 +1,8 @@
 """The native record scan and comparison (csrc/record_scan.c) against the Python code they stand in for:
 ``scan_record`` accepts exactly the records ``parse_record`` accepts, refusing at the same byte, and derives
 the same counts, spans, kernel functions and topology material; ``compare_records`` finds the nodes that
-SAVE's ``_same`` and ``override_problem`` find, on random records, their damaged copies and the real GPU
-archive's template and member."""
+the node identity (tests/support/node_identity.py) and ``override_problem`` find, on random records, their
+damaged copies and the real GPU archive's template and member."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ import random
 import re
 import struct
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.format import iter_nodes, node_counts, parse_delta, parse_record, topology_key
 from foundry.format import layout as L
-from foundry.format.delta import override_problem
 from foundry.format.graphfile import read_graph
 from foundry.format.layout import RecHeader, RecNode
 from foundry.format.nodes import (
@@ -39,8 +37,8 @@ from foundry.format.nodes import (
 from foundry.format.walk import TOPOLOGY_KEY_VERSION
 from foundry.native import compare_records, scan_record
 from foundry.native.records import COUNT_KEYS
-from foundry.save.templates import _same
 from tests.support.encode import encode_record
+from tests.support.node_identity import comparison
 from tests.support.samples import random_record, sample_record
 from tests.support.sanitized import SKIPS, Sanitized
 
@@ -277,19 +275,6 @@ def test_scan_refuses_short_and_foreign_data_and_takes_any_buffer() -> None:
 
 
 # ------------------------------------------------------------------ the comparison against SAVE's rules
-def reference(a: GraphRecord, a_ids: list[int], b: GraphRecord, b_ids: list[int]) -> tuple[object, ...]:
-    """What SAVE's Python grouping decides: ``_same`` per node, ``override_problem`` for those that differ."""
-    ma, mb = SimpleNamespace(functions=a_ids), SimpleNamespace(functions=b_ids)
-    differing = []
-    for i, (x, y) in enumerate(zip(a.nodes, b.nodes, strict=True)):
-        if _same(x, ma, y, mb):  # type: ignore[arg-type]
-            continue
-        if override_problem(x, y) is not None:
-            return (), i, a.edges == b.edges
-        differing.append(i)
-    return tuple(differing), None, a.edges == b.edges
-
-
 def _changed(node: Node, rng: random.Random, functions: int, events: int) -> Node:
     """Another value of the node: mostly what a member varies, sometimes what no exec can switch."""
     roll = rng.random()
@@ -336,7 +321,7 @@ def _variant(record: GraphRecord, rng: random.Random) -> GraphRecord:
 
 def assert_compare_agrees(a: GraphRecord, a_ids: list[int], b: GraphRecord, b_ids: list[int]) -> tuple[object, ...]:
     got = compare_records(encode_record(a), a_ids, encode_record(b), b_ids)
-    expected = reference(a, a_ids, b, b_ids)
+    expected = comparison(a, a_ids, b, b_ids)
     assert (got.differing, got.blocked, got.edges_equal) == expected
     return expected
 

@@ -29,8 +29,8 @@ functions = [big, cu.module_function(mod, "fk_fill_f32"),
              cu.kernel_function(cu.library_kernel(lib, "fk_fill_f32")),
              cu.kernel_function(cu.library_kernel(lib, "fk_scale_f32")), cu.module_function(ptx, "fk_add_f32")]
 refs, stored = [], {}
-for f in functions:
-    index, name = registry.resolve(f)
+for f, info in zip(functions, registry.describe_functions(functions)):
+    index, name = info.image, info.name
     rec = registry.recorded_images()[index]
     ref = write_image(ARCHIVE, registry.image_bytes(index), rec.format.name.lower())
     assert ref.sha256 == registry.image_hash(index)
@@ -52,7 +52,7 @@ recs = registry.recorded_images()
 res = {"restored": [[r.restored, r.kind, r.loaded] for r in recs],
        "hashes": [registry.image_hash(i) for i in range(len(recs))],
        "lookup_again": [registry.loaded_function(registry.KernelRef(r[0], r[1])) for r in REFS] == functions,
-       "resolved": [[registry.image_hash(registry.resolve(f)[0]), registry.resolve(f)[1]] for f in functions],
+       "resolved": [[registry.image_hash(i.image), i.name] for i in registry.describe_functions(functions)],
        "attrs": [list(registry.function_attrs(f)) for f in functions]}
 buf = cu.malloc(64)
 cu.launch(functions[0], (1, 1, 1), (16, 1, 1), [("ptr", buf), (ctypes.c_int, 16)], shared=90 * 1024)

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError, CodecError
-from foundry.format import parse_record
+from foundry.format import GraphMeta, parse_record
 from foundry.format.delta import delta_header, override_spans, parse_delta
 from foundry.format.graphfile import read_graph
-from foundry.native import codec
+from foundry.native import codec, scan_record
+from foundry.save import SavedGraph
 from foundry.save.templates import _verify_bytes
 from tests.support.encode import encode_record, override_indices
 
@@ -22,6 +23,12 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 
 def _member() -> tuple[bytes, bytes, str]:
     """(member record, its delta as stored, template record SHA-256)."""
+    record, delta, tsha, _meta = _member_meta()
+    return record, delta, tsha
+
+
+def _member_meta() -> tuple[bytes, bytes, str, GraphMeta]:
+    """``_member`` and the member's metadata."""
     meta, delta = read_graph(FIXTURE / "ew_bs32.json")
     _tmeta, template = read_graph(FIXTURE / "ew_bs64.json")
     parsed, d = parse_record(template), parse_delta(delta)
@@ -30,7 +37,7 @@ def _member() -> tuple[bytes, bytes, str]:
         nodes[i] = node
     record = encode_record(dataclasses.replace(parsed, nodes=tuple(nodes), function_count=d.function_count))
     assert meta.template is not None
-    return record, delta, meta.template.record_sha256
+    return record, delta, meta.template.record_sha256, meta
 
 
 def test_spans_walk_the_same_nodes_the_parsers_see() -> None:
@@ -50,21 +57,20 @@ def test_spans_walk_the_same_nodes_the_parsers_see() -> None:
 
 
 def test_the_native_delta_of_a_member_passes_and_any_other_bytes_fail() -> None:
-    record, _stored, tsha = _member()
+    record, _stored, tsha, meta = _member_meta()
     varying = override_indices(_stored)
     payload = bytearray(codec.delta_from_record(record, varying, tsha))
     assert delta_header(payload) == (parse_record(record).function_count, tsha)  # the header written whole
-    spans: list[tuple[int, int]] = []
-    parsed = parse_record(record, spans)
-    _verify_bytes(bytes(payload), parsed, record, spans, varying, tsha)
+    member = SavedGraph(FIXTURE / "ew_bs32.json", meta, record, scan_record(record))
+    _verify_bytes(bytes(payload), member, varying, tsha)
     _index, start, end = override_spans(bytes(payload))[0]
     for pos in (start + 8, end - 1, 8):  # inside the first override's node record; the header's count
         bad = bytearray(payload)
         bad[pos] ^= 0x01
         with pytest.raises(CodecError, match="not its template's name"):
-            _verify_bytes(bytes(bad), parsed, record, spans, varying, tsha)
+            _verify_bytes(bytes(bad), member, varying, tsha)
     with pytest.raises(CodecError, match="not its template's name"):
-        _verify_bytes(bytes(payload), parsed, record, spans, varying, "0" * 64)
+        _verify_bytes(bytes(payload), member, varying, "0" * 64)
     if len(varying) > 1:
         with pytest.raises(CodecError, match="not its template's name"):
-            _verify_bytes(bytes(payload), parsed, record, spans, varying[:-1], tsha)
+            _verify_bytes(bytes(payload), member, varying[:-1], tsha)

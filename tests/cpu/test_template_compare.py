@@ -1,6 +1,6 @@
-"""SAVE's node comparison for template grouping (``_same``) agrees with comparing the nodes'
-identities (``_identity``: nodes with function indices replaced by the functions), on random records
-and on the sample record with every node type."""
+"""SAVE's template grouping: functions numbered by identity across graphs' function tables
+(``_Functions``), compared natively (``compare_records``) as the node identity says
+(tests/support/node_identity.py), and the override rule SAVE and ``foundry verify`` share."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ import dataclasses
 import random
 
 from foundry.format import GraphRecord, KernelNode
-from foundry.save.templates import _identity, _same
+from foundry.native import compare_records
+from foundry.save.templates import _Functions
+from tests.support.encode import encode_record
+from tests.support.node_identity import comparison
+from tests.support.node_identity import same as same_node
 from tests.support.samples import random_record, sample_meta, sample_record
 
 IMAGES = (b"\x7fELF image a", b"\x7fELF image b")
@@ -26,34 +30,42 @@ def _permuted(record: GraphRecord, seed: int) -> tuple[GraphRecord, dict[int, in
     return dataclasses.replace(record, nodes=nodes), new_index
 
 
-def test_same_agrees_with_identity_on_random_records() -> None:
-    checked = equal = 0
+def test_grouping_numbers_functions_by_identity_across_function_tables() -> None:
+    """SAVE numbers each distinct function once over all graphs (``_Functions``), so a record whose
+    function table lists the same kernels in another order compares equal node for node, and one whose
+    kernels name other functions differs exactly at its kernel nodes."""
     for seed in range(6):
         a = random_record(seed, nodes=300, functions=12)
-        b = random_record(seed + 100, nodes=300, functions=12)
         ma = sample_meta("a", a, IMAGES, ".")
-        # The same record renumbered (its functions reordered to match): equal node for node.
         c, new_index = _permuted(a, seed)
         mc = dataclasses.replace(
             ma, functions=tuple(ma.functions[old] for old, _ in sorted(new_index.items(), key=lambda kv: kv[1]))
         )
-        for other, mo in ((b, sample_meta("b", b, IMAGES, ".")), (c, mc), (a, ma)):
-            for x, y in zip(a.nodes, other.nodes, strict=True):
-                expected = _identity(x, ma) == _identity(y, mo)
-                assert _same(x, ma, y, mo) == expected
-                checked += 1
-                equal += expected
-    assert equal >= 2 * 6 * 300 and checked - equal > 1000  # both outcomes well exercised
+        numbers = _Functions()
+        same = compare_records(encode_record(a), numbers.of(ma), encode_record(c), numbers.of(mc))
+        assert same.differing == () and same.blocked is None and same.edges_equal
+        shifted = dataclasses.replace(ma, functions=ma.functions[1:] + ma.functions[:1])  # other kernels
+        other = compare_records(encode_record(a), numbers.of(ma), encode_record(a), numbers.of(shifted))
+        kernels = tuple(i for i, n in enumerate(a.nodes) if isinstance(n, KernelNode))
+        assert other.blocked is None and other.differing == kernels and len(kernels) > 100
+        for i in kernels[:20]:  # each one as the node identity says
+            assert not same_node(a.nodes[i], ma.functions, a.nodes[i], shifted.functions)
 
 
-def test_same_agrees_with_identity_on_every_node_type() -> None:
+def test_every_node_type_compares_as_its_identity() -> None:
     record = sample_record()
     meta = sample_meta("s", record, IMAGES, ".")
-    other_meta = dataclasses.replace(meta, functions=meta.functions[::-1])  # kernels now name other functions
-    for x in record.nodes:
-        for y in record.nodes:
-            for mo in (meta, other_meta):
-                assert _same(x, meta, y, mo) == (_identity(x, meta) == _identity(y, mo)), (x, y)
+    numbers = _Functions()
+    data = encode_record(record)
+    outcomes = []
+    for functions in (meta.functions, meta.functions[::-1]):  # kernels name the same, then other functions
+        other = dataclasses.replace(meta, functions=functions)
+        found = compare_records(data, numbers.of(meta), data, numbers.of(other))
+        expected = comparison(record, meta.functions, record, other.functions)
+        assert (found.differing, found.blocked, found.edges_equal) == expected
+        outcomes.append(expected[1])
+    # The same functions: nothing differs. Other ones: a child graph holding kernels blocks its switch.
+    assert outcomes[0] is None and outcomes[1] is not None
 
 
 def test_override_rule_shared_by_save_and_verify() -> None:

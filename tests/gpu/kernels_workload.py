@@ -74,7 +74,8 @@ def record(out: Path) -> None:
     for kind, functions in (("traced", trace.functions), ("graph", graph_functions)):
         for f in functions:
             try:
-                index, name = registry.resolve(f)
+                info = registry.describe_functions([f])[0]
+                index, name = info.image, info.name
             except foundry.FoundryError as exc:
                 unresolved.append(f"{kind}: {exc}")
                 continue
