@@ -189,10 +189,14 @@ def _compare(reading: Reading, buffer: bytearray, phases: Phases | None) -> None
         return
     with memoryview(buffer) as view:
         reading.values = {name: Value(address, bytes(view[at : at + n])) for name, address, at, n in reading.members}
-    reading.read = True
-    reading.version += 1
     if phases is not None:
         phases.count("variables.loads_changed")
+        if reading.read:  # written since the last save read it: which variables (the benchmark shows them)
+            for name, new in reading.values.items():
+                if values.get(name) != new:
+                    phases.count(f"variables.changed:{name}")
+    reading.read = True
+    reading.version += 1
 
 
 def locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:

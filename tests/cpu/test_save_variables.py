@@ -107,6 +107,7 @@ def test_bytes_between_variables_read_with_them_make_no_new_version(monkeypatch:
     values, changed = varread.refresh(reads, [0], phases)[0]
     assert changed == version + 1 and values["b"].data == bytes([16, 17, 0xEE, *range(19, 24)])
     assert values["a"] == first["a"] and phases.counts["variables.loads_changed"] == 1
+    assert [k for k in phases.counts if k.startswith("variables.changed:")] == ["variables.changed:b"]
 
 
 def test_every_load_of_a_save_is_read_with_one_native_call(monkeypatch: pytest.MonkeyPatch) -> None:
