@@ -43,7 +43,19 @@ from .varread import Reads, Value, add, locate, read_located, refresh
 __all__ = ["Carried", "carried_variables"]
 
 _WORD = 8  # device addresses are 64-bit, stored aligned
-_MAX_DECISIONS = 256  # graphs' outcomes kept (an engine's graphs use a few distinct sets of images)
+_MAX_DECISIONS = 1024  # images' outcomes kept (an engine's graphs use a few hundred images)
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """One image's outcome for the bytes its loads held: the variables to carry (``refs``, sorted by name,
+    and their ``values``), and every variable of this process's copy as sorted (start, end, name) with the
+    starts apart, to find a module address in any graph's carried values."""
+
+    refs: tuple[VariableRef, ...]
+    values: tuple[tuple[str, Value], ...]
+    ranges: tuple[tuple[int, int, str], ...]
+    starts: tuple[int, ...]
 
 
 @dataclass
@@ -51,13 +63,13 @@ class _Variables:
     """By image SHA-256: what its bytes say it defines, and its variables in a fresh load (read once:
     the image's bytes never change); by registry index, where a load's variables are and what they
     held at the last save (read again at every save: the program may write them between saves); the
-    outcome for each set of loads at the versions it was worked out for, most recent last."""
+    outcome for each image and the versions of its loads it was worked out for, most recent last."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     scans: dict[str, ModuleVariables] = field(default_factory=dict)
     fresh: dict[str, dict[str, Value]] = field(default_factory=dict)
     reads: Reads = field(default_factory=Reads)
-    decisions: OrderedDict[tuple[object, ...], Carried] = field(default_factory=OrderedDict)
+    decisions: OrderedDict[tuple[object, ...], _Decision] = field(default_factory=OrderedDict)
 
 
 _STATE = ProcessState("save.variables", _Variables)
@@ -84,15 +96,41 @@ def carried_variables(
     memory; writes nothing. ``phases`` gets the parts' times (``variables.read``, ``variables.decide``)
     and counters (``variables.*``).
 
-    Every call reads every variable of every load again; what follows from the bytes read (compared
-    with a fresh load, checked for addresses) is worked out once per set of loads and their bytes: a
-    graph whose loads hold the bytes an earlier graph's held gets that graph's answer."""
+    Every call reads every variable of every load again. What follows from an image's bytes (compared
+    with a fresh load) is worked out once per image and versions of its loads, not per graph: graphs of
+    other batch sizes launch kernels of other images (a GEMM library picks its kernels by shape), so
+    their sets of images differ while each image's bytes stay the same. Only the values to carry are
+    then checked for module addresses, against the variables of every image the graph uses."""
     with _span(phases, "variables.read"):
         for sha, records in images.items():
             _add_loads(sha, records, formats[sha], device)
         read = refresh(_STATE.get().reads, (index for records in images.values() for index in records), phases)
         live = {sha: _live(sha, records, read) for sha, records in images.items()}
-    key = (device, *((sha, formats[sha], live[sha][1]) for sha in sorted(live)))
+    with _span(phases, "variables.decide"):
+        decisions = {
+            sha: _decision(sha, images[sha], formats[sha], device, values, versions, phases)
+            for sha, (values, versions) in live.items()
+        }
+        blobs: dict[str, bytes] = {}
+        for sha, decision in decisions.items():
+            for ref, (name, value) in zip(decision.refs, decision.values, strict=True):
+                _refuse_addresses(sha, name, value, decisions)
+                blobs[ref.sha256] = value.data
+    return Carried({sha: d.refs for sha, d in decisions.items()}, blobs)
+
+
+def _decision(
+    sha: str,
+    records: Mapping[int, kernels.ImageRecord],
+    fmt: ImageFormat,
+    device: tuple[int, int] | None,
+    values: dict[str, Value],
+    versions: tuple[tuple[int, int], ...],
+    phases: Phases | None,
+) -> _Decision:
+    """The image's outcome for the bytes its loads hold (``values``; the loads and their ``versions``):
+    worked out once, then kept (the last ``_MAX_DECISIONS``)."""
+    key = (device, sha, fmt, versions)
     state = _STATE.get()
     with state.lock:
         known = state.decisions.get(key)
@@ -101,43 +139,19 @@ def carried_variables(
     if known is not None:
         _count(phases, "variables.decisions_reused")
         return known
-    with _span(phases, "variables.decide"):
-        carried = _decide(images, formats, device, {sha: values for sha, (values, _) in live.items()})
+    fresh = _fresh(sha, *next(iter(records.items())), fmt, device) if values else {}
+    carried = tuple(
+        (name, values[name]) for name in sorted(values) if _differs(values[name], fresh.get(name), values, fresh)
+    )
+    refs = tuple(VariableRef(name, len(v.data), hashlib.sha256(v.data).hexdigest()) for name, v in carried)
+    ranges = tuple(sorted((v.address, v.address + len(v.data), name) for name, v in values.items()))
+    decision = _Decision(refs, carried, ranges, tuple(r[0] for r in ranges))
     _count(phases, "variables.decisions_made")
     with state.lock:
-        state.decisions[key] = carried
+        state.decisions[key] = decision
         while len(state.decisions) > _MAX_DECISIONS:
             state.decisions.popitem(last=False)
-    return carried
-
-
-def _decide(
-    images: Mapping[str, Mapping[int, kernels.ImageRecord]],
-    formats: Mapping[str, ImageFormat],
-    device: tuple[int, int] | None,
-    live: Mapping[str, dict[str, Value]],
-) -> Carried:
-    """What to carry, from the variables' bytes in this process (``live``) and in a fresh load."""
-    ranges = sorted(
-        (v.address, v.address + len(v.data), sha, name) for sha, values in live.items() for name, v in values.items()
-    )
-    starts = [r[0] for r in ranges]
-    out: dict[str, tuple[VariableRef, ...]] = {}
-    blobs: dict[str, bytes] = {}
-    for sha, values in live.items():
-        first = next(iter(images[sha].items()))
-        fresh = _fresh(sha, *first, formats[sha], device) if values else {}
-        refs = []
-        for name in sorted(values):
-            value = values[name]
-            if not _differs(value, fresh.get(name), values, fresh):
-                continue
-            _refuse_addresses(sha, name, value, ranges, starts)
-            digest = hashlib.sha256(value.data).hexdigest()
-            blobs[digest] = value.data
-            refs.append(VariableRef(name, len(value.data), digest))
-        out[sha] = tuple(refs)
-    return Carried(out, blobs)
+    return decision
 
 
 def _span(phases: Phases | None, name: str) -> AbstractContextManager[None]:
@@ -282,26 +296,25 @@ def _translate(address: int, loaded: Mapping[str, Value], live: Mapping[str, Val
     return None
 
 
-def _refuse_addresses(
-    sha: str, name: str, value: Value, ranges: list[tuple[int, int, str, str]], starts: list[int]
-) -> None:
+def _refuse_addresses(sha: str, name: str, value: Value, images: Mapping[str, _Decision]) -> None:
     """Refuses a value to carry that holds, in an aligned word, an address of a module variable of this
-    process (of any image the graph uses)."""
+    process (of any image the graph uses: ``images``, each with its variables' ranges)."""
     data = value.data
     for start in range(-(value.address % _WORD) % _WORD, len(data) - _WORD + 1, _WORD):
         word = int.from_bytes(data[start : start + _WORD], "little")
-        at = bisect.bisect_right(starts, word) - 1
-        if at < 0 or word > ranges[at][1]:
-            continue
-        _, _, image, target = ranges[at]
-        where = "" if image == sha else f" of image {image}"
-        raise ModuleAddressError(
-            f"module variable {name} of kernel image {sha} holds at byte offset {start} the address {word:#x}, "
-            f"inside module variable {target}{where} of this process. Module memory is placed anew in every "
-            "process, so LOAD cannot carry that value. Keep the variable at its initial value (the image's own "
-            "initializer is relocated by every load), or pass the address as a kernel argument, or put the "
-            "pointed-to data in memory allocated inside the allocation region.",
-            image=sha,
-            variable=name,
-            offset=start,
-        )
+        for image, decision in images.items():
+            at = bisect.bisect_right(decision.starts, word) - 1
+            if at < 0 or word > decision.ranges[at][1]:
+                continue
+            target = decision.ranges[at][2]
+            where = "" if image == sha else f" of image {image}"
+            raise ModuleAddressError(
+                f"module variable {name} of kernel image {sha} holds at byte offset {start} the address "
+                f"{word:#x}, inside module variable {target}{where} of this process. Module memory is placed "
+                "anew in every process, so LOAD cannot carry that value. Keep the variable at its initial value "
+                "(the image's own initializer is relocated by every load), or pass the address as a kernel "
+                "argument, or put the pointed-to data in memory allocated inside the allocation region.",
+                image=sha,
+                variable=name,
+                offset=start,
+            )

@@ -150,27 +150,28 @@ def test_a_refused_merged_copy_is_planned_variable_by_variable(monkeypatch: pyte
     assert version == 1 and varread.refresh(reads, [1], None)[1][1] == 1
 
 
-def test_what_to_carry_is_worked_out_once_per_set_of_loads_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    versions = {"img": 1}
-    decided: list[int] = []
+def test_what_to_carry_is_worked_out_once_per_image_and_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    versions = {"img": 1, "other": 1}
 
     def live(sha: str, records: object, read: object) -> tuple[dict, tuple]:
-        return {}, ((7, versions[sha]),)
-
-    def decide(images: object, formats: object, device: object, values: object) -> sv.Carried:
-        decided.append(versions["img"])
-        return sv.Carried({"img": ()}, {})
+        return {}, ((7 if sha == "img" else 8, versions[sha]),)
 
     monkeypatch.setattr(sv, "_add_loads", lambda *args: None)
     monkeypatch.setattr(sv, "_live", live)
-    monkeypatch.setattr(sv, "_decide", decide)
-    images, formats = {"img": {}}, {"img": ImageFormat.ELF}
-    first = sv.carried_variables(images, formats, (9, 0))  # type: ignore[arg-type]
-    assert sv.carried_variables(images, formats, (9, 0)) is first  # type: ignore[arg-type]
+    formats = {"img": ImageFormat.ELF, "other": ImageFormat.ELF}
+
+    def carried(names: tuple[str, ...], device: tuple[int, int]) -> tuple[int, int]:
+        phases = Phases()
+        sv.carried_variables({n: {} for n in names}, formats, device, phases)  # type: ignore[misc]
+        return phases.counts.get("variables.decisions_made", 0), phases.counts.get("variables.decisions_reused", 0)
+
+    assert carried(("img",), (9, 0)) == (1, 0)
+    assert carried(("img",), (9, 0)) == (0, 1)
+    # Another batch size's graph: one image more (a GEMM library's other kernels); the first one's outcome stays.
+    assert carried(("img", "other"), (9, 0)) == (1, 1)
     versions["img"] = 2  # the load's bytes changed
-    sv.carried_variables(images, formats, (9, 0))  # type: ignore[arg-type]
-    sv.carried_variables(images, formats, (8, 0))  # type: ignore[arg-type]
-    assert decided == [1, 2, 2]
+    assert carried(("img", "other"), (9, 0)) == (1, 1)
+    assert carried(("img",), (8, 0)) == (1, 0)
 
 
 def _u64(*words: int) -> bytes:
@@ -196,16 +197,22 @@ def test_unaligned_variables_compare_their_partial_words() -> None:
     assert not sv._differs(Value(0x9003, b"\x00" * 13), fresh, {}, {})
 
 
+def _image(*variables: tuple[int, int, str]) -> sv._Decision:
+    ranges = tuple(sorted(variables))
+    return sv._Decision((), (), ranges, tuple(r[0] for r in ranges))
+
+
 def test_a_module_address_is_refused_with_its_byte_offset() -> None:
-    ranges = sorted([(0x9000, 0x9010, "img", "x"), (0xA000, 0xA100, "other", "table")])
-    starts = [r[0] for r in ranges]
+    images = {"img": _image((0x9000, 0x9010, "x")), "other": _image((0xA000, 0xA100, "table"))}
     value = Value(0x7004, b"\xff" * 4 + _u64(0xA0F8) + b"\x00" * 4)  # aligned words start at offset 4
     with pytest.raises(ModuleAddressError) as caught:
-        sv._refuse_addresses("img", "p", value, ranges, starts)
+        sv._refuse_addresses("img", "p", value, images)
     error = caught.value
     assert (error.image, error.variable, error.offset) == ("img", "p", 4)
     assert "inside module variable table of image other" in str(error)
-    sv._refuse_addresses("img", "q", Value(0x7000, _u64(0x8FF8, 0xA100 + 8)), ranges, starts)  # outside: fine
+    sv._refuse_addresses("img", "q", Value(0x7000, _u64(0x8FF8, 0xA100 + 8)), images)  # outside: fine
+    with pytest.raises(ModuleAddressError, match="inside module variable x of this process"):
+        sv._refuse_addresses("img", "r", Value(0x7000, _u64(0x9008)), images)
 
 
 def test_a_load_is_read_alone_only_the_first_time(monkeypatch: pytest.MonkeyPatch) -> None:
