@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from pathlib import Path
 
 from foundry.format import GraphRecord, KernelNode
-from foundry.native import compare_records
-from foundry.save.templates import _Functions
+from foundry.native import compare_records, scan_record
+from foundry.save import SavedGraph
+from foundry.save.templates import _Functions, plan_groups, template_key
 from tests.support.encode import encode_record
 from tests.support.node_identity import comparison
 from tests.support.node_identity import same as same_node
@@ -79,3 +81,21 @@ def test_override_rule_shared_by_save_and_verify() -> None:
     assert "launch attributes" in (override_problem(plain, clustered) or "")
     assert "keep the node's type" in (override_problem(plain, EmptyNode()) or "")
     assert "cannot update" in (override_problem(EmptyNode(), EmptyNode()) or "")
+
+
+def _saved(path: Path, record: GraphRecord) -> SavedGraph:
+    data = encode_record(record)
+    return SavedGraph(path, sample_meta(path.stem, record, IMAGES, "."), data, scan_record(data))
+
+
+def test_a_graph_with_its_edges_listed_in_another_order_gets_a_template_of_its_own(tmp_path: Path) -> None:
+    """The topology key sorts the edges, so such graphs share a key; LOAD builds a member from its
+    template's record, edge list included, so the member must list them as the template does."""
+    record = random_record(5, nodes=200, functions=8)
+    assert len(record.edges) > 2
+    reordered = dataclasses.replace(record, edges=tuple(reversed(record.edges)))
+    graphs = [_saved(tmp_path / "a.json", record), _saved(tmp_path / "b.json", reordered)]
+    assert template_key(graphs[0]) == template_key(graphs[1])
+    assert [(p.template, p.members) for p in plan_groups(graphs)] == [(0, ()), (1, ())]
+    same = [_saved(tmp_path / "a.json", record), _saved(tmp_path / "c.json", record)]
+    assert [(p.template, p.members) for p in plan_groups(same)] == [(0, (1,))]
