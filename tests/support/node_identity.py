@@ -1,6 +1,6 @@
 """The specification of SAVE's node comparison for template grouping, in Python: two nodes are the same
 when they are equal with each function index replaced by the function it names. The native comparison
-(foundry.native.compare_records) must decide exactly as this does (tests/cpu/test_record_scan.py)."""
+(foundry.native.compare_records) must decide exactly as this does (tests/cpu/test_record_compare.py)."""
 
 from __future__ import annotations
 
