@@ -122,7 +122,8 @@ def parse_node(
 
 
 def _label(where: str, i: int, ntype: int) -> str:
-    """How error messages name a node (built only when one fails: parsing is SAVE's hot loop)."""
+    """How error messages name a node (built only when one fails: the parse visits every node of every
+    graph ``foundry verify`` reads)."""
     known = _KNOWN_TYPES.get(ntype)
     return f"{where}node {i} ({known.name.lower() if known is not None else ntype})"
 
@@ -218,8 +219,8 @@ class _Parser:
         """Parse node ``i`` at ``off`` inside a record ending at ``end``."""
         mv = self.mv
         if end - off >= L.KERNEL_HEAD_SIZE and mv[off + _TYPE_AT] == NodeType.KERNEL:
-            # The common case (SAVE's hot loop): the kernel record's fixed part read once, header included,
-            # and no label built unless something is wrong.
+            # The common case (kernel nodes, most of any graph): the kernel record's fixed part read once,
+            # header included, and no label built unless something is wrong.
             k = RecKernel.unpack_from(mv, off)
             size = k.h_bytes
             if not (k.h_reserved0 or k.h_reserved1) and L.KERNEL_HEAD_SIZE <= size <= end - off and not size % 8:
@@ -307,7 +308,7 @@ class _Parser:
 
     def kernel(self, off: int, k: RecKernel, where: str, i: int) -> KernelNode:
         """Kernel node ``i`` at ``off`` whose fixed part ``k`` was read (its record size checked against the
-        bytes present). SAVE's hot loop: checks are inline, messages built only on failure."""
+        bytes present). The common node: checks are inline, messages built only on failure."""
         mv = self.mv
         size = k.h_bytes
         mode, pcount, acount, bsize = k.arg_mode, k.param_count, k.attr_count, k.arg_bytes
