@@ -110,6 +110,7 @@ def probe_exec_update(pending: Loader, groups: int = 3) -> list[dict[str, Any]]:
         pair.upload_switched(stream)
         torch.cuda.synchronize()
         row["switched_uploaded"] = time_interleaved({"x": runs["switched"]})["x"]
+        row.update(pair.switch_times())
         try:
             t0 = time.perf_counter()
             pair.update_switched_whole()

@@ -32,6 +32,7 @@ __all__ = [
     "check_identity",
     "load_graph",
     "load_images",
+    "member_graph",
     "preflight",
     "prepare_memory",
     "resolve_functions",
@@ -157,6 +158,21 @@ def resolve_functions(meta: GraphMeta) -> list[int]:
     return functions
 
 
+def member_graph(src: GraphSource, functions: Sequence[int], template_functions: Sequence[int]) -> int:
+    """The CUgraph of template member ``src``: its template's graph, built from the template's record,
+    with the member's values set on the nodes its delta holds. Same topology as the template's graph,
+    so it can also update the template's exec whole (cuGraphExecUpdate)."""
+    t = src.template
+    assert t is not None
+    graph, nodes = codec.build_with_nodes(t.payload, template_functions, t.node_count)
+    try:
+        codec.apply_overrides(graph, False, nodes, src.payload, functions)
+    except BaseException:
+        codec.destroy_graph(graph)
+        raise
+    return graph
+
+
 def build_exec(
     src: GraphSource, functions: Sequence[int] | None = None, template_functions: Sequence[int] | None = None
 ) -> tuple[int, int]:
@@ -169,14 +185,8 @@ def build_exec(
     if src.template is None:
         graph = codec.build(src.payload, own)
     else:
-        t = src.template
-        tf = resolve_functions(t.meta) if template_functions is None else template_functions
-        graph, nodes = codec.build_with_nodes(t.payload, tf, t.node_count)
-        try:
-            codec.apply_overrides(graph, False, nodes, src.payload, own)
-        except BaseException:
-            codec.destroy_graph(graph)
-            raise
+        tf = resolve_functions(src.template.meta) if template_functions is None else template_functions
+        graph = member_graph(src, own, tf)
     try:
         return graph, codec.instantiate_uploaded(graph)
     except BaseException:

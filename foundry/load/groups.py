@@ -2,11 +2,14 @@
 between them.
 
 A group becomes ready once its shared exec is built and every member's kernels are known: then each
-graph replays on the shared exec, switched in by updating only the nodes that vary. Later each member
-gets an exec of its own (``build_own``; the loader builds first those the program launched), then the
-template (``finish_own``), and no graph switches again: an exec whose nodes were updated replays slower
-(docs/DESIGN.md). Every change to a group's execs happens under its lock,
-which ``launch`` switches under too.
+graph replays on the shared exec, switched in by updating only the nodes that vary (one driver call a
+node). Next each member's own graph is built (``build_graph``: host work only, so it is done even while
+the program holds back the execs' builds), and later each member gets an exec of its own, instantiated
+from that graph (``build_own``; the loader builds first those the program launched), then the template
+(``finish_own``), and no graph switches again: an exec whose nodes were updated replays slower
+(docs/DESIGN.md). Every change to a group's execs happens under its lock, which ``launch`` switches
+under too. A member's graph is built and instantiated under its ``building`` lock: the driver does not
+lock a CUgraph against two threads.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 from foundry.errors import CodecError
 from foundry.native import codec, set_current_context
 
-from .build import build_exec
+from .build import build_exec, member_graph
 from .source import GraphSource
 
 __all__ = ["GraphHandle", "Group"]
@@ -33,8 +36,10 @@ class GraphHandle:
     group: Group
     functions: list[int] = field(default_factory=list)
     exec: int = 0  # dedicated exec, 0 until the loader built it; set under the group's lock, never unset
+    # Its own CUgraph (a member's is built before its exec; a template's is the group's): set under the
+    # group's lock, never unset.
     graph: int = 0
-    building: threading.Lock = field(default_factory=threading.Lock)  # held while its own exec is built
+    building: threading.Lock = field(default_factory=threading.Lock)  # held while its graph or exec is built
 
     def launch(self, stream: int) -> None:
         if self.exec:
@@ -107,7 +112,11 @@ class Group:
                     # The driver refused to switch this exec (a case the template key did not foresee):
                     # the member gets its own exec now instead, and the shared one is left as it was.
                     self.current = -2  # unknown: the next switch re-applies fully
-                    handle.graph, handle.exec = build_exec(handle.source, handle.functions, self.template_functions)
+                    graph, handle.exec = build_exec(handle.source, handle.functions, self.template_functions)
+                    if handle.graph:  # an exec no longer needs the graph it was instantiated from
+                        codec.destroy_graph(graph)
+                    else:
+                        handle.graph = graph
                     codec.launch(handle.exec, stream)
                     return
                 self.current = wanted
@@ -115,6 +124,20 @@ class Group:
             if wanted != -1 and self.on_shared_launch is not None:
                 self.on_shared_launch(handle)
             codec.launch(self.exec, stream)
+
+    def build_graph(self, handle: GraphHandle, context: int) -> None:
+        """Builds a member's own CUgraph (a builder thread), the first half of its own exec, so that only
+        the instantiation is left for later. Nothing if it has a graph or an exec already."""
+        with handle.building:
+            if handle.graph or handle.exec:
+                return
+            set_current_context(context)
+            graph = member_graph(handle.source, handle.functions, self.template_functions)
+            with self.lock:
+                if handle.graph or handle.exec:  # a refused switch gave it an exec meanwhile
+                    codec.destroy_graph(graph)
+                else:
+                    handle.graph = graph
 
     def build_own(self, handle: GraphHandle, context: int) -> bool:
         """Gives one member its own exec (a builder thread), unless it has one already; several threads may
@@ -124,13 +147,21 @@ class Group:
             if handle.exec:
                 return False
             set_current_context(context)
-            graph, exec_ = build_exec(handle.source, handle.functions, self.template_functions)
+            built = handle.graph
+            graph = built or member_graph(handle.source, handle.functions, self.template_functions)
+            try:
+                exec_ = codec.instantiate_uploaded(graph)
+            except BaseException:
+                if not built:
+                    codec.destroy_graph(graph)
+                raise
             # Handed out under the lock launch_shared() switches under, so that no switch lands in an exec
             # that has become a graph's own.
             with self.lock:
                 if handle.exec:  # a refused switch gave it an exec meanwhile
                     codec.destroy_exec(exec_)
-                    codec.destroy_graph(graph)
+                    if not built:
+                        codec.destroy_graph(graph)
                     return False
                 handle.graph, handle.exec = graph, exec_
                 return True

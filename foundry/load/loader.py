@@ -6,8 +6,8 @@ threads read and hash images and records; the loader thread loads the images int
 after another (the driver serializes module loads: contending threads only slow each other) and looks
 up each graph's kernels once its images are in; builder threads (threads.py) build each group's
 shared exec as soon as its template's kernels are known, and the group is ready once its members'
-kernels are known too. Then each graph gets its own exec. ctypes releases the GIL during driver
-calls, so the loader runs beside the program.
+kernels are known too. Then each member's own graph is built (host work only), and then each graph gets
+its own exec. ctypes releases the GIL during driver calls, so the loader runs beside the program.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class Loader:
         self.timings: dict[str, float] = {}
         self.thread: threading.Thread | None = None
         self.dedicated_go = threading.Event()  # the loader builds members' own execs once set
+        self.graphs_built = threading.Event()  # every member's own graph is built (or the loader failed)
         # Members launched on their group's shared exec, by handle index, in the order of their first such
         # launch: their own execs are built first. While the own execs are being built, such a launch
         # also asks for its member's at once (``_builds``: the builder pool, None outside that phase).
@@ -84,9 +85,10 @@ class Loader:
     ) -> Loader:
         """Checks the archives, restores SAVE's memory, and starts the loader thread.
 
-        With ``defer_dedicated`` the loader stops once every graph is replayable and builds members'
-        own execs only after ``build_dedicated()`` (to measure replay on shared execs, or to keep the
-        GPU quiet during a latency-critical phase).
+        With ``defer_dedicated`` the loader stops once every graph is replayable and its members' own
+        graphs are built (host work only), and instantiates members' own execs only after
+        ``build_dedicated()`` (to measure replay on shared execs, or to keep the GPU quiet during a
+        latency-critical phase).
         """
         t0 = time.perf_counter()
         # load_cuda_modules_and_libraries' background work (its error, if it failed); the graphs it has not read
@@ -139,6 +141,15 @@ class Loader:
             raise LoadError(f"background loading failed: {self.error}") from self.error
         return handle
 
+    def wait_graphs(self, timeout: float | None = None) -> bool:
+        """Blocks until every member's own graph is built, so that only instantiations are left (raises if
+        the loader failed), or ``timeout`` seconds pass; whether they are built."""
+        if not self.graphs_built.wait(timeout):
+            return False
+        if self.error is not None:
+            raise LoadError(f"background loading failed: {self.error}") from self.error
+        return True
+
     def wait_all(self, timeout: float | None = None) -> bool:
         """Blocks until every graph has its own exec (or the loader failed, which raises), or ``timeout``
         seconds pass; whether the builds are done."""
@@ -162,6 +173,9 @@ class Loader:
                 self.timings["images_s"] = self.timings.pop("images_at") - start
                 self.timings["all_replayable_s"] = time.perf_counter() - start
                 self._phase_totals()  # as of all replayable; again below with the own execs' work
+                self._build_member_graphs(crew.pool, context)
+                self.timings["member_graphs_s"] = time.perf_counter() - start
+                self.graphs_built.set()
                 self.dedicated_go.wait()
                 self.timings["dedicated_start_s"] = time.perf_counter() - start
                 self._build_own_execs(crew.pool, context)
@@ -173,6 +187,7 @@ class Loader:
         except BaseException as exc:  # reported to whoever waits
             self.error = exc
         finally:
+            self.graphs_built.set()
             self.done.set()
 
     def _launched_shared(self, handle: GraphHandle) -> None:
@@ -191,16 +206,33 @@ class Loader:
                 self.own_order.append(handle.index)
                 self.own_at[handle.index] = time.perf_counter()
 
+    def _members_in_order(self) -> list[GraphHandle]:
+        """Members, those the program launched on a shared exec first (in the order it first did), then
+        the rest in the order their paths were given."""
+        members = [h for h in self.handles if h.source.template is not None]
+        with self._demand_lock:
+            demand = dict(self.demand)
+        members.sort(key=lambda h: (0, demand[h.index]) if h.index in demand else (1, h.index))
+        return members
+
+    def _build_member_graphs(self, pool: PriorityPool, context: int) -> None:
+        """Every member's own graph (the first half of its own exec, about half the cost), right after all
+        replayable, whether or not the program holds back the execs' builds (``defer_dedicated``): it is
+        host work, and what is left once the builds are let go is instantiation only."""
+        futures = [
+            pool.submit((1, rank), h.group.build_graph, h, context) for rank, h in enumerate(self._members_in_order())
+        ]
+        for f in futures:
+            f.result()
+
     def _build_own_execs(self, pool: PriorityPool, context: int) -> None:
         """Every member's own exec, first those the program launched (in the order it first did), then
         the rest in the order their paths were given; then each group's template exec. The first replay
         of a member before its own exec exists runs on the switched shared exec, slower (docs/DESIGN.md):
         the graphs a program uses first are the first to leave it."""
-        members = [h for h in self.handles if h.source.template is not None]
         with self._demand_lock:
             self._builds = (pool, context)
-            demand = dict(self.demand)
-        members.sort(key=lambda h: (0, demand[h.index]) if h.index in demand else (1, h.index))
+        members = self._members_in_order()
         futures = [pool.submit((1, rank), self._build_own, h, context) for rank, h in enumerate(members)]
         try:
             for f in futures:

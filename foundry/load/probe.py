@@ -8,17 +8,18 @@ times are measured here, around LOAD's own calls.
 
 from __future__ import annotations
 
+import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from foundry import kernels
-from foundry.format import OutputSpec, open_image
+from foundry.format import OutputSpec, open_image, override_spans
 from foundry.native import codec, current_context, exec_update, graph_upload, set_current_context
 
 from .build import build_exec, load_images
-from .groups import Group
+from .groups import GraphHandle, Group
 from .loader import Loader
 from .source import read_source, source_images
 
@@ -34,6 +35,7 @@ __all__ = [
     "outputs",
     "rebuild",
     "template_builds",
+    "varying_differences",
 ]
 
 
@@ -73,6 +75,8 @@ class ExecPair:
     own_build_s: float  # building and instantiating ``own``
     own: ProbeExec
     switched: ProbeExec
+    group: Group
+    member: GraphHandle
 
     def upload_switched(self, stream: int) -> None:
         """cuGraphUpload of the switched exec again."""
@@ -81,6 +85,29 @@ class ExecPair:
     def update_switched_whole(self) -> None:
         """Updates the switched exec whole to the member's own graph (cuGraphExecUpdate)."""
         exec_update(self.switched.exec, self.own.graph)
+
+    def switch_times(self) -> dict[str, float]:
+        """Host microseconds of real switches of the switched exec (each changes every node that varies):
+        to the template's values and back to the member's, whole (cuGraphExecUpdate from the template's
+        graph, then the member's own) and node by node (from the records), in that order."""
+        g, m = self.group, self.member
+        assert g.nodes is not None
+        steps = {
+            "whole_to_template_us": lambda: exec_update(self.switched.exec, g.graph),
+            "whole_to_member_us": lambda: exec_update(self.switched.exec, self.own.graph),
+            "nodes_to_template_us": lambda: codec.apply_overrides(
+                self.switched.exec, True, g.nodes, g.template_delta, g.template_functions
+            ),
+            "nodes_to_member_us": lambda: codec.apply_overrides(
+                self.switched.exec, True, g.nodes, m.source.payload, m.functions
+            ),
+        }
+        out = {}
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            out[name] = (time.perf_counter() - t0) * 1e6
+        return out
 
     def close(self) -> None:
         self.switched.close()
@@ -100,7 +127,26 @@ def exec_pairs(loader: Loader, groups: int = 3) -> list[ExecPair]:
         switched = codec.instantiate(g.graph)  # the template's values, then the member's switched in
         assert g.nodes is not None
         codec.apply_overrides(switched, True, g.nodes, member.source.payload, member.functions)
-        out.append(ExecPair(g.template.node_count, own_s, ProbeExec(own_exec, own_graph), ProbeExec(switched)))
+        out.append(
+            ExecPair(g.template.node_count, own_s, ProbeExec(own_exec, own_graph), ProbeExec(switched), g, member)
+        )
+    return out
+
+
+def varying_differences(loader: Loader) -> list[dict[str, int]]:
+    """For each group with members: how many of the nodes that vary in the group differ, byte for byte,
+    between graphs launched one after the other in the order of the paths (the template's values, then
+    each member's). An upper bound on what a switch between them must change: a node whose function
+    index differs may still name the same kernel."""
+    out = []
+    for g in loader.groups:
+        deltas = [g.template_delta] + [h.source.payload for h in g.handles if h.source.template is not None]
+        if len(deltas) < 2:
+            continue
+        nodes = [{i: bytes(memoryview(d)[a:b]) for i, a, b in override_spans(d)} for d in deltas]
+        differ = [sum(a.get(i) != b.get(i) for i in a.keys() | b.keys()) for a, b in itertools.pairwise(nodes)]
+        out.append({"nodes": g.template.node_count, "varying": len(nodes[0]), "switches": len(differ),
+                    "differ_min": min(differ), "differ_max": max(differ)})  # fmt: skip
     return out
 
 

@@ -93,7 +93,10 @@ def graph_upload(exec_: int, stream: int) -> None:
 
 def exec_update(exec_: int, graph: int) -> None:
     """Updates ``exec_`` whole to ``graph``'s parameters (cuGraphExecUpdate); raises DriverError if refused."""
-    call("cuGraphExecUpdate_v2", exec_, graph, None)
+    # Room for the driver's CUgraphExecUpdateResultInfo (24 bytes in cuda.h; the driver may refuse a null
+    # one). Its contents are not read: every caller treats any refusal alike.
+    info = ctypes.create_string_buffer(64)
+    call("cuGraphExecUpdate_v2", exec_, graph, info)
 
 
 def module_load(image: bytes) -> tuple[int, object]:

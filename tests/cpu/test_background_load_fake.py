@@ -1,6 +1,7 @@
 """Background LOAD (foundry.load.groups) on the fake driver, SAVE and LOAD in separate processes:
 members replay as themselves on their group's shared exec (switched in by node updates) and on
-their own execs later, and a damaged archive fails the loader with the archive's own error."""
+their own execs later, built from graphs made while the program holds their builds back, and a
+damaged archive fails the loader with the archive's own error."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from foundry.load import threads as builders
 warmed = builders._STATE.get().crew  # started by load_cuda_modules_and_libraries
 p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=4, defer_dedicated=True)
 handles = [p.wait_group(i) for i in range(len(NAMES))]
+graphs_built = p.wait_graphs(60)
+member_graphs = [bool(h.graph) for h in handles]
 taken = warmed is not None and builders._STATE.get().crew is None and not warmed.pool._closed
 def counts(exec_):  # [uploads, launches] the fake driver saw for an exec
     u, n = ctypes.c_uint(), ctypes.c_uint()
@@ -34,9 +37,12 @@ def replay(phase):
             handles[i].launch(0); cu.sync(); runs.append([phase, NAMES[i], k, read(NAMES[i])])
     return runs
 shared = replay("shared")
+kept_graphs = [h.graph for h in handles]
 shared_execs = {h.exec for h in handles}
 p.build_dedicated(); p.wait_all()
 own_counts = [counts(h.exec) for h in handles]
+# The own execs were instantiated from the graphs built before build_dedicated().
+kept_graphs = kept_graphs[1:] == [h.graph for h in handles[1:]]
 closed = warmed is not None and warmed.pool._closed and warmed._keeps == []
 closed = closed and not any(t.is_alive() for t in warmed.pool._threads)
 own = replay("own")
@@ -51,6 +57,7 @@ again = replay("again")
 # launched them, before the member it did not launch (path order would be v1, v2, v3).
 p3 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=1, defer_dedicated=True)
 later = [p3.wait_group(i) for i in range(len(NAMES))]
+p3.wait_graphs()
 from foundry.load import probe
 kinds = [probe.next_launch(p3, i) for i in (0, 3)]
 for i in (3, 0, 2, 3):
@@ -59,7 +66,8 @@ cu.sync()
 kinds += [probe.next_launch(p3, i) for i in (3, 0)]
 p3.build_dedicated(); p3.wait_all()
 kinds += [probe.next_launch(p3, i) for i in (0, 1)]
-emit(runs=shared + own + again, demand=p.demand, own_order=p3.own_order, demand3=p3.demand,
+emit(runs=shared + own + again, graphs_built=graphs_built, member_graphs=member_graphs, kept_graphs=kept_graphs,
+     demand=p.demand, own_order=p3.own_order, demand3=p3.demand,
      released=released, taken=taken, closed=closed, shared_execs=sorted(shared_execs),
      own_execs=own_execs, group_exec=group_exec, switched=p.timings["switches"],
      fallbacks=p.timings["switch_fallbacks"], kinds=kinds, shared_counts=shared_counts, own_counts=own_counts,
@@ -76,6 +84,8 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
     )
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BACKGROUND)
     assert len(r["runs"]) == 3 * 2 * 7
+    # Every member's own graph was built while the execs' builds were held back, and instantiated later.
+    assert r["graphs_built"] and r["member_graphs"] == [False, True, True, True] and r["kept_graphs"]
     assert r["released"], "records stayed in memory after every graph got its own exec"
     # The builder threads load_cuda_modules_and_libraries started (heaps paged in) did this LOAD's
     # work, and stopped with it.
@@ -333,3 +343,38 @@ def test_graphs_start_up_has_not_read_are_read_by_load(app_json: JsonRunner, tmp
     assert r["cut"] and all(r["cut"]), "start_graph_builds did not stop start-up's reading"
     for name in NAMES:
         assert r["runs"][name] == save["native"][name], name
+
+
+PROBES = """
+from foundry.load import Loader, probe
+p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2, defer_dedicated=True)
+handles = [p.wait_group(i) for i in range(len(NAMES))]
+differences = probe.varying_differences(p)
+pair = probe.exec_pairs(p, 1)[0]
+times = pair.switch_times()  # ends node by node on the member's values
+runs = []
+for k in INPUT_SETS:
+    set_inputs(k); pair.switched.launch(0); cu.sync(); runs.append(read(pair.member.source.meta.name))
+pair.close()
+emit(differences=differences, times=times, runs=runs, member=pair.member.source.meta.name, nodes=pair.nodes)
+"""
+
+
+def test_the_switch_probes_measure_real_switches(app_json: JsonRunner, tmp_path: Path) -> None:
+    """The benchmark's switch probes (foundry.load.probe): a switched exec moved whole and node by node
+    between its template's values and a member's ends replaying as the member; the count of varying nodes
+    that differ between graphs launched in turn is bounded by the group's varying nodes."""
+    arch = tmp_path / "arch"
+    save = run_save(app_json, VARIANTS, arch)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + PROBES)
+    assert set(r["times"]) == {
+        "whole_to_template_us",
+        "whole_to_member_us",
+        "nodes_to_template_us",
+        "nodes_to_member_us",
+    }
+    assert all(t > 0 for t in r["times"].values())
+    assert r["runs"] == save["native"][r["member"]]
+    [d] = r["differences"]
+    assert d["nodes"] == r["nodes"] and d["switches"] == len(NAMES) - 1
+    assert 0 < d["differ_min"] <= d["differ_max"] <= d["varying"] <= d["nodes"]
