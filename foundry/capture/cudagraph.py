@@ -252,7 +252,8 @@ class CUDAGraph:
 
         Returns at once; finish_graph_loads / finish_one_graph_load hand out the graphs. A graph is
         replayable as soon as its topology group's template exec exists; it gets its own exec later
-        (after ``pending.build_dedicated()`` when ``defer_dedicated``).
+        (instantiated after ``pending.build_dedicated()`` when ``defer_dedicated``; its graph is built
+        before either way).
         """
         require_interposer("loading graphs")
         return Loader.start(
