@@ -62,7 +62,7 @@ fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
   X(cuGraphExecMemsetNodeSetParams) X(cuGraphExecMemcpyNodeSetParams) X(cuGraphNodeSetEnabled)     \
   X(cuMemcpyDtoH_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyBatchAsync_v2) X(cuMemHostAlloc) X(cuMemFreeHost)  \
   X(cuStreamCreate) X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventRecord) X(cuStreamDestroy_v2)     \
-  X(cuGraphUpload)                                                                            \
+  X(cuGraphUpload) X(cuLibraryGetGlobal) X(cuLibraryGetManaged) X(cuModuleGetGlobal_v2)         \
   X(cuThreadExchangeStreamCaptureMode)
 
 typedef struct {

@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 10
+#define FDY_ABI_VERSION 11
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -190,6 +190,13 @@ FDY_EXPORT int fdy_image_load_many(size_t count, const uint64_t *datas, const ui
 /* fdy_image_function for count kernels (image_indices[i], names[i] -> functions[i]), likewise. */
 FDY_EXPORT int fdy_image_functions(size_t count, const size_t *image_indices, const char *const *names,
                                    uint64_t *functions, size_t *done);
+/* SAVE's module-variable lookups (globals.c): for each of count names, its device address and size in the
+ * CUmodule, or CUlibrary (library != 0), handle; both 0 where the driver knows no such variable
+ * (CUDA_ERROR_NOT_FOUND: the code it loaded for this device does not define it). managed[i] != 0: a
+ * library's variable not found by cuLibraryGetGlobal is asked of cuLibraryGetManaged. Stops at the first
+ * other failure (its error is the call's); *done: how many were looked up. */
+FDY_EXPORT int fdy_module_globals(uint64_t handle, int library, size_t count, const char *const *names,
+                                  const uint8_t *managed, uint64_t *addresses, uint64_t *sizes, size_t *done);
 /* Records every CUfunction launched eagerly while on (cuLaunchKernel, cuLaunchKernelEx, ...). */
 FDY_EXPORT void fdy_launch_trace(int on);
 FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);

@@ -22,7 +22,7 @@ from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import ArchiveCorruptError, VariableConflictError
 from foundry.format import VariableRef, read_memory
-from foundry.native import memcpy_htod, module_global
+from foundry.native import memcpy_htod, module_globals
 
 from .source import GraphSource
 
@@ -78,9 +78,9 @@ def _describe(value: tuple[int, str] | None) -> str:
 
 def _write(sha: str, variables: tuple[VariableRef, ...], archive_dir: Path, asked_by: str) -> None:
     handle = kernels.loaded_image(sha).handle
-    for v in variables:
+    located = module_globals(handle, True, [v.name for v in variables], [True] * len(variables))
+    for v, found in zip(variables, located, strict=True):
         data = read_memory(archive_dir, v.sha256, v.bytes, "module variable value")
-        found = module_global(handle, v.name, library=True, managed=True)
         if found is None or found[1] != v.bytes:
             what = "does not define it" if found is None else f"defines it with {found[1]} bytes"
             raise ArchiveCorruptError(

@@ -23,7 +23,7 @@ from .driver import (
     memcpy_htod,
     memcpy_htod_from,
     module_function,
-    module_global,
+    module_globals,
     module_load,
     set_current_context,
 )
@@ -99,7 +99,7 @@ __all__ = [
     "memcpy_htod",
     "memcpy_htod_from",
     "module_function",
-    "module_global",
+    "module_globals",
     "module_load",
     "preload_env",
     "read_device",

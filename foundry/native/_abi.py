@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 10
+ABI_VERSION = 11
 OK = 0
 
 
@@ -298,6 +298,19 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
             ctypes.c_size_t,
             _ptr(ctypes.c_size_t, 1),
             _ptr(ctypes.c_char, 2),
+            _ptr(ctypes.c_uint64, 1),
+            _ptr(ctypes.c_size_t, 1),
+        ],
+    ),
+    "fdy_module_globals": (
+        ctypes.c_int,
+        [
+            ctypes.c_uint64,
+            ctypes.c_int,
+            ctypes.c_size_t,
+            _ptr(ctypes.c_char, 2),
+            ctypes.c_char_p,
+            _ptr(ctypes.c_uint64, 1),
             _ptr(ctypes.c_uint64, 1),
             _ptr(ctypes.c_size_t, 1),
         ],

@@ -4,13 +4,14 @@ libfoundry resolved (never through hooks)."""
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
 from foundry.errors import DriverError
 
-from ._abi import DRIVER_SIGNATURES, CudaResult, DeviceAttr
-from .lib import native
+from ._abi import DRIVER_SIGNATURES, DeviceAttr
+from .lib import check, native
 
 __all__ = [
     "context_synchronize",
@@ -27,7 +28,7 @@ __all__ = [
     "memcpy_htod",
     "memcpy_htod_from",
     "module_function",
-    "module_global",
+    "module_globals",
     "module_load",
     "set_current_context",
     "visible_device",
@@ -163,21 +164,28 @@ def memcpy_htod_from(dst: int, data: bytearray, start: int, size: int) -> None:
     call("cuMemcpyHtoD_v2", dst, ctypes.c_void_p(ctypes.addressof(buf) + start), size)
 
 
-def module_global(handle: int, name: str, library: bool, managed: bool = False) -> tuple[int, int] | None:
-    """(device address, size in bytes) of the module variable ``name`` in a loaded CUmodule, or in a
-    CUlibrary (``library``) for the current context; None when the driver finds no variable of that
-    name (CUDA_ERROR_NOT_FOUND: the image's code for this device does not define it). A ``managed``
-    variable of a library is asked of cuLibraryGetManaged when cuLibraryGetGlobal does not know it."""
-    address, size = ctypes.c_uint64(), ctypes.c_size_t()
-    names = ["cuLibraryGetGlobal", "cuLibraryGetManaged"] if library and managed else []
-    names = names or ["cuLibraryGetGlobal" if library else "cuModuleGetGlobal_v2"]
-    for entry in names:
-        rc = _fn(entry)(ctypes.byref(address), ctypes.byref(size), handle, name.encode())
-        if rc == CudaResult.SUCCESS:
-            return address.value, size.value
-        if rc != CudaResult.ERROR_NOT_FOUND:
-            raise DriverError(f"{entry}({name}) failed with {error_name(rc)} ({rc})", rc)
-    return None
+def module_globals(
+    handle: int, library: bool, names: Sequence[str], managed: Sequence[bool]
+) -> list[tuple[int, int] | None]:
+    """(device address, size in bytes) of each module variable ``names[i]`` in a loaded CUmodule, or in a
+    CUlibrary (``library``) for the current context, in one native call; None where the driver finds no
+    variable of that name (CUDA_ERROR_NOT_FOUND: the image's code for this device does not define it). A
+    library's variable with ``managed[i]`` set is asked of cuLibraryGetManaged when cuLibraryGetGlobal does
+    not know it. Raises DriverError naming the variable on any other failure."""
+    n = len(names)
+    if len(managed) != n:
+        raise ValueError(f"module_globals: {n} names but {len(managed)} managed flags")
+    keep = [name.encode() for name in names]
+    c_names = (ctypes.c_char_p * n)(*keep)
+    flags = bytes(1 if m else 0 for m in managed)
+    addresses, sizes = (ctypes.c_uint64 * n)(), (ctypes.c_uint64 * n)()
+    done = ctypes.c_size_t()
+    rc = native().fdy_module_globals(
+        handle, int(library), n, ctypes.cast(c_names, ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), flags,
+        addresses, sizes, ctypes.byref(done),
+    )  # fmt: skip
+    check(rc, "module variable lookup")
+    return [(addresses[i], sizes[i]) if sizes[i] or addresses[i] else None for i in range(n)]
 
 
 def library_load(image: int) -> int:

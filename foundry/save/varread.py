@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from foundry.format import ModuleVariables
-from foundry.native import module_global, read_device
+from foundry.native import module_globals, read_device
 from foundry.timing import Phases
 
 __all__ = ["Reading", "Reads", "Run", "Value", "add", "locate", "plan", "read_located", "refresh"]
@@ -202,12 +202,10 @@ def _compare(reading: Reading, buffer: bytearray, phases: Phases | None) -> None
 def locate(handle: int, library: bool, scan: ModuleVariables) -> dict[str, tuple[int, int]]:
     """Name -> (address, size) of the image's variables in one load; a name the driver does not know is
     not in the code it loaded for this device, so no kernel of that load reads it."""
-    out = {}
-    for name, decl in scan.variables.items():
-        found = module_global(handle, name, library, decl.space == "managed")
-        if found is not None and found[1]:
-            out[name] = found
-    return out
+    names = list(scan.variables)
+    managed = [decl.space == "managed" for decl in scan.variables.values()]
+    located = module_globals(handle, library, names, managed)
+    return {name: found for name, found in zip(names, located, strict=True) if found is not None and found[1]}
 
 
 def read_located(located: Mapping[str, tuple[int, int]]) -> dict[str, Value]:

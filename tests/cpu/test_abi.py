@@ -50,7 +50,7 @@ def copy(tmp_path: Path) -> Path:
         ("csrc/include/foundry.h", "  uint32_t tid;      /*", "  uint64_t tid;      /*", '("tid", ctypes.c_uint64)'),
         ("csrc/include/foundry.h", "FDY_EXPORT void fdy_free(void *p);", "FDY_EXPORT int fdy_free(void *p);",
          '"fdy_free": (ctypes.c_int'),
-        ("foundry/native/_abi.py", "ABI_VERSION = 10", "ABI_VERSION = 11", "ABI_VERSION = 10"),
+        ("foundry/native/_abi.py", "ABI_VERSION = 11", "ABI_VERSION = 12", "ABI_VERSION = 11"),
         # the CUDA values and driver signatures Python uses come from cuda.h, through the lists that name them
         ("csrc/include/format.h", "X(CU_LAUNCH_ATTRIBUTE_, PRIORITY) ", "", "    PRIORITY = 8"),
         ("csrc/include/foundry.h", "X(cuInit) ", "", '"cuInit": [ctypes.c_uint]'),
