@@ -55,11 +55,11 @@ def test_hooks_cost_under_one_percent_on_launch_and_allocation_paths(figures: di
 
 def test_eager_step_time_with_and_without_the_interposer(figures: dict[str, Any]) -> None:
     """End to end, in separate processes: informative (process-to-process spread is several percent,
-    larger than what is being measured), so it only guards against a gross slowdown. Three runs each,
-    interleaved, medians compared: one slow process alone (a 23.6 ms run was seen beside 16.4 ms
-    ones of the same setting, while the paired in-process hook cost read -1.9%) cannot fail it."""
+    larger than what is being measured), so it only guards against a gross slowdown. Five runs each,
+    interleaved, medians compared: two slow processes of one setting cannot fail it (processes of either
+    setting were seen at 17.9-30.4 ms in one call, while the paired in-process hook cost read +0.2%)."""
     plain, hooked = [], []
-    for _ in range(3):
+    for _ in range(5):
         plain.append(float(run_foundry(["tests/gpu/eager_timing.py"], preload=False).split()[-1]))
         hooked.append(float(run_foundry(["tests/gpu/eager_timing.py"]).split()[-1]))
     overhead = statistics.median(hooked) / statistics.median(plain) - 1
