@@ -6,8 +6,9 @@ threads read and hash images and records; the loader thread loads the images int
 after another (the driver serializes module loads: contending threads only slow each other) and looks
 up each graph's kernels once its images are in; builder threads (threads.py) build each group's
 shared exec as soon as its template's kernels are known, and the group is ready once its members'
-kernels are known too. Then each member's own graph is built (host work only), and then each graph gets
-its own exec. ctypes releases the GIL during driver calls, so the loader runs beside the program.
+kernels are known too. Then, while the program holds the execs' builds back, each member's own graph is
+built (host work only), and then each graph gets its own exec. ctypes releases the GIL during driver
+calls, so the loader runs beside the program.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ class Loader:
         self.timings: dict[str, float] = {}
         self.thread: threading.Thread | None = None
         self.dedicated_go = threading.Event()  # the loader builds members' own execs once set
-        self.graphs_built = threading.Event()  # every member's own graph is built (or the loader failed)
+        # The members' graphs are built as far as they will be before the execs' builds (every one, unless
+        # the program let the builds go first), or the loader failed.
+        self.graphs_built = threading.Event()
         # Members launched on their group's shared exec, by handle index, in the order of their first such
         # launch: their own execs are built first. While the own execs are being built, such a launch
         # also asks for its member's at once (``_builds``: the builder pool, None outside that phase).
@@ -86,8 +89,8 @@ class Loader:
         """Checks the archives, restores SAVE's memory, and starts the loader thread.
 
         With ``defer_dedicated`` the loader stops once every graph is replayable and its members' own
-        graphs are built (host work only), and instantiates members' own execs only after
-        ``build_dedicated()`` (to measure replay on shared execs, or to keep the GPU quiet during a
+        graphs are built (host work only, done while it waits), and instantiates members' own execs only
+        after ``build_dedicated()`` (to measure replay on shared execs, or to keep the GPU quiet during a
         latency-critical phase).
         """
         t0 = time.perf_counter()
@@ -142,8 +145,9 @@ class Loader:
         return handle
 
     def wait_graphs(self, timeout: float | None = None) -> bool:
-        """Blocks until every member's own graph is built, so that only instantiations are left (raises if
-        the loader failed), or ``timeout`` seconds pass; whether they are built."""
+        """Blocks until the members' own graphs are built as far as they are before the execs' builds (with
+        ``defer_dedicated`` and no ``build_dedicated()`` yet: every one, so that only instantiations are
+        left), raising if the loader failed, or until ``timeout`` seconds pass; whether that happened."""
         if not self.graphs_built.wait(timeout):
             return False
         if self.error is not None:
@@ -173,8 +177,8 @@ class Loader:
                 self.timings["images_s"] = self.timings.pop("images_at") - start
                 self.timings["all_replayable_s"] = time.perf_counter() - start
                 self._phase_totals()  # as of all replayable; again below with the own execs' work
-                self._build_member_graphs(crew.pool, context)
-                self.timings["member_graphs_s"] = time.perf_counter() - start
+                if self._build_member_graphs(crew.pool, context):
+                    self.timings["member_graphs_s"] = time.perf_counter() - start
                 self.graphs_built.set()
                 self.dedicated_go.wait()
                 self.timings["dedicated_start_s"] = time.perf_counter() - start
@@ -215,15 +219,24 @@ class Loader:
         members.sort(key=lambda h: (0, demand[h.index]) if h.index in demand else (1, h.index))
         return members
 
-    def _build_member_graphs(self, pool: PriorityPool, context: int) -> None:
-        """Every member's own graph (the first half of its own exec, about half the cost), right after all
-        replayable, whether or not the program holds back the execs' builds (``defer_dedicated``): it is
-        host work, and what is left once the builds are let go is instantiation only."""
-        futures = [
-            pool.submit((1, rank), h.group.build_graph, h, context) for rank, h in enumerate(self._members_in_order())
-        ]
+    def _build_member_graphs(self, pool: PriorityPool, context: int) -> bool:
+        """Members' own graphs (the first half of their own execs, about half the cost) while the program
+        holds the execs' builds back (``defer_dedicated``): host work, so that what is left once the builds
+        are let go is instantiation only. Once they are let go, or if they never were held, the graphs not
+        started yet are left to the own execs' builds, which go in the order the program launched members
+        (a member waiting for its own exec should not wait for other members' graphs). Whether every
+        member's graph was built here."""
+        members = self._members_in_order()
+        futures = [pool.submit((1, rank), h.group.build_graph, h, context) for rank, h in enumerate(members)]
         for f in futures:
+            if self.dedicated_go.is_set():
+                break
             f.result()
+        cut = [f.cancel() for f in futures]
+        for f, cancelled in zip(futures, cut, strict=True):
+            if not cancelled:
+                f.result()  # one a builder took already: done, or its error raised
+        return not any(cut)
 
     def _build_own_execs(self, pool: PriorityPool, context: int) -> None:
         """Every member's own exec, first those the program launched (in the order it first did), then

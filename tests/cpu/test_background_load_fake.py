@@ -53,6 +53,12 @@ p2 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=
 p2.wait_all()
 handles = p2.handles
 again = replay("again")
+# Builds let go at once: the members' graphs are made by their execs' builds, none ahead of them.
+p4 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2, defer_dedicated=True)
+p4.build_dedicated(); p4.wait_all()
+handles = p4.handles
+released_early = replay("released")
+graph_phases = ["member_graphs_s" in x.timings for x in (p, p2)]
 # One builder: the members the program launched get their own execs first, in the order it first
 # launched them, before the member it did not launch (path order would be v1, v2, v3).
 p3 = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=1, defer_dedicated=True)
@@ -66,7 +72,8 @@ cu.sync()
 kinds += [probe.next_launch(p3, i) for i in (3, 0)]
 p3.build_dedicated(); p3.wait_all()
 kinds += [probe.next_launch(p3, i) for i in (0, 1)]
-emit(runs=shared + own + again, graphs_built=graphs_built, member_graphs=member_graphs, kept_graphs=kept_graphs,
+emit(runs=shared + own + again + released_early, graph_phases=graph_phases, graphs_built=graphs_built,
+     member_graphs=member_graphs, kept_graphs=kept_graphs,
      demand=p.demand, own_order=p3.own_order, demand3=p3.demand,
      released=released, taken=taken, closed=closed, shared_execs=sorted(shared_execs),
      own_execs=own_execs, group_exec=group_exec, switched=p.timings["switches"],
@@ -83,7 +90,9 @@ def test_members_replay_as_themselves_on_the_shared_exec_and_on_their_own(app_js
         save["save_phases"]
     )
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + BACKGROUND)
-    assert len(r["runs"]) == 3 * 2 * 7
+    assert len(r["runs"]) == 4 * 2 * 7
+    # Graphs ahead of the execs only while the builds are held back: not in a LOAD that never held them.
+    assert r["graph_phases"] == [True, False]
     # Every member's own graph was built while the execs' builds were held back, and instantiated later.
     assert r["graphs_built"] and r["member_graphs"] == [False, True, True, True] and r["kept_graphs"]
     assert r["released"], "records stayed in memory after every graph got its own exec"
