@@ -160,8 +160,8 @@ def resolve_functions(meta: GraphMeta) -> list[int]:
 
 def member_graph(src: GraphSource, functions: Sequence[int], template_functions: Sequence[int]) -> int:
     """The CUgraph of template member ``src``: its template's graph, built from the template's record,
-    with the member's values set on the nodes its delta holds. Same topology as the template's graph,
-    so it can also update the template's exec whole (cuGraphExecUpdate)."""
+    with the member's values set on the nodes its delta holds (same topology and node order as the
+    template's graph)."""
     t = src.template
     assert t is not None
     graph, nodes = codec.build_with_nodes(t.payload, template_functions, t.node_count)

@@ -226,6 +226,8 @@ class Loader:
         started yet are left to the own execs' builds, which go in the order the program launched members
         (a member waiting for its own exec should not wait for other members' graphs). Whether every
         member's graph was built here."""
+        if self.dedicated_go.is_set():
+            return False
         members = self._members_in_order()
         futures = [pool.submit((1, rank), h.group.build_graph, h, context) for rank, h in enumerate(members)]
         for f in futures:

@@ -185,7 +185,7 @@ def module_globals(
         addresses, sizes, ctypes.byref(done),
     )  # fmt: skip
     check(rc, "module variable lookup")
-    return [(addresses[i], sizes[i]) if sizes[i] or addresses[i] else None for i in range(n)]
+    return [(addresses[i], sizes[i]) if addresses[i] else None for i in range(n)]
 
 
 def library_load(image: int) -> int:
