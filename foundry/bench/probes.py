@@ -27,6 +27,7 @@ __all__ = [
     "probe_driver",
     "probe_exec_update",
     "probe_process",
+    "probe_switch_penalty",
     "same_process_latency",
     "time_interleaved",
 ]
@@ -121,6 +122,32 @@ def probe_exec_update(pending: Loader, groups: int = 3) -> list[dict[str, Any]]:
         out.append(row)
         pair.close()
     return out
+
+
+def probe_switch_penalty(pending: Loader, roundtrips: int = 4) -> list[dict[str, Any]]:
+    """Why does a member replay slower on its template's exec switched to it than on an exec of its own?
+    For every member: both execs' medians in us (interleaved) and how its varying nodes differ from the
+    template's. For the first ``roundtrips`` members, the switch the other way too: the member's own exec
+    switched node by node to the template's values (against a fresh exec of the template) and back (against
+    the template's exec switched to the member). Each state replayed is a whole graph's values, never a mix."""
+    stream = torch.cuda.current_stream().cuda_stream
+    rows = []
+    for i, pair in enumerate(probe.member_pairs(pending)):
+        row: dict[str, Any] = {"nodes": pair.nodes, "name": pair.member.source.meta.name}
+        row.update(pair.override_kinds())
+        own, switched = (lambda e=pair.own: e.launch(stream)), (lambda e=pair.switched: e.launch(stream))
+        row.update(time_interleaved({"own": own, "switched": switched}, rounds=9))
+        if i < roundtrips:
+            template = pair.template_exec()
+            pair.switch_own(to_template=True)
+            both = time_interleaved({"template": lambda t=template: t.launch(stream), "own_as_template": own}, rounds=9)
+            row.update(both)
+            pair.switch_own(to_template=False)
+            row.update({f"{k}_after": v for k, v in time_interleaved({"own": own, "switched": switched}, 9).items()})
+            template.close()
+        rows.append(row)
+        pair.close()
+    return rows
 
 
 def probe_build(pending: Loader) -> dict[str, dict[str, float]]:

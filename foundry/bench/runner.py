@@ -114,6 +114,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "tensor_at_us": loaded.get("tensor_at_us"),
         "exec_update_probe": loaded.get("exec_update_probe"),
         "varying_differences": loaded.get("varying_differences"),
+        "switch_penalty": loaded.get("switch_penalty"),
         "first_replays": loaded.get("first_replay"),  # by batch size: how each ran, its time and host time
     }
     row["cold_path"] = cold_path(row, native, loaded)

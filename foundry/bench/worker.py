@@ -276,6 +276,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     latency_template = {str(bs): _latency_us(g) for bs, (g, _) in graphs.items()}
     exec_update = probes.probe_exec_update(pending)
     differences = probe.varying_differences(pending)
+    switch_penalty = probes.probe_switch_penalty(pending)
     switch_us = {}
     for bs, (g, _) in list(graphs.items())[:8]:
         other = graphs[sizes[-1] if bs != sizes[-1] else sizes[0]][0]
@@ -309,6 +310,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
         "first_replay_own": first_replay_own,
         "exec_update_probe": exec_update,
         "varying_differences": differences,
+        "switch_penalty": switch_penalty,
         "modules_s": modules_s,
         "trace": pending.phases.spans,
         "tensor_at_us": tensor_at_us,

@@ -33,6 +33,7 @@ __all__ = [
     "load_graph",
     "load_images",
     "member_graph",
+    "member_graph_nodes",
     "preflight",
     "prepare_memory",
     "resolve_functions",
@@ -162,6 +163,13 @@ def member_graph(src: GraphSource, functions: Sequence[int], template_functions:
     """The CUgraph of template member ``src``: its template's graph, built from the template's record,
     with the member's values set on the nodes its delta holds (same topology and node order as the
     template's graph)."""
+    return member_graph_nodes(src, functions, template_functions)[0]
+
+
+def member_graph_nodes(
+    src: GraphSource, functions: Sequence[int], template_functions: Sequence[int]
+) -> tuple[int, codec.NodeHandles]:
+    """``member_graph`` with the handles of its top-level nodes (in the template's node order)."""
     t = src.template
     assert t is not None
     graph, nodes = codec.build_with_nodes(t.payload, template_functions, t.node_count)
@@ -170,7 +178,7 @@ def member_graph(src: GraphSource, functions: Sequence[int], template_functions:
     except BaseException:
         codec.destroy_graph(graph)
         raise
-    return graph
+    return graph, nodes
 
 
 def build_exec(

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from foundry import kernels
-from foundry.format import OutputSpec, open_image, override_spans
+from foundry.format import KernelNode, OutputSpec, open_image, override_spans, parse_delta
 from foundry.native import codec, current_context, exec_update, graph_upload, set_current_context
 
-from .build import build_exec, load_images
+from .build import build_exec, load_images, member_graph_nodes
 from .groups import GraphHandle, Group
 from .loader import Loader
 from .source import read_source, source_images
@@ -31,6 +32,7 @@ __all__ = [
     "group_count",
     "images_used",
     "load_again",
+    "member_pairs",
     "next_launch",
     "outputs",
     "rebuild",
@@ -77,6 +79,48 @@ class ExecPair:
     switched: ProbeExec
     group: Group
     member: GraphHandle
+    own_nodes: codec.NodeHandles | None = None  # the top-level nodes of ``own``'s graph
+
+    def switch_own(self, to_template: bool) -> None:
+        """Switches ``own`` node by node to the template's values (``to_template``) or back to the
+        member's: the same updates as a shared exec's, on an exec instantiated from the member's values."""
+        g, m = self.group, self.member
+        assert self.own_nodes is not None
+        if to_template:
+            codec.apply_overrides(self.own.exec, True, self.own_nodes, g.template_delta, g.template_functions)
+        else:
+            codec.apply_overrides(self.own.exec, True, self.own_nodes, m.source.payload, m.functions)
+
+    def template_exec(self) -> ProbeExec:
+        """A fresh exec instantiated from the group's template graph (the template's own values)."""
+        return ProbeExec(codec.instantiate_uploaded(self.group.graph))
+
+    def override_kinds(self) -> dict[str, int]:
+        """How the member's varying nodes differ from the template's: kernel nodes whose function (the
+        resolved CUfunction), grid, block, dynamic shared memory or argument size differ, those where any of
+        these do (``changed``) and those where only the argument bytes do (``args_only``), and
+        memset/memcpy nodes (``other_nodes``)."""
+        g, m = self.group, self.member
+        template = dict(parse_delta(g.template_delta).overrides)
+        counts = dict.fromkeys(("varying", "function", "grid", "block", "shared_mem", "args_size", "args_only",
+                                "changed", "other_nodes"), 0)  # fmt: skip
+        for index, node in parse_delta(m.source.payload).overrides:
+            counts["varying"] += 1
+            t = template.get(index)
+            if not isinstance(node, KernelNode) or not isinstance(t, KernelNode):
+                counts["other_nodes"] += 1
+                continue
+            changed = {
+                "function": m.functions[node.function_index] != g.template_functions[t.function_index],
+                "grid": node.grid != t.grid,
+                "block": node.block != t.block,
+                "shared_mem": node.shared_mem != t.shared_mem,
+                "args_size": len(node.args) != len(t.args),
+            }
+            for key, value in changed.items():
+                counts[key] += value
+            counts["args_only" if not any(changed.values()) else "changed"] += 1
+        return counts
 
     def upload_switched(self, stream: int) -> None:
         """cuGraphUpload of the switched exec again."""
@@ -124,13 +168,31 @@ def exec_pairs(loader: Loader, groups: int = 3) -> list[ExecPair]:
         t0 = time.perf_counter()
         own_graph, own_exec = build_exec(member.source, member.functions, g.template_functions)
         own_s = time.perf_counter() - t0
-        switched = codec.instantiate(g.graph)  # the template's values, then the member's switched in
-        assert g.nodes is not None
-        codec.apply_overrides(switched, True, g.nodes, member.source.payload, member.functions)
-        out.append(
-            ExecPair(g.template.node_count, own_s, ProbeExec(own_exec, own_graph), ProbeExec(switched), g, member)
-        )
+        own = ProbeExec(own_exec, own_graph)
+        out.append(ExecPair(g.template.node_count, own_s, own, _switched(g, member), g, member))
     return out
+
+
+def member_pairs(loader: Loader) -> Iterator[ExecPair]:
+    """An ExecPair for every member of every group (the loader's groups must be ready), one at a time:
+    the caller closes each before the next is built. Its ``own`` keeps its graph's node handles, so it
+    can be switched too."""
+    for g in loader.groups:
+        distinct = {id(h.source): h for h in g.handles if h.source.template is not None}
+        for member in distinct.values():
+            t0 = time.perf_counter()
+            graph, nodes = member_graph_nodes(member.source, member.functions, g.template_functions)
+            own = ProbeExec(codec.instantiate_uploaded(graph), graph)
+            own_s = time.perf_counter() - t0
+            yield ExecPair(g.template.node_count, own_s, own, _switched(g, member), g, member, nodes)
+
+
+def _switched(g: Group, member: GraphHandle) -> ProbeExec:
+    """A fresh exec of ``g``'s template graph with ``member``'s values switched in node by node."""
+    switched = codec.instantiate(g.graph)
+    assert g.nodes is not None
+    codec.apply_overrides(switched, True, g.nodes, member.source.payload, member.functions)
+    return ProbeExec(switched)
 
 
 def varying_differences(loader: Loader) -> list[dict[str, int]]:

@@ -387,3 +387,51 @@ def test_the_switch_probes_measure_real_switches(app_json: JsonRunner, tmp_path:
     [d] = r["differences"]
     assert d["nodes"] == r["nodes"] and d["switches"] == len(NAMES) - 1
     assert 0 < d["differ_min"] <= d["differ_max"] <= d["varying"] <= d["nodes"]
+
+
+MEMBER_PAIRS = """
+from foundry.load import Loader, probe
+p = Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2, defer_dedicated=True)
+handles = [p.wait_group(i) for i in range(len(NAMES))]
+rows = []
+def run(e, name):
+    out = []
+    for k in INPUT_SETS:
+        set_inputs(k); e.launch(0); cu.sync(); out.append(read(name))
+    return out
+for pair in probe.member_pairs(p):
+    member, template = pair.member.source.meta.name, pair.group.template.meta.name
+    row = {"member": member, "kinds": pair.override_kinds(), "own": run(pair.own, member),
+           "switched": run(pair.switched, member)}
+    pair.switch_own(to_template=True)
+    row["own_as_template"] = run(pair.own, template)
+    t = pair.template_exec(); row["template"] = run(t, template); t.close()
+    pair.switch_own(to_template=False)
+    row["own_back"] = run(pair.own, member)
+    rows.append(row)
+    pair.close()
+emit(rows=rows, template=handles[0].group.template.meta.name)
+"""
+
+
+def test_member_pairs_switch_an_own_exec_both_ways(app_json: JsonRunner, tmp_path: Path) -> None:
+    """The switch-penalty probe's pairs (foundry.load.probe.member_pairs): one per member; the member's own
+    exec switched to its template's values replays as the template, and switched back as the member; the
+    override kinds count each varying kernel node once as arguments-only or by what else differs."""
+    arch = tmp_path / "arch"
+    save = run_save(app_json, VARIANTS, arch)
+    r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + MEMBER_PAIRS)
+    assert [row["member"] for row in r["rows"]] == NAMES[1:]
+    native = save["native"]
+    for row in r["rows"]:
+        m = row["member"]
+        assert row["own"] == row["switched"] == row["own_back"] == native[m], m
+        assert row["own_as_template"] == row["template"] == native[r["template"]], m
+    # VARIANTS' members against v0 (each delta holds every node the group varies: memset, kernel, memcpy):
+    # v1's kernel another grid and block; v2's another kernel (fewer arguments) and block; v3's the kernel
+    # from a library and another block.
+    kinds = {row["member"]: row["kinds"] for row in r["rows"]}
+    same = {"varying": 3, "other_nodes": 2, "changed": 1, "shared_mem": 0, "args_only": 0}
+    assert kinds["v1"] == {**same, "function": 0, "grid": 1, "block": 1, "args_size": 0}
+    assert kinds["v2"] == {**same, "function": 1, "grid": 0, "block": 1, "args_size": 1}
+    assert kinds["v3"] == {**same, "function": 1, "grid": 0, "block": 1, "args_size": 0}
