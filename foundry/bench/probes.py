@@ -127,9 +127,11 @@ def probe_exec_update(pending: Loader, groups: int = 3) -> list[dict[str, Any]]:
 def probe_switch_penalty(pending: Loader, roundtrips: int = 4) -> list[dict[str, Any]]:
     """Why does a member replay slower on its template's exec switched to it than on an exec of its own?
     For every member: both execs' medians in us (interleaved) and how its varying nodes differ from the
-    template's. For the first ``roundtrips`` members, the switch the other way too: the member's own exec
-    switched node by node to the template's values (against a fresh exec of the template) and back (against
-    the template's exec switched to the member). Each state replayed is a whole graph's values, never a mix."""
+    template's. For the first ``roundtrips`` members also: the same execs instantiated for launch from the
+    device; the member's own exec after node updates that change nothing (a tenth of its varying nodes, then
+    all); and the switch the other way: the member's own exec switched node by node to the template's values
+    (against a fresh exec of the template) and back (against the template's exec switched to the member).
+    Each state replayed is a whole graph's values, never a mix."""
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
     for i, pair in enumerate(probe.member_pairs(pending)):
@@ -138,6 +140,10 @@ def probe_switch_penalty(pending: Loader, roundtrips: int = 4) -> list[dict[str,
         own, switched = (lambda e=pair.own: e.launch(stream)), (lambda e=pair.switched: e.launch(stream))
         row.update(time_interleaved({"own": own, "switched": switched}, rounds=9))
         if i < roundtrips:
+            row.update(_device_launch(pair, stream, own, switched))
+            for fraction in (0.1, 1.0):  # updates that change nothing, on the member's own exec
+                row[f"unchanged_updates_{fraction}"] = pair.update_own_unchanged(fraction)
+                row[f"own_after_unchanged_{fraction}"] = time_interleaved({"x": own}, rounds=9)["x"]
             template = pair.template_exec()
             pair.switch_own(to_template=True)
             both = time_interleaved({"template": lambda t=template: t.launch(stream), "own_as_template": own}, rounds=9)
@@ -148,6 +154,28 @@ def probe_switch_penalty(pending: Loader, roundtrips: int = 4) -> list[dict[str,
         rows.append(row)
         pair.close()
     return rows
+
+
+def _device_launch(pair: probe.ExecPair, stream: int, own: Any, switched: Any) -> dict[str, Any]:
+    """The same three execs instantiated for launch from the device too (their launch data kept on the
+    device), launched from the host: the template's fresh, the member's own, the template's switched to the
+    member and uploaded; interleaved with the plain ``own`` and ``switched``."""
+    made: list[probe.ProbeExec] = []
+    try:
+        made.append(pair.template_exec(device_launch=True))
+        made.append(pair.own_device_launch())
+        made.append(pair.switched_device_launch(stream))
+    except Exception as exc:  # a measurement: reported, not raised
+        for e in made:
+            e.close()
+        return {"device_launch_error": str(exc)[:300]}
+    runs = {"own": own, "switched": switched}
+    for name, e in zip(("dl_template", "dl_own", "dl_switched"), made, strict=True):
+        runs[name] = lambda e=e: e.launch(stream)
+    out = {f"{k}_vs_dl": v for k, v in time_interleaved(runs, rounds=9).items()}
+    for e in made:
+        e.close()
+    return out
 
 
 def probe_build(pending: Loader) -> dict[str, dict[str, float]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry import kernels
-from foundry.format import KernelNode, OutputSpec, open_image, override_spans, parse_delta
+from foundry.format import KernelNode, OutputSpec, delta_bytes, delta_header, open_image, override_spans, parse_delta
 from foundry.native import codec, current_context, exec_update, graph_upload, set_current_context
 
 from .build import build_exec, load_images, member_graph_nodes
@@ -91,9 +91,41 @@ class ExecPair:
         else:
             codec.apply_overrides(self.own.exec, True, self.own_nodes, m.source.payload, m.functions)
 
-    def template_exec(self) -> ProbeExec:
-        """A fresh exec instantiated from the group's template graph (the template's own values)."""
-        return ProbeExec(codec.instantiate_uploaded(self.group.graph))
+    def template_exec(self, device_launch: bool = False) -> ProbeExec:
+        """A fresh exec instantiated from the group's template graph (the template's own values), for launch
+        from the device too where ``device_launch`` (a driver that refuses raises CodecError)."""
+        return ProbeExec(codec.instantiate_uploaded(self.group.graph, _flags(device_launch)))
+
+    def switched_device_launch(self, stream: int) -> ProbeExec:
+        """``switched`` again, instantiated for launch from the device too (whose exec keeps its launch data
+        on the device: updates reach it by cuGraphUpload, done here after the switch)."""
+        g, m = self.group, self.member
+        assert g.nodes is not None
+        e = ProbeExec(codec.instantiate(g.graph, _flags(True)))
+        try:
+            codec.apply_overrides(e.exec, True, g.nodes, m.source.payload, m.functions)
+            graph_upload(e.exec, stream)
+        except BaseException:
+            e.close()
+            raise
+        return e
+
+    def own_device_launch(self) -> ProbeExec:
+        """The member's own graph instantiated again, for launch from the device too."""
+        return ProbeExec(codec.instantiate_uploaded(self.own.graph, _flags(True)))
+
+    def update_own_unchanged(self, fraction: float) -> int:
+        """Updates the first ``fraction`` of the member's varying nodes in ``own`` node by node to the values
+        they already hold; returns how many. Whether an update that changes nothing slows the exec too."""
+        m = self.member
+        assert self.own_nodes is not None
+        payload = memoryview(m.source.payload)
+        spans = override_spans(payload)
+        picked = spans[: round(len(spans) * fraction)]
+        function_count, template_sha256 = delta_header(payload)
+        sub = delta_bytes(template_sha256, function_count, [(i, bytes(payload[a:b])) for i, a, b in picked])
+        codec.apply_overrides(self.own.exec, True, self.own_nodes, sub, m.functions)
+        return len(picked)
 
     def override_kinds(self) -> dict[str, int]:
         """How the member's varying nodes differ from the template's: kernel nodes whose function (the
@@ -185,6 +217,12 @@ def member_pairs(loader: Loader) -> Iterator[ExecPair]:
             own = ProbeExec(codec.instantiate_uploaded(graph), graph)
             own_s = time.perf_counter() - t0
             yield ExecPair(g.template.node_count, own_s, own, _switched(g, member), g, member, nodes)
+
+
+def _flags(device_launch: bool) -> int:
+    """LOAD's instantiate flags, with launch from the device where asked."""
+    flags = int(codec.INSTANTIATE_USE_NODE_PRIORITY)
+    return flags | codec.INSTANTIATE_DEVICE_LAUNCH if device_launch else flags
 
 
 def _switched(g: Group, member: GraphHandle) -> ProbeExec:

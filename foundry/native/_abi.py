@@ -90,6 +90,7 @@ class InstantiateFlag(IntEnum):
     """cuda.h's ``CUDA_GRAPH_INSTANTIATE_FLAG_*`` values that ``FDY_INSTANTIATE_FLAGS`` names."""
 
     USE_NODE_PRIORITY = 8
+    DEVICE_LAUNCH = 4
 
 
 class ReadReport(ctypes.Structure):

@@ -12,6 +12,7 @@ from ._abi import InstantiateFlag
 from .lib import check, native
 
 __all__ = [
+    "INSTANTIATE_DEVICE_LAUNCH",
     "INSTANTIATE_USE_NODE_PRIORITY",
     "NodeHandles",
     "apply_overrides",
@@ -32,6 +33,7 @@ __all__ = [
 # PyTorch instantiates with it, and kernel nodes keep their priority launch attribute, so loaded graphs
 # do the same.
 INSTANTIATE_USE_NODE_PRIORITY = InstantiateFlag.USE_NODE_PRIORITY
+INSTANTIATE_DEVICE_LAUNCH = InstantiateFlag.DEVICE_LAUNCH  # measured only (foundry.load.probe)
 
 
 NodeHandles: TypeAlias = "ctypes.Array[ctypes.c_uint64]"

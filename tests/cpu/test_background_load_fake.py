@@ -403,6 +403,9 @@ for pair in probe.member_pairs(p):
     member, template = pair.member.source.meta.name, pair.group.template.meta.name
     row = {"member": member, "kinds": pair.override_kinds(), "own": run(pair.own, member),
            "switched": run(pair.switched, member)}
+    dl = pair.switched_device_launch(0); row["switched_dl"] = run(dl, member); dl.close()
+    row["unchanged"] = [pair.update_own_unchanged(f) for f in (0.5, 1.0)]
+    row["own_unchanged"] = run(pair.own, member)
     pair.switch_own(to_template=True)
     row["own_as_template"] = run(pair.own, template)
     t = pair.template_exec(); row["template"] = run(t, template); t.close()
@@ -425,7 +428,9 @@ def test_member_pairs_switch_an_own_exec_both_ways(app_json: JsonRunner, tmp_pat
     native = save["native"]
     for row in r["rows"]:
         m = row["member"]
-        assert row["own"] == row["switched"] == row["own_back"] == native[m], m
+        for key in ("own", "switched", "switched_dl", "own_unchanged", "own_back"):
+            assert row[key] == native[m], (m, key)
+        assert row["unchanged"] == [2, 3], m  # half of the 3 varying nodes rounds to 2
         assert row["own_as_template"] == row["template"] == native[r["template"]], m
     # VARIANTS' members against v0 (each delta holds every node the group varies: memset, kernel, memcpy):
     # v1's kernel another grid and block; v2's another kernel (fewer arguments) and block; v3's the kernel
