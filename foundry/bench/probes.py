@@ -128,8 +128,9 @@ def probe_switch_penalty(pending: Loader, roundtrips: int = 4) -> list[dict[str,
     """Why does a member replay slower on its template's exec switched to it than on an exec of its own?
     For every member: both execs' medians in us (interleaved) and how its varying nodes differ from the
     template's. For the first ``roundtrips`` members also: the same execs instantiated for launch from the
-    device; the member's own exec after node updates that change nothing (a tenth of its varying nodes, then
-    all); and the switch the other way: the member's own exec switched node by node to the template's values
+    device; fresh own execs with some nodes switched away and back before launch (``_round_trips``); the
+    member's own exec after node updates that change nothing (a tenth of its varying nodes, then all); and
+    the switch the other way: the member's own exec switched node by node to the template's values
     (against a fresh exec of the template) and back (against the template's exec switched to the member).
     Each state replayed is a whole graph's values, never a mix."""
     stream = torch.cuda.current_stream().cuda_stream
@@ -141,6 +142,7 @@ def probe_switch_penalty(pending: Loader, roundtrips: int = 4) -> list[dict[str,
         row.update(time_interleaved({"own": own, "switched": switched}, rounds=9))
         if i < roundtrips:
             row.update(_device_launch(pair, stream, own, switched))
+            row["round_trips"] = _round_trips(pair, stream, own)
             for fraction in (0.1, 1.0):  # updates that change nothing, on the member's own exec
                 row[f"unchanged_updates_{fraction}"] = pair.update_own_unchanged(fraction)
                 row[f"own_after_unchanged_{fraction}"] = time_interleaved({"x": own}, rounds=9)["x"]
@@ -154,6 +156,29 @@ def probe_switch_penalty(pending: Loader, roundtrips: int = 4) -> list[dict[str,
         rows.append(row)
         pair.close()
     return rows
+
+
+def _round_trips(pair: probe.ExecPair, stream: int, own: Any) -> dict[str, dict[str, float]]:
+    """Fresh execs of the member's own graph, some of whose nodes were switched to the template's values and
+    back before their first launch, against ``own``: does the slowdown grow with the nodes changed, and
+    which changes leave it (one node, a tenth, the nodes whose arguments alone differ, those whose grid
+    differs, all)."""
+    changes = pair.node_changes()
+    order = sorted(changes)
+    subsets = {
+        "first": order[:1],
+        "tenth": order[: len(order) // 10],
+        "args_only": [i for i in order if not changes[i]],
+        "grid": [i for i in order if "grid" in changes[i]],
+        "all": order,
+    }
+    out = {}
+    for name, indices in subsets.items():
+        e = pair.own_round_trip(indices)
+        t = time_interleaved({"own": own, "round_trip": lambda e=e: e.launch(stream)}, rounds=9)
+        out[name] = {"nodes": len(indices), **t}
+        e.close()
+    return out
 
 
 def _device_launch(pair: probe.ExecPair, stream: int, own: Any, switched: Any) -> dict[str, Any]:

@@ -119,28 +119,38 @@ class ExecPair:
         they already hold; returns how many. Whether an update that changes nothing slows the exec too."""
         m = self.member
         assert self.own_nodes is not None
-        payload = memoryview(m.source.payload)
-        spans = override_spans(payload)
-        picked = spans[: round(len(spans) * fraction)]
-        function_count, template_sha256 = delta_header(payload)
-        sub = delta_bytes(template_sha256, function_count, [(i, bytes(payload[a:b])) for i, a, b in picked])
-        codec.apply_overrides(self.own.exec, True, self.own_nodes, sub, m.functions)
+        spans = override_spans(m.source.payload)
+        picked = [i for i, _, _ in spans[: round(len(spans) * fraction)]]
+        codec.apply_overrides(self.own.exec, True, self.own_nodes, _sub_delta(m.source.payload, picked), m.functions)
         return len(picked)
 
-    def override_kinds(self) -> dict[str, int]:
-        """How the member's varying nodes differ from the template's: kernel nodes whose function (the
-        resolved CUfunction), grid, block, dynamic shared memory or argument size differ, those where any of
-        these do (``changed``) and those where only the argument bytes do (``args_only``), and
-        memset/memcpy nodes (``other_nodes``)."""
+    def own_round_trip(self, indices: list[int]) -> ProbeExec:
+        """A fresh exec of the member's own graph whose nodes at ``indices`` were switched to the template's
+        values and back to the member's before any launch: it replays the member's values throughout, so any
+        slowdown is what real changes leave behind."""
+        g, m = self.group, self.member
+        assert self.own_nodes is not None
+        e = ProbeExec(codec.instantiate_uploaded(self.own.graph))
+        try:
+            to_template = _sub_delta(g.template_delta, indices)
+            codec.apply_overrides(e.exec, True, self.own_nodes, to_template, g.template_functions)
+            codec.apply_overrides(e.exec, True, self.own_nodes, _sub_delta(m.source.payload, indices), m.functions)
+        except BaseException:
+            e.close()
+            raise
+        return e
+
+    def node_changes(self) -> dict[int, set[str]]:
+        """For each node the member varies (template node index): what differs from the template's value,
+        of ``function`` (the resolved CUfunction), ``grid``, ``block``, ``shared_mem`` and ``args_size`` for
+        kernel nodes (empty: the argument bytes alone), ``{"other_node"}`` for memset/memcpy nodes."""
         g, m = self.group, self.member
         template = dict(parse_delta(g.template_delta).overrides)
-        counts = dict.fromkeys(("varying", "function", "grid", "block", "shared_mem", "args_size", "args_only",
-                                "changed", "other_nodes"), 0)  # fmt: skip
+        out: dict[int, set[str]] = {}
         for index, node in parse_delta(m.source.payload).overrides:
-            counts["varying"] += 1
             t = template.get(index)
             if not isinstance(node, KernelNode) or not isinstance(t, KernelNode):
-                counts["other_nodes"] += 1
+                out[index] = {"other_node"}
                 continue
             changed = {
                 "function": m.functions[node.function_index] != g.template_functions[t.function_index],
@@ -149,9 +159,24 @@ class ExecPair:
                 "shared_mem": node.shared_mem != t.shared_mem,
                 "args_size": len(node.args) != len(t.args),
             }
-            for key, value in changed.items():
-                counts[key] += value
-            counts["args_only" if not any(changed.values()) else "changed"] += 1
+            out[index] = {k for k, v in changed.items() if v}
+        return out
+
+    def override_kinds(self) -> dict[str, int]:
+        """How the member's varying nodes differ from the template's (``node_changes``), counted: kernel nodes
+        whose function, grid, block, dynamic shared memory or argument size differ, those where any of these
+        do (``changed``) and those where only the argument bytes do (``args_only``), and memset/memcpy nodes
+        (``other_nodes``)."""
+        keys = ("function", "grid", "block", "shared_mem", "args_size")
+        counts = dict.fromkeys(("varying", *keys, "args_only", "changed", "other_nodes"), 0)
+        for what in self.node_changes().values():
+            counts["varying"] += 1
+            if "other_node" in what:
+                counts["other_nodes"] += 1
+                continue
+            for key in what:
+                counts[key] += 1
+            counts["changed" if what else "args_only"] += 1
         return counts
 
     def upload_switched(self, stream: int) -> None:
@@ -217,6 +242,15 @@ def member_pairs(loader: Loader) -> Iterator[ExecPair]:
             own = ProbeExec(codec.instantiate_uploaded(graph), graph)
             own_s = time.perf_counter() - t0
             yield ExecPair(g.template.node_count, own_s, own, _switched(g, member), g, member, nodes)
+
+
+def _sub_delta(delta: bytes | bytearray | memoryview, indices: list[int]) -> bytes:
+    """The overrides of ``delta`` at template node ``indices`` (those it holds), as a delta of their own."""
+    mv = memoryview(delta)
+    wanted = set(indices)
+    function_count, template_sha256 = delta_header(mv)
+    picked = [(i, bytes(mv[a:b])) for i, a, b in override_spans(mv) if i in wanted]
+    return delta_bytes(template_sha256, function_count, picked)
 
 
 def _flags(device_launch: bool) -> int:

@@ -404,6 +404,7 @@ for pair in probe.member_pairs(p):
     row = {"member": member, "kinds": pair.override_kinds(), "own": run(pair.own, member),
            "switched": run(pair.switched, member)}
     dl = pair.switched_device_launch(0); row["switched_dl"] = run(dl, member); dl.close()
+    rt = pair.own_round_trip(sorted(pair.node_changes())); row["round_trip"] = run(rt, member); rt.close()
     row["unchanged"] = [pair.update_own_unchanged(f) for f in (0.5, 1.0)]
     row["own_unchanged"] = run(pair.own, member)
     pair.switch_own(to_template=True)
@@ -428,7 +429,7 @@ def test_member_pairs_switch_an_own_exec_both_ways(app_json: JsonRunner, tmp_pat
     native = save["native"]
     for row in r["rows"]:
         m = row["member"]
-        for key in ("own", "switched", "switched_dl", "own_unchanged", "own_back"):
+        for key in ("own", "switched", "switched_dl", "round_trip", "own_unchanged", "own_back"):
             assert row[key] == native[m], (m, key)
         assert row["unchanged"] == [2, 3], m  # half of the 3 varying nodes rounds to 2
         assert row["own_as_template"] == row["template"] == native[r["template"]], m
