@@ -32,6 +32,7 @@ __all__ = [
     "group_count",
     "images_used",
     "load_again",
+    "load_again_together",
     "member_pairs",
     "next_launch",
     "outputs",
@@ -337,6 +338,33 @@ def load_again(image: ImageUse) -> tuple[bytes, float, float]:
     for name in image.kernels:
         kernels.loaded_function(kernels.KernelRef("probe-" + image.sha256, name))
     return blob, t1 - t0, time.perf_counter() - t1
+
+
+def load_again_together(images: list[ImageUse], threads: int, tag: str) -> tuple[float, float]:
+    """Every image loaded into the driver once more under keys prefixed ``tag`` (one per call), split by
+    size over ``threads`` threads, each loading its share in one native call, then their kernels looked up
+    the same way: (wall seconds to load, wall seconds for the lookups). Does the driver load images in
+    parallel?"""
+    blobs = [(f"{tag}-{i.sha256}", open_image(i.directory, i.sha256, False)) for i in images]
+    shares: list[list[int]] = [[] for _ in range(threads)]
+    for n, k in enumerate(sorted(range(len(images)), key=lambda k: -images[k].size)):
+        shares[n % threads].append(k)
+    context = current_context()
+
+    def load(share: list[int]) -> None:
+        set_current_context(context)
+        kernels.load_images([blobs[k] for k in share])
+
+    def lookup(share: list[int]) -> None:
+        set_current_context(context)
+        kernels.loaded_functions([kernels.KernelRef(blobs[k][0], n) for k in share for n in images[k].kernels])
+
+    with ThreadPoolExecutor(threads) as pool:
+        t0 = time.perf_counter()
+        list(pool.map(load, shares))
+        t1 = time.perf_counter()
+        list(pool.map(lookup, shares))
+        return t1 - t0, time.perf_counter() - t1
 
 
 def next_launch(loader: Loader, index: int) -> str:

@@ -414,14 +414,21 @@ for pair in probe.member_pairs(p):
     row["own_back"] = run(pair.own, member)
     rows.append(row)
     pair.close()
-emit(rows=rows, template=handles[0].group.template.meta.name)
+from foundry import kernels
+images = probe.images_used(p)
+walls = probe.load_again_together(images, 2, "again")
+again = [kernels.is_loaded("again-" + i.sha256) and all(
+    kernels.is_looked_up(kernels.KernelRef("again-" + i.sha256, n)) for n in i.kernels) for i in images]
+emit(rows=rows, template=handles[0].group.template.meta.name, walls=walls, again=again,
+     kernels=sorted(n for i in images for n in i.kernels))
 """
 
 
 def test_member_pairs_switch_an_own_exec_both_ways(app_json: JsonRunner, tmp_path: Path) -> None:
     """The switch-penalty probe's pairs (foundry.load.probe.member_pairs): one per member; the member's own
     exec switched to its template's values replays as the template, and switched back as the member; the
-    override kinds count each varying kernel node once as arguments-only or by what else differs."""
+    override kinds count each varying kernel node once as arguments-only or by what else differs. And the
+    driver probe's parallel image loads."""
     arch = tmp_path / "arch"
     save = run_save(app_json, VARIANTS, arch)
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + MEMBER_PAIRS)
@@ -433,6 +440,9 @@ def test_member_pairs_switch_an_own_exec_both_ways(app_json: JsonRunner, tmp_pat
             assert row[key] == native[m], (m, key)
         assert row["unchanged"] == [2, 3], m  # half of the 3 varying nodes rounds to 2
         assert row["own_as_template"] == row["template"] == native[r["template"]], m
+    # The driver probe's images loaded again on two threads, each under its new key, kernels looked up.
+    assert len(r["walls"]) == 2 and all(w > 0 for w in r["walls"]) and r["again"] and all(r["again"])
+    assert {"fk_axpy_f32", "fk_sum_f32"} <= set(r["kernels"])
     # VARIANTS' members against v0 (each delta holds every node the group varies: memset, kernel, memcpy):
     # v1's kernel another grid and block; v2's another kernel (fewer arguments) and block; v3's the kernel
     # from a library and another block.
