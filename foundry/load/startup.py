@@ -226,7 +226,7 @@ def _finish(
             if context is not None:
                 set_current_context(context)
             with phases.span("image_driver_load"):
-                kernels.load_images([(sha, read.result()) for sha, read in reads.items()])
+                _load_images(context, [(sha, read.result()) for sha, read in reads.items()], LIMITS.image_loaders)
             if context is not None:  # needs one; without, LOAD writes them before it builds a graph
                 listed = {e.sha256: e.variables for e in entries}
                 for sha in reads:
@@ -239,6 +239,26 @@ def _finish(
         for read in reads.values():
             read.cancel()
         job.set_exception(exc)
+
+
+def _load_images(context: int | None, images: list[tuple[str, bytearray]], threads: int) -> None:
+    """The images into the driver, split over ``threads`` threads (round robin in the order given, largest
+    first, so the shares weigh about the same), each share in one native call; raises the first share's
+    error once all have ended (the images loaded stay loaded, as ``kernels.load_images`` leaves them)."""
+    shares = [images[i::threads] for i in range(min(threads, len(images)))]
+    if len(shares) <= 1:
+        kernels.load_images(images)
+        return
+
+    def load(share: list[tuple[str, bytearray]]) -> None:
+        if context is not None:
+            set_current_context(context)
+        kernels.load_images(share)
+
+    with ThreadPoolExecutor(len(shares), thread_name_prefix="foundry-startup-load") as pool:
+        done = [pool.submit(load, share) for share in shares]
+    for future in done:
+        future.result()
 
 
 def _prepare_graphs(phases: Phases, archive: Path, manifest: Manifest | None, cut: threading.Event) -> None:
