@@ -15,7 +15,7 @@ loader's cap on builder threads, foundry.load.LIMITS.builders), FOUNDRY_BENCH_RE
 (the loader's cap on reader threads), FOUNDRY_BENCH_SMAPS (print which mappings LOAD grew),
 FOUNDRY_BENCH_LOAD_ONLY (stop after LOAD, skip the replay measurements and probes). FOUNDRY_WARM_HEAP=0
 (foundry.load.threads) turns off the builders' heap warm-up, for comparison. FOUNDRY_BENCH_SAVE_PROFILE=PATH
-writes cProfile's table of SAVE (by own time, then cumulative) to PATH.
+writes cProfile's table of SAVE (by own time, then cumulative) to PATH, the raw statistics to PATH.pstats.
 """
 
 from __future__ import annotations
@@ -112,11 +112,13 @@ class _DirectLaunch:
 
 
 def _write_profile(profile: cProfile.Profile, path: Path) -> None:
+    """The table at ``path``, the raw statistics beside it (``.pstats``, for pstats to read elsewhere)."""
     text = io.StringIO()
     stats = pstats.Stats(profile, stream=text)
-    stats.sort_stats("tottime").print_stats(40)
-    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(60)
+    stats.sort_stats("cumulative").print_stats(60)
     path.write_text(text.getvalue())
+    profile.dump_stats(str(path) + ".pstats")
 
 
 def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
