@@ -64,18 +64,26 @@ class Delta:
     overrides: tuple[tuple[int, Node], ...]
 
 
-def delta_bytes(template_sha256: str, function_count: int, overrides: Iterable[tuple[int, bytes]]) -> bytes:
+def delta_bytes(
+    template_sha256: str, function_count: int, overrides: Iterable[tuple[int, bytes | memoryview]]
+) -> bytes:
     """The one byte string of a delta against the template whose record has SHA-256 ``template_sha256``
     (hex), for a member with ``function_count`` functions, holding ``overrides``: (template node index,
     the member's node record bytes), in order. Nothing is checked: SAVE proves the native writer's delta
     against these bytes, which it joins from the member's own record."""
-    parts = [RecOverride(node_index=index, reserved=0).pack() + bytes(record) for index, record in overrides]
+    # One join over (index, record) pairs, the records as given (memoryviews are not copied first): SAVE
+    # proves every member's delta this way, some 40,000 overrides for a 67-graph decoder.
+    pack, count = L.REC_OVERRIDE.pack, 0
+    parts: list[bytes | memoryview] = []
+    for index, record in overrides:
+        parts += (pack(index, 0), record)
+        count += 1
     body = b"".join(parts)
     header = RecDeltaHeader(
         magic=DELTA_MAGIC,
         version=DELTA_VERSION,
         header_bytes=L.DELTA_HEADER_SIZE,
-        override_count=len(parts),
+        override_count=count,
         function_count=function_count,
         reserved0=0,
         reserved1=0,

@@ -138,7 +138,7 @@ def _verify_bytes(payload: bytes, member: SavedGraph, varying: Sequence[int], te
     """The delta the native code wrote is exactly its header (naming the template and the member's
     function table) and, for exactly the varying nodes, the member record's own node records byte for
     byte: compared whole with the delta those bytes make, joined (no walk of either in Python)."""
-    raw, spans = member.record, member.scan.spans
+    raw, spans = memoryview(member.record), member.scan.spans
     own = ((i, raw[spans[i][0] : spans[i][1]]) for i in varying)
     if payload != delta_bytes(template_sha, member.scan.function_count, own):
         raise CodecError(
