@@ -70,8 +70,9 @@ FDY_EXPORT void *fdy_driver_symbol(const char *name);
   X(CU_DEVICE_ATTRIBUTE_, MULTIPROCESSOR_COUNT) X(CU_DEVICE_ATTRIBUTE_, COMPUTE_CAPABILITY_MAJOR)               \
   X(CU_DEVICE_ATTRIBUTE_, COMPUTE_CAPABILITY_MINOR)
 /* PyTorch instantiates with USE_NODE_PRIORITY, and kernel nodes keep their priority launch attribute, so
- * loaded graphs are instantiated the same way. */
-#define FDY_INSTANTIATE_FLAGS(X) X(CUDA_GRAPH_INSTANTIATE_FLAG_, USE_NODE_PRIORITY) X(CUDA_GRAPH_INSTANTIATE_FLAG_, DEVICE_LAUNCH)
+ * loaded graphs are instantiated the same way. DEVICE_LAUNCH: only the benchmark's probes use it. */
+#define FDY_INSTANTIATE_FLAGS(X)                                                                                   \
+  X(CUDA_GRAPH_INSTANTIATE_FLAG_, USE_NODE_PRIORITY) X(CUDA_GRAPH_INSTANTIATE_FLAG_, DEVICE_LAUNCH)
 
 /* ---------------------------------------------------------------- device reads (copies.c) */
 /* How fdy_device_read read the spans that fit its pinned staging buffer: one cuMemcpyBatchAsync_v2 per

@@ -240,7 +240,7 @@ def probe_driver(pending: Loader) -> dict[str, float]:
         first_get_s += lookup_s
     blob = b"".join(blobs)
     out.update(library_load_s=load_s, kernel_first_get_s=first_get_s)
-    for threads in (1, 4):  # start-up loads the images in one native call on one thread
+    for threads in (1, 4):  # start-up splits the images over LIMITS.image_loaders threads
         load_wall, lookup_wall = probe.load_again_together(images, threads, f"probe{threads}")
         out.update({f"load_{threads}_threads_s": load_wall, f"lookup_{threads}_threads_s": lookup_wall})
     out.update(probe_module_api(blobs, [list(i.kernels) for i in images]))
