@@ -226,7 +226,7 @@ def _finish(
             if context is not None:
                 set_current_context(context)
             with phases.span("image_driver_load"):
-                _load_images(context, [(sha, read.result()) for sha, read in reads.items()], LIMITS.image_loaders)
+                load_images_split(context, [(sha, read.result()) for sha, read in reads.items()], LIMITS.image_loaders)
             if context is not None:  # needs one; without, LOAD writes them before it builds a graph
                 listed = {e.sha256: e.variables for e in entries}
                 for sha in reads:
@@ -241,7 +241,7 @@ def _finish(
         job.set_exception(exc)
 
 
-def _load_images(context: int | None, images: list[tuple[str, bytearray]], threads: int) -> None:
+def load_images_split(context: int | None, images: list[tuple[str, bytearray]], threads: int) -> None:
     """The images into the driver, split over ``threads`` threads (round robin in the order given, largest
     first, so the shares weigh about the same), each share in one native call; raises the first share's
     error once all have ended (the images loaded stay loaded, as ``kernels.load_images`` leaves them)."""

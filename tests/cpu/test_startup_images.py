@@ -1,4 +1,4 @@
-"""Start-up's images into the driver over several threads (foundry.load.startup._load_images): every image
+"""Start-up's images into the driver over several threads (foundry.load.startup.load_images_split): every image
 loaded once, the shares about equal by size, each share in one call on a loader thread, and a refused
 image's error raised once every share has ended (the other shares' images stay loaded)."""
 
@@ -28,7 +28,7 @@ def test_images_split_over_threads_each_share_in_one_call(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(kernels, "load_images", load_images)
     images = _images(10)
-    startup._load_images(None, images, 4)
+    startup.load_images_split(None, images, 4)
     assert sorted(sha for _, shas in calls for sha in shas) == sorted(sha for sha, _ in images)
     # Four calls on the loaders' threads (a pool: a thread whose call ended may take the next share).
     assert len(calls) == 4 and all(name.startswith("foundry-startup-load") for name, _ in calls)
@@ -36,7 +36,7 @@ def test_images_split_over_threads_each_share_in_one_call(monkeypatch: pytest.Mo
     # Round robin over the sizes, largest first: the first share holds images 0, 4 and 8.
     assert sorted(shas for _, shas in calls)[0] == [images[0][0], images[4][0], images[8][0]]
     calls.clear()
-    startup._load_images(None, images[:1], 4)  # one image: one call, on the calling thread
+    startup.load_images_split(None, images[:1], 4)  # one image: one call, on the calling thread
     assert calls == [(threading.current_thread().name, [images[0][0]])]
 
 
@@ -55,6 +55,6 @@ def test_a_refused_image_is_raised_after_every_share_ended(monkeypatch: pytest.M
 
     monkeypatch.setattr(kernels, "load_images", load_images)
     with pytest.raises(KernelNotFoundError, match="refused"):
-        startup._load_images(None, images, 4)
+        startup.load_images_split(None, images, 4)
     # The refused image's share stopped at it; every other share loaded all of its images.
     assert set(loaded) == {sha for sha, _ in images} - {bad, images[5][0]}
