@@ -15,18 +15,27 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError, ArchiveError, ArchiveForeignError, ArchiveVersionError
 
 from .container import record_view
-from .files import PathLike, inside, read_regular, sha256_bytes, write_atomic
+from .files import PathLike, inside, read_regular, sha256_bytes, write_atomic_parts
 from .manifest import GraphEntry
 from .values import RecordRef
 
-__all__ = ["BUNDLE_NAME", "Bundle", "bundle_mismatches", "pack_bundle", "parse_bundle", "read_bundle", "write_bundle"]
+__all__ = [
+    "BUNDLE_NAME",
+    "Bundle",
+    "bundle_mismatches",
+    "bundle_parts",
+    "pack_bundle",
+    "parse_bundle",
+    "read_bundle",
+    "write_bundle",
+]
 
 BUNDLE_NAME = "graph_bundle.bin"
 BUNDLE_MAGIC = b"FDYBNDL\0"
@@ -45,8 +54,11 @@ class Bundle:
     containers: tuple[memoryview, ...]
 
 
-def pack_bundle(files: Sequence[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview]]) -> bytes:
-    """The bundle of ``files``: (JSON bytes, container bytes) per graph, in the manifest's order."""
+def bundle_parts(
+    files: Sequence[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview]],
+) -> list[bytes | bytearray | memoryview]:
+    """The bundle of ``files`` ((JSON bytes, container bytes) per graph, in the manifest's order) as the
+    buffers to lay end to end: its head and table, then the files as given (not copied)."""
     at = _HEAD.size + _ENTRY.size * len(files)
     table = bytearray()
     for json_bytes, container in files:
@@ -55,19 +67,31 @@ def pack_bundle(files: Sequence[tuple[bytes | bytearray | memoryview, bytes | by
     parts: list[bytes | bytearray | memoryview] = [_HEAD.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(files)), table]
     for json_bytes, container in files:
         parts += [json_bytes, container]
-    return b"".join(parts)
+    return parts
+
+
+def pack_bundle(files: Sequence[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview]]) -> bytes:
+    """The bundle of ``files``, as one byte string."""
+    return b"".join(bundle_parts(files))
 
 
 def write_bundle(
     archive_dir: PathLike,
     files: Sequence[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview]],
     durable: bool = True,
+    written: Callable[[], object] | None = None,
 ) -> RecordRef:
-    """Writes the bundle of ``files`` (as ``pack_bundle``) atomically; returns its name, size and SHA-256
-    for the manifest."""
-    data = pack_bundle(files)
-    write_atomic(Path(archive_dir) / BUNDLE_NAME, data, durable)
-    return RecordRef(BUNDLE_NAME, len(data), hashlib.sha256(data).hexdigest())
+    """Writes the bundle of ``files`` atomically, its parts unjoined; returns its name, size and SHA-256 for
+    the manifest. ``written`` is called once the file is in place and before it is hashed (SAVE starts
+    syncing the archive there, so the sync and the hash run at once)."""
+    parts = bundle_parts(files)
+    write_atomic_parts(Path(archive_dir) / BUNDLE_NAME, parts, durable)
+    if written is not None:
+        written()
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return RecordRef(BUNDLE_NAME, sum(len(p) for p in parts), digest.hexdigest())
 
 
 def read_bundle(archive_dir: PathLike, ref: RecordRef, count: int) -> Bundle:

@@ -14,7 +14,14 @@ from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVers
 
 from . import layout as L
 
-__all__ = ["ContainerHeader", "pack_container", "read_container_header", "record_view", "unpack_container"]
+__all__ = [
+    "ContainerHeader",
+    "container_header",
+    "pack_container",
+    "read_container_header",
+    "record_view",
+    "unpack_container",
+]
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
@@ -29,17 +36,26 @@ class ContainerHeader:
     sha256: str
 
 
-def pack_container(record: bytes | bytearray | memoryview) -> bytes:
-    """The container bytes for ``record``: header (version 1, flags 0, offset 64) then the record."""
-    header = L.ContainerFields(
+def container_header(record: bytes | bytearray | memoryview, sha256: bytes | None = None) -> bytes:
+    """The 64-byte header of ``record``'s container (version 1, flags 0, offset 64); ``sha256`` is the
+    record's digest where the caller hashed it already (SAVE hashes a record on another thread while it
+    gathers the rest), else it is computed here. The container is this header, then the record."""
+    digest = hashlib.sha256(record).digest() if sha256 is None else sha256
+    if len(digest) != 32:
+        raise ValueError(f"a record's SHA-256 is 32 bytes, not {len(digest)}")
+    return L.ContainerFields(
         magic=L.CONTAINER_MAGIC,
         version=L.CONTAINER_VERSION,
         flags=0,
         record_offset=L.CONTAINER_RECORD_OFFSET,
         record_size=len(record),
-        record_sha256=hashlib.sha256(record).digest(),
-    )
-    return header.pack() + bytes(record)
+        record_sha256=digest,
+    ).pack()
+
+
+def pack_container(record: bytes | bytearray | memoryview) -> bytes:
+    """The container bytes for ``record``: its header, then the record."""
+    return container_header(record) + bytes(record)
 
 
 def read_container_header(data: Buffer, *, source: str = "graph container") -> ContainerHeader:

@@ -32,7 +32,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,7 @@ __all__ = [
     "sha256_holding",
     "write_addressed",
     "write_atomic",
+    "write_atomic_parts",
     "write_memory",
     "write_region_hint",
 ]
@@ -93,12 +94,19 @@ def write_atomic(path: PathLike, data: bytes | bytearray | memoryview, durable: 
     Errors are the ``OSError`` of the failing call; the temporary file is removed before it
     propagates, so an existing ``path`` is never damaged.
     """
+    write_atomic_parts(path, (data,), durable)
+
+
+def write_atomic_parts(path: PathLike, parts: Sequence[bytes | bytearray | memoryview], durable: bool = True) -> None:
+    """``write_atomic`` of ``parts`` laid end to end, without joining them first (a graph container is
+    a header and a record of up to hundreds of MiB; a bundle, every graph's files)."""
     target = Path(path)
     directory = target.parent
     fd, tmp = _create_temp(directory, target.name)
     try:
         with open(fd, "wb", closefd=True) as f:
-            f.write(data)
+            for part in parts:
+                f.write(part)
             f.flush()
             if durable:
                 os.fsync(f.fileno())

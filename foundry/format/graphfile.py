@@ -7,14 +7,15 @@ SHA-256, so a reader that starts from the JSON detects a ``.cugraph`` from anoth
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path, PurePath
 from typing import Protocol
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
 
-from .container import pack_container, read_container_header, record_view
+from .container import container_header, read_container_header, record_view
 from .delta import Delta, parse_delta
-from .files import PathLike, inside, inside_name, read_regular, sha256_bytes, write_atomic
+from .files import PathLike, inside, inside_name, read_regular, sha256_bytes, write_atomic, write_atomic_parts
 from .jsonfields import load_sealed, seal
 from .layout import CONTAINER_RECORD_OFFSET
 from .metadata import GRAPH_FORMAT, GraphMeta, Parts
@@ -81,13 +82,15 @@ def write_graph(
     record: bytes | bytearray | memoryview,
     known: RecordFacts | DeltaFacts | None = None,
     durable: bool = True,
+    record_sha256: bytes | None = None,
 ) -> GraphMeta:
     """Write ``<stem>.cugraph`` (the container of ``record``) and then ``<stem>.json`` atomically.
 
     ``record`` is a graph record, or a delta when ``meta.template`` is set (a template member).
     ``known`` is what the caller proved of it already (its facts: the record or delta is then not
     parsed again). ``durable=False`` skips the fsyncs (see foundry.format.files; SAVE makes a whole
-    archive durable at once).
+    archive durable at once). ``record_sha256`` is the record's digest where the caller has it (else it
+    is computed here); the container is written as its header and then ``record``, never joined.
 
     ``meta.record`` is ignored and replaced, and an empty ``meta.topology`` is filled with the record's
     topology key (a given one is checked); the returned metadata is the one written. Before
@@ -108,11 +111,12 @@ def write_graph(
     problem = meta.problem()
     if problem is not None:
         raise ValueError(f"graph {meta.name!r}: {problem}")
-    container = pack_container(record)
-    ref = RecordRef(cpath.name, len(record), read_container_header(container).sha256)
+    digest = hashlib.sha256(record).digest() if record_sha256 is None else record_sha256
+    header = container_header(record, digest)
+    ref = RecordRef(cpath.name, len(record), digest.hex())
     final = dataclasses.replace(meta, record=ref)
     text = seal(final.to_json())
-    write_atomic(cpath, container, durable)
+    write_atomic_parts(cpath, (header, record), durable)
     write_atomic(json_path, text, durable)
     return final
 

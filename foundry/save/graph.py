@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from foundry.region import region_spec, take_snapshot
 from foundry.timing import Phases
 from foundry.version import __version__
 
+from .beside import sha256_beside
 from .gcpause import gc_paused
 from .variables import carried_variables
 
@@ -79,13 +81,15 @@ class SavedGraph:
 @dataclass(frozen=True)
 class Extracted:
     """A captured graph as SAVE reads it: its record, the CUfunction behind each function index, what
-    the native scan found in the record (every byte checked as ``parse_record`` checks it), and its
-    topology key."""
+    the native scan found in the record (every byte checked as ``parse_record`` checks it), its
+    topology key, and the record's SHA-256 digest (hashed beside the rest of SAVE's work: see
+    foundry.save.beside)."""
 
     record: bytes
     functions: tuple[int, ...]
     scan: RecordScan
     topology: str
+    record_sha256: Future[bytes]
 
 
 @dataclass
@@ -243,11 +247,12 @@ def extract(graph: int) -> Extracted:
     phases = save_phases()
     with phases.span("extract"):
         record, functions = codec.extract(graph)
+    digest = sha256_beside(record)  # needed when the files are written, last
     with phases.span("scan"):
         scan = scan_record(record)
         # A child graph's part of the key is its own key's digest, which the native scan leaves to Python.
         topology = topology_key_of(scan.topology) if scan.topology is not None else topology_key(parse_record(record))
-    return Extracted(record, tuple(functions), scan, topology)
+    return Extracted(record, tuple(functions), scan, topology, digest)
 
 
 @gc_paused()
@@ -321,7 +326,9 @@ def save_graph(
         json_path.parent.mkdir(parents=True, exist_ok=True)
         # Not durable yet: save_graph_manifest makes the archive durable at once.
         facts = RecordFacts(graph.scan.function_count, graph.scan.event_count, graph.topology)
-        meta = write_graph(json_path, meta, graph.record, facts, durable=False)
+        meta = write_graph(
+            json_path, meta, graph.record, facts, durable=False, record_sha256=graph.record_sha256.result()
+        )
         write_region_hint(archive, region.base, region.size)
         _remember(SavedGraph(json_path, meta, graph.record, graph.scan))
     return meta

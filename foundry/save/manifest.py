@@ -5,6 +5,7 @@ topology templates, rewrites members as deltas, and writes the manifest, the arc
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from foundry.region import region_spec, region_state
 from foundry.trust import KeySource, configured_key, sign_manifest
 from foundry.version import __version__
 
+from .beside import sync_beside
 from .gcpause import gc_paused
 from .graph import SavedGraph, replace_saved, save_phases, saved_graphs
 from .templates import GroupPlan, plan_groups, write_member_deltas
@@ -56,19 +58,23 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     with phases.span("manifest_deltas"):
         graphs = write_member_deltas(graphs, plans)
         replace_saved(graphs)
-    with phases.span("manifest_entries"):
-        files = [_graph_files(g) for g in graphs]
-        manifest = _manifest(archive, graphs, plans, [sha256_bytes(json_bytes) for json_bytes, _ in files])
+    synced: list[Future[None]] = []
     with phases.span("manifest_bundle"):
-        # The bytes just hashed for the entries, so the bundle holds exactly what the manifest lists.
-        manifest = replace(manifest, bundle=write_bundle(archive, files, durable=False))
+        files = [_graph_files(g) for g in graphs]
+        # Every file but the manifest is written once the bundle is: the sync that makes them durable runs
+        # beside the bundle's hash and the entries (os.sync lets the interpreter lock go for its whole call).
+        bundle = write_bundle(archive, files, durable=False, written=lambda: synced.append(sync_beside()))
+    with phases.span("manifest_entries"):
+        # The bytes the bundle holds, so the bundle holds exactly what the manifest lists.
+        manifest = _manifest(archive, graphs, plans, [sha256_bytes(json_bytes) for json_bytes, _ in files])
+        manifest = replace(manifest, bundle=bundle)
         del files
     if key is not None:
         manifest = sign_manifest(manifest, key)
-    # Everything SAVE wrote so far was written without fsync; one sync makes it all durable before
+    # Everything SAVE wrote so far was written without fsync; the one sync makes it all durable before
     # the manifest, the archive's commit point, is written (durably) last.
     with phases.span("sync"):
-        os.sync()
+        synced[0].result()
     with phases.span("manifest_write"):
         write_manifest(archive, manifest)
     return manifest

@@ -29,6 +29,7 @@ from foundry.format import (
 )
 from foundry.native import RecordComparison, codec, compare_records
 
+from .beside import sha256_beside
 from .graph import SavedGraph
 
 __all__ = ["GroupPlan", "plan_groups", "template_key", "write_member_deltas"]
@@ -159,11 +160,12 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
             member = graphs[index]
             # The member's own node records, copied byte for byte (C), then proven to be exactly those.
             payload = codec.delta_from_record(member.record, plan.varying, tsha)
+            digest = sha256_beside(payload)  # while the delta is proven
             _verify_bytes(payload, member, plan.varying, tsha)
             _verify(template, member, plan.varying, functions)
             ref = TemplateRef(_template_ref(template, member), tsha)
             meta = replace(member.meta, record=None, template=ref)
             known = DeltaFacts(tsha, member.scan.function_count)
-            written = write_graph(member.json_path, meta, payload, known, durable=False)
+            written = write_graph(member.json_path, meta, payload, known, durable=False, record_sha256=digest.result())
             out[index] = replace(member, meta=written, delta=payload)
     return out

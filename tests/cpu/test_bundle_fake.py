@@ -15,7 +15,7 @@ import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 from foundry.format import BUNDLE_NAME, bundle_mismatches, parse_bundle, read_bundle, read_manifest, sha256_holding
-from foundry.format.bundle import pack_bundle
+from foundry.format.bundle import bundle_parts, pack_bundle, write_bundle
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.cpu.test_background_load_fake import LOAD_AND_REPLAY, NAMES
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
@@ -249,3 +249,14 @@ emit(again=again, same=same, runs=runs)
     assert r["again"] == 2 and r["same"] == [True, True, True], r
     for name in NAMES:
         assert r["runs"][name] == saved[1]["native"][name], name
+
+
+def test_write_bundle_writes_the_packed_bytes_unjoined_and_calls_back_before_hashing(tmp_path: Path) -> None:
+    files = [(b'{"a": 1}', b"C" * 5000), (bytearray(b'{"b": 2}'), memoryview(b"D" * 70_000))]
+    seen: list[bool] = []
+    ref = write_bundle(tmp_path, files, durable=False, written=lambda: seen.append((tmp_path / BUNDLE_NAME).exists()))
+    data = (tmp_path / BUNDLE_NAME).read_bytes()
+    assert seen == [True]
+    assert data == pack_bundle(files) == b"".join(bundle_parts(files))
+    assert (ref.file, ref.bytes, ref.sha256) == (BUNDLE_NAME, len(data), hashlib.sha256(data).hexdigest())
+    assert [bytes(j) for j in parse_bundle(bytearray(data), 2, "b").jsons] == [b'{"a": 1}', b'{"b": 2}']

@@ -1,0 +1,72 @@
+"""SAVE's work beside its main thread: hashing and syncing, which let the interpreter lock go.
+
+SAVE spends much of its time in Python (reading module variables, building metadata). A record's
+SHA-256 (hashlib lets the lock go while it hashes a buffer of 2 KiB or more) and the sync that makes
+an archive durable (``os.sync`` lets it go for the whole call) need no Python while they run, so they
+run on worker threads while the main thread goes on, and their results are waited for where they are
+first needed. Each result is the same as done in line; only when it is ready differs.
+
+A worker needs the interpreter lock back when its call returns, which takes up to the switch
+interval (5 ms) while the main thread runs Python: fine for a few large calls per graph, not for many
+small ones, so small buffers are hashed in line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from foundry._state import ProcessState
+
+__all__ = ["IN_LINE_BYTES", "WORKERS", "beside", "sha256_beside", "sync_beside"]
+
+T = TypeVar("T")
+
+IN_LINE_BYTES = 1 << 20
+"""Buffers smaller than this are hashed in line: the hash takes less than a worker's hand-back costs."""
+WORKERS = 2
+"""One record hashing while the archive syncs, or two records hashing: SAVE never has more in flight."""
+
+
+@dataclass
+class _Workers:
+    """The worker threads, started at the first use in a process (a forked child starts its own)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    pool: ThreadPoolExecutor | None = None
+
+
+_STATE = ProcessState("save.beside", _Workers)
+
+
+def beside(fn: Callable[[], T]) -> Future[T]:
+    """``fn()`` on a worker thread; its result (or exception) comes from the Future."""
+    state = _STATE.get()
+    with state.lock:
+        if state.pool is None:
+            state.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="foundry-save")
+        return state.pool.submit(fn)
+
+
+def _done(value: T) -> Future[T]:
+    out: Future[T] = Future()
+    out.set_result(value)
+    return out
+
+
+def sha256_beside(data: bytes | bytearray | memoryview) -> Future[bytes]:
+    """The SHA-256 digest of ``data``, computed on a worker when ``data`` is large. The caller must not
+    change ``data`` until the result is in (SAVE hashes records, which are immutable bytes)."""
+    if memoryview(data).nbytes < IN_LINE_BYTES:
+        return _done(hashlib.sha256(data).digest())
+    return beside(lambda: hashlib.sha256(data).digest())
+
+
+def sync_beside() -> Future[None]:
+    """``os.sync()`` on a worker: every file written before this call is durable once the result is in."""
+    return beside(os.sync)

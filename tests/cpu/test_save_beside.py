@@ -1,0 +1,94 @@
+"""SAVE's work beside its main thread (foundry/save/beside.py): the same digests as hashing in line, the
+sync on a worker once every file but the manifest is written, and the manifest written only after it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from foundry import _state
+from foundry.format import BUNDLE_NAME, MANIFEST_NAME, read_manifest
+from foundry.save import beside
+from foundry.verify import verify_archive
+from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
+from tests.support.graphs import save_script
+from tests.support.subproc import run_python
+
+
+def test_small_buffers_are_hashed_in_line_large_ones_on_a_worker() -> None:
+    small = b"x" * (beside.IN_LINE_BYTES - 1)
+    done = beside.sha256_beside(small)
+    assert done.done() and done.result() == hashlib.sha256(small).digest()
+    large = bytearray(os.urandom(64)) * (beside.IN_LINE_BYTES // 32)
+    assert beside.sha256_beside(memoryview(large)).result(timeout=30) == hashlib.sha256(large).digest()
+    assert beside.beside(lambda: threading.current_thread().name).result(timeout=30).startswith("foundry-save")
+
+
+def test_a_workers_error_reaches_the_waiter() -> None:
+    def boom() -> None:
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        beside.beside(boom).result(timeout=30)
+    assert beside.beside(lambda: 7).result(timeout=30) == 7  # the pool goes on
+
+
+def test_a_forked_child_gets_workers_of_its_own() -> None:
+    """The parent's worker threads are not the child's: a child that used them would wait for ever."""
+    assert beside.beside(lambda: 1).result(timeout=30) == 1  # the parent's pool is started
+    data = os.urandom(beside.IN_LINE_BYTES * 2)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        try:
+            ok = beside.sha256_beside(data).result(timeout=30) == hashlib.sha256(data).digest()
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert "save.beside" in _state.states()
+
+
+# os.sync as SAVE's worker calls it, recorded: which thread, what was on disk then, when it returned.
+_SYNC_SPY = """
+import os as _os, threading as _threading, time as _time, json as _json
+_real_sync = _os.sync
+def _spy_sync():
+    seen = {"thread": _threading.current_thread().name,
+            "bundle": _os.path.exists(_os.path.join(ARCH, %(bundle)r)),
+            "manifest": _os.path.exists(_os.path.join(ARCH, %(manifest)r))}
+    _time.sleep(0.3)  # a slow disk: the manifest must wait for it
+    _real_sync()
+    seen["end_ns"] = _time.time_ns()
+    with open(_os.environ["SYNC_SPY"], "a") as f:
+        f.write(_json.dumps(seen) + "\\n")
+_os.sync = _spy_sync
+"""
+
+
+def test_the_archive_syncs_on_a_worker_after_the_bundle_and_before_the_manifest(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    arch = tmp_path / "arch"
+    code = save_script(VARIANTS, arch)
+    marker = "SAVE = True"
+    assert marker in code
+    spy = _SYNC_SPY % {"bundle": BUNDLE_NAME, "manifest": MANIFEST_NAME}
+    code = code.replace(marker, marker + "\n" + spy, 1)
+    log = tmp_path / "syncs.jsonl"
+    run_python(code, lib_dir=fakecuda_dir, env={"SYNC_SPY": str(log)}, preload=foundry_lib)
+    syncs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(syncs) == 1, syncs  # one sync for the whole archive
+    (sync,) = syncs
+    assert sync["thread"].startswith("foundry-save")
+    assert sync["bundle"] and not sync["manifest"]
+    assert (arch / MANIFEST_NAME).stat().st_mtime_ns >= sync["end_ns"]
+    manifest = read_manifest(arch)
+    assert manifest.bundle is not None
+    assert manifest.bundle.sha256 == hashlib.sha256((arch / BUNDLE_NAME).read_bytes()).hexdigest()
+    assert verify_archive(arch).ok
