@@ -368,7 +368,12 @@ FDY_EXPORT int fdy_graph_extract(uint64_t graph, void **blob, size_t *blob_size,
   extract_t c;
   memset(&c, 0, sizeof(c));
   c.last_func = NULL;
+  /* Relaxed capture mode for the walk: SAVE walks a graph on a worker thread while the program goes on,
+   * and a capture the program runs meanwhile on another thread must not be broken by this thread's calls. */
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  int relaxed = fdy_drv.cuThreadExchangeStreamCaptureMode && fdy_drv.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
   rc = extract_graph(&c, (CUgraph)(uintptr_t)graph);
+  if (relaxed) fdy_drv.cuThreadExchangeStreamCaptureMode(&mode); /* the caller's mode again */
   if (rc == 0) {
     rec_header *h = (rec_header *)c.out.data;
     h->function_count = (uint32_t)c.nfuncs;

@@ -159,6 +159,8 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     first_step_s = _since_spawn()
 
     archive = out / "archive"
+    # What SAVE did beside the captures (each graph's record read on a worker: foundry.save.beside).
+    beside_s = {k: v for k, v in save_phases().seconds.items() if k.endswith("_beside")}
     save_phases().reset()
     profile_to = os.environ.get("FOUNDRY_BENCH_SAVE_PROFILE")
     profile = cProfile.Profile() if profile_to else None
@@ -188,6 +190,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     return {
         "cold": cold,
         "save_phases_s": dict(phases.seconds),
+        "save_phases_beside_capture_s": beside_s,
         "save_phase_faults": dict(phases.faults),
         "save_phase_counts": dict(phases.counts),
         "same_process_us": same_process,

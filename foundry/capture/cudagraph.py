@@ -11,6 +11,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,16 @@ from foundry.format import GraphMeta
 from foundry.load import LoadedGraph, Loader, load_graph
 from foundry.native import codec, require_interposer
 from foundry.region import capture_window, live_ranges_now, region_state
-from foundry.save import extract, gc_paused, save_graph, save_phases, work_disabled
+from foundry.save import (
+    Extracted,
+    extract,
+    extract_beside,
+    gc_paused,
+    save_graph,
+    save_phases,
+    wait_beside,
+    work_disabled,
+)
 
 from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at
@@ -140,10 +150,13 @@ class CUDAGraph:
         self._meta: GraphMeta | None = None
         self._rng: RngState | None = None
         self._device = torch.cuda.current_device()
+        # The captured graph's record, walked on a worker while the program goes on (see capture_end).
+        self._extracted: Future[Extracted] | None = None
 
     # ------------------------------------------------------------------ capture
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
         require_interposer("capturing a saveable graph")
+        wait_beside()  # no graph of this process is walked on a worker while one is captured
         if self._torch is not None or self._runner is not None:
             raise FoundryError("this CUDAGraph already holds a graph; create a new one for another capture")
         try:
@@ -157,7 +170,14 @@ class CUDAGraph:
         self._torch.capture_begin(pool=pool, capture_error_mode=capture_error_mode)
 
     def capture_end(self) -> None:
-        self._require_torch().capture_end()
+        g = self._require_torch()
+        g.capture_end()
+        # Instantiated now, as replay() would at first: from here on PyTorch uses only the exec, and the
+        # graph is the worker's alone until its record is read (CUDA graphs are not safe to use from two
+        # threads at once). save() needs that record; reading it (some 5 us a node) runs beside the
+        # program's next warm-up instead of inside save().
+        _torch_exec(g)
+        self._extracted = extract_beside(int(g.raw_cuda_graph()), g)
 
     def _require_torch(self) -> torch.cuda.CUDAGraph:
         if self._torch is None:
@@ -183,6 +203,9 @@ class CUDAGraph:
         runner.launch(_current_raw_stream(self._device))
 
     def reset(self) -> None:
+        if self._extracted is not None:
+            self._extracted.exception()  # the worker is done with the graph before it is destroyed
+            self._extracted = None
         if self._torch is not None:
             self._torch.reset()
             _release_shared_pool(self._device, self._torch)
@@ -211,7 +234,11 @@ class CUDAGraph:
         outputs = [output_spec(t) for t in flatten_outputs(output_tensors)]
         state = region_state()
         graph = int(g.raw_cuda_graph())
-        extracted = extract(graph)
+        if self._extracted is None:
+            extracted = extract(graph)
+        else:
+            with save_phases().span("extract_wait"):
+                extracted = self._extracted.result()
         with save_phases().span("rng_probe"), work_disabled(graph, _torch_exec(g), extracted):
             rng = probe_rng(self.replay, extracted, state.base, live_ranges_now(), self._device)
         return save_graph(extracted, path, outputs=outputs, rng=rng, archive_dir=archive_dir)
@@ -221,6 +248,7 @@ class CUDAGraph:
     def _from_runner(cls, runner: Runner, meta: GraphMeta) -> tuple[CUDAGraph, Any]:
         g = cls.__new__(cls)
         g._torch = None
+        g._extracted = None
         g._runner = runner
         g._meta = meta
         g._device = torch.cuda.current_device()
@@ -300,6 +328,8 @@ def graph(
     many graphs (one per batch size) do not each hold their own activations; pass ``pool`` to choose.
     """
     torch.cuda.synchronize()
+    # Graphs captured before are let go by their workers first: the shared pool's users count them.
+    wait_beside()
     device = torch.cuda.current_device()
     if stream is None:
         s = _STATE.get()

@@ -7,8 +7,9 @@ carried with it); ``templates`` groups graphs of one topology and stores members
 
 from __future__ import annotations
 
+from .beside import wait_beside
 from .gcpause import gc_paused
-from .graph import Extracted, SavedGraph, extract, save_graph, save_phases, saved_graphs
+from .graph import Extracted, SavedGraph, extract, extract_beside, save_graph, save_phases, saved_graphs
 from .manifest import save_graph_manifest
 from .rngprobe import pointed_words, work_disabled
 
@@ -16,11 +17,13 @@ __all__ = [
     "Extracted",
     "SavedGraph",
     "extract",
+    "extract_beside",
     "gc_paused",
     "pointed_words",
     "save_graph",
     "save_graph_manifest",
     "save_phases",
     "saved_graphs",
+    "wait_beside",
     "work_disabled",
 ]

@@ -19,11 +19,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from foundry._state import ProcessState
 
-__all__ = ["IN_LINE_BYTES", "WORKERS", "beside", "sha256_beside", "sync_beside"]
+__all__ = ["IN_LINE_BYTES", "WORKERS", "beside", "done", "sha256_beside", "sync_beside", "wait_beside"]
 
 T = TypeVar("T")
 
@@ -35,25 +35,48 @@ WORKERS = 2
 
 @dataclass
 class _Workers:
-    """The worker threads, started at the first use in a process (a forked child starts its own)."""
+    """The worker threads, started at the first use in a process (a forked child starts its own), and
+    the work handed to them that has not ended."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     pool: ThreadPoolExecutor | None = None
+    running: set[Future[Any]] = field(default_factory=set)
 
 
 _STATE = ProcessState("save.beside", _Workers)
 
 
 def beside(fn: Callable[[], T]) -> Future[T]:
-    """``fn()`` on a worker thread; its result (or exception) comes from the Future."""
+    """``fn()`` on a worker thread; its result (or exception) comes from the Future. The worker holds
+    ``fn`` (and what it holds) a moment after the Future is done: what must be let go before then,
+    ``fn`` lets go itself."""
     state = _STATE.get()
     with state.lock:
         if state.pool is None:
             state.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="foundry-save")
-        return state.pool.submit(fn)
+        future = state.pool.submit(fn)
+        state.running.add(future)
+    future.add_done_callback(_ended)
+    return future
 
 
-def _done(value: T) -> Future[T]:
+def _ended(future: Future[T]) -> None:
+    state = _STATE.get()
+    with state.lock:
+        state.running.discard(future)
+
+
+def wait_beside() -> None:
+    """Returns once every call handed to the workers so far has ended (its errors stay in its Future)."""
+    state = _STATE.get()
+    with state.lock:
+        running = list(state.running)
+    for future in running:
+        future.exception()  # nothing cancels work handed to the workers
+
+
+def done(value: T) -> Future[T]:
+    """A Future that holds ``value`` already."""
     out: Future[T] = Future()
     out.set_result(value)
     return out
@@ -63,7 +86,7 @@ def sha256_beside(data: bytes | bytearray | memoryview) -> Future[bytes]:
     """The SHA-256 digest of ``data``, computed on a worker when ``data`` is large. The caller must not
     change ``data`` until the result is in (SAVE hashes records, which are immutable bytes)."""
     if memoryview(data).nbytes < IN_LINE_BYTES:
-        return _done(hashlib.sha256(data).digest())
+        return done(hashlib.sha256(data).digest())
     return beside(lambda: hashlib.sha256(data).digest())
 
 

@@ -9,6 +9,7 @@ it, and only then writes. The records of every graph this process saved are kept
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ from foundry.region import region_spec, take_snapshot
 from foundry.timing import Phases
 from foundry.version import __version__
 
-from .beside import sha256_beside
+from .beside import beside, done, sha256_beside
 from .gcpause import gc_paused
 from .variables import carried_variables
 
@@ -53,6 +54,7 @@ __all__ = [
     "SavedGraph",
     "default_archive_dir",
     "extract",
+    "extract_beside",
     "replace_saved",
     "save_graph",
     "save_phases",
@@ -244,11 +246,33 @@ def _check_outputs(outputs: Sequence[OutputSpec], live: Sequence[tuple[int, int]
 
 def extract(graph: int) -> Extracted:
     """Walks a captured CUgraph into a record and scans it (an unsupported node raises here)."""
+    return _extract(graph, "extract", "scan", in_line=False)
+
+
+def extract_beside(graph: int, owner: object) -> Future[Extracted]:
+    """``extract`` on a worker thread (foundry.save.beside), for a graph just captured: the walk is native
+    and needs no interpreter lock, so it runs while the program goes on (warming up its next graph).
+    ``owner`` (the object that destroys ``graph`` when it dies) is held until the walk ends, and let go
+    before the Future is done. CUDA graphs are not safe to use from two threads at once: until the Future
+    is done, the caller must not touch ``graph`` otherwise (instantiate, change or destroy it)."""
+    held = [owner]
+
+    def run() -> Extracted:
+        try:
+            return _extract(graph, "extract_beside", "scan_beside", in_line=True)
+        finally:
+            held.clear()
+
+    return beside(run)
+
+
+def _extract(graph: int, extract_phase: str, scan_phase: str, in_line: bool) -> Extracted:
     phases = save_phases()
-    with phases.span("extract"):
+    with phases.span(extract_phase):
         record, functions = codec.extract(graph)
-    digest = sha256_beside(record)  # needed when the files are written, last
-    with phases.span("scan"):
+    # Needed when the files are written, last: hashed beside the rest, unless already on a worker.
+    digest = done(hashlib.sha256(record).digest()) if in_line else sha256_beside(record)
+    with phases.span(scan_phase):
         scan = scan_record(record)
         # A child graph's part of the key is its own key's digest, which the native scan leaves to Python.
         topology = topology_key_of(scan.topology) if scan.topology is not None else topology_key(parse_record(record))

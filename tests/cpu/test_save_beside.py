@@ -16,7 +16,7 @@ from foundry.format import BUNDLE_NAME, MANIFEST_NAME, read_manifest
 from foundry.save import beside
 from foundry.verify import verify_archive
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
-from tests.support.graphs import save_script
+from tests.support.graphs import prelude, save_script
 from tests.support.subproc import run_python
 
 
@@ -92,3 +92,51 @@ def test_the_archive_syncs_on_a_worker_after_the_bundle_and_before_the_manifest(
     assert manifest.bundle is not None
     assert manifest.bundle.sha256 == hashlib.sha256((arch / BUNDLE_NAME).read_bytes()).hexdigest()
     assert verify_archive(arch).ok
+
+
+# A graph walked on a worker, as capture_end starts it: the same record, digest and scan as a walk in line;
+# the owner held until the walk ends and let go before the Future is done; wait_beside waits for the walk.
+EXTRACT_BESIDE = """
+import gc, hashlib, threading, weakref
+from foundry.save import extract, extract_beside, wait_beside
+n = 64
+K = module("fk_scale_f32")
+x = buf("x", 4 * n)
+s = cu.stream_create()
+cu.begin_capture(s)
+for _ in range(50):
+    cu.launch(K["fk_scale_f32"], (1, 1, 1), (n, 1, 1), [("ptr", x), (c_float, 2.0), (c_int, n)], stream=s)
+g = cu.end_capture(s)
+
+class Owner:
+    pass
+
+owner = Owner()
+gone = threading.Event()
+weakref.finalize(owner, gone.set)
+done_before_gone = []
+future = extract_beside(g, owner)
+future.add_done_callback(lambda f: done_before_gone.append(gone.is_set()))
+del owner
+wait_beside()
+beside_result = future.result(timeout=30)
+here = extract(g)
+emit(
+    same_record=beside_result.record == here.record,
+    same_functions=beside_result.functions == here.functions,
+    same_topology=beside_result.topology == here.topology,
+    digest_ok=beside_result.record_sha256.result(timeout=30) == hashlib.sha256(here.record).digest(),
+    owner_gone_when_done=done_before_gone,
+    nodes=beside_result.scan.counts,
+)
+"""
+
+
+def test_a_graph_walked_on_a_worker_is_the_graph_walked_in_line(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    code = prelude(tmp_path) + "foundry.set_allocation_region(BASE, '1GB')\n" + EXTRACT_BESIDE
+    out = json.loads(run_python(code, lib_dir=fakecuda_dir, preload=foundry_lib).strip().splitlines()[-1])
+    assert out["same_record"] and out["same_functions"] and out["same_topology"] and out["digest_ok"]
+    assert out["owner_gone_when_done"] == [True]
+    assert (out["nodes"]["nodes"], out["nodes"]["kernel"]) == (50, 50)
