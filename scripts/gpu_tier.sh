@@ -129,7 +129,7 @@ for r in json.load(open(sys.argv[1]))["results"]:
                                    "first_replay_own_over_native_max", "first_replay_own_over_native_median",
                                    "second_replay_own_over_native_max", "modules_background_s", "model_s")})
     print("  startup phases", {k: round(v, 4) for k, v in (c.get("startup_phases_s") or {}).items()})
-    for key in ("save_phases_s", "save_phases_beside_capture_s", "save_phase_faults", "build_probe", "driver_probe", "process_probe_us", "tensor_at_us"):
+    for key in ("save_phases_s", "save_phases_beside_capture_s", "save_gc", "save_phase_faults", "build_probe", "driver_probe", "process_probe_us", "tensor_at_us"):
         if r.get(key):
             print(f"  {key}: {json.dumps(r[key])[:600]}")
 PY

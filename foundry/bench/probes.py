@@ -6,6 +6,7 @@ through foundry.load.probe."""
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ PROBE_SIZES = (1, 8, 64, 256, 512)
 PROBE_ROUNDS = 15
 
 __all__ = [
+    "GcTime",
     "first_replays",
     "probe_build",
     "probe_driver",
@@ -31,6 +33,33 @@ __all__ = [
     "same_process_latency",
     "time_interleaved",
 ]
+
+
+class GcTime:
+    """The collector's runs while the block runs, by generation, and the seconds they took (a process that
+    compiled holds millions of objects, and one full run walks them all)."""
+
+    def __init__(self) -> None:
+        self.runs = [0, 0, 0]
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._start
+            self.runs[info["generation"]] += 1
+
+    def __enter__(self) -> GcTime:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def report(self) -> dict[str, Any]:
+        return {"runs_by_generation": self.runs, "seconds": self.seconds, "objects": len(gc.get_objects())}
 
 
 def same_process_latency(graphs: dict[int, tuple[Any, torch.Tensor]], out: Path) -> dict[str, dict[str, float]]:

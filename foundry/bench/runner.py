@@ -70,6 +70,7 @@ def summarize(shape: str, variant: str, native: dict[str, Any], loaded: dict[str
         "save_over_capture": native["save_s"] / native["native_capture_s"],
         "save_phases_s": native.get("save_phases_s"),
         "save_phases_beside_capture_s": native.get("save_phases_beside_capture_s"),
+        "save_gc": native.get("save_gc"),
         "save_phase_faults": native.get("save_phase_faults"),
         "save_phase_counts": native.get("save_phase_counts"),  # what SAVE's phases did (bytes read, ...)
         "load_modules_s": loaded.get("modules_s", 0.0),  # load_cuda_modules_and_libraries, before the model

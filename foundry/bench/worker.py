@@ -167,9 +167,10 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     t0 = time.perf_counter()
     if profile is not None:
         profile.enable()
-    for bs, (g, hidden) in graphs.items():
-        g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
-    manifest = foundry.save_graph_manifest(archive)
+    with probes.GcTime() as save_gc:
+        for bs, (g, hidden) in graphs.items():
+            g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
+        manifest = foundry.save_graph_manifest(archive)
     save_s = time.perf_counter() - t0
     if profile is not None and profile_to:
         profile.disable()
@@ -191,6 +192,7 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
         "cold": cold,
         "save_phases_s": dict(phases.seconds),
         "save_phases_beside_capture_s": beside_s,
+        "save_gc": save_gc.report(),
         "save_phase_faults": dict(phases.faults),
         "save_phase_counts": dict(phases.counts),
         "same_process_us": same_process,
