@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "graph": ".capture",
     # archives
     "save_graph_manifest": ".save",
+    "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",
     "startup_phases": ".load",
     # errors: every exception Foundry raises on purpose

@@ -39,6 +39,10 @@ class FoundryApi(Protocol):
         """Every step of LOAD's start-up so far, the background's included (seconds summed over threads)."""
         ...
 
+    def save_seconds(self) -> dict[str, float]:
+        """Every SAVE phase of this process so far (seconds summed over its saves; ``*_beside``: on workers)."""
+        ...
+
     def new_graph(self) -> Any: ...
     def graph(
         self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
@@ -87,6 +91,9 @@ class PublicFoundryApi:
 
     def startup_seconds(self) -> dict[str, float]:
         return dict(foundry.startup_phases().seconds)
+
+    def save_seconds(self) -> dict[str, float]:
+        return dict(foundry.save_phases().seconds)
 
     def new_graph(self) -> Any:
         return foundry.CUDAGraph()

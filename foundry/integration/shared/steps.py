@@ -307,6 +307,8 @@ def write_report(s: Session[Any, Any], **fields: Any) -> None:
     }
     if s.config.mode is Mode.LOAD:
         doc["startup_s"] = s.api.startup_seconds()  # where start-up's background seconds went
+    elif s.config.mode is Mode.SAVE:
+        doc["save_phases_s"] = s.api.save_seconds()  # where SAVE's seconds went
     report.parent.mkdir(parents=True, exist_ok=True)
     # Whole or not at all (the builds' watcher writes it again from its own thread): a reader never sees half.
     with _REPORT_LOCK:

@@ -66,6 +66,8 @@ def test_save_then_load_through_the_shared_steps(tmp_path: Path) -> None:
     assert {"capture_s", "save_s", "load_model"} <= dict(meta.timings).keys()
     report = json.loads((tmp_path / "save.json").read_text())
     assert report["mode"] == "save" and report["graphs"] == 2 and [p["name"] for p in report["phases"]][-1] == "capture"
+    assert report["save_phases_s"] == {"variables": 0.005, "extract_beside": 0.002}  # where SAVE's seconds went
+    assert "startup_s" not in report
 
     s, fp = _load(archive, THREADS="3", REPORT=str(tmp_path / "load.json"))
     steps.begin(s, fp)
@@ -87,6 +89,7 @@ def test_save_then_load_through_the_shared_steps(tmp_path: Path) -> None:
     steps.write_report(s, graphs=len(installed))
     report = json.loads((tmp_path / "load.json").read_text())
     assert report["mode"] == "load" and report["startup_s"] == s.api.startup_seconds()
+    assert "save_phases_s" not in report
     assert report["timings"]["load_modules_checks_s"] == 0.001  # the caller's steps, beside the background's
 
 
