@@ -128,3 +128,29 @@ def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work()
     failed = {**timings, "own_execs_error": "background loading failed: refused"}
     rows = dict(foundry_rows({"plugin": {"timings": failed, "loader": built}}))
     assert rows["own execs NOT all built"] == "background loading failed: refused"
+
+
+def test_without_a_native_run_load_is_compared_with_save() -> None:
+    """`--modes save,load`: SAVE's tokens (its graphs captured natively in its own process) are the reference,
+    so the table says what LOAD was compared with instead of a bare "NO"."""
+    from foundry.bench.serving.runs import compare_runs
+
+    same, other = [[[1, 2, 3]], [[4, 5], [6, 7]]], [[[1, 2, 3]], [[4, 5], [6, 8]]]
+    compare = compare_runs({"save": {"tokens": same}, "load": {"tokens": same}})
+    assert compare["save"] == {"identical": None, "reference": True}
+    assert compare["load"]["identical"] is True and compare["load"]["against"] == "save"
+    assert compare_runs({"save": {"tokens": same}, "load": {"tokens": other}})["load"]["identical"] is False
+    # a native run, when there is one, stays the reference of both
+    both = compare_runs({"native": {"tokens": same}, "save": {"tokens": same}, "load": {"tokens": other}})
+    assert both["save"]["identical"] is True and both["save"]["against"] == "native"
+    assert both["load"]["identical"] is False
+    assert compare_runs({"load": {"tokens": same}})["load"] == {"identical": False, "why": "no run to compare with"}
+    doc = {
+        "config": {"api": "serve", "shape": "qwen3-8b", "runner": "v2", "cudagraph_mode": "default",
+                   "max_tokens": 32, "batches": [1], "reps": 5},
+        "results": {"save": {"ready_wall_s": 10.0, "tokens": same}, "load": {"ready_wall_s": 5.0, "tokens": same}},
+        "compare": compare,
+        "measured": {},
+    }  # fmt: skip
+    rows = {line.split()[1]: line for line in render(doc).splitlines() if line.startswith("Foundry ")}
+    assert rows["SAVE"].rstrip().endswith("reference") and rows["LOAD"].rstrip().endswith("yes (vs save)")

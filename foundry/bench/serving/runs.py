@@ -37,7 +37,7 @@ from .shapes import SHAPES, make_model
 from .stats import alternate, compare_tokens, summary
 from .workload import Request, decode_request, prefill_request, token_requests
 
-__all__ = ["MODES", "BenchRuns", "ServingConfig", "machine", "plugin_shim", "run_bench"]
+__all__ = ["MODES", "BenchRuns", "ServingConfig", "compare_runs", "machine", "plugin_shim", "run_bench"]
 
 MODES = ("native_cold", "save", "native", "load")
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
@@ -266,13 +266,7 @@ class BenchRuns:
     def document(self) -> dict[str, Any]:
         """What ran so far (all of it, unless the benchmark was stopped) with the tokens compared."""
         results = self.results
-        reference = next((results[m]["tokens"] for m in ("native", "native_cold") if "tokens" in results.get(m, {})),
-                         None)  # fmt: skip
-        compare = {
-            mode: compare_tokens(reference, r["tokens"]) if reference is not None and "tokens" in r
-            else {"identical": False, "why": r.get("error", r.get("skipped", "no tokens"))}
-            for mode, r in results.items() if mode in ("save", "load", "native_cold")
-        }  # fmt: skip
+        compare = compare_runs(results)
         return {
             "machine": machine(),
             "config": self.config_doc(),
@@ -282,6 +276,27 @@ class BenchRuns:
             "measured": self.measured,
             "wall_s": time.perf_counter() - self.t0,
         }
+
+
+def compare_runs(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each run's tokens against the reference's: the warm native run's, else the cold one's, else (no native
+    run asked for) SAVE's, whose graphs are captured natively in its own process. The reference itself is
+    marked so; a run without tokens, or with no reference to compare with, is not identical, and says why."""
+    order = ("native", "native_cold", "save")
+    reference = next((m for m in order if "tokens" in results.get(m, {})), None)
+    out: dict[str, dict[str, Any]] = {}
+    for mode, r in results.items():
+        if mode not in ("save", "load", "native_cold"):
+            continue
+        if mode == reference:
+            out[mode] = {"identical": None, "reference": True}
+        elif "tokens" not in r:
+            out[mode] = {"identical": False, "why": r.get("error", r.get("skipped", "no tokens"))}
+        elif reference is None:
+            out[mode] = {"identical": False, "why": "no run to compare with"}
+        else:
+            out[mode] = {**compare_tokens(results[reference]["tokens"], r["tokens"]), "against": reference}
+    return out
 
 
 def _brief(m: dict[str, Any]) -> str:

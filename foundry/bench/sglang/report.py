@@ -55,7 +55,8 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
         if r is None:
             continue
         c = doc["compare"].get(mode, {})
-        same = "reference" if mode == "native" else ("yes" if c.get("identical") else "NO")
+        same = "reference" if mode == "native" or c.get("reference") else ("yes" if c.get("identical") else "NO")
+        same += f" (vs {c['against']})" if c.get("against", "native") != "native" else ""
         if "skipped" in r:
             out.append([label, *["-"] * 7, f"skipped: {r['skipped']}"])
             continue

@@ -45,7 +45,8 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
         if r is None:
             continue
         c = doc["compare"].get(mode, {})
-        same = "reference" if mode == "native" else ("yes" if c.get("identical") else "NO")
+        same = "reference" if mode == "native" or c.get("reference") else ("yes" if c.get("identical") else "NO")
+        same += f" (vs {c['against']})" if c.get("against", "native") != "native" else ""
         same = f"skipped: {r['skipped']}" if "skipped" in r else same
         out.append([
             LABELS[mode], _s(r.get("import_s")), _s(r.get("ready_wall_s")), _s(r.get("model_load_s")),
