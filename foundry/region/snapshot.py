@@ -7,6 +7,7 @@ own, so freshly initialised inputs are never overwritten.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,7 @@ from foundry.native import context_synchronize, memcpy_dtoh, memcpy_htod_from, r
 from .api import REGIONS, AllocationEvent, allocation_events
 from .log import live_allocations
 
-__all__ = ["capture_window", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
+__all__ = ["capture_window", "in_any", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
 
 DEFAULT_LIMIT = 256 << 20
 
@@ -42,9 +43,30 @@ def snapshot_limit() -> int:
 
 
 def state_ranges(events: Sequence[AllocationEvent], windows: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """(offset, span) of live allocations made outside every capture window, sorted."""
-    live = live_allocations(events, lambda index: any(start <= index < end for start, end in windows))
+    """(offset, span) of live allocations made outside every capture window ([start, end) event indices),
+    sorted."""
+    live = live_allocations(events, in_any(windows))
     return sorted((offset, e.span) for offset, e in live.items())
+
+
+def in_any(windows: Sequence[tuple[int, int]]) -> Callable[[int], bool]:
+    """Whether an event index lies in one of ``windows``: merged, then searched by bisection. An engine
+    captures a graph per batch size and piece (thousands of windows) and SAVE asks this of every event at
+    every graph's save, so a scan of the windows per event would grow with the square of the graphs."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(w for w in windows if w[0] < w[1]):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+
+    def inside(index: int) -> bool:
+        at = bisect.bisect_right(starts, index) - 1
+        return at >= 0 and index < ends[at]
+
+    return inside
 
 
 def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> MemorySpec | None:
