@@ -4,18 +4,23 @@ that were mapped ("live"). LOAD compares its own allocations with these (restore
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
+from foundry._state import ProcessState
 from foundry.errors import RegionStateError
 from foundry.format import RegionSpec
+from foundry.native import region_event_count
 
-from .api import AllocationEvent, AllocKind, allocation_events, region_state
+from .api import AllocationEvent, AllocKind, RegionState, allocation_events, region_epoch, region_state
 
 __all__ = [
     "ALLOCS",
     "live_allocations",
     "live_ranges",
     "live_ranges_now",
+    "log_key",
     "own_allocations",
     "own_chunks",
     "region_spec",
@@ -96,6 +101,37 @@ def region_spec(full_log: bool = False) -> RegionSpec:
             "SAVE needs the allocation region: call set_allocation_region(base, size) before the model and its "
             "inputs are allocated, so that every address the graph uses is reproducible"
         )
+    key = (log_key(state), full_log)
+    specs = _SPECS.get()
+    with specs.lock:
+        if specs.key == key and specs.spec is not None:
+            return specs.spec
+    spec = _region_spec(state, full_log)
+    with specs.lock:
+        specs.key, specs.spec = key, spec
+    return spec
+
+
+def log_key(state: RegionState) -> tuple[object, ...]:
+    """What identifies the region and its allocation log as they are now: equal keys, equal logs. A region's
+    log only grows, and only set_allocation_region, which counts regions (region_epoch), starts a new one."""
+    return (region_epoch(), state, region_event_count())
+
+
+@dataclass
+class _Specs:
+    """The last region spec worked out, and the key of the log it was worked out from: an engine saves
+    thousands of graphs with no allocation between them, and each save records the region."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    key: tuple[object, ...] | None = None
+    spec: RegionSpec | None = None
+
+
+_SPECS = ProcessState("region.specs", _Specs)
+
+
+def _region_spec(state: RegionState, full_log: bool) -> RegionSpec:
     events = allocation_events()
     quads = [(int(e.kind), e.offset, e.size, e.span) for e in events]
     if not full_log:

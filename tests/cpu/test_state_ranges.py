@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 
 from foundry.native import AllocKind
 from foundry.region.api import AllocationEvent
 from foundry.region.snapshot import in_any, state_ranges
+from tests.support.graphs import JsonRunner, prelude
 
 
 def _naive(events: list[AllocationEvent], windows: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -62,3 +64,39 @@ def test_thousands_of_windows_take_no_longer_than_a_few() -> None:
     elapsed = time.perf_counter() - t0
     assert elapsed < 0.5, elapsed  # bisection: some 12,000 searches of 8,000 starts
     assert state_ranges(events[:2_000], windows[:400]) == _naive(events[:2_000], windows[:400])
+
+
+# On the fake driver: the region spec and the state ranges are worked out again exactly when the log or the
+# capture windows changed (an engine's thousands of saves with nothing between them reuse them).
+REUSED = """
+from foundry.region import capture_window, region_spec
+from foundry.region.snapshot import take_snapshot
+import foundry.region.snapshot as snap
+foundry.set_allocation_region(BASE, "1GB")
+a = buf("a", 4096)
+first, again = region_spec(), region_spec()
+b = buf("b", 8192)
+after_alloc = region_spec()
+with capture_window():
+    c = buf("c", 4096)
+spec_c = take_snapshot(Path(ARCH), BASE)
+call("cuMemFree_v2", c)
+spec_freed = take_snapshot(Path(ARCH), BASE)
+emit(
+    reused=first is again,
+    grew=len(after_alloc.events) == len(first.events) + 1 and after_alloc is not first,
+    a=a - BASE, b=b - BASE, c=c - BASE,
+    state_c=[list(r) for r in spec_c.ranges],
+    state_freed=[list(r) for r in spec_freed.ranges],
+)
+"""
+
+
+def test_the_region_spec_and_state_ranges_are_reused_until_the_log_changes(
+    app_json: JsonRunner, tmp_path: Path
+) -> None:
+    out = app_json(prelude(tmp_path) + "from pathlib import Path\n" + REUSED)
+    assert out["reused"] and out["grew"]
+    state = {offset for offset, _ in out["state_c"]}
+    assert {out["a"], out["b"]} <= state and out["c"] not in state  # made inside a capture window: graph memory
+    assert out["state_freed"] == out["state_c"]
