@@ -26,6 +26,7 @@ def test_loaded_pieces_replay_at_native_host_cost(artifacts: Path, figures: dict
         "save": {"torch": saved["torch_replay_us"], "foundry_captured": saved["foundry_replay_us"]},
         "load_shared": loaded["shared"],
         "load_own": loaded["own"],
+        "load_own_attempts": len(loaded["own_attempts"]),
         "groups": loaded["groups"],
         "switches": loaded["switches"],
     }
