@@ -1,9 +1,11 @@
-"""SAVE's work beside its main thread: hashing and syncing, which let the interpreter lock go.
+"""SAVE's work beside the program's thread: reading a captured graph, hashing and syncing, all of which let
+the interpreter lock go.
 
-SAVE spends much of its time in Python (reading module variables, building metadata). A record's
-SHA-256 (hashlib lets the lock go while it hashes a buffer of 2 KiB or more) and the sync that makes
-an archive durable (``os.sync`` lets it go for the whole call) need no Python while they run, so they
-run on worker threads while the main thread goes on, and their results are waited for where they are
+SAVE spends much of its time in Python (reading module variables, building metadata). The walk of a
+captured graph into its record (native: foundry.save.graph.extract_beside, started at capture_end), a
+record's SHA-256 (hashlib lets the lock go while it hashes a buffer of 2 KiB or more) and the sync that
+makes an archive durable (``os.sync`` lets it go for the whole call) need no Python while they run, so
+they run on worker threads while the program goes on, and their results are waited for where they are
 first needed. Each result is the same as done in line; only when it is ready differs.
 
 A worker needs the interpreter lock back when its call returns, which takes up to the switch
@@ -30,7 +32,8 @@ T = TypeVar("T")
 IN_LINE_BYTES = 1 << 20
 """Buffers smaller than this are hashed in line: the hash takes less than a worker's hand-back costs."""
 WORKERS = 2
-"""One record hashing while the archive syncs, or two records hashing: SAVE never has more in flight."""
+"""A graph's walk or a record's hash beside the sync or another hash: SAVE has no more than two in flight
+(a capture waits for the walks before it, ``wait_beside``)."""
 
 
 @dataclass
