@@ -49,6 +49,7 @@ static const slot_entry slots[] = {
     {"cuLaunchKernelEx_ptsz", (void **)&fdy_drv.cuLaunchKernelEx_ptsz},
     {"cuLaunchCooperativeKernel", (void **)&fdy_drv.cuLaunchCooperativeKernel},
     {"cuLaunchCooperativeKernel_ptsz", (void **)&fdy_drv.cuLaunchCooperativeKernel_ptsz},
+    {"cuGraphLaunch_ptsz", (void **)&fdy_drv.cuGraphLaunch_ptsz},
     {"cuGetProcAddress", (void **)&fdy_drv.cuGetProcAddress_v1},
     {"cuGetProcAddress_v2", (void **)&fdy_drv.cuGetProcAddress_v2},
 };

@@ -50,6 +50,9 @@
   X(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, 11060, 1)                      \
   X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, 9000, 0)          \
   X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz, 9000, 1)     \
+  /* graph launches: SAVE's generator probe drops its own replays' launches (hooks_graph.c) */ \
+  X(cuGraphLaunch, cuGraphLaunch, 10000, 0)                                 \
+  X(cuGraphLaunch, cuGraphLaunch_ptsz, 10000, 1)                            \
   /* the lookup itself, so that the runtime's lookups come back to us */     \
   X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                           \
   X(cuGetProcAddress, cuGetProcAddress_v2, 12000, 0)

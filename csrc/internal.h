@@ -21,6 +21,7 @@ typedef __typeof__(cuMemFreeAsync) fdy_cuMemFreeAsync_t;
 typedef __typeof__(cuLaunchKernel) fdy_cuLaunchKernel_t;
 typedef __typeof__(cuLaunchKernelEx) fdy_cuLaunchKernelEx_t;
 typedef __typeof__(cuLaunchCooperativeKernel) fdy_cuLaunchCooperativeKernel_t;
+typedef __typeof__(cuGraphLaunch) fdy_cuGraphLaunch_t;
 typedef CUresult fdy_cuGetProcAddress_v1_t(const char *, void **, int, cuuint64_t);
 typedef __typeof__(cuGetProcAddress_v2) fdy_cuGetProcAddress_v2_t;
 #pragma GCC visibility push(default)
@@ -30,6 +31,7 @@ fdy_cuMemFreeAsync_t cuMemFreeAsync_ptsz;
 fdy_cuLaunchKernel_t cuLaunchKernel_ptsz;
 fdy_cuLaunchKernelEx_t cuLaunchKernelEx_ptsz;
 fdy_cuLaunchCooperativeKernel_t cuLaunchCooperativeKernel_ptsz;
+fdy_cuGraphLaunch_t cuGraphLaunch_ptsz;
 #pragma GCC visibility pop
 
 /* ---------------------------------------------------------------- the real driver
@@ -76,6 +78,7 @@ typedef struct {
   fdy_cuLaunchKernel_t *cuLaunchKernel, *cuLaunchKernel_ptsz;
   fdy_cuLaunchKernelEx_t *cuLaunchKernelEx, *cuLaunchKernelEx_ptsz;
   fdy_cuLaunchCooperativeKernel_t *cuLaunchCooperativeKernel, *cuLaunchCooperativeKernel_ptsz;
+  fdy_cuGraphLaunch_t *cuGraphLaunch_ptsz;
   fdy_cuGetProcAddress_v1_t *cuGetProcAddress_v1; /* the 4-argument "cuGetProcAddress" */
   fdy_cuGetProcAddress_v2_t *cuGetProcAddress_v2;
 } fdy_driver_t;

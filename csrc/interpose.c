@@ -31,6 +31,14 @@ static const hook_entry hooks[] = {
 };
 #define FDY_HOOK_COUNT (sizeof(hooks) / sizeof(hooks[0]))
 
+/* By hook: whether any caller got it (fdy_hook_handed_out). Set, never cleared. */
+static int handed[FDY_HOOK_COUNT];
+
+static void *hand_out(const hook_entry *e) {
+  __atomic_store_n(&handed[e - hooks], 1, __ATOMIC_RELAXED);
+  return e->hook;
+}
+
 static const hook_entry *find_by_symbol(const char *name) {
   for (size_t i = 0; i < FDY_HOOK_COUNT; i++)
     if (strcmp(hooks[i].symbol, name) == 0) return &hooks[i];
@@ -57,14 +65,15 @@ static void *real_of(const char *symbol) {
 static void *hook_for_request(const char *base, void *answer, int version, cuuint64_t flags) {
   int per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
   const hook_entry *e = find_for_request(base, version, per_thread);
-  if (!e || answer == e->hook) return answer;
+  if (!e) return answer;
+  if (answer == e->hook) return hand_out(e);
   void *real = real_of(e->symbol);
-  if (answer == real) return e->hook;
+  if (answer == real) return hand_out(e);
   /* The driver may hand out an internal pointer rather than the exported one. Our headers know
    * every ABI change up to CUDA_VERSION, so within that range the version alone fixes the ABI. */
   if (version <= CUDA_VERSION) {
     fdy_driver_note(e->symbol, answer);
-    return e->hook;
+    return hand_out(e);
   }
   fdy_fail(FDY_ERR_UNSUPPORTED,
            "cuGetProcAddress(%s, version %d) returned an ABI newer than Foundry's CUDA %d headers; it is "
@@ -130,7 +139,7 @@ static void *dlsym_hooked(void *handle, const char *name, const void *caller) {
     const hook_entry *e = find_by_symbol(name);
     if (e) {
       if (p != e->hook) fdy_driver_note(e->symbol, p);
-      return e->hook;
+      return hand_out(e);
     }
   }
   return p;
@@ -160,4 +169,9 @@ FDY_EXPORT __attribute__((no_sanitize("address", "undefined"))) void *dlsym(void
 FDY_EXPORT int fdy_interposer_active(void) {
   /* Preloaded: the process-wide dlsym is ours. Loaded later by Python: glibc's comes first. */
   return fdy_real_dlsym && fdy_real_dlsym(RTLD_DEFAULT, "dlsym") == (void *)&dlsym;
+}
+
+FDY_EXPORT int fdy_hook_handed_out(const char *symbol) {
+  const hook_entry *e = symbol ? find_by_symbol(symbol) : NULL;
+  return e ? __atomic_load_n(&handed[e - hooks], __ATOMIC_RELAXED) : 0;
 }

@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 11
+#define FDY_ABI_VERSION 12
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -290,6 +290,12 @@ FDY_EXPORT int fdy_graph_instantiate(uint64_t graph, uint64_t flags, uint64_t *e
  * does no upload work. */
 FDY_EXPORT int fdy_graph_upload_wait(uint64_t exec);
 FDY_EXPORT int fdy_graph_launch(uint64_t exec, uint64_t stream);
+/* Until called again with 0, this thread's launches of `exec` through the interposed cuGraphLaunch (the
+ * runtime's, dlsym's) return success and do nothing; Foundry's own launches are not affected. Returns how
+ * many launches were dropped since this thread last armed (hooks_graph.c). */
+FDY_EXPORT uint32_t fdy_graph_launch_drop(uint64_t exec);
+/* 1 once any caller got the interposer's hook for `symbol` (by dlsym or cuGetProcAddress), else 0. */
+FDY_EXPORT int fdy_hook_handed_out(const char *symbol);
 FDY_EXPORT int fdy_graph_destroy(uint64_t graph);
 FDY_EXPORT int fdy_graph_exec_destroy(uint64_t exec);
 FDY_EXPORT void fdy_free(void *p);

@@ -21,15 +21,17 @@ import torch
 
 from foundry._state import ProcessState
 from foundry.errors import FoundryError
-from foundry.format import GraphMeta
+from foundry.format import GraphMeta, RngSpec
 from foundry.load import LoadedGraph, Loader, load_graph
 from foundry.native import codec, require_interposer
 from foundry.region import capture_window, live_ranges_now, region_state
 from foundry.save import (
     Extracted,
+    can_drop_launches,
     extract,
     extract_beside,
     gc_paused,
+    launches_dropped,
     save_graph,
     save_phases,
     wait_beside,
@@ -239,9 +241,37 @@ class CUDAGraph:
         else:
             with save_phases().span("extract_wait"):
                 extracted = self._extracted.result()
-        with save_phases().span("rng_probe"), work_disabled(graph, _torch_exec(g), extracted):
-            rng = probe_rng(self.replay, extracted, state.base, live_ranges_now(), self._device)
+        with save_phases().span("rng_probe"):
+            rng = self._probe_rng(g, graph, extracted, state.base)
         return save_graph(extracted, path, outputs=outputs, rng=rng, archive_dir=archive_dir)
+
+    def _probe_rng(self, g: torch.cuda.CUDAGraph, graph: int, extracted: Extracted, base: int) -> RngSpec | None:
+        """The graph's generator use (probe_rng), found by replays that do not run the graph. Their launches
+        are dropped in the interposer, so PyTorch's exec stays as it was. Where that hook is not in the
+        runtime's path, the exec's work is switched off instead, and PyTorch then gets a fresh exec: one whose
+        nodes were switched off and on replays slower for good (13-22% on an H200, docs/DESIGN.md)."""
+        exec_ = _torch_exec(g)
+        replays = 0
+
+        def replay() -> None:
+            nonlocal replays
+            replays += 1
+            self.replay()
+
+        if can_drop_launches():
+            with launches_dropped(exec_) as dropped:
+                rng = probe_rng(replay, extracted, base, live_ranges_now(), self._device)
+            if dropped.count != replays:
+                raise FoundryError(
+                    f"SAVE's generator probe replayed the graph {replays} time(s), but Foundry's interposer "
+                    f"dropped {dropped.count} of the launches: the rest reached the driver another way and ran "
+                    "the graph. Please report this with your PyTorch and CUDA versions."
+                )
+            return rng
+        with work_disabled(graph, exec_, extracted):
+            rng = probe_rng(replay, extracted, base, live_ranges_now(), self._device)
+        g.instantiate()  # destroys the switched exec; replay() launches the fresh one
+        return rng
 
     # ------------------------------------------------------------------ LOAD
     @classmethod

@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 11
+ABI_VERSION = 12
 OK = 0
 
 
@@ -438,6 +438,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_graph_instantiate": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64, _ptr(ctypes.c_uint64, 1)]),
     "fdy_graph_upload_wait": (ctypes.c_int, [ctypes.c_uint64]),
     "fdy_graph_launch": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
+    "fdy_graph_launch_drop": (ctypes.c_uint32, [ctypes.c_uint64]),
+    "fdy_hook_handed_out": (ctypes.c_int, [ctypes.c_char_p]),
     "fdy_graph_destroy": (ctypes.c_int, [ctypes.c_uint64]),
     "fdy_graph_exec_destroy": (ctypes.c_int, [ctypes.c_uint64]),
     "fdy_free": (None, [ctypes.c_void_p]),

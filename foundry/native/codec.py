@@ -22,7 +22,9 @@ __all__ = [
     "delta_indices",
     "destroy_exec",
     "destroy_graph",
+    "drop_launches",
     "extract",
+    "hook_handed_out",
     "instantiate",
     "instantiate_uploaded",
     "launch",
@@ -185,6 +187,18 @@ def instantiate_uploaded(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY)
 
 def launch(exec_: int, stream: int) -> None:
     check(native().fdy_graph_launch(exec_, stream), "graph launch", CodecError)
+
+
+def drop_launches(exec_: int) -> int:
+    """Until ``drop_launches(0)``, this thread's launches of ``exec_`` through the interposed cuGraphLaunch
+    (the CUDA runtime's, so PyTorch's replays) return success and do nothing; ``launch`` above is not
+    affected. Returns how many launches were dropped since this thread last armed."""
+    return int(native().fdy_graph_launch_drop(exec_))
+
+
+def hook_handed_out(symbol: str) -> bool:
+    """Whether any caller in this process got the interposer's hook for driver entry point ``symbol``."""
+    return bool(native().fdy_hook_handed_out(symbol.encode()))
 
 
 def destroy_graph(graph: int) -> None:

@@ -11,14 +11,16 @@ from .beside import wait_beside
 from .gcpause import gc_paused
 from .graph import Extracted, SavedGraph, extract, extract_beside, save_graph, save_phases, saved_graphs
 from .manifest import save_graph_manifest
-from .rngprobe import pointed_words, work_disabled
+from .rngprobe import can_drop_launches, launches_dropped, pointed_words, work_disabled
 
 __all__ = [
     "Extracted",
     "SavedGraph",
+    "can_drop_launches",
     "extract",
     "extract_beside",
     "gc_paused",
+    "launches_dropped",
     "pointed_words",
     "save_graph",
     "save_graph_manifest",

@@ -1,7 +1,8 @@
-"""SAVE probes a graph's random numbers by launching it with its work switched off
-(foundry.save.rngprobe, one native call over the graph's record: csrc/codec_probe.c), and reads the
-argument words that point at live memory in one call: the driver calls they are built on, on the fake
-driver. The GPU tier checks the whole save (tests/gpu/test_capture_gpu.py)."""
+"""SAVE probes a graph's random numbers by replaying it while the interposer drops the launch
+(foundry.save.rngprobe, csrc/hooks_graph.c), or, where it cannot, with the exec's work switched off (one
+native call over the graph's record: csrc/codec_probe.c), and reads the argument words that point at
+live memory in one call: the driver calls they are built on, on the fake driver. The GPU tier checks the
+whole save, and that the program's exec replays as fast after it (tests/gpu/test_capture_gpu.py)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,51 @@ def test_the_words_the_arguments_point_at_are_read_in_one_call(app_json: JsonRun
     assert out["words"] == {out["x"]: 0x4000000040000000}
     # A live range that holds only x's first word: the same word, nothing else.
     assert out["outside"] == {out["x"]: 0x4000000040000000}
+
+
+DROP = """
+import threading
+from foundry.native import codec
+from foundry.save import can_drop_launches, launches_dropped
+n = 16
+K = module("fk_scale_f32")
+x = buf("x", 4 * n)
+cu.write_f32(x, [1.0] * n)
+s = cu.stream_create()
+cu.begin_capture(s)
+cu.launch(K["fk_scale_f32"], (1, 1, 1), (n, 1, 1), [("ptr", x), (c_float, 2.0), (c_int, n)], stream=s)
+g = cu.end_capture(s)
+e, other = cu.instantiate(g), cu.instantiate(g)
+cu.graph_launch(e)  # x = 2: the hook passes launches through
+cu.sync()
+handed = can_drop_launches()
+with launches_dropped(e) as dropped:
+    for _ in range(3):
+        cu.graph_launch(e)  # dropped: x stays 2
+    cu.sync()
+    kept = cu.read_f32(x, 1)[0]
+    codec.launch(e, 0)  # Foundry's own launch runs: 4
+    cu.graph_launch(other)  # another exec runs: 8
+    def elsewhere():
+        call("cuCtxSetCurrent", cu.ctx)
+        cu.graph_launch(e)
+    t = threading.Thread(target=elsewhere)  # another thread's launch runs: 16
+    t.start(); t.join()
+    cu.sync()
+    inside = cu.read_f32(x, 1)[0]
+    during = dropped.count
+cu.graph_launch(e)  # armed no more: 32
+cu.sync()
+emit(handed=handed, kept=kept, inside=inside, during=during, count=dropped.count, after=cu.read_f32(x, 1)[0])
+"""
+
+
+def test_the_interposer_drops_only_this_threads_launches_of_the_armed_exec(
+    app_json: JsonRunner, tmp_path: Path
+) -> None:
+    out = app_json(prelude(tmp_path) + "foundry.set_allocation_region(BASE, '1GB')\n" + DROP)
+    assert out["handed"] is True  # the test's driver calls came through dlsym, so through the hook
+    assert out["kept"] == 2.0  # three launches of the armed exec did nothing
+    assert out["inside"] == 16.0  # Foundry's own launch, another exec and another thread's launch all ran
+    assert out["during"] == 0 and out["count"] == 3  # the count is known once the block ends
+    assert out["after"] == 32.0
