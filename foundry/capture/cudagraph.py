@@ -228,9 +228,10 @@ class CUDAGraph:
     ) -> GraphMeta:
         """Writes ``<stem>.json`` and ``<stem>.cugraph`` (and the kernel images, into the archive directory).
 
-        Saving never runs the graph: to find its generator state (if it draws random numbers) it is
-        launched twice with all its work switched off, which only moves PyTorch's generator, whose
-        offset is restored afterwards. The program's memory is as it was before the call.
+        Saving never runs the graph: to find its generator state (if it draws random numbers) PyTorch
+        replays it twice while the interposer drops the launches, which only moves PyTorch's generator,
+        whose offset is restored afterwards. The program's memory, and its graph's exec, are as they were
+        before the call.
         """
         g = self._require_torch()
         outputs = [output_spec(t) for t in flatten_outputs(output_tensors)]

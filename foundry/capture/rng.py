@@ -40,7 +40,7 @@ def probe_rng(
     replay: Callable[[], None], extracted: Extracted, base: int, live: Sequence[tuple[int, int]], device: int
 ) -> RngSpec | None:
     """Replays the graph to measure its RNG use; None when it draws no random numbers. The caller
-    makes the replays do no work on the GPU (foundry.save.rngprobe.work_disabled).
+    keeps the replays from running the graph (foundry.save.rngprobe: launches_dropped, work_disabled).
 
     A graph's philox kernels read the generator's offset (and, in some PyTorch releases, its seed)
     through a pointer in their arguments, to a buffer PyTorch refills before each replay. A second
