@@ -8,8 +8,8 @@ ELF the driver loads, then ``--archs`` - 1 Zstandard-compressed entries for othe
 hundred kernels and a few module variables each), captures ``--graphs`` graphs of ``--nodes`` kernel
 launches over kernels of every image (grouped like a decoder's batch sizes: a few topologies, members
 differing in their pointers and sizes), and saves each as ``CUDAGraph.save`` does without torch: the RNG
-probe's native part (its nodes switched off in an exec, the pointed-to argument words read, switched on
-again), then ``save_graph``; then ``save_graph_manifest``. It prints seconds per SAVE phase
+probe's native part (its launch dropped in the interposer, the pointed-to argument words read), then
+``save_graph``; then ``save_graph_manifest``. It prints seconds per SAVE phase
 (``save_phases``), the probe's, and the totals; ``--profile`` prints cProfile's table.
 """
 
@@ -31,7 +31,7 @@ from foundry.format import parse_record
 from foundry.format._layout import FATBIN_COMPRESSED_ZSTD, FatbinEntry
 from foundry.region import live_ranges_now
 from foundry.save import save_graph, save_graph_manifest, save_phases
-from foundry.save.rngprobe import pointed_words, work_disabled
+from foundry.save.rngprobe import launches_dropped, pointed_words
 from tests.fakecuda.images import Variable, make_cubin
 
 foundry.set_allocation_region(BASE, "8GB")
@@ -91,7 +91,7 @@ if prof: prof.enable()
 for g, (graph, exec_) in enumerate(captured):
     extracted = extract(graph)
     t1 = time.perf_counter()
-    with work_disabled(graph, exec_, extracted):
+    with launches_dropped(exec_):
         cu.graph_launch(exec_, s)
         cu.stream_sync(s)
         words = pointed_words(extracted, BASE, live_ranges_now())
