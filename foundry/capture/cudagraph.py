@@ -261,7 +261,7 @@ class CUDAGraph:
 
         if can_drop_launches():
             with launches_dropped(exec_) as dropped:
-                rng = probe_rng(replay, extracted, base, live_ranges_now(), self._device)
+                rng = probe_rng(replay, extracted, base, live_ranges_now, self._device)
             if dropped.count != replays:
                 raise FoundryError(
                     f"SAVE's generator probe replayed the graph {replays} time(s), but Foundry's interposer "
@@ -270,7 +270,7 @@ class CUDAGraph:
                 )
             return rng
         with work_disabled(graph, exec_, extracted):
-            rng = probe_rng(replay, extracted, base, live_ranges_now(), self._device)
+            rng = probe_rng(replay, extracted, base, live_ranges_now, self._device)
         g.instantiate()  # destroys the switched exec; replay() launches the fresh one
         return rng
 

@@ -37,10 +37,15 @@ def _int64_at(address: int, device: int | None = None) -> torch.Tensor:
 
 
 def probe_rng(
-    replay: Callable[[], None], extracted: Extracted, base: int, live: Sequence[tuple[int, int]], device: int
+    replay: Callable[[], None],
+    extracted: Extracted,
+    base: int,
+    live: Callable[[], Sequence[tuple[int, int]]],
+    device: int,
 ) -> RngSpec | None:
     """Replays the graph to measure its RNG use; None when it draws no random numbers. The caller
     keeps the replays from running the graph (foundry.save.rngprobe: launches_dropped, work_disabled).
+    ``live`` gives SAVE's live memory, asked for only when the graph draws random numbers.
 
     A graph's philox kernels read the generator's offset (and, in some PyTorch releases, its seed)
     through a pointer in their arguments, to a buffer PyTorch refills before each replay. A second
@@ -61,7 +66,7 @@ def probe_rng(
         replay()
         torch.cuda.synchronize(device)
         seed = _as_int64(gen.initial_seed())
-        values = pointed_words(extracted, base, live)
+        values = pointed_words(extracted, base, live())
     finally:
         gen.set_offset(start)
     offsets = [p for p, v in values.items() if v == _PROBE_OFFSET]

@@ -80,8 +80,29 @@ def live_allocations(
 
 
 def live_ranges_now() -> list[tuple[int, int]]:
-    """(offset, length) of the region memory mapped right now."""
-    return live_ranges((int(e.kind), e.offset, e.size, e.span) for e in allocation_events())
+    """(offset, length) of the region memory mapped right now. Worked out again only when the log has
+    changed (``log_key``), not for each of an engine's thousands of saves with no allocation between them."""
+    key = log_key(region_state())
+    cache = _LIVE.get()
+    with cache.lock:
+        if cache.key == key:
+            return list(cache.ranges)
+    ranges = live_ranges((int(e.kind), e.offset, e.size, e.span) for e in allocation_events())
+    with cache.lock:
+        cache.key, cache.ranges = key, ranges
+    return list(ranges)
+
+
+@dataclass
+class _LiveRanges:
+    """The live ranges last worked out, and the key of the log they were worked out from."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    key: tuple[object, ...] | None = None
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+
+
+_LIVE = ProcessState("region.live_ranges", _LiveRanges)
 
 
 def own_chunks() -> list[tuple[int, int]]:

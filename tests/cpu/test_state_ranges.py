@@ -66,17 +66,31 @@ def test_thousands_of_windows_take_no_longer_than_a_few() -> None:
     assert state_ranges(events[:2_000], windows[:400]) == _naive(events[:2_000], windows[:400])
 
 
-# On the fake driver: the region spec and the state ranges are worked out again exactly when the log or the
-# capture windows changed (an engine's thousands of saves with nothing between them reuse them).
+# On the fake driver: the region spec, the live ranges and the state ranges are worked out again exactly when
+# the log or the capture windows changed (an engine's thousands of saves with nothing between them reuse them).
 REUSED = """
-from foundry.region import capture_window, region_spec
+from foundry.region import capture_window, live_ranges_now, region_spec
+from foundry.region.log import live_ranges
+from foundry.region.api import allocation_events
 from foundry.region.snapshot import take_snapshot
+import foundry.region.log as log
 import foundry.region.snapshot as snap
 foundry.set_allocation_region(BASE, "1GB")
 a = buf("a", 4096)
 first, again = region_spec(), region_spec()
+reads = []
+read_log = log.allocation_events
+log.allocation_events = lambda *a: reads.append(1) or read_log(*a)
+live_a = live_ranges_now()
+live_a_again = live_ranges_now()
+live_a_again.append((0, 1))  # a copy: the cached ranges stay as they were
+reads_a = len(reads)
 b = buf("b", 8192)
+live_b = live_ranges_now()
+reads_b = len(reads)
+log.allocation_events = read_log
 after_alloc = region_spec()
+scan_b = live_ranges((int(e.kind), e.offset, e.size, e.span) for e in allocation_events())
 with capture_window():
     c = buf("c", 4096)
 spec_c = take_snapshot(Path(ARCH), BASE)
@@ -84,6 +98,8 @@ call("cuMemFree_v2", c)
 spec_freed = take_snapshot(Path(ARCH), BASE)
 emit(
     reused=first is again,
+    live_reused=live_a_again[:-1] == live_a and live_ranges_now() == scan_b and (reads_a, reads_b) == (1, 2),
+    live_grew=live_b == scan_b and live_b != live_a,
     grew=len(after_alloc.events) == len(first.events) + 1 and after_alloc is not first,
     a=a - BASE, b=b - BASE, c=c - BASE,
     state_c=[list(r) for r in spec_c.ranges],
@@ -92,11 +108,12 @@ emit(
 """
 
 
-def test_the_region_spec_and_state_ranges_are_reused_until_the_log_changes(
+def test_the_region_spec_live_and_state_ranges_are_reused_until_the_log_changes(
     app_json: JsonRunner, tmp_path: Path
 ) -> None:
     out = app_json(prelude(tmp_path) + "from pathlib import Path\n" + REUSED)
     assert out["reused"] and out["grew"]
+    assert out["live_reused"] and out["live_grew"]  # live ranges: kept until an allocation, then the scan's
     state = {offset for offset, _ in out["state_c"]}
     assert {out["a"], out["b"]} <= state and out["c"] not in state  # made inside a capture window: graph memory
     assert out["state_freed"] == out["state_c"]
