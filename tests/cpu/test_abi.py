@@ -19,8 +19,9 @@ from foundry.native.lib import native
 ABI = _abi.ABI_VERSION  # the version the headers give now: the case below changes it on one side only
 
 REPO = Path(__file__).resolve().parents[2]
-GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "csrc/include/foundry.h", "csrc/include/format.h",
-             "pyproject.toml", "foundry/native/_abi.py", "foundry/format/_layout.py"]  # fmt: skip
+GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "scripts/abi_headers.py", "scripts/abi_layout.py",
+             "csrc/include/foundry.h", "csrc/include/format.h", "pyproject.toml", "foundry/native/_abi.py",
+             "foundry/format/_layout.py"]  # fmt: skip
 
 
 def _check(root: Path) -> subprocess.CompletedProcess[str]:
