@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from foundry._state import ProcessState
 from foundry.errors import RegionStateError
@@ -17,6 +18,7 @@ from .api import AllocationEvent, AllocKind, RegionState, allocation_events, reg
 
 __all__ = [
     "ALLOCS",
+    "KeyedCache",
     "live_allocations",
     "live_ranges",
     "live_ranges_now",
@@ -34,6 +36,7 @@ _REMOVE = {
     AllocKind.PREALLOC_FREE: AllocKind.PREALLOC,
 }
 ALLOCS = {AllocKind.ALLOC, AllocKind.ASYNC_ALLOC}
+T = TypeVar("T")
 
 
 def _coalesce(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -82,27 +85,35 @@ def live_allocations(
 def live_ranges_now() -> list[tuple[int, int]]:
     """(offset, length) of the region memory mapped right now. Worked out again only when the log has
     changed (``log_key``), not for each of an engine's thousands of saves with no allocation between them."""
-    key = log_key(region_state())
-    cache = _LIVE.get()
-    with cache.lock:
-        if cache.key == key:
-            return list(cache.ranges)
-    ranges = live_ranges((int(e.kind), e.offset, e.size, e.span) for e in allocation_events())
-    with cache.lock:
-        cache.key, cache.ranges = key, ranges
-    return list(ranges)
+
+    def scan() -> list[tuple[int, int]]:
+        return live_ranges((int(e.kind), e.offset, e.size, e.span) for e in allocation_events())
+
+    return list(_LIVE.get().get(log_key(region_state()), scan))
 
 
 @dataclass
-class _LiveRanges:
-    """The live ranges last worked out, and the key of the log they were worked out from."""
+class KeyedCache(Generic[T]):
+    """One value worked out from the region's log, kept with the key it was worked out from (``log_key``,
+    and whatever else the value depends on): an engine saves thousands of graphs with no allocation between
+    them, and each save would otherwise work it out again."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     key: tuple[object, ...] | None = None
-    ranges: list[tuple[int, int]] = field(default_factory=list)
+    value: T | None = None
+
+    def get(self, key: tuple[object, ...], make: Callable[[], T]) -> T:
+        """The kept value if it was made for ``key``; otherwise ``make()``, kept for ``key``."""
+        with self.lock:
+            if self.key == key and self.value is not None:
+                return self.value
+        value = make()
+        with self.lock:
+            self.key, self.value = key, value
+        return value
 
 
-_LIVE = ProcessState("region.live_ranges", _LiveRanges)
+_LIVE: ProcessState[KeyedCache[list[tuple[int, int]]]] = ProcessState("region.live_ranges", KeyedCache)
 
 
 def own_chunks() -> list[tuple[int, int]]:
@@ -122,15 +133,7 @@ def region_spec(full_log: bool = False) -> RegionSpec:
             "SAVE needs the allocation region: call set_allocation_region(base, size) before the model and its "
             "inputs are allocated, so that every address the graph uses is reproducible"
         )
-    key = (log_key(state), full_log)
-    specs = _SPECS.get()
-    with specs.lock:
-        if specs.key == key and specs.spec is not None:
-            return specs.spec
-    spec = _region_spec(state, full_log)
-    with specs.lock:
-        specs.key, specs.spec = key, spec
-    return spec
+    return _SPECS.get().get((log_key(state), full_log), lambda: _region_spec(state, full_log))
 
 
 def log_key(state: RegionState) -> tuple[object, ...]:
@@ -139,17 +142,7 @@ def log_key(state: RegionState) -> tuple[object, ...]:
     return (region_epoch(), state, region_event_count())
 
 
-@dataclass
-class _Specs:
-    """The last region spec worked out, and the key of the log it was worked out from: an engine saves
-    thousands of graphs with no allocation between them, and each save records the region."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    key: tuple[object, ...] | None = None
-    spec: RegionSpec | None = None
-
-
-_SPECS = ProcessState("region.specs", _Specs)
+_SPECS: ProcessState[KeyedCache[RegionSpec]] = ProcessState("region.specs", KeyedCache)
 
 
 def _region_spec(state: RegionState, full_log: bool) -> RegionSpec:

@@ -10,10 +10,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry._state import ProcessState
@@ -21,7 +19,7 @@ from foundry.format import MemorySpec, read_memory, write_memory
 from foundry.native import context_synchronize, memcpy_dtoh, memcpy_htod_from, region_event_count
 
 from .api import REGIONS, AllocationEvent, allocation_events, region_state
-from .log import live_allocations, log_key
+from .log import KeyedCache, live_allocations, log_key
 
 __all__ = ["capture_window", "in_any", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
 
@@ -41,16 +39,7 @@ def capture_window() -> Iterator[None]:
             regions.capture_windows.append((regions.epoch, start, end))
 
 
-@dataclass
-class _Ranges:
-    """The last state ranges worked out, and the key of the log and windows they were worked out from."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    key: tuple[object, ...] | None = None
-    ranges: list[tuple[int, int]] = field(default_factory=list)
-
-
-_RANGES = ProcessState("region.state_ranges", _Ranges)
+_RANGES: ProcessState[KeyedCache[list[tuple[int, int]]]] = ProcessState("region.state_ranges", KeyedCache)
 
 
 def snapshot_limit() -> int:
@@ -92,13 +81,7 @@ def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> Mem
     # An engine saves thousands of graphs with no allocation or capture between them: the same log and
     # windows (their key: the log's, and how many windows this region has had) give the same ranges.
     key = (log_key(region_state()), len(windows))
-    known = _RANGES.get()
-    with known.lock:
-        ranges = known.ranges if known.key == key else None
-    if ranges is None:
-        ranges = state_ranges(allocation_events(), windows)
-        with known.lock:
-            known.key, known.ranges = key, ranges
+    ranges = _RANGES.get().get(key, lambda: state_ranges(allocation_events(), windows))
     total = sum(length for _, length in ranges)
     if not ranges or total > (snapshot_limit() if limit is None else limit):
         return None
