@@ -27,7 +27,7 @@ from .driver import (
     module_load,
     set_current_context,
 )
-from .lib import preload_env, require_interposer
+from .lib import hook_handed_out, preload_env, require_interposer
 from .machine import current_identity, device_zero_identity
 from .records import RecordComparison, RecordScan, compare_records, scan_record
 from .region import (
@@ -85,6 +85,7 @@ __all__ = [
     "graph_upload",
     "heap_release",
     "heap_warm",
+    "hook_handed_out",
     "image_entries",
     "image_functions",
     "image_view",

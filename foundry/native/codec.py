@@ -24,7 +24,6 @@ __all__ = [
     "destroy_graph",
     "drop_launches",
     "extract",
-    "hook_handed_out",
     "instantiate",
     "instantiate_uploaded",
     "launch",
@@ -194,11 +193,6 @@ def drop_launches(exec_: int) -> int:
     (the CUDA runtime's, so PyTorch's replays) return success and do nothing; ``launch`` above is not
     affected. Returns how many launches were dropped since this thread last armed."""
     return int(native().fdy_graph_launch_drop(exec_))
-
-
-def hook_handed_out(symbol: str) -> bool:
-    """Whether any caller in this process got the interposer's hook for driver entry point ``symbol``."""
-    return bool(native().fdy_hook_handed_out(symbol.encode()))
 
 
 def destroy_graph(graph: int) -> None:

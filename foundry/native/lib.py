@@ -36,6 +36,7 @@ __all__ = [
     "Lib",
     "RegionInfo",
     "check",
+    "hook_handed_out",
     "library_path",
     "native",
     "preload_env",
@@ -156,3 +157,9 @@ def require_interposer(action: str) -> Lib:
             f"with `foundry run -- python your_app.py`, or set LD_PRELOAD={library_path()} before CUDA starts."
         )
     return lib
+
+
+def hook_handed_out(symbol: str) -> bool:
+    """Whether any caller in this process got the interposer's hook for driver entry point ``symbol`` (by
+    dlsym or cuGetProcAddress): the CUDA runtime looks its entry points up once, when it starts."""
+    return bool(native().fdy_hook_handed_out(symbol.encode()))

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from foundry.errors import DriverError, FoundryError
-from foundry.native import codec
+from foundry.native import codec, hook_handed_out
 
 from .graph import Extracted
 
@@ -45,7 +45,7 @@ def can_drop_launches() -> bool:
     """Whether a launch through the CUDA runtime reaches the interposer's cuGraphLaunch hook, so that
     ``launches_dropped`` can keep a replay from running: the runtime looks its driver entry points up
     once, at its start, and the hook records being handed out."""
-    return codec.hook_handed_out("cuGraphLaunch") or codec.hook_handed_out("cuGraphLaunch_ptsz")
+    return hook_handed_out("cuGraphLaunch") or hook_handed_out("cuGraphLaunch_ptsz")
 
 
 @dataclass
