@@ -8,11 +8,6 @@
  * for good (13-22% on an H200; docs/DESIGN.md), and the program goes on replaying that exec. */
 #include "internal.h"
 
-#define ENSURE_DRIVER()                                              \
-  do {                                                               \
-    if (fdy_driver_ensure() != 0) return CUDA_ERROR_NOT_INITIALIZED; \
-  } while (0)
-
 /* How many threads have a drop armed: the one load every launch pays while none has. */
 static int armed_threads;
 static __thread uint64_t drop_exec; /* the exec this thread's launches of are dropped; 0: none */

@@ -1,12 +1,6 @@
 /* Image and launch hooks: record what the driver loads (registry.c), then pass through. */
 #include "internal.h"
 
-
-#define ENSURE_DRIVER()                                              \
-  do {                                                               \
-    if (fdy_driver_ensure() != 0) return CUDA_ERROR_NOT_INITIALIZED; \
-  } while (0)
-
 #define ON_LOAD(r, handle, kind, image, from_file) \
   if ((r) == CUDA_SUCCESS) fdy_registry_on_load((uint64_t)(uintptr_t)(handle), kind, image, from_file)
 

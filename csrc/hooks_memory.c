@@ -2,12 +2,6 @@
  * Policy lives in region.c; these only translate the driver's calling conventions. */
 #include "internal.h"
 
-
-#define ENSURE_DRIVER()                                  \
-  do {                                                   \
-    if (fdy_driver_ensure() != 0) return CUDA_ERROR_NOT_INITIALIZED; \
-  } while (0)
-
 /* cudaMallocPitch rows are aligned to 512 bytes on every GPU Foundry targets; a fixed rule keeps
  * pitched allocations byte-deterministic across processes. */
 #define FDY_PITCH_ALIGN 512

@@ -87,6 +87,11 @@ extern fdy_driver_t fdy_drv;
 /* Loads the real driver once; returns 0 or FDY_ERR_NO_DRIVER (message set). Cheap after the first
  * call. Every hook calls it first, because a hook can be reached before anyone asked us to load. */
 int fdy_driver_ensure(void);
+/* A hook's first line: without the real driver it can only answer CUDA_ERROR_NOT_INITIALIZED. */
+#define ENSURE_DRIVER()                                              \
+  do {                                                               \
+    if (fdy_driver_ensure() != 0) return CUDA_ERROR_NOT_INITIALIZED; \
+  } while (0)
 /* The real dlsym (glibc's), resolved by the library constructor. */
 extern void *(*fdy_real_dlsym)(void *, const char *);
 /* Resolves fdy_real_dlsym (idempotent); the interposer calls it when dlsym is reached before the constructor. */
