@@ -156,7 +156,13 @@ class Loader:
 
     def wait_all(self, timeout: float | None = None) -> bool:
         """Blocks until every graph has its own exec (or the loader failed, which raises), or ``timeout``
-        seconds pass; whether the builds are done."""
+        seconds pass; whether the builds are done. Refused while the own execs are held back
+        (``defer_dedicated`` and no ``build_dedicated()``): nothing would end the wait."""
+        if not self.dedicated_go.is_set() and not self.done.is_set():
+            raise LoadError(
+                "wait_all() would wait forever: this load was started with defer_dedicated=True, so the graphs' "
+                "own executable graphs are not built until pending.build_dedicated() is called; call it first"
+            )
         if not self.done.wait(timeout):
             return False
         if self.error is not None:
