@@ -21,7 +21,6 @@ from foundry.format import (
     parse_record,
     read_manifest,
     read_meta,
-    read_region_hint,
     resolve_archive_dir,
     sha256_bytes,
     sha256_file,
@@ -29,7 +28,7 @@ from foundry.format import (
     write_graph,
 )
 from foundry.format.container import pack_container, read_container_header, unpack_container
-from foundry.format.files import write_atomic
+from foundry.format.files import read_region_hint, write_atomic
 from foundry.format.graphfile import read_graph
 from tests.support.archive_damage import load_doc, write_doc
 from tests.support.encode import encode_record

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from foundry.bench import summarize
+from foundry.bench.runner import _cold_table
 
 
 def _workers(same_process: bool) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -72,3 +73,20 @@ def test_first_replays_are_split_by_how_they_replayed() -> None:
     assert c["first_replay_execs"] == {"own": 0, "shared": 1, "switch": 1}
     assert c["first_replay_slowest"]["bs"] == "8" and c["first_replay_slowest"]["native_us"] == 200.0
     assert c["first_replay_slowest"]["host_us"] == 280.0
+
+
+def test_the_cold_table_puts_own_exec_first_replays_under_their_own_column() -> None:
+    """The target is the first replay on a graph's own exec; the replay before it is reported beside it, each
+    under its own heading (a swapped column would show the window's cost as the target's figure)."""
+    native, loaded = _workers(same_process=False)
+    loaded["first_replay_us"] = {"1": 250.0}
+    loaded["first_replay"] = {"1": {"exec": "switch", "us": 250.0, "again_us": 101.0, "host_us": 90.0}}
+    loaded["first_replay_own"] = {"1": {"exec": "own", "us": 103.0, "again_us": 100.0, "host_us": 5.0}}
+    row = summarize("s", "eager", native, loaded)
+    lines = _cold_table([row]).splitlines()
+    head, values = lines[0], lines[2].split()
+    heads = [h for h in head.split("  ") if h.strip()]
+    assert len(heads) == len(values), (heads, values)
+    cell = dict(zip((h.strip() for h in heads), values, strict=True))
+    assert cell["1st replay own/native max"] == "1.030"
+    assert cell["1st replay before own/native max"] == "2.500"
