@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     # graphs (torch-facing)
     "CUDAGraph": ".capture",
     "graph": ".capture",
+    "restored_tensor": ".capture",
     # archives
     "save_graph_manifest": ".save",
     "save_phases": ".save",

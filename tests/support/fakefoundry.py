@@ -23,6 +23,12 @@ class FakeTensor:
     def data_ptr(self) -> int:
         return self.address
 
+    def numel(self) -> int:  # a byte tensor's, as vLLM's workspace buffers are
+        return self.nbytes
+
+    def element_size(self) -> int:
+        return 1
+
 
 @dataclass
 class FakeFoundryGraph:
@@ -142,6 +148,13 @@ class FakeFoundry:
         slow = getattr(pending, "slow_builds", 0)  # answers "not yet" that many times
         pending.slow_builds = max(0, slow - 1)
         return timeout is None or slow == 0
+
+    def restored_tensor(self, address: int, nbytes: int) -> FakeTensor:
+        """Like foundry.restored_tensor: only inside SAVE's memory, once restore mapped it."""
+        assert "start_builds deferred" in self.calls or "start_builds" in self.calls, "restored before restore"
+        assert self.base is not None and self.base <= address and address + nbytes <= self.base + self.high_water_saved
+        self.calls.append(f"restored_tensor:{address:#x}+{nbytes}")
+        return FakeTensor(address, nbytes)
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         """Like foundry.CUDAGraph.finish_one_graph_load: one tensor bare, several as a tuple, none as None."""

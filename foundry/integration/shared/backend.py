@@ -59,6 +59,9 @@ class FoundryApi(Protocol):
         ...
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]: ...
+    def restored_tensor(self, address: int, nbytes: int) -> Any:
+        """LOAD, after ``start_builds``: a byte tensor over a buffer the engine held at SAVE, at SAVE's address."""
+        ...
 
 
 class PublicFoundryApi:
@@ -125,3 +128,6 @@ class PublicFoundryApi:
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         graph, outputs = foundry.CUDAGraph.finish_one_graph_load(pending, index)
         return graph, outputs
+
+    def restored_tensor(self, address: int, nbytes: int) -> Any:
+        return foundry.restored_tensor(address, nbytes)
