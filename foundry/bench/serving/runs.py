@@ -9,8 +9,9 @@ Order (each a fresh process tree, one after another):
   native        the engine again, its caches now warm: the baseline LOAD is compared with
   load          under Foundry (``..._MODE=load``), beside the warm native process
 
-Every process answers the same greedy token requests (``workload.token_requests``); SAVE's, LOAD's and cold
-native's tokens must equal native's. Then, with the warm native process and the LOAD process both up, decode
+Every process answers the same greedy token requests (``workload.token_requests``) with the top-``logprobs``
+log-probabilities of every generated token; SAVE's, LOAD's and cold native's tokens and log-probabilities must
+equal native's, bit for bit (logprobs.py). Then, with the warm native process and the LOAD process both up, decode
 throughput and prefill time are measured alternately (stats.alternate).
 
 With ``seconds`` set, the benchmark keeps to that many: a run is skipped (and said so) when less is left than
@@ -32,12 +33,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .logprobs import Top, compare_logprobs, digests
 from .process import Engine, EngineError
-from .shapes import SHAPES, make_model
+from .shapes import SHAPES, make_model, prompt_vocab
 from .stats import alternate, compare_tokens, summary
 from .workload import Request, decode_request, prefill_request, token_requests
 
-__all__ = ["MODES", "BenchRuns", "ServingConfig", "compare_runs", "machine", "plugin_shim", "run_bench"]
+__all__ = ["MODES", "BenchRuns", "ServingConfig", "commit", "compare_runs", "machine", "plugin_shim", "run_bench"]
 
 MODES = ("native_cold", "save", "native", "load")
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
@@ -53,6 +55,7 @@ class ServingConfig:
     modes: tuple[str, ...] = MODES
     batches: tuple[int, ...] = (1, 8, 64, 256)
     max_tokens: int = 32
+    logprobs: int = 20  # the top log-probabilities compared at every generated token (0: tokens only)
     first_tokens: int = 16  # the first request after ready: one prompt, this many tokens
     decode_batches: tuple[int, ...] = (1, 32, 256)
     decode_steps: int = 256
@@ -85,6 +88,18 @@ def plugin_shim(root: Path, engine: str, group: str) -> Path | None:
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: foundry-{engine}-plugin\nVersion: 0.0\n")
     (info / "entry_points.txt").write_text(f"[{group}]\nfoundry = {plugin}:register\n")
     return root
+
+
+def commit(checkout: Path) -> str:
+    """The commit the benchmark ran: ``$FOUNDRY_COMMIT`` (a copied tree has no .git), else git's, else "-"."""
+    named = os.environ.get("FOUNDRY_COMMIT", "").strip()
+    if named:
+        return named
+    try:
+        return subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip() or "-"  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "-"
 
 
 def machine() -> dict[str, str]:
@@ -123,6 +138,9 @@ class BenchRuns:
             del self.env[name]
         self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
         self.results: dict[str, dict[str, Any]] = {}
+        # Each run's log-probabilities in full, kept here for the comparison: the document holds their digests.
+        self.tops: dict[str, list[list[Top]]] = {}
+        self.vocab = prompt_vocab(cfg.shape)
         self.measured: dict[str, Any] = {}
         self.write: Callable[[dict[str, Any]], None] = lambda doc: None
 
@@ -172,11 +190,15 @@ class BenchRuns:
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
-            _, first = engine.generate(decode_request(1, cfg.first_tokens), self._wait())
-            result["first_request_s"] = first
+            first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self._wait())
+            result["first_request_s"] = first.seconds
             result["first_answer_wall_s"] = engine.seconds()
-            requests = token_requests(list(cfg.batches), cfg.max_tokens)
-            result["tokens"] = [engine.generate(r, self._wait())[0] for r in requests]
+            requests = token_requests(list(cfg.batches), cfg.max_tokens, logprobs=cfg.logprobs, vocab=self.vocab)
+            answers = [engine.generate(r, self._wait()) for r in requests]
+            result["tokens"] = [a.tokens for a in answers]
+            if cfg.logprobs:
+                self.tops[mode] = [a.top or [] for a in answers]
+                result["logprob_digests"] = digests(self.tops[mode])
         except EngineError as exc:
             result["error"] = str(exc)[-4000:]
             self.say(f"{mode}: FAILED {result['error'][-2000:]}")
@@ -215,7 +237,8 @@ class BenchRuns:
             end = self.deadline()
             if end is not None:
                 end = time.perf_counter() + (end - time.perf_counter()) / (len(measurements) - i)
-            request = decode_request(size, cfg.decode_steps) if what == "decode" else prefill_request(size)
+            request = (decode_request(size, cfg.decode_steps, self.vocab) if what == "decode"
+                       else prefill_request(size, self.vocab))  # fmt: skip
             ask = {n: self._asker(e, request, what == "decode") for n, e in engines.items()}
             result = summary(alternate(ask, cfg.reps, end))
             if what == "decode":
@@ -266,9 +289,10 @@ class BenchRuns:
     def document(self) -> dict[str, Any]:
         """What ran so far (all of it, unless the benchmark was stopped) with the tokens compared."""
         results = self.results
-        compare = compare_runs(results)
+        compare = compare_runs(results, self.tops)
         return {
             "machine": machine(),
+            "commit": commit(self.cwd),
             "config": self.config_doc(),
             "model": SHAPES[self.cfg.shape],
             "results": results,
@@ -278,10 +302,15 @@ class BenchRuns:
         }
 
 
-def compare_runs(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each run's tokens against the reference's: the warm native run's, else the cold one's, else (no native
-    run asked for) SAVE's, whose graphs are captured natively in its own process. The reference itself is
-    marked so; a run without tokens, or with no reference to compare with, is not identical, and says why."""
+def compare_runs(
+    results: dict[str, dict[str, Any]], tops: dict[str, list[list[Top]]] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Each run's tokens and log-probabilities against the reference's: the warm native run's, else the cold
+    one's, else (no native run asked for) SAVE's, whose graphs are captured natively in its own process. The
+    reference itself is marked so; a run without tokens, or with no reference to compare with, is not
+    identical, and says why. ``identical`` needs the tokens and, where the runs wrote them, the log-probabilities
+    (``tops`` in full where the runs are in hand, else their digests) to be equal."""
+    tops = tops or {}
     order = ("native", "native_cold", "save")
     reference = next((m for m in order if "tokens" in results.get(m, {})), None)
     out: dict[str, dict[str, Any]] = {}
@@ -295,7 +324,18 @@ def compare_runs(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
         elif reference is None:
             out[mode] = {"identical": False, "why": "no run to compare with"}
         else:
-            out[mode] = {**compare_tokens(results[reference]["tokens"], r["tokens"]), "against": reference}
+            tokens = compare_tokens(results[reference]["tokens"], r["tokens"])
+            out[mode] = {**tokens, "against": reference}
+            ref = results[reference]
+            if "logprob_digests" in r or "logprob_digests" in ref:
+                logprobs = compare_logprobs(
+                    tops.get(reference), tops.get(mode), ref.get("logprob_digests"), r.get("logprob_digests")
+                )
+                out[mode].update(
+                    identical=tokens["identical"] and logprobs["identical"],
+                    tokens_identical=tokens["identical"],
+                    logprobs=logprobs,
+                )
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -14,6 +15,22 @@ def next_tokens(prompt: list[int], count: int) -> list[int]:
     """Greedy tokens of the fake model: a function of the prompt only (every process agrees)."""
     seed = sum(prompt) % 997
     return [(seed + 31 * i) % 1000 for i in range(count)]
+
+
+def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int, float]]]:
+    """The fake model's top-``k`` (token, logprob) at each of ``count`` positions, the greedy token first. Under
+    ``FAKE_ENGINE_NUDGE=<mode>`` that mode's first logprob moves by one unit in the last place (a last-bit
+    difference the greedy tokens do not show)."""
+    seed = sum(prompt) % 997
+    tokens = next_tokens(prompt, count)
+    out = [
+        [(tokens[i] if j == 0 else 1000 + j, -0.125 * (j + 1) - seed / 4096) for j in range(k)] for i in range(count)
+    ]
+    mode = os.environ.get("FOUNDRY_VLLM_MODE") or os.environ.get("FOUNDRY_SGLANG_MODE") or "native"
+    if out and os.environ.get("FAKE_ENGINE_NUDGE") == mode:
+        token, lp = out[0][0]
+        out[0][0] = (token, math.nextafter(lp, 0.0))
+    return out
 
 
 def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]) -> None:

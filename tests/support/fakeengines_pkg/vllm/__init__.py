@@ -7,10 +7,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import _fakeengine
-from _fakeengine import next_tokens
+from _fakeengine import next_logprobs, next_tokens
 
 __version__ = "0.26.0-fake"
-__all__ = ["LLM", "SamplingParams", "next_tokens", "write_report"]
+__all__ = ["LLM", "SamplingParams", "next_logprobs", "next_tokens", "write_report"]
 
 
 def write_report() -> None:
@@ -20,8 +20,11 @@ def write_report() -> None:
 
 
 class SamplingParams:
-    def __init__(self, temperature: float = 1.0, max_tokens: int = 16, ignore_eos: bool = False) -> None:
+    def __init__(
+        self, temperature: float = 1.0, max_tokens: int = 16, ignore_eos: bool = False, logprobs: int | None = None
+    ) -> None:
         self.max_tokens = max_tokens
+        self.logprobs = logprobs
 
 
 class LLM:
@@ -32,7 +35,15 @@ class LLM:
 
     def generate(self, prompts: list[dict[str, Any]], params: SamplingParams, use_tqdm: bool = False) -> list[Any]:
         time.sleep(0.001 * len(prompts))
-        return [
-            SimpleNamespace(outputs=[SimpleNamespace(token_ids=next_tokens(p["prompt_token_ids"], params.max_tokens))])
-            for p in prompts
-        ]
+        return [self._output(p["prompt_token_ids"], params) for p in prompts]
+
+    @staticmethod
+    def _output(prompt: list[int], params: SamplingParams) -> Any:
+        logprobs = None
+        if params.logprobs:  # vLLM's: per position {token_id: Logprob}
+            logprobs = [
+                {t: SimpleNamespace(logprob=lp) for t, lp in pos}
+                for pos in next_logprobs(prompt, params.max_tokens, params.logprobs)
+            ]
+        token_ids = next_tokens(prompt, params.max_tokens)
+        return SimpleNamespace(outputs=[SimpleNamespace(token_ids=token_ids, logprobs=logprobs)])
