@@ -219,3 +219,22 @@ def test_the_matrix_runs_every_architecture_and_writes_one_table(
         ["qwen3-moe-small", "Qwen3MoeForCausalLM", "serve/v2/default", "reference", "yes (tokens, logprobs)"],
     ]
     assert len(rows[0]) == len(HEADER)
+
+
+def test_tokens_tied_at_the_edge_of_the_top_k_do_not_count_as_a_difference(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tokens with exactly the same logprob at the edge of the top k: LOAD's engine lists the other one. Every
+    value is still equal bit for bit, so the run is identical; the token IDs' difference is reported beside it."""
+    monkeypatch.setenv("FAKE_ENGINE_TIE", "load")
+    cfg = VllmBenchConfig(
+        out=tmp_path / "out", modes=("save", "load"), batches=(1, 3), max_tokens=4, logprobs=5,
+        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
+        prefill_tokens=0, short_prefill_tokens=0,
+    )  # fmt: skip
+    c = run_vllm_bench(cfg)["compare"]["load"]
+    assert c["identical"] is True
+    assert [(r["identical"], r["ids_identical"], r["max_abs_diff"]) for r in c["logprobs"]["requests"]] == [
+        (1, 0, 0.0),
+        (3, 0, 0.0),
+    ]

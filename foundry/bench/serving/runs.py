@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .logprobs import Top, compare_logprobs, digests
+from .logprobs import Top, Values, compare_logprobs, digests, values
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
 from .stats import alternate, compare_tokens, summary
@@ -138,8 +138,10 @@ class BenchRuns:
             del self.env[name]
         self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
         self.results: dict[str, dict[str, Any]] = {}
-        # Each run's log-probabilities in full, kept here for the comparison: the document holds their digests.
+        # Each run's log-probabilities in full (as answered, and their values), kept here for the comparison: the
+        # document holds the values' digests.
         self.tops: dict[str, list[list[Top]]] = {}
+        self.values: dict[str, list[list[Values]]] = {}
         self.vocab = prompt_vocab(cfg.shape)
         self.measured: dict[str, Any] = {}
         self.write: Callable[[dict[str, Any]], None] = lambda doc: None
@@ -195,10 +197,12 @@ class BenchRuns:
             result["first_answer_wall_s"] = engine.seconds()
             requests = token_requests(list(cfg.batches), cfg.max_tokens, logprobs=cfg.logprobs, vocab=self.vocab)
             answers = [engine.generate(r, self._wait()) for r in requests]
-            result["tokens"] = [a.tokens for a in answers]
+            # Each sequence's tokens by digest: the comparison needs only equality, and the document stays small.
+            result["tokens"] = digests([a.tokens for a in answers])
             if cfg.logprobs:
                 self.tops[mode] = [a.top or [] for a in answers]
-                result["logprob_digests"] = digests(self.tops[mode])
+                self.values[mode] = values(self.tops[mode], [a.tokens for a in answers])
+                result["logprob_digests"] = digests(self.values[mode])
         except EngineError as exc:
             result["error"] = str(exc)[-4000:]
             self.say(f"{mode}: FAILED {result['error'][-2000:]}")
@@ -289,7 +293,7 @@ class BenchRuns:
     def document(self) -> dict[str, Any]:
         """What ran so far (all of it, unless the benchmark was stopped) with the tokens compared."""
         results = self.results
-        compare = compare_runs(results, self.tops)
+        compare = compare_runs(results, self.values, self.tops)
         return {
             "machine": machine(),
             "commit": commit(self.cwd),
@@ -303,14 +307,16 @@ class BenchRuns:
 
 
 def compare_runs(
-    results: dict[str, dict[str, Any]], tops: dict[str, list[list[Top]]] | None = None
+    results: dict[str, dict[str, Any]],
+    vals: dict[str, list[list[Values]]] | None = None,
+    tops: dict[str, list[list[Top]]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each run's tokens and log-probabilities against the reference's: the warm native run's, else the cold
     one's, else (no native run asked for) SAVE's, whose graphs are captured natively in its own process. The
     reference itself is marked so; a run without tokens, or with no reference to compare with, is not
     identical, and says why. ``identical`` needs the tokens and, where the runs wrote them, the log-probabilities
     (``tops`` in full where the runs are in hand, else their digests) to be equal."""
-    tops = tops or {}
+    vals, tops = vals or {}, tops or {}
     order = ("native", "native_cold", "save")
     reference = next((m for m in order if "tokens" in results.get(m, {})), None)
     out: dict[str, dict[str, Any]] = {}
@@ -329,8 +335,9 @@ def compare_runs(
             ref = results[reference]
             if "logprob_digests" in r or "logprob_digests" in ref:
                 logprobs = compare_logprobs(
-                    tops.get(reference), tops.get(mode), ref.get("logprob_digests"), r.get("logprob_digests")
-                )
+                    vals.get(reference), vals.get(mode), ref.get("logprob_digests"), r.get("logprob_digests"),
+                    tops.get(reference), tops.get(mode),
+                )  # fmt: skip
                 out[mode].update(
                     identical=tokens["identical"] and logprobs["identical"],
                     tokens_identical=tokens["identical"],
