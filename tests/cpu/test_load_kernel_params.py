@@ -153,8 +153,9 @@ def test_an_extra_buffer_shorter_than_its_kernels_parameters_is_refused_by_name(
     edit_kernel(arch, "v2", KERNEL, lambda node: shorten_args(node, 4))
     graphs = ["v2"] if path == "load_graph" else NAMES
     refused(
-        load(arch, path, graphs), "ArchiveCorruptError", "graph 'v2'", "override of kernel node 1", "(kernel fk_sum_f32)",
-        "`extra` argument buffer holds 16 bytes", "3 parameters [0:8 8:8 16:4] (offset:size) span 20", ALTERED,
+        load(arch, path, graphs), "ArchiveCorruptError", "graph 'v2'", "override of kernel node 1",
+        "(kernel fk_sum_f32)", "`extra` argument buffer holds 16 bytes",
+        "3 parameters [0:8 8:8 16:4] (offset:size) span 20", ALTERED,
     )  # fmt: skip
 
 
