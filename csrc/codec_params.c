@@ -44,10 +44,13 @@ static const char *node_where(const fdy_decoded *d, char *buf, size_t cap) {
 static const char *param_list(const rec_param *params, uint32_t count, char *buf, size_t cap) {
   size_t n = (size_t)snprintf(buf, cap, "[");
   for (uint32_t i = 0; i < count && n < cap; i++) {
+    if (i == 8) {
+      n += (size_t)snprintf(buf + n, cap - n, " ...");
+      break;
+    }
     rec_param p;
     memcpy(&p, &params[i], sizeof(p));
-    n += i == 8 ? (size_t)snprintf(buf + n, cap - n, " ...") : (size_t)snprintf(buf + n, cap - n, "%s%u:%u", i ? " " : "", p.offset, p.size);
-    if (i == 8) break;
+    n += (size_t)snprintf(buf + n, cap - n, "%s%u:%u", i ? " " : "", p.offset, p.size);
   }
   if (n < cap) snprintf(buf + n, cap - n, "]");
   return buf;
@@ -65,7 +68,9 @@ static int check_params(const fdy_decoded *d, const rec_kernel *k, const rec_par
   CUfunction f = (CUfunction)(uintptr_t)fns->handles[k->function];
   const fdy_kparams *l = fns->params[k->function];
   char where[FDY_MAX_DEPTH * 12 + 32], want[160], got[160];
-  if (!l) {
+  /* Asked when the call first meets the function, and again for a kernelParams node of a function an `extra`
+   * node found the driver cannot describe (the refusal is then this node's). */
+  if (!l || (l == &no_list && k->arg_mode != FDY_ARG_EXTRA)) {
     CUresult r;
     uint32_t at;
     int rc = fdy_kernel_params(f, &l, &r, &at);

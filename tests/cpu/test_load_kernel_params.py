@@ -32,20 +32,24 @@ ALTERED = "The archive was altered or saved by another Foundry: run SAVE again"
 
 # Each LOAD path, run on the graphs it is given: the outputs of every graph on every input set, or the
 # error LOAD raised (the background loader's LoadError names its cause).
-LOAD_GRAPH = """
-from foundry.load import load_graph
-def run():
-    graphs = [load_graph(os.path.join(ARCH, n + ".json")) for n in GRAPHS]
+REPLAY = """
+def replay(launchers):
     outs = []
     for k in INPUT_SETS:
         set_inputs(k)
-        for n, g in zip(GRAPHS, graphs):
-            g.launch(0); cu.sync(); outs.append([n, k, read(n)])
+        for n, launch in zip(GRAPHS, launchers):
+            launch(0); cu.sync(); outs.append([n, k, read(n)])
     return outs
+"""
+
+LOAD_GRAPH = REPLAY + """
+from foundry.load import load_graph
+def run():
+    return replay([load_graph(os.path.join(ARCH, n + ".json")).launch for n in GRAPHS])
 emit(result=attempt(run))
 """
 
-BACKGROUND = """
+BACKGROUND = REPLAY + """
 from foundry.load import Loader
 def run():
     p = Loader.start([os.path.join(ARCH, n + ".json") for n in GRAPHS], num_threads=2)
@@ -55,12 +59,7 @@ def run():
     except foundry.LoadError as exc:
         cause = exc.__cause__
         raise type(cause)(f"LoadError: {exc}") from None
-    outs = []
-    for k in INPUT_SETS:
-        set_inputs(k)
-        for n, h in zip(GRAPHS, handles):
-            h.launch(0); cu.sync(); outs.append([n, k, read(n)])
-    return outs
+    return replay([h.launch for h in handles])
 emit(result=attempt(run))
 """
 
@@ -183,7 +182,7 @@ for k in INPUT_SETS:  # the template as it stands on the shared exec, then a sou
     for i in (0, 1, 0):
         handles[i].launch(0); cu.sync(); outs.append([GRAPHS[i], k, read(GRAPHS[i])])
 p.build_dedicated(); p.wait_all()
-emit(result={"update": update, "outs": outs, "current_before": -1})
+emit(result={"update": update, "outs": outs})
 """
 
 
