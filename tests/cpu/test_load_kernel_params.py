@@ -42,14 +42,14 @@ def replay(launchers):
     return outs
 """
 
-LOAD_GRAPH = REPLAY + """
+LOAD_GRAPH = """
 from foundry.load import load_graph
 def run():
     return replay([load_graph(os.path.join(ARCH, n + ".json")).launch for n in GRAPHS])
 emit(result=attempt(run))
 """
 
-BACKGROUND = REPLAY + """
+BACKGROUND = """
 from foundry.load import Loader
 def run():
     p = Loader.start([os.path.join(ARCH, n + ".json") for n in GRAPHS], num_threads=2)
@@ -63,7 +63,7 @@ def run():
 emit(result=attempt(run))
 """
 
-PATHS = {"load_graph": LOAD_GRAPH, "background": BACKGROUND}
+PATHS = {"load_graph": REPLAY + LOAD_GRAPH, "background": REPLAY + BACKGROUND}
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +211,26 @@ def test_a_kernel_the_driver_cannot_describe_is_refused_where_its_node_passes_ke
     )  # fmt: skip
     r = load(arch, "background", NAMES, env={"FAKECUDA_NO_PARAM_INFO": "fk_sum_f32"})
     assert r == {"ok": outputs_of(saved[1], NAMES)}
+
+
+# One kernel launched both ways in one graph: its `extra` node first, then a kernelParams node.
+TWO_MODES = """
+import dataclasses
+from foundry.format.nodes import ArgMode, GraphRecord, KernelNode
+from foundry.native import codec
+from tests.support.encode import encode_record
+K = module("fk_axpy_f32")
+extra = KernelNode(0, (1, 1, 1), (1, 1, 1), 0, ArgMode.EXTRA, (), (), bytes(28))
+params = dataclasses.replace(extra, arg_mode=ArgMode.PARAMS, params=((0, 4), (8, 8), (16, 8), (24, 4)))
+record = encode_record(GraphRecord((extra, params), (), function_count=1, event_count=0))
+emit(result=attempt(lambda: codec.build(record, [K["fk_axpy_f32"]], "graph 'two'")))
+"""
+
+
+def test_a_kernel_params_node_is_refused_after_an_extra_node_of_the_same_undescribable_kernel(
+    arch: Path, load: Loader
+) -> None:
+    """The `extra` node goes on; the kernelParams node that follows is refused for the kernel the driver
+    cannot describe, not measured against an empty list."""
+    r = load(arch, "", [], env={"FAKECUDA_NO_PARAM_INFO": "fk_axpy_f32"}, body=TWO_MODES)
+    refused(r, "ParamIntrospectionError", "graph 'two'", "kernel node 1 (kernel fk_axpy_f32)", "cuFuncGetParamInfo")
