@@ -95,7 +95,7 @@ def _u64_array(values: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
 
 def build(record: bytes | bytearray | memoryview, functions: Sequence[int], graph: str = "") -> int:
     """A new CUgraph from a record, with function index i bound to ``functions[i]``. Every kernel node's
-    parameters are proven to be its kernel's before the driver sees the node (``check`` says what a node that
+    parameters are proven to be its kernel's before the driver sees the node (``_check`` says what a node that
     differs raises); ``graph`` names the graph in messages."""
     return build_with_nodes(record, functions, 0, graph)[0]
 
