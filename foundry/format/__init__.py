@@ -75,6 +75,7 @@ from .jsonfields import (
     load_sealed,
     relative_path_problem,
 )
+from .kparams import KernelParams, params_span
 from .manifest import (
     MANIFEST_NAME,
     GraphEntry,
@@ -94,6 +95,7 @@ from .metadata import (
     GraphMeta,
 )
 from .nodes import (
+    ArgMode,
     ChildGraphNode,
     GraphRecord,
     KernelNode,
@@ -137,6 +139,7 @@ __all__ = [
     "MEMORY_DIR",
     "REGION_HINT",
     "TEMP_SUFFIX",
+    "ArgMode",
     "Bundle",
     "ChildGraphNode",
     "Delta",
@@ -155,6 +158,7 @@ __all__ = [
     "ImageRef",
     "KernelNames",
     "KernelNode",
+    "KernelParams",
     "Manifest",
     "MemcpyNode",
     "MemorySpec",
@@ -194,6 +198,7 @@ __all__ = [
     "open_image",
     "override_problem",
     "override_spans",
+    "params_span",
     "parse_bundle",
     "parse_delta",
     "parse_manifest_doc",
