@@ -75,14 +75,14 @@ def _identical(doc: dict[str, Any]) -> bool:
 
 def _matrix(args: argparse.Namespace, default: str) -> str:
     """The shapes to run: --shapes, else every architecture of the matrix with --matrix, else ``default``."""
-    from foundry.bench.serving.shapes import MATRIX
+    from foundry.bench import MATRIX
 
     return args.shapes or (",".join(MATRIX) if args.matrix else default)
 
 
 def _write_matrix(args: argparse.Namespace, engine: str) -> None:
     if args.matrix:
-        from foundry.bench.serving.matrix import write_matrix
+        from foundry.bench import write_matrix
 
         print(write_matrix(Path(args.out), engine), end="")
 
