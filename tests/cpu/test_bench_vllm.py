@@ -70,8 +70,10 @@ def test_vllm_log_figures_are_read_and_compile_times_add_up() -> None:
         "Model loading took 1.12 GiB memory and 0.702154 seconds\ntorch.compile took 4.32 s in total\n"
         "torch.compile took 1.00 s in total\nGraph capturing finished in 4 secs, took 0.50 GiB\n"
         "init engine (profile, create kv cache, warmup model) took 11.43 s (compilation: 7.48 s)\n"
+        "GPU KV cache size: 646,578 tokens\n"
     )
-    assert log_numbers(text) == {"model_load_s": 0.702154, "compile_s": 5.32, "capture_s": 4.0, "init_engine_s": 11.43}
+    assert log_numbers(text) == {"model_load_s": 0.702154, "compile_s": 5.32, "capture_s": 4.0, "init_engine_s": 11.43,
+                                 "capture_gib": 0.5, "kv_cache_tokens": 646578}  # fmt: skip
 
 
 def test_a_failed_run_is_reported_not_raised() -> None:
@@ -238,3 +240,25 @@ def test_tokens_tied_at_the_edge_of_the_top_k_do_not_count_as_a_difference(
         (1, 0, 0.0),
         (3, 0, 0.0),
     ]
+
+
+def test_a_save_whose_memory_profile_differs_from_natives_is_caught(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in engine sizes its KV cache one block smaller under SAVE (as a SAVE process whose own memory
+    shows in the engine's profile would): outputs agree, and the comparison and the matrix still say so."""
+    from foundry.bench.serving.matrix import matrix_rows
+
+    monkeypatch.setenv("FAKE_ENGINE_KV", "save")
+    cfg = VllmBenchConfig(
+        out=tmp_path / "out", modes=("save", "native", "load"), batches=(1,), max_tokens=4, logprobs=2,
+        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
+        prefill_tokens=0, short_prefill_tokens=0,
+    )  # fmt: skip
+    doc = run_vllm_bench(cfg)
+    save = doc["compare"]["save"]
+    assert save["identical"] is True and save["same_memory_profile"] is False
+    assert save["memory_profile"]["kv_cache_tokens"] == {"here": 1_000_000, "reference": 1_000_016}
+    assert doc["compare"]["load"]["same_memory_profile"] is True  # the fake LOAD sizes its own
+    (row,) = matrix_rows([doc])
+    assert row[6] == "kv_cache_tokens 1,000,000 vs 1,000,016"

@@ -16,8 +16,9 @@ from .shapes import MATRIX, SHAPES
 
 __all__ = ["HEADER", "matrix_rows", "write_matrix"]
 
-HEADER = ["shape", "architecture", "run as", "SAVE identical", "LOAD identical", "init native warm s",
-          "init LOAD s", "capture s", "GPU", "commit", "problem"]  # fmt: skip
+HEADER = ["shape", "architecture", "run as", "SAVE identical", "LOAD identical", "native vs native",
+          "SAVE's memory profile", "init native warm s", "init LOAD s", "capture s", "GPU", "commit",
+          "problem"]  # fmt: skip
 
 
 def _verdict(doc: dict[str, Any], mode: str) -> str:
@@ -30,6 +31,21 @@ def _verdict(doc: dict[str, Any], mode: str) -> str:
     if c.get("identical"):
         return "yes (tokens, logprobs)" if "logprobs" in c else "yes (tokens)"
     return "NO: logprobs differ" if c.get("tokens_identical") else "NO"
+
+
+def _profile(doc: dict[str, Any], mode: str) -> str:
+    """Whether ``mode``'s memory profile (the KV cache the engine sized, capture's memory) is native's."""
+    c = doc.get("compare", {}).get(mode) or {}
+    if "memory_profile" not in c:
+        return "-"
+    if c.get("same_memory_profile"):
+        return "as native's"
+    return "; ".join(f"{k} {_num(v['here'])} vs {_num(v['reference'])}" for k, v in c["memory_profile"].items()
+                     if v["here"] != v["reference"])  # fmt: skip
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def _init_s(r: dict[str, Any]) -> Any:
@@ -49,7 +65,8 @@ def matrix_rows(docs: list[dict[str, Any]]) -> list[list[str]]:
         capture = native.get("capture_s", (native.get("plugin") or {}).get("timings", {}).get("capture_s"))
         rows.append([
             shape, (SHAPES.get(shape) or doc.get("model") or {}).get("architectures", ["?"])[0], run_as,
-            _verdict(doc, "save"), _verdict(doc, "load"), fmt(_init_s(native)), fmt(_init_s(load)), fmt(capture),
+            _verdict(doc, "save"), _verdict(doc, "load"), _verdict(doc, "native_cold"), _profile(doc, "save"),
+            fmt(_init_s(native)), fmt(_init_s(load)), fmt(capture),
             (doc.get("machine") or {}).get("gpu", "-"), str(doc.get("commit", "-")), "; ".join(problems) or "-",
         ])  # fmt: skip
     return rows

@@ -121,6 +121,9 @@ class BenchRuns:
     group: ClassVar[str]  # the engine's plugin entry-point group
     env_defaults: ClassVar[dict[str, str]] = {}
     needs: ClassVar[dict[str, float]] = {}  # seconds a mode needs at least (skipped with less left)
+    # Figures of the engine's memory profile read from its log (the KV cache it sized, what capture took): a run
+    # that saves must leave them as native's, or it changed the engine (compare_runs says so).
+    profile_keys: ClassVar[tuple[str, ...]] = ()
     steady_needs: ClassVar[float] = 0.0  # seconds the steady-state phase needs at least
 
     def __init__(self, cfg: ServingConfig) -> None:
@@ -293,7 +296,7 @@ class BenchRuns:
     def document(self) -> dict[str, Any]:
         """What ran so far (all of it, unless the benchmark was stopped) with the tokens compared."""
         results = self.results
-        compare = compare_runs(results, self.values, self.tops)
+        compare = compare_runs(results, self.values, self.tops, self.profile_keys)
         return {
             "machine": machine(),
             "commit": commit(self.cwd),
@@ -310,6 +313,7 @@ def compare_runs(
     results: dict[str, dict[str, Any]],
     vals: dict[str, list[list[Values]]] | None = None,
     tops: dict[str, list[list[Top]]] | None = None,
+    profile_keys: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Each run's tokens and log-probabilities against the reference's: the warm native run's, else the cold
     one's, else (no native run asked for) SAVE's, whose graphs are captured natively in its own process. The
@@ -333,6 +337,10 @@ def compare_runs(
             tokens = compare_tokens(results[reference]["tokens"], r["tokens"])
             out[mode] = {**tokens, "against": reference}
             ref = results[reference]
+            profile = {k: {"here": r[k], "reference": ref[k]} for k in profile_keys if k in r and k in ref}
+            if profile:
+                out[mode]["memory_profile"] = profile
+                out[mode]["same_memory_profile"] = all(v["here"] == v["reference"] for v in profile.values())
             if "logprob_digests" in r or "logprob_digests" in ref:
                 logprobs = compare_logprobs(
                     vals.get(reference), vals.get(mode), ref.get("logprob_digests"), r.get("logprob_digests"),

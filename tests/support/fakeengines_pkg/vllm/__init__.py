@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -10,13 +11,19 @@ import _fakeengine
 from _fakeengine import next_logprobs, next_tokens
 
 __version__ = "0.26.0-fake"
-__all__ = ["LLM", "SamplingParams", "next_logprobs", "next_tokens", "write_report"]
+__all__ = ["LLM", "SamplingParams", "kv_cache_tokens", "next_logprobs", "next_tokens", "write_report"]
 
 
 def write_report() -> None:
     """The Foundry plugin's report, with vLLM's phases."""
     timings = {"load_modules_s": 0.01, "start_graph_builds_s": 0.02, "graphs_ready_s": 0.03}
     _fakeengine.write_report("vllm", ("init_device", "load_model", "kv_cache", "capture"), timings)
+
+
+def kv_cache_tokens() -> int:
+    """What the fake engine's memory profile sizes: smaller by one block under ``FAKE_ENGINE_KV=<mode>``."""
+    mode = os.environ.get("FOUNDRY_VLLM_MODE") or "native"
+    return 1_000_016 - (16 if os.environ.get("FAKE_ENGINE_KV") == mode else 0)
 
 
 class SamplingParams:
@@ -31,6 +38,7 @@ class LLM:
     def __init__(self, **kwargs: Any) -> None:
         print("INFO Model loading took 1.00 GiB and 0.50 seconds", flush=True)
         print("INFO torch.compile took 1.25 s in total", flush=True)
+        print(f"INFO GPU KV cache size: {kv_cache_tokens():,} tokens", flush=True)
         write_report()
 
     def generate(self, prompts: list[dict[str, Any]], params: SamplingParams, use_tqdm: bool = False) -> list[Any]:
