@@ -4,7 +4,6 @@ layout leaves SAVE's, a second capture after LOAD, and prefill graphs whose eage
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from foundry.integration.sglang import (
     read_metadata,
 )
 from foundry.integration.sglang.metadata import FILE
-from tests.support.fakefoundry import FakeTensor
+from tests.support.fakefoundry import FakeTensor, forge_document
 from tests.support.fakesglang import server_args
 from tests.support.fakesglang_graphs import ATTENTION, BCG, DECODE
 
@@ -33,10 +32,8 @@ def _save(engines: Any, **args: Any) -> Any:
 
 
 def _edit_metadata(engines: Any, edit: Any) -> None:
-    path = engines.archive / FILE.name
-    doc = json.loads(path.read_text())
-    edit(doc)
-    path.write_text(json.dumps(doc))
+    """The metadata edited, sealed and listed again, as by a forger without a signing key."""
+    forge_document(engines.archive, FILE.name, edit)
 
 
 @pytest.mark.parametrize(
