@@ -45,4 +45,4 @@ def read_archive_document(
     except ArchiveCorruptError as exc:
         if key is None:
             raise
-        raise ArchiveSignatureError(f"{exc} (signed with key {key.key_id})") from None
+        raise ArchiveSignatureError(f"{exc} (the manifest, signed with key {key.key_id}, lists other bytes)") from None

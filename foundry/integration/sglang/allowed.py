@@ -143,7 +143,10 @@ def step_problem(doc: Any, tensors: int) -> str | None:
     # SAVE numbers the tensors of a step in the order it passes them: 0, 1, ... up to the segment's outputs.
     indices = [v["t"] for v in (*args, *kwargs.values()) if "t" in v]
     if indices != list(range(tensors)):
-        return f"calls {name} but passes tensors {indices[:8]} of the {tensors} the segment before it holds, not each in order"
+        return (
+            f"calls {name} but passes tensors {indices[:8]} of the {tensors} the segment before it holds, not each "
+            "in order"
+        )
     return None
 
 
