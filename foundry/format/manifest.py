@@ -51,6 +51,7 @@ __all__ = [
     "ImageEntry",
     "Manifest",
     "archive_region",
+    "listed_documents",
     "now_iso",
     "parse_manifest_doc",
     "read_manifest",
@@ -246,6 +247,18 @@ def _documents(obj: dict[str, Any], at: At) -> tuple[DocumentRef, ...]:
         return ()
     docs_at = at.key("documents")
     return tuple(DocumentRef.from_json(v, docs_at.index(i)) for i, v in enumerate(get_list(obj["documents"], docs_at)))
+
+
+def listed_documents(doc: dict[str, Any], source: str) -> tuple[DocumentRef, ...]:
+    """The documents the manifest document ``doc`` (``parse_manifest_doc``'s: sealed, of a known version; the
+    manifest ``source``) lists, each once, without reading the rest of it: an engine reads its metadata at
+    start-up, before it has anything else to do with the manifest, and an engine's manifest lists thousands of
+    graphs (``Manifest.from_json`` checks the rest). Errors as ``read_manifest``."""
+    at = At(source)
+    documents = _documents(doc, at)
+    if len({d.file for d in documents}) != len(documents):
+        at.fail("a document is listed twice")
+    return documents
 
 
 def _documents_problem(manifest: Manifest) -> str | None:

@@ -9,9 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-from foundry.format import MANIFEST_NAME, read_document
+from foundry.format import (
+    MANIFEST_NAME,
+    DocumentRef,
+    inside,
+    listed_documents,
+    parse_manifest_doc,
+    read_document,
+    read_regular,
+)
 
-from .signing import KeySource, configured_key, proven_manifest
+from .signing import KeySource, SigningKey, authenticate_manifest, configured_key
 
 __all__ = ["read_archive_document"]
 
@@ -25,15 +33,13 @@ def read_archive_document(
     Without a key in force (``signing_key``, else the configured one: foundry.trust.signing) the manifest's
     seal vouches for the listing; a manifest that does not list ``name`` (saved by an older Foundry, or
     without it), a missing or changed document, or no manifest raises ``ArchiveCorruptError`` naming the file.
-    With a key, the manifest's signature is proven first, and an unlisted or changed document raises
-    ``ArchiveSignatureError``. Reads no more than the listed size (at most ``MAX_DOCUMENT_BYTES``)."""
+    With a key, the manifest's signature is proven first (and kept, for ``load_cuda_modules_and_libraries``
+    to take without reading it again), and an unlisted or changed document raises ``ArchiveSignatureError``.
+    Reads no more of the document than the listed size (at most ``MAX_DOCUMENT_BYTES``)."""
     archive = Path(archive_dir)
     key = configured_key(signing_key)
-    manifest = proven_manifest(archive, key)
     listed_by = str(archive / MANIFEST_NAME)
-    if manifest is None:
-        raise ArchiveCorruptError(f"{archive}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
-    ref = next((d for d in manifest.documents if d.file == name), None)
+    ref = next((d for d in _listing(archive, key) if d.file == name), None)
     if ref is None:
         message = (
             f"{archive / name}: the manifest {listed_by} does not list this document: the archive was saved by an "
@@ -46,3 +52,15 @@ def read_archive_document(
         if key is None:
             raise
         raise ArchiveSignatureError(f"{exc} (the manifest, signed with key {key.key_id}, lists other bytes)") from None
+
+
+def _listing(archive: Path, key: SigningKey | None) -> tuple[DocumentRef, ...]:
+    """The documents the archive's manifest lists: with ``key``, of the manifest proven signed; without, of
+    the sealed manifest, the rest of it unread (LOAD reads it next, with every check)."""
+    if key is not None:
+        return authenticate_manifest(archive, key).documents
+    path = archive / MANIFEST_NAME
+    if not os.path.lexists(path):
+        raise ArchiveCorruptError(f"{archive}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
+    data = read_regular(inside(archive, MANIFEST_NAME, "manifest"), "manifest")
+    return listed_documents(parse_manifest_doc(data, str(path)), str(path))

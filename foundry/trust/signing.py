@@ -66,7 +66,6 @@ __all__ = [
     "key_id_of",
     "manifest_disagreement",
     "manifests_read_once",
-    "proven_manifest",
     "set_signing_key",
     "sign_document",
     "sign_manifest",
@@ -317,15 +316,6 @@ def authenticate_manifest(archive_dir: PathLike, key: SigningKey) -> Manifest:
     verified = _verify(Path(archive_dir), key)
     assert verified is not None  # with a key, a missing manifest raised
     return verified.manifest
-
-
-def proven_manifest(archive_dir: PathLike, key: SigningKey | None) -> Manifest | None:
-    """The manifest of ``archive_dir``, its seal proven and, with ``key``, its signature (None: the archive has
-    no manifest and no key is configured). Read once per content (the proof is kept while the file's SHA-256
-    stays the same): a LOAD that reads a document first and its graphs next parses the manifest once. Raises
-    as ``authenticate_manifest``."""
-    verified = _verify(Path(archive_dir), key)
-    return None if verified is None else verified.manifest
 
 
 def authenticate_graph(

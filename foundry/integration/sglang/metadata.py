@@ -46,6 +46,7 @@ class SglangMetadata(ArchiveMetadata):
         super().check(source)
         outputs = {g.json: g.outputs for g in self.graphs}
         for name, step in self.breaks.items():
+            problem: str | None
             if name not in outputs:
                 problem = "follows a graph the metadata does not list"
             else:

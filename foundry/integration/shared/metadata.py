@@ -110,6 +110,7 @@ class ArchiveMetadata:
         (calling this one)."""
         seen: set[str] = set()
         for g in self.graphs:
+            problem: str | None
             if not _graph_file(g.json) or g.json in seen:
                 problem = "is not a graph file SAVE names (a .json file of the archive directory, named once)"
             elif any(not isinstance(v, Scalar) for _, v in g.key):
@@ -195,7 +196,7 @@ class ArchiveMetadata:
 
 def _graph_file(name: str) -> bool:
     """Whether ``name`` is a ``.json`` file name with no directory part (LOAD opens ``archive / name``)."""
-    return name.endswith(".json") and "/" not in name and "\0" not in name and name not in (".json", "..json")
+    return name.endswith(".json") and "/" not in name and "\0" not in name
 
 
 M = TypeVar("M", bound=ArchiveMetadata)
