@@ -21,7 +21,6 @@ from .delta import (
 )
 from .documents import (
     MAX_DOCUMENT_BYTES,
-    DocumentRef,
     document_name_problem,
     document_ref,
     read_document,
@@ -124,6 +123,7 @@ from .values import (
     ImageRef,
     MemorySpec,
     OutputSpec,
+    RecordRef,
     RegionSpec,
     RngSpec,
     TemplateRef,
@@ -151,7 +151,6 @@ __all__ = [
     "ChildGraphNode",
     "Delta",
     "DeltaFacts",
-    "DocumentRef",
     "FuncAttr",
     "FuncAttrs",
     "FunctionRef",
@@ -176,6 +175,7 @@ __all__ = [
     "OutputSpec",
     "PathLike",
     "RecordFacts",
+    "RecordRef",
     "RegionSpec",
     "RngSpec",
     "TemplateRef",

@@ -10,20 +10,20 @@ what it says. Pure bytes: no CUDA, no torch, no process state.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
 from .files import REGION_HINT, PathLike, inside, read_regular, sha256_bytes, write_atomic
-from .jsonfields import At, field_int, field_relpath, field_sha256, get_obj, load_sealed, relative_path_problem, seal
+from .jsonfields import At, load_sealed, relative_path_problem, seal
+from .values import RecordRef
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
-    "DocumentRef",
     "document_name_problem",
     "document_ref",
+    "listed_document",
     "read_document",
     "write_document",
 ]
@@ -35,27 +35,16 @@ thousands of graphs is a few MiB."""
 _RESERVED = frozenset({"graph_manifest.json", REGION_HINT})
 
 
-@dataclass(frozen=True, slots=True)
-class DocumentRef:
-    """A document the manifest lists: its file (a bare name in the archive directory), its size and the
-    SHA-256 of all its bytes."""
-
-    file: str
-    bytes: int
-    sha256: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "bytes": self.bytes, "sha256": self.sha256}
-
-    @classmethod
-    def from_json(cls, value: Any, at: At) -> DocumentRef:
-        obj = get_obj(value, at)
-        file = field_relpath(obj, "file", at, bare=True)
-        problem = document_name_problem(file)
-        if problem:
-            at.key("file").fail(f"{file!r:.120} {problem}")
-        size = field_int(obj, "bytes", at, (0, MAX_DOCUMENT_BYTES))
-        return cls(file, size, field_sha256(obj, "sha256", at))
+def listed_document(value: Any, at: At) -> RecordRef:
+    """One entry of the manifest's ``documents`` (``{"file", "bytes", "sha256"}``, as the bundle's), its name and
+    size within the rules; ``ArchiveCorruptError`` names the key otherwise."""
+    ref = RecordRef.from_json(value, at)
+    problem = document_name_problem(ref.file)
+    if problem:
+        at.key("file").fail(f"{ref.file!r:.120} {problem}")
+    if ref.bytes > MAX_DOCUMENT_BYTES:
+        at.key("bytes").fail(f"{ref.bytes} is more than the {MAX_DOCUMENT_BYTES} bytes a reader takes")
+    return ref
 
 
 def document_name_problem(name: str) -> str | None:
@@ -78,7 +67,7 @@ def _checked_name(name: str) -> str:
     return name
 
 
-def write_document(archive_dir: PathLike, name: str, doc: Mapping[str, Any]) -> DocumentRef:
+def write_document(archive_dir: PathLike, name: str, doc: Mapping[str, Any]) -> RecordRef:
     """Writes ``doc`` (a JSON object, without a ``digest`` key) sealed as ``archive_dir/name``, atomically
     and without fsync (``save_graph_manifest`` makes it durable with the rest before its manifest lists it);
     returns what the manifest lists of it. A bad name, a document that is not a JSON object (NaN included),
@@ -95,10 +84,10 @@ def write_document(archive_dir: PathLike, name: str, doc: Mapping[str, Any]) -> 
     directory = Path(archive_dir)
     directory.mkdir(parents=True, exist_ok=True)
     write_atomic(directory / name, data, durable=False)
-    return DocumentRef(name, len(data), sha256_bytes(data))
+    return RecordRef(name, len(data), sha256_bytes(data))
 
 
-def document_ref(archive_dir: PathLike, name: str) -> DocumentRef:
+def document_ref(archive_dir: PathLike, name: str) -> RecordRef:
     """What the manifest lists of document ``archive_dir/name`` as it is now, once it is proven a sealed JSON
     object of at most ``MAX_DOCUMENT_BYTES`` in the archive directory (SAVE lists nothing LOAD would refuse).
     ``ValueError`` for a bad name; ``ArchiveCorruptError`` names the file otherwise."""
@@ -106,10 +95,10 @@ def document_ref(archive_dir: PathLike, name: str) -> DocumentRef:
     path = inside(archive_dir, name, "document")
     data = read_regular(path, "document", limit=MAX_DOCUMENT_BYTES)
     load_sealed(data, str(Path(archive_dir) / name))
-    return DocumentRef(name, len(data), sha256_bytes(data))
+    return RecordRef(name, len(data), sha256_bytes(data))
 
 
-def read_document(archive_dir: PathLike, ref: DocumentRef, listed_by: str) -> dict[str, Any]:
+def read_document(archive_dir: PathLike, ref: RecordRef, listed_by: str) -> dict[str, Any]:
     """The JSON object of the document ``ref`` (as the manifest ``listed_by`` lists it), once its size and
     SHA-256 are those listed and its seal is proven; ``ArchiveCorruptError`` names the file and what is wrong
     otherwise. Reads at most the listed size (itself at most ``MAX_DOCUMENT_BYTES``)."""

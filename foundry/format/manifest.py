@@ -16,7 +16,7 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
-from .documents import DocumentRef
+from .documents import listed_document
 from .files import REGION_HINT, PathLike, inside, read_region_hint, read_regular, write_atomic
 from .identity import Identity
 from .images import image_relpath
@@ -140,7 +140,7 @@ class Manifest:
     # a manifest written without one; LOAD then reads the graph files.
     bundle: RecordRef | None = None
     # Documents the archive carries for the program that reads it (format/documents.py), each file once.
-    documents: tuple[DocumentRef, ...] = ()
+    documents: tuple[RecordRef, ...] = ()
 
     def problem(self) -> str | None:
         """The first cross-reference inconsistency (repeated image, group index out of range, role
@@ -241,15 +241,15 @@ class Manifest:
         return manifest
 
 
-def _documents(obj: dict[str, Any], at: At) -> tuple[DocumentRef, ...]:
+def _documents(obj: dict[str, Any], at: At) -> tuple[RecordRef, ...]:
     """``documents``, optional: absent in manifests written before it existed, and when SAVE listed none."""
     if "documents" not in obj:
         return ()
     docs_at = at.key("documents")
-    return tuple(DocumentRef.from_json(v, docs_at.index(i)) for i, v in enumerate(get_list(obj["documents"], docs_at)))
+    return tuple(listed_document(v, docs_at.index(i)) for i, v in enumerate(get_list(obj["documents"], docs_at)))
 
 
-def listed_documents(doc: dict[str, Any], source: str) -> tuple[DocumentRef, ...]:
+def listed_documents(doc: dict[str, Any], source: str) -> tuple[RecordRef, ...]:
     """The documents the manifest document ``doc`` (``parse_manifest_doc``'s: sealed, of a known version; the
     manifest ``source``) lists, each once, without reading the rest of it: an engine reads its metadata at
     start-up, before it has anything else to do with the manifest, and an engine's manifest lists thousands of

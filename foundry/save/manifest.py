@@ -12,12 +12,12 @@ from pathlib import Path
 
 from foundry.errors import ArchiveError, FoundryError, SaveError, VariableConflictError
 from foundry.format import (
-    DocumentRef,
     GraphEntry,
     GraphRole,
     Group,
     ImageEntry,
     Manifest,
+    RecordRef,
     container_path,
     document_ref,
     now_iso,
@@ -92,7 +92,7 @@ def save_graph_manifest(
     return manifest
 
 
-def _documents(archive: Path, names: Sequence[str]) -> tuple[DocumentRef, ...]:
+def _documents(archive: Path, names: Sequence[str]) -> tuple[RecordRef, ...]:
     """The listing of each document ``names`` names, as it is now (written before the manifest is, and made
     durable by its sync)."""
     if isinstance(names, str):

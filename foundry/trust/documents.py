@@ -11,7 +11,7 @@ from typing import Any
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import (
     MANIFEST_NAME,
-    DocumentRef,
+    RecordRef,
     inside,
     listed_documents,
     parse_manifest_doc,
@@ -54,7 +54,7 @@ def read_archive_document(
         raise ArchiveSignatureError(f"{exc} (the manifest, signed with key {key.key_id}, lists other bytes)") from None
 
 
-def _listing(archive: Path, key: SigningKey | None) -> tuple[DocumentRef, ...]:
+def _listing(archive: Path, key: SigningKey | None) -> tuple[RecordRef, ...]:
     """The documents the archive's manifest lists: with ``key``, of the manifest proven signed; without, of
     the sealed manifest, the rest of it unread (LOAD reads it next, with every check)."""
     if key is not None:

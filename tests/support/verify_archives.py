@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from foundry.format import (
-    DocumentRef,
     GraphEntry,
     GraphRecord,
     GraphRole,
@@ -61,7 +60,7 @@ def remanifest(
     directory: Path,
     varying: tuple[int, ...] = VARYING,
     key: SigningKey | None = None,
-    documents: tuple[DocumentRef, ...] = (),
+    documents: tuple[RecordRef, ...] = (),
 ) -> Manifest:
     """Writes the manifest for graph_0 (template) and graph_1 (member) as they are on disk now, listing
     ``documents``: every checksum recomputed, as a forger would."""

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from foundry.errors import ArchiveSignatureError
-from foundry.format import MANIFEST_NAME, DocumentRef, load_sealed, read_manifest, sha256_bytes, write_manifest
+from foundry.format import MANIFEST_NAME, RecordRef, load_sealed, read_manifest, sha256_bytes, write_manifest
 from foundry.integration.shared import (
     ArchiveMetadata,
     ArchiveMetadataError,
@@ -137,7 +137,7 @@ def test_a_document_the_manifest_does_not_vouch_for_is_refused_by_name(tmp_path:
         plain = json.dumps({"format": FILE.format, **sample().to_json()}).encode()
         path.write_bytes(plain)
         manifest = read_manifest(tmp_path)
-        listed = DocumentRef(FILE.name, len(plain), sha256_bytes(plain))
+        listed = RecordRef(FILE.name, len(plain), sha256_bytes(plain))
         write_manifest(tmp_path, dataclasses.replace(manifest, documents=(listed,)))
         message = r"sglang_plugin\.json: no 'digest' key at the end"
     with pytest.raises(ArchiveMetadataError, match=rf"SGLang metadata cannot be used \(.*{message}.*run SAVE again"):
