@@ -1,8 +1,8 @@
 """Where trust in an archive is decided: the signing key in force, manifest signatures (HMAC-SHA256,
 docs/TRUST.md), and the proof that a graph, or a document, is the one its archive's signed (or sealed)
-manifest lists.
-It holds what that decision keeps for the process: the configured key, the manifests already proven, and
-the batch of graphs a LOAD reads against one reading of each manifest. foundry.format stays bytes only.
+manifest lists. It holds what that decision keeps for the process: the configured key, the manifests already
+proven, and the batch of graphs a LOAD reads against one reading of each manifest. foundry.format stays bytes
+only.
 """
 
 from __future__ import annotations
