@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from foundry.errors import RegionStateError
+from foundry.errors import ArchiveCorruptError, RegionStateError
 from foundry.format import OutputSpec
 from foundry.region import restored_covers
 
@@ -75,9 +75,14 @@ _STORAGE_AT = getattr(torch._C, "_construct_storage_from_data_pointer", None)
 def tensor_at(spec: OutputSpec, device: torch.device | int | None = None) -> torch.Tensor:
     """A tensor viewing ``spec.nbytes`` bytes at ``spec.address`` with the saved shape, strides, dtype. Its
     storage is exactly those bytes and owns nothing (the region holds the memory)."""
-    dtype = getattr(torch, spec.dtype, None)
+    # Looked up in torch's own names only: getattr would run torch's module __getattr__, which imports the
+    # submodule an archive names (torch.onnx, torch._dynamo), and an archive must not choose code to run.
+    dtype = vars(torch).get(spec.dtype)
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"unknown dtype {spec.dtype!r} in the archive")
+        raise ArchiveCorruptError(
+            f"the archive names output dtype {spec.dtype!r:.60}, which is no dtype of torch {torch.__version__}: the "
+            "graph's metadata was edited, or saved with another torch. Save the graph again with this torch."
+        )
     dev = (
         torch.device("cuda", torch.cuda.current_device() if device is None else device)
         if not isinstance(device, torch.device)

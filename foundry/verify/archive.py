@@ -6,7 +6,7 @@ and the checks that could not run with the reason. It never raises for archive c
 torch or a native module, and reads every file of the archive once.
 
 The checks, in order: ``files`` (checksums from the manifest down to records, deltas, images, state
-memory and carried module variables; format versions; cross-references), ``foreign`` (files the
+memory, carried module variables and documents; format versions; cross-references), ``foreign`` (files the
 archive does not account for), ``kernels`` (function tables against stored images, kernel nodes' parameters
 against their kernels' as the images state them), ``variables``
 (carried module variables against their images, the manifest and each other), ``templates`` (members
@@ -33,6 +33,7 @@ from foundry.format import (
 )
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, authenticate_graph, check_signature, signature_key_id
 
+from .documents import check_documents
 from .files import (
     check_bundle,
     check_consistency,
@@ -128,6 +129,7 @@ def _verify_directory(
         images[image.sha256] = check_image_file(directory, image.sha256, image.bytes, found)
     listed = read_listed_graphs(directory, manifest, found)
     check_bundle(directory, manifest, found)
+    check_documents(directory, manifest, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
         (directory / e.json).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)
