@@ -96,9 +96,13 @@ def test_the_archive_syncs_on_a_worker_after_the_bundle_and_before_the_manifest(
 
 # A graph walked on a worker, as capture_end starts it: the same record, digest and scan as a walk in line;
 # the owner held until the walk ends and let go before the Future is done; wait_beside waits for the walk.
+# Every worker waits on ``gate`` until the script has let its own reference to the owner go and is listening
+# for the Future: the walk cannot start (nor end) before, so what the script sees does not depend on how the
+# threads happen to run. Without the gate, a walk that ended first left the owner alive only because the
+# script still held it.
 EXTRACT_BESIDE = """
 import gc, hashlib, threading, weakref
-from foundry.save import extract, extract_beside, wait_beside
+from foundry.save import beside, extract, extract_beside, wait_beside
 n = 64
 K = module("fk_scale_f32")
 x = buf("x", 4 * n)
@@ -115,10 +119,14 @@ owner = Owner()
 gone = threading.Event()
 weakref.finalize(owner, gone.set)
 done_before_gone = []
+gate = threading.Event()
+busy = [beside.beside(gate.wait) for _ in range(beside.WORKERS)]  # the walk waits in the queue behind these
 future = extract_beside(g, owner)
 future.add_done_callback(lambda f: done_before_gone.append(gone.is_set()))
 del owner
+gate.set()
 wait_beside()
+assert all(b.result(timeout=30) for b in busy)
 beside_result = future.result(timeout=30)
 here = extract(g)
 emit(
