@@ -7,7 +7,9 @@ format) never pulls in ctypes bindings, CUDA or torch; a name that needs torch (
 
 from __future__ import annotations
 
+import dis
 import importlib
+import sys
 from typing import Any
 
 from .version import __version__
@@ -62,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "RegionStateError": ".errors",
     "RegistryError": ".errors",
     "SaveError": ".errors",
+    "TorchMissingError": ".errors",
     "UnsupportedNodeError": ".errors",
     "VariableConflictError": ".errors",
     "VariablesUnknownError": ".errors",
@@ -80,14 +83,29 @@ def __getattr__(name: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name != "torch" and not (exc.name or "").startswith("torch."):
             raise
-        raise ModuleNotFoundError(
+        message = (
             f"foundry.{name} needs PyTorch, which this Python cannot import ({exc}). Install PyTorch with CUDA "
             "(2.9 or newer: pip install 'foundry-graphs[bench]' installs a tested one). Without it, the archive "
-            "tools work: foundry inspect, foundry verify, foundry.format.",
-            name="torch",
-        ) from exc
+            "tools work: foundry inspect, foundry verify, foundry.format."
+        )
+        if _importing_by_name():
+            raise ModuleNotFoundError(message, name="torch") from exc
+        from .errors import TorchMissingError
+
+        raise TorchMissingError(message) from exc
     globals()[name] = value
     return value
+
+
+def _importing_by_name() -> bool:
+    """Whether the code asking for a name is ``from foundry import NAME``. Python takes an AttributeError
+    there for "no such name" and puts its own words in its place ("cannot import name"), so a name that
+    needs torch is refused as a ModuleNotFoundError, which keeps ours; everywhere else (``foundry.NAME``,
+    ``getattr``, ``hasattr``) as ``TorchMissingError``, an AttributeError, so that ``hasattr`` says False."""
+    caller = sys._getframe(2)  # 0: this function, 1: __getattr__, 2: the code that asked (Python calls in between)
+    return any(
+        i.offset == caller.f_lasti and i.opname == "IMPORT_FROM" for i in dis.get_instructions(caller.f_code)
+    )
 
 
 def __dir__() -> list[str]:

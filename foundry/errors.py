@@ -30,6 +30,7 @@ __all__ = [
     "RegionStateError",
     "RegistryError",
     "SaveError",
+    "TorchMissingError",
     "UnsupportedNodeError",
     "VariableConflictError",
     "VariablesUnknownError",
@@ -38,6 +39,13 @@ __all__ = [
 
 class FoundryError(Exception):
     """Base of every error Foundry raises on purpose."""
+
+
+class TorchMissingError(FoundryError, AttributeError):
+    """A name of the package that needs PyTorch (``foundry.CUDAGraph``, ``foundry.graph``) was asked for where
+    torch cannot be imported. An ``AttributeError``, so that ``hasattr(foundry, "CUDAGraph")`` is False
+    there as for any name a module lacks; the message says to install PyTorch, and ``__cause__`` is the
+    failed import."""
 
 
 class InterposerNotLoadedError(FoundryError):

@@ -345,22 +345,36 @@ def test_the_help_and_the_readme_say_the_same_of_load_time() -> None:
 
 
 def test_torch_facing_names_say_that_they_need_torch_where_it_cannot_be_imported() -> None:
-    """``sys.modules['torch'] = None`` makes ``import torch`` fail as on a machine without it."""
+    """``sys.modules['torch'] = None`` makes ``import torch`` fail as on a machine without it. There a name that
+    needs torch is absent as any other (``hasattr`` False, ``getattr`` with a default gives the default), and
+    asking for it, as an attribute or by ``from foundry import``, says to install PyTorch."""
     code = textwrap.dedent(
         """
-        import sys
+        import json, sys
         sys.modules["torch"] = None
         import foundry
         assert foundry.ArchiveError and foundry.ArchiveMismatchError  # what needs no torch still imports
+        out = {"hasattr": [hasattr(foundry, "CUDAGraph"), hasattr(foundry, "graph")],
+               "default": getattr(foundry, "CUDAGraph", "absent")}
         try:
             foundry.CUDAGraph
-        except ModuleNotFoundError as exc:
-            print(exc.name, "|", exc)
+        except AttributeError as exc:
+            out["attribute"] = [type(exc).__name__, isinstance(exc, foundry.FoundryError), exc.__cause__.name, str(exc)]
+        try:
+            from foundry import graph
+        except ImportError as exc:
+            out["from"] = [type(exc).__name__, exc.name, str(exc)]
+        print(json.dumps(out))
         """
     )
     e = child_env(None)
     e.pop("LD_PRELOAD", None)
     p = subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    name, message = p.stdout.split(" | ", 1)
-    assert name == "torch" and "foundry.CUDAGraph needs PyTorch" in message and "foundry verify" in message
+    out = json.loads(p.stdout)
+    assert out["hasattr"] == [False, False] and out["default"] == "absent"
+    kind, is_ours, cause, message = out["attribute"]
+    assert (kind, is_ours, cause) == ("TorchMissingError", True, "torch")
+    assert "foundry.CUDAGraph needs PyTorch" in message and "foundry verify" in message
+    kind, name, message = out["from"]
+    assert (kind, name) == ("ModuleNotFoundError", "torch") and "foundry.graph needs PyTorch" in message
