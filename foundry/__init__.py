@@ -103,9 +103,7 @@ def _importing_by_name() -> bool:
     needs torch is refused as a ModuleNotFoundError, which keeps ours; everywhere else (``foundry.NAME``,
     ``getattr``, ``hasattr``) as ``TorchMissingError``, an AttributeError, so that ``hasattr`` says False."""
     caller = sys._getframe(2)  # 0: this function, 1: __getattr__, 2: the code that asked (Python calls in between)
-    return any(
-        i.offset == caller.f_lasti and i.opname == "IMPORT_FROM" for i in dis.get_instructions(caller.f_code)
-    )
+    return any(i.offset == caller.f_lasti and i.opname == "IMPORT_FROM" for i in dis.get_instructions(caller.f_code))
 
 
 def __dir__() -> list[str]:

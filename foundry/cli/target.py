@@ -3,9 +3,10 @@ graph's .json. Both commands refuse the same paths with the same words and exit 
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
-from foundry.format import MANIFEST_NAME
+from foundry.format import MANIFEST_NAME, file_kind
 
 __all__ = ["EXIT_CANNOT_START", "archive_target"]
 
@@ -15,11 +16,23 @@ EXIT_CANNOT_START = 2
 
 def archive_target(raw: str) -> Path:
     """The directory or graph JSON that ``raw`` names (a manifest stands for its archive directory).
-    ``ValueError`` says why there is nothing to look at: no such path, or a directory without a manifest."""
+    ``ValueError`` says why there is nothing to look at: no such path, neither a directory nor a regular file
+    (a FIFO or a device, told by its type before anything is opened: it would never be an archive, and
+    reading it could wait for ever), or a directory without a manifest."""
     path = Path(raw)
-    if not path.exists():
-        raise ValueError(f"{path} does not exist: give an archive directory or a graph's .json")
-    if path.name == MANIFEST_NAME and path.is_file():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist: give an archive directory or a graph's .json") from None
+    except OSError as exc:
+        raise ValueError(
+            f"{path} cannot be read ({exc.strerror}): give an archive directory or a graph's .json"
+        ) from None
+    if not stat.S_ISDIR(mode) and not stat.S_ISREG(mode):
+        raise ValueError(
+            f"{path} is a {file_kind(mode)}, not an archive directory or a graph's .json: give one of those"
+        )
+    if path.name == MANIFEST_NAME and stat.S_ISREG(mode):
         path = path.parent
     if path.is_dir() and not (path / MANIFEST_NAME).is_file():
         raise ValueError(

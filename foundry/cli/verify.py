@@ -14,11 +14,10 @@ import dataclasses
 import json
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
-from foundry.errors import ArchiveError, FoundryError
-from foundry.format import Identity, load_json
+from foundry.errors import ArchiveCorruptError, ArchiveError, FoundryError
+from foundry.format import Identity, load_json, read_regular
 from foundry.tables import plural, table
 from foundry.trust import KEY_ENV, configured_key
 from foundry.verify import Check, Report, verify_archive
@@ -49,13 +48,24 @@ def current_identity() -> tuple[Identity | None, str]:
         return None, f"no CUDA driver and GPU visible to compare with ({exc})"
 
 
+IDENTITY_FILES = (
+    "give a JSON file that holds an identity (an identity object, a graph JSON, a manifest or `foundry inspect "
+    "--json` output)"
+)
+
+
 def _identity_from_file(path: str) -> Identity:
     """An ``identity`` object read from a JSON file: the object itself, or a document holding it under
-    ``identity`` (a graph JSON, a manifest, or `foundry inspect --json` output)."""
-    doc = load_json(Path(path).read_bytes(), path)
-    if isinstance(doc, dict) and isinstance(doc.get("identity"), dict):
-        doc = doc["identity"]
-    return Identity.from_json(doc, path)
+    ``identity`` (a graph JSON, a manifest, or `foundry inspect --json` output). Read as an archive's own
+    files are (a regular file, bounded): ``ArchiveCorruptError`` says why not and what to give."""
+    data = read_regular(path, "identity file", follow=True, next_step=IDENTITY_FILES)
+    try:
+        doc = load_json(data, path)
+        if isinstance(doc, dict) and isinstance(doc.get("identity"), dict):
+            doc = doc["identity"]
+        return Identity.from_json(doc, path)
+    except ArchiveError as exc:
+        raise ArchiveCorruptError(f"the identity file {exc}; {IDENTITY_FILES}") from None
 
 
 def _with_reason(report: Report, check: Check, reason: str) -> Report:
@@ -76,7 +86,8 @@ def render(report: Report) -> str:
     """The human report: what was checked, a table of the checks, the problems grouped by check, notes,
     and the one-line verdict last."""
     what = "archive" if report.mode == "archive" else "graph"
-    lines = [f"foundry verify: {report.target} ({what}: {report.graphs} graphs, {report.images} images)", ""]
+    counts = f"{plural(report.graphs, 'graph')}, {plural(report.images, 'image')}"
+    lines = [f"foundry verify: {report.target} ({what}: {counts})", ""]
     rows = [[c.check.value, c.status.upper() if c.status == "failed" else c.status, c.problems, c.reason]
             for c in report.checks]  # fmt: skip
     lines += [table(["check", "result", "problems", "note"], rows, width=TABLE_WIDTH), ""]
@@ -98,7 +109,11 @@ def render(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _fail(message: str) -> int:
+def _fail(args: argparse.Namespace, message: str) -> int:
+    """Verification could not start: the message on stderr and, with ``--json``, an object on stdout too, so
+    that whoever reads the JSON always gets one (``ok`` false, ``error`` the message; docs/TRUST.md)."""
+    if args.json:
+        print(json.dumps({"target": args.path, "ok": False, "error": message}, indent=2))
     print(f"foundry verify: {message}", file=sys.stderr)
     return EXIT_CANNOT_START
 
@@ -107,18 +122,18 @@ def _run(args: argparse.Namespace) -> int:
     try:
         path = archive_target(args.path)
     except ValueError as exc:
-        return _fail(str(exc))
+        return _fail(args, str(exc))
     try:
         key = configured_key(args.key)
     except ArchiveError as exc:
-        return _fail(str(exc))
+        return _fail(args, str(exc))
     identity: Identity | None = None
     why = "--no-identity was given"
     if args.identity:
         try:
             identity = _identity_from_file(args.identity)
-        except (OSError, ArchiveError) as exc:
-            return _fail(f"cannot read the identity to compare with from {args.identity}: {exc}")
+        except ArchiveError as exc:
+            return _fail(args, str(exc))
     elif not args.no_identity:
         identity, why = current_identity()
     report = verify_archive(path, key, identity)

@@ -32,7 +32,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ __all__ = [
     "REGION_HINT",
     "TEMP_SUFFIX",
     "PathLike",
+    "file_kind",
     "inside",
     "inside_name",
     "memory_path",
@@ -249,7 +250,13 @@ def _inside(root: str, name: str, what: str) -> str:
 
 
 def read_regular(
-    path: PathLike, what: str, *, size: int | None = None, limit: int = MAX_JSON_BYTES, follow: bool = False
+    path: PathLike,
+    what: str,
+    *,
+    size: int | None = None,
+    limit: int = MAX_JSON_BYTES,
+    follow: bool = False,
+    next_step: str | None = None,
 ) -> bytearray:
     """The whole regular file ``path`` in one buffer of its size, read without blocking and bounded:
     ``size`` bytes exactly when given, else at most ``limit``. The last component is not followed
@@ -259,29 +266,29 @@ def read_regular(
 
     ``ArchiveCorruptError`` names the path and ``what`` for a missing file, a link, a directory, a
     FIFO or device, a size other than ``size`` or beyond ``limit``, and a file that changed while read.
+    Its words are for a file of an archive (copy or save the archive again); ``next_step`` words them for a
+    file the user named instead (a key, an identity, a document): "the WHAT PATH cannot be read (why):
+    NEXT_STEP", which callers raise again as their own error.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+
+    def refused(archive_words: str, why: str) -> ArchiveCorruptError:
+        if next_step is None:
+            return ArchiveCorruptError(archive_words)
+        return ArchiveCorruptError(f"the {what} {path} cannot be read ({why}): {next_step}")
+
+    fd, st = _open_regular(path, what, follow, refused)
     try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise ArchiveCorruptError(f"{path}: the {what} is missing: copy the archive completely") from None
-        why = "it is a symbolic link, which the archive may not hold here" if exc.errno == errno.ELOOP else exc.strerror
-        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {why}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ArchiveCorruptError(
-                f"{path}: the {what} is not a regular file (a {_kind(st.st_mode)}); an archive holds regular files "
-                "only. Copy the archive again."
-            )
         if size is not None and st.st_size != size:
-            raise ArchiveCorruptError(
+            raise refused(
                 f"{path}: the {what} is {st.st_size} bytes, the archive says {size}: it is truncated, appended to or "
-                "from another save. Save it again."
+                "from another save. Save it again.",
+                f"it is {st.st_size} bytes, not {size}",
             )
         if st.st_size > limit:
-            raise ArchiveCorruptError(f"{path}: the {what} is {st.st_size} bytes, more than the {limit} a reader takes")
+            raise refused(
+                f"{path}: the {what} is {st.st_size} bytes, more than the {limit} a reader takes",
+                f"it is {st.st_size} bytes, more than the {limit} a reader takes",
+            )
         data = bytearray(st.st_size)
         view = memoryview(data)
         got = 0
@@ -291,17 +298,52 @@ def read_regular(
                 break
             got += n
         if got != len(data) or os.read(fd, 1):
-            raise ArchiveCorruptError(
-                f"{path}: the {what} changed size while it was read; read it when no one writes it"
+            raise refused(
+                f"{path}: the {what} changed size while it was read; read it when no one writes it",
+                "it changed size while it was read",
             )
     except OSError as exc:
-        raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+        raise refused(f"{path}: cannot read the {what}: {exc.strerror}", str(exc.strerror)) from None
     finally:
         os.close(fd)
     return data
 
 
-def _kind(mode: int) -> str:
+def _open_regular(
+    path: PathLike, what: str, follow: bool, refused: Callable[[str, str], ArchiveCorruptError]
+) -> tuple[int, os.stat_result]:
+    """``path`` opened for reading and its status, once proven a regular file: opened without blocking (a
+    FIFO with no writer would hang an open that waits), and checked with fstat before anything is read (a
+    FIFO, a device or a directory is refused by its type, never read until it ends). ``refused(archive
+    words, why)`` makes the error."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise refused(f"{path}: the {what} is missing: copy the archive completely", "no such file") from None
+        why = "it is a symbolic link, which the archive may not hold here" if exc.errno == errno.ELOOP else exc.strerror
+        raise refused(f"{path}: cannot read the {what}: {why}", str(why)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = file_kind(st.st_mode)
+            raise refused(
+                f"{path}: the {what} is not a regular file (a {kind}); an archive holds regular files only. Copy the "
+                "archive again.",
+                f"it is a {kind}, not a regular file",
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words: "directory", "FIFO", "character device", ...,
+    "regular file"."""
+    if stat.S_ISREG(mode):
+        return "regular file"
     for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
                        (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):  # fmt: skip
         if test(mode):
@@ -330,12 +372,15 @@ def sha256_holding(data: bytes | bytearray | memoryview) -> str:
     return h.hexdigest()
 
 
-def sha256_file(path: PathLike) -> str:
-    """Lower-case hex SHA-256 of the file at ``path``, read in 1 MiB chunks."""
+def sha256_file(path: PathLike, what: str = "file") -> str:
+    """Lower-case hex SHA-256 of the regular file at ``path`` (a link followed), read in 1 MiB chunks.
+    Anything else (missing, a FIFO, a device, a directory) raises ``ArchiveCorruptError`` as
+    ``read_regular`` does, before a byte is read: a device would never end."""
+    fd, _ = _open_regular(path, what, True, lambda words, _why: ArchiveCorruptError(words))
     h = hashlib.sha256()
     buf = bytearray(_CHUNK)
     view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
+    with open(fd, "rb", buffering=0, closefd=True) as f:
         while n := f.readinto(buf):
             h.update(view[:n])
     return h.hexdigest()
@@ -345,7 +390,8 @@ def write_addressed(path: Path, data: bytes | bytearray | memoryview, size: int,
     """Writes ``data`` (``size`` bytes, SHA-256 ``sha``) at ``path`` unless the file there already
     holds exactly those bytes."""
     try:
-        if path.stat().st_size == size and sha256_file(path) == sha:
+        st = path.stat()
+        if stat.S_ISREG(st.st_mode) and st.st_size == size and sha256_file(path) == sha:
             return
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -379,9 +425,9 @@ def write_region_hint(archive_dir: PathLike, base: int, size: int) -> None:
     path = Path(archive_dir) / REGION_HINT
     text = seal({"format": "foundry-region", "format_version": REGION_HINT_VERSION, "base": base, "size": size})
     try:
-        if path.read_bytes() == text:
+        if read_regular(path, "region hint", limit=MAX_HINT_BYTES) == text:
             return
-    except OSError:
+    except ArchiveCorruptError:  # missing, or not a hint at all: written anew (a FIFO is not waited on)
         path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text, durable=False)
 

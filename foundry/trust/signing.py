@@ -52,6 +52,7 @@ from foundry.format import (
 
 __all__ = [
     "KEY_ENV",
+    "MAX_KEY_BYTES",
     "MIN_KEY_BYTES",
     "SIGNATURE_ALGORITHM",
     "SIGNATURE_FIELD",
@@ -75,6 +76,8 @@ __all__ = [
 KEY_ENV = "FOUNDRY_SIGNING_KEY"
 """Environment variable naming the key file."""
 MIN_KEY_BYTES = 16
+MAX_KEY_BYTES = 1 << 16
+"""Bound on reading a key file: a key of 32 random bytes is plenty, and no key file comes near this."""
 SIGNATURE_ALGORITHM = "hmac-sha256"
 SIGNATURE_FIELD = "signature"
 
@@ -106,15 +109,14 @@ class SigningKey:
     def from_file(
         cls, path: str | os.PathLike[str], what: str = "signing key file", next_step: str = "fix the path"
     ) -> SigningKey:
-        """The key held by the file at ``path`` (its exact bytes). An unreadable file raises
-        ``ArchiveSignatureError`` naming it and ``next_step``."""
+        """The key held by the file at ``path`` (its exact bytes), read as an archive's files are: a regular
+        file of at most ``MAX_KEY_BYTES``. Anything else (missing, unreadable, a FIFO, a device, too large)
+        raises ``ArchiveSignatureError`` naming it and ``next_step``."""
         try:
-            secret = Path(path).read_bytes()
-        except OSError as exc:
-            raise ArchiveSignatureError(
-                f"the {what} {path} cannot be read ({exc.strerror or exc}): {next_step}"
-            ) from None
-        return cls(secret, str(path))
+            secret = read_regular(path, what, limit=MAX_KEY_BYTES, follow=True, next_step=next_step)
+        except ArchiveCorruptError as exc:
+            raise ArchiveSignatureError(str(exc)) from None
+        return cls(bytes(secret), str(path))
 
 
 KeySource = Union[SigningKey, bytes, str, "os.PathLike[str]"]

@@ -237,7 +237,7 @@ def _verify_graphs(
     found.skip(Check.FOREIGN, "only an archive directory is checked for foreign files")
     _check_identity([(g.json_path, g.meta.identity) for g in read], identity, found)
     _check_graph_signature(read, key, found)
-    return len(read), len(images)
+    return len(named), len(images)  # the graphs named: a member's template is read for it, not counted
 
 
 def _manifest_beside(directory: Path) -> Manifest | None:

@@ -108,7 +108,8 @@ class CheckResult:
 @dataclass(frozen=True)
 class Report:
     """The outcome of ``verify_archive``. ``target`` is the path checked, ``mode`` ``"archive"`` (a
-    directory) or ``"graph"`` (graph JSONs); ``graphs``/``images`` count what was read. ``problems``
+    directory) or ``"graph"`` (graph JSONs); ``graphs`` counts the graphs checked (those the manifest lists, or
+    those named, without the templates read for them), ``images`` the images read. ``problems``
     lists the first few of each check and file, and one problem more for each that had more, saying how
     many (the report stays bounded, whatever the archive claims); ``checks`` count every one found."""
 

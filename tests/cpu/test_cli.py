@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,9 +15,12 @@ from typing import Any
 
 import pytest
 
+from foundry.format import read_meta
 from foundry.sizes import format_size
+from foundry.verify import verify_archive
 from tests.support.graphs import BASE, Scenario, save_script
 from tests.support.subproc import REPO_ROOT, child_env, foundry_cli, run_json
+from tests.support.verify_archives import build_archive
 
 # ------------------------------------------------------------------------------------------- run
 CHILD = textwrap.dedent(
@@ -329,6 +333,54 @@ def test_inspect_and_verify_refuse_a_directory_without_manifest_alike(tmp_path: 
         p = foundry_cli(command, str(empty))
         assert p.returncode == 2 and p.stdout == "", (command, p.stdout)
         assert p.stderr.count(str(empty)) == 1 and "has no graph_manifest.json" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "character device"])
+def test_inspect_and_verify_refuse_a_target_that_is_no_directory_nor_file_by_its_type(
+    tmp_path: Path, kind: str
+) -> None:
+    """Told before anything is opened (a FIFO would wait for a writer), named once, and not taken for a damaged
+    archive to copy again: it was never one."""
+    target = Path("/dev/null")
+    if kind == "FIFO":
+        target = tmp_path / "fifo"
+        os.mkfifo(target)
+    for command in ("inspect", "verify"):
+        p = foundry_cli(command, str(target))
+        assert p.returncode == 2 and p.stdout == "", (command, p.stdout)
+        assert f"{target} is a {kind}, not an archive directory or a graph's .json" in p.stderr, p.stderr
+        assert p.stderr.count(str(target)) == 1 and "Copy the archive" not in p.stderr, p.stderr
+
+
+def test_verify_json_prints_one_object_when_verification_cannot_start(archive: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cases = [
+        ([str(tmp_path / "nothing")], "does not exist"),
+        ([str(empty)], "has no graph_manifest.json"),
+        ([str(fifo)], "is a FIFO"),
+        (["--key", str(tmp_path / "no.key"), str(archive)], "no.key cannot be read"),
+    ]
+    for args, said in cases:
+        p = foundry_cli("verify", "--json", *args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        doc = json.loads(p.stdout)
+        assert doc == {"target": args[-1], "ok": False, "error": doc["error"]} and said in doc["error"], doc
+        assert p.stderr == f"foundry verify: {doc['error']}\n"
+
+
+def test_verify_counts_the_one_graph_it_is_given(tmp_path: Path) -> None:
+    """graph_1 is a member: its template is read and checked with it, and is not a second graph given."""
+    arch = build_archive(tmp_path / "arch")
+    member = arch / "graph_1.json"
+    assert read_meta(member).template is not None
+    p = foundry_cli("verify", "--no-identity", str(member))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[0] == f"foundry verify: {member} (graph: 1 graph, 2 images)"
+    assert json.loads(foundry_cli("verify", "--json", "--no-identity", str(member)).stdout)["graphs"] == 1
+    assert verify_archive(arch).graphs == 2  # the archive directory: both graphs it lists
 
 
 def test_verify_with_a_missing_key_file_advises_only_what_the_user_did(archive: Path, tmp_path: Path) -> None:
