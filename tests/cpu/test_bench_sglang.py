@@ -23,6 +23,7 @@ from foundry.bench.sglang.report import render, segments
 from foundry.bench.sglang.runs import NEEDS
 from foundry.bench.sglang.targets import targets
 from foundry.cli.main import main as cli_main
+from tests.support.ports import held
 
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
 REPO = Path(__file__).resolve().parents[2]
@@ -52,7 +53,8 @@ def _files(cfg: SglangBenchConfig) -> tuple[dict, str, Path]:
 @pytest.mark.parametrize("api", ["engine", "serve"])
 def test_every_run_answers_and_the_report_judges_the_targets(fake_sglang: None, tmp_path: Path, api: str) -> None:
     cfg = _cfg(tmp_path, api=api)
-    doc = run_sglang_bench(cfg)
+    with held(*range(30110, 30150, 10)):  # where its servers once started: see test_bench_vllm.py
+        doc = run_sglang_bench(cfg)
     results = doc["results"]
     assert list(results) == ["native_cold", "save", "native", "load"]
     assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}

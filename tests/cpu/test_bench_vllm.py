@@ -13,6 +13,7 @@ import pytest
 
 from foundry.bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 from foundry.bench.vllm.report import load_phases, render
+from tests.support.ports import held
 
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
 
@@ -28,7 +29,11 @@ def test_every_run_answers_and_the_report_compares_them(fake_vllm: None, tmp_pat
         out=tmp_path / "out", api=api, batches=(1, 3), max_tokens=4, decode_batches=(2,), decode_steps=3, reps=3,
         prefill_tokens=50, archive=tmp_path / "arch", models=tmp_path / "models", timeout=60,
     )  # fmt: skip
-    doc = run_vllm_bench(cfg)
+    # Where the benchmark once numbered its servers from (8101 on) something else listens: another run of it,
+    # or of these tests, at the same time. Its servers take the ports the OS hands out, so no run answers for
+    # another, nor keeps another's server from starting.
+    with held(*range(8101, 8105)):
+        doc = run_vllm_bench(cfg)
     results = doc["results"]
     assert set(results) == {"native_cold", "save", "native", "load"}
     assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}

@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import IO, Any, NamedTuple
 from .protocol import MARK
 from .workload import Request
 
-__all__ = ["Answer", "ChildEngine", "Engine", "EngineError", "HttpEngine"]
+__all__ = ["Answer", "ChildEngine", "Engine", "EngineError", "HttpEngine", "free_port"]
 
 
 class Answer(NamedTuple):
@@ -150,6 +151,15 @@ class ChildEngine(Engine):
             raise self.fail(f"the engine process took no request for batch {request.batch}") from None
         doc = self._answer(timeout, f"generating for batch {request.batch}")
         return Answer(doc["tokens"], float(doc["seconds"]), doc.get("top"))
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that no socket holds, as the OS hands one out for the server about to start.
+    Not a fixed port: whatever else listens there (another run of this benchmark, or of its tests, at the same
+    time) would answer in the server's place, or keep it from starting."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 class HttpEngine(Engine):

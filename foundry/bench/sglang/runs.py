@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from foundry.bench.serving.process import Engine
+from foundry.bench.serving.process import Engine, free_port
 from foundry.bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
 
 from .engines import EngineProcess, ServerProcess
@@ -111,7 +111,6 @@ class _Runs(BenchRuns):
     def __init__(self, cfg: SglangBenchConfig) -> None:
         super().__init__(cfg)
         self.scfg = cfg
-        self.port = 30100
 
     def log_numbers(self, text: str) -> dict[str, float]:
         return log_numbers(text)
@@ -120,8 +119,7 @@ class _Runs(BenchRuns):
         kwargs = self.scfg.kwargs(self.model)
         if self.scfg.api == "engine":
             return EngineProcess(kwargs, prefix, env, log, self.cwd)
-        self.port += 10  # SGLang's server may take ports beside its own
-        return ServerProcess(kwargs, self.port, prefix, env, log, self.cwd)
+        return ServerProcess(kwargs, free_port(), prefix, env, log, self.cwd)
 
     def document(self) -> dict[str, Any]:
         doc = super().document()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from foundry.bench.serving.process import Engine
+from foundry.bench.serving.process import Engine, free_port
 from foundry.bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
 from foundry.bench.serving.stats import compare_tokens
 
@@ -74,7 +74,6 @@ class _Runs(BenchRuns):
         self.vcfg = cfg
         if cfg.runner == "v1":
             self.env["VLLM_USE_V2_MODEL_RUNNER"] = "0"
-        self.port = 8100
 
     def log_numbers(self, text: str) -> dict[str, float]:
         return log_numbers(text)
@@ -99,8 +98,7 @@ class _Runs(BenchRuns):
         args += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
         if cfg.cudagraph_mode != "default":
             args += ["--compilation-config", json.dumps({"cudagraph_mode": cfg.cudagraph_mode})]
-        self.port += 1
-        return ServerEngine(args, self.port, prefix, env, log, self.cwd)
+        return ServerEngine(args, free_port(), prefix, env, log, self.cwd)
 
 
 def run_vllm_bench(cfg: VllmBenchConfig) -> dict[str, Any]:
