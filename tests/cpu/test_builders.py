@@ -3,46 +3,53 @@ LOAD takes them over, and they never outlive what they were started for (closed,
 
 from __future__ import annotations
 
-import ctypes
 import os
-import resource
 import sys
-import threading
+from typing import Any
 
 import pytest
 
 from foundry.load import threads as builders
 from foundry.native.lib import native
-
-_libc = ctypes.CDLL(None)
-_libc.malloc.restype = ctypes.c_void_p
-_libc.malloc.argtypes = [ctypes.c_size_t]
-_libc.free.argtypes = [ctypes.c_void_p]
+from tests.support.subproc import run_json
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc arenas and RUSAGE_THREAD")
 
 
+# On a new thread of a fresh process: optionally warm its heap, then allocate and write 24 MiB in 3 KiB pieces
+# (the driver's pattern, roughly) and count that thread's minor page faults for it. A fresh process because a new
+# thread takes the arena of a thread that ended before it where there is one, its pages mapped already: how many
+# there are in this process depends on what ran before and on when those threads ended.
+FAULTS = """
+import ctypes, json, resource, threading
+from foundry.native.lib import native
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+out = []
+
+def run():
+    keep = native().fdy_heap_warm(WARM_BYTES) if WARM_BYTES else None
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    blocks = [libc.malloc(3072) for _ in range(8192)]
+    for b in blocks:
+        ctypes.memset(b, 7, 3072)
+    out.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
+    for b in blocks:
+        libc.free(b)
+    if keep:
+        native().fdy_heap_release(keep)
+
+t = threading.Thread(target=run)
+t.start()
+t.join()
+print(json.dumps(out[0]))
+"""
+
+
 def _faults_for_driver_like_work(warm_bytes: int) -> int:
-    """On a new thread: optionally warm its heap, then allocate and write 24 MiB in 3 KiB pieces (the
-    driver's pattern, roughly) and count that thread's minor page faults for it."""
-    out: list[int] = []
-
-    def run() -> None:
-        keep = native().fdy_heap_warm(warm_bytes) if warm_bytes else None
-        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-        blocks = [_libc.malloc(3072) for _ in range(8192)]
-        for b in blocks:
-            ctypes.memset(b, 7, 3072)
-        out.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
-        for b in blocks:
-            _libc.free(b)
-        if keep:
-            native().fdy_heap_release(keep)
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    return out[0]
+    return int(run_json(f"WARM_BYTES = {warm_bytes}\n" + FAULTS))
 
 
 def test_a_warmed_heap_takes_the_driver_like_allocations_without_page_faults() -> None:
@@ -106,16 +113,24 @@ def test_a_forked_child_does_not_inherit_the_parents_threads() -> None:
     builders.take_builders(2).close()
 
 
+class _Timer:
+    """threading.Timer as warm_builders arms it, recorded into ``armed`` when started, and never fired."""
+
+    def __init__(self, armed: list[_Timer], interval: float, function: Any, args: Any) -> None:
+        self.armed, self.interval, self.function, self.args, self.daemon = armed, interval, function, args, False
+
+    def start(self) -> None:
+        self.armed.append(self)
+
+
 def test_warmed_threads_no_load_takes_stop_and_give_their_heap_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(builders, "WARM_TTL_S", 0.2)
+    # The expiry is run here when the test says, not by a timer racing the test: what it does is the same.
+    armed: list[_Timer] = []
+    monkeypatch.setattr(builders.threading, "Timer", lambda *a: _Timer(armed, *a))
     builders.warm_builders(1000, 2)
     crew = builders._STATE.get().crew
-    assert crew is not None
-    deadline = threading.Event()
-    for _ in range(50):
-        if builders._STATE.get().crew is None and crew._keeps == []:
-            break
-        deadline.wait(0.1)
+    assert crew is not None and [t.interval for t in armed] == [builders.WARM_TTL_S]
+    armed[0].function(*armed[0].args)  # the TTL is up and no LOAD took them
     assert builders._STATE.get().crew is None and crew._keeps == []
     assert all(not t.is_alive() for t in crew.pool._threads)
     with builders.take_builders(2) as fresh:  # and the next LOAD still gets builders

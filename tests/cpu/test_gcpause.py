@@ -38,9 +38,9 @@ def test_as_a_decorator_and_from_overlapping_threads() -> None:
 
     @gc_paused()
     def save_one() -> None:
-        inside.wait(5)  # all three are inside at once
+        inside.wait(60)  # all three are inside at once (the timeout only guards against a hang)
         seen.append(gc.isenabled())
-        inside.wait(5)
+        inside.wait(60)
 
     threads = [threading.Thread(target=save_one) for _ in range(3)]
     for t in threads:

@@ -80,11 +80,11 @@ def test_a_fork_inside_another_threads_gc_pause_gives_the_child_its_collector_ba
     def saver() -> None:
         with gc_paused():
             inside.set()
-            leave.wait(10)
+            leave.wait()  # no timeout: the pause must last until the test has forked, however long that takes
 
     t = threading.Thread(target=saver)
     t.start()
-    inside.wait(10)
+    assert inside.wait(60)
     try:
         assert not gc.isenabled()
         # The pausing thread does not exist in the child: its pause can never end there.

@@ -54,20 +54,29 @@ def test_a_forked_child_gets_workers_of_its_own() -> None:
     assert "save.beside" in _state.states()
 
 
-# os.sync as SAVE's worker calls it, recorded: which thread, what was on disk then, when it returned.
+# os.sync as SAVE's worker calls it, recorded: which thread, what was on disk then, and where its end falls
+# among the files renamed into place (write_atomic's os.replace), in the order things happened: an order, not
+# times (a file's mtime comes from a coarser clock than time.time_ns, and may read earlier than a time taken
+# before it was written).
 _SYNC_SPY = """
 import os as _os, threading as _threading, time as _time, json as _json
-_real_sync = _os.sync
+_real_sync, _real_replace = _os.sync, _os.replace
+_events = []
 def _spy_sync():
     seen = {"thread": _threading.current_thread().name,
             "bundle": _os.path.exists(_os.path.join(ARCH, %(bundle)r)),
             "manifest": _os.path.exists(_os.path.join(ARCH, %(manifest)r))}
     _time.sleep(0.3)  # a slow disk: the manifest must wait for it
     _real_sync()
-    seen["end_ns"] = _time.time_ns()
+    _events.append("sync ended")
     with open(_os.environ["SYNC_SPY"], "a") as f:
         f.write(_json.dumps(seen) + "\\n")
-_os.sync = _spy_sync
+def _spy_replace(src, dst, *args, **kwargs):
+    _real_replace(src, dst, *args, **kwargs)
+    _events.append("replaced " + _os.path.basename(dst))
+    with open(_os.environ["SYNC_SPY"] + ".order", "w") as f:
+        f.write(_json.dumps(_events))
+_os.sync, _os.replace = _spy_sync, _spy_replace
 """
 
 
@@ -87,7 +96,8 @@ def test_the_archive_syncs_on_a_worker_after_the_bundle_and_before_the_manifest(
     (sync,) = syncs
     assert sync["thread"].startswith("foundry-save")
     assert sync["bundle"] and not sync["manifest"]
-    assert (arch / MANIFEST_NAME).stat().st_mtime_ns >= sync["end_ns"]
+    order = json.loads((tmp_path / "syncs.jsonl.order").read_text())
+    assert order.index("sync ended") < order.index(f"replaced {MANIFEST_NAME}") == len(order) - 1, order
     manifest = read_manifest(arch)
     assert manifest.bundle is not None
     assert manifest.bundle.sha256 == hashlib.sha256((arch / BUNDLE_NAME).read_bytes()).hexdigest()

@@ -189,9 +189,10 @@ class BenchRuns:
             self.say(f"{mode}: skipped ({why})")
             return None, {"mode": mode, "skipped": why}
         self.say(f"{mode}: starting ({self.cfg.api}, {self.cfg.shape})")
+        result: dict[str, Any] = {"mode": mode}
+        self.results[mode] = result  # in the document from now on, whatever happens to the run: a stop as it starts
         engine = self._start(mode)
-        result: dict[str, Any] = {"mode": mode, "started_at": engine.started_at}
-        self.results[mode] = result  # in the document from now on, whatever happens to the run
+        result["started_at"] = engine.started_at
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))

@@ -28,6 +28,7 @@ def start_up(settings: dict[str, Any]) -> None:
     if not 0 < float(settings.get("mem_fraction_static", 0.9)) <= 0.45:
         raise SystemExit("fake SGLang: two engines side by side need mem_fraction_static <= 0.45")
     if os.environ.get("FAKE_SGLANG_HANG") == mode:
+        print("fake SGLang: start-up hangs", flush=True)  # a test waits for this line, not for a guessed time
         time.sleep(3600)
     if os.environ.get("FAKE_SGLANG_REFUSE") == mode:
         print("ArchiveMismatchError: mem_fraction_static: saved '0.35', here '0.3'", file=sys.stderr, flush=True)
