@@ -19,7 +19,9 @@ file that names it, or the archive directory) and must stay in it: absolute path
 whose target leaves the root are refused before anything is opened. Only regular files are read
 (opened without blocking, so a FIFO cannot hang a reader, then checked with fstat), and never more
 bytes than the size the archive states (or a fixed bound for files whose size nothing states).
-Messages name paths, never the bytes of a file that is not the archive's.
+Messages name paths, never the bytes of a file that is not the archive's. A file the user names rather
+than the archive (a signing key, an identity to compare with) is read the same way, with words that say
+what to give instead (``next_step``).
 """
 
 from __future__ import annotations
