@@ -28,7 +28,7 @@ from foundry.format import (
     topology_key_of,
     write_graph,
 )
-from foundry.format.graphfile import read_graph
+from foundry.format import read_graph
 from foundry.native import scan_record
 from foundry.save import SavedGraph
 from foundry.save.templates import plan_groups, write_member_deltas

@@ -1,11 +1,13 @@
 """The path `foundry inspect` and `foundry verify` take: an archive directory, its manifest, or one
-graph's .json. Both commands refuse the same paths with the same words and exit status."""
+graph's .json (by its name, for a graph stored in its archive's graph bundle). Both commands refuse the same
+paths with the same words and exit status."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.format import MANIFEST_NAME
+from foundry.errors import ArchiveError
+from foundry.format import MANIFEST_NAME, GraphStorage, manifest_if_any
 
 __all__ = ["EXIT_CANNOT_START", "archive_target"]
 
@@ -17,7 +19,7 @@ def archive_target(raw: str) -> Path:
     """The directory or graph JSON that ``raw`` names (a manifest stands for its archive directory).
     ``ValueError`` says why there is nothing to look at: no such path, or a directory without a manifest."""
     path = Path(raw)
-    if not path.exists():
+    if not path.exists() and not _bundled(path):
         raise ValueError(f"{path} does not exist: give an archive directory or a graph's .json")
     if path.name == MANIFEST_NAME and path.is_file():
         path = path.parent
@@ -26,3 +28,15 @@ def archive_target(raw: str) -> Path:
             f"{path} has no {MANIFEST_NAME}: give an archive directory, a graph's .json, or save the manifest"
         )
     return path
+
+
+def _bundled(path: Path) -> bool:
+    """Whether the manifest beside ``path`` stores a graph of that name in its graph bundle: its name, though no
+    file has it (docs/FORMAT.md, "Graph bundle"). An unreadable manifest says no here; the commands report it."""
+    try:
+        manifest = manifest_if_any(path.parent)
+    except ArchiveError:
+        return False
+    return manifest is not None and any(
+        e.json == path.name and e.stored == GraphStorage.BUNDLE for e in manifest.graphs
+    )

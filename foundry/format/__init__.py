@@ -10,7 +10,7 @@ content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (unknown v
 
 from __future__ import annotations
 
-from .bundle import BUNDLE_NAME, Bundle, bundle_mismatches, parse_bundle, read_bundle, write_bundle
+from .bundle import BUNDLE_NAME, Bundle, BundleFile, open_bundle, parse_bundle, read_bundle, write_bundle
 from .delta import (
     Delta,
     delta_bytes,
@@ -41,12 +41,12 @@ from .files import (
 )
 from .graphfile import (
     DeltaFacts,
+    GraphFiles,
     RecordFacts,
     container_path,
     container_payload,
+    graph_files,
     parse_meta,
-    read_meta,
-    read_meta_digest,
     read_payload,
     read_payload_view,
     record_path,
@@ -77,8 +77,10 @@ from .jsonfields import (
 )
 from .manifest import (
     MANIFEST_NAME,
+    BundleRef,
     GraphEntry,
     GraphRole,
+    GraphStorage,
     Group,
     ImageEntry,
     Manifest,
@@ -105,6 +107,19 @@ from .nodes import (
 from .parse import (
     node_count,
     parse_record,
+)
+from .stored import (
+    GraphJson,
+    GraphStore,
+    Listing,
+    bundled_problem,
+    manifest_if_any,
+    read_graph,
+    read_graph_json,
+    read_graph_payload,
+    read_meta,
+    read_meta_digest,
+    stray_message,
 )
 from .values import (
     FUNCTION_ATTR_UNKNOWN,
@@ -138,6 +153,8 @@ __all__ = [
     "REGION_HINT",
     "TEMP_SUFFIX",
     "Bundle",
+    "BundleFile",
+    "BundleRef",
     "ChildGraphNode",
     "Delta",
     "DeltaFacts",
@@ -145,9 +162,13 @@ __all__ = [
     "FuncAttrs",
     "FunctionRef",
     "GraphEntry",
+    "GraphFiles",
+    "GraphJson",
     "GraphMeta",
     "GraphRecord",
     "GraphRole",
+    "GraphStorage",
+    "GraphStore",
     "Group",
     "Identity",
     "ImageEntry",
@@ -155,6 +176,7 @@ __all__ = [
     "ImageRef",
     "KernelNames",
     "KernelNode",
+    "Listing",
     "Manifest",
     "MemcpyNode",
     "MemorySpec",
@@ -170,13 +192,14 @@ __all__ = [
     "TemplateRef",
     "VariableRef",
     "archive_region",
-    "bundle_mismatches",
+    "bundled_problem",
     "compare",
     "container_path",
     "container_payload",
     "delta_bytes",
     "delta_header",
     "detect_format",
+    "graph_files",
     "image_path",
     "image_relpath",
     "inside",
@@ -186,11 +209,13 @@ __all__ = [
     "kernel_pointer_words",
     "load_json",
     "load_sealed",
+    "manifest_if_any",
     "memory_path",
     "module_variables",
     "node_count",
     "node_counts",
     "now_iso",
+    "open_bundle",
     "open_image",
     "override_problem",
     "override_spans",
@@ -200,6 +225,9 @@ __all__ = [
     "parse_meta",
     "parse_record",
     "read_bundle",
+    "read_graph",
+    "read_graph_json",
+    "read_graph_payload",
     "read_manifest",
     "read_manifest_doc",
     "read_memory",
@@ -218,6 +246,7 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
     "sha256_holding",
+    "stray_message",
     "template_path",
     "topology_key",
     "topology_key_of",

@@ -52,6 +52,7 @@ __all__ = [
     "inside_name",
     "memory_path",
     "read_memory",
+    "read_range",
     "read_region_hint",
     "read_regular",
     "real_name",
@@ -258,8 +259,30 @@ def read_regular(
     page faults on mappings serialize on the process's memory-map lock when several threads read.
 
     ``ArchiveCorruptError`` names the path and ``what`` for a missing file, a link, a directory, a
-    FIFO or device, a size other than ``size`` or beyond ``limit``, and a file that changed while read.
+    FIFO or device, a size other than ``size`` or beyond ``limit``, a file that changed while read, and
+    one this process has no memory left to hold.
     """
+    with _opened(path, what, size, follow) as (fd, file_size):
+        if file_size > limit:
+            raise ArchiveCorruptError(f"{path}: the {what} is {file_size} bytes, more than the {limit} a reader takes")
+        data = _read_at(fd, path, what, 0, file_size)
+        if os.pread(fd, 1, file_size):  # grown since fstat
+            raise _changed(path, what)
+    return data
+
+
+def read_range(path: PathLike, what: str, size: int, at: int, n: int) -> bytearray:
+    """Bytes ``at .. at + n`` of the regular file ``path``, which must be ``size`` bytes (and hold that range):
+    ``read_regular``'s checks and errors, for a part of a file (one graph of a graph bundle)."""
+    if at < 0 or n < 0 or at + n > size:
+        raise ArchiveCorruptError(f"{path}: {n} bytes at {at} lie outside the {size}-byte {what}")
+    with _opened(path, what, size, False) as (fd, _):
+        return _read_at(fd, path, what, at, n)
+
+
+@contextlib.contextmanager
+def _opened(path: PathLike, what: str, size: int | None, follow: bool) -> Iterator[tuple[int, int]]:
+    """``path`` opened without blocking, proven a regular file (of ``size`` bytes where given): (fd, its size)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -280,25 +303,35 @@ def read_regular(
                 f"{path}: the {what} is {st.st_size} bytes, the archive says {size}: it is truncated, appended to or "
                 "from another save. Save it again."
             )
-        if st.st_size > limit:
-            raise ArchiveCorruptError(f"{path}: the {what} is {st.st_size} bytes, more than the {limit} a reader takes")
-        data = bytearray(st.st_size)
-        view = memoryview(data)
-        got = 0
-        while got < len(data):
-            n = os.readv(fd, [view[got:]])
-            if n <= 0:
-                break
-            got += n
-        if got != len(data) or os.read(fd, 1):
-            raise ArchiveCorruptError(
-                f"{path}: the {what} changed size while it was read; read it when no one writes it"
-            )
+        yield fd, st.st_size
     except OSError as exc:
         raise ArchiveCorruptError(f"{path}: cannot read the {what}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def _read_at(fd: int, path: PathLike, what: str, at: int, n: int) -> bytearray:
+    try:
+        data = bytearray(n)
+    except MemoryError:
+        raise ArchiveCorruptError(
+            f"{path}: the {what} is {n} bytes, more than this process has memory for; it was damaged, or load it "
+            "where there is more memory"
+        ) from None
+    view = memoryview(data)
+    got = 0
+    while got < n:
+        k = os.preadv(fd, [view[got:]], at + got)
+        if k <= 0:
+            break
+        got += k
+    if got != n:
+        raise _changed(path, what)
     return data
+
+
+def _changed(path: PathLike, what: str) -> ArchiveCorruptError:
+    return ArchiveCorruptError(f"{path}: the {what} changed size while it was read; read it when no one writes it")
 
 
 def _kind(mode: int) -> str:

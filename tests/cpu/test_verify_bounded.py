@@ -12,7 +12,7 @@ from typing import Any
 from foundry.cli.verify import render
 from foundry.verify import Check, verify_archive
 from foundry.verify.findings import MAX_PER_FILE
-from tests.support.archive_damage import edit_doc
+from tests.support.archive_damage import edit_doc, relist
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 CLAIMED = 100_000
@@ -27,6 +27,7 @@ def test_a_graph_claiming_many_kernels_gets_a_short_report_with_exact_counts(tmp
         doc["functions"] = [dict(first, name=f"k{i}") for i in range(CLAIMED)]
 
     edit_doc(arch / "ew_bs64.json", claim)
+    relist(arch / "ew_bs64.json")  # as a forger would: a JSON the manifest does not list is not decoded
     start = time.perf_counter()
     report = verify_archive(arch)
     text = render(report)
