@@ -286,3 +286,29 @@ def test_state_memory_is_content_addressed_checked_and_repaired(tmp_path: Path) 
     path.unlink()
     with pytest.raises(ArchiveCorruptError, match=r"missing.*copy the archive completely"):
         read_memory(tmp_path, sha, len(data))
+
+
+@pytest.mark.parametrize(
+    ("created", "sound"),
+    [
+        ("2025-01-31T12:00:00+00:00", True),
+        ("2025-01-31T12:00:00-05:30", True),
+        ("2025-01-31T12:00:00Z", False),  # taken by Python 3.11's fromisoformat, not by 3.10's
+        ("20250131T120000+0000", False),  # the basic format: 3.11 only
+        ("2025-01-31T12:00:00.5+00:00", False),
+        ("2025-01-31 12:00:00+00:00", False),
+        ("2025-01-31T12:00:00", False),  # no offset
+        ("2025-13-31T12:00:00+00:00", False),  # no 13th month
+        ("２０２５-01-31T12:00:00+00:00", False),  # digits, but not ASCII ones
+    ],
+)
+def test_created_is_read_alike_whatever_the_python(archive: tuple[Path, Manifest], created: str, sound: bool) -> None:
+    """``created`` is taken exactly as SAVE writes it, whatever the Python that reads it (``fromisoformat``
+    takes more forms from 3.11 on)."""
+    directory, _ = archive
+    edit_manifest(directory, lambda d: d.update(created=created))
+    if sound:
+        assert read_manifest(directory).created == created
+        return
+    with pytest.raises(ArchiveCorruptError, match=r"'created'.*2025-01-31T12:00:00\+00:00"):
+        read_manifest(directory)
