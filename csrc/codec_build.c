@@ -8,8 +8,7 @@
 #include "record.h"
 
 typedef struct {
-  const uint64_t *funcs;
-  size_t nfuncs;
+  fdy_functions funcs;
   CUevent *events;
   size_t nevents;
   CUcontext ctx;
@@ -18,13 +17,8 @@ typedef struct {
 
 #define CORRUPT(...) fdy_fail(FDY_ERR_CORRUPT, "damaged graph record: " __VA_ARGS__)
 
-static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out, uint64_t *nodes_out, size_t cap);
-
-static const char *func_name(CUfunction f) {
-  const char *name = "?";
-  fdy_drv.cuFuncGetName(&name, f);
-  return name;
-}
+static int build_graph(build_t *b, const uint8_t *rec, size_t avail, unsigned depth, CUgraph *out, uint64_t *nodes_out,
+                       size_t cap);
 
 /* Launch-attribute values a freshly added kernel node already has (read once per process from the
  * first node built): setting those again is a wasted driver call, and most captured nodes carry two
@@ -64,31 +58,31 @@ int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d, int fresh) {
     CUresult r = fdy_drv.cuGraphKernelNodeSetAttribute(node, (CUlaunchAttributeID)a.id, &v);
     if (r != CUDA_SUCCESS)
       return fdy_fail_cu(r, "cuGraphKernelNodeSetAttribute", "launch attribute %u on kernel %s", a.id,
-                         func_name(d->kernel.func));
+                         fdy_func_name(d->kernel.func));
   }
   return 0;
 }
 
-static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUgraphNode *node) {
+static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, unsigned depth, CUgraphNode *node) {
   CUresult r;
   fdy_decoded *d = &b->decoded;
   int rc;
   switch (p[0]) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
-      if ((rc = fdy_decode_node(d, p, bytes, b->funcs, b->nfuncs))) return rc;
+      if ((rc = fdy_decode_node(d, p, bytes, &b->funcs))) return rc;
       const CUDA_KERNEL_NODE_PARAMS_v2 *k = &d->kernel;
       if ((r = fdy_drv.cuGraphAddKernelNode_v2(node, g, NULL, 0, k)) != CUDA_SUCCESS)
         return fdy_fail_cu(r, "cuGraphAddKernelNode", "kernel %s, grid (%u,%u,%u), block (%u,%u,%u), %u bytes shared",
-                           func_name(k->func), k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
+                           fdy_func_name(k->func), k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
                            k->blockDimZ, k->sharedMemBytes);
       return fdy_set_kernel_attrs(*node, d, 1);
     }
     case CU_GRAPH_NODE_TYPE_MEMSET:
-      if ((rc = fdy_decode_node(d, p, bytes, b->funcs, b->nfuncs))) return rc;
+      if ((rc = fdy_decode_node(d, p, bytes, &b->funcs))) return rc;
       r = fdy_drv.cuGraphAddMemsetNode(node, g, NULL, 0, &d->memset, b->ctx);
       return r ? fdy_fail_cu(r, "cuGraphAddMemsetNode", "dst 0x%llx", (unsigned long long)d->memset.dst) : 0;
     case CU_GRAPH_NODE_TYPE_MEMCPY:
-      if ((rc = fdy_decode_node(d, p, bytes, b->funcs, b->nfuncs))) return rc;
+      if ((rc = fdy_decode_node(d, p, bytes, &b->funcs))) return rc;
       r = fdy_drv.cuGraphAddMemcpyNode(node, g, NULL, 0, &d->memcpy, b->ctx);
       return r ? fdy_fail_cu(r, "cuGraphAddMemcpyNode", "0x%llx -> 0x%llx", (unsigned long long)d->memcpy.srcDevice,
                              (unsigned long long)d->memcpy.dstDevice) : 0;
@@ -107,7 +101,8 @@ static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, CUg
     }
     case CU_GRAPH_NODE_TYPE_GRAPH: {
       CUgraph child;
-      if ((rc = build_graph(b, p + sizeof(rec_node), bytes - sizeof(rec_node), &child, NULL, 0))) return rc;
+      if (depth >= FDY_MAX_DEPTH) return CORRUPT("child graphs nested deeper than %d", FDY_MAX_DEPTH);
+      if ((rc = build_graph(b, p + sizeof(rec_node), bytes - sizeof(rec_node), depth + 1, &child, NULL, 0))) return rc;
       r = fdy_drv.cuGraphAddChildGraphNode(node, g, NULL, 0, child);
       fdy_drv.cuGraphDestroy(child); /* the node holds a clone */
       return r ? fdy_fail_cu(r, "cuGraphAddChildGraphNode", "-") : 0;
@@ -161,7 +156,8 @@ out:
   return rc;
 }
 
-static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *out, uint64_t *nodes_out, size_t cap) {
+static int build_graph(build_t *b, const uint8_t *rec, size_t avail, unsigned depth, CUgraph *out, uint64_t *nodes_out,
+                       size_t cap) {
   rec_header h;
   int hrc = fdy_record_header(rec, avail, &h);
   if (hrc) return hrc;
@@ -180,7 +176,9 @@ static int build_graph(build_t *b, const uint8_t *rec, size_t avail, CUgraph *ou
     if (at + sizeof(rec_node) > h.total_bytes) { rc = CORRUPT("node %u starts past the end", i); break; }
     memcpy(&bytes, rec + at + 4, 4);
     if (bytes < sizeof(rec_node) || bytes % 8 || bytes > h.total_bytes - at) { rc = CORRUPT("node %u has size %u", i, bytes); break; }
-    rc = add_node(b, g, rec + at, bytes, &nodes[i]);
+    b->decoded.depth = depth; /* where the node is, for messages (set again after a child graph's nodes) */
+    b->decoded.where[depth] = i;
+    rc = add_node(b, g, rec + at, bytes, depth, &nodes[i]);
     at += bytes;
   }
   if (rc == 0 && at + (uint64_t)h.edge_count * sizeof(rec_edge) != h.total_bytes)
@@ -207,26 +205,31 @@ FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_
     return fdy_fail(FDY_ERR_INVALID, "the record names %u functions, %zu were resolved", h.function_count, function_count);
   build_t b;
   memset(&b, 0, sizeof(b));
-  b.funcs = functions;
-  b.nfuncs = function_count;
   CUresult r = fdy_drv.cuCtxGetCurrent(&b.ctx);
   if (r != CUDA_SUCCESS || !b.ctx) return fdy_fail_cu(r ? r : CUDA_ERROR_INVALID_CONTEXT, "cuCtxGetCurrent", "LOAD needs a current CUDA context");
+  if ((rc = fdy_functions_init(&b.funcs, functions, function_count))) return rc;
   if (h.event_count) {
     /* Event nodes name host event objects; LOAD makes fresh ones, which live as long as the process. */
     b.events = calloc(h.event_count, sizeof(CUevent));
-    if (!b.events) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+    if (!b.events) {
+      fdy_functions_free(&b.funcs);
+      return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+    }
     for (uint32_t i = 0; i < h.event_count; i++)
       if ((r = fdy_drv.cuEventCreate(&b.events[i], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        uint32_t failed = i;
         while (i--) fdy_drv.cuEventDestroy_v2(b.events[i]);
         free(b.events);
-        return fdy_fail_cu(r, "cuEventCreate", "event %u of the graph", i);
+        fdy_functions_free(&b.funcs);
+        return fdy_fail_cu(r, "cuEventCreate", "event %u of the graph", failed);
       }
     b.nevents = h.event_count;
   }
   CUgraph g;
-  rc = build_graph(&b, blob, blob_size, &g, nodes, node_cap);
+  rc = build_graph(&b, blob, blob_size, 0, &g, nodes, node_cap);
   free(b.events);
   fdy_decoded_free(&b.decoded);
+  fdy_functions_free(&b.funcs);
   if (rc == 0) *graph = (uint64_t)(uintptr_t)g;
   return rc;
 }

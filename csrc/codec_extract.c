@@ -12,18 +12,11 @@
 #include "record.h"
 
 typedef struct {
-  int known;
-  uint16_t count;
-  uint32_t bytes;
-  rec_param *params;
-} layout_t;
-
-typedef struct {
   fdy_buf out;
   fdy_map func_index; /* CUfunction -> index + 1 */
   uint64_t *funcs;
   size_t nfuncs, capfuncs;
-  layout_t *layouts;
+  const fdy_kparams **layouts; /* by function index, NULL until asked (kernel_params.c keeps them) */
   fdy_map event_index; /* CUevent -> index + 1 */
   size_t nevents;
   CUfunction last_func; /* for error messages: the kernel before a node we cannot handle (named only then) */
@@ -68,59 +61,45 @@ static int function_index(extract_t *c, CUfunction f, uint32_t *index) {
   if (c->nfuncs == c->capfuncs) {
     size_t cap = c->capfuncs ? c->capfuncs * 2 : 64;
     uint64_t *fs = realloc(c->funcs, cap * sizeof(*fs));
-    layout_t *ls = realloc(c->layouts, cap * sizeof(*ls));
+    const fdy_kparams **ls = realloc(c->layouts, cap * sizeof(*ls));
     if (fs) c->funcs = fs;
     if (ls) c->layouts = ls;
     if (!fs || !ls) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
     c->capfuncs = cap;
   }
   c->funcs[c->nfuncs] = (uint64_t)(uintptr_t)f;
-  memset(&c->layouts[c->nfuncs], 0, sizeof(layout_t));
+  c->layouts[c->nfuncs] = NULL;
   fdy_map_put(&c->func_index, (uint64_t)(uintptr_t)f, ++c->nfuncs);
   *index = (uint32_t)(c->nfuncs - 1);
   return 0;
 }
 
 /* Parameter offsets and sizes, once per function. */
-static int param_layout(extract_t *c, uint32_t index, layout_t **out) {
-  layout_t *l = &c->layouts[index];
-  *out = l;
-  if (l->known) return 0;
+static int param_layout(extract_t *c, uint32_t index, const fdy_kparams **out) {
+  if ((*out = c->layouts[index])) return 0;
   CUfunction f = (CUfunction)(uintptr_t)c->funcs[index];
-  size_t cap = 8;
-  l->params = malloc(cap * sizeof(rec_param));
-  if (!l->params) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
-  for (uint32_t i = 0;; i++) {
-    size_t off = 0, size = 0;
-    CUresult r = fdy_drv.cuFuncGetParamInfo ? fdy_drv.cuFuncGetParamInfo(f, i, &off, &size) : CUDA_ERROR_NOT_SUPPORTED;
-    if (r == CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter (at i == 0: a kernel without any) */
-    /* An invalid handle is not a driver without parameter info: the kernel's module or library was
-     * unloaded after capture. Reporting it as NO_PARAM_INFO sent users to upgrade their driver
-     * (tests/cpu/test_save_errors.py, test_save_of_kernel_from_unloaded_module_...). */
-    if (r == CUDA_ERROR_INVALID_HANDLE)
-      return fdy_fail(FDY_ERR_NOT_FOUND,
-                      "a kernel node launches a function that is no longer loaded (cuFuncGetParamInfo returned "
-                      "CUDA_ERROR_INVALID_HANDLE): its module or library was unloaded after capture. Nothing was "
-                      "written. Next step: save graphs before unloading the modules and libraries their kernels "
-                      "come from.");
-    if (r != CUDA_SUCCESS)
-      return fdy_fail(FDY_ERR_NO_PARAM_INFO,
-                      "cannot introspect the parameters of kernel %s: cuFuncGetParamInfo(index %u) returned %s (%d). "
-                      "Without parameter sizes its arguments cannot be saved faithfully. Next step: an NVIDIA "
-                      "driver for CUDA 12.4 or newer.",
-                      func_name(f), i, fdy_cu_name(r), (int)r);
-    if (i == UINT16_MAX || off > UINT32_MAX || size > UINT32_MAX)
-      return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s has an out-of-range parameter layout", func_name(f));
-    if (l->count == cap) {
-      cap *= 2;
-      rec_param *p = realloc(l->params, cap * sizeof(rec_param));
-      if (!p) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
-      l->params = p;
-    }
-    l->params[l->count++] = (rec_param){(uint32_t)off, (uint32_t)size};
-    if (off + size > l->bytes) l->bytes = (uint32_t)(off + size);
-  }
-  l->known = 1;
+  CUresult r;
+  uint32_t i;
+  int rc = fdy_kernel_params(f, out, &r, &i);
+  /* An invalid handle is not a driver without parameter info: the kernel's module or library was
+   * unloaded after capture. Reporting it as NO_PARAM_INFO sent users to upgrade their driver
+   * (tests/cpu/test_save_errors.py, test_save_of_kernel_from_unloaded_module_...). */
+  if (rc == FDY_ERR_NO_PARAM_INFO && r == CUDA_ERROR_INVALID_HANDLE)
+    return fdy_fail(FDY_ERR_NOT_FOUND,
+                    "a kernel node launches a function that is no longer loaded (cuFuncGetParamInfo returned "
+                    "CUDA_ERROR_INVALID_HANDLE): its module or library was unloaded after capture. Nothing was "
+                    "written. Next step: save graphs before unloading the modules and libraries their kernels "
+                    "come from.");
+  if (rc == FDY_ERR_NO_PARAM_INFO)
+    return fdy_fail(FDY_ERR_NO_PARAM_INFO,
+                    "cannot introspect the parameters of kernel %s: cuFuncGetParamInfo(index %u) returned %s (%d). "
+                    "Without parameter sizes its arguments cannot be saved faithfully. Next step: an NVIDIA "
+                    "driver for CUDA 12.4 or newer.",
+                    func_name(f), i, fdy_cu_name(r), (int)r);
+  if (rc == FDY_ERR_UNSUPPORTED)
+    return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s has an out-of-range parameter layout", func_name(f));
+  if (rc) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+  c->layouts[index] = *out;
   return 0;
 }
 
@@ -139,7 +118,7 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
 
   const uint8_t *extra_buf = NULL;
   uint32_t arg_bytes = 0;
-  layout_t *l = NULL;
+  const fdy_kparams *l = NULL;
   uint8_t mode = FDY_ARG_PARAMS;
   if (p.extra) {
     size_t *size = NULL;
@@ -157,7 +136,7 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
     if (l->count && !p.kernelParams)
       return fdy_fail(FDY_ERR_UNSUPPORTED, "kernel %s has %u parameters but its node carries no arguments",
                       last_kernel(c), l->count);
-    arg_bytes = l->bytes;
+    arg_bytes = l->span;
   }
 
   static const int attr_ids[] = {FDY_LAUNCH_ATTRS(FDY_CUDA_VALUE)};
@@ -176,8 +155,8 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
   }
 
   size_t at = fdy_buf_reserve(&c->out, sizeof(rec_kernel));
-  uint16_t nparams = l ? l->count : 0;
-  if (nparams) fdy_buf_put(&c->out, l->params, nparams * sizeof(rec_param));
+  uint16_t nparams = l ? (uint16_t)l->count : 0;
+  if (nparams) fdy_buf_put(&c->out, l->p, nparams * sizeof(rec_param));
   if (nattrs) fdy_buf_put(&c->out, attrs, nattrs * sizeof(rec_attr));
   size_t args_at = fdy_buf_reserve(&c->out, arg_bytes);
   if (c->out.oom) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
@@ -185,7 +164,7 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
     memcpy(c->out.data + args_at, extra_buf, arg_bytes);
   } else {
     for (uint16_t i = 0; i < nparams; i++)
-      memcpy(c->out.data + args_at + l->params[i].offset, p.kernelParams[i], l->params[i].size);
+      memcpy(c->out.data + args_at + l->p[i].offset, p.kernelParams[i], l->p[i].size);
   }
   fdy_buf_align8(&c->out);
   rec_kernel *k = (rec_kernel *)(c->out.data + at);
@@ -386,7 +365,6 @@ FDY_EXPORT int fdy_graph_extract(uint64_t graph, void **blob, size_t *blob_size,
     free(c.out.data);
     free(c.funcs);
   }
-  for (size_t i = 0; i < c.nfuncs; i++) free(c.layouts[i].params);
   free(c.layouts);
   fdy_map_free(&c.func_index);
   fdy_map_free(&c.event_index);

@@ -1,28 +1,133 @@
 /* Node records -> driver parameter structs, shared by graph building and exec updates. Every length
- * and index is checked against the record: a damaged record is an error, never a crash. */
+ * and index is checked against the record, and a kernel node's parameter table against the parameters its
+ * kernel takes: a damaged or altered record is an error, never a crash. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "record.h"
 
 #define CORRUPT(...) fdy_fail(FDY_ERR_CORRUPT, "damaged graph record: " __VA_ARGS__)
+#define ALTERED "The archive was altered or saved by another Foundry: run SAVE again."
 
-static int decode_kernel(fdy_decoded *d, const uint8_t *p, uint32_t bytes, const uint64_t *funcs, size_t nfuncs) {
+/* A function the driver cannot describe, marked for the rest of one call (its `extra` nodes are not asked
+ * again per node). */
+static const fdy_kparams no_list;
+
+int fdy_functions_init(fdy_functions *f, const uint64_t *handles, size_t count) {
+  f->handles = handles;
+  f->count = count;
+  f->params = calloc(count ? count : 1, sizeof(*f->params));
+  return f->params ? 0 : fdy_fail(FDY_ERR_INVALID, "out of host memory");
+}
+
+void fdy_functions_free(fdy_functions *f) {
+  free(f->params);
+  f->params = NULL;
+}
+
+const char *fdy_func_name(CUfunction f) {
+  const char *name = NULL;
+  if (fdy_drv.cuFuncGetName(&name, f) != CUDA_SUCCESS || !name) name = "<unnamed kernel>";
+  return name;
+}
+
+/* "kernel node 3", "kernel node 3 > 1" (node 1 of node 3's child graph), "override of kernel node 3". */
+static const char *node_where(const fdy_decoded *d, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "%skernel node %u", d->override ? "override of " : "", d->where[0]);
+  for (unsigned i = 1; i <= d->depth && i <= FDY_MAX_DEPTH && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, " > %u", d->where[i]);
+  return buf;
+}
+
+/* "[0:8 8:4 16:8]": offset:size of each parameter, the first eight and then "...". */
+static const char *param_list(const rec_param *params, uint32_t count, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (uint32_t i = 0; i < count && n < cap; i++) {
+    if (i == 8) {
+      n += (size_t)snprintf(buf + n, cap - n, " ...");
+      break;
+    }
+    rec_param p;
+    memcpy(&p, &params[i], sizeof(p));
+    n += (size_t)snprintf(buf + n, cap - n, "%s%u:%u", i ? " " : "", p.offset, p.size);
+  }
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+  return buf;
+}
+
+/* Proves that a kernel node gives its kernel the parameters the kernel takes, as the driver reports them for
+ * the loaded function: in kernelParams mode the same count, each at the same offset with the same size (the
+ * driver reads that list through the node's pointers, so a table one short is read past); in `extra` mode a
+ * buffer at least as long as the parameters span. One comparison per node: the lists are asked once per
+ * function (kernel_params.c). Where the driver cannot describe a kernel (cuFuncGetParamInfo missing, older
+ * than CUDA 12.4, or refused), a kernelParams node is refused, since nothing else bounds what the driver
+ * reads, and SAVE refuses to record one (ParamIntrospectionError); an `extra` node goes on, its buffer's
+ * size being the driver's to check against the kernel (docs/DESIGN.md, "Kernel parameters at LOAD"). */
+static int check_params(const fdy_decoded *d, const rec_kernel *k, const rec_param *table, fdy_functions *fns) {
+  CUfunction f = (CUfunction)(uintptr_t)fns->handles[k->function];
+  const fdy_kparams *l = fns->params[k->function];
+  char where[FDY_MAX_DEPTH * 12 + 32], want[160], got[160];
+  /* Asked when the call first meets the function, and again for a kernelParams node of a function an `extra`
+   * node found the driver cannot describe (the refusal is then this node's). */
+  if (!l || (l == &no_list && k->arg_mode != FDY_ARG_EXTRA)) {
+    CUresult r;
+    uint32_t at;
+    int rc = fdy_kernel_params(f, &l, &r, &at);
+    if (rc == FDY_ERR_NO_PARAM_INFO && k->arg_mode == FDY_ARG_EXTRA) {
+      l = &no_list;
+    } else if (rc == FDY_ERR_NO_PARAM_INFO) {
+      return fdy_fail(FDY_ERR_NO_PARAM_INFO,
+                      "%s (kernel %s): its %u recorded parameters cannot be checked against the kernel's, "
+                      "because cuFuncGetParamInfo(index %u) returned %s (%d); the driver reads as many parameters "
+                      "as the kernel takes, so LOAD does not hand it a table it cannot prove. Next step: an NVIDIA "
+                      "driver for CUDA 12.4 or newer, like the one SAVE ran on.",
+                      node_where(d, where, sizeof(where)), fdy_func_name(f), k->param_count, at, fdy_cu_name(r),
+                      (int)r);
+    } else if (rc == FDY_ERR_UNSUPPORTED) {
+      return fdy_fail(FDY_ERR_UNSUPPORTED, "%s (kernel %s): the driver reports more parameters, or larger, "
+                      "than a graph record can hold", node_where(d, where, sizeof(where)), fdy_func_name(f));
+    } else if (rc) {
+      return fdy_fail(FDY_ERR_INVALID, "out of host memory");
+    }
+    fns->params[k->function] = l;
+  }
+  if (k->arg_mode == FDY_ARG_EXTRA) {
+    if (l == &no_list || k->arg_bytes >= l->span) return 0;
+    return fdy_fail(FDY_ERR_PARAM_MISMATCH,
+                    "%s (kernel %s): its `extra` argument buffer holds %u bytes, but the kernel's %u "
+                    "parameters %s (offset:size) span %u; the driver would read past the buffer. " ALTERED,
+                    node_where(d, where, sizeof(where)), fdy_func_name(f), k->arg_bytes, l->count,
+                    param_list(l->p, l->count, want, sizeof(want)), l->span);
+  }
+  if (k->param_count == l->count && memcmp(table, l->p, (size_t)l->count * sizeof(rec_param)) == 0) return 0;
+  return fdy_fail(FDY_ERR_PARAM_MISMATCH,
+                  "%s (kernel %s): the kernel takes %u parameters %s (offset:size), the record gives it %u %s; "
+                  "the driver reads the kernel's own list through the node's pointers. " ALTERED,
+                  node_where(d, where, sizeof(where)), fdy_func_name(f), l->count,
+                  param_list(l->p, l->count, want, sizeof(want)), k->param_count,
+                  param_list(table, k->param_count, got, sizeof(got)));
+}
+
+static int decode_kernel(fdy_decoded *d, const uint8_t *p, uint32_t bytes, fdy_functions *fns) {
   if (bytes < sizeof(rec_kernel)) return CORRUPT("kernel node of %u bytes", bytes);
   rec_kernel k;
   memcpy(&k, p, sizeof(k));
   size_t tables = (size_t)k.param_count * sizeof(rec_param) + (size_t)k.attr_count * sizeof(rec_attr);
   if (sizeof(rec_kernel) + tables + k.arg_bytes > bytes)
     return CORRUPT("kernel node needs %zu bytes, has %u", sizeof(rec_kernel) + tables + k.arg_bytes, bytes);
-  if (k.function >= nfuncs) return CORRUPT("function index %u of %zu", k.function, nfuncs);
+  if (k.function >= fns->count) return CORRUPT("function index %u of %zu", k.function, fns->count);
+  if (k.arg_mode != FDY_ARG_EXTRA && k.arg_mode != FDY_ARG_PARAMS) return CORRUPT("argument mode %u", k.arg_mode);
   const rec_param *params = (const rec_param *)(p + sizeof(rec_kernel));
+  int rc = check_params(d, &k, params, fns);
+  if (rc) return rc;
   d->attrs = (const rec_attr *)(p + sizeof(rec_kernel) + k.param_count * sizeof(rec_param));
   d->attr_count = k.attr_count;
   uint8_t *args = (uint8_t *)(p + sizeof(rec_kernel) + tables);
 
   CUDA_KERNEL_NODE_PARAMS_v2 *np = &d->kernel;
   memset(np, 0, sizeof(*np));
-  np->func = (CUfunction)(uintptr_t)funcs[k.function];
+  np->func = (CUfunction)(uintptr_t)fns->handles[k.function];
   np->gridDimX = k.grid[0]; np->gridDimY = k.grid[1]; np->gridDimZ = k.grid[2];
   np->blockDimX = k.block[0]; np->blockDimY = k.block[1]; np->blockDimZ = k.block[2];
   np->sharedMemBytes = k.shared_mem;
@@ -36,7 +141,6 @@ static int decode_kernel(fdy_decoded *d, const uint8_t *p, uint32_t bytes, const
     np->extra = d->extra;
     return 0;
   }
-  if (k.arg_mode != FDY_ARG_PARAMS) return CORRUPT("argument mode %u", k.arg_mode);
   if (k.param_count > d->scratch_cap) {
     void **s = realloc(d->scratch, k.param_count * sizeof(void *));
     if (!s) return fdy_fail(FDY_ERR_INVALID, "out of host memory");
@@ -53,9 +157,9 @@ static int decode_kernel(fdy_decoded *d, const uint8_t *p, uint32_t bytes, const
   return 0;
 }
 
-int fdy_decode_node(fdy_decoded *d, const uint8_t *p, uint32_t bytes, const uint64_t *funcs, size_t nfuncs) {
+int fdy_decode_node(fdy_decoded *d, const uint8_t *p, uint32_t bytes, fdy_functions *fns) {
   switch (p[0]) {
-    case CU_GRAPH_NODE_TYPE_KERNEL: return decode_kernel(d, p, bytes, funcs, nfuncs);
+    case CU_GRAPH_NODE_TYPE_KERNEL: return decode_kernel(d, p, bytes, fns);
     case CU_GRAPH_NODE_TYPE_MEMSET: {
       if (bytes < sizeof(rec_memset)) return CORRUPT("memset node of %u bytes", bytes);
       rec_memset m;

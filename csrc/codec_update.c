@@ -9,9 +9,17 @@
 
 #define CORRUPT(...) fdy_fail(FDY_ERR_CORRUPT, "damaged delta: " __VA_ARGS__)
 
+/* Decodes an override (its kernel parameters checked), naming it by its template node for messages. */
+static int decode_override(fdy_decoded *d, uint32_t index, const uint8_t *p, uint32_t bytes, fdy_functions *fns) {
+  d->where[0] = index;
+  d->depth = 0;
+  d->override = 1;
+  return fdy_decode_node(d, p, bytes, fns);
+}
+
 static int apply_one(CUgraphExec exec, CUgraphNode node, const uint8_t *p, uint32_t bytes, fdy_decoded *d,
-                     const uint64_t *funcs, size_t nfuncs, CUcontext ctx, uint32_t index) {
-  int rc = fdy_decode_node(d, p, bytes, funcs, nfuncs);
+                     fdy_functions *fns, CUcontext ctx, uint32_t index) {
+  int rc = decode_override(d, index, p, bytes, fns);
   if (rc) return rc;
   CUresult r;
   switch (p[0]) {
@@ -91,16 +99,33 @@ static int delta_walk(const uint8_t *p, const rec_delta_header *h, size_t node_c
 typedef struct {
   CUgraphExec exec;
   const uint64_t *nodes;
-  const uint64_t *functions;
-  size_t function_count;
+  fdy_functions fns;
   CUcontext ctx;
   fdy_decoded d;
 } apply_ctx;
 
+static int check_visit(uint32_t index, const uint8_t *node, uint32_t bytes, void *c) {
+  apply_ctx *a = c;
+  if (node[0] != CU_GRAPH_NODE_TYPE_KERNEL && node[0] != CU_GRAPH_NODE_TYPE_MEMSET &&
+      node[0] != CU_GRAPH_NODE_TYPE_MEMCPY)
+    return CORRUPT("override of node %u has type %u; only kernel, memset and memcpy nodes vary", index, node[0]);
+  return decode_override(&a->d, index, node, bytes, &a->fns);
+}
+
 static int apply_visit(uint32_t index, const uint8_t *node, uint32_t bytes, void *c) {
   apply_ctx *a = c;
-  return apply_one(a->exec, (CUgraphNode)(uintptr_t)a->nodes[index], node, bytes, &a->d, a->functions,
-                   a->function_count, a->ctx, index);
+  return apply_one(a->exec, (CUgraphNode)(uintptr_t)a->nodes[index], node, bytes, &a->d, &a->fns, a->ctx, index);
+}
+
+/* Checks every override of a delta (layout, node types, kernel parameters) with no driver call but the
+ * kernels' parameter lists; `a` holds the member's function table. */
+static int delta_checked(apply_ctx *a, const void *delta, size_t delta_size, size_t node_count, rec_delta_header *h,
+                         size_t function_count) {
+  int rc = delta_header(delta, delta_size, h);
+  if (rc) return rc;
+  if (h->function_count != function_count)
+    return fdy_fail(FDY_ERR_INVALID, "the delta names %u functions, %zu were resolved", h->function_count, function_count);
+  return delta_walk(delta, h, node_count, check_visit, a);
 }
 
 FDY_EXPORT int fdy_overrides_apply(uint64_t target, int to_exec, const uint64_t *nodes, size_t node_count,
@@ -108,14 +133,29 @@ FDY_EXPORT int fdy_overrides_apply(uint64_t target, int to_exec, const uint64_t 
                                    size_t function_count) {
   int rc = fdy_driver_ensure();
   if (rc) return rc;
-  rec_delta_header h;
-  if ((rc = delta_header(delta, delta_size, &h))) return rc;
-  if (h.function_count != function_count)
-    return fdy_fail(FDY_ERR_INVALID, "the delta names %u functions, %zu were resolved", h.function_count, function_count);
-  apply_ctx a = {to_exec ? (CUgraphExec)(uintptr_t)target : NULL, nodes, functions, function_count, NULL, {0}};
+  apply_ctx a = {to_exec ? (CUgraphExec)(uintptr_t)target : NULL, nodes, {0}, NULL, {0}};
+  if ((rc = fdy_functions_init(&a.fns, functions, function_count))) return rc;
   fdy_drv.cuCtxGetCurrent(&a.ctx);
-  rc = delta_walk(delta, &h, node_count, apply_visit, &a);
+  /* Every override is checked before the first is applied: a delta refused halfway would leave an exec that
+   * is neither the graph it held nor the member's (load/groups.py switches members into a shared exec). */
+  rec_delta_header h;
+  rc = delta_checked(&a, delta, delta_size, node_count, &h, function_count);
+  if (rc == 0) rc = delta_walk(delta, &h, node_count, apply_visit, &a);
   fdy_decoded_free(&a.d);
+  fdy_functions_free(&a.fns);
+  return rc;
+}
+
+FDY_EXPORT int fdy_delta_check(const void *delta, size_t delta_size, size_t node_count, const uint64_t *functions,
+                               size_t function_count) {
+  int rc = fdy_driver_ensure();
+  if (rc) return rc;
+  apply_ctx a = {NULL, NULL, {0}, NULL, {0}};
+  if ((rc = fdy_functions_init(&a.fns, functions, function_count))) return rc;
+  rec_delta_header h;
+  rc = delta_checked(&a, delta, delta_size, node_count, &h, function_count);
+  fdy_decoded_free(&a.d);
+  fdy_functions_free(&a.fns);
   return rc;
 }
 

@@ -49,7 +49,8 @@ fdy_cuGraphLaunch_t cuGraphLaunch_ptsz;
   X(cuModuleEnumerateFunctions) X(cuLibraryLoadData) X(cuLibraryLoadFromFile)                 \
   X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLibraryGetKernelCount)                         \
   X(cuLibraryEnumerateKernels) X(cuKernelGetFunction) X(cuKernelGetName)                      \
-  X(cuFuncGetName) X(cuFuncGetModule) X(cuFuncGetParamInfo) X(cuFuncGetAttribute)             \
+  X(cuFuncGetName) X(cuFuncGetModule) X(cuFuncGetParamInfo) X(cuKernelGetParamInfo)          \
+  X(cuFuncGetAttribute)                                                                      \
   X(cuFuncSetAttribute) X(cuEventCreate) X(cuEventDestroy_v2)                                 \
   X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphGetNodes) X(cuGraphGetEdges_v2)                 \
   X(cuGraphNodeGetType) X(cuGraphKernelNodeGetParams_v2) X(cuGraphKernelNodeGetAttribute)     \
@@ -131,6 +132,21 @@ void fdy_registry_on_unload(uint64_t handle, uint32_t kind);
 void fdy_registry_note_kernel(CUkernel kernel, CUlibrary lib);
 void fdy_registry_note_launch(CUfunction f);
 extern volatile int fdy_trace_launches;
+
+/* ---------------------------------------------------------------- kernel parameter lists (kernel_params.c) */
+/* A kernel's parameters as the driver reports them (cuFuncGetParamInfo), in ordinal order. */
+typedef struct {
+  uint32_t count;
+  uint32_t span;   /* the end of the last byte any parameter occupies (max offset + size), 0 without any */
+  rec_param p[];   /* count entries: offset and size, the layout a kernel node record's table has */
+} fdy_kparams;
+/* The parameter list of f, asked of the driver once per function and kept for the life of the process (the
+ * pointer stays valid). Returns 0, or sets no message and returns FDY_ERR_NO_PARAM_INFO (the driver refused:
+ * *cause its CUresult, CUDA_ERROR_NOT_SUPPORTED without cuFuncGetParamInfo, *index the parameter asked),
+ * FDY_ERR_UNSUPPORTED (more parameters, or larger, than a graph record holds) or FDY_ERR_INVALID (no memory). */
+int fdy_kernel_params(CUfunction f, const fdy_kparams **out, CUresult *cause, uint32_t *index);
+/* Forgets every list kept: a module or library was unloaded, and the driver may reuse its functions' handles. */
+void fdy_kernel_params_forget(void);
 
 /* ---------------------------------------------------------------- images (image.c) */
 /* Finds the real image behind a pointer handed to the driver (unwrapping a fatbin wrapper) and its

@@ -9,6 +9,21 @@
 #include "internal.h"
 
 const char *fdy_node_type_name(int type);
+/* The function's mangled name as the driver reports it, or "<unnamed kernel>" (for messages). */
+const char *fdy_func_name(CUfunction f);
+
+/* The function table a record's (or delta's) kernel nodes name by index, as LOAD resolved it: handles[i]
+ * binds index i. params[i] is function i's parameter list (kernel_params.c), looked up when a node first
+ * names it: a builder asks for each function once per call, not once per node. */
+typedef struct {
+  const uint64_t *handles;
+  size_t count;
+  const fdy_kparams **params;
+} fdy_functions;
+
+/* Sets up a table of count functions (no driver call yet); 0 or FDY_ERR_INVALID (out of host memory). */
+int fdy_functions_init(fdy_functions *f, const uint64_t *handles, size_t count);
+void fdy_functions_free(fdy_functions *f);
 
 /* Node records decoded into driver parameter structs (codec_params.c). The structs point into the
  * record and into `d`, which must outlive the driver call that uses them. */
@@ -22,10 +37,17 @@ typedef struct {
   uint16_t attr_count;
   CUDA_MEMSET_NODE_PARAMS memset;
   CUDA_MEMCPY3D memcpy;
+  /* Where the node being decoded is, for messages (set by the caller): its index in each graph from the top
+   * level down, depth + 1 of them, and whether it is a delta's override of that top-level node. */
+  uint32_t where[FDY_MAX_DEPTH + 1];
+  unsigned depth;
+  int override;
 } fdy_decoded;
 
-/* Decodes a kernel, memset or memcpy node record of `bytes` bytes; functions[i] binds index i. */
-int fdy_decode_node(fdy_decoded *d, const uint8_t *rec, uint32_t bytes, const uint64_t *functions, size_t nfuncs);
+/* Decodes a kernel, memset or memcpy node record of `bytes` bytes. A kernel node's parameters are proven to
+ * be those its function takes before anything of it is decoded (FDY_ERR_PARAM_MISMATCH otherwise): the
+ * driver reads the kernel's own parameter list from whatever the node gives it. */
+int fdy_decode_node(fdy_decoded *d, const uint8_t *rec, uint32_t bytes, fdy_functions *functions);
 void fdy_decoded_free(fdy_decoded *d);
 /* Sets a decoded kernel record's launch attributes on a graph node (codec_build.c). fresh: the node
  * was just added, so values equal to a new node's defaults need not be set. */

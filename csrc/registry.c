@@ -122,6 +122,7 @@ void fdy_registry_on_unload(uint64_t handle, uint32_t kind) {
         if (kernel_lib.keys && kernel_lib.keys[i] && kernel_lib.vals[i] == handle) kernel_lib.vals[i] = 0;
   }
   pthread_mutex_unlock(&lock);
+  fdy_kernel_params_forget(); /* its functions' handles may name other kernels later */
 }
 
 void fdy_registry_note_kernel(CUkernel kernel, CUlibrary lib) {

@@ -30,8 +30,11 @@ _EXPORTS: dict[str, str] = {
     # graphs (torch-facing)
     "CUDAGraph": ".capture",
     "graph": ".capture",
+    "restored_tensor": ".capture",
     # archives
     "save_graph_manifest": ".save",
+    "write_archive_document": ".save",
+    "read_archive_document": ".trust",
     "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",
     "startup_phases": ".load",

@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 12
+#define FDY_ABI_VERSION 13
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -41,6 +41,7 @@ enum fdy_error_code {
   FDY_ERR_CORRUPT = 10008,         /* malformed graph record */
   FDY_ERR_NO_PARAM_INFO = 10009,   /* kernel parameters cannot be introspected */
   FDY_ERR_TRUNCATED = 10010,       /* output buffer too small; the needed size is reported */
+  FDY_ERR_PARAM_MISMATCH = 10011,  /* a kernel node's parameters are not those its kernel takes */
 };
 
 /* ---------------------------------------------------------------- library & errors */
@@ -256,15 +257,26 @@ FDY_EXPORT int fdy_record_compare(const void *a, size_t a_size, const uint32_t *
 FDY_EXPORT int fdy_graph_extract(uint64_t graph, void **blob, size_t *blob_size, uint64_t **functions,
                                  size_t *function_count);
 /* Rebuilds a CUgraph from a record; functions[i] replaces index i. nodes (may be NULL) receives the
- * CUgraphNode of each top-level node, in record order, for later overrides. */
+ * CUgraphNode of each top-level node, in record order, for later overrides. Each kernel node's parameter
+ * table is proven, before the driver sees the node, to be the list its function takes as the driver reports
+ * it (count, offsets, sizes; an `extra` buffer at least as long as the parameters span): FDY_ERR_PARAM_MISMATCH
+ * otherwise, naming the node and the kernel; FDY_ERR_NO_PARAM_INFO where the driver cannot describe a kernel
+ * whose node passes kernelParams. */
 FDY_EXPORT int fdy_graph_build(const void *blob, size_t blob_size, const uint64_t *functions,
                                size_t function_count, uint64_t *graph, uint64_t *nodes, size_t node_cap);
 /* Applies a delta's node records (docs/FORMAT.md "Delta") to a graph built from its template
  * (to_exec = 0: cuGraph*NodeSetParams, launch attributes included) or to an exec instantiated from it
- * (to_exec = 1: cuGraphExec*NodeSetParams). nodes are the template's top-level node handles. */
+ * (to_exec = 1: cuGraphExec*NodeSetParams). nodes are the template's top-level node handles. Every override is
+ * decoded and checked (as fdy_delta_check) before the first is applied, so a refused delta leaves the target
+ * as it was. */
 FDY_EXPORT int fdy_overrides_apply(uint64_t target, int to_exec, const uint64_t *nodes, size_t node_count,
                                    const void *delta, size_t delta_size, const uint64_t *functions,
                                    size_t function_count);
+/* Checks a delta against a template of node_count top-level nodes and the member's function table, without a
+ * driver call beyond the kernels' parameter lists: its layout, and each kernel override's parameters as
+ * fdy_graph_build checks a node's (FDY_ERR_PARAM_MISMATCH, FDY_ERR_NO_PARAM_INFO). */
+FDY_EXPORT int fdy_delta_check(const void *delta, size_t delta_size, size_t node_count, const uint64_t *functions,
+                               size_t function_count);
 /* The template node index of each override of a delta (checked against node_count); with out NULL
  * or cap too small, only *count is set. */
 FDY_EXPORT int fdy_delta_indices(const void *delta, size_t delta_size, size_t node_count, uint32_t *out, size_t cap,

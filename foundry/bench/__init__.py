@@ -12,6 +12,8 @@ import importlib
 from typing import Any
 
 from .runner import run_bench, summarize
+from .serving.matrix import write_matrix
+from .serving.shapes import MATRIX
 from .sglang import SglangBenchConfig, run_sglang_bench
 from .shapes import SHAPES, VARIANTS, DecoderConfig, vllm_batch_sizes
 from .vllm import MODES as VLLM_MODES
@@ -21,6 +23,7 @@ from .vllm import VllmBenchConfig, run_vllm_bench
 _MODEL = ("QwenDecoder",)
 
 __all__ = [
+    "MATRIX",
     "SHAPES",
     "VARIANTS",
     "VLLM_MODES",
@@ -34,6 +37,7 @@ __all__ = [
     "run_vllm_bench",
     "summarize",
     "vllm_batch_sizes",
+    "write_matrix",
 ]
 
 

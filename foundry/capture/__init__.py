@@ -4,6 +4,6 @@ fixed addresses, and graph-safe random numbers."""
 from __future__ import annotations
 
 from .cudagraph import CUDAGraph, graph, shared_pool
-from .tensors import flatten_outputs, output_spec, tensor_at
+from .tensors import flatten_outputs, output_spec, restored_tensor, tensor_at
 
-__all__ = ["CUDAGraph", "flatten_outputs", "graph", "output_spec", "shared_pool", "tensor_at"]
+__all__ = ["CUDAGraph", "flatten_outputs", "graph", "output_spec", "restored_tensor", "shared_pool", "tensor_at"]

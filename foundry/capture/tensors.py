@@ -13,9 +13,11 @@ from typing import Any
 
 import torch
 
+from foundry.errors import ArchiveCorruptError, RegionStateError
 from foundry.format import OutputSpec
+from foundry.region import restored_covers
 
-__all__ = ["flatten_outputs", "output_spec", "tensor_at"]
+__all__ = ["flatten_outputs", "output_spec", "restored_tensor", "tensor_at"]
 
 
 def _span_bytes(t: torch.Tensor) -> int:
@@ -73,9 +75,14 @@ _STORAGE_AT = getattr(torch._C, "_construct_storage_from_data_pointer", None)
 def tensor_at(spec: OutputSpec, device: torch.device | int | None = None) -> torch.Tensor:
     """A tensor viewing ``spec.nbytes`` bytes at ``spec.address`` with the saved shape, strides, dtype. Its
     storage is exactly those bytes and owns nothing (the region holds the memory)."""
-    dtype = getattr(torch, spec.dtype, None)
+    # Looked up in torch's own names only: getattr would run torch's module __getattr__, which imports the
+    # submodule an archive names (torch.onnx, torch._dynamo), and an archive must not choose code to run.
+    dtype = vars(torch).get(spec.dtype)
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"unknown dtype {spec.dtype!r} in the archive")
+        raise ArchiveCorruptError(
+            f"the archive names output dtype {spec.dtype!r:.60}, which is no dtype of torch {torch.__version__}: the "
+            "graph's metadata was edited, or saved with another torch. Save the graph again with this torch."
+        )
     dev = (
         torch.device("cuda", torch.cuda.current_device() if device is None else device)
         if not isinstance(device, torch.device)
@@ -92,3 +99,24 @@ def tensor_at(spec: OutputSpec, device: torch.device | int | None = None) -> tor
     raw = torch.as_tensor(_DeviceBytes(spec.address, nbytes), device=dev)
     usable = nbytes // itemsize * itemsize
     return raw[:usable].view(dtype).as_strided(spec.shape, spec.strides)
+
+
+def restored_tensor(address: int, nbytes: int, device: torch.device | int | None = None) -> torch.Tensor:
+    """A ``uint8`` tensor of ``nbytes`` bytes at ``address``, in memory SAVE used and LOAD mapped back
+    (``CUDAGraph.start_graph_builds`` maps it): for a buffer a program kept across SAVE and its graphs read,
+    such as an engine's workspace, so that LOAD hands the program the very buffer SAVE had, not a new one.
+
+    The tensor owns nothing (the region holds the memory) and nothing here allocates into it: LOAD moved the
+    allocation cursor past SAVE's memory. ``RegionStateError`` where the range is not inside the memory LOAD
+    mapped in this process (a LOAD that has not restored the graphs yet, or an address the archive's program
+    did not hold at SAVE): the tensor would view memory that is not there, or another allocation's."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+        raise ValueError(f"restored_tensor: nbytes must be a positive int, got {nbytes!r}")
+    if not restored_covers(address, nbytes):
+        raise RegionStateError(
+            f"restored_tensor: {nbytes} bytes at {address:#x} are not inside the memory LOAD mapped back from SAVE "
+            "in this process. Call it after CUDAGraph.start_graph_builds, with a buffer that was live when SAVE saved "
+            "its graphs; otherwise run SAVE again."
+        )
+    spec = OutputSpec(address=address, shape=(nbytes,), strides=(1,), dtype="uint8", nbytes=nbytes)
+    return tensor_at(spec, device)

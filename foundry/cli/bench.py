@@ -52,8 +52,11 @@ def _serving_problems(
         problems.append("batch sizes and --reps must be at least 1")
     if args.seconds is not None and args.seconds <= 0:
         problems.append("--seconds must be positive")
+    if args.logprobs < 0:
+        problems.append("--logprobs must be 0 or more")
     settings: dict[str, Any] = {"out": Path(args.out), "modes": tuple(modes), "batches": batches,
-                                "decode_batches": decode, "reps": args.reps, "seconds": args.seconds}  # fmt: skip
+                                "decode_batches": decode, "reps": args.reps, "seconds": args.seconds,
+                                "logprobs": args.logprobs}  # fmt: skip
     if args.decode_steps is not None:
         settings["decode_steps"] = args.decode_steps
     return settings, problems
@@ -65,13 +68,31 @@ def _report_problems(problems: list[str]) -> int:
 
 
 def _identical(doc: dict[str, Any]) -> bool:
-    return all(c.get("identical") for c in doc["compare"].values())
+    """Every run compared equals its reference (the reference itself, SAVE's where no native run was asked for,
+    counts as equal)."""
+    return all(c.get("identical") or c.get("reference") for c in doc["compare"].values())
+
+
+def _matrix(args: argparse.Namespace, default: str) -> str:
+    """The shapes to run: --shapes, else every architecture of the matrix with --matrix, else ``default``."""
+    from foundry.bench import MATRIX
+
+    return args.shapes or (",".join(MATRIX) if args.matrix else default)
+
+
+def _write_matrix(args: argparse.Namespace, engine: str) -> None:
+    if args.matrix:
+        from foundry.bench import write_matrix
+
+        print(write_matrix(Path(args.out), engine), end="")
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
     from foundry.bench import VllmBenchConfig, run_vllm_bench
 
-    shapes, apis, runners = _csv(args.shapes or "qwen3-0.6b,qwen3-8b"), _csv(args.api or "llm"), _csv(args.runner)
+    # The matrix runs `vllm serve`, as users serve (its defaults differ from LLM()'s).
+    api = args.api or ("serve" if args.matrix else "llm")
+    shapes, apis, runners = _csv(_matrix(args, "qwen3-0.6b,qwen3-8b")), _csv(api), _csv(args.runner)
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
     problems += [f"unknown --api {a!r} (llm or serve)" for a in apis if a not in ("llm", "serve")]
     problems += [f"unknown --runner {r!r} (v2 or v1)" for r in runners if r not in ("v2", "v1")]
@@ -87,13 +108,14 @@ def _run_vllm(args: argparse.Namespace) -> int:
                 cfg = VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
                                       gpu_memory_utilization=args.gpu_memory_utilization, **settings)  # fmt: skip
                 failed += not _identical(run_vllm_bench(cfg))
+    _write_matrix(args, "vllm")
     return 1 if failed else 0
 
 
 def _run_sglang(args: argparse.Namespace) -> int:
     from foundry.bench import SglangBenchConfig, run_sglang_bench
 
-    shapes, apis = _csv(args.shapes or "qwen3-0.6b"), _csv(args.api or "engine")
+    shapes, apis = _csv(_matrix(args, "qwen3-0.6b")), _csv(args.api or "engine")
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
     try:
         engine_args = json.loads(args.engine_args)
@@ -113,6 +135,7 @@ def _run_sglang(args: argparse.Namespace) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     failed = sum(not _identical(run_sglang_bench(cfg)) for cfg in configs)
+    _write_matrix(args, "sglang")
     return 1 if failed else 0
 
 
@@ -220,7 +243,11 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--api", help="vllm: llm (LLM(), the default) and/or serve; sglang: engine (sglang.Engine, the "
                    "default) and/or serve (launch_server); comma-separated")  # fmt: skip
     v.add_argument("--modes", "--runs", default="native_cold,save,native,load", help="which runs, in this order")
-    v.add_argument("--batches", default="1,8,64,256", help="batch sizes whose greedy tokens are compared")
+    v.add_argument("--matrix", action="store_true", help="every architecture of the matrix (Llama, Qwen3, Gemma2, "
+                   "Mistral, Qwen3-MoE, Mixtral, DeepSeek-V2-Lite shapes) unless --shapes names some; vllm: `vllm "
+                   "serve` unless --api names another; then OUT/<engine>-matrix.txt from every run in OUT")  # fmt: skip
+    v.add_argument("--batches", default="1,8,64,256", help="batch sizes whose greedy tokens and logprobs are compared")
+    v.add_argument("--logprobs", type=int, default=20, help="top log-probabilities compared at every token (0: none)")
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")
     v.add_argument("--decode-steps", type=int, help="tokens a prompt in each decode measurement (vllm 256, sglang 512)")
     v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")

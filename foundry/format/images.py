@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError
@@ -23,6 +23,7 @@ from .elf import STT_OBJECT, Section, Symbol, elf_sections, elf_symbols
 from .fatbin import FatbinKind, fatbin_entries, fatbin_header
 from .files import IMAGES_DIR, PathLike, inside, read_regular, write_addressed
 from .jsonfields import is_sha256
+from .kparams import KernelParams, elf_kernel_params
 from .values import ImageFormat, ImageRef
 
 __all__ = [
@@ -121,10 +122,13 @@ _STO_CUDA_MANAGED = 0x4
 @dataclass(frozen=True, slots=True)
 class KernelNames:
     """Kernel names an image defines. ``complete`` is False when part of the image could not be read
-    (then a name missing from ``names`` may still be in it)."""
+    (then a name missing from ``names`` may still be in it). ``params``: each kernel's parameter list as its
+    ELF code states it (kparams.py), None where it cannot be read or two entries disagree; a kernel only
+    PTX defines is not in it (its layout is the driver's to compile)."""
 
     names: frozenset[str]
     complete: bool
+    params: Mapping[str, KernelParams | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +216,7 @@ def _scan(
     entries ``keep`` accepts (all without it)."""
     parts, problems = _parts(data, fmt, keep)
     kernels: set[str] = set()
+    params: dict[str, KernelParams | None] = {}
     variables: dict[str, VariableDecl] = {}
     for i, (kind, payload) in enumerate(parts):
         if kind == FatbinKind.PTX:
@@ -232,12 +237,14 @@ def _scan(
                 continue
             if names:
                 kernels.update(s.name for s in symbols if s.name)
+                for kernel, layout in elf_kernel_params(payload, sections).items():
+                    params[kernel] = layout if params.get(kernel, layout) == layout else None
             part = _elf_variables(spaces, symbols)
         for name, decl in part.items():
             seen = variables.get(name)
             variables[name] = decl if seen is None else VariableDecl(name, seen.space, seen.sizes | decl.sizes)
     problem = "; ".join(problems) or None
-    return KernelNames(frozenset(kernels), not problems), ModuleVariables(variables, not problems, problem)
+    return KernelNames(frozenset(kernels), not problems, params), ModuleVariables(variables, not problems, problem)
 
 
 def _parts(

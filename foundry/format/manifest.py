@@ -2,7 +2,8 @@
 
 The manifest is written last by SAVE and lists every image and graph of the archive with their
 checksums, where each graph's bytes are stored (its own files, or the archive's graph bundle: the one copy
-of the graphs saved in the archive directory), and the groups of graphs that share a topology.
+of the graphs saved in the archive directory), the groups of graphs that share a topology, and the documents
+the archive carries (format/documents.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
+from .documents import listed_document
 from .files import REGION_HINT, PathLike, inside, read_region_hint, read_regular, write_atomic
 from .identity import Identity
 from .images import image_relpath
@@ -38,7 +40,7 @@ from .jsonfields import (
     relative_path_problem,
     seal,
 )
-from .values import ImageFormat, ImageRef, RegionSpec, VariableRef
+from .values import ImageFormat, ImageRef, RecordRef, RegionSpec, VariableRef
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -53,6 +55,7 @@ __all__ = [
     "ImageEntry",
     "Manifest",
     "archive_region",
+    "listed_documents",
     "now_iso",
     "parse_manifest_doc",
     "read_manifest",
@@ -170,6 +173,8 @@ class Manifest:
     # The graph bundle (format/bundle.py), the one copy of the graphs stored in it (``GraphEntry.stored``);
     # None where every graph is stored in its files.
     bundle: BundleRef | None = None
+    # Documents the archive carries for the program that reads it (format/documents.py), each file once.
+    documents: tuple[RecordRef, ...] = ()
     format_version: int = MANIFEST_FORMAT_VERSION  # as read; written as MANIFEST_FORMAT_VERSION
     # A version-2 manifest's ``bundle``: the file of a second copy of its graph files, which is not read.
     stale_bundle: str | None = None
@@ -207,6 +212,9 @@ class Manifest:
                     return f"group {gi} lists graph {i}, whose group is {self.graphs[i].group}"
                 if self.graphs[i].topology != g.topology:
                     return f"graph {i} has topology {self.graphs[i].topology}, its group {gi} has {g.topology}"
+        problem = _documents_problem(self)
+        if problem:
+            return problem
         members = [frozenset(g.members) for g in self.groups]  # a group holds up to every graph: no linear search
         for i, e in enumerate(self.graphs):
             if e.group >= len(self.groups):
@@ -251,6 +259,8 @@ class Manifest:
         }
         if self.bundle is not None:
             doc["bundle"] = self.bundle.to_json()
+        if self.documents:
+            doc["documents"] = [d.to_json() for d in self.documents]
         if self.signature is not None:
             doc["signature"] = self.signature
         return doc
@@ -283,6 +293,7 @@ class Manifest:
             groups=groups,
             signature=obj.get("signature"),
             bundle=bundle,
+            documents=_documents(obj, at),
             format_version=version,
             stale_bundle=stale,
         )
@@ -290,6 +301,35 @@ class Manifest:
         if problem is not None:
             at.fail(problem)
         return manifest
+
+
+def _documents(obj: dict[str, Any], at: At) -> tuple[RecordRef, ...]:
+    """``documents``, optional: absent in manifests written before it existed, and when SAVE listed none."""
+    if "documents" not in obj:
+        return ()
+    docs_at = at.key("documents")
+    return tuple(listed_document(v, docs_at.index(i)) for i, v in enumerate(get_list(obj["documents"], docs_at)))
+
+
+def listed_documents(doc: dict[str, Any], source: str) -> tuple[RecordRef, ...]:
+    """The documents the manifest document ``doc`` (``parse_manifest_doc``'s: sealed, of a known version; the
+    manifest ``source``) lists, each once, without reading the rest of it: an engine reads its metadata at
+    start-up, before it has anything else to do with the manifest, and an engine's manifest lists thousands of
+    graphs (``Manifest.from_json`` checks the rest). Errors as ``read_manifest``."""
+    at = At(source)
+    documents = _documents(doc, at)
+    if len({d.file for d in documents}) != len(documents):
+        at.fail("a document is listed twice")
+    return documents
+
+
+def _documents_problem(manifest: Manifest) -> str | None:
+    files = [d.file for d in manifest.documents]
+    if len(set(files)) != len(files):
+        return "a document is listed twice"
+    graphs = {g.json for g in manifest.graphs}
+    clash = next((f for f in files if f in graphs), None)
+    return None if clash is None else f"document {clash!r} is listed as a graph too"
 
 
 # ``now_iso``'s form exactly, digits ASCII: ``datetime.fromisoformat`` alone takes more forms from Python 3.11 on

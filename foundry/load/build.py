@@ -30,6 +30,7 @@ __all__ = [
     "Occupied",
     "build_exec",
     "check_identity",
+    "graph_label",
     "load_graph",
     "load_images",
     "member_graph",
@@ -159,6 +160,11 @@ def resolve_functions(meta: GraphMeta) -> list[int]:
     return functions
 
 
+def graph_label(src: GraphSource) -> str:
+    """How LOAD's messages name a graph: its name and its metadata file."""
+    return f"graph {src.meta.name!r} ({src.json_path})"
+
+
 def member_graph(src: GraphSource, functions: Sequence[int], template_functions: Sequence[int]) -> int:
     """The CUgraph of template member ``src``: its template's graph, built from the template's record,
     with the member's values set on the nodes its delta holds (same topology and node order as the
@@ -172,9 +178,9 @@ def member_graph_nodes(
     """``member_graph`` with the handles of its top-level nodes (in the template's node order)."""
     t = src.template
     assert t is not None
-    graph, nodes = codec.build_with_nodes(t.payload, template_functions, t.node_count)
+    graph, nodes = codec.build_with_nodes(t.payload, template_functions, t.node_count, graph_label(t))
     try:
-        codec.apply_overrides(graph, False, nodes, src.payload, functions)
+        codec.apply_overrides(graph, False, nodes, src.payload, functions, graph_label(src))
     except BaseException:
         codec.destroy_graph(graph)
         raise
@@ -191,7 +197,7 @@ def build_exec(
     ``load_graph`` just before, the loader once a source's images are in)."""
     own = resolve_functions(src.meta) if functions is None else functions
     if src.template is None:
-        graph = codec.build(src.payload, own)
+        graph = codec.build(src.payload, own, graph_label(src))
     else:
         tf = resolve_functions(src.template.meta) if template_functions is None else template_functions
         graph = member_graph(src, own, tf)

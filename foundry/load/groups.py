@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from foundry.errors import CodecError
 from foundry.native import codec, set_current_context
 
-from .build import build_exec, member_graph
+from .build import build_exec, graph_label, member_graph
 from .source import GraphSource
 
 __all__ = ["GraphHandle", "Group"]
@@ -76,7 +76,9 @@ class Group:
     def build_template(self, functions: list[int]) -> None:
         """Builds the template's graph (a builder thread), keeping its node handles for switching."""
         self.template_functions = functions
-        self.graph, self.nodes = codec.build_with_nodes(self.template.payload, functions, self.template.node_count)
+        self.graph, self.nodes = codec.build_with_nodes(
+            self.template.payload, functions, self.template.node_count, graph_label(self.template)
+        )
 
     def instantiate_shared(self) -> None:
         """Instantiates the shared exec from the template's graph (a builder thread)."""
@@ -84,8 +86,13 @@ class Group:
 
     def make_ready(self, member_functions: dict[int, list[int]]) -> None:
         """Records the template's values of every node a member varies, hands each graph its function
-        table (``member_functions`` by id of the member's source), and marks the group replayable."""
+        table (``member_functions`` by id of the member's source), and marks the group replayable. Each
+        member's delta is checked first, its kernels' parameters included (``codec.check_delta``): a member
+        is switched into the shared exec when the program launches it, and a delta the driver must not see
+        is refused here, by LOAD, not at that launch."""
         nodes = self.template.node_count
+        for src in self.members:
+            codec.check_delta(src.payload, nodes, member_functions[id(src)], graph_label(src))
         varying = sorted({i for src in self.members for i in codec.delta_indices(src.payload, nodes)})
         assert self.template.meta.record is not None
         self.template_delta = codec.delta_from_record(self.template.payload, varying, self.template.meta.record.sha256)
@@ -104,9 +111,15 @@ class Group:
                 assert self.nodes is not None
                 try:
                     if wanted == -1:
-                        codec.apply_overrides(self.exec, True, self.nodes, self.template_delta, self.template_functions)
+                        codec.apply_overrides(
+                            self.exec, True, self.nodes, self.template_delta, self.template_functions,
+                            graph_label(self.template),
+                        )  # fmt: skip
                     else:
-                        codec.apply_overrides(self.exec, True, self.nodes, handle.source.payload, handle.functions)
+                        codec.apply_overrides(
+                            self.exec, True, self.nodes, handle.source.payload, handle.functions,
+                            graph_label(handle.source),
+                        )  # fmt: skip
                 except CodecError:
                     self.fallbacks += 1
                     # The driver refused to switch this exec (a case the template key did not foresee):

@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 12
+ABI_VERSION = 13
 OK = 0
 
 
@@ -26,6 +26,7 @@ class ErrorCode(IntEnum):
     CORRUPT = 10008
     NO_PARAM_INFO = 10009
     TRUNCATED = 10010
+    PARAM_MISMATCH = 10011
 
 
 class ReadPath(IntEnum):
@@ -396,6 +397,10 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
             _ptr(ctypes.c_uint64, 1),
             ctypes.c_size_t,
         ],
+    ),
+    "fdy_delta_check": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, _ptr(ctypes.c_uint64, 1), ctypes.c_size_t],
     ),
     "fdy_delta_indices": (
         ctypes.c_int,

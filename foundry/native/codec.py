@@ -6,10 +6,10 @@ import ctypes
 from collections.abc import Sequence
 from typing import TypeAlias
 
-from foundry.errors import CodecError
+from foundry.errors import ArchiveCorruptError, CodecError
 
-from ._abi import InstantiateFlag
-from .lib import check, native
+from ._abi import ErrorCode, InstantiateFlag
+from .lib import failure, native
 
 __all__ = [
     "INSTANTIATE_DEVICE_LAUNCH",
@@ -18,6 +18,7 @@ __all__ = [
     "apply_overrides",
     "build",
     "build_with_nodes",
+    "check_delta",
     "delta_from_record",
     "delta_indices",
     "destroy_exec",
@@ -41,6 +42,22 @@ NodeHandles: TypeAlias = "ctypes.Array[ctypes.c_uint64]"
 """The CUgraphNode of each top-level node of a graph built from a record, in record order."""
 
 
+def _check(rc: int, what: str, graph: str = "") -> None:
+    """Raises for a failed codec call: ``CodecError`` (or the subclass its code names), except that a kernel node
+    whose parameters are not those its kernel takes (``ErrorCode.PARAM_MISMATCH``) is ``ArchiveCorruptError``.
+    That is altered archive content, not the driver refusing work, and LOAD's callers tell the two apart: its
+    readers and ``foundry verify`` raise ``ArchiveError`` for bad content and the engines report it as such,
+    while load/groups.py takes a ``CodecError`` from a switch as the driver's refusal and builds the member an
+    exec of its own instead. ``graph`` (the graph's name and file) starts the message."""
+    error = failure(rc, what, CodecError)
+    if error is None:
+        return
+    prefix = f"{graph}: " if graph else ""
+    if rc == ErrorCode.PARAM_MISMATCH:
+        raise ArchiveCorruptError(f"{prefix}{error}")
+    raise type(error)(f"{prefix}{error}", error.code) if prefix else error
+
+
 def extract(graph: int) -> tuple[bytes, list[int]]:
     """(graph record, CUfunction per function index) of a captured CUgraph."""
     lib = native()
@@ -49,7 +66,7 @@ def extract(graph: int) -> tuple[bytes, list[int]]:
     funcs = ctypes.POINTER(ctypes.c_uint64)()
     nfuncs = ctypes.c_size_t()
     rc = lib.fdy_graph_extract(graph, ctypes.byref(blob), ctypes.byref(size), ctypes.byref(funcs), ctypes.byref(nfuncs))
-    check(rc, "graph extraction", CodecError)
+    _check(rc, "graph extraction")
     try:
         record = ctypes.string_at(blob.value, size.value) if blob.value and size.value else b""
         functions = [int(funcs[i]) for i in range(nfuncs.value)]
@@ -76,21 +93,23 @@ def _u64_array(values: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
     return (ctypes.c_uint64 * len(values))(*values)
 
 
-def build(record: bytes | bytearray | memoryview, functions: Sequence[int]) -> int:
-    """A new CUgraph from a record, with function index i bound to ``functions[i]``."""
-    return build_with_nodes(record, functions, 0)[0]
+def build(record: bytes | bytearray | memoryview, functions: Sequence[int], graph: str = "") -> int:
+    """A new CUgraph from a record, with function index i bound to ``functions[i]``. Every kernel node's
+    parameters are proven to be its kernel's before the driver sees the node (``_check`` says what a node that
+    differs raises); ``graph`` names the graph in messages."""
+    return build_with_nodes(record, functions, 0, graph)[0]
 
 
 def build_with_nodes(
-    record: bytes | bytearray | memoryview, functions: Sequence[int], node_count: int
+    record: bytes | bytearray | memoryview, functions: Sequence[int], node_count: int, graph: str = ""
 ) -> tuple[int, NodeHandles]:
-    """(CUgraph, handles of its first node_count top-level nodes) built from a record."""
+    """(CUgraph, handles of its first node_count top-level nodes) built from a record, as ``build``."""
     buf = _Buffer(record)
     funcs = _u64_array(functions)
     nodes = (ctypes.c_uint64 * max(node_count, 1))()
     out = ctypes.c_uint64()
     rc = native().fdy_graph_build(buf.c, buf.size, funcs, len(functions), ctypes.byref(out), nodes, node_count)
-    check(rc, "graph build", CodecError)
+    _check(rc, "graph build", graph)
     return out.value, nodes
 
 
@@ -100,12 +119,25 @@ def apply_overrides(
     nodes: NodeHandles,
     delta: bytes | bytearray | memoryview,
     functions: Sequence[int],
+    graph: str = "",
 ) -> None:
-    """Puts a delta's node parameters into a graph built from its template, or into its exec."""
+    """Puts a delta's node parameters into a graph built from its template, or into its exec. Every override
+    is checked (``check_delta``) before the first is applied: a delta refused leaves the target as it was."""
     buf = _Buffer(delta)
     funcs = _u64_array(functions)
     rc = native().fdy_overrides_apply(target, int(to_exec), nodes, len(nodes), buf.c, buf.size, funcs, len(funcs))
-    check(rc, "applying a template member's parameters", CodecError)
+    _check(rc, "applying a template member's parameters", graph)
+
+
+def check_delta(
+    delta: bytes | bytearray | memoryview, node_count: int, functions: Sequence[int], graph: str = ""
+) -> None:
+    """Checks a member's delta against its template's ``node_count`` top-level nodes and the member's function
+    table, each kernel override's parameters against its kernel's (as ``build``), with no driver call but those
+    that describe the kernels."""
+    buf = _Buffer(delta)
+    funcs = _u64_array(functions)
+    _check(native().fdy_delta_check(buf.c, buf.size, node_count, funcs, len(funcs)), "checking a delta", graph)
 
 
 def delta_indices(delta: bytes | bytearray | memoryview, node_count: int) -> list[int]:
@@ -113,10 +145,10 @@ def delta_indices(delta: bytes | bytearray | memoryview, node_count: int) -> lis
     lib = native()
     buf = _Buffer(delta)
     count = ctypes.c_size_t()
-    check(lib.fdy_delta_indices(buf.c, buf.size, node_count, None, 0, ctypes.byref(count)), "delta indices", CodecError)
+    _check(lib.fdy_delta_indices(buf.c, buf.size, node_count, None, 0, ctypes.byref(count)), "delta indices")
     out = (ctypes.c_uint32 * max(count.value, 1))()
     rc = lib.fdy_delta_indices(buf.c, buf.size, node_count, out, count.value, ctypes.byref(count))
-    check(rc, "delta indices", CodecError)
+    _check(rc, "delta indices")
     return list(out[: count.value])
 
 
@@ -132,7 +164,7 @@ def delta_from_record(record: bytes | bytearray | memoryview, indices: Sequence[
     out = ctypes.c_void_p()
     size = ctypes.c_size_t()
     rc = lib.fdy_delta_from_record(buf.c, buf.size, idx, len(indices), sha, ctypes.byref(out), ctypes.byref(size))
-    check(rc, "template delta", CodecError)
+    _check(rc, "template delta")
     try:
         return ctypes.string_at(out.value, size.value) if out.value else b""
     finally:
@@ -144,7 +176,7 @@ def set_work_enabled(graph: int, exec_: int, record: bytes | bytearray | memoryv
     ``extract`` made) off or on, in one native call; switching on goes on past a node the driver refuses."""
     buf = _Buffer(record)
     rc = native().fdy_graph_work_enable(graph, exec_, buf.c, buf.size, int(enabled))
-    check(rc, "switching a graph's work " + ("on" if enabled else "off"), CodecError)
+    _check(rc, "switching a graph's work " + ("on" if enabled else "off"))
 
 
 def pointed_words(record: bytes | bytearray | memoryview, ranges: Sequence[tuple[int, int]]) -> dict[int, int]:
@@ -158,7 +190,7 @@ def pointed_words(record: bytes | bytearray | memoryview, ranges: Sequence[tuple
     pairs = ctypes.POINTER(ctypes.c_uint64)()
     count = ctypes.c_size_t()
     rc = lib.fdy_record_pointed_words(buf.c, buf.size, flat, len(ordered), ctypes.byref(pairs), ctypes.byref(count))
-    check(rc, "reading the words a graph's arguments point at", CodecError)
+    _check(rc, "reading the words a graph's arguments point at")
     try:
         values = pairs[: 2 * count.value] if count.value else []
     finally:
@@ -168,7 +200,7 @@ def pointed_words(record: bytes | bytearray | memoryview, ranges: Sequence[tuple
 
 def instantiate(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY) -> int:
     out = ctypes.c_uint64()
-    check(native().fdy_graph_instantiate(graph, flags, ctypes.byref(out)), "graph instantiation", CodecError)
+    _check(native().fdy_graph_instantiate(graph, flags, ctypes.byref(out)), "graph instantiation")
     return out.value
 
 
@@ -177,7 +209,7 @@ def instantiate_uploaded(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY)
     launch costs what later ones do; the exec is destroyed if the upload fails."""
     exec_ = instantiate(graph, flags)
     try:
-        check(native().fdy_graph_upload_wait(exec_), "graph upload", CodecError)
+        _check(native().fdy_graph_upload_wait(exec_), "graph upload")
     except BaseException:
         destroy_exec(exec_)
         raise
@@ -185,7 +217,7 @@ def instantiate_uploaded(graph: int, flags: int = INSTANTIATE_USE_NODE_PRIORITY)
 
 
 def launch(exec_: int, stream: int) -> None:
-    check(native().fdy_graph_launch(exec_, stream), "graph launch", CodecError)
+    _check(native().fdy_graph_launch(exec_, stream), "graph launch")
 
 
 def drop_launches(exec_: int) -> int:
@@ -196,8 +228,8 @@ def drop_launches(exec_: int) -> int:
 
 
 def destroy_graph(graph: int) -> None:
-    check(native().fdy_graph_destroy(graph), "graph destroy", CodecError)
+    _check(native().fdy_graph_destroy(graph), "graph destroy")
 
 
 def destroy_exec(exec_: int) -> None:
-    check(native().fdy_graph_exec_destroy(exec_), "exec destroy", CodecError)
+    _check(native().fdy_graph_exec_destroy(exec_), "exec destroy")

@@ -24,7 +24,7 @@ from .api import (
     stop_allocation_region,
 )
 from .log import live_allocations, live_ranges, live_ranges_now, own_chunks, region_spec
-from .restore import restore_region
+from .restore import restore_region, restored_covers
 from .snapshot import capture_window, restore_snapshot, take_snapshot
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "release_allocation_region",
     "restore_region",
     "restore_snapshot",
+    "restored_covers",
     "resume_allocation_region",
     "set_allocation_region",
     "set_current_alloc_offset",

@@ -5,6 +5,7 @@ high-water mark, so that later allocations cannot land on memory the loaded grap
 
 from __future__ import annotations
 
+import bisect
 import threading
 from dataclasses import dataclass, field
 
@@ -16,15 +17,18 @@ from foundry.native import region_map_range
 from .api import region_epoch, region_state, set_current_alloc_offset
 from .log import ALLOCS, own_allocations
 
-__all__ = ["restore_region"]
+__all__ = ["restore_region", "restored_covers"]
 
 
 @dataclass
 class _Restored:
-    """The region specs whose memory this process mapped, by (region epoch, spec hash)."""
+    """The region specs whose memory this process mapped, by (region epoch, spec hash), and the absolute
+    ``[start, end)`` ranges they made live, merged and sorted, for the region epoch ``epoch``."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     specs: set[tuple[int, int]] = field(default_factory=set)
+    epoch: int = -1
+    ranges: list[tuple[int, int]] = field(default_factory=list)
 
 
 _STATE = ProcessState("region.restored", _Restored)
@@ -61,6 +65,32 @@ def restore_region(saved: RegionSpec) -> None:
         set_current_alloc_offset(saved.high_water)
     with restored.lock:
         restored.specs.add(key)
+        if restored.epoch != key[0]:
+            restored.epoch, restored.ranges = key[0], []
+        restored.ranges = _merged(restored.ranges + [(saved.base + o, saved.base + o + n) for o, n in saved.live])
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def restored_covers(address: int, nbytes: int) -> bool:
+    """Whether ``[address, address + nbytes)`` lies inside SAVE's live memory that LOAD mapped in this process
+    (in the current region): memory a buffer kept from SAVE may be viewed at, since no allocation here can be
+    handed it (the cursor is past it) and the loaded graphs expect exactly what SAVE left there."""
+    restored = _STATE.get()
+    with restored.lock:
+        if restored.epoch != region_epoch():
+            return False
+        ranges = restored.ranges
+    i = bisect.bisect_right(ranges, (address, float("inf"))) - 1
+    return nbytes > 0 and i >= 0 and ranges[i][0] <= address and address + nbytes <= ranges[i][1]
 
 
 def _check_layout(saved: RegionSpec) -> None:

@@ -2,12 +2,14 @@
 
 ``graph`` extracts and writes one graph (``variables``: the module variables its images must hold,
 carried with it); ``templates`` groups graphs of one topology and stores members as deltas;
-``manifest`` writes the manifest last, the archive's commit point.
+``manifest`` writes the manifest last, the archive's commit point, listing the ``documents`` a program
+wrote into the archive before it.
 """
 
 from __future__ import annotations
 
 from .beside import wait_beside
+from .documents import write_archive_document
 from .gcpause import gc_paused
 from .graph import Extracted, SavedGraph, extract, extract_beside, save_graph, save_phases, saved_graphs
 from .manifest import save_graph_manifest
@@ -28,4 +30,5 @@ __all__ = [
     "saved_graphs",
     "wait_beside",
     "work_disabled",
+    "write_archive_document",
 ]

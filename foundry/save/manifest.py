@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
-from foundry.errors import FoundryError, VariableConflictError
+from foundry.errors import ArchiveError, FoundryError, SaveError, VariableConflictError
 from foundry.format import (
     BUNDLE_NAME,
     MANIFEST_NAME,
@@ -24,7 +25,9 @@ from foundry.format import (
     Group,
     ImageEntry,
     Manifest,
+    RecordRef,
     container_path,
+    document_ref,
     graph_files,
     now_iso,
     sha256_bytes,
@@ -44,11 +47,19 @@ __all__ = ["save_graph_manifest"]
 
 
 @gc_paused()
-def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySource | None = None) -> Manifest:
+def save_graph_manifest(
+    archive_dir: str | os.PathLike[str], signing_key: KeySource | None = None, documents: Sequence[str] = ()
+) -> Manifest:
     """Writes ``graph_manifest.json`` for every graph this process saved, grouped into templates.
 
     Members of a topology group are rewritten as deltas against their template (each verified to be
     its template plus its overrides) before the manifest, which names them all, is written last.
+
+    ``documents``: file names, in the archive directory, of documents written with
+    ``write_archive_document`` (an engine plugin's metadata) that the manifest lists too, with their size
+    and SHA-256, so that LOAD reads them only as listed (``read_archive_document``) and the seal and
+    signature cover them (docs/FORMAT.md, "Documents"). One that is missing, not sealed or badly named
+    raises ``SaveError`` before anything is written.
 
     With a signing key (``signing_key``, else the configured one: see foundry.trust.signing) the
     manifest carries an HMAC-SHA256 signature, which covers the whole archive (docs/TRUST.md). A key
@@ -56,6 +67,7 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     """
     archive = Path(archive_dir)
     key = configured_key(signing_key)
+    listed = _documents(archive, documents)
     graphs = saved_graphs()
     if not graphs:
         raise FoundryError("save_graph_manifest(): this process saved no graphs (call CUDAGraph.save first)")
@@ -88,7 +100,7 @@ def save_graph_manifest(archive_dir: str | os.PathLike[str], signing_key: KeySou
     with phases.span("manifest_entries"):
         # The bytes written (to the bundle or the files), so the manifest lists exactly those.
         manifest = _manifest(archive, graphs, plans, [sha256_bytes(f.json) for f in files], in_bundle)
-        manifest = replace(manifest, bundle=bundle)
+        manifest = replace(manifest, bundle=bundle, documents=listed)
         del files
     if key is not None:
         manifest = sign_manifest(manifest, key)
@@ -124,6 +136,25 @@ def _remove_copies(archive: Path, graphs: list[SavedGraph], in_bundle: list[bool
     if not any(in_bundle):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(archive / BUNDLE_NAME)
+
+
+def _documents(archive: Path, names: Sequence[str]) -> tuple[RecordRef, ...]:
+    """The listing of each document ``names`` names, as it is now (written before the manifest is, and made
+    durable by its sync)."""
+    if isinstance(names, str):
+        raise TypeError("save_graph_manifest(documents=...) takes a list of file names, not one string")
+    if len(set(names)) != len(names):
+        raise SaveError(f"save_graph_manifest(documents={list(names)!r}): a document is named twice")
+    refs = []
+    for name in names:
+        try:
+            refs.append(document_ref(archive, name))
+        except (ArchiveError, ValueError) as exc:
+            raise SaveError(
+                f"save_graph_manifest cannot list the document {name!r}: {exc}. Write it into {archive} with "
+                "foundry.write_archive_document first."
+            ) from None
+    return tuple(refs)
 
 
 def _check_variables(graphs: list[SavedGraph]) -> None:

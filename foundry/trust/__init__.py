@@ -1,11 +1,13 @@
 """Where trust in an archive is decided: the signing key in force, manifest signatures (HMAC-SHA256,
-docs/TRUST.md), and the proof that a graph is the one its archive's signed (or sealed) manifest lists.
-It holds what that decision keeps for the process: the configured key, the manifests already proven, and
-the batch of graphs a LOAD reads against one reading of each manifest. foundry.format stays bytes only.
+docs/TRUST.md), and the proof that a graph, or a document, is the one its archive's signed (or sealed)
+manifest lists. It holds what that decision keeps for the process: the configured key, the manifests already
+proven, and the batch of graphs a LOAD reads against one reading of each manifest. foundry.format stays bytes
+only.
 """
 
 from __future__ import annotations
 
+from .documents import read_archive_document
 from .signing import (
     KEY_ENV,
     KeySource,
@@ -35,6 +37,7 @@ __all__ = [
     "configured_key",
     "manifest_disagreement",
     "manifests_read_once",
+    "read_archive_document",
     "set_signing_key",
     "sign_manifest",
     "signature_key_id",

@@ -6,8 +6,9 @@ and the checks that could not run with the reason. It never raises for archive c
 torch or a native module, and reads every file of the archive once.
 
 The checks, in order: ``files`` (checksums from the manifest down to records, deltas, images, state
-memory and carried module variables; format versions; cross-references), ``foreign`` (files the
-archive does not account for), ``kernels`` (function tables against stored images), ``variables``
+memory, carried module variables and documents; format versions; cross-references), ``foreign`` (files the
+archive does not account for), ``kernels`` (function tables against stored images, kernel nodes' parameters
+against their kernels' as the images state them), ``variables``
 (carried module variables against their images, the manifest and each other), ``templates`` (members
 are their template plus overrides), ``pointers`` (region addresses a graph uses lie in the memory LOAD
 maps), ``identity`` (against a given ``Identity`` of the current machine) and ``signature`` (against a
@@ -35,6 +36,7 @@ from foundry.format import (
 )
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, authenticate_graph, check_signature, signature_key_id
 
+from .documents import check_documents
 from .files import (
     check_bundle,
     check_consistency,
@@ -48,6 +50,7 @@ from .files import (
 from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
 from .foreign import check_foreign, known_files
 from .kernels import check_functions, check_image_formats, check_manifest_kernels
+from .params import check_kernel_params, note_unchecked
 from .pointers import scan_graph
 from .region import check_manifest_region, check_region_hint
 from .report import Check, CheckResult, Problem, ProblemKind, Report
@@ -130,6 +133,7 @@ def _verify_directory(
     store = _store({real_name(directory): manifest})
     bundle_sound = check_bundle(directory, manifest, found)
     listed = read_listed_graphs(directory, manifest, found, store, bundle_sound)
+    check_documents(directory, manifest, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
         (directory / e.json).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)
@@ -183,6 +187,8 @@ def _check_rest(
     check_image_formats(images, declared, found)
     for graph in graphs:
         check_functions(graph, images, listed, found)
+    unchecked = [check_kernel_params(graph, images, found) for graph in graphs]
+    note_unchecked(sum(u[0] for u in unchecked), sum(u[1] for u in unchecked), found)
     check_variables(graphs, images, found)
     for graph in graphs:
         scan_graph(graph, found)

@@ -154,7 +154,7 @@ def check_image_file(directory: Path, sha: str, size: int, found: Findings, said
     if fmt is None:
         return ImageInfo(sha, path, True)
     names, variables = _scan(sha, data, fmt)
-    return ImageInfo(sha, path, True, fmt, names.names, names.complete, variables)
+    return ImageInfo(sha, path, True, fmt, names.names, names.complete, variables, names.params)
 
 
 @dataclass

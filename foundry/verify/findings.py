@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import Delta, FunctionRef, GraphEntry, GraphMeta, GraphRecord, ImageFormat, ModuleVariables
+from foundry.format import (
+    Delta,
+    FunctionRef,
+    GraphEntry,
+    GraphMeta,
+    GraphRecord,
+    ImageFormat,
+    KernelParams,
+    ModuleVariables,
+)
 
 from .report import Check, Problem, ProblemKind
 
@@ -117,7 +127,7 @@ class Findings:
 class ImageInfo:
     """A stored image as found: ``sound`` when it exists with the recorded size and SHA-256; its
     format as read from its bytes (None: not a format the driver takes); the kernels and the module
-    variables it defines (None when unread)."""
+    variables it defines (None when unread), and the parameters of the kernels its ELF code describes."""
 
     sha256: str
     path: Path
@@ -126,6 +136,7 @@ class ImageInfo:
     names: frozenset[str] | None = None
     names_complete: bool = False
     variables: ModuleVariables | None = None
+    params: Mapping[str, KernelParams | None] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -42,6 +42,7 @@ def known_files(directory: Path, manifest: Manifest, graphs: Iterable[GraphUnder
         known.add(directory / manifest.stale_bundle)
     # A bundled graph's name too: a file there is reported with the graph (the files check), which LOAD refuses.
     known.update(directory / e.json for e in manifest.graphs)
+    known.update(directory / d.file for d in manifest.documents)
     known.update(image_path(directory, e.sha256) for e in manifest.images)
     known.update(memory_path(directory, v.sha256) for e in manifest.images for v in e.variables or ())
     for graph in graphs:
@@ -66,8 +67,9 @@ def _why(path: Path, directory: Path) -> tuple[bool, str]:
         return True, "a temporary file left by an interrupted write; remove it"
     if path.suffix in (".json", ".cugraph"):
         return True, (
-            "a graph file the manifest does not list (saved after the manifest was written, or by another "
-            "process): save the manifest again, or remove it"
+            "a graph file or document the manifest does not list (saved after the manifest was written, by "
+            "another process, or by an older Foundry that did not list documents): save the archive again, or "
+            "remove it"
         )
     content_addressed = path.suffix == ".bin" and is_sha256(path.stem)
     if content_addressed and path.parent == directory / IMAGES_DIR:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks, without importing anything, that a vLLM source tree has every name the Foundry adapter hooks or
-reads (foundry/integration/vllm/patches.py, graphs.py; the module shared/capture.py swaps torch in), where
+reads (foundry/integration/vllm/patches.py, graphs.py, workspace.py; the module shared/capture.py swaps torch in), where
 vLLM 0.26.0 has them.
 
     python3 scripts/vllm/check_targets.py /path/to/site-packages/vllm     (exit 1 naming what is missing)
@@ -36,7 +36,11 @@ TARGETS = [
     ("v1/worker/gpu/cudagraph_utils.py", "BatchExecutionDescriptor", "global"),
     ("v1/worker/gpu_model_runner.py", "GPUModelRunner.capture_model", "method"),
     ("v1/worker/gpu_model_runner.py", "GPUModelRunner.cudagraph_dispatcher", "attribute"),
-    ("v1/worker/gpu_model_runner.py", "lock_workspace", "global"),
+    ("v1/worker/workspace.py", "is_workspace_manager_initialized", "global"),
+    ("v1/worker/workspace.py", "current_workspace_manager", "global"),
+    ("v1/worker/workspace.py", "WorkspaceManager._current_workspaces", "attribute"),
+    ("v1/worker/workspace.py", "WorkspaceManager.lock", "method"),
+    ("v1/worker/workspace.py", "WorkspaceManager.is_locked", "method"),
     ("v1/worker/gpu_model_runner.py", "set_cudagraph_capturing_enabled", "global"),
     ("compilation/cuda_graph.py", "torch", "global"),
     ("compilation/cuda_graph.py", "CUDAGraphEntry", "global"),

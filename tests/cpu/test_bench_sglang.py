@@ -235,3 +235,20 @@ def test_sglang_arguments_are_refused_before_looking_for_sglang(
 def test_without_sglang_the_command_says_how_to_install_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rc = cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path)])
     assert rc == 2 and "SGLang is not installed (pip install sglang==0.5.17" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("api", ["engine", "serve"])
+def test_a_last_bit_logprob_difference_fails_the_tokens_target(
+    fake_sglang: None, tmp_path: Path, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SGLang's top logprobs (return_logprob) are compared bit for bit: LOAD's first one moved by one unit in
+    the last place, with every greedy token the same, is not identical."""
+    monkeypatch.setenv("FAKE_ENGINE_NUDGE", "load")
+    cfg = _cfg(tmp_path, api=api, modes=("native", "load"), logprobs=3, decode_batches=(), reps=1, prefill_tokens=0,
+               short_prefill_tokens=0)  # fmt: skip
+    doc = run_sglang_bench(cfg)
+    c = doc["compare"]["load"]
+    assert c["tokens_identical"] is True and c["identical"] is False
+    assert [r["identical"] for r in c["logprobs"]["requests"]] == [0, 0]
+    assert not targets(doc)["tokens"]["met"]
+    assert "NO: tokens yes, logprobs differ" in render(doc)

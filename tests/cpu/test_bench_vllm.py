@@ -70,8 +70,10 @@ def test_vllm_log_figures_are_read_and_compile_times_add_up() -> None:
         "Model loading took 1.12 GiB memory and 0.702154 seconds\ntorch.compile took 4.32 s in total\n"
         "torch.compile took 1.00 s in total\nGraph capturing finished in 4 secs, took 0.50 GiB\n"
         "init engine (profile, create kv cache, warmup model) took 11.43 s (compilation: 7.48 s)\n"
+        "GPU KV cache size: 646,578 tokens\n"
     )
-    assert log_numbers(text) == {"model_load_s": 0.702154, "compile_s": 5.32, "capture_s": 4.0, "init_engine_s": 11.43}
+    assert log_numbers(text) == {"model_load_s": 0.702154, "compile_s": 5.32, "capture_s": 4.0, "init_engine_s": 11.43,
+                                 "capture_gib": 0.5, "kv_cache_tokens": 646578}  # fmt: skip
 
 
 def test_a_failed_run_is_reported_not_raised() -> None:
@@ -154,3 +156,109 @@ def test_without_a_native_run_load_is_compared_with_save() -> None:
     }  # fmt: skip
     rows = {line.split()[1]: line for line in render(doc).splitlines() if line.startswith("Foundry ")}
     assert rows["SAVE"].rstrip().endswith("reference") and rows["LOAD"].rstrip().endswith("yes (vs save)")
+
+
+@pytest.mark.parametrize("api", ["llm", "serve"])
+def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
+    fake_vllm: None, tmp_path: Path, api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in engine moves LOAD's first logprob by one unit in the last place: every greedy token still
+    agrees, and the run must not be called identical."""
+    monkeypatch.setenv("FAKE_ENGINE_NUDGE", "load")
+    cfg = VllmBenchConfig(
+        out=tmp_path / "out", api=api, modes=("save", "load"), batches=(1, 3), max_tokens=4, logprobs=5,
+        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
+        prefill_tokens=0, short_prefill_tokens=0,
+    )  # fmt: skip
+    doc = run_vllm_bench(cfg)
+    c = doc["compare"]["load"]
+    assert c["tokens_identical"] is True and c["identical"] is False
+    requests = c["logprobs"]["requests"]
+    assert [(r["identical"], r["of"], r["first_diff"]) for r in requests] == [(0, 1, 0), (0, 3, 0)]
+    assert all(0 < r["max_abs_diff"] < 1e-15 for r in requests)
+    assert "NO: tokens yes, logprobs differ" in render(doc)
+    # SAVE is the reference here; its digests are in the document, and a document rendered again (no lists in
+    # hand) still tells the runs apart by them
+    from foundry.bench.serving.runs import compare_runs
+
+    again = compare_runs(doc["results"])["load"]
+    assert again["tokens_identical"] and not again["identical"]
+    assert [len(d) for d in doc["results"]["load"]["logprob_digests"]] == [1, 3]
+
+
+def test_prompts_stay_inside_a_small_vocabulary() -> None:
+    from foundry.bench.serving.shapes import MATRIX, SHAPES, prompt_vocab
+    from foundry.bench.serving.workload import decode_request, prefill_request, token_requests
+
+    assert set(MATRIX) <= set(SHAPES)
+    vocab = prompt_vocab("mistral-small")
+    assert vocab == SHAPES["mistral-small"]["vocab_size"] == 32000
+    requests = [*token_requests([1, 8, 64], 4, vocab=vocab), decode_request(4, 4, vocab), prefill_request(500, vocab)]
+    assert max(t for r in requests for p in r.prompts for t in p) < vocab
+    # the Qwen3 shapes' prompts are the ones every earlier result was measured with
+    assert token_requests([8], 4, vocab=prompt_vocab("qwen3-0.6b")) == token_requests([8], 4)
+
+
+def test_the_matrix_runs_every_architecture_and_writes_one_table(
+    fake_vllm: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--matrix` with two of its shapes named: `vllm serve` by default, one row per shape, the verdicts read
+    from the runs' own comparisons."""
+    from foundry.bench.serving.matrix import HEADER
+    from foundry.cli.main import main
+
+    monkeypatch.syspath_prepend(str(FAKE))  # the command looks for vLLM before it starts any run
+
+    out = tmp_path / "out"
+    args = ["bench", "--engine", "vllm", "--matrix", "--shapes", "qwen3-moe-small,gemma2-small", "--out", str(out),
+            "--modes", "save,load", "--batches", "1,2", "--decode-batches", "", "--reps", "1"]  # fmt: skip
+    assert main(args) == 0
+    text = (out / "vllm-matrix.txt").read_text()
+    assert text in capsys.readouterr().out
+    rows = json.loads((out / "vllm-matrix.json").read_text())["rows"]
+    assert [r[:5] for r in rows] == [
+        ["gemma2-small", "Gemma2ForCausalLM", "serve/v2/default", "reference", "yes (tokens, logprobs)"],
+        ["qwen3-moe-small", "Qwen3MoeForCausalLM", "serve/v2/default", "reference", "yes (tokens, logprobs)"],
+    ]
+    assert len(rows[0]) == len(HEADER)
+
+
+def test_tokens_tied_at_the_edge_of_the_top_k_do_not_count_as_a_difference(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tokens with exactly the same logprob at the edge of the top k: LOAD's engine lists the other one. Every
+    value is still equal bit for bit, so the run is identical; the token IDs' difference is reported beside it."""
+    monkeypatch.setenv("FAKE_ENGINE_TIE", "load")
+    cfg = VllmBenchConfig(
+        out=tmp_path / "out", modes=("save", "load"), batches=(1, 3), max_tokens=4, logprobs=5,
+        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
+        prefill_tokens=0, short_prefill_tokens=0,
+    )  # fmt: skip
+    c = run_vllm_bench(cfg)["compare"]["load"]
+    assert c["identical"] is True
+    assert [(r["identical"], r["ids_identical"], r["max_abs_diff"]) for r in c["logprobs"]["requests"]] == [
+        (1, 0, 0.0),
+        (3, 0, 0.0),
+    ]
+
+
+def test_a_save_whose_memory_profile_differs_from_natives_is_caught(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in engine sizes its KV cache one block smaller under SAVE (as a SAVE process whose own memory
+    shows in the engine's profile would): outputs agree, and the comparison and the matrix still say so."""
+    from foundry.bench.serving.matrix import matrix_rows
+
+    monkeypatch.setenv("FAKE_ENGINE_KV", "save")
+    cfg = VllmBenchConfig(
+        out=tmp_path / "out", modes=("save", "native", "load"), batches=(1,), max_tokens=4, logprobs=2,
+        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
+        prefill_tokens=0, short_prefill_tokens=0,
+    )  # fmt: skip
+    doc = run_vllm_bench(cfg)
+    save = doc["compare"]["save"]
+    assert save["identical"] is True and save["same_memory_profile"] is False
+    assert save["memory_profile"]["kv_cache_tokens"] == {"here": 1_000_000, "reference": 1_000_016}
+    assert doc["compare"]["load"]["same_memory_profile"] is True  # the fake LOAD sizes its own
+    (row,) = matrix_rows([doc])
+    assert row[6] == "kv_cache_tokens 1,000,000 vs 1,000,016"

@@ -90,3 +90,38 @@ def test_application_mapping_replaces_restored_pages_in_its_way(app_json: AppJso
     assert r["restore"] == 0 and r["seg"] == 0
     assert r["map"] == 0 and r["data"] == "mine"
     assert r["mapped_by_region"] == 0  # the restored pages were given up
+
+
+def test_restored_covers_only_saves_live_memory_that_load_mapped(app_json: AppJson) -> None:
+    r = run_in_region(
+        app_json,
+        """
+        from foundry.format import RegionSpec
+        from foundry.region import restore_region, restored_covers
+        spec = RegionSpec(BASE, 1 << 30, GRAN, 12 * MIB, ((0, 4 * MIB), (4 * MIB, 2 * MIB), (8 * MIB, 4 * MIB)), ())
+        res = {"before": restored_covers(BASE, MIB)}
+        restore_region(spec)
+        res["inside"] = restored_covers(BASE + MIB, MIB)
+        res["across_adjacent"] = restored_covers(BASE + 3 * MIB, 2 * MIB)  # [0, 6) is live as one
+        res["into_gap"] = restored_covers(BASE + 5 * MIB, 2 * MIB)  # [6, 8) was not live
+        res["in_gap"] = restored_covers(BASE + 6 * MIB, MIB)
+        res["last"] = restored_covers(BASE + 8 * MIB, 4 * MIB)
+        res["past_end"] = restored_covers(BASE + 8 * MIB, 4 * MIB + 1)
+        res["empty"] = restored_covers(BASE, 0)
+        region.release_allocation_region()
+        region.set_allocation_region(BASE, "1GB")
+        res["after_release"] = restored_covers(BASE + MIB, MIB)
+        out(**res)
+        """,
+    )
+    assert r == {
+        "before": False,
+        "inside": True,
+        "across_adjacent": True,
+        "into_gap": False,
+        "in_gap": False,
+        "last": True,
+        "past_end": False,
+        "empty": False,
+        "after_release": False,
+    }

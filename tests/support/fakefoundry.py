@@ -1,16 +1,32 @@
-"""A fake Foundry API for CPU tests of the vLLM adapter (tests/support/fakevllm.py is the engine it
-runs in): FoundryApi over a fake region, a cursor and a log of allocations like Foundry's, archives as
-small JSON files."""
+"""A fake Foundry API for CPU tests of the engine adapters (tests/support/fakevllm.py and fakesglang.py are the
+engines it runs in): FoundryApi over a fake region, a cursor and a log of allocations like Foundry's, graphs
+as small JSON files. Documents are Foundry's own (foundry.write_archive_document, read_archive_document), listed
+in a real, sealed manifest that lists no graphs (``write_fake_manifest``), so that the adapters' metadata is
+written and read, proven and refused, exactly as with Foundry."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import foundry
+from foundry.format import (
+    Manifest,
+    RegionSpec,
+    document_ref,
+    load_sealed,
+    now_iso,
+    read_manifest,
+    write_manifest,
+)
+from foundry.trust import configured_key, sign_manifest
+from tests.support.samples import sample_identity
 
 GRANULARITY = 2 << 20
 
@@ -22,6 +38,12 @@ class FakeTensor:
 
     def data_ptr(self) -> int:
         return self.address
+
+    def numel(self) -> int:  # a byte tensor's, as vLLM's workspace buffers are
+        return self.nbytes
+
+    def element_size(self) -> int:
+        return 1
 
 
 @dataclass
@@ -110,9 +132,17 @@ class FakeFoundry:
         path.write_text(json.dumps({"graph": cuda_graph.index, "outputs": [t.data_ptr() for t in _flat(outputs)]}))
         self.calls.append(f"save_graph:{path.name}")
 
-    def save_manifest(self, archive: Path) -> None:
-        (archive / "graph_manifest.json").write_text("{}")
+    def write_document(self, archive: Path, name: str, doc: Mapping[str, Any]) -> None:
+        foundry.write_archive_document(archive, name, doc)
+        self.calls.append(f"write_document:{name}")
+
+    def save_manifest(self, archive: Path, documents: Sequence[str] = ()) -> None:
+        write_fake_manifest(archive, documents, self.base or 0, self.size)
         self.calls.append("save_manifest")
+
+    def read_document(self, archive: Path, name: str) -> dict[str, Any]:
+        doc: dict[str, Any] = foundry.read_archive_document(archive, name)
+        return doc
 
     def load_modules_phases(self) -> dict[str, float]:
         return {"checks": 0.001, "reserve": 0.002, "warm": 0.003}
@@ -143,6 +173,13 @@ class FakeFoundry:
         pending.slow_builds = max(0, slow - 1)
         return timeout is None or slow == 0
 
+    def restored_tensor(self, address: int, nbytes: int) -> FakeTensor:
+        """Like foundry.restored_tensor: only inside SAVE's memory, once restore mapped it."""
+        assert "start_builds deferred" in self.calls or "start_builds" in self.calls, "restored before restore"
+        assert self.base is not None and self.base <= address and address + nbytes <= self.base + self.high_water_saved
+        self.calls.append(f"restored_tensor:{address:#x}+{nbytes}")
+        return FakeTensor(address, nbytes)
+
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         """Like foundry.CUDAGraph.finish_one_graph_load: one tensor bare, several as a tuple, none as None."""
         doc = json.loads(Path(pending.paths[index]).read_text())
@@ -158,3 +195,28 @@ def _flat(outputs: Any) -> list[FakeTensor]:
     if isinstance(outputs, list | tuple):
         return [t for item in outputs for t in _flat(item)]
     return [outputs]
+
+
+def write_fake_manifest(archive: Path, documents: Sequence[str], base: int = 0, size: int = 0) -> Manifest:
+    """A sealed manifest of ``archive`` that lists the ``documents`` as they are now (and no graph or image:
+    the fake's graph files are not Foundry's), signed with the configured key, if any, as SAVE signs."""
+    region = RegionSpec(base, size, GRANULARITY, 0, (), ())
+    refs = tuple(document_ref(archive, name) for name in documents)
+    manifest = Manifest("0.1.0", now_iso(), sample_identity(), region, (), (), (), documents=refs)
+    key = configured_key()
+    if key is not None:
+        manifest = sign_manifest(manifest, key)
+    write_manifest(archive, manifest)
+    return manifest
+
+
+def forge_document(archive: Path, name: str, edit: Callable[[dict[str, Any]], object]) -> None:
+    """Rewrites document ``name`` with ``edit`` applied, as a forger who can write the archive but holds no
+    signing key would: sealed again, and listed again (size and SHA-256) in an unsigned manifest. What is left
+    to refuse it is the program that reads it."""
+    doc = dict(load_sealed(Path(archive / name).read_bytes(), name))
+    edit(doc)
+    foundry.write_archive_document(archive, name, doc)
+    manifest = read_manifest(archive)
+    listed = tuple(document_ref(archive, d.file) for d in manifest.documents)
+    write_manifest(archive, dataclasses.replace(manifest, documents=listed, signature=None))

@@ -59,6 +59,7 @@ def make_config(
     cudagraph_mode: CUDAGraphMode = CUDAGraphMode.FULL_DECODE_ONLY,
     pieces: int = 3,
     compile_before_capture: bool = False,
+    workspace: int = 0,
     **model_flags: Any,
 ) -> SimpleNamespace:
     model_config = SimpleNamespace(
@@ -80,6 +81,8 @@ def make_config(
         # fake-only: how many pieces the compiled model has, and whether a compile warm-up runs before capture
         fake_pieces=pieces,
         fake_compile_before_capture=compile_before_capture,
+        # fake-only: the workspace bytes the profile run asks for (an MoE model's; 0: the model asks none)
+        fake_workspace=workspace,
     )
 
 
@@ -291,6 +294,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
     def lock_workspace() -> None:
         trace("lock_workspace")
+        current_workspace_manager().lock()
 
     GPUModelRunnerV1.__module__ = "vllm.v1.worker.gpu_model_runner"
     model_runner_v1 = mod(
@@ -299,6 +303,43 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         lock_workspace=lock_workspace,
         set_cudagraph_capturing_enabled=set_cudagraph_capturing_enabled,
     )
+
+    # vllm.v1.worker.workspace: grown on demand, locked by V1's capture_model, as vLLM's -----------------------
+    class WorkspaceManager:
+        def __init__(self) -> None:
+            self._current_workspaces: list[Any] = [None]
+            self._locked = False
+
+        def lock(self) -> None:
+            self._locked = True
+
+        def is_locked(self) -> bool:
+            return self._locked
+
+        def get(self, nbytes: int) -> Any:
+            current = self._current_workspaces[0]
+            size = 0 if current is None else current.nbytes
+            if size < nbytes:
+                if self._locked:
+                    raise AssertionError(
+                        f"Workspace is locked but allocation requires {nbytes} bytes, current size is {size}. "
+                        "Workspace growth is not allowed after locking."
+                    )
+                self._current_workspaces[0] = memory.allocate(nbytes)
+            trace(f"workspace:{self._current_workspaces[0].data_ptr():#x}")
+            return self._current_workspaces[0]
+
+    managers: list[WorkspaceManager] = []
+    workspace = mod(
+        "vllm.v1.worker.workspace",
+        WorkspaceManager=WorkspaceManager,
+        is_workspace_manager_initialized=lambda: bool(managers),
+        current_workspace_manager=lambda: managers[-1],
+        init_workspace_manager=lambda: managers.append(WorkspaceManager()),
+    )
+
+    def current_workspace_manager() -> WorkspaceManager:
+        return managers[-1]
 
     # vllm.v1.worker.gpu_worker ---------------------------------------------------------------------------
     gpu_worker = mod("vllm.v1.worker.gpu_worker")
@@ -319,6 +360,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         def init_device(self) -> None:
             trace("set_device")
             gpu_worker.init_worker_distributed_environment(self.vllm_config, 0, "tcp://x", 0)
+            workspace.init_workspace_manager()
             runner = GPUModelRunnerV2 if self.vllm_config.use_v2_model_runner else GPUModelRunnerV1
             self.model_runner = runner(self.vllm_config)
 
@@ -329,6 +371,8 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         def determine_available_memory(self) -> int:
             trace("profile_run")
             self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a real forward: compiles
+            if self.vllm_config.fake_workspace:
+                current_workspace_manager().get(self.vllm_config.fake_workspace)  # the largest batch's (MoE)
             memory.allocate(5 << 20)  # activations the profile leaves cached
             return 1 << 30
 
@@ -339,10 +383,14 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         def compile_or_warm_up_model(self) -> None:
             if self.vllm_config.fake_compile_before_capture:
                 self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a compile warm-up size
+                if self.vllm_config.fake_workspace:
+                    current_workspace_manager().get(self.vllm_config.fake_workspace // 2)
             gpu_worker.kernel_warmup(self)
             self.model_runner.capture_model()
             trace("sampler_warmup")
             self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # eager: compiles if not yet
+            if self.vllm_config.fake_workspace:
+                current_workspace_manager().get(self.vllm_config.fake_workspace // 4)  # an eager MoE layer
 
     gpu_worker.__dict__.update(
         Worker=Worker,
@@ -361,6 +409,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         "vllm.v1.worker.gpu.model_runner": model_runner_v2,
         "vllm.v1.worker.gpu_model_runner": model_runner_v1,
         "vllm.v1.worker.gpu_worker": gpu_worker,
+        "vllm.v1.worker.workspace": workspace,
     }
     return FakeVllm(modules, trace, memory)
 

@@ -174,6 +174,7 @@ from foundry.save import save_graph_manifest
 
 GRAPHS = {}   # name -> (CUgraph, RngSpec or None)
 SAVED_EARLY = set()
+MANIFEST_DOCUMENTS = []  # documents the capture code wrote, for the manifest to list
 
 def add_graph(name, g, rng=None):
     GRAPHS[name] = (g, rng)
@@ -215,7 +216,7 @@ for name, (g, rng) in GRAPHS.items():
                    "images": {i.sha256: [i.bytes, i.format.value] for i in meta.images},
                    "functions": [[f.image, f.name, list(f.attrs)] for f in meta.functions]}
 if MANIFEST:
-    save_graph_manifest(ARCH)
+    save_graph_manifest(ARCH, documents=MANIFEST_DOCUMENTS)
 from foundry.save import save_phases
 emit(native=native, structure=structure, metas=metas, buffers=B, save_phases=sorted(save_phases().seconds))
 """

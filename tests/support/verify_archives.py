@@ -62,9 +62,14 @@ def member_record(base: GraphRecord) -> GraphRecord:
     return dataclasses.replace(base, nodes=nodes)
 
 
-def remanifest(directory: Path, varying: tuple[int, ...] = VARYING, key: SigningKey | None = None) -> Manifest:
-    """Writes the manifest for graph_0 (template) and graph_1 (member) as they are on disk now: every
-    checksum recomputed, as a forger would."""
+def remanifest(
+    directory: Path,
+    varying: tuple[int, ...] = VARYING,
+    key: SigningKey | None = None,
+    documents: tuple[RecordRef, ...] = (),
+) -> Manifest:
+    """Writes the manifest for graph_0 (template) and graph_1 (member) as they are on disk now, listing
+    ``documents``: every checksum recomputed, as a forger would."""
     metas = [read_meta(directory / f"graph_{i}.json", as_files()) for i in range(2)]
     entries = []
     for i, m in enumerate(metas):
@@ -98,6 +103,7 @@ def remanifest(directory: Path, varying: tuple[int, ...] = VARYING, key: Signing
         tuple(images.values()),
         tuple(entries),
         (Group(entries[0].topology, 0, (1,), varying),),
+        documents=documents,
     )
     if key is not None:
         manifest = sign_manifest(manifest, key)

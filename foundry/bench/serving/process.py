@@ -19,12 +19,21 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from .protocol import MARK
 from .workload import Request
 
-__all__ = ["ChildEngine", "Engine", "EngineError", "HttpEngine"]
+__all__ = ["Answer", "ChildEngine", "Engine", "EngineError", "HttpEngine"]
+
+
+class Answer(NamedTuple):
+    """What ``generate`` returns: each prompt's tokens, the seconds the request took, and with the request's
+    ``logprobs`` each prompt's top log-probabilities per position (logprobs.py's canonical form), else None."""
+
+    tokens: list[list[int]]
+    seconds: float
+    top: list[Any] | None = None
 
 
 class EngineError(RuntimeError):
@@ -78,7 +87,7 @@ class Engine:
     def ready(self, timeout: float) -> dict[str, Any]:
         raise NotImplementedError
 
-    def generate(self, request: Request, timeout: float = 600) -> tuple[list[list[int]], float]:
+    def generate(self, request: Request, timeout: float = 600) -> Answer:
         raise NotImplementedError
 
     def _ask_to_end(self) -> None:
@@ -130,16 +139,17 @@ class ChildEngine(Engine):
         self.serving = True
         return {**doc["ready"], "ready_wall_s": self.seconds()}
 
-    def generate(self, request: Request, timeout: float = 600) -> tuple[list[list[int]], float]:
+    def generate(self, request: Request, timeout: float = 600) -> Answer:
         assert self.proc.stdin is not None
-        line = json.dumps({"prompts": [list(p) for p in request.prompts], "max_tokens": request.max_tokens})
+        line = json.dumps({"prompts": [list(p) for p in request.prompts], "max_tokens": request.max_tokens,
+                           "logprobs": request.logprobs})  # fmt: skip
         try:
             self.proc.stdin.write(line + "\n")
             self.proc.stdin.flush()
         except OSError:
             raise self.fail(f"the engine process took no request for batch {request.batch}") from None
         doc = self._answer(timeout, f"generating for batch {request.batch}")
-        return doc["tokens"], float(doc["seconds"])
+        return Answer(doc["tokens"], float(doc["seconds"]), doc.get("top"))
 
 
 class HttpEngine(Engine):
@@ -158,6 +168,10 @@ class HttpEngine(Engine):
 
     def tokens(self, doc: Any) -> list[list[int]]:
         """The answer's token IDs per prompt, in the prompts' order."""
+        raise NotImplementedError
+
+    def top(self, doc: Any) -> list[Any]:
+        """The answer's top log-probabilities per prompt (logprobs.py's canonical form), where ``body`` asked."""
         raise NotImplementedError
 
     def _ask_to_end(self) -> None:
@@ -189,7 +203,7 @@ class HttpEngine(Engine):
                 raise self.fail(f"/health did not answer 200 within {timeout:.0f} s")
             time.sleep(0.1)
 
-    def generate(self, request: Request, timeout: float = 600) -> tuple[list[list[int]], float]:
+    def generate(self, request: Request, timeout: float = 600) -> Answer:
         t = time.perf_counter()
         try:
             status, doc = self._http(self.path, self.body(request), timeout)
@@ -198,4 +212,7 @@ class HttpEngine(Engine):
         seconds = time.perf_counter() - t
         if status != 200 or not isinstance(doc, list | dict):
             raise self.fail(f"{self.path} answered {status}: {str(doc)[:400]}")
-        return self.tokens(doc), seconds
+        try:
+            return Answer(self.tokens(doc), seconds, self.top(doc) if request.logprobs else None)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise self.fail(f"{self.path} answered without what was asked ({exc!r}): {str(doc)[:400]}") from None

@@ -4,8 +4,9 @@ that start with ``MARK`` (the rest of stdout is the engine's log):
 
 - first ``MARK {"ready": {...}}``: seconds since process start for the imports and the engine's construction,
   and the versions;
-- then, for each ``{"prompts": [[ids...], ...], "max_tokens": N}``, ``MARK {"tokens": [...], "seconds": s}``;
-  an empty line or the end of input ends it.
+- then, for each ``{"prompts": [[ids...], ...], "max_tokens": N, "logprobs": K}``, ``MARK {"tokens": [...],
+  "seconds": s, "top": [...]}`` (``top``: with K > 0, each prompt's top-K log-probabilities per position in
+  logprobs.py's canonical form; else null); an empty line or the end of input ends it.
 """
 
 from __future__ import annotations
@@ -27,15 +28,18 @@ def say(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def answer_requests(generate: Callable[[list[list[int]], int], list[list[int]]], sync: Callable[[], None]) -> None:
+Generate = Callable[[list[list[int]], int, int], tuple[list[list[int]], list[Any] | None]]
+
+
+def answer_requests(generate: Generate, sync: Callable[[], None]) -> None:
     """Answers the parent's requests read from stdin until an empty line or the end of input: for each
-    ``{"prompts": ..., "max_tokens": N}``, ``generate(prompts, N)``'s tokens and the seconds it took (timed
-    from ``sync()``, which waits for the device)."""
+    ``{"prompts": ..., "max_tokens": N, "logprobs": K}``, ``generate(prompts, N, K)``'s tokens and top-K
+    log-probabilities and the seconds it took (timed from ``sync()``, which waits for the device)."""
     for line in sys.stdin:
         if not line.strip():
             break
         request = json.loads(line)
         sync()
         t = time.perf_counter()
-        tokens = generate(request["prompts"], request["max_tokens"])
-        say({"tokens": tokens, "seconds": time.perf_counter() - t})
+        tokens, top = generate(request["prompts"], request["max_tokens"], int(request.get("logprobs", 0)))
+        say({"tokens": tokens, "seconds": time.perf_counter() - t, "top": top})

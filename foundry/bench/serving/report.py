@@ -20,6 +20,7 @@ __all__ = [
     "phase_steps",
     "plot_startup",
     "render_again",
+    "sameness",
     "step_table",
     "wrap",
     "write_files",
@@ -33,6 +34,20 @@ PARITY_HEADER = ["what", "native", "LOAD", "LOAD/native", "paired ratio", "range
 
 def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
+
+
+def sameness(mode: str, c: dict[str, Any]) -> str:
+    """A run's "tokens, logprobs identical" cell from its comparison (runs.compare_runs)."""
+    if mode == "native" or c.get("reference"):
+        return "reference"
+    if c.get("identical"):
+        same = "yes"
+    elif c.get("tokens_identical"):
+        worst = max((p.get("max_abs_diff") or 0.0 for p in c["logprobs"].get("requests", [])), default=0.0)
+        same = f"NO: tokens yes, logprobs differ (max {worst:.3g})"
+    else:
+        same = "NO"
+    return same + (f" (vs {c['against']})" if c.get("against", "native") != "native" else "")
 
 
 def foundry_seconds(r: dict[str, Any]) -> float | None:

@@ -9,8 +9,9 @@ Order (each a fresh process tree, one after another):
   native        the engine again, its caches now warm: the baseline LOAD is compared with
   load          under Foundry (``..._MODE=load``), beside the warm native process
 
-Every process answers the same greedy token requests (``workload.token_requests``); SAVE's, LOAD's and cold
-native's tokens must equal native's. Then, with the warm native process and the LOAD process both up, decode
+Every process answers the same greedy token requests (``workload.token_requests``) with the top-``logprobs``
+log-probabilities of every generated token; SAVE's, LOAD's and cold native's tokens and log-probabilities must
+equal native's, bit for bit (logprobs.py). Then, with the warm native process and the LOAD process both up, decode
 throughput and prefill time are measured alternately (stats.alternate).
 
 With ``seconds`` set, the benchmark keeps to that many: a run is skipped (and said so) when less is left than
@@ -32,12 +33,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .logprobs import Top, Values, compare_logprobs, digests, values
 from .process import Engine, EngineError
-from .shapes import SHAPES, make_model
+from .shapes import SHAPES, make_model, prompt_vocab
 from .stats import alternate, compare_tokens, summary
 from .workload import Request, decode_request, prefill_request, token_requests
 
-__all__ = ["MODES", "BenchRuns", "ServingConfig", "compare_runs", "machine", "plugin_shim", "run_bench"]
+__all__ = ["MODES", "BenchRuns", "ServingConfig", "commit", "compare_runs", "machine", "plugin_shim", "run_bench"]
 
 MODES = ("native_cold", "save", "native", "load")
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
@@ -53,6 +55,7 @@ class ServingConfig:
     modes: tuple[str, ...] = MODES
     batches: tuple[int, ...] = (1, 8, 64, 256)
     max_tokens: int = 32
+    logprobs: int = 20  # the top log-probabilities compared at every generated token (0: tokens only)
     first_tokens: int = 16  # the first request after ready: one prompt, this many tokens
     decode_batches: tuple[int, ...] = (1, 32, 256)
     decode_steps: int = 256
@@ -87,6 +90,18 @@ def plugin_shim(root: Path, engine: str, group: str) -> Path | None:
     return root
 
 
+def commit(checkout: Path) -> str:
+    """The commit the benchmark ran: ``$FOUNDRY_COMMIT`` (a copied tree has no .git), else git's, else "-"."""
+    named = os.environ.get("FOUNDRY_COMMIT", "").strip()
+    if named:
+        return named
+    try:
+        return subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10, check=True).stdout.strip() or "-"  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "-"
+
+
 def machine() -> dict[str, str]:
     """The GPU and driver as nvidia-smi names them (empty where there is none)."""
     try:
@@ -106,6 +121,9 @@ class BenchRuns:
     group: ClassVar[str]  # the engine's plugin entry-point group
     env_defaults: ClassVar[dict[str, str]] = {}
     needs: ClassVar[dict[str, float]] = {}  # seconds a mode needs at least (skipped with less left)
+    # Figures of the engine's memory profile read from its log (the KV cache it sized, what capture took): a run
+    # that saves must leave them as native's, or it changed the engine (compare_runs says so).
+    profile_keys: ClassVar[tuple[str, ...]] = ()
     steady_needs: ClassVar[float] = 0.0  # seconds the steady-state phase needs at least
 
     def __init__(self, cfg: ServingConfig) -> None:
@@ -123,6 +141,11 @@ class BenchRuns:
             del self.env[name]
         self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
         self.results: dict[str, dict[str, Any]] = {}
+        # Each run's log-probabilities in full (as answered, and their values), kept here for the comparison: the
+        # document holds the values' digests.
+        self.tops: dict[str, list[list[Top]]] = {}
+        self.values: dict[str, list[list[Values]]] = {}
+        self.vocab = prompt_vocab(cfg.shape)
         self.measured: dict[str, Any] = {}
         self.write: Callable[[dict[str, Any]], None] = lambda doc: None
 
@@ -172,11 +195,17 @@ class BenchRuns:
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
-            _, first = engine.generate(decode_request(1, cfg.first_tokens), self._wait())
-            result["first_request_s"] = first
+            first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self._wait())
+            result["first_request_s"] = first.seconds
             result["first_answer_wall_s"] = engine.seconds()
-            requests = token_requests(list(cfg.batches), cfg.max_tokens)
-            result["tokens"] = [engine.generate(r, self._wait())[0] for r in requests]
+            requests = token_requests(list(cfg.batches), cfg.max_tokens, logprobs=cfg.logprobs, vocab=self.vocab)
+            answers = [engine.generate(r, self._wait()) for r in requests]
+            # Each sequence's tokens by digest: the comparison needs only equality, and the document stays small.
+            result["tokens"] = digests([a.tokens for a in answers])
+            if cfg.logprobs:
+                self.tops[mode] = [a.top or [] for a in answers]
+                self.values[mode] = values(self.tops[mode], [a.tokens for a in answers])
+                result["logprob_digests"] = digests(self.values[mode])
         except EngineError as exc:
             result["error"] = str(exc)[-4000:]
             self.say(f"{mode}: FAILED {result['error'][-2000:]}")
@@ -215,7 +244,8 @@ class BenchRuns:
             end = self.deadline()
             if end is not None:
                 end = time.perf_counter() + (end - time.perf_counter()) / (len(measurements) - i)
-            request = decode_request(size, cfg.decode_steps) if what == "decode" else prefill_request(size)
+            request = (decode_request(size, cfg.decode_steps, self.vocab) if what == "decode"
+                       else prefill_request(size, self.vocab))  # fmt: skip
             ask = {n: self._asker(e, request, what == "decode") for n, e in engines.items()}
             result = summary(alternate(ask, cfg.reps, end))
             if what == "decode":
@@ -266,9 +296,10 @@ class BenchRuns:
     def document(self) -> dict[str, Any]:
         """What ran so far (all of it, unless the benchmark was stopped) with the tokens compared."""
         results = self.results
-        compare = compare_runs(results)
+        compare = compare_runs(results, self.values, self.tops, self.profile_keys)
         return {
             "machine": machine(),
+            "commit": commit(self.cwd),
             "config": self.config_doc(),
             "model": SHAPES[self.cfg.shape],
             "results": results,
@@ -278,10 +309,18 @@ class BenchRuns:
         }
 
 
-def compare_runs(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each run's tokens against the reference's: the warm native run's, else the cold one's, else (no native
-    run asked for) SAVE's, whose graphs are captured natively in its own process. The reference itself is
-    marked so; a run without tokens, or with no reference to compare with, is not identical, and says why."""
+def compare_runs(
+    results: dict[str, dict[str, Any]],
+    vals: dict[str, list[list[Values]]] | None = None,
+    tops: dict[str, list[list[Top]]] | None = None,
+    profile_keys: tuple[str, ...] = (),
+) -> dict[str, dict[str, Any]]:
+    """Each run's tokens and log-probabilities against the reference's: the warm native run's, else the cold
+    one's, else (no native run asked for) SAVE's, whose graphs are captured natively in its own process. The
+    reference itself is marked so; a run without tokens, or with no reference to compare with, is not
+    identical, and says why. ``identical`` needs the tokens and, where the runs wrote them, the log-probabilities
+    (``tops`` in full where the runs are in hand, else their digests) to be equal."""
+    vals, tops = vals or {}, tops or {}
     order = ("native", "native_cold", "save")
     reference = next((m for m in order if "tokens" in results.get(m, {})), None)
     out: dict[str, dict[str, Any]] = {}
@@ -295,7 +334,23 @@ def compare_runs(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]
         elif reference is None:
             out[mode] = {"identical": False, "why": "no run to compare with"}
         else:
-            out[mode] = {**compare_tokens(results[reference]["tokens"], r["tokens"]), "against": reference}
+            tokens = compare_tokens(results[reference]["tokens"], r["tokens"])
+            out[mode] = {**tokens, "against": reference}
+            ref = results[reference]
+            profile = {k: {"here": r[k], "reference": ref[k]} for k in profile_keys if k in r and k in ref}
+            if profile:
+                out[mode]["memory_profile"] = profile
+                out[mode]["same_memory_profile"] = all(v["here"] == v["reference"] for v in profile.values())
+            if "logprob_digests" in r or "logprob_digests" in ref:
+                logprobs = compare_logprobs(
+                    vals.get(reference), vals.get(mode), ref.get("logprob_digests"), r.get("logprob_digests"),
+                    tops.get(reference), tops.get(mode),
+                )  # fmt: skip
+                out[mode].update(
+                    identical=tokens["identical"] and logprobs["identical"],
+                    tokens_identical=tokens["identical"],
+                    logprobs=logprobs,
+                )
     return out
 
 

@@ -12,36 +12,45 @@ __all__ = ["Request", "decode_request", "prefill_request", "token_requests"]
 
 @dataclass(frozen=True)
 class Request:
-    """One generate call: a batch of prompts, each continued greedily for ``max_tokens`` tokens."""
+    """One generate call: a batch of prompts, each continued greedily for ``max_tokens`` tokens; with
+    ``logprobs``, the log-probabilities of that many most likely tokens at every generated position too."""
 
     prompts: tuple[tuple[int, ...], ...]
     max_tokens: int
+    logprobs: int = 0
 
     @property
     def batch(self) -> int:
         return len(self.prompts)
 
 
-def _prompt(rng: random.Random, length: int) -> tuple[int, ...]:
-    return tuple(rng.randrange(100, 150000) for _ in range(length))
+VOCAB = 150000  # token IDs are drawn below this (and below the model's vocabulary: token_requests' ``vocab``)
 
 
-def token_requests(batches: list[int], max_tokens: int, seed: int = 0) -> list[Request]:
-    """Per batch size: prompts of 4..199 tokens (mixed lengths: a prefill that is not uniform), deterministic
-    per (batch, seed). Their tokens are what LOAD must reproduce exactly."""
+def _prompt(rng: random.Random, length: int, vocab: int = VOCAB) -> tuple[int, ...]:
+    return tuple(rng.randrange(100, vocab) for _ in range(length))
+
+
+def token_requests(
+    batches: list[int], max_tokens: int, seed: int = 0, logprobs: int = 0, vocab: int = VOCAB
+) -> list[Request]:
+    """Per batch size: prompts of 4..199 tokens (mixed lengths: a prefill that is not uniform, so that it runs the
+    engine's prefill graphs), deterministic per (batch, seed, vocab). Their tokens, and with ``logprobs`` the
+    top-``logprobs`` log-probabilities at each position, are what LOAD must reproduce exactly."""
     out = []
     for batch in batches:
         rng = random.Random(seed * 1000 + batch)
-        out.append(Request(tuple(_prompt(rng, 4 + (i * 37 + batch) % 196) for i in range(batch)), max_tokens))
+        prompts = tuple(_prompt(rng, 4 + (i * 37 + batch) % 196, vocab) for i in range(batch))
+        out.append(Request(prompts, max_tokens, logprobs))
     return out
 
 
-def decode_request(batch: int, steps: int) -> Request:
+def decode_request(batch: int, steps: int, vocab: int = VOCAB) -> Request:
     """``batch`` prompts of 8 tokens continued for ``steps`` tokens: decode dominates the time."""
     rng = random.Random(7 + batch)
-    return Request(tuple(_prompt(rng, 8) for _ in range(batch)), steps)
+    return Request(tuple(_prompt(rng, 8, vocab) for _ in range(batch)), steps)
 
 
-def prefill_request(length: int) -> Request:
+def prefill_request(length: int, vocab: int = VOCAB) -> Request:
     """One prompt of ``length`` tokens and one new token: the time is the prefill's."""
-    return Request((_prompt(random.Random(11), length),), 1)
+    return Request((_prompt(random.Random(11), length, vocab),), 1)

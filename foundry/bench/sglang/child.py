@@ -14,10 +14,18 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
+from foundry.bench.serving.logprobs import canonical
 from foundry.bench.serving.protocol import answer_requests, say
 
-__all__ = ["main"]
+__all__ = ["main", "top_logprobs"]
+
+
+def top_logprobs(outs: list[Any]) -> list[Any]:
+    """SGLang's ``meta_info["output_top_logprobs"]`` (per position, ``(logprob, token_id, text)`` triples) of
+    each answer, in the canonical form (foundry/bench/serving/logprobs.py)."""
+    return [[canonical((t, lp) for lp, t, *_ in pos) for pos in o["meta_info"]["output_top_logprobs"]] for o in outs]
 
 
 def main(argv: list[str]) -> int:
@@ -34,10 +42,12 @@ def main(argv: list[str]) -> int:
     times = {"import_torch_s": t_torch - t0, "import_s": t_import - t0, "engine_init_s": t_engine - t_import}
     say({"ready": {**times, "ready_s": t_engine - t0, "sglang": sglang.__version__, "torch": torch.__version__}})
 
-    def generate(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+    def generate(prompts: list[list[int]], max_tokens: int, logprobs: int) -> tuple[list[list[int]], list[Any] | None]:
         params = {"temperature": 0.0, "max_new_tokens": max_tokens, "ignore_eos": True}
-        outs = engine.generate(input_ids=prompts, sampling_params=params)
-        return [list(o["output_ids"]) for o in (outs if isinstance(outs, list) else [outs])]
+        asks: dict[str, Any] = {"return_logprob": True, "top_logprobs_num": logprobs} if logprobs else {}
+        outs = engine.generate(input_ids=prompts, sampling_params=params, **asks)
+        outs = outs if isinstance(outs, list) else [outs]
+        return [list(o["output_ids"]) for o in outs], (top_logprobs(outs) if logprobs else None)
 
     answer_requests(generate, lambda: None)  # the engine answers when its scheduler is done
     engine.shutdown()

@@ -10,6 +10,7 @@ from typing import Any
 
 from foundry.bench.serving.process import ChildEngine, HttpEngine
 from foundry.bench.serving.workload import Request
+from foundry.bench.sglang.child import top_logprobs
 
 __all__ = ["EngineProcess", "ServerProcess", "cli_flags"]
 
@@ -51,7 +52,11 @@ class ServerProcess(HttpEngine):
 
     def body(self, request: Request) -> dict[str, Any]:
         params = {"temperature": 0.0, "max_new_tokens": request.max_tokens, "ignore_eos": True}
-        return {"input_ids": [list(p) for p in request.prompts], "sampling_params": params}
+        asks = {"return_logprob": True, "top_logprobs_num": request.logprobs} if request.logprobs else {}
+        return {"input_ids": [list(p) for p in request.prompts], "sampling_params": params, **asks}
 
     def tokens(self, doc: Any) -> list[list[int]]:
         return [list(o["output_ids"]) for o in (doc if isinstance(doc, list) else [doc])]
+
+    def top(self, doc: Any) -> list[Any]:
+        return top_logprobs(doc if isinstance(doc, list) else [doc])

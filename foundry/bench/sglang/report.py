@@ -17,6 +17,7 @@ from foundry.bench.serving.report import (
     phase_steps,
     plot_startup,
     render_again,
+    sameness,
     step_table,
     wrap,
     write_files,
@@ -55,8 +56,7 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
         if r is None:
             continue
         c = doc["compare"].get(mode, {})
-        same = "reference" if mode == "native" or c.get("reference") else ("yes" if c.get("identical") else "NO")
-        same += f" (vs {c['against']})" if c.get("against", "native") != "native" else ""
+        same = sameness(mode, c)
         if "skipped" in r:
             out.append([label, *["-"] * 7, f"skipped: {r['skipped']}"])
             continue
@@ -87,13 +87,14 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
         f"{fmt(startup['native_s'])} s = {fmt(startup['ratio'], 3)}: {_verdict(startup['met'])}",
         f"- decode tokens/s within {decode['target'] * 100:.0f}% of native: worst paired ratio "
         f"{fmt(decode['worst_paired_ratio'], 4)} (batch {decode['worst_batch']}): {_verdict(decode['met'])}",
-        f"- greedy tokens identical to native's at batch {', '.join(map(str, doc['config']['batches']))}: "
+        f"- greedy tokens and top-{doc['config'].get('logprobs', 0)} logprobs identical to native's at batch "
+        f"{', '.join(map(str, doc['config']['batches']))}: "
         f"{_verdict(t['tokens']['met'])}",
     ]
 
 
 HEADER = ["run", "import s", "Engine() s", "weights s", "prefill graphs s", "decode graphs s", "Foundry s",
-          "1st token s", "tokens identical"]  # fmt: skip
+          "1st token s", "tokens, logprobs identical"]  # fmt: skip
 
 
 def render(doc: dict[str, Any]) -> str:

@@ -101,6 +101,7 @@ def log_numbers(text: str) -> dict[str, float]:
 
 
 class _Runs(BenchRuns):
+    profile_keys = ("max_total_num_tokens",)
     engine = "sglang"
     group = "sglang.srt.plugins"
     env_defaults = ENV

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from foundry.bench.serving.logprobs import canonical
 from foundry.bench.serving.process import ChildEngine, HttpEngine
 from foundry.bench.serving.workload import Request
 
@@ -41,7 +42,16 @@ class ServerEngine(HttpEngine):
             "temperature": 0.0,
             "ignore_eos": True,
             "return_token_ids": True,
+            # top_logprobs keyed "token_id:N" (no tokenizer to decode with)
+            **({"logprobs": request.logprobs, "return_tokens_as_token_ids": True} if request.logprobs else {}),
         }
 
     def tokens(self, doc: Any) -> list[list[int]]:
         return [list(c["token_ids"]) for c in sorted(doc["choices"], key=lambda c: c["index"])]
+
+    def top(self, doc: Any) -> list[Any]:
+        return [
+            [canonical((int(k.removeprefix("token_id:")), lp) for k, lp in pos.items())
+             for pos in c["logprobs"]["top_logprobs"]]
+            for c in sorted(doc["choices"], key=lambda c: c["index"])
+        ]  # fmt: skip

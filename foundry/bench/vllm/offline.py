@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
+from foundry.bench.serving.logprobs import canonical
 from foundry.bench.serving.protocol import answer_requests, say
 
 __all__ = ["main"]
@@ -41,10 +43,15 @@ def main(argv: list[str]) -> int:
         }
     )
 
-    def generate(prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
-        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
+    def generate(prompts: list[list[int]], max_tokens: int, logprobs: int) -> tuple[list[list[int]], list[Any] | None]:
+        params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True, logprobs=logprobs or None)
         outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-        return [list(o.outputs[0].token_ids) for o in outs]
+        tokens = [list(o.outputs[0].token_ids) for o in outs]
+        if not logprobs:
+            return tokens, None
+        # vLLM's per position {token_id: Logprob}: the top-k and the sampled token
+        top = [[canonical((t, lp.logprob) for t, lp in pos.items()) for pos in o.outputs[0].logprobs] for o in outs]
+        return tokens, top
 
     answer_requests(generate, torch.cuda.synchronize)
     return 0

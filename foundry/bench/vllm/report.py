@@ -17,6 +17,7 @@ from foundry.bench.serving.report import (
     phase_steps,
     plot_startup,
     render_again,
+    sameness,
     step_table,
     wrap,
     write_files,
@@ -45,8 +46,7 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
         if r is None:
             continue
         c = doc["compare"].get(mode, {})
-        same = "reference" if mode == "native" or c.get("reference") else ("yes" if c.get("identical") else "NO")
-        same += f" (vs {c['against']})" if c.get("against", "native") != "native" else ""
+        same = sameness(mode, c)
         same = f"skipped: {r['skipped']}" if "skipped" in r else same
         out.append([
             LABELS[mode], _s(r.get("import_s")), _s(r.get("ready_wall_s")), _s(r.get("model_load_s")),
@@ -78,7 +78,7 @@ def load_phases(r: dict[str, Any]) -> list[tuple[str, float]]:
 
 
 STARTUP_HEADER = ["run", "import s", "ready s", "weights s", "torch.compile s", "graphs s", "init engine s",
-                  "1st request s", "tokens identical"]  # fmt: skip
+                  "1st request s", "tokens, logprobs identical"]  # fmt: skip
 
 
 def render(doc: dict[str, Any]) -> str:

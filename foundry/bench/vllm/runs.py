@@ -33,6 +33,9 @@ LOG_NUMBERS: dict[str, tuple[str, bool]] = {
     "compile_s": (r"torch\.compile (?:took|takes) ([\d.]+) s", True),
     "capture_s": (r"Graph capturing finished in ([\d.]+) secs", False),
     "init_engine_s": (r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s", False),
+    # The memory profile's outcome and capture's memory: a SAVE that changed the engine shows here first.
+    "kv_cache_tokens": (r"GPU KV cache size: ([\d,]+) tokens", False),
+    "capture_gib": (r"Graph capturing finished in [\d.]+ secs, took ([\d.]+) GiB", False),
 }
 
 
@@ -54,7 +57,7 @@ def log_numbers(text: str) -> dict[str, float]:
     """The figures vLLM logged (LOG_NUMBERS), the last of each, or the sum where they add up."""
     out = {}
     for name, (pattern, summed) in LOG_NUMBERS.items():
-        values = [float(v) for v in re.findall(pattern, text)]
+        values = [float(v.replace(",", "")) for v in re.findall(pattern, text)]
         if values:
             out[name] = sum(values) if summed else values[-1]
     return out
@@ -64,6 +67,7 @@ class _Runs(BenchRuns):
     engine = "vllm"
     group = "vllm.general_plugins"
     env_defaults = ENV
+    profile_keys = ("kv_cache_tokens", "capture_gib")
 
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)

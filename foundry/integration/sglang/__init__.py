@@ -7,6 +7,13 @@ prefill CUDA graphs (FOUNDRY_SGLANG_MODE=save) and start from them (FOUNDRY_SGLA
 Decode graphs (``full`` backend) and prefill graphs (``breakable`` backend: segments between eager attention
 steps) are both saved; SGLang's defaults. Importing this package imports neither SGLang nor torch; the plugin
 is inert unless FOUNDRY_SGLANG_MODE is save or load.
+
+The plugin's metadata, ``sglang_plugin.json``, is a document of the archive (docs/FORMAT.md, "Documents"):
+listed in the manifest, sealed, covered by its signature and checked by ``foundry verify``; LOAD reads it
+only as the manifest lists it. It describes each eager step between prefill segments, and LOAD calls only
+the SGLang functions the plugin lists (allowed.py: ``radix_attention.unified_attention_with_output``), with
+the arguments they take: a step naming anything else is refused by name as the metadata is read, before the
+GPU is touched, and SAVE refuses to record one.
 """
 
 from __future__ import annotations

@@ -12,9 +12,12 @@ prefill runner sets at replay, so the arguments are all it carries.
 
 SAVE describes each step as JSON: the function by a module attribute that holds it, and the arguments with
 every tensor replaced by its index among the tensors of the step (which Foundry saves as the outputs of the
-segment before it, so LOAD gets them back at SAVE's addresses). LOAD resolves the function and calls it with
-the rebuilt arguments. A step that returns tensors is refused: its result lives in memory PyTorch's caching
-allocator handed out between two segments, which nothing at LOAD would keep from being handed out again.
+segment before it, so LOAD gets them back at SAVE's addresses). LOAD calls the function with the rebuilt
+arguments. The function must be one the plugin lists (allowed.py), and the arguments ones it takes: SAVE
+refuses any other step, and LOAD refuses a description naming any other before it imports anything (the
+metadata's check at start-up does so before the GPU is touched; ``rebuild`` checks again). A step that
+returns tensors is refused: its result lives in memory PyTorch's caching allocator handed out between two
+segments, which nothing at LOAD would keep from being handed out again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..shared.errors import ArchiveMetadataError, ArchiveMismatchError, PatchTargetError, UnsupportedConfigError
+from .allowed import STEPS, allowed_name, step_problem
 from .config import SGLANG
 
 __all__ = ["Step", "describe", "rebuild"]
@@ -93,17 +97,29 @@ def describe(replay_fn: Any, where: str, names: dict[int, str]) -> tuple[dict[st
             f"{where}: the eager step {label} returns a {type(cells['captured_output']).__name__}, kept in memory "
             f"allocated between two captured segments, which LOAD cannot keep reserved; {PREFILL_OFF}"
         )
-    name = names.get(id(fn)) or _module_attribute(fn)
+    name = names.get(id(fn)) or allowed_name(fn)
     if name is None:
+        found = _module_attribute(fn)
+        if found is None:
+            raise UnsupportedConfigError(
+                f"{where}: the eager step {label} is no attribute of an SGLang module (a method of one model "
+                f"object), which LOAD cannot find again; {PREFILL_OFF}"
+            )
         raise UnsupportedConfigError(
-            f"{where}: the eager step {label} is no attribute of an SGLang module (a method of one model object), "
-            f"which LOAD cannot find again; {PREFILL_OFF}"
+            f"{where}: the eager step {found} is not one the Foundry adapter calls at LOAD (it calls only "
+            f"{', '.join(sorted(STEPS))}, the attention step of SGLang {SGLANG.version}); {PREFILL_OFF}"
         )
     names[id(fn)] = name
     tensors: list[Any] = []
     args = [_encode(v, tensors, f"{where}, {label}") for v in cells["captured_args"]]
     kwargs = {str(k): _encode(v, tensors, f"{where}, {label}({k}=)") for k, v in cells["captured_kwargs"].items()}
-    return {"fn": name, "args": args, "kwargs": kwargs}, tuple(tensors)
+    doc = {"fn": name, "args": args, "kwargs": kwargs}
+    problem = step_problem(doc, len(tensors))
+    if problem:  # what LOAD would refuse
+        raise UnsupportedConfigError(
+            f"{where}: the eager step {problem}, which the Foundry adapter does not carry to LOAD; {PREFILL_OFF}"
+        )
+    return doc, tuple(tensors)
 
 
 @dataclass(frozen=True)
@@ -118,38 +134,36 @@ class Step:
         self.fn(*self.args, **self.kwargs)
 
 
-def _decode(value: Any, tensors: tuple[Any, ...], where: str) -> Any:
-    if isinstance(value, dict) and len(value) == 1:
-        ((kind, item),) = value.items()
-        if kind == "v" and (item is None or isinstance(item, bool | int | float | str)):
-            return item
-        if kind == "t" and isinstance(item, int) and 0 <= item < len(tensors):
-            return tensors[item]
-        if kind in ("tuple", "list") and isinstance(item, list):
-            items = [_decode(v, tensors, where) for v in item]
-            return tuple(items) if kind == "tuple" else items
-    raise ArchiveMetadataError(f"{where}: the eager step's argument {value!r} is not one SAVE writes; run SAVE again")
+def _decode(value: dict[str, Any], tensors: tuple[Any, ...]) -> Any:
+    """An argument ``step_problem`` accepted: a tensor by index, or a value."""
+    ((kind, item),) = value.items()
+    return tensors[item] if kind == "t" else item
 
 
 def rebuild(doc: Any, tensors: tuple[Any, ...], where: str) -> Step:
-    """The step ``describe`` wrote, over ``tensors`` (the outputs of the segment before it, as loaded)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("fn"), str) or ":" not in doc["fn"]:
+    """The step ``describe`` wrote, over ``tensors`` (the outputs of the segment before it, as loaded): its
+    function, one the plugin lists (allowed.py), found by the list's own name, and its arguments, checked
+    against what that function takes before anything is imported."""
+    if not isinstance(doc, dict):
         raise ArchiveMetadataError(f"{where}: no eager step is described for this segment; run SAVE again")
-    module_name, attribute = doc["fn"].split(":", 1)
+    problem = step_problem(doc, len(tensors))
+    if problem:
+        raise ArchiveMetadataError(
+            f"{where}: the eager step {problem}: the archive's metadata was edited or damaged. Run SAVE again."
+        )
+    name = next(n for n in STEPS if n == doc["fn"])  # the list's string: nothing of the archive is imported
+    module_name, attribute = name.split(":", 1)
     try:
         fn = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError):
         fn = None
     if not callable(fn):
         raise ArchiveMismatchError(
-            f"{where}: the eager step {doc['fn']} SAVE recorded is not in this SGLang: the archive was saved with "
+            f"{where}: the eager step {name} SAVE recorded is not in this SGLang: the archive was saved with "
             "another SGLang. Start with SAVE's SGLang, or run SAVE again."
         )
-    args, kwargs = doc.get("args"), doc.get("kwargs")
-    if not isinstance(args, list) or not isinstance(kwargs, dict):
-        raise ArchiveMetadataError(f"{where}: the eager step's arguments are damaged; run SAVE again")
     return Step(
         fn,
-        tuple(_decode(v, tensors, where) for v in args),
-        {str(k): _decode(v, tensors, where) for k, v in kwargs.items()},
+        tuple(_decode(v, tensors) for v in doc["args"]),
+        {str(k): _decode(v, tensors) for k, v in doc["kwargs"].items()},
     )

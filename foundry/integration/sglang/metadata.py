@@ -1,7 +1,9 @@
 """SGLang's part of the plugin's metadata file, ``sglang_plugin.json`` (shared/metadata.py holds the rest):
 the KV-cache budget SGLang measured at SAVE and the pool it made of it, so that LOAD skips the measurement
 and checks it gets the same pool; the answer SGLang's prefill-graph memory gate gave; and, for every
-breakable-graph segment that an eager step follows, that step (breaks.py)."""
+breakable-graph segment that an eager step follows, that step (breaks.py). Each step is checked against the
+functions the plugin calls (allowed.py) when the metadata is read, at the start of LOAD, before the GPU is
+touched: a step naming anything else, or passing arguments its function does not take, is refused there."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..shared.errors import ArchiveMetadataError
 from ..shared.metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
+from ..shared.outputs import tensor_count
+from .allowed import step_problem
 from .config import SGLANG
 
 __all__ = ["FILE", "Fingerprint", "GraphEntry", "PhaseMark", "SglangMetadata", "read_metadata"]
@@ -34,6 +39,23 @@ class SglangMetadata(ArchiveMetadata):
             "prefill_gate": None if self.prefill_gate_skip is None else {"skip": self.prefill_gate_skip},
             "breaks": dict(self.breaks),
         }
+
+    def check(self, source: str) -> None:
+        """Every eager step follows a graph the metadata lists, and is one SAVE writes (allowed.py) over the
+        tensors that graph outputs: checked before anything is imported or called."""
+        super().check(source)
+        outputs = {g.json: g.outputs for g in self.graphs}
+        for name, step in self.breaks.items():
+            problem: str | None
+            if name not in outputs:
+                problem = "follows a graph the metadata does not list"
+            else:
+                problem = step_problem(step, tensor_count(outputs[name]))
+            if problem:
+                raise ArchiveMetadataError(
+                    f"{source}: the eager step after {name!r:.120} {problem}: the metadata was edited or damaged, "
+                    "and LOAD calls nothing else. Run SAVE again."
+                )
 
     @classmethod
     def engine_fields(cls, doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ Everything a plugin asks of Foundry goes through a ``FoundryApi``: the real one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,7 +48,19 @@ class FoundryApi(Protocol):
         self, cuda_graph: Any, pool: Any = None, stream: Any = None, capture_error_mode: str = "global"
     ) -> AbstractContextManager[Any]: ...
     def save_graph(self, cuda_graph: Any, path: Path, outputs: Any, archive: Path) -> None: ...
-    def save_manifest(self, archive: Path) -> None: ...
+    def write_document(self, archive: Path, name: str, doc: Mapping[str, Any]) -> None:
+        """Writes the plugin's metadata as a sealed archive document, for ``save_manifest`` to list."""
+        ...
+
+    def save_manifest(self, archive: Path, documents: Sequence[str] = ()) -> None:
+        """Writes the manifest, the archive's commit point, listing the documents named (each written before)."""
+        ...
+
+    def read_document(self, archive: Path, name: str) -> dict[str, Any]:
+        """A document as the archive's manifest lists it, proven (hash, seal, signature with a key in force);
+        raises Foundry's ArchiveError otherwise."""
+        ...
+
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
     ) -> Any: ...
@@ -59,6 +71,9 @@ class FoundryApi(Protocol):
         ...
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]: ...
+    def restored_tensor(self, address: int, nbytes: int) -> Any:
+        """LOAD, after ``start_builds``: a byte tensor over a buffer the engine held at SAVE, at SAVE's address."""
+        ...
 
 
 class PublicFoundryApi:
@@ -106,8 +121,14 @@ class PublicFoundryApi:
     def save_graph(self, cuda_graph: Any, path: Path, outputs: Any, archive: Path) -> None:
         cuda_graph.save(path, output_tensors=outputs, archive_dir=archive)
 
-    def save_manifest(self, archive: Path) -> None:
-        foundry.save_graph_manifest(archive)
+    def write_document(self, archive: Path, name: str, doc: Mapping[str, Any]) -> None:
+        foundry.write_archive_document(archive, name, doc)
+
+    def save_manifest(self, archive: Path, documents: Sequence[str] = ()) -> None:
+        foundry.save_graph_manifest(archive, documents=list(documents))
+
+    def read_document(self, archive: Path, name: str) -> dict[str, Any]:
+        return foundry.read_archive_document(archive, name)
 
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
@@ -125,3 +146,6 @@ class PublicFoundryApi:
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         graph, outputs = foundry.CUDAGraph.finish_one_graph_load(pending, index)
         return graph, outputs
+
+    def restored_tensor(self, address: int, nbytes: int) -> Any:
+        return foundry.restored_tensor(address, nbytes)

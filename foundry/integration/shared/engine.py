@@ -1,5 +1,5 @@
 """Which engine a plugin serves: its name in messages, the prefix of its environment variables, the
-metadata file it writes beside Foundry's archive, and the engine version the plugin was written for."""
+metadata document it writes into Foundry's archive, and the engine version the plugin was written for."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ class UnsupportedConfigError(IntegrationError):
 
 
 class ArchiveMetadataError(IntegrationError):
-    """The plugin's metadata file is missing, unreadable or of another schema."""
+    """The plugin's metadata is missing, not what the archive's manifest lists, of another format version, or
+    says something SAVE never writes (a step or a path the plugin does not take)."""
 
 
 class ArchiveMismatchError(IntegrationError):

@@ -1,5 +1,4 @@
-"""A plugin's metadata file, ``<engine>_plugin.json`` (vLLM: ``vllm_plugin.json``), beside Foundry's own
-archive files.
+"""A plugin's metadata, ``<engine>_plugin.json`` (vLLM: ``vllm_plugin.json``), a document of Foundry's archive.
 
 It holds what LOAD needs from SAVE that Foundry's archive does not: what the archive was made for (the
 fingerprint LOAD compares before it serves), the region cursor at each start-up phase boundary with the
@@ -7,21 +6,30 @@ allocations made in the phase (so LOAD can check that it placed its persistent t
 which graph file serves which batch, and the engine's own values (an engine's subclass of ArchiveMetadata
 adds them as fields: vLLM's runner and KV-cache size, so that LOAD skips memory profiling).
 
-Pure data and JSON: no engine, no torch. The file is written last, so an archive whose SAVE failed has
-no metadata and LOAD refuses it.
+It is part of the archive like every other file (docs/FORMAT.md, "Documents"): SAVE writes it sealed, through
+Foundry's public API, before the manifest, and the manifest lists it with its size and SHA-256; LOAD reads it
+only as the manifest lists it (``foundry.read_archive_document``: hash, seal, and with a signing key the
+signature), so a damaged, edited or unlisted file is refused by name before the GPU is touched, and
+``foundry verify`` checks it. Its values are then checked as SAVE writes them (``ArchiveMetadata.check``)
+before anything uses them: the archive is data, and nothing in it chooses what code runs.
+
+Pure data and JSON: no engine, no torch.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import foundry
+
+from .backend import FoundryApi, PublicFoundryApi
 from .engine import Engine
 from .errors import ArchiveMetadataError, ArchiveMismatchError
+from .outputs import shape_problem
 
 __all__ = [
     "SCHEMA",
@@ -32,9 +40,9 @@ __all__ = [
     "PhaseMark",
 ]
 
-SCHEMA = 2
+SCHEMA = 3  # the document's format_version: 3 is sealed and listed in the manifest (2 was neither)
 
-Scalar = int | float | str | bool | None
+Scalar = int | float | str | bool | None  # what a batch key holds (isinstance takes this union too)
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,26 @@ class ArchiveMetadata:
     timings: tuple[tuple[str, float], ...] = field(default=())
     schema: int = SCHEMA
 
+    def check(self, source: str) -> None:
+        """Refuses, naming ``source``, values SAVE never writes, before anything uses them: each graph is a
+        ``.json`` file of the archive directory itself, named once. An engine's subclass adds its own checks
+        (calling this one)."""
+        seen: set[str] = set()
+        for g in self.graphs:
+            problem: str | None
+            if not _graph_file(g.json) or g.json in seen:
+                problem = "is not a graph file SAVE names (a .json file of the archive directory, named once)"
+            elif any(not isinstance(v, Scalar) for _, v in g.key):
+                problem = f"has a batch key {g.key_dict()!r:.120} holding more than numbers, strings and nulls"
+            else:
+                problem = shape_problem(g.outputs)
+                problem = None if problem is None else f"has an output shape that {problem}"
+            if problem:
+                raise ArchiveMetadataError(
+                    f"{source}: graph {g.json!r:.120} {problem}: the metadata was edited or damaged. Run SAVE again."
+                )
+            seen.add(g.json)
+
     def phase(self, name: str) -> PhaseMark:
         for mark in self.phases:
             if mark.name == name:
@@ -117,7 +145,7 @@ class ArchiveMetadata:
 
     def to_json(self) -> dict[str, Any]:
         common = {
-            "schema": self.schema,
+            "format_version": self.schema,
             "fingerprint": self.fingerprint.as_dict(),
             "region": {"base": self.region_base, "size": self.region_size, "high_water": self.high_water},
             "phases": [
@@ -140,8 +168,8 @@ class ArchiveMetadata:
     def from_json(cls: type[M], doc: Any) -> M:
         if not isinstance(doc, dict):
             raise ValueError("the document is not a JSON object")
-        if doc.get("schema") != SCHEMA:
-            raise ValueError(f"schema {doc.get('schema')!r}, this Foundry reads schema {SCHEMA}")
+        if doc.get("format_version") != SCHEMA:
+            raise ValueError(f"format_version {doc.get('format_version')!r:.40}, this Foundry reads {SCHEMA}")
         region = doc["region"]
         return cls(
             fingerprint=Fingerprint(tuple((str(k), str(v)) for k, v in doc["fingerprint"].items())),
@@ -166,6 +194,11 @@ class ArchiveMetadata:
         )
 
 
+def _graph_file(name: str) -> bool:
+    """Whether ``name`` is a ``.json`` file name with no directory part (LOAD opens ``archive / name``)."""
+    return name.endswith(".json") and "/" not in name and "\0" not in name
+
+
 M = TypeVar("M", bound=ArchiveMetadata)
 
 
@@ -181,36 +214,48 @@ class MetadataFile(Generic[M]):
     def name(self) -> str:
         return self.engine.metadata_name
 
-    def write(self, archive: Path, meta: M) -> Path:
-        """Writes ``archive/<engine>_plugin.json`` atomically (a reader sees the old file or the whole new one)."""
-        archive.mkdir(parents=True, exist_ok=True)
+    @property
+    def format(self) -> str:
+        """The document's ``format``: which engine's metadata it is."""
+        return f"foundry-{self.engine.key}-plugin"
+
+    def write(self, archive: Path, meta: M, api: FoundryApi | None = None) -> Path:
+        """Writes ``archive/<engine>_plugin.json`` as a sealed archive document (atomically), for the manifest,
+        written next, to list (``FoundryApi.save_manifest(archive, documents=[name])``)."""
         path = archive / self.name
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(meta.to_json(), indent=1) + "\n")
-        os.replace(tmp, path)
+        (api or PublicFoundryApi()).write_document(archive, self.name, {"format": self.format, **meta.to_json()})
         return path
 
-    def read(self, archive: Path) -> M:
+    def read(self, archive: Path, api: FoundryApi | None = None) -> M:
+        """The metadata, read as the archive's manifest lists it, and checked (``ArchiveMetadata.check``)."""
         path = archive / self.name
         engine = self.engine
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
+        again = f"run SAVE again ({engine.var('MODE')}=save, a fresh {engine.var('ARCHIVE')})"
+        if not os.path.lexists(path):
             raise ArchiveMetadataError(
                 f"{path} does not exist: {archive} holds no finished {engine.name} SAVE. Run {engine.name} once with "
                 f"{engine.var('MODE')}=save and this {engine.var('ARCHIVE')}."
-            ) from None
-        except OSError as exc:
-            raise ArchiveMetadataError(
-                f"cannot read {path}: {exc.strerror}; check the path and its permissions"
-            ) from None
+            )
         try:
-            return self.kind.from_json(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
+            doc = (api or PublicFoundryApi()).read_document(archive, self.name)
+        except foundry.ArchiveSignatureError:
+            raise  # says which key and what to do with it
+        except foundry.ArchiveError as exc:
+            raise ArchiveMetadataError(f"the {engine.name} metadata cannot be used ({exc}); {again}") from None
+        if doc.get("format") != self.format:
+            raise ArchiveMetadataError(
+                f"{path} is not {engine.name}'s metadata (format {doc.get('format')!r:.60}, expected {self.format!r}): "
+                f"{again}"
+            )
+        try:
+            meta = self.kind.from_json(doc)
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             raise ArchiveMetadataError(
                 f"{path} is not a {engine.name} adapter metadata file this Foundry reads ({exc}); run SAVE again with "
                 "this Foundry"
             ) from None
+        meta.check(str(path))
+        return meta
 
     def check_fingerprint(self, saved: Fingerprint, here: Fingerprint, archive: Path) -> None:
         """Refuses an archive made for another model, configuration, software version or GPU."""

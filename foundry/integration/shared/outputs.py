@@ -15,22 +15,64 @@ from typing import Any
 from .engine import Engine
 from .errors import ArchiveMetadataError, UnsupportedConfigError
 
-__all__ = ["as_flat", "rebuild", "shape_of"]
+__all__ = ["MAX_DEPTH", "as_flat", "rebuild", "shape_of", "shape_problem", "tensor_count"]
 
 TENSOR = "tensor"
+MAX_DEPTH = 32  # tuples and lists in tuples and lists: engines return one or two levels
 
 
 def shape_of(obj: Any, where: str, engine: Engine) -> Any:
     """The JSON shape of ``obj``. Anything but tensors, Nones, tuples and lists is refused, naming ``where``:
-    LOAD could not hand it back."""
+    LOAD could not hand it back; so is nesting deeper than ``MAX_DEPTH``, which LOAD refuses."""
+    shape = _shape(obj, where, engine)
+    if shape_problem(shape) is not None:
+        raise UnsupportedConfigError(
+            f"{where} returns tuples or lists nested more than {MAX_DEPTH} deep, which the Foundry adapter does not "
+            f"hand back at LOAD: report this with the model's name, or use {engine.var('MODE')}=off"
+        )
+    return shape
+
+
+def shape_problem(shape: Any) -> str | None:
+    """Why ``shape`` is not one ``shape_of`` writes, or None. Iterative, so a document nested deeply fails
+    here with a message rather than in a recursion."""
+    stack = [(shape, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if item is None or (isinstance(item, str) and item == TENSOR):
+            continue
+        if isinstance(item, dict) and len(item) == 1:
+            ((kind, items),) = item.items()
+            if kind in ("tuple", "list") and isinstance(items, list):
+                if depth >= MAX_DEPTH:
+                    return f"nests tuples and lists more than {MAX_DEPTH} deep"
+                stack.extend((x, depth + 1) for x in items)
+                continue
+        return f"holds {item!r:.80}, which is not {TENSOR!r}, null, or a tuple or list of them"
+    return None
+
+
+def tensor_count(shape: Any) -> int:
+    """How many tensors a shape ``shape_problem`` accepts holds."""
+    count, stack = 0, [shape]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(*item.values())
+        elif item is not None:
+            count += 1
+    return count
+
+
+def _shape(obj: Any, where: str, engine: Engine) -> Any:
     if obj is None:
         return None
     if hasattr(obj, "data_ptr"):
         return TENSOR
     if isinstance(obj, tuple):
-        return {"tuple": [shape_of(x, where, engine) for x in obj]}
+        return {"tuple": [_shape(x, where, engine) for x in obj]}
     if isinstance(obj, list):
-        return {"list": [shape_of(x, where, engine) for x in obj]}
+        return {"list": [_shape(x, where, engine) for x in obj]}
     raise UnsupportedConfigError(
         f"{where} returns a {type(obj).__name__}, which the Foundry adapter cannot hand back at LOAD (it keeps "
         f"tensors, tuples and lists of them): report this with the model's name, or use {engine.var('MODE')}=off"

@@ -1,15 +1,16 @@
 """The steps of SAVE and LOAD that every engine performs the same way, on the process's Session. An
 engine's lifecycle calls them from its own hook points, in this order:
 
-  begin            before anything allocates device memory: LOAD reads the archive's metadata, refuses a
-                   foreign archive before the GPU is touched, loads the kernel images and sets SAVE's
-                   region; SAVE refuses an archive directory that is not empty and sets the region
+  begin            before anything allocates device memory: LOAD reads the archive's metadata (as the
+                   manifest lists it, every value checked), refuses a foreign archive before the GPU is
+                   touched, loads the kernel images and sets SAVE's region; SAVE refuses an archive
+                   directory that is not empty and sets the region
   end_phase        at each start-up phase boundary: SAVE records it, LOAD checks it against SAVE's
   start_builds     LOAD, once the weights are in place: Foundry starts building the graphs in the background
   resume_at        LOAD: back to SAVE's cursor at a phase boundary, after Foundry's restore or skipped work
   isolated_phase   a phase after work LOAD skips: at SAVE's cursor, from fresh allocator segments, checked
   past_saved_memory  LOAD, once the phases SAVE recorded are done: later allocations land past SAVE's memory
-  save_graphs      SAVE, after the engine captured: graph files, manifest, and the metadata last
+  save_graphs      SAVE, after the engine captured: graph files, the metadata, then the manifest listing it
   load_graphs      LOAD, where the engine would capture: takes each built graph and hands them to the engine
   write_report     the JSON report of the start-up phases, if FOUNDRY_<E>_REPORT asks for one
 """
@@ -58,7 +59,7 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint) -> None:
     archive = s.config.require_archive()
     s.fingerprint = fingerprint
     if s.config.mode is Mode.LOAD:
-        s.saved = s.metadata.read(archive)
+        s.saved = s.metadata.read(archive, s.api)
         s.metadata.check_fingerprint(s.saved.fingerprint, fingerprint, archive)  # before the GPU is touched
         t0 = time.perf_counter()
         s.api.load_modules(archive)
@@ -147,9 +148,10 @@ def save_graphs(
     phase: str = "capture",
 ) -> M:
     """SAVE: writes each captured graph (``file_name(index, key)`` in the archive, the shape of its outputs in
-    the metadata: outputs.py) and the manifest, ends
-    ``phase``, then writes the engine's metadata (the session's values and ``engine_fields``) last, so that an
-    archive whose SAVE failed has none and LOAD refuses it. Set ``s.timings["capture_s"]`` before."""
+    the metadata: outputs.py), ends ``phase``, writes the engine's metadata (the session's values and
+    ``engine_fields``) as an archive document, then the manifest, which lists it: the manifest is the
+    archive's commit point, so an archive whose SAVE failed has none and LOAD refuses it, and the metadata is
+    sealed, hashed (and signed, with a key) with the rest. Set ``s.timings["capture_s"]`` before."""
     archive = s.config.require_archive()
     fingerprint = required(s, s.fingerprint, "fingerprint")
     t0 = time.perf_counter()
@@ -159,8 +161,7 @@ def save_graphs(
         path = archive / file_name(i, key)
         s.api.save_graph(graph, path, outputs, archive)
         entries.append(GraphEntry(path.name, tuple(key.items()), _address(outputs), shape))
-    s.api.save_manifest(archive)
-    s.timings["save_s"] = time.perf_counter() - t0
+    s.timings["save_graphs_s"] = time.perf_counter() - t0
     s.tracker.mark(phase)
     meta = s.metadata.kind(
         fingerprint=fingerprint,
@@ -172,7 +173,9 @@ def save_graphs(
         timings=tuple({**s.tracker.seconds, **s.timings}.items()),
         **engine_fields,
     )
-    s.metadata.write(archive, meta)
+    s.metadata.write(archive, meta, s.api)
+    s.api.save_manifest(archive, documents=[s.metadata.name])
+    s.timings["save_s"] = time.perf_counter() - t0  # graph files, metadata and manifest
     return meta
 
 

@@ -6,6 +6,10 @@ CUDA graphs (FOUNDRY_VLLM_MODE=save) and start from them (FOUNDRY_VLLM_MODE=load
 
 The engine runs with ``compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"}``. Importing this package
 imports neither vLLM nor torch; the plugin is inert unless FOUNDRY_VLLM_MODE is save or load.
+
+The plugin's metadata, ``vllm_plugin.json``, is a document of the archive (docs/FORMAT.md, "Documents"):
+listed in the manifest, sealed, covered by its signature and checked by ``foundry verify``; LOAD reads it
+only as the manifest lists it and checks every value before it uses one (shared/metadata.py).
 """
 
 from __future__ import annotations

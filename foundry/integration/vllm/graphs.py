@@ -170,11 +170,11 @@ class V1Graphs:
                 wrapper.concrete_cudagraph_entries[desc] = entry_type(
                     batch_descriptor=desc, cudagraph=graph, output=outputs
                 )
-        # What V1's capture_model does after capturing: fix the workspace size, and make any capture from now
-        # on an error (a batch without a loaded graph must not be captured behind Foundry's back).
-        runner_module = sys.modules[type(runner).__module__]
-        runner_module.lock_workspace()
-        runner_module.set_cudagraph_capturing_enabled(False)
+        # What V1's capture_model does after capturing: make any capture from now on an error (a batch without a
+        # loaded graph must not be captured behind Foundry's back). Its other step, locking the workspace, is
+        # workspace.lock's: locking it here, before SAVE's buffers were back, left MoE models' first eager forward
+        # an empty, locked workspace.
+        sys.modules[type(runner).__module__].set_cudagraph_capturing_enabled(False)
 
 
 def graphs_for(runner_name: str) -> RunnerGraphs:

@@ -13,9 +13,11 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
   initialize_from_config
                        the KV cache, attention metadata buffers, block tables: LOAD moves the cursor to where
                        SAVE began this phase, both allocate from a fresh pool, LOAD checks the result and then
-                       moves the cursor past everything SAVE used
+                       moves the cursor past everything SAVE used, and gives vLLM back the workspace SAVE's
+                       profiling grew (workspace.py)
   kernel_warmup        LOAD skips it
-  capture_model        SAVE captures with Foundry and writes the archive; LOAD hands vLLM the loaded graphs
+  capture_model        SAVE captures with Foundry and writes the archive (with the workspace as capture left
+                       it); LOAD hands vLLM the loaded graphs and locks the workspace where SAVE's was locked
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..shared import steps
 from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from . import session as sessions
+from . import workspace
 from .config import VLLM, Mode
 from .fingerprint import describe, runner_name
 from .graphs import BREAKABLE, graphs_for, key_text
@@ -174,6 +177,8 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
         s.state.num_gpu_blocks = blocks
     else:
         steps.past_saved_memory(s)  # everything from here on lands past SAVE's memory, which the graphs use
+        # Before the first eager forward (compile warm-up sizes run next): the buffer SAVE's graphs hold.
+        workspace.install(s.require_saved().workspace, s.api.restored_tensor)
     return result
 
 
@@ -222,7 +227,9 @@ def _save(runner: Any, original: Any) -> Any:
         ({"graph": "piece", **piece.key(), **key}, graph, outputs)
         for piece, key, graph, outputs in captured_pieces(graphs.piece_keys(runner))
     ]
+    base = s.config.region_base
     vllm_fields = {
+        "workspace": workspace.saved((base, base + s.config.region_size)),
         "runner": graphs.name,
         "kv_cache_bytes": steps.required(s, s.state.kv_cache_bytes, "KV cache size"),
         "num_gpu_blocks": steps.required(s, s.state.num_gpu_blocks, "number of KV cache blocks"),
@@ -264,6 +271,7 @@ def _load(runner: Any) -> int:
         s.state.loaded_pieces = loaded_pieces
         install_pieces(piece_wrappers(), [x for xs in loaded_pieces.values() for x in xs], piece_ids)
         _forbid_capture()
+        workspace.lock(saved.workspace)
 
     steps.load_graphs(s, install)
     pieces = len(saved.graphs) - len(full)

@@ -1,6 +1,6 @@
 """vLLM's part of the plugin's metadata file, ``vllm_plugin.json`` (shared/metadata.py holds the rest):
-the model runner SAVE used, and the KV-cache size and block count, so that LOAD skips memory profiling
-and checks it gets the same cache."""
+the model runner SAVE used, the KV-cache size and block count, so that LOAD skips memory profiling and
+checks it gets the same cache, and the workspace SAVE's profiling and warm-up grew (workspace.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from ..shared.metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
 from .config import VLLM
+from .workspace import Workspace
 
 __all__ = [
     "METADATA_NAME",
@@ -28,11 +29,13 @@ class VllmMetadata(ArchiveMetadata):
     runner: str = field(kw_only=True)  # "v2" (vllm/v1/worker/gpu) or "v1" (gpu_model_runner.py)
     kv_cache_bytes: int = field(kw_only=True)  # what determine_available_memory returned in SAVE
     num_gpu_blocks: int = field(kw_only=True)
+    workspace: Workspace = field(default_factory=Workspace, kw_only=True)
 
     def engine_json(self) -> dict[str, Any]:
         return {
             "runner": self.runner,
             "kv_cache": {"bytes": self.kv_cache_bytes, "num_gpu_blocks": self.num_gpu_blocks},
+            "workspace": self.workspace.to_json(),
         }
 
     @classmethod
@@ -42,6 +45,8 @@ class VllmMetadata(ArchiveMetadata):
             "runner": str(doc["runner"]),
             "kv_cache_bytes": int(kv["bytes"]),
             "num_gpu_blocks": int(kv["num_gpu_blocks"]),
+            # Required: an archive without it would LOAD into an empty workspace and fail at the first MoE layer.
+            "workspace": Workspace.from_json(doc["workspace"]),
         }
 
 

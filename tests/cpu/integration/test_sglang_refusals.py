@@ -4,7 +4,6 @@ layout leaves SAVE's, a second capture after LOAD, and prefill graphs whose eage
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from foundry.integration.sglang import (
     read_metadata,
 )
 from foundry.integration.sglang.metadata import FILE
-from tests.support.fakefoundry import FakeTensor
+from tests.support.fakefoundry import FakeTensor, forge_document
 from tests.support.fakesglang import server_args
 from tests.support.fakesglang_graphs import ATTENTION, BCG, DECODE
 
@@ -33,10 +32,8 @@ def _save(engines: Any, **args: Any) -> Any:
 
 
 def _edit_metadata(engines: Any, edit: Any) -> None:
-    path = engines.archive / FILE.name
-    doc = json.loads(path.read_text())
-    edit(doc)
-    path.write_text(json.dumps(doc))
+    """The metadata edited, sealed and listed again, as by a forger without a signing key."""
+    forge_document(engines.archive, FILE.name, edit)
 
 
 @pytest.mark.parametrize(
@@ -129,13 +126,13 @@ def test_load_refuses_a_directory_without_a_finished_save(sglang_engines: Any) -
         (lambda d: d["breaks"].clear(), ArchiveMetadataError, "no eager step is described"),
         (
             lambda d: [b.update(fn="sglang.srt.layers.radix_attention:gone") for b in d["breaks"].values()],
-            ArchiveMismatchError,
-            "the eager step sglang.srt.layers.radix_attention:gone SAVE recorded is not in this SGLang",
+            ArchiveMetadataError,
+            "names 'sglang.srt.layers.radix_attention:gone', which is not an SGLang function the Foundry adapter",
         ),
         (
             lambda d: [b["args"].__setitem__(0, {"t": 9}) for b in d["breaks"].values()],
             ArchiveMetadataError,
-            r"argument \{'t': 9\} is not one SAVE writes",
+            r"passes tensors \[9, 1, 2, 3\] of the 4 the segment before it holds",
         ),
     ],
 )
@@ -144,6 +141,14 @@ def test_damaged_metadata_is_refused_before_serving(sglang_engines: Any, edit: A
     _edit_metadata(sglang_engines, edit)
     fake = sglang_engines.prepare("load")
     with pytest.raises(error, match=message):
+        fake.start_scheduler(server_args())
+
+
+def test_an_eager_step_this_sglang_lacks_is_refused_before_serving(sglang_engines: Any) -> None:
+    _save(sglang_engines)
+    fake = sglang_engines.prepare("load")
+    del fake.module(ATTENTION).unified_attention_with_output  # another SGLang: the listed function is not there
+    with pytest.raises(ArchiveMismatchError, match="unified_attention_with_output SAVE recorded is not in this SGLang"):
         fake.start_scheduler(server_args())
 
 

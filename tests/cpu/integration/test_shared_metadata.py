@@ -3,6 +3,7 @@ its own metadata file with its own values, and refusals that name that engine an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from foundry.errors import ArchiveSignatureError
+from foundry.format import MANIFEST_NAME, RecordRef, load_sealed, read_manifest, sha256_bytes, write_manifest
 from foundry.integration.shared import (
     ArchiveMetadata,
     ArchiveMetadataError,
@@ -28,7 +31,7 @@ from foundry.integration.shared import (
 )
 from foundry.integration.shared.outputs import shape_of
 from tests.support.fakeengine import FILE, SGLANG, SglangMetadata
-from tests.support.fakefoundry import FakeFoundry, FakeTensor
+from tests.support.fakefoundry import FakeFoundry, FakeTensor, forge_document, write_fake_manifest
 
 FP = Fingerprint.of({"sglang": "0.5.17", "torch": "2.11.0", "gpu": "NVIDIA H100"})
 
@@ -47,13 +50,22 @@ def sample(**changes: Any) -> SglangMetadata:
     return SglangMetadata(**values)
 
 
+def _saved(archive: Path, meta: SglangMetadata) -> Path:
+    """``meta`` written as SAVE writes it: the document, then a manifest listing it."""
+    api = FakeFoundry()
+    path = FILE.write(archive, meta, api)
+    api.save_manifest(archive, documents=[FILE.name])
+    return path
+
+
 def test_the_engines_file_round_trips_its_own_values(tmp_path: Path) -> None:
-    path = FILE.write(tmp_path, sample())
+    path = _saved(tmp_path, sample())
     assert path == tmp_path / "sglang_plugin.json" and not list(tmp_path.glob("*.tmp"))
-    doc = json.loads(path.read_text())
+    doc = load_sealed(path.read_bytes(), str(path))  # sealed as every archive JSON file is
+    assert doc["format"] == "foundry-sglang-plugin" and doc["format_version"] == 3
     assert doc["memory_pool"] == {"max_total_tokens": 123456} and "runner" not in doc
-    assert FILE.read(tmp_path) == sample()
-    FILE.write(tmp_path, sample(max_total_tokens=7))  # replaces the whole file
+    assert FILE.read(tmp_path, FakeFoundry()) == sample()
+    _saved(tmp_path, sample(max_total_tokens=7))  # replaces the whole file
     assert FILE.read(tmp_path).max_total_tokens == 7
 
 
@@ -64,16 +76,84 @@ def test_a_missing_file_names_the_engine_and_its_variables(tmp_path: Path) -> No
         FILE.read(tmp_path)
 
 
-@pytest.mark.parametrize("damage", ["no engine values", "schema", "not an object"])
-def test_a_damaged_or_foreign_file_is_refused(tmp_path: Path, damage: str) -> None:
-    doc = sample().to_json()
-    if damage == "no engine values":
-        del doc["memory_pool"]
-    elif damage == "schema":
-        doc["schema"] = 1
-    (tmp_path / FILE.name).write_text(json.dumps([] if damage == "not an object" else doc))
-    with pytest.raises(ArchiveMetadataError, match=r"not a SGLang adapter metadata file.*run SAVE again"):
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("no engine values", r"not a SGLang adapter metadata file.*run SAVE again"),
+        ("version", r"format_version 2, this Foundry reads 3.*run SAVE again"),
+        ("format", r"is not SGLang's metadata \(format 'foundry-vllm-plugin'.*run SAVE again"),
+        ("graph path", r"graph '\.\./elsewhere/g\.json' is not a graph file SAVE names.*Run SAVE again"),
+        ("absolute graph path", r"graph '/etc/passwd\.json' is not a graph file SAVE names"),
+        ("graph twice", r"graph 'g0000\.json' is not a graph file SAVE names \(.*named once"),
+        ("batch key", r"graph 'g0000\.json' has a batch key .* holding more than numbers"),
+        ("output shape", r"graph 'g0000\.json' has an output shape that holds \{'dict'"),
+    ],
+)
+def test_a_foreign_or_edited_document_is_refused_by_what_it_says(tmp_path: Path, damage: str, message: str) -> None:
+    """Sealed and listed again, as a forger without a key would: the plugin's own checks refuse it."""
+    _saved(tmp_path, sample())
+
+    def edit(doc: dict[str, Any]) -> None:
+        graph = doc["graphs"][0]
+        if damage == "no engine values":
+            del doc["memory_pool"]
+        elif damage == "version":
+            doc["format_version"] = 2
+        elif damage == "format":
+            doc["format"] = "foundry-vllm-plugin"
+        elif damage == "graph path":
+            graph["json"] = "../elsewhere/g.json"
+        elif damage == "absolute graph path":
+            graph["json"] = "/etc/passwd.json"
+        elif damage == "graph twice":
+            doc["graphs"].append(dict(graph))
+        elif damage == "batch key":
+            graph["key"]["bs"] = [8]
+        else:
+            graph["outputs"] = {"dict": ["tensor"]}
+
+    forge_document(tmp_path, FILE.name, edit)
+    with pytest.raises(ArchiveMetadataError, match=message):
         FILE.read(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["edited", "truncated", "unlisted", "no manifest", "not sealed"])
+def test_a_document_the_manifest_does_not_vouch_for_is_refused_by_name(tmp_path: Path, damage: str) -> None:
+    path = _saved(tmp_path, sample())
+    data = path.read_bytes()
+    if damage == "edited":  # one byte of a value, the file's length kept
+        path.write_bytes(data.replace(b"123456", b"654321"))
+        message = r"sglang_plugin\.json: the document's SHA-256 is .* the manifest .* says"
+    elif damage == "truncated":
+        path.write_bytes(data[:-10])
+        message = r"sglang_plugin\.json: the document is \d+ bytes, the archive says"
+    elif damage == "unlisted":  # as an older Foundry wrote it: the manifest lists no document
+        write_fake_manifest(tmp_path, [])
+        message = r"sglang_plugin\.json: the manifest .* does not list this document: the archive was saved by an older"
+    elif damage == "no manifest":  # SAVE stopped between the document and the manifest
+        (tmp_path / MANIFEST_NAME).unlink()
+        message = r"no graph_manifest\.json: not a Foundry archive, or SAVE did not finish"
+    else:  # plain JSON, as before documents were sealed, listed with its own size and hash
+        plain = json.dumps({"format": FILE.format, **sample().to_json()}).encode()
+        path.write_bytes(plain)
+        manifest = read_manifest(tmp_path)
+        listed = RecordRef(FILE.name, len(plain), sha256_bytes(plain))
+        write_manifest(tmp_path, dataclasses.replace(manifest, documents=(listed,)))
+        message = r"sglang_plugin\.json: no 'digest' key at the end"
+    with pytest.raises(ArchiveMetadataError, match=rf"SGLang metadata cannot be used \(.*{message}.*run SAVE again"):
+        FILE.read(tmp_path)
+
+
+def test_a_signed_archive_whose_metadata_changed_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = tmp_path / "foundry.key"
+    key.write_bytes(b"a signing key of thirty-two byte")
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    archive = tmp_path / "archive"
+    _saved(archive, sample())  # signed, as SAVE signs with a key configured
+    assert FILE.read(archive) == sample()
+    forge_document(archive, FILE.name, lambda doc: doc["memory_pool"].update(max_total_tokens=1))
+    with pytest.raises(ArchiveSignatureError, match=r"is not signed, and signing key"):
+        FILE.read(archive)
 
 
 def test_engine_values_may_not_replace_the_common_ones() -> None:

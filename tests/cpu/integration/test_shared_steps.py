@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from foundry.errors import LoadError
+from foundry.format import read_manifest
 from foundry.integration.shared import (
     ArchiveMismatchError,
     PhaseLayoutError,
@@ -22,7 +23,7 @@ from foundry.integration.shared import (
 )
 from foundry.integration.shared.metadata import Fingerprint
 from tests.support.fakeengine import FILE, SglangConfig, env, session
-from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
+from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph, forge_document
 
 FP = Fingerprint.of({"sglang": "0.5.17", "model": "/m"})
 
@@ -58,13 +59,17 @@ def test_save_then_load_through_the_shared_steps(tmp_path: Path) -> None:
     archive = tmp_path / "a"
     saved, files = _save(archive, report=tmp_path / "save.json")
     assert files == ["decode_8.json", "decode_1.json"]
-    assert saved.api.calls[0] == "set_region" and saved.api.calls[-1] == "save_manifest"
+    # the metadata is a document of the archive: written before the manifest, which lists it
+    assert saved.api.calls[0] == "set_region"
+    assert saved.api.calls[-2:] == [f"write_document:{FILE.name}", "save_manifest"]
+    assert [d.file for d in read_manifest(archive).documents] == [FILE.name]
     meta = FILE.read(archive)
     assert [p.name for p in meta.phases] == ["load_model", "kv_cache", "capture"]
     assert meta.max_total_tokens == 4096 and meta.fingerprint == FP
     assert meta.graphs[1].outputs == {"tuple": ["tensor", None, "tensor"]}
-    assert {"capture_s", "save_s", "load_model"} <= dict(meta.timings).keys()
+    assert {"capture_s", "save_graphs_s", "load_model"} <= dict(meta.timings).keys()
     report = json.loads((tmp_path / "save.json").read_text())
+    assert report["timings"]["save_s"] >= report["timings"]["save_graphs_s"]  # the manifest's seconds too
     assert report["mode"] == "save" and report["graphs"] == 2 and [p["name"] for p in report["phases"]][-1] == "capture"
     assert report["save_phases_s"] == {"variables": 0.005, "extract_beside": 0.002}  # where SAVE's seconds went
     assert "startup_s" not in report
@@ -112,9 +117,11 @@ def test_load_stops_at_a_phase_that_allocates_differently(tmp_path: Path) -> Non
 
 def test_load_refuses_a_graph_whose_output_moved(tmp_path: Path) -> None:
     _save(tmp_path)
-    doc = json.loads((tmp_path / FILE.name).read_text())
-    doc["graphs"][0]["output_address"] += 0x1000
-    (tmp_path / FILE.name).write_text(json.dumps(doc))
+
+    def move(doc: dict[str, Any]) -> None:
+        doc["graphs"][0]["output_address"] += 0x1000
+
+    forge_document(tmp_path, FILE.name, move)
     s, fp = _load(tmp_path)
     steps.begin(s, fp)
     steps.start_builds(s)

@@ -163,7 +163,8 @@ def test_v1_runner_saves_and_loads_cudagraphwrapper_entries(engines: Any) -> Non
     fake, _ = _load(engines, runner="v1")
     worker = fake.start_engine(make_config("v1"))
     assert "v1.capture_model" not in fake.trace.events
-    assert fake.trace.events.count("lock_workspace") == 1 and "capturing_enabled:False" in fake.trace.events
+    assert fake.module("vllm.v1.worker.workspace").current_workspace_manager().is_locked()  # as V1's capture leaves it
+    assert "capturing_enabled:False" in fake.trace.events
     entries = worker.model_runner.model.concrete_cudagraph_entries
     assert {d.num_tokens: e.output.data_ptr() for d, e in entries.items()} == saved_outputs
     out = worker.model_runner.execute_decode(5)

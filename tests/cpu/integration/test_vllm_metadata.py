@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from foundry.format import load_sealed
 from foundry.integration.vllm import ArchiveMetadata, ArchiveMetadataError, ArchiveMismatchError, read_metadata
 from foundry.integration.vllm.metadata import (
     METADATA_NAME,
@@ -16,6 +16,7 @@ from foundry.integration.vllm.metadata import (
     check_fingerprint,
     write_metadata,
 )
+from tests.support.fakefoundry import forge_document, write_fake_manifest
 
 OUT = 0x600000200000
 FP = Fingerprint.of({"vllm": "0.26.0", "torch": "2.11.0+cu130", "model": "/m", "gpu": "NVIDIA H200"})
@@ -39,9 +40,16 @@ def sample() -> ArchiveMetadata:
     )
 
 
+def _saved(archive: Path, meta: ArchiveMetadata) -> Path:
+    """``meta`` written as SAVE writes it: the document, then a manifest listing it."""
+    path = write_metadata(archive, meta)
+    write_fake_manifest(archive, [METADATA_NAME])
+    return path
+
+
 def test_round_trip(tmp_path: Path) -> None:
     meta = sample()
-    path = write_metadata(tmp_path, meta)
+    path = _saved(tmp_path, meta)
     assert path == tmp_path / METADATA_NAME and not list(tmp_path.glob("*.tmp"))
     assert read_metadata(tmp_path) == meta
     assert meta.graphs[1].key_dict() == {"cg_mode": "FULL", "num_tokens": 1, "num_reqs": None}
@@ -54,8 +62,16 @@ def test_missing_metadata_says_to_run_save(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text", ["not json", "[]", '{"schema": 99}', '{"schema": 1, "fingerprint": {}}'])
 def test_foreign_or_damaged_metadata_is_refused(tmp_path: Path, text: str) -> None:
-    (tmp_path / METADATA_NAME).write_text(text)
-    with pytest.raises(ArchiveMetadataError, match="run SAVE again"):
+    _saved(tmp_path, sample())
+    (tmp_path / METADATA_NAME).write_text(text)  # not the bytes the manifest lists
+    with pytest.raises(ArchiveMetadataError, match=r"vllm_plugin\.json: the document .* run SAVE again"):
+        read_metadata(tmp_path)
+
+
+def test_a_listed_document_of_an_older_schema_is_refused(tmp_path: Path) -> None:
+    _saved(tmp_path, sample())
+    forge_document(tmp_path, METADATA_NAME, lambda doc: doc.update(format_version=2))
+    with pytest.raises(ArchiveMetadataError, match=r"format_version 2, this Foundry reads 3.*run SAVE again"):
         read_metadata(tmp_path)
 
 
@@ -74,8 +90,9 @@ def test_fingerprint_mismatch_lists_every_difference(tmp_path: Path) -> None:
     check_fingerprint(FP, FP, tmp_path)
 
 
-def test_written_file_is_plain_json(tmp_path: Path) -> None:
+def test_written_file_is_sealed_json(tmp_path: Path) -> None:
     write_metadata(tmp_path, sample())
-    doc = json.loads((tmp_path / METADATA_NAME).read_text())
+    doc = load_sealed((tmp_path / METADATA_NAME).read_bytes(), METADATA_NAME)
+    assert list(doc)[:2] == ["format", "format_version"] and doc["format"] == "foundry-vllm-plugin"
     assert doc["kv_cache"] == {"bytes": 40 << 30, "num_gpu_blocks": 18724}
     assert doc["phases"][0]["allocations"] == [[0, 4096], [0x200000, 8192]]

@@ -4,7 +4,6 @@ whether vLLM compiles the model before capture_model or only at its first forwar
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from foundry.integration.vllm import (
     UnsupportedConfigError,
     read_metadata,
 )
-from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
+from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph, forge_document
 from tests.support.fakevllm import CUDAGraphMode, make_config
 
 DEFAULT = CUDAGraphMode.FULL_AND_PIECEWISE
@@ -110,11 +109,12 @@ def test_load_refuses_an_archive_saved_in_another_mode(engines: Any) -> None:
 
 def test_load_refuses_a_damaged_output_shape(engines: Any) -> None:
     _save(engines, "v2", cudagraph_mode=DEFAULT)
-    path = engines.archive / "vllm_plugin.json"
-    doc = json.loads(path.read_text())
-    piece = next(g for g in doc["graphs"] if g["key"]["graph"] == "piece" and g["key"]["piece"] == 0)
-    piece["outputs"] = {"tuple": ["tensor", "tensor", "tensor"]}
-    path.write_text(json.dumps(doc))
+
+    def edit(doc: dict[str, Any]) -> None:
+        piece = next(g for g in doc["graphs"] if g["key"]["graph"] == "piece" and g["key"]["piece"] == 0)
+        piece["outputs"] = {"tuple": ["tensor", "tensor", "tensor"]}
+
+    forge_document(engines.archive, "vllm_plugin.json", edit)
     with pytest.raises(ArchiveMetadataError, match=r"does not match the 2 tensors the graph holds"):
         _load(engines, "v2", cudagraph_mode=DEFAULT)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -14,6 +15,24 @@ def next_tokens(prompt: list[int], count: int) -> list[int]:
     """Greedy tokens of the fake model: a function of the prompt only (every process agrees)."""
     seed = sum(prompt) % 997
     return [(seed + 31 * i) % 1000 for i in range(count)]
+
+
+def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int, float]]]:
+    """The fake model's top-``k`` (token, logprob) at each of ``count`` positions, the greedy token first, the last
+    two tied (the same value). Under ``FAKE_ENGINE_NUDGE=<mode>`` that mode's first logprob moves by one unit in
+    the last place (a last-bit difference the greedy tokens do not show); under ``FAKE_ENGINE_TIE=<mode>`` that
+    mode lists another token with the tied value last (as an engine's top-k may break a tie either way)."""
+    seed = sum(prompt) % 997
+    tokens = next_tokens(prompt, count)
+    value = [-0.125 * (min(j, k - 2) + 1) - seed / 4096 for j in range(k)]
+    out = [[(tokens[i] if j == 0 else 1000 + j, value[j]) for j in range(k)] for i in range(count)]
+    mode = os.environ.get("FOUNDRY_VLLM_MODE") or os.environ.get("FOUNDRY_SGLANG_MODE") or "native"
+    if out and os.environ.get("FAKE_ENGINE_NUDGE") == mode:
+        token, lp = out[0][0]
+        out[0][0] = (token, math.nextafter(lp, 0.0))
+    if k >= 3 and os.environ.get("FAKE_ENGINE_TIE") == mode:
+        out = [[*pos[:-1], (5000, pos[-1][1])] for pos in out]
+    return out
 
 
 def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]) -> None:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import _fakeengine
-from _fakeengine import next_tokens
+from _fakeengine import next_logprobs, next_tokens
 
 __version__ = "0.5.17-fake"
 __all__ = ["answer", "next_tokens", "start_up"]
@@ -48,9 +48,19 @@ def start_up(settings: dict[str, Any]) -> None:
     _fakeengine.write_report("sglang", phases, timings)
 
 
-def answer(input_ids: list[list[int]], sampling_params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Greedy, ignore_eos: exactly max_new_tokens tokens a prompt."""
+def answer(
+    input_ids: list[list[int]], sampling_params: dict[str, Any], return_logprob: bool = False, top_logprobs_num: int = 0
+) -> list[dict[str, Any]]:
+    """Greedy, ignore_eos: exactly max_new_tokens tokens a prompt; with ``return_logprob``, SGLang's
+    ``output_top_logprobs`` (per position, (logprob, token_id, text) triples)."""
     assert sampling_params["temperature"] == 0.0 and sampling_params["ignore_eos"] is True, sampling_params
     count = sampling_params["max_new_tokens"]
     time.sleep(1e-5 * count * len(input_ids))
-    return [{"output_ids": next_tokens(p, count), "meta_info": {}} for p in input_ids]
+    outs = []
+    for p in input_ids:
+        meta: dict[str, Any] = {}
+        if return_logprob and top_logprobs_num:
+            top = next_logprobs(p, count, top_logprobs_num)
+            meta["output_top_logprobs"] = [[(lp, t, None) for t, lp in pos] for pos in top]
+        outs.append({"output_ids": next_tokens(p, count), "meta_info": meta})
+    return outs

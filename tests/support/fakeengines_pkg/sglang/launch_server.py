@@ -22,7 +22,8 @@ def flags(argv: list[str]) -> dict[str, Any]:
 
 
 def generate(request: dict[str, Any]) -> object:
-    outs = answer(request["input_ids"], request["sampling_params"])
+    asks = {k: request[k] for k in ("return_logprob", "top_logprobs_num") if k in request}
+    outs = answer(request["input_ids"], request["sampling_params"], **asks)
     return outs if isinstance(request["input_ids"][0], list) else outs[0]
 
 

@@ -8,12 +8,17 @@ from typing import Any
 
 from _fakeengine import serve_http
 
-from vllm import next_tokens, write_report
+from vllm import next_logprobs, next_tokens, write_report
 
 
 def completions(request: dict[str, Any]) -> object:
-    prompts = request["prompt"]
-    choices = [{"index": i, "token_ids": next_tokens(p, request["max_tokens"])} for i, p in enumerate(prompts)]
+    prompts, count, k = request["prompt"], request["max_tokens"], request.get("logprobs")
+    choices = [{"index": i, "token_ids": next_tokens(p, count)} for i, p in enumerate(prompts)]
+    if k:  # top_logprobs keyed "token_id:N", as vLLM's with return_tokens_as_token_ids
+        assert request.get("return_tokens_as_token_ids") is True, request
+        for choice, p in zip(choices, prompts, strict=True):
+            top = [{f"token_id:{t}": lp for t, lp in pos} for pos in next_logprobs(p, count, k)]
+            choice["logprobs"] = {"top_logprobs": top}
     return {"choices": list(reversed(choices))}
 
 
