@@ -175,3 +175,23 @@ def relist(path: Path) -> str:
     digest = hashlib.sha256(stored(path)[0]).hexdigest()
     edit_doc(listing.archive / MANIFEST_NAME, lambda d: d["graphs"][listing.index].update(json_sha256=digest))
     return digest
+
+
+def rebundle(arch: Path) -> None:
+    """``unbundle`` undone: every graph the manifest lists by a plain file name moved from its files into the
+    graph bundle, as SAVE stores it (the manifest restated and sealed again)."""
+    doc = load_doc(arch / MANIFEST_NAME)
+    files = []
+    for g in doc["graphs"]:
+        if "/" not in g["json"]:
+            path = arch / g["json"]
+            files.append((path.read_bytes(), container_path(path).read_bytes()))
+            g["stored"] = "bundle"
+    data = pack_bundle(files)
+    (arch / BUNDLE_NAME).write_bytes(data)
+    doc["bundle"] = {"file": BUNDLE_NAME, "bytes": len(data)}
+    write_doc(arch / MANIFEST_NAME, doc)
+    for g in doc["graphs"]:
+        if g["stored"] == "bundle":
+            (arch / g["json"]).unlink()
+            container_path(arch / g["json"]).unlink()
