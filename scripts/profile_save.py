@@ -23,12 +23,12 @@ from foundry.format import (
     RecordFacts,
     parse_delta,
     parse_record,
+    read_graph,
     read_manifest,
     template_path,
     topology_key_of,
     write_graph,
 )
-from foundry.format.graphfile import read_graph
 from foundry.native import scan_record
 from foundry.save import SavedGraph
 from foundry.save.templates import plan_groups, write_member_deltas

@@ -70,7 +70,7 @@ def same_process_latency(graphs: dict[int, tuple[Any, torch.Tensor]], out: Path)
     stream = torch.cuda.current_stream().cuda_stream
     result: dict[str, dict[str, float]] = {}
     for bs, (g, _) in graphs.items():
-        rebuilt = probe.rebuild(out / f"bs{bs}.json")
+        rebuilt = probe.rebuild(out / "archive" / f"bs{bs}.json")
         result[str(bs)] = time_interleaved({"native": g.replay, "loaded": lambda e=rebuilt: e.launch(stream)})
         rebuilt.close()
     return result

@@ -168,8 +168,10 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     if profile is not None:
         profile.enable()
     with probes.GcTime() as save_gc:
+        # In the archive directory, as an engine saves its graphs: there they are stored once, in the graph bundle
+        # start-up reads with one read (docs/FORMAT.md, "Graph bundle").
         for bs, (g, hidden) in graphs.items():
-            g.save(out / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
+            g.save(archive / f"bs{bs}.json", output_tensors=hidden, archive_dir=archive)
         manifest = foundry.save_graph_manifest(archive)
     save_s = time.perf_counter() - t0
     if profile is not None and profile_to:
@@ -186,7 +188,8 @@ def native(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, A
     latency = {str(bs): _latency_us(g) for bs, (g, _) in ordered.items()}
     # The same native execs launched directly (no torch replay bookkeeping), to separate the two.
     direct = {str(bs): _latency_us(_DirectLaunch(g)) for bs, (g, _) in ordered.items()}
-    nodes = {str(bs): _saved_nodes(out / f"bs{bs}.json") for bs in sizes}
+    listed = {g.name: g.nodes for g in manifest.graphs}
+    nodes = {str(bs): listed[f"bs{bs}"] for bs in sizes}
     same_process = probes.same_process_latency(ordered, out)
     return {
         "cold": cold,
@@ -222,10 +225,6 @@ def _group_report(manifest: Any) -> dict[str, Any]:
     }
 
 
-def _saved_nodes(json_path: Path) -> int:
-    return int(json.loads(json_path.read_text())["stats"]["nodes"])
-
-
 def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any]:
     tag = f"{shape} {variant} load"
     cold: dict[str, Any] = {"import_s": IMPORTED_S, "context_s": _context()}
@@ -243,7 +242,7 @@ def load(shape: str, variant: str, out: Path, sizes: list[int]) -> dict[str, Any
     model, ids, pos = _build(shape)
     torch.cuda.synchronize()
     cold["model_s"] = time.perf_counter() - t0
-    paths = [out / f"bs{bs}.json" for bs in sizes]
+    paths = [out / "archive" / f"bs{bs}.json" for bs in sizes]
     threads = int(os.environ.get("FOUNDRY_BENCH_THREADS", "8"))  # scripts/load_matrix.sh varies it
     if os.environ.get("FOUNDRY_BENCH_BUILDERS"):  # and the loader's cap on builder threads
         LIMITS.builders = int(os.environ["FOUNDRY_BENCH_BUILDERS"])

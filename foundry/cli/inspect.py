@@ -13,9 +13,12 @@ from foundry.errors import ArchiveError
 from foundry.format import (
     MANIFEST_NAME,
     GraphMeta,
+    GraphStore,
     inside,
+    manifest_if_any,
     read_manifest,
     read_meta,
+    real_name,
     relative_path_problem,
     resolve_archive_dir,
 )
@@ -33,13 +36,15 @@ def _graph_metas(path: Path) -> tuple[Path, list[tuple[Path, GraphMeta]], Any, l
     .json, the manifest is that of the archive its images are in."""
     if path.is_dir():
         manifest = read_manifest(path)
+        store = GraphStore(lambda d: manifest if real_name(d) == real_name(path) else manifest_if_any(d))
         metas, outside = [], []
         for g in manifest.graphs:
             if relative_path_problem(g.json):
                 outside.append(g.json)
                 continue
-            json_path = inside(path, g.json, "graph metadata")
-            metas.append((json_path, read_meta(json_path)))
+            inside(path, g.json, "graph metadata")  # no link out of the archive
+            json_path = path / g.json  # by its name, where a bundled graph is looked up
+            metas.append((json_path, read_meta(json_path, store)))
         return path, metas, manifest, outside
     meta = read_meta(path)
     archive = resolve_archive_dir(path, meta)
@@ -96,7 +101,8 @@ def summarize(path: Path) -> dict[str, Any]:
         },
         "graphs": graphs,
         "groups": len(manifest.groups) if manifest is not None and path.is_dir() else None,
-        # The graph bundle start-up reads the graphs from (docs/FORMAT.md); None: the manifest names none.
+        # The graph bundle, the one copy of the graphs saved in the archive directory (docs/FORMAT.md); None: the
+        # manifest names none (every graph is stored in its files).
         "bundle_bytes": manifest.bundle.bytes if manifest is not None and manifest.bundle is not None else None,
         "outside": outside,
         "nodes": dict(totals),
@@ -135,7 +141,7 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
     print(f"images    {len(summary['images'])}, {format_size(summary['image_bytes'])}")
     if summary["bundle_bytes"] is not None:
         size = format_size(summary["bundle_bytes"])
-        print(f"bundle    {size}: the graph files again, in one (LOAD reads them from it)")
+        print(f"bundle    {size}: the graphs saved in the archive directory, stored once, in one file")
     print()
     rows = [
         [g["name"], g["nodes"], g["kernels"], format_size(g["record_bytes"]), g["topology"], "yes" if g["rng"] else ""]

@@ -1,12 +1,14 @@
 """The path `foundry inspect` and `foundry verify` take: an archive directory, its manifest, or one
-graph's .json. Both commands refuse the same paths with the same words and exit status."""
+graph's .json (by its name, for a graph stored in its archive's graph bundle). Both commands refuse the same
+paths with the same words and exit status."""
 
 from __future__ import annotations
 
 import stat
 from pathlib import Path
 
-from foundry.format import MANIFEST_NAME, file_kind
+from foundry.errors import ArchiveError
+from foundry.format import MANIFEST_NAME, GraphStorage, file_kind, manifest_if_any
 
 __all__ = ["EXIT_CANNOT_START", "archive_target"]
 
@@ -23,7 +25,9 @@ def archive_target(raw: str) -> Path:
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
-        raise ValueError(f"{path} does not exist: give an archive directory or a graph's .json") from None
+        if not _bundled(path):  # a graph its archive stores in the bundle has no file of its own
+            raise ValueError(f"{path} does not exist: give an archive directory or a graph's .json") from None
+        return path
     except OSError as exc:
         raise ValueError(
             f"{path} cannot be read ({exc.strerror}): give an archive directory or a graph's .json"
@@ -39,3 +43,15 @@ def archive_target(raw: str) -> Path:
             f"{path} has no {MANIFEST_NAME}: give an archive directory, a graph's .json, or save the manifest"
         )
     return path
+
+
+def _bundled(path: Path) -> bool:
+    """Whether the manifest beside ``path`` stores a graph of that name in its graph bundle: its name, though no
+    file has it (docs/FORMAT.md, "Graph bundle"). An unreadable manifest says no here; the commands report it."""
+    try:
+        manifest = manifest_if_any(path.parent)
+    except ArchiveError:
+        return False
+    return manifest is not None and any(
+        e.json == path.name and e.stored == GraphStorage.BUNDLE for e in manifest.graphs
+    )

@@ -10,7 +10,7 @@ content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (unknown v
 
 from __future__ import annotations
 
-from .bundle import BUNDLE_NAME, Bundle, bundle_mismatches, parse_bundle, read_bundle, write_bundle
+from .bundle import BUNDLE_NAME, Bundle, BundleFile, open_bundle, parse_bundle, read_bundle, write_bundle
 from .delta import (
     Delta,
     delta_bytes,
@@ -49,12 +49,12 @@ from .files import (
 )
 from .graphfile import (
     DeltaFacts,
+    GraphFiles,
     RecordFacts,
     container_path,
     container_payload,
+    graph_files,
     parse_meta,
-    read_meta,
-    read_meta_digest,
     read_payload,
     read_payload_view,
     record_path,
@@ -86,8 +86,10 @@ from .jsonfields import (
 from .kparams import KernelParams, params_span
 from .manifest import (
     MANIFEST_NAME,
+    BundleRef,
     GraphEntry,
     GraphRole,
+    GraphStorage,
     Group,
     ImageEntry,
     Manifest,
@@ -116,6 +118,19 @@ from .nodes import (
 from .parse import (
     node_count,
     parse_record,
+)
+from .stored import (
+    GraphJson,
+    GraphStore,
+    Listing,
+    bundled_problem,
+    manifest_if_any,
+    read_graph,
+    read_graph_json,
+    read_graph_payload,
+    read_meta,
+    read_meta_digest,
+    stray_message,
 )
 from .values import (
     FUNCTION_ATTR_UNKNOWN,
@@ -152,6 +167,8 @@ __all__ = [
     "TEMP_SUFFIX",
     "ArgMode",
     "Bundle",
+    "BundleFile",
+    "BundleRef",
     "ChildGraphNode",
     "Delta",
     "DeltaFacts",
@@ -159,9 +176,13 @@ __all__ = [
     "FuncAttrs",
     "FunctionRef",
     "GraphEntry",
+    "GraphFiles",
+    "GraphJson",
     "GraphMeta",
     "GraphRecord",
     "GraphRole",
+    "GraphStorage",
+    "GraphStore",
     "Group",
     "Identity",
     "ImageEntry",
@@ -170,6 +191,7 @@ __all__ = [
     "KernelNames",
     "KernelNode",
     "KernelParams",
+    "Listing",
     "Manifest",
     "MemcpyNode",
     "MemorySpec",
@@ -186,7 +208,7 @@ __all__ = [
     "TemplateRef",
     "VariableRef",
     "archive_region",
-    "bundle_mismatches",
+    "bundled_problem",
     "compare",
     "container_path",
     "container_payload",
@@ -196,6 +218,7 @@ __all__ = [
     "document_name_problem",
     "document_ref",
     "file_kind",
+    "graph_files",
     "image_path",
     "image_relpath",
     "inside",
@@ -206,11 +229,13 @@ __all__ = [
     "listed_documents",
     "load_json",
     "load_sealed",
+    "manifest_if_any",
     "memory_path",
     "module_variables",
     "node_count",
     "node_counts",
     "now_iso",
+    "open_bundle",
     "open_image",
     "override_problem",
     "override_spans",
@@ -222,6 +247,9 @@ __all__ = [
     "parse_record",
     "read_bundle",
     "read_document",
+    "read_graph",
+    "read_graph_json",
+    "read_graph_payload",
     "read_manifest",
     "read_manifest_doc",
     "read_memory",
@@ -240,6 +268,7 @@ __all__ = [
     "sha256_bytes",
     "sha256_file",
     "sha256_holding",
+    "stray_message",
     "template_path",
     "topology_key",
     "topology_key_of",

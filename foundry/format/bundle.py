@@ -1,36 +1,38 @@
-"""The graph bundle, ``<archive>/graph_bundle.bin`` (docs/FORMAT.md, "Graph bundle"): every graph file the
-manifest lists, JSON and container, copied into one file that the manifest names with its size and SHA-256.
+"""The graph bundle, ``<archive>/graph_bundle.bin`` (docs/FORMAT.md, "Graph bundle"): the one copy of the JSON
+and container of every graph the manifest stores in it (``GraphEntry.stored``), which SAVE writes in place of
+their files.
 
 Why: an engine's piecewise graphs number in the thousands, and LOAD reading two files a graph, each read
-and each hash letting the interpreter lock go, is what kept start-up's reading from finishing beside the
-engine's own Python work. One read and one hash prove every byte of the bundle; the graph files stay (a
-graph is loadable on its own, and ``foundry verify`` checks the bundle holds exactly their bytes).
+letting the interpreter lock go, is what kept start-up's reading from finishing beside the engine's own
+Python work. The bundle is read with one read (or one part at a time, ``BundleFile``).
 
-Layout, little-endian: ``magic`` (8 bytes), ``version`` (u32), ``count`` (u32: the manifest's graphs, in
-its order), then ``count`` entries of four u64 (JSON offset and size, container offset and size, from the
-start of the file), then the bytes they point at. Pure bytes: no CUDA, no torch, no process state.
+Layout, little-endian: ``magic`` (8 bytes), ``version`` (u32), ``count`` (u32: the bundled graphs, in the
+manifest's order), then ``count`` entries of four u64 (JSON offset and size, container offset and size, from
+the start of the file), then the bytes they point at, end to end in the table's order with nothing between,
+before or after them. So every byte is the header's, the table's (which the sizes determine) or a graph's,
+which the graph's manifest entry (its JSON's SHA-256) and its JSON (its record's) prove: the bundle needs no
+hash of its own. Pure bytes: no CUDA, no torch, no process state.
 """
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.errors import ArchiveCorruptError, ArchiveError, ArchiveForeignError, ArchiveVersionError
+from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-from .container import record_view
-from .files import PathLike, inside, read_regular, sha256_bytes, write_atomic_parts
-from .manifest import GraphEntry
-from .values import RecordRef
+from .files import PathLike, inside, read_range, read_regular, write_atomic_parts
 
 __all__ = [
     "BUNDLE_NAME",
     "Bundle",
-    "bundle_mismatches",
+    "BundleFile",
+    "BundleSlot",
     "bundle_parts",
+    "bundle_slots",
+    "open_bundle",
     "pack_bundle",
     "parse_bundle",
     "read_bundle",
@@ -39,86 +41,104 @@ __all__ = [
 
 BUNDLE_NAME = "graph_bundle.bin"
 BUNDLE_MAGIC = b"FDYBNDL\0"
-BUNDLE_VERSION = 1
+BUNDLE_VERSION = 2
+"""2: the only copy of the graphs the manifest (format version 3) stores in it, laid out end to end. Version 1
+was a second copy of graph files that are there too, written beside version-2 manifests; it is not read."""
 BUNDLE_VERSIONS: tuple[int, ...] = (BUNDLE_VERSION,)
 _HEAD = struct.Struct("<8sII")
 _ENTRY = struct.Struct("<QQQQ")
 
+Part = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class BundleSlot:
+    """Where one bundled graph's JSON and container lie in the bundle file (offsets from its start)."""
+
+    json_at: int
+    json_bytes: int
+    container_at: int
+    container_bytes: int
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    """A bundle whose layout was read (its header and table alone, or with the rest), to read one graph's
+    parts at a time: a reader of a few graphs of thousands need not read them all."""
+
+    path: Path
+    size: int
+    slots: tuple[BundleSlot, ...]
+
+    def json(self, i: int) -> bytearray:
+        """Bundled graph ``i``'s JSON bytes (unproven: its manifest entry states their SHA-256)."""
+        s = self.slots[i]
+        return read_range(self.path, "graph bundle", self.size, s.json_at, s.json_bytes)
+
+    def container(self, i: int) -> bytearray:
+        """Bundled graph ``i``'s container bytes (unproven: its JSON states its record's SHA-256)."""
+        s = self.slots[i]
+        return read_range(self.path, "graph bundle", self.size, s.container_at, s.container_bytes)
+
 
 @dataclass(frozen=True)
 class Bundle:
-    """A bundle read and proven: for graph ``i`` of the manifest, views of its JSON and container bytes
-    into the one buffer the file was read into (writable, as LOAD's records are)."""
+    """A whole bundle read and laid out: for bundled graph ``i``, views of its JSON and container bytes into
+    the one buffer the file was read into (writable, as LOAD's records are), and its layout (to read a part
+    again from the file). Not yet proven: each graph's bytes are checked against its manifest entry and JSON
+    where they are used."""
 
     jsons: tuple[memoryview, ...]
     containers: tuple[memoryview, ...]
+    layout: BundleFile
 
 
-def bundle_parts(
-    files: Sequence[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview]],
-) -> list[bytes | bytearray | memoryview]:
-    """The bundle of ``files`` ((JSON bytes, container bytes) per graph, in the manifest's order) as the
-    buffers to lay end to end: its head and table, then the files as given (not copied)."""
+def bundle_parts(files: Sequence[Sequence[Part]]) -> list[Part]:
+    """The bundle of ``files`` (per bundled graph, in the manifest's order: its JSON bytes, then its container's
+    in one part or more, as a header and a record) as the buffers to lay end to end: its head and table, then
+    the files as given (not copied, not joined)."""
     at = _HEAD.size + _ENTRY.size * len(files)
     table = bytearray()
-    for json_bytes, container in files:
-        table += _ENTRY.pack(at, len(json_bytes), at + len(json_bytes), len(container))
-        at += len(json_bytes) + len(container)
-    parts: list[bytes | bytearray | memoryview] = [_HEAD.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(files)), table]
-    for json_bytes, container in files:
-        parts += [json_bytes, container]
+    for json_bytes, *container in files:
+        size = sum(len(p) for p in container)
+        table += _ENTRY.pack(at, len(json_bytes), at + len(json_bytes), size)
+        at += len(json_bytes) + size
+    parts: list[Part] = [_HEAD.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(files)), table]
+    for graph in files:
+        parts += graph
     return parts
 
 
-def pack_bundle(files: Sequence[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview]]) -> bytes:
+def pack_bundle(files: Sequence[Sequence[Part]]) -> bytes:
     """The bundle of ``files``, as one byte string."""
     return b"".join(bundle_parts(files))
 
 
 def write_bundle(
     archive_dir: PathLike,
-    files: Sequence[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview]],
+    files: Sequence[Sequence[Part]],
     durable: bool = True,
     written: Callable[[], object] | None = None,
-) -> RecordRef:
-    """Writes the bundle of ``files`` atomically, its parts unjoined; returns its name, size and SHA-256 for
-    the manifest. ``written`` is called once the file is in place and before it is hashed (SAVE starts
-    syncing the archive there, so the sync and the hash run at once)."""
+) -> int:
+    """Writes the bundle of ``files`` atomically, its parts unjoined; returns its size for the manifest.
+    ``written`` is called once the file is in place (SAVE starts syncing the archive there, so the sync runs
+    beside the manifest's entries)."""
     parts = bundle_parts(files)
     write_atomic_parts(Path(archive_dir) / BUNDLE_NAME, parts, durable)
     if written is not None:
         written()
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part)
-    return RecordRef(BUNDLE_NAME, sum(len(p) for p in parts), digest.hexdigest())
+    return sum(len(p) for p in parts)
 
 
-def read_bundle(archive_dir: PathLike, ref: RecordRef, count: int) -> Bundle:
-    """The bundle the manifest names (``ref``) for its ``count`` graphs, read with one read and proven by one
-    hash before anything in it is looked at. ``ArchiveCorruptError`` for a missing, resized or changed file
-    or a table that does not fit it, ``ArchiveForeignError``/``ArchiveVersionError`` for another file or an
-    unknown version."""
-    if ref.file != BUNDLE_NAME:
-        raise ArchiveCorruptError(
-            f"{archive_dir}: the manifest names the graph bundle {ref.file!r}, not {BUNDLE_NAME!r}"
-        )
-    path = inside(archive_dir, BUNDLE_NAME, "graph bundle")
-    data = read_regular(path, "graph bundle", size=ref.bytes)
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != ref.sha256:
-        raise ArchiveCorruptError(
-            f"{path}: its SHA-256 is {actual}, the manifest says {ref.sha256}: it was changed or damaged after SAVE "
-            "wrote it. LOAD reads the graph files instead; save the archive again to repair it."
-        )
-    return parse_bundle(data, count, str(path))
-
-
-def parse_bundle(data: bytearray, count: int, source: str) -> Bundle:
-    """``read_bundle``'s checks of bytes already proven by the hash the manifest states (errors as there)."""
-    if len(data) < _HEAD.size:
-        raise ArchiveCorruptError(f"{source}: truncated: {len(data)} bytes, a bundle header needs {_HEAD.size}")
-    magic, version, n = _HEAD.unpack_from(data)
+def bundle_slots(head: Part, count: int, size: int, source: str) -> tuple[BundleSlot, ...]:
+    """The slots of a bundle of ``size`` bytes whose first bytes are ``head`` (at least its header and table,
+    or the whole file), holding ``count`` graphs: its magic, version and count checked, and its table the one
+    that lays the graphs end to end from the table's end to the file's. ``ArchiveForeignError`` for another
+    kind of file, ``ArchiveVersionError`` for another version, ``ArchiveCorruptError`` otherwise (``source``
+    names the file)."""
+    if len(head) < _HEAD.size:
+        raise ArchiveCorruptError(f"{source}: truncated: {len(head)} bytes, a bundle header needs {_HEAD.size}")
+    magic, version, n = _HEAD.unpack_from(head)
     if magic != BUNDLE_MAGIC:
         raise ArchiveForeignError(f"{source}: not a Foundry graph bundle: bytes 0-7 are {magic!r}")
     if version not in BUNDLE_VERSIONS:
@@ -127,41 +147,57 @@ def parse_bundle(data: bytearray, count: int, source: str) -> Bundle:
             f"{', '.join(map(str, BUNDLE_VERSIONS))}. Save the archive again."
         )
     if n != count:
-        raise ArchiveCorruptError(f"{source}: holds {n} graphs, the manifest lists {count}")
+        raise ArchiveCorruptError(f"{source}: holds {n} graphs, the manifest stores {count} in it")
     start = _HEAD.size + _ENTRY.size * n
-    if start > len(data):
+    if start > min(size, len(head)):
         raise ArchiveCorruptError(f"{source}: its table of {n} graphs runs past the end of the file")
-    view = memoryview(data)
-    jsons: list[memoryview] = []
-    containers: list[memoryview] = []
-    for i, (j_at, j_len, c_at, c_len) in enumerate(_ENTRY.iter_unpack(view[_HEAD.size : start])):
-        for at, size, what in ((j_at, j_len, "JSON"), (c_at, c_len, "container")):
-            if at < start or at + size > len(data):
-                raise ArchiveCorruptError(f"{source}: graph {i}'s {what} ({size} bytes at {at}) lies outside the file")
-        jsons.append(view[j_at : j_at + j_len])
-        containers.append(view[c_at : c_at + c_len])
-    return Bundle(tuple(jsons), tuple(containers))
-
-
-def bundle_mismatches(bundle: Bundle, entries: Sequence[GraphEntry]) -> list[tuple[int, str]]:
-    """(graph index, what differs) for each graph whose bundled bytes are not what the manifest lists for it
-    (``entries``): its JSON's SHA-256, its container's record (header and hash). LOAD hashes each JSON too, but
-    takes the records as the bundle's own hash (which the manifest states) proves them; ``foundry verify``
-    proves SAVE wrote them right."""
-    out: list[tuple[int, str]] = []
-    for i, (entry, json_bytes, container) in enumerate(zip(entries, bundle.jsons, bundle.containers, strict=True)):
-        actual = sha256_bytes(json_bytes)
-        if actual != entry.json_sha256:
-            out.append((i, f"its JSON has SHA-256 {actual}, the manifest lists {entry.json_sha256} for {entry.json}"))
-            continue
-        try:
-            record = record_view(container, source=f"graph {i} of the bundle")
-        except ArchiveError as exc:
-            out.append((i, str(exc)))
-            continue
-        actual = sha256_bytes(record)
-        if actual != entry.record_sha256:
-            out.append(
-                (i, f"its record has SHA-256 {actual}, the manifest lists {entry.record_sha256} for {entry.json}")
+    slots = []
+    at = start
+    for i, (j_at, j_len, c_at, c_len) in enumerate(_ENTRY.iter_unpack(memoryview(head)[_HEAD.size : start])):
+        if j_at != at or c_at != j_at + j_len or c_at + c_len > size:
+            raise ArchiveCorruptError(
+                f"{source}: bundled graph {i}'s JSON ({j_len} bytes at {j_at}) and container ({c_len} bytes at "
+                f"{c_at}) are not where the bundle's layout puts them (from byte {at}, end to end, inside the "
+                f"{size}-byte file): it was changed after SAVE wrote it. Save the archive again."
             )
-    return out
+        slots.append(BundleSlot(j_at, j_len, c_at, c_len))
+        at = c_at + c_len
+    if at != size:
+        raise ArchiveCorruptError(
+            f"{source}: {size - at} bytes after its last graph (byte {at} on), which no graph holds: it was "
+            "changed after SAVE wrote it. Save the archive again."
+        )
+    return tuple(slots)
+
+
+def _bundle_path(archive_dir: PathLike, file: str) -> Path:
+    if file != BUNDLE_NAME:
+        raise ArchiveCorruptError(f"{archive_dir}: the manifest names the graph bundle {file!r}, not {BUNDLE_NAME!r}")
+    return inside(archive_dir, BUNDLE_NAME, "graph bundle")
+
+
+def read_bundle(archive_dir: PathLike, file: str, size: int, count: int) -> Bundle:
+    """The whole bundle the manifest names (``file`` of ``size`` bytes, ``count`` graphs) with one read, laid
+    out (``bundle_slots``). ``ArchiveCorruptError`` for a missing or resized file, errors as ``bundle_slots``
+    for its layout."""
+    path = _bundle_path(archive_dir, file)
+    return parse_bundle(read_regular(path, "graph bundle", size=size), count, str(path))
+
+
+def parse_bundle(data: bytearray, count: int, source: str) -> Bundle:
+    """``read_bundle``'s layout of bytes already read (errors as there)."""
+    slots = bundle_slots(data, count, len(data), source)
+    view = memoryview(data)
+    return Bundle(
+        tuple(view[s.json_at : s.json_at + s.json_bytes] for s in slots),
+        tuple(view[s.container_at : s.container_at + s.container_bytes] for s in slots),
+        BundleFile(Path(source), len(data), slots),
+    )
+
+
+def open_bundle(archive_dir: PathLike, file: str, size: int, count: int) -> BundleFile:
+    """The layout of the bundle the manifest names, read from its header and table (errors as
+    ``read_bundle``)."""
+    path = _bundle_path(archive_dir, file)
+    head = read_range(path, "graph bundle", size, 0, min(size, _HEAD.size + _ENTRY.size * count))
+    return BundleFile(path, size, bundle_slots(head, count, size, str(path)))

@@ -55,6 +55,7 @@ __all__ = [
     "inside_name",
     "memory_path",
     "read_memory",
+    "read_range",
     "read_region_hint",
     "read_regular",
     "real_name",
@@ -267,9 +268,9 @@ def read_regular(
     page faults on mappings serialize on the process's memory-map lock when several threads read.
 
     ``ArchiveCorruptError`` names the path and ``what`` for a missing file, a link, a directory, a
-    FIFO or device, a size other than ``size`` or beyond ``limit``, and a file that changed while read.
-    Its words are for a file of an archive (copy or save the archive again); ``next_step`` words them for a
-    file the user named instead (a key, an identity, a document): "the WHAT PATH cannot be read (why):
+    FIFO or device, a size other than ``size`` or beyond ``limit``, a file that changed while read, and one
+    this process has no memory left to hold. Its words are for a file of an archive (copy or save the
+    archive again); ``next_step`` words them for a file the user named instead (a key, an identity, a document): "the WHAT PATH cannot be read (why):
     NEXT_STEP", which callers raise again as their own error.
     """
 
@@ -291,24 +292,68 @@ def read_regular(
                 f"{path}: the {what} is {st.st_size} bytes, more than the {limit} a reader takes",
                 f"it is {st.st_size} bytes, more than the {limit} a reader takes",
             )
-        data = bytearray(st.st_size)
-        view = memoryview(data)
-        got = 0
-        while got < len(data):
-            n = os.readv(fd, [view[got:]])
-            if n <= 0:
-                break
-            got += n
-        if got != len(data) or os.read(fd, 1):
-            raise refused(
-                f"{path}: the {what} changed size while it was read; read it when no one writes it",
-                "it changed size while it was read",
-            )
+        data = _read_at(fd, path, what, 0, st.st_size, refused)
+        if os.pread(fd, 1, st.st_size):  # grown since fstat
+            raise _changed(refused, path, what)
     except OSError as exc:
         raise refused(f"{path}: cannot read the {what}: {exc.strerror}", str(exc.strerror)) from None
     finally:
         os.close(fd)
     return data
+
+
+def read_range(path: PathLike, what: str, size: int, at: int, n: int) -> bytearray:
+    """Bytes ``at .. at + n`` of the regular file ``path``, which must be ``size`` bytes (and hold that range):
+    ``read_regular``'s checks and errors, for a part of a file (one graph of a graph bundle)."""
+    if at < 0 or n < 0 or at + n > size:
+        raise ArchiveCorruptError(f"{path}: {n} bytes at {at} lie outside the {size}-byte {what}")
+
+    def refused(archive_words: str, why: str) -> ArchiveCorruptError:
+        return ArchiveCorruptError(archive_words)
+
+    fd, st = _open_regular(path, what, False, refused)
+    try:
+        if st.st_size != size:
+            raise refused(
+                f"{path}: the {what} is {st.st_size} bytes, the archive says {size}: it is truncated, appended to or "
+                "from another save. Save it again.",
+                "",
+            )
+        return _read_at(fd, path, what, at, n, refused)
+    except OSError as exc:
+        raise refused(f"{path}: cannot read the {what}: {exc.strerror}", str(exc.strerror)) from None
+    finally:
+        os.close(fd)
+
+
+def _read_at(
+    fd: int, path: PathLike, what: str, at: int, n: int, refused: Callable[[str, str], ArchiveCorruptError]
+) -> bytearray:
+    try:
+        data = bytearray(n)
+    except MemoryError:
+        raise refused(
+            f"{path}: the {what} is {n} bytes, more than this process has memory for; it was damaged, or load it "
+            "where there is more memory",
+            f"it is {n} bytes, more than this process has memory for",
+        ) from None
+    view = memoryview(data)
+    got = 0
+    while got < n:
+        k = os.preadv(fd, [view[got:]], at + got)
+        if k <= 0:
+            break
+        got += k
+    if got != n:
+        raise _changed(refused, path, what)
+    return data
+
+
+def _changed(refused: Callable[[str, str], ArchiveCorruptError], path: PathLike, what: str) -> ArchiveCorruptError:
+    return refused(
+        f"{path}: the {what} changed size while it was read; read it when no one writes it",
+        "it changed size while it was read",
+    )
 
 
 def _open_regular(

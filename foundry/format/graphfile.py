@@ -15,7 +15,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .container import container_header, read_container_header, record_view
 from .delta import Delta, parse_delta
-from .files import PathLike, inside, inside_name, read_regular, sha256_bytes, write_atomic, write_atomic_parts
+from .files import PathLike, inside, inside_name, read_regular, write_atomic, write_atomic_parts
 from .jsonfields import load_sealed, seal
 from .layout import CONTAINER_RECORD_OFFSET
 from .metadata import GRAPH_FORMAT, GraphMeta, Parts
@@ -26,14 +26,13 @@ from .walk import topology_key
 
 __all__ = [
     "DeltaFacts",
+    "GraphFiles",
     "MetaCache",
     "RecordFacts",
     "container_path",
     "container_payload",
+    "graph_files",
     "parse_meta",
-    "read_graph",
-    "read_meta",
-    "read_meta_digest",
     "read_payload",
     "read_payload_view",
     "record_path",
@@ -76,6 +75,45 @@ class DeltaFacts:
         return cls(delta.template_sha256, delta.function_count)
 
 
+@dataclasses.dataclass(frozen=True)
+class GraphFiles:
+    """A graph's two files as bytes, not written: its metadata as it is to be written, its JSON, and its
+    container (``header`` then ``payload``, the record or delta, kept apart: never joined)."""
+
+    meta: GraphMeta
+    json: bytes
+    header: bytes
+    payload: bytes | bytearray | memoryview
+
+
+def graph_files(
+    json_path: PathLike,
+    meta: GraphMeta,
+    record: bytes | bytearray | memoryview,
+    known: RecordFacts | DeltaFacts | None = None,
+    record_sha256: bytes | None = None,
+) -> GraphFiles:
+    """What ``write_graph`` writes, checked as it checks it (``ValueError``), without writing it: SAVE puts the
+    graphs of an archive directory in its bundle only (docs/FORMAT.md, "Graph bundle")."""
+    json_path = Path(json_path)
+    cpath = container_path(json_path)
+    if cpath == json_path:
+        raise ValueError(f"{json_path}: a graph's JSON file must not end in .cugraph")
+    if meta.template is not None:
+        _check_delta(meta, record, known if isinstance(known, DeltaFacts) else None)
+    else:
+        topology = _check_record(meta, record, known if isinstance(known, RecordFacts) else None)
+        if not meta.topology:
+            meta = dataclasses.replace(meta, topology=topology)
+    problem = meta.problem()
+    if problem is not None:
+        raise ValueError(f"graph {meta.name!r}: {problem}")
+    digest = hashlib.sha256(record).digest() if record_sha256 is None else record_sha256
+    header = container_header(record, digest)
+    final = dataclasses.replace(meta, record=RecordRef(cpath.name, len(record), digest.hex()))
+    return GraphFiles(final, seal(final.to_json()), header, record)
+
+
 def write_graph(
     json_path: PathLike,
     meta: GraphMeta,
@@ -98,27 +136,10 @@ def write_graph(
     count, topology key, image references); any disagreement raises ``ValueError`` and leaves the
     disk untouched. The parent directory must exist.
     """
-    json_path = Path(json_path)
-    cpath = container_path(json_path)
-    if cpath == json_path:
-        raise ValueError(f"{json_path}: a graph's JSON file must not end in .cugraph")
-    if meta.template is not None:
-        _check_delta(meta, record, known if isinstance(known, DeltaFacts) else None)
-    else:
-        topology = _check_record(meta, record, known if isinstance(known, RecordFacts) else None)
-        if not meta.topology:
-            meta = dataclasses.replace(meta, topology=topology)
-    problem = meta.problem()
-    if problem is not None:
-        raise ValueError(f"graph {meta.name!r}: {problem}")
-    digest = hashlib.sha256(record).digest() if record_sha256 is None else record_sha256
-    header = container_header(record, digest)
-    ref = RecordRef(cpath.name, len(record), digest.hex())
-    final = dataclasses.replace(meta, record=ref)
-    text = seal(final.to_json())
-    write_atomic_parts(cpath, (header, record), durable)
-    write_atomic(json_path, text, durable)
-    return final
+    files = graph_files(json_path, meta, record, known, record_sha256)
+    write_atomic_parts(container_path(json_path), (files.header, files.payload), durable)
+    write_atomic(json_path, files.json, durable)
+    return files.meta
 
 
 def _check_delta(meta: GraphMeta, payload: bytes | bytearray | memoryview, delta: DeltaFacts | None) -> None:
@@ -161,15 +182,6 @@ def _check_record(meta: GraphMeta, record: bytes | bytearray | memoryview, facts
     return facts.topology
 
 
-def read_meta(json_path: PathLike) -> GraphMeta:
-    """Parse and validate ``json_path`` only (no other file is opened).
-
-    Errors: ``ArchiveCorruptError`` (missing file, bad JSON, wrong or missing key),
-    ``ArchiveForeignError`` (not a graph JSON), ``ArchiveVersionError`` (unknown format_version).
-    """
-    return read_meta_digest(json_path)[0]
-
-
 class MetaCache(Parts, Protocol):
     """Parsed metadata by the SHA-256 of the JSON bytes it was parsed from (LOAD keeps one per
     process: the same bytes always give the same immutable ``GraphMeta``), and the parts graphs repeat."""
@@ -177,16 +189,6 @@ class MetaCache(Parts, Protocol):
     def get(self, digest: str) -> GraphMeta | None: ...
 
     def put(self, digest: str, meta: GraphMeta) -> None: ...
-
-
-def read_meta_digest(json_path: PathLike, cache: MetaCache | None = None) -> tuple[GraphMeta, str]:
-    """``read_meta`` and the SHA-256 of the very bytes parsed: what a signature check must compare
-    (hashing the file again could hash other bytes than those in use). With ``cache``, bytes parsed
-    before are not validated again. Errors as ``read_meta``."""
-    json_path = _as_path(json_path)
-    data = read_regular(json_path, "graph metadata", follow=True)
-    digest = sha256_bytes(data)
-    return parse_meta(data, json_path, digest, cache), digest
 
 
 def parse_meta(
@@ -206,20 +208,6 @@ def parse_meta(
         if cache is not None:
             cache.put(digest, meta)
     return meta
-
-
-def read_graph(json_path: PathLike, verify: bool = True) -> tuple[GraphMeta, bytes]:
-    """The metadata and the graph record of the graph whose JSON is ``json_path``.
-
-    The ``.cugraph`` file is read with one read. Always checked: the container's structure, and that
-    its header carries the size and SHA-256 the JSON names (so files of different saves are never
-    combined). With ``verify`` (the default) the record is also hashed and compared. The record is
-    returned as bytes, not parsed (``parse_record`` does that). Errors as for ``read_meta``, plus
-    ``ArchiveCorruptError`` for a missing, damaged or mismatched ``.cugraph``.
-    """
-    json_path = Path(json_path)
-    meta = read_meta(json_path)
-    return meta, read_payload(json_path, meta, verify)
 
 
 def read_payload(json_path: PathLike, meta: GraphMeta, verify: bool = True) -> bytes:

@@ -291,6 +291,11 @@ def load_json(data: bytes | bytearray, source: str, parts: Parts | None = None) 
         raise ArchiveCorruptError(f"{source}: not UTF-8 text (byte {exc.start})") from None
     except (ValueError, RecursionError) as exc:
         raise ArchiveCorruptError(f"{source}: not valid JSON: {exc}") from None
+    except MemoryError:
+        raise ArchiveCorruptError(
+            f"{source}: its {len(data)} bytes of JSON decode to more than this process has memory for; it was "
+            "damaged or made so, or load it where there is more memory"
+        ) from None
 
 
 def dump_json(obj: Any) -> bytes:
@@ -360,7 +365,10 @@ def load_sealed(
     are shared (``jsontext.decode``), and the caller must not change them. ``proven``: the bytes are proven
     already, by a hash that covers them (a graph bundle's, which the manifest states), so the digest is not
     computed again; everything else is checked as always."""
-    data = bytes(data)
+    try:
+        data = bytes(data)
+    except MemoryError:
+        raise ArchiveCorruptError(f"{source}: {len(data)} bytes, more than this process has memory for") from None
     at = data.rfind(b"\n" + _SEAL_LINE)
     end = at + 1 + len(_SEAL_LINE) + 64
     if at < 0 or data[end:] != _SEAL_END:

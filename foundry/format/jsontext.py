@@ -23,16 +23,17 @@ T = TypeVar("T")
 
 class Parts(Protocol):
     """What a reader of many graph JSONs keeps of the parts they repeat (an archive's graphs share their
-    region, machine identity and images): ``parse(raw)`` once, and for a later ``raw`` equal to the one kept
-    under ``kind``, the value it gave. An equal JSON value holds the same numbers and strings (``1.0`` and
-    ``true`` equal 1), and what is returned is what was checked; a file's own bytes are proven by their
-    SHA-256, not here."""
+    region, machine identity, images and often kernels): ``parse(raw)`` once, and for a later ``raw`` the same
+    as the one kept under ``kind``, the value it gave. Never for a value merely equal to it: ``4.0`` and
+    ``true`` equal ``4`` and ``1`` in Python, and the format refuses them where it takes an integer."""
 
-    def part(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T: ...
+    def part(self, kind: str, raw: str, parse: Callable[[str], T]) -> T:
+        """For a ``raw`` text equal to the one kept (texts are equal only when they are the same characters)."""
+        ...
 
     def same(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
-        """``part`` for a ``raw`` that is the very object kept, not one equal to it (``decode`` hands files
-        whose text of a value is the same one object): no value spelled otherwise is ever taken for it."""
+        """For a ``raw`` that is the very object kept (``decode`` hands files whose text of a value is the same
+        that one object): no value spelled otherwise is ever taken for it."""
         ...
 
 
@@ -43,8 +44,9 @@ def _no_constant(name: str) -> NoReturn:
 DECODER = json.JSONDecoder(parse_constant=_no_constant)
 """The decoder of every archive file, shared between threads as ``json.loads`` shares its own."""
 
-SHARED_KEYS = ("functions", "region")
-"""The top-level keys of a graph JSON whose value ``decode`` shares between files that spell it alike."""
+SHARED_KEYS = ("functions", "images", "region", "identity")
+"""The top-level keys of a graph JSON whose value ``decode`` shares between files that spell it alike, in the
+order SAVE writes them."""
 _HEADS = tuple((key, f'\n  "{key}": ') for key in SHARED_KEYS)
 # In place of a shared value while the rest of a text is decoded: a string no file holds (none can know it).
 _STANDIN = "\0" + secrets.token_hex(16)

@@ -1,13 +1,14 @@
 """The archive manifest, ``<archive>/graph_manifest.json`` (docs/FORMAT.md, "Manifest").
 
 The manifest is written last by SAVE and lists every image and graph of the archive with their
-checksums, the groups of graphs that share a topology, and the documents the archive carries
-(format/documents.py). The image helpers of ``images`` are
-re-exported here because every manifest user needs them.
+checksums, where each graph's bytes are stored (its own files, or the archive's graph bundle: the one copy
+of the graphs saved in the archive directory), the groups of graphs that share a topology, and the documents
+the archive carries (format/documents.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
@@ -36,6 +37,7 @@ from .jsonfields import (
     get_sha256,
     get_str,
     load_sealed,
+    relative_path_problem,
     seal,
 )
 from .values import ImageFormat, ImageRef, RecordRef, RegionSpec, VariableRef
@@ -45,8 +47,10 @@ __all__ = [
     "MANIFEST_FORMAT_VERSION",
     "MANIFEST_FORMAT_VERSIONS",
     "MANIFEST_NAME",
+    "BundleRef",
     "GraphEntry",
     "GraphRole",
+    "GraphStorage",
     "Group",
     "ImageEntry",
     "Manifest",
@@ -61,13 +65,24 @@ __all__ = [
 
 MANIFEST_NAME = "graph_manifest.json"
 MANIFEST_FORMAT = "foundry-archive"
-MANIFEST_FORMAT_VERSION = 2
-MANIFEST_FORMAT_VERSIONS: tuple[int, ...] = (MANIFEST_FORMAT_VERSION,)
+MANIFEST_FORMAT_VERSION = 3
+"""3: a graph is stored once, in its files or in the graph bundle (``stored``); a version-2 reader would look
+for the files of a bundled graph and find none, so it must refuse version 3. Version 2 is read as it was
+written: every graph in its files (a version-2 archive's bundle, a second copy, is not read)."""
+MANIFEST_FORMAT_VERSIONS: tuple[int, ...] = (2, MANIFEST_FORMAT_VERSION)
 
 
 def now_iso() -> str:
     """The current UTC time in ISO-8601, as ``created`` is written."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class GraphStorage(str, Enum):
+    """Where a graph's JSON and record are: its own two files (``<stem>.json``, ``<stem>.cugraph``), or the
+    archive's graph bundle, the only copy of them (docs/FORMAT.md, "Graph bundle")."""
+
+    FILES = "files"
+    BUNDLE = "bundle"
 
 
 class GraphRole(str, Enum):
@@ -111,6 +126,25 @@ class GraphEntry:
     topology: str
     group: int
     role: GraphRole
+    stored: GraphStorage = GraphStorage.FILES
+
+
+@dataclass(frozen=True, slots=True)
+class BundleRef:
+    """The graph bundle a manifest names: its file (always ``graph_bundle.bin``) and its size. No hash of its
+    own: every byte of it is a graph's (proven by its manifest entry and its JSON) or laid out from their
+    sizes (format/bundle.py)."""
+
+    file: str
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "bytes": self.bytes}
+
+    @classmethod
+    def from_json(cls, value: Any, at: At) -> BundleRef:
+        obj = get_obj(value, at)
+        return cls(field_relpath(obj, "file", at, bare=True), field_int(obj, "bytes", at))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,18 +170,36 @@ class Manifest:
     graphs: tuple[GraphEntry, ...]
     groups: tuple[Group, ...]
     signature: Any = None
-    # The graph bundle (format/bundle.py): every listed graph's files in one, for LOAD to read at once. None in
-    # a manifest written without one; LOAD then reads the graph files.
-    bundle: RecordRef | None = None
+    # The graph bundle (format/bundle.py), the one copy of the graphs stored in it (``GraphEntry.stored``);
+    # None where every graph is stored in its files.
+    bundle: BundleRef | None = None
     # Documents the archive carries for the program that reads it (format/documents.py), each file once.
     documents: tuple[RecordRef, ...] = ()
+    format_version: int = MANIFEST_FORMAT_VERSION  # as read; written as MANIFEST_FORMAT_VERSION
+    # A version-2 manifest's ``bundle``: the file of a second copy of its graph files, which is not read.
+    stale_bundle: str | None = None
+
+    def bundled(self) -> tuple[int, ...]:
+        """The graphs stored in the bundle (indices into ``graphs``), in the order of its table."""
+        return tuple(i for i, e in enumerate(self.graphs) if e.stored == GraphStorage.BUNDLE)
 
     def problem(self) -> str | None:
         """The first cross-reference inconsistency (repeated image, group index out of range, role
-        or topology not matching the group), or None."""
+        or topology not matching the group, a bundle named for no graph or missing for one), or None."""
         shas = [e.sha256 for e in self.images]
         if len(set(shas)) != len(shas):
             return "an image is listed twice"
+        in_bundle = [e for e in self.graphs if e.stored == GraphStorage.BUNDLE]
+        if in_bundle and self.bundle is None:
+            return f"graph {in_bundle[0].json!r} is stored in the graph bundle, but the manifest names none"
+        if self.bundle is not None and not in_bundle:
+            return "the manifest names a graph bundle, but stores no graph in it"
+        for e in in_bundle:  # named in the archive directory, where readers look its name up
+            if "/" in e.json or relative_path_problem(e.json, bare=True):
+                return f"graph {e.json!r:.120} is stored in the graph bundle, but is not named as a file of the archive"
+        names = [e.json for e in self.graphs]
+        if len(set(names)) != len(names):
+            return "a graph is listed twice"
         n = len(self.graphs)
         for gi, g in enumerate(self.groups):
             listed = (g.template, *g.members)
@@ -191,6 +243,7 @@ class Manifest:
                     "topology": e.topology,
                     "group": e.group,
                     "role": e.role.value,
+                    "stored": e.stored.value,
                 }
                 for e in self.graphs
             ],
@@ -217,10 +270,17 @@ class Manifest:
         """Validate a parsed manifest (errors as for ``GraphMeta.from_json``)."""
         obj = check_format(doc, MANIFEST_FORMAT, MANIFEST_FORMAT_VERSIONS, source)
         at = At(source)
+        version = obj["format_version"]
         images_v, images_at = field(obj, "images", at)
         images = tuple(_image(sha, v, images_at.key(sha)) for sha, v in get_obj(images_v, images_at).items())
         graphs_v, graphs_at = field(obj, "graphs", at)
-        graphs = tuple(_graph(v, graphs_at.index(i)) for i, v in enumerate(get_list(graphs_v, graphs_at)))
+        graphs = tuple(_graph(v, graphs_at.index(i), version) for i, v in enumerate(get_list(graphs_v, graphs_at)))
+        bundle: BundleRef | None = None
+        stale: str | None = None
+        if "bundle" in obj and version >= 3:
+            bundle = BundleRef.from_json(obj["bundle"], at.key("bundle"))
+        elif "bundle" in obj:  # version 2: a copy of files that are there too; named, so it is not foreign
+            stale = field_relpath(get_obj(obj["bundle"], at.key("bundle")), "file", at.key("bundle"), bare=True)
         groups_v, groups_at = field(obj, "groups", at)
         groups = tuple(_group(v, groups_at.index(i)) for i, v in enumerate(get_list(groups_v, groups_at)))
         manifest = cls(
@@ -232,8 +292,10 @@ class Manifest:
             graphs=graphs,
             groups=groups,
             signature=obj.get("signature"),
-            bundle=RecordRef.from_json(obj["bundle"], at.key("bundle")) if "bundle" in obj else None,
+            bundle=bundle,
             documents=_documents(obj, at),
+            format_version=version,
+            stale_bundle=stale,
         )
         problem = manifest.problem()
         if problem is not None:
@@ -270,15 +332,23 @@ def _documents_problem(manifest: Manifest) -> str | None:
     return None if clash is None else f"document {clash!r} is listed as a graph too"
 
 
+# ``now_iso``'s form exactly, digits ASCII: ``datetime.fromisoformat`` alone takes more forms from Python 3.11 on
+# (``Z``, basic format, fractions), so which manifests passed would depend on the Python that read them.
+_CREATED = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[+-][0-9]{2}:[0-9]{2}")
+
+
 def _created(value: Any, at: At) -> str:
-    """``created`` as ``now_iso`` writes it: an ISO-8601 date and time with its UTC offset."""
+    """``created`` as ``now_iso`` writes it: an ISO-8601 date and time to the second with its UTC offset
+    (``2025-01-31T12:00:00+00:00``), and a real one (no 13th month)."""
     text = get_str(value, at)
     try:
-        when = datetime.fromisoformat(text)
+        sound = _CREATED.fullmatch(text) is not None and datetime.fromisoformat(text).tzinfo is not None
     except ValueError:
-        when = None
-    if when is None or when.tzinfo is None:
-        at.fail(f"{text!r:.60} is not an ISO-8601 date and time with a UTC offset (2025-01-31T12:00:00+00:00)")
+        sound = False
+    if not sound:
+        at.fail(
+            f"{text!r:.60} is not an ISO-8601 date and time to the second with a UTC offset (2025-01-31T12:00:00+00:00)"
+        )
     return text
 
 
@@ -307,7 +377,7 @@ def _image(sha: str, value: Any, at: At) -> ImageEntry:
     return ImageEntry(ref.sha256, ref.bytes, ref.format, kernels, ref.variables)
 
 
-def _graph(value: Any, at: At) -> GraphEntry:
+def _graph(value: Any, at: At, version: int) -> GraphEntry:
     obj = get_obj(value, at)
     json_path = field_relpath(obj, "json", at, parents=True)
     role_v, role_at = field(obj, "role", at)
@@ -315,6 +385,13 @@ def _graph(value: Any, at: At) -> GraphEntry:
         role = GraphRole(get_str(role_v, role_at))
     except ValueError:
         role_at.fail(f"{role_v!r:.40} is not 'template' or 'member'")
+    stored = GraphStorage.FILES  # version 2: every graph in its files
+    if version >= 3:
+        stored_v, stored_at = field(obj, "stored", at)
+        try:
+            stored = GraphStorage(get_str(stored_v, stored_at))
+        except ValueError:
+            stored_at.fail(f"{stored_v!r:.40} is not 'files' or 'bundle'")
     return GraphEntry(
         name=field_str(obj, "name", at),
         json=json_path,
@@ -324,6 +401,7 @@ def _graph(value: Any, at: At) -> GraphEntry:
         topology=field_sha256(obj, "topology", at),
         group=field_int(obj, "group", at, U32),
         role=role,
+        stored=stored,
     )
 
 

@@ -124,9 +124,11 @@ class GraphMeta:
         at = At(source)
 
         def shared(name: str, raw: Any, where: At, parse: Callable[[Any, At], T]) -> T:
+            # Kept only for the very object decoded from the same text (``same``): an equal value spelled
+            # otherwise (``4.0`` for ``4``) is parsed afresh, and refused where the format wants an integer.
             if parts is None:
                 return parse(raw, where)
-            return parts.part(name, raw, lambda v: parse(v, where))
+            return parts.same(name, raw, lambda v: parse(v, where))
 
         def parse_images(images_v: Any, images_at: At) -> tuple[ImageRef, ...]:
             return tuple(
@@ -139,8 +141,7 @@ class GraphMeta:
         def parse_functions(value: Any) -> tuple[FunctionRef, ...]:
             return tuple([FunctionRef.from_json(v, funcs_at.index(i)) for i, v in enumerate(get_list(value, funcs_at))])
 
-        # A graph's kernels are often the previous graph's, but kept only where the text was the same (``same``):
-        # kernel attributes are integers, and an equal 1.0 would be refused on its own.
+        # A graph's kernels are often the previous graph's, kept as ``shared`` keeps the rest.
         functions = parse_functions(funcs_v) if parts is None else parts.same("functions", funcs_v, parse_functions)
         images_v, images_at = field(obj, "images", at)
         images = shared("images", images_v, images_at, parse_images)

@@ -1,8 +1,8 @@
 """What start-up reads ahead of LOAD (load/startup.py calls it on a thread of its own, at process start): the
-manifest's graphs, checked as ``read_source`` checks them and kept for ``read_sources`` to take once. From
-the manifest's graph bundle where it has one (``prepare_bundle``: one read and one hash for them all), and
-from each graph's files otherwise (``prepare_sources``). Either way a graph that fails a check is left out
-silently: LOAD reads it again and reports the problem where the program asks for it.
+manifest's graphs, checked as ``read_source`` checks them and kept for ``read_sources`` to take once. Those the
+manifest stores in its graph bundle with one read of the bundle (``prepare_bundle``), the others, and any the
+bundle did not give, one by one from where they are stored (``prepare_sources``). Either way a graph that fails
+a check is left out silently: LOAD reads it again and reports the problem where the program asks for it.
 """
 
 from __future__ import annotations
@@ -18,19 +18,20 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.format import (
     Bundle,
     GraphRole,
+    Listing,
     Manifest,
+    bundled_problem,
+    container_path,
     container_payload,
     parse_meta,
     read_bundle,
     real_name,
-    relative_path_problem,
-    resolve_archive_dir,
     sha256_holding,
     template_path,
 )
 from foundry.trust import configured_key, manifest_disagreement, manifests_read_once
 
-from .source import _STATE, GraphSource, _as_named, _read_source, _Sources
+from .source import _STATE, GraphSource, _as_named, _read_source, _Sources, graph_store
 
 __all__ = ["PARALLEL_READ_MIN", "PREPARED_BYTES_MAX", "prepare_bundle", "prepare_sources"]
 
@@ -65,6 +66,7 @@ def prepare_sources(
     scheduled: set[int] = set()  # sources (by id) whose records are read already or on their way
     try:
         with manifests_read_once():
+            store = graph_store(key)
             for p in paths:
                 if stop is not None and stop.is_set():
                     break
@@ -73,7 +75,7 @@ def prepare_sources(
                     if name in state.prepared:
                         continue
                 try:
-                    src = _read_source(Path(name[0]), key, (), True, proven)
+                    src = _read_source(Path(name[0]), key, (), True, proven, store)
                 except (ArchiveError, OSError):
                     continue
                 with state.lock:
@@ -109,15 +111,15 @@ def prepare_sources(
 
 def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | None = None) -> int:
     """``prepare_sources`` for the graphs ``manifest`` (the one start-up proved, signed where a key is
-    configured) lists, taken from its graph bundle (format/bundle.py): one read and one hash prove them all,
-    so this thread lets the interpreter lock go twice in all, not several times a graph. Each graph gets the
-    checks ``read_source`` makes of its files, but for its record's hash and its JSON's seal, which the
-    bundle's hash covers: its JSON hashes to what its manifest entry lists, its metadata is validated, agrees
-    with that entry, names this archive and its container's record; a member's template is the graph the
-    bundle holds for it. A graph that fails is left to ``prepare_sources`` (which reads its files), and so is
-    every graph where the manifest names no bundle, the bundle is larger than what ``PREPARED_BYTES_MAX``
-    leaves room for, or it fails its hash. Once ``stop`` is set, no further graph is started. Returns how many
-    were prepared."""
+    configured) stores in its graph bundle (format/bundle.py), with one read of the bundle, so that this thread
+    lets the interpreter lock go once in all, not several times a graph. Each graph gets the checks
+    ``read_source`` makes (``read_graph_json`` and the rest): its JSON hashes to what its manifest entry lists
+    before it is decoded, its metadata is validated, agrees with that entry, names this archive and its
+    container's header; a member's template is the graph the bundle holds for it. Its record is hashed where
+    LOAD first reads it (``GraphSource.read_payload``, on LOAD's reader threads), as a record read from a file
+    is. A graph that fails is left to ``prepare_sources``, and so is every graph where the bundle is larger than
+    what ``PREPARED_BYTES_MAX`` leaves room for or cannot be laid out. Once ``stop`` is set, no further graph is
+    started. Returns how many were prepared."""
     ref = manifest.bundle
     state = _STATE.get()
     with state.lock:
@@ -126,10 +128,15 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
         fits = state.prepared_bytes + (ref.bytes if ref is not None else 0) <= PREPARED_BYTES_MAX
     if ref is None or not fits:
         return 0
+    bundled = manifest.bundled()
     try:
-        bundle = read_bundle(archive, ref, len(manifest.graphs))
+        bundle = read_bundle(archive, ref.file, ref.bytes, len(bundled))
     except (ArchiveError, OSError):
         return 0
+    try:  # graph files beside the bundle (``Listing.stray``): their graphs are left to LOAD, which refuses them
+        present = frozenset(os.listdir(archive))
+    except OSError:
+        present = frozenset()
     key = configured_key()
     key_id = key.key_id if key is not None else ""
     templates: dict[str, GraphSource] = {}  # by real name, for the members
@@ -137,24 +144,25 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
     # Templates first, so that each member finds the source its template became. No yielding to the program's
     # threads between graphs: this work needs the lock all the same, and a thread that lets it go waits the
     # switch interval (5 ms) to get it back from a thread running Python.
-    order = sorted(range(len(manifest.graphs)), key=lambda i: manifest.graphs[i].role != GraphRole.TEMPLATE)
+    order = sorted(range(len(bundled)), key=lambda k: manifest.graphs[bundled[k]].role != GraphRole.TEMPLATE)
     with manifests_read_once():
         home = real_name(archive)
-        for i in order:
+        for slot in order:
             if stop is not None and stop.is_set():
                 break
-            entry = manifest.graphs[i]
-            if relative_path_problem(entry.json, parents=True):
-                continue
-            name = (_as_named(os.path.normpath(archive / entry.json)), key_id)
+            i = bundled[slot]
+            name = (_as_named(os.path.normpath(archive / manifest.graphs[i].json)), key_id)
             with state.lock:
                 known = state.prepared.get(name)
             if known is not None:  # prepared by an earlier start-up: its members may use it all the same
                 if known[0].template is None:
                     templates[real_name(name[0])] = known[0]
                 continue
+            listing = Listing(archive, manifest, i, bundle.layout, slot)
+            if {manifest.graphs[i].json, container_path(manifest.graphs[i].json).name} & present:
+                continue
             try:
-                src = _bundled_source(Path(name[0]), home, manifest, i, bundle, templates)
+                src = _bundled_source(Path(name[0]), home, listing, bundle, templates)
             except ArchiveError:
                 continue
             size = src.meta.record.bytes if src.meta.record is not None else 0
@@ -168,31 +176,31 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
 
 
 def _bundled_source(
-    json_path: Path, home: str, manifest: Manifest, i: int, bundle: Bundle, templates: dict[str, GraphSource]
+    json_path: Path, home: str, listing: Listing, bundle: Bundle, templates: dict[str, GraphSource]
 ) -> GraphSource:
-    """Graph ``i`` of ``manifest`` from its bundle (``prepare_bundle``'s checks); ``home``: the archive's real
-    path. ``ArchiveError`` for a graph the bundle cannot give."""
+    """A bundled graph from the bundle's bytes (``prepare_bundle``'s checks); ``home``: the archive's real path.
+    ``ArchiveError`` for a graph the bundle cannot give."""
     state = _STATE.get()
-    entry = manifest.graphs[i]
-    # The JSON's own hash, as for a file: the manifest must list these very bytes (a graph file edited, and the
-    # manifest with it, leaves the bundle holding other bytes), and the metadata cache is keyed by what was hashed.
-    digest = sha256_holding(bundle.jsons[i])
+    entry = listing.entry
+    # The JSON's own hash, as ``read_graph_json`` holds it: the manifest must list these very bytes, before they
+    # are decoded; the metadata cache is keyed by what was hashed. In pieces that keep the interpreter lock.
+    json_bytes = bundle.jsons[listing.slot]
+    digest = sha256_holding(json_bytes)
     if digest != entry.json_sha256:
-        raise ArchiveCorruptError(f"{json_path}: the bundle holds other bytes than the manifest lists")
-    meta = parse_meta(bundle.jsons[i], json_path, digest, state, proven=True)
-    archive_dir = resolve_archive_dir(json_path, meta)
-    if str(archive_dir) != home:
-        raise ArchiveCorruptError(f"{json_path} names another archive than the manifest that lists it")
-    problem = manifest_disagreement(manifest, entry, meta)
+        raise ArchiveCorruptError(f"{listing.where}: the bundle holds other bytes than the manifest lists")
+    meta = parse_meta(json_bytes, json_path, digest, state, proven=True)
+    if bundled_problem(json_path, meta, listing):
+        raise ArchiveCorruptError(f"{json_path} names another archive than the manifest that bundles it")
+    problem = manifest_disagreement(listing.manifest, entry, meta)
     if problem:
         raise ArchiveCorruptError(f"{json_path} and its manifest disagree: {problem}")
-    payload = container_payload(bundle.containers[i], json_path, meta, verify=False, source=f"graph {i} of the bundle")
-    # No record path: it is resolved (a system call) only where the record is dropped and read again.
-    cpath = None
+    container = bundle.containers[listing.slot]
+    container_payload(container, json_path, meta, verify=False, source=f"{listing.where}'s container")  # header
+    assert meta.record is not None
+    archive_dir = Path(home)
     if meta.template is None:
-        assert meta.record is not None
         real = real_name(json_path)
-        src = GraphSource(json_path, meta, payload, archive_dir, None, digest, cpath)
+        src = GraphSource(json_path, meta, None, archive_dir, None, digest, None, listing, container)
         with state.lock:
             # One source per template and process, as ``_full_source`` keeps them, where the one read before
             # was parsed from these very bytes; otherwise this one serves the bundle's members alone.
@@ -204,7 +212,7 @@ def _bundled_source(
     template = templates.get(str(template_path(json_path, meta)))
     if template is None or template.meta.record is None or template.meta.record.sha256 != meta.template.record_sha256:
         raise ArchiveCorruptError(f"{json_path}: the bundle does not hold its template as the member names it")
-    return GraphSource(json_path, meta, payload, archive_dir, template, digest, cpath)
+    return GraphSource(json_path, meta, None, archive_dir, template, digest, None, listing, container)
 
 
 def _read_ahead(state: _Sources, name: tuple[str, str], sources: list[GraphSource]) -> bool:

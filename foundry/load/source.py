@@ -1,9 +1,12 @@
-"""LOAD's first step, CPU work only: a graph's files read and checked into a ``GraphSource``.
+"""LOAD's first step, CPU work only: a graph's bytes read and checked into a ``GraphSource``.
 
-Every check that needs no GPU runs here, before anything touches it: the metadata is validated, a
-configured signing key proves the graph is listed in its archive's signed manifest, a template
-member's template is found and proven to be the one its delta was made against. Records are read
-(and checksummed) lazily, so that background LOAD reads them on its reader threads.
+A graph is named by its JSON path, and its bytes are where its archive stores them (foundry.format.stored):
+its two files, or the archive's graph bundle, their only copy, for a graph the manifest in that path's
+directory stores there. Every check that needs no GPU runs here, before anything touches it: the JSON is held
+to the SHA-256 that manifest lists before it is decoded, the metadata is validated, a configured signing key
+proves the graph is listed in its archive's signed manifest, a template member's template is found and proven
+to be the one its delta was made against. Records are read (and checksummed) lazily, so that background LOAD
+reads them on its reader threads.
 """
 
 from __future__ import annotations
@@ -16,20 +19,26 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from foundry._state import ProcessState
-from foundry.errors import ArchiveCorruptError
+from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import (
     GraphMeta,
+    GraphStore,
+    Listing,
+    bundled_problem,
+    container_payload,
     node_count,
+    parse_meta,
+    read_graph_json,
+    read_graph_payload,
     read_meta_digest,
-    read_payload_view,
     real_name,
     record_path,
     resolve_archive_dir,
     template_path,
 )
-from foundry.trust import SigningKey, authenticate_graph, configured_key, manifests_read_once
+from foundry.trust import SigningKey, archive_manifest, authenticate_graph, configured_key, manifests_read_once
 
-__all__ = ["GraphSource", "read_source", "read_sources", "source_images"]
+__all__ = ["GraphSource", "graph_store", "read_source", "read_sources", "source_images"]
 
 T = TypeVar("T")
 
@@ -38,28 +47,40 @@ _META_CACHE_MAX = 4096
 
 @dataclass
 class GraphSource:
-    """A graph read and checksummed from disk: its record (or, for a template member, its delta and
+    """A graph read and checked: its metadata, and its record (or, for a template member, its delta and
     its template's source). A source read with ``lazy`` holds only its metadata until
     ``read_payload()``, so that background LOAD can read records off the calling thread."""
 
     json_path: Path
     meta: GraphMeta
-    _payload: memoryview | None  # a writable view of the buffer the file was read into (no copies)
+    _payload: memoryview | None  # a writable view of the buffer the bytes were read into (no copies), proven
     archive_dir: Path
     template: GraphSource | None = None
     json_sha256: str = ""  # of the JSON bytes ``meta`` was parsed from
     # The record container's path, proven to lie beside the JSON when the source was read (with the graph's
     # other paths, each resolved once per batch), so that reader threads need not resolve it again.
     record_file: str | None = None
+    # Where the manifest in the JSON's directory lists the graph: for one it stores in its graph bundle, where
+    # the record is read from (the bundle is its only copy).
+    listing: Listing | None = None
+    # A bundled graph's container as start-up read it with the whole bundle: its record is hashed against the
+    # metadata where LOAD first needs it (on LOAD's reader threads), not at start-up.
+    _container: memoryview | None = None
 
     def read_payload(self) -> memoryview:
         if self._payload is None:
-            self._payload = read_payload_view(self.json_path, self.meta, cpath=self.record_file)
+            container, self._container = self._container, None
+            if container is not None:
+                where = f"{self.listing.where}'s container" if self.listing is not None else None
+                self._payload = container_payload(container, self.json_path, self.meta, True, where)
+            else:
+                self._payload = read_graph_payload(self.json_path, self.meta, self.listing, cpath=self.record_file)
         return self._payload
 
     def release_payload(self) -> None:
         """Drops the record from memory; ``payload`` reads it again (checked) when next needed."""
         self._payload = None
+        self._container = None
 
     @property
     def payload(self) -> memoryview:
@@ -92,8 +113,8 @@ class _Sources:
         with self.lock:
             return self.meta.get(digest)
 
-    def part(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
-        """format.Parts: the last ``raw`` of each kind with what it gave (an archive's graphs repeat them)."""
+    def part(self, kind: str, raw: str, parse: Callable[[str], T]) -> T:
+        """format.Parts: the last ``raw`` text of each kind with what it gave (an archive's graphs repeat them)."""
         return self._kept(kind, raw, parse, equal=True)
 
     def same(self, kind: str, raw: Any, parse: Callable[[Any], T]) -> T:
@@ -102,7 +123,8 @@ class _Sources:
 
     def _kept(self, kind: str, raw: Any, parse: Callable[[Any], T], equal: bool) -> T:
         last = self.parts.get(kind)
-        if last is not None and (last[0] is raw or (equal and last[0] == raw)):
+        # Equal only as texts: two strings are equal when they hold the same characters, unlike JSON values.
+        if last is not None and (last[0] is raw or (equal and type(raw) is str and last[0] == raw)):
             return cast(T, last[1])
         parsed = parse(raw)
         self.parts[kind] = (raw, parsed)  # one pair per kind: a reference swap, safe between threads
@@ -123,8 +145,18 @@ def read_meta_cached(json_path: str | os.PathLike[str]) -> tuple[GraphMeta, str]
     return read_meta_digest(json_path, _STATE.get())
 
 
+def graph_store(key: SigningKey | None) -> GraphStore:
+    """Where graphs' bytes are, as LOAD reads them under ``key``: each directory's manifest proven signed with
+    it where a key is configured (foundry.trust, once per ``manifests_read_once`` batch)."""
+    return GraphStore(
+        lambda directory: archive_manifest(directory, key),
+        ArchiveSignatureError if key is not None else ArchiveCorruptError,
+    )
+
+
 def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphSource:
-    """Reads and checks a graph's files (and its template's, once per process). CPU work only.
+    """Reads and checks a graph (and its template, once per process), wherever its archive stores it. CPU
+    work only.
 
     Each graph read (its template included) must be listed, with the SHA-256 of the JSON bytes parsed,
     in its archive's manifest when the archive has one (``ArchiveCorruptError`` otherwise), and in a
@@ -133,14 +165,16 @@ def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphS
     is itself stored as changes to a template, or a chain of templates that loops back (a graph
     stored as changes to itself), raises ``ArchiveCorruptError``.
     """
-    return _read_source(Path(json_path), configured_key(), (), lazy)
+    key = configured_key()
+    return _read_source(Path(json_path), key, (), lazy, None, graph_store(key))
 
 
 def read_sources(
     paths: Iterable[str | os.PathLike[str]], lazy: bool = False, counts: dict[str, int] | None = None
 ) -> list[GraphSource]:
-    """``read_source`` for each path, as one batch: each archive's manifest is read and checked once for
-    all of them (foundry.trust.manifests_read_once), not once per graph and again per template.
+    """``read_source`` for each path, as one batch: each archive's manifest (and graph bundle's layout) is read
+    and checked once for all of them (foundry.trust.manifests_read_once), not once per graph and again per
+    template.
 
     A graph start-up read ahead (load/readahead.py), under the same signing key (or none), is taken as
     it was read then: those bytes were checked then, against the manifest checked then, exactly as here,
@@ -155,11 +189,12 @@ def read_sources(
     proven: set[int] = set()
     taken = 0
     with manifests_read_once():
+        store = graph_store(key)
         for p in paths:
             with state.lock:
                 src, size = state.prepared.pop((_as_named(p), key_id), (None, 0))
                 state.prepared_bytes -= size
-            out.append(src if src is not None else _read_source(Path(p), key, (), lazy, proven))
+            out.append(src if src is not None else _read_source(Path(p), key, (), lazy, proven, store))
             taken += src is not None
     if counts is not None:
         counts.update(read_ahead=taken, read_here=len(out) - taken)
@@ -175,15 +210,16 @@ def _as_named(path: str | os.PathLike[str]) -> str:
     return str(Path(os.getcwd(), name))
 
 
-def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> GraphSource:
+def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool, listing: Listing | None) -> GraphSource:
     assert meta.record is not None
     state = _STATE.get()
     key = (real_name(json_path), meta.record.sha256)
     with state.lock:
         src = state.full.get(key)
         if src is None:
+            bundled = listing is not None and listing.bundle is not None
             src = GraphSource(json_path, meta, None, resolve_archive_dir(json_path, meta), None, digest,
-                              record_path(json_path, meta))  # fmt: skip
+                              None if bundled else record_path(json_path, meta), listing)  # fmt: skip
             state.full[key] = src
     if not lazy:
         src.read_payload()
@@ -191,15 +227,26 @@ def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool) -> G
 
 
 def _read_source(
-    json_path: Path, key: SigningKey | None, chain: tuple[str, ...], lazy: bool, proven: set[int] | None = None
+    json_path: Path,
+    key: SigningKey | None,
+    chain: tuple[str, ...],
+    lazy: bool,
+    proven: set[int] | None,
+    store: GraphStore,
 ) -> GraphSource:
     """``read_source``'s work. ``proven``: the templates (by ``id``) authenticated earlier in this batch, under
-    the same key and manifests, which its other members need not authenticate again."""
+    the same key and manifests, which its other members need not authenticate again; ``store``: the batch's
+    manifests and bundles."""
     state = _STATE.get()
-    meta, digest = read_meta_digest(json_path, state)
+    got = read_graph_json(json_path, store)  # held to its directory's manifest before it is decoded
+    digest, listing = got.sha256, got.listing
+    meta = parse_meta(got.data, json_path, digest, state, proven=listing is not None)
+    problem = bundled_problem(json_path, meta, listing)
+    if problem:
+        raise ArchiveCorruptError(f"{json_path}: {problem}. Save the archive again.")
     authenticate_graph(json_path, meta, key, digest)
     if meta.template is None:
-        return _full_source(json_path, meta, digest, lazy)
+        return _full_source(json_path, meta, digest, lazy, listing)
     here = real_name(json_path)
     tpath = template_path(json_path, meta)
     tname = str(tpath)
@@ -212,7 +259,7 @@ def _read_source(
     with state.lock:
         template = state.full.get((tname, meta.template.record_sha256))
     if template is None:
-        template = _read_source(tpath, key, (*chain, here), lazy, proven)
+        template = _read_source(tpath, key, (*chain, here), lazy, proven, store)
     elif proven is None or id(template) not in proven:
         # read earlier, perhaps before a key was configured or the manifest was written
         authenticate_graph(tpath, template.meta, key, template.json_sha256)
@@ -226,9 +273,10 @@ def _read_source(
             f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
             "graph: the two come from different saves. Save the graphs (and the manifest) again."
         )
-    cpath = record_path(json_path, meta)
-    payload = None if lazy else read_payload_view(json_path, meta, cpath=cpath)
-    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest, cpath)
+    bundled = listing is not None and listing.bundle is not None
+    cpath = None if bundled else record_path(json_path, meta)
+    payload = None if lazy else read_graph_payload(json_path, meta, listing, cpath=cpath)
+    return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest, cpath, listing)
 
 
 def source_images(src: GraphSource) -> dict[str, tuple[Path, int]]:

@@ -98,8 +98,10 @@ def wait_for_startup(take_graphs: bool = False) -> None:
             job.result()
         except ArchiveError:
             raise
-        except Exception as exc:
-            raise LoadError(f"load_cuda_modules_and_libraries failed in the background: {exc}") from exc
+        except Exception as exc:  # named by its type too: some say nothing (MemoryError)
+            raise LoadError(
+                f"load_cuda_modules_and_libraries failed in the background: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def load_cuda_modules_and_libraries(
@@ -264,9 +266,9 @@ def load_images_split(context: int | None, images: list[tuple[str, bytearray]], 
 def _prepare_graphs(phases: Phases, archive: Path, manifest: Manifest | None, cut: threading.Event) -> None:
     """Reads and checks the manifest's graphs ahead of LOAD (load/source.py: their metadata, their listing
     in the manifest, their templates and records), so that start_graph_builds takes them ready instead of
-    reading thousands of files on the program's thread: from the manifest's graph bundle where it has one
-    (``prepare_bundle``), and from the graph files for any graph the bundle did not give
-    (``prepare_sources``, which passes over the graphs prepared already).
+    reading thousands of graphs on the program's thread: those the manifest stores in its graph bundle with
+    one read of it (``prepare_bundle``), the others, and any the bundle did not give, one at a time from
+    where they are stored (``prepare_sources``, which passes over the graphs prepared already).
 
     Graphs saved beside the archive (``../bs8.json``: the seed README's and the benchmark's layout) are
     read too, with the same checks as LOAD's (regular files of bounded size, listed in the manifest),

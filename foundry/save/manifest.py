@@ -1,9 +1,11 @@
 """SAVE's last step: the manifest. ``save_graph_manifest`` groups every graph this process saved into
-topology templates, rewrites members as deltas, and writes the manifest, the archive's commit point.
+topology templates, rewrites members as deltas, puts the graphs saved in the archive directory into its graph
+bundle, and writes the manifest, the archive's commit point; then the bundled graphs' files go.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -12,16 +14,22 @@ from pathlib import Path
 
 from foundry.errors import ArchiveError, FoundryError, SaveError, VariableConflictError
 from foundry.format import (
+    BUNDLE_NAME,
+    MANIFEST_NAME,
+    BundleRef,
+    DeltaFacts,
     GraphEntry,
+    GraphFiles,
     GraphRole,
+    GraphStorage,
     Group,
     ImageEntry,
     Manifest,
     RecordRef,
     container_path,
     document_ref,
+    graph_files,
     now_iso,
-    read_regular,
     sha256_bytes,
     write_bundle,
     write_manifest,
@@ -65,20 +73,33 @@ def save_graph_manifest(
         raise FoundryError("save_graph_manifest(): this process saved no graphs (call CUDAGraph.save first)")
     _check_variables(graphs)
     phases = save_phases()
+    home = archive.resolve()
+    in_bundle = [_bundled_here(g, home) for g in graphs]
     with phases.span("manifest_plan"):
         plans = plan_groups(graphs)
     with phases.span("manifest_deltas"):
-        graphs = write_member_deltas(graphs, plans)
+        graphs = write_member_deltas(graphs, plans, keep_files=lambda i: not in_bundle[i])
         replace_saved(graphs)
     synced: list[Future[None]] = []
     with phases.span("manifest_bundle"):
         files = [_graph_files(g) for g in graphs]
-        # Every file but the manifest is written once the bundle is: the sync that makes them durable runs
-        # beside the bundle's hash and the entries (os.sync lets the interpreter lock go for its whole call).
-        bundle = write_bundle(archive, files, durable=False, written=lambda: synced.append(sync_beside()))
+        bundle: BundleRef | None = None
+        if any(in_bundle):
+            # The bundle about to be written replaces the one an earlier manifest stores its graphs in: that
+            # manifest goes first, so that a SAVE cut short leaves an archive without a manifest (not finished),
+            # never one whose manifest names graphs the bundle no longer holds.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(archive / MANIFEST_NAME)
+            parts = [(f.json, f.header, f.payload) for f, bundled in zip(files, in_bundle, strict=True) if bundled]
+            # Every file but the manifest is written once the bundle is: the sync that makes them durable runs
+            # beside the manifest's entries (os.sync lets the interpreter lock go for its whole call).
+            size = write_bundle(archive, parts, durable=False, written=lambda: synced.append(sync_beside()))
+            bundle = BundleRef(BUNDLE_NAME, size)
+        else:
+            synced.append(sync_beside())
     with phases.span("manifest_entries"):
-        # The bytes the bundle holds, so the bundle holds exactly what the manifest lists.
-        manifest = _manifest(archive, graphs, plans, [sha256_bytes(json_bytes) for json_bytes, _ in files])
+        # The bytes written (to the bundle or the files), so the manifest lists exactly those.
+        manifest = _manifest(archive, graphs, plans, [sha256_bytes(f.json) for f in files], in_bundle)
         manifest = replace(manifest, bundle=bundle, documents=listed)
         del files
     if key is not None:
@@ -89,7 +110,32 @@ def save_graph_manifest(
         synced[0].result()
     with phases.span("manifest_write"):
         write_manifest(archive, manifest)
+    with phases.span("manifest_tidy"):
+        _remove_copies(archive, graphs, in_bundle)
     return manifest
+
+
+def _bundled_here(g: SavedGraph, home: Path) -> bool:
+    """Whether the graph goes into the bundle of the archive ``home`` (resolved): saved in that directory, its
+    images there. A graph saved elsewhere (beside the archive, as the seed README's ``graph.json``) stays in its
+    files: SAVE removes no file outside the directory it finishes, and only there does LOAD look a graph's name
+    up in the manifest (docs/FORMAT.md, "Graph bundle")."""
+    return g.meta.archive_dir == "." and g.json_path.resolve().parent == home
+
+
+def _remove_copies(archive: Path, graphs: list[SavedGraph], in_bundle: list[bool]) -> None:
+    """Once the manifest is durable, the files of the graphs it stores in its bundle are copies no reader takes
+    (LOAD finds a bundled graph through the manifest, never its file): they go, so that every byte is stored
+    once. A manifest that bundles nothing leaves an earlier bundle unnamed: it goes too. A crash before this
+    leaves copies that ``foundry verify`` names and LOAD never reads."""
+    for g, bundled in zip(graphs, in_bundle, strict=True):
+        if bundled:
+            for path in (g.json_path, container_path(g.json_path)):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+    if not any(in_bundle):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(archive / BUNDLE_NAME)
 
 
 def _documents(archive: Path, names: Sequence[str]) -> tuple[RecordRef, ...]:
@@ -129,17 +175,23 @@ def _check_variables(graphs: list[SavedGraph]) -> None:
                 )
 
 
-def _graph_files(g: SavedGraph) -> tuple[bytearray, bytearray]:
-    """A saved graph's JSON and container bytes, as they are on disk."""
-    return (
-        read_regular(g.json_path, "graph metadata", follow=True),
-        read_regular(container_path(g.json_path), "graph container"),
-    )
+def _graph_files(g: SavedGraph) -> GraphFiles:
+    """A saved graph's two files as bytes, exactly as ``write_graph`` wrote them (or, for a member the bundle
+    holds, would have): its metadata, checked facts and record digest as SAVE has them, nothing read back."""
+    assert g.meta.record is not None
+    digest = bytes.fromhex(g.meta.record.sha256)
+    if g.meta.template is not None:
+        assert g.delta is not None
+        known = DeltaFacts(g.meta.template.record_sha256, g.scan.function_count)
+        return graph_files(g.json_path, g.meta, g.delta, known, digest)
+    return graph_files(g.json_path, g.meta, g.record, g.facts(), digest)
 
 
-def _manifest(archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan], json_sha256: list[str]) -> Manifest:
+def _manifest(
+    archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan], json_sha256: list[str], in_bundle: list[bool]
+) -> Manifest:
     """The manifest listing ``graphs`` (members already stored as deltas) in ``plans``' groups; ``json_sha256``:
-    the SHA-256 of each graph's JSON file."""
+    the SHA-256 of each graph's JSON; ``in_bundle``: whether each is stored in the bundle."""
     group_of = {i: gi for gi, plan in enumerate(plans) for i in (plan.template, *plan.members)}
     entries = []
     images: dict[str, ImageEntry] = {}
@@ -157,6 +209,7 @@ def _manifest(archive: Path, graphs: list[SavedGraph], plans: list[GroupPlan], j
                 topology=g.meta.topology,
                 group=group_of[i],
                 role=GraphRole.TEMPLATE if plan.template == i else GraphRole.MEMBER,
+                stored=GraphStorage.BUNDLE if in_bundle[i] else GraphStorage.FILES,
             )
         )
         for ref in g.meta.images:

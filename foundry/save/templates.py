@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from foundry.errors import CodecError
@@ -24,6 +24,7 @@ from foundry.format import (
     GraphMeta,
     TemplateRef,
     delta_bytes,
+    graph_files,
     relative_path_problem,
     write_graph,
 )
@@ -148,8 +149,12 @@ def _verify_bytes(payload: bytes, member: SavedGraph, varying: Sequence[int], te
         )
 
 
-def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]) -> list[SavedGraph]:
-    """Rewrites every member's files as a delta against its template; returns the updated list."""
+def write_member_deltas(
+    graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan], keep_files: Callable[[int], bool] = lambda i: True
+) -> list[SavedGraph]:
+    """Stores every member as a delta against its template: rewrites its files where ``keep_files(index)``
+    says the graph stays in them, and otherwise only makes the delta and its metadata (the archive's graph
+    bundle holds them: save/manifest.py); returns the updated list."""
     out = list(graphs)
     functions = _Functions()
     for plan in plans:
@@ -166,6 +171,9 @@ def write_member_deltas(graphs: Sequence[SavedGraph], plans: Sequence[GroupPlan]
             ref = TemplateRef(_template_ref(template, member), tsha)
             meta = replace(member.meta, record=None, template=ref)
             known = DeltaFacts(tsha, member.scan.function_count)
-            written = write_graph(member.json_path, meta, payload, known, durable=False, record_sha256=digest.result())
+            if keep_files(index):
+                written = write_graph(member.json_path, meta, payload, known, False, digest.result())
+            else:
+                written = graph_files(member.json_path, meta, payload, known, digest.result()).meta
             out[index] = replace(member, meta=written, delta=payload)
     return out

@@ -58,6 +58,7 @@ __all__ = [
     "SIGNATURE_FIELD",
     "KeySource",
     "SigningKey",
+    "archive_manifest",
     "as_key",
     "authenticate_graph",
     "authenticate_manifest",
@@ -268,7 +269,7 @@ def sign_manifest(manifest: Manifest, key: SigningKey) -> Manifest:
 
 def _verify(archive_dir: Path, key: SigningKey | None) -> _Verified | None:
     """The manifest of ``archive_dir``, sealed and (with ``key``) proven signed, with its graphs by
-    resolved path; None when the archive has no manifest and no key is configured."""
+    resolved path; None when the archive has no manifest."""
     batch: dict[tuple[Path, str], _Verified | None] | None = getattr(_BATCH, "seen", None)
     batch_key = (archive_dir, key.key_id if key is not None else "")
     if batch is not None and batch_key in batch:
@@ -279,15 +280,18 @@ def _verify(archive_dir: Path, key: SigningKey | None) -> _Verified | None:
     return result
 
 
+def _no_manifest(archive_dir: Path, key: SigningKey) -> ArchiveSignatureError:
+    return ArchiveSignatureError(
+        f"{archive_dir} has no {MANIFEST_NAME}, so it is not signed, and signing key {key.key_id} ({key.source}) "
+        "is configured: only signed archives are accepted. Run save_graph_manifest() with the key configured."
+    )
+
+
 def _read_verified(archive_dir: Path, key: SigningKey | None) -> _Verified | None:
+    """None where the archive has no manifest."""
     path = archive_dir / MANIFEST_NAME
     if not path.exists() and not path.is_symlink():
-        if key is None:
-            return None
-        raise ArchiveSignatureError(
-            f"{archive_dir} has no {MANIFEST_NAME}, so it is not signed, and signing key {key.key_id} ({key.source}) "
-            "is configured: only signed archives are accepted. Run save_graph_manifest() with the key configured."
-        )
+        return None
     data = read_regular(inside(archive_dir, MANIFEST_NAME, "manifest"), "manifest")
     digest = sha256_bytes(data)
     cache_key = (real_path(archive_dir), key.key_id if key is not None else "")
@@ -316,8 +320,17 @@ def authenticate_manifest(archive_dir: PathLike, key: SigningKey) -> Manifest:
     ``ArchiveVersionError`` when it cannot be read as a manifest at all.
     """
     verified = _verify(Path(archive_dir), key)
-    assert verified is not None  # with a key, a missing manifest raised
+    if verified is None:
+        raise _no_manifest(Path(archive_dir), key)
     return verified.manifest
+
+
+def archive_manifest(archive_dir: PathLike, key: SigningKey | None) -> Manifest | None:
+    """The manifest of ``archive_dir`` as LOAD trusts it (sealed; with ``key``, proven signed with it), read
+    once within ``manifests_read_once``; None where the directory has none (whatever the key: a graph outside
+    any archive is not refused for that here). Raises as ``authenticate_manifest`` for one that is there."""
+    verified = _verify(Path(archive_dir), key)
+    return None if verified is None else verified.manifest
 
 
 def authenticate_graph(
@@ -338,6 +351,8 @@ def authenticate_graph(
     archive = resolve_archive_dir(json_path, meta)
     verified = _verify(archive, key)
     if verified is None:
+        if key is not None:
+            raise _no_manifest(archive, key)
         return
     error = ArchiveSignatureError if key is not None else ArchiveCorruptError
     entry = verified.listing.get(real_name(json_path))

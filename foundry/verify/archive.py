@@ -24,11 +24,14 @@ from typing import Any
 from foundry.errors import ArchiveError, ArchiveSignatureError
 from foundry.format import (
     MANIFEST_NAME,
+    GraphStore,
     Identity,
     Manifest,
     PathLike,
     compare,
+    manifest_if_any,
     read_manifest_doc,
+    real_name,
     resolve_archive_dir,
 )
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, authenticate_graph, check_signature, signature_key_id
@@ -101,7 +104,7 @@ def _report(target: str, mode: str, found: Findings, graphs: int, images: int) -
         else:
             checks.append(CheckResult(check, "passed", 0))
     problems = (*found.problems, *found.summaries())
-    return Report(target, mode, tuple(checks), problems, tuple(found.notes), graphs, images)
+    return Report(target, mode, tuple(checks), problems, tuple(found.all_notes()), graphs, images)
 
 
 def _skip_all(found: Findings, reason: str) -> None:
@@ -127,8 +130,9 @@ def _verify_directory(
     images: dict[str, ImageInfo] = {}
     for image in manifest.images:
         images[image.sha256] = check_image_file(directory, image.sha256, image.bytes, found)
-    listed = read_listed_graphs(directory, manifest, found)
-    check_bundle(directory, manifest, found)
+    store = _store({real_name(directory): manifest})
+    bundle_sound = check_bundle(directory, manifest, found)
+    listed = read_listed_graphs(directory, manifest, found, store, bundle_sound)
     check_documents(directory, manifest, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
@@ -143,7 +147,7 @@ def _verify_directory(
             path,
             "graphs of the archive are stored as changes to this template, but the manifest does not list it",
         )
-        graph = read_graph_files(path, f"template {path.name}", found)
+        graph = read_graph_files(path, f"template {path.name}", found, store)
         if graph is not None:
             extra.append(graph)
         return graph
@@ -195,10 +199,11 @@ def _verify_graphs(
 ) -> tuple[int, int]:
     known: dict[Path, GraphUnderCheck | None] = {}
     named: list[GraphUnderCheck] = []
+    store = _store({})
     for json_path in json_paths:
         here = json_path.resolve()
         if here not in known:
-            graph = read_graph_files(json_path, f"graph {json_path.name}", found)
+            graph = read_graph_files(json_path, f"graph {json_path.name}", found, store, signed=key is not None)
             known[here] = graph
             if graph is not None:
                 named.append(graph)
@@ -210,7 +215,7 @@ def _verify_graphs(
     read = list(named)
 
     def read_template(path: Path) -> GraphUnderCheck | None:
-        template = read_graph_files(path, f"template {path.name}", found)
+        template = read_graph_files(path, f"template {path.name}", found, store, signed=key is not None)
         if template is not None:
             template.label = f"template {template.meta.name!r}"
             read.append(template)
@@ -238,6 +243,22 @@ def _verify_graphs(
     _check_identity([(g.json_path, g.meta.identity) for g in read], identity, found)
     _check_graph_signature(read, key, found)
     return len(named), len(images)  # the graphs named: a member's template is read for it, not counted
+
+
+def _store(read: dict[str, Manifest]) -> GraphStore:
+    """Where graphs' bytes are (foundry.format.stored), as LOAD finds them; ``read``: the manifests read
+    already, by the real path of their directory (each is read once a run)."""
+
+    def manifest_of(directory: Path) -> Manifest | None:
+        real = real_name(directory)
+        if real not in read:
+            manifest = manifest_if_any(directory)
+            if manifest is None:
+                return None
+            read[real] = manifest
+        return read[real]
+
+    return GraphStore(manifest_of)
 
 
 def _manifest_beside(directory: Path) -> Manifest | None:

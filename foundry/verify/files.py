@@ -2,7 +2,9 @@
 
 Follows the checksums down: manifest -> graph JSON -> ``.cugraph`` (record or delta) -> images ->
 state memory, and cross-checks what two files both say (names, record hashes, node counts, topology
-keys, function and event counts). Never raises for archive content; every defect becomes a Problem.
+keys, function and event counts). A graph's JSON and container are read from where its archive stores them
+(foundry.format.stored: its files or the graph bundle), as LOAD reads them. Never raises for archive content;
+every defect becomes a Problem.
 """
 
 from __future__ import annotations
@@ -16,30 +18,32 @@ from pathlib import Path
 from foundry._state import ProcessState
 from foundry.errors import ArchiveError
 from foundry.format import (
-    BUNDLE_NAME,
     GRAPH_FORMAT,
     MEMORY_DIR,
     GraphEntry,
     GraphMeta,
+    GraphStorage,
+    GraphStore,
     ImageFormat,
     KernelNames,
     Manifest,
     ModuleVariables,
-    bundle_mismatches,
+    bundled_problem,
     detect_format,
     image_relpath,
     inside,
     load_sealed,
     node_counts,
-    parse_bundle,
+    open_bundle,
     parse_delta,
     parse_record,
-    read_payload,
+    read_graph_payload,
     read_regular,
     relative_path_problem,
     resolve_archive_dir,
     scan_image,
     sha256_bytes,
+    stray_message,
     template_path,
     topology_key,
 )
@@ -49,6 +53,7 @@ from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
 from .report import Check, ProblemKind
 
 __all__ = [
+    "check_bundle",
     "check_consistency",
     "check_image_file",
     "check_images_dir",
@@ -94,26 +99,49 @@ def _read_checked(
     return shown, bytes(data)
 
 
-def check_bundle(directory: Path, manifest: Manifest, found: Findings) -> None:
-    """The manifest's graph bundle, where it names one: the file it states, holding for every listed graph
-    the JSON and record the manifest lists (LOAD takes the graphs from it when it can, and reads the graph
-    files when the bundle fails its hash)."""
+def check_bundle(directory: Path, manifest: Manifest, found: Findings) -> bool:
+    """The manifest's graph bundle, where it names one: the file it states, of its size, laid out as SAVE lays
+    it out (every byte the header's, the table's or a graph's: format/bundle.py); each graph in it is checked
+    with the graph (``read_graph_files``). Whether its graphs can be read. A version-2 manifest's bundle, a
+    second copy of graph files that are there too, is not read (LOAD does not read it either): noted."""
+    if manifest.stale_bundle is not None:
+        found.note(
+            f"{directory / manifest.stale_bundle}: a second copy of the graph files, written by an earlier Foundry "
+            "(manifest format version 2); LOAD reads the files and ignores it. Save the archive again to store each "
+            "graph once."
+        )
     ref = manifest.bundle
     if ref is None:
-        return
-    if ref.file != BUNDLE_NAME:
-        found.add(Check.FILES, ProblemKind.CORRUPT, directory, f"the manifest names the graph bundle {ref.file!r}")
-        return
-    path, data = _read_checked(directory, BUNDLE_NAME, ref.bytes, ref.sha256, "graph bundle", "the manifest", found)
-    if data is None:
-        return
+        return True
+    shown = directory / ref.file
+    if not os.path.lexists(shown):
+        found.add(
+            Check.FILES,
+            ProblemKind.MISSING,
+            shown,
+            f"the graph bundle is missing, and with it the only copy of {len(manifest.bundled())} graph(s); LOAD "
+            "would fail. Copy the archive completely.",
+        )
+        return False
+    count = len(manifest.bundled())
     try:
-        bundle = parse_bundle(bytearray(data), len(manifest.graphs), str(path))
-    except ArchiveError as exc:
-        found.add(Check.FILES, kind_of(exc), path, str(exc))
-        return
-    for i, why in bundle_mismatches(bundle, manifest.graphs):
-        found.add(Check.FILES, ProblemKind.MISMATCH, path, f"graph {i}: {why}; save the archive again")
+        st = os.lstat(shown)
+        if stat.S_ISREG(st.st_mode) and st.st_size != ref.bytes:  # anything else: open_bundle names what it is
+            found.add(
+                Check.FILES,
+                ProblemKind.CHECKSUM,
+                shown,
+                f"the graph bundle is {st.st_size} bytes, the manifest says {ref.bytes}: it is truncated, appended to "
+                f"or from another save, and its {count} graph(s) cannot be read. Copy the archive again, or save it "
+                "again.",
+            )
+            return False
+        open_bundle(directory, ref.file, ref.bytes, count)
+    except (ArchiveError, OSError) as exc:
+        kind = kind_of(exc) if isinstance(exc, ArchiveError) else ProblemKind.MISSING
+        found.add(Check.FILES, kind, shown, f"{exc}; its {count} graph(s) cannot be read")
+        return False
+    return True
 
 
 def check_image_file(directory: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
@@ -165,36 +193,71 @@ def check_images_dir(
 
 
 def read_graph_files(
-    json_path: Path, label: str, found: Findings, entry: GraphEntry | None = None
+    json_path: Path,
+    label: str,
+    found: Findings,
+    store: GraphStore,
+    entry: GraphEntry | None = None,
+    signed: bool = False,
 ) -> GraphUnderCheck | None:
-    """Reads and checks one graph's JSON and ``.cugraph`` (against ``entry``, its manifest entry, when
-    given) and parses its record or delta; None when they cannot be read."""
+    """Reads and checks one graph from where its archive stores it (``store``: foundry.format.stored, as LOAD
+    finds it: its files, or its archive's bundle) against its listing in the manifest beside it (``entry`` in
+    archive mode), and parses its record or delta; None when it cannot be read. A JSON whose bytes are not the
+    ones listed is not decoded, as LOAD does not decode it; with ``signed`` (a key was given for one graph)
+    that is a signature problem, as LOAD under a key refuses it (``ArchiveSignatureError``)."""
     where = str(json_path)
 
     def problem(kind: ProblemKind, message: str) -> None:
         found.add(Check.FILES, kind, where, f"{label}: {message}")
 
-    if not os.path.lexists(json_path):
+    try:
+        listing = store.listing(json_path)
+    except ArchiveError as exc:
+        problem(kind_of(exc), str(exc))
+        return None
+    if listing is not None:
+        entry = listing.entry
+        if listing.bundle is not None:
+            label = f"{label}, stored in {listing.bundle.path.name}"
+        if listing.stray:
+            problem(ProblemKind.MISMATCH, stray_message(listing))
+            return None
+    bundled = listing is not None and listing.bundle is not None
+    if not bundled and not os.path.lexists(json_path):
         problem(ProblemKind.MISSING, "the graph metadata is missing")
         return None
     try:
-        raw = read_regular(json_path, "graph metadata", follow=entry is None)  # a listed one is inside already
+        if listing is not None and listing.bundle is not None:
+            raw: bytearray = listing.bundle.json(listing.slot)
+        else:
+            raw = read_regular(json_path, "graph metadata", follow=listing is None)  # a listed one is inside already
     except ArchiveError as exc:
         problem(kind_of(exc), str(exc))
         return None
     digest = sha256_bytes(raw)
     if entry is not None and digest != entry.json_sha256:
-        problem(ProblemKind.CHECKSUM, f"SHA-256 is {digest}, the manifest says {entry.json_sha256}")
+        changed = (
+            f"{json_path} was changed after the manifest was written: its SHA-256 is {digest}, the manifest says "
+            f"{entry.json_sha256} (not read further)"
+        )
+        if signed:
+            found.add(Check.SIGNATURE, ProblemKind.SIGNATURE, where, f"{label}: {changed}")
+        else:
+            problem(ProblemKind.CHECKSUM, changed)
+        return None
     try:
-        meta = GraphMeta.from_json(
-            load_sealed(raw, str(json_path), GRAPH_FORMAT), str(json_path)
-        )  # the bytes just hashed
+        # A listed JSON is proven by the hash just compared, which covers its seal (as LOAD proves it).
+        meta = GraphMeta.from_json(load_sealed(raw, where, GRAPH_FORMAT, proven=listing is not None), where)
         # The paths the metadata names stay inside their roots (checked once here, so that later
         # checks can use them): its archive directory, its template.
         resolve_archive_dir(json_path, meta)
         if meta.template is not None:
             template_path(json_path, meta)
-        payload = read_payload(json_path, meta, verify=True)
+        elsewhere = bundled_problem(json_path, meta, listing)
+        if elsewhere:
+            problem(ProblemKind.MISMATCH, elsewhere)
+            return None
+        payload = read_graph_payload(json_path, meta, listing, verify=True)
         graph = GraphUnderCheck(json_path, label, meta, digest, entry=entry)
         if meta.template is not None:
             graph.delta = parse_delta(payload)
@@ -218,14 +281,20 @@ def read_graph_files(
     return graph
 
 
-def read_listed_graphs(directory: Path, manifest: Manifest, found: Findings) -> list[GraphUnderCheck | None]:
+def read_listed_graphs(
+    directory: Path, manifest: Manifest, found: Findings, store: GraphStore, bundle_sound: bool = True
+) -> list[GraphUnderCheck | None]:
     """Every graph the manifest lists, read and checked in manifest order (None: unreadable, or saved
     beside the archive rather than in it: nothing is read through a path that leaves the archive). A
     graph listed by a name inside the archive must be a file there: a symbolic link out of the archive,
-    dangling or not, is a problem, as LOAD refuses it."""
+    dangling or not, is a problem, as LOAD refuses it. Graphs stored in a bundle that is not sound
+    (``check_bundle`` reported it) are not read."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):
         label = f"graph {index} ({entry.name})"
+        if entry.stored == GraphStorage.BUNDLE and not bundle_sound:
+            out.append(None)
+            continue
         try:
             path = inside(directory, entry.json, "graph metadata")
         except ArchiveError as exc:
@@ -239,7 +308,9 @@ def read_listed_graphs(directory: Path, manifest: Manifest, found: Findings) -> 
             )
             out.append(None)
             continue
-        graph = read_graph_files(path, label, found, entry)
+        # By its name in the archive as listed (not its real path), where readers look the name up.
+        graph = read_graph_files(directory / entry.json if entry.stored == GraphStorage.BUNDLE else path, label,
+                                 found, store, entry)  # fmt: skip
         if graph is not None:
             problem = manifest_disagreement(manifest, entry, graph.meta)
             if problem:

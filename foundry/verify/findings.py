@@ -38,14 +38,18 @@ MAX_PER_FILE = 20
 """Problems listed per check and file; more are counted, and summarised in one problem."""
 MAX_LISTED = 1000
 """Problems listed in all (a damaged archive can claim millions of kernels); more are counted alike."""
+MAX_NOTES = 100
+"""Notes listed; more are counted in one last note."""
 
 
 @dataclass
 class Findings:
     """Problems in the order found, notes (facts worth telling that are not problems), and the checks
-    that could not run with the reason why. The report stays bounded: past ``MAX_PER_FILE`` problems of
-    one check in one file, or ``MAX_LISTED`` in all, a problem is only counted (``counts``), and
-    ``summaries`` says how many were left out of each check and file."""
+    that could not run with the reason why. The report stays bounded whatever an archive claims: past
+    ``MAX_PER_FILE`` problems of one check in one file, or ``MAX_LISTED`` in all, a problem is only counted
+    (``counts``), and ``summaries`` says how many were left out: for each check and file that has problems
+    listed, and for each check once for the files that have none listed (so the summaries are bounded too,
+    however many files a check finds wanting); past ``MAX_NOTES`` notes, one note says how many more."""
 
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -53,6 +57,9 @@ class Findings:
     counts: dict[Check, int] = field(default_factory=dict)
     _per_file: dict[tuple[Check, str], int] = field(default_factory=dict)
     _left_out: dict[tuple[Check, str], tuple[ProblemKind, int]] = field(default_factory=dict)
+    # By check: the first file left out with none of its problems listed, the first one's kind, how many.
+    _beyond: dict[Check, tuple[str, ProblemKind, int]] = field(default_factory=dict)
+    _notes_left_out: int = 0
 
     def add(
         self, check: Check, kind: ProblemKind, path: str | Path, message: str, details: tuple[tuple[str, Any], ...] = ()
@@ -61,15 +68,20 @@ class Findings:
         listed = self._per_file.get(where, 0)
         self.counts[check] = self.counts.get(check, 0) + 1
         if listed >= MAX_PER_FILE or len(self.problems) >= MAX_LISTED:
-            first_kind, more = self._left_out.get(where, (kind, 0))
-            self._left_out[where] = (first_kind, more + 1)
+            if listed:
+                first_kind, more = self._left_out.get(where, (kind, 0))
+                self._left_out[where] = (first_kind, more + 1)
+            else:
+                first_path, first_kind, more = self._beyond.get(check, (str(path), kind, 0))
+                self._beyond[check] = (first_path, first_kind, more + 1)
             return
         self._per_file[where] = listed + 1
         self.problems.append(Problem(str(path), kind, message, check, details))
 
     def summaries(self) -> list[Problem]:
-        """One problem per check and file that had problems left out, saying how many."""
-        return [
+        """One problem per check and file that had problems left out, saying how many, and one per check for
+        the problems of files that had none listed."""
+        out = [
             Problem(
                 path,
                 kind,
@@ -80,10 +92,32 @@ class Findings:
             )
             for (check, path), (kind, more) in self._left_out.items()
         ]
+        for check, (path, kind, more) in self._beyond.items():
+            out.append(
+                Problem(
+                    path,
+                    kind,
+                    f"{more} more {check.value} problem{'s' if more != 1 else ''} in this and other files, not listed "
+                    f"(the report lists {MAX_LISTED} problems at most): fix those listed and run verify again",
+                    check,
+                    (("more", more),),
+                )
+            )
+        return out
 
     def note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)
+        if text in self.notes:
+            return
+        if len(self.notes) >= MAX_NOTES:
+            self._notes_left_out += 1
+            return
+        self.notes.append(text)
+
+    def all_notes(self) -> list[str]:
+        """The notes, and how many were left out."""
+        if not self._notes_left_out:
+            return list(self.notes)
+        return [*self.notes, f"{self._notes_left_out} more note(s), not listed: the report stays short"]
 
     def skip(self, check: Check, reason: str) -> None:
         self.skipped.setdefault(check, reason)

@@ -38,6 +38,9 @@ def known_files(directory: Path, manifest: Manifest, graphs: Iterable[GraphUnder
     known = {directory / MANIFEST_NAME, directory / REGION_HINT}
     if manifest.bundle is not None:
         known.add(directory / BUNDLE_NAME)
+    if manifest.stale_bundle is not None:  # an earlier Foundry's copy of the graph files: noted by the files check
+        known.add(directory / manifest.stale_bundle)
+    # A bundled graph's name too: a file there is reported with the graph (the files check), which LOAD refuses.
     known.update(directory / e.json for e in manifest.graphs)
     known.update(directory / d.file for d in manifest.documents)
     known.update(image_path(directory, e.sha256) for e in manifest.images)

@@ -19,6 +19,7 @@ from foundry.format import (
     GraphMeta,
     container_path,
     parse_record,
+    read_graph,
     read_manifest,
     read_meta,
     resolve_archive_dir,
@@ -29,7 +30,6 @@ from foundry.format import (
 )
 from foundry.format.container import pack_container, read_container_header, unpack_container
 from foundry.format.files import read_region_hint, write_atomic
-from foundry.format.graphfile import read_graph
 from tests.support.archive_damage import load_doc, write_doc
 from tests.support.encode import encode_record
 from tests.support.samples import random_record, sample_meta, sample_record

@@ -30,7 +30,7 @@ from foundry.format import (
     write_memory,
 )
 from foundry.verify import ProblemKind, check_archive
-from tests.support.archive_damage import load_doc, write_doc
+from tests.support.archive_damage import load_doc, relist, write_doc
 from tests.support.samples import write_sample_archive
 
 
@@ -49,7 +49,8 @@ def test_manifest_round_trip(archive: tuple[Path, Manifest]) -> None:
     raw = json.loads((directory / MANIFEST_NAME).read_text())
     assert list(raw)[-1] == "digest"  # sealed: the digest of the bytes before it, last
     doc = load_doc(directory / MANIFEST_NAME)
-    assert doc["format"] == "foundry-archive" and doc["format_version"] == 2
+    assert doc["format"] == "foundry-archive" and doc["format_version"] == 3
+    assert [g["stored"] for g in doc["graphs"]] == ["files", "files"] and "bundle" not in doc
     sha = manifest.images[0].sha256
     assert doc["images"][sha] == {
         "file": f"images/{sha}.bin",
@@ -235,14 +236,13 @@ def test_edited_graph_json(archive: tuple[Path, Manifest]) -> None:
     doc["name"] = "renamed"
     write_doc(path, doc)
     problems = check_archive(directory)
-    kinds = [(p.kind, p.path) for p in problems]
-    # its digest is not the manifest's, the manifest names it otherwise, and so does the record
-    assert kinds == [
-        (ProblemKind.CHECKSUM, str(path)),
-        (ProblemKind.MISMATCH, str(path)),
-        (ProblemKind.MISMATCH, str(path)),
-    ]
-    assert "the manifest disagrees on the graph's name" in problems[2].message
+    # its digest is not the manifest's: not read further, as LOAD does not decode it
+    assert [(p.kind, p.path) for p in problems] == [(ProblemKind.CHECKSUM, str(path))]
+    assert "not read further" in problems[0].message
+    relist(path)  # as a forger would: the manifest names it otherwise, and so does the record
+    problems = check_archive(directory)
+    assert [(p.kind, p.path) for p in problems] == [(ProblemKind.MISMATCH, str(path))] * 2
+    assert "the manifest disagrees on the graph's name" in problems[1].message
 
 
 def test_record_from_another_save(archive: tuple[Path, Manifest]) -> None:
@@ -257,7 +257,7 @@ def test_missing_graph_and_broken_manifest(archive: tuple[Path, Manifest]) -> No
     directory, _ = archive
     os.unlink(directory / "graph_1.json")
     assert [p.kind for p in check_archive(directory)] == [ProblemKind.MISSING]
-    edit_manifest(directory, lambda d: d.update(format_version=3))
+    edit_manifest(directory, lambda d: d.update(format_version=9))
     assert [p.kind for p in check_archive(directory)] == [ProblemKind.VERSION]
     (directory / MANIFEST_NAME).unlink()
     assert [p.kind for p in check_archive(directory)] == [ProblemKind.CORRUPT]
@@ -286,3 +286,29 @@ def test_state_memory_is_content_addressed_checked_and_repaired(tmp_path: Path) 
     path.unlink()
     with pytest.raises(ArchiveCorruptError, match=r"missing.*copy the archive completely"):
         read_memory(tmp_path, sha, len(data))
+
+
+@pytest.mark.parametrize(
+    ("created", "sound"),
+    [
+        ("2025-01-31T12:00:00+00:00", True),
+        ("2025-01-31T12:00:00-05:30", True),
+        ("2025-01-31T12:00:00Z", False),  # taken by Python 3.11's fromisoformat, not by 3.10's
+        ("20250131T120000+0000", False),  # the basic format: 3.11 only
+        ("2025-01-31T12:00:00.5+00:00", False),
+        ("2025-01-31 12:00:00+00:00", False),
+        ("2025-01-31T12:00:00", False),  # no offset
+        ("2025-13-31T12:00:00+00:00", False),  # no 13th month
+        ("２０２５-01-31T12:00:00+00:00", False),  # digits, but not ASCII ones
+    ],
+)
+def test_created_is_read_alike_whatever_the_python(archive: tuple[Path, Manifest], created: str, sound: bool) -> None:
+    """``created`` is taken exactly as SAVE writes it, whatever the Python that reads it (``fromisoformat``
+    takes more forms from 3.11 on)."""
+    directory, _ = archive
+    edit_manifest(directory, lambda d: d.update(created=created))
+    if sound:
+        assert read_manifest(directory).created == created
+        return
+    with pytest.raises(ArchiveCorruptError, match=r"'created'.*2025-01-31T12:00:00\+00:00"):
+        read_manifest(directory)

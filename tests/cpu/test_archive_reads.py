@@ -20,7 +20,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.format import MANIFEST_NAME, open_image, read_manifest, read_memory
 from foundry.load import preflight
 from foundry.verify import verify_archive
-from tests.support.archive_damage import edit_doc
+from tests.support.archive_damage import edit_doc, relist
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"
 SECRET = b"root:x:0:0:SECRET-BYTES-OUTSIDE-THE-ARCHIVE\n"
@@ -120,8 +120,9 @@ def test_a_link_to_dev_zero_is_refused_without_reading_it(arch: Path, which: str
 def test_paths_out_of_the_archive_are_refused_before_opening(
     arch: Path, file: str, edit: Callable[[dict[str, Any]], object], needle: str
 ) -> None:
-    """Edited as a forger would (sealed again): the path itself is refused, whatever lies there."""
+    """Edited as a forger would (sealed again, and listed so): the path itself is refused, whatever lies there."""
     edit_doc(arch / file, edit)
+    relist(arch / file)
     _all_refuse(arch, needle)
 
 

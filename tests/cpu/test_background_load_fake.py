@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import BUNDLE_NAME
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
+from tests.support.archive_damage import flip_byte, flip_stored, unbundle
 from tests.support.graphs import JsonRunner, load_prefix, run_save
 
 NAMES = ["v0", "v1", "v2", "v3"]  # one topology group: v0 is the template, the others its members
@@ -150,24 +150,27 @@ def test_a_missing_image_fails_the_loader_with_the_archive_error(app_json: JsonR
     assert "is missing" in r["message"] and "copy the archive completely" in r["message"].lower()
 
 
+@pytest.mark.parametrize("stored", ["bundle", "files"])
 @pytest.mark.parametrize("damaged", ["v0", "v2"])  # the template's record, a member's delta
-def test_a_damaged_record_fails_the_loader_without_hanging(app_json: JsonRunner, tmp_path: Path, damaged: str) -> None:
+def test_a_damaged_record_fails_the_loader_without_hanging(
+    app_json: JsonRunner, tmp_path: Path, damaged: str, stored: str
+) -> None:
     """A record fails its checksum on a reader thread while builder threads wait for it: the
     loader reports the archive's error to every waiter, and no thread is left waiting (the app
-    runs under the runner's 120 s timeout)."""
+    runs under the runner's 120 s timeout). In the graph bundle as in a file: start-up takes a bundled
+    graph's container as it is, and LOAD's readers hash its record against its JSON before it is used."""
     arch = tmp_path / "arch"
     run_save(app_json, VARIANTS, arch)
-    container = arch / f"{damaged}.cugraph"
-    data = bytearray(container.read_bytes())
-    data[-9] ^= 0xFF  # inside the record or delta, past the container's header
-    container.write_bytes(bytes(data))
-    # Without the bundle, start-up and LOAD read the graph files (test_bundle_fake.py: with it intact, LOAD
-    # takes the graphs from it and the damaged file is never read).
-    (arch / BUNDLE_NAME).unlink()
+    if stored == "files":
+        unbundle(arch)
+        flip_byte(arch / f"{damaged}.cugraph", -9)  # inside the record or delta, past the container's header
+    else:
+        flip_stored(arch / f"{damaged}.json", -9, "container")
     waiting = FAILING.replace("p.wait_all()", "p.wait_group(0); p.wait_all()")
     r = app_json(load_prefix(VARIANTS, arch) + f"\nNAMES = {NAMES!r}\n" + waiting)
     assert r["error"] == "ArchiveCorruptError", r
-    assert f"{damaged}.cugraph" in r["message"] and "SHA-256" in r["message"]
+    named = f"{damaged}.cugraph" if stored == "files" else f"graph {damaged!r}"
+    assert named in r["message"] and "SHA-256" in r["message"], r
 
 
 # Loads NAMES (``paths``) in the background and replays each on every input set: ``runs`` by name.
@@ -190,7 +193,8 @@ from foundry.load import source as sources
 wait_for_startup()
 prepared = sorted(os.path.basename(k[0]) for k in sources._STATE.get().prepared)
 held = sources._STATE.get().prepared_bytes
-# Damaged after start-up read and checked it: LOAD uses the bytes proven then, and reads nothing again.
+# Files written at the graphs' names after start-up read and checked them: LOAD uses the bytes proven then,
+# and reads nothing again.
 for changed in NAMES[1:]:
     with open(os.path.join(ARCH, changed + ".json"), "ab") as f:
         f.write(b" ")
@@ -198,7 +202,7 @@ paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
 """
     + LOAD_AND_REPLAY
     + """left = (len(sources._STATE.get().prepared), sources._STATE.get().prepared_bytes)
-# Taken once: a second LOAD reads the files as they are now, and refuses the changed ones.
+# Taken once: a second LOAD reads the archive as it is now, and refuses the graphs with files beside the bundle.
 try:
     Loader.start([os.path.join(ARCH, n + ".json") for n in NAMES], num_threads=2).wait_all()
     again = None
@@ -287,8 +291,9 @@ wait_for_startup()
 state = sources._STATE.get()
 state.prepared.clear(); state.prepared_bytes = 0; state.full.clear()
 # One member's record damaged after start-up: its reader drops it, the others stay prepared.
-with open(os.path.join(ARCH, "v2.cugraph"), "r+b") as f:
-    f.seek(-9, 2); b = f.read(1); f.seek(-9, 2); f.write(bytes([b[0] ^ 0xFF]))
+from pathlib import Path
+from tests.support.archive_damage import flip_stored
+flip_stored(Path(ARCH) / "v2.json", -9, "container")
 paths = [os.path.join(ARCH, n + ".json") for n in NAMES]
 readahead.PARALLEL_READ_MIN = 0  # every record on a reader thread (the fake's records are small)
 count = readahead.prepare_sources(paths, readers=3)

@@ -18,6 +18,7 @@ import pytest
 from foundry.format import read_meta
 from foundry.sizes import format_size
 from foundry.verify import verify_archive
+from tests.support.archive_damage import flip_stored, stored_doc, unbundle
 from tests.support.graphs import BASE, Scenario, save_script
 from tests.support.subproc import REPO_ROOT, child_env, foundry_cli, run_json
 from tests.support.verify_archives import build_archive
@@ -117,7 +118,7 @@ def archive(fakecuda_dir: Path, foundry_lib: Path, tmp_path_factory: pytest.Temp
 
 
 def metas(archive: Path) -> dict[str, dict[str, Any]]:
-    return {n: json.loads((archive / f"{n}.json").read_text()) for n in NAMES}
+    return {n: stored_doc(archive / f"{n}.json") for n in NAMES}
 
 
 def test_inspect_archive_prints_graphs_nodes_kernels_images_region_and_identity(archive: Path) -> None:
@@ -129,7 +130,8 @@ def test_inspect_archive_prints_graphs_nodes_kernels_images_region_and_identity(
     assert "Fake GPU" in out and "132 SMs" in out and "sm_90" in out and "driver 13000" in out
     assert f"base {BASE:#x}" in out and "size 1.0 GiB" in out
     assert f"images    {len(images)}, {format_size(sum(i.stat().st_size for i in images))}" in out
-    assert f"bundle    {format_size((archive / 'graph_bundle.bin').stat().st_size)}: the graph files again" in out
+    bundle = format_size((archive / "graph_bundle.bin").stat().st_size)
+    assert f"bundle    {bundle}: the graphs saved in the archive directory, stored once" in out
     m = metas(archive)
     nodes = sum(meta["stats"]["nodes"] for meta in m.values())
     kernels = sum(meta["stats"]["kernel"] for meta in m.values())
@@ -179,6 +181,7 @@ def test_inspect_one_graph_says_manifest_no_only_where_there_is_none(archive: Pa
 
     bare = tmp_path / "arch"
     shutil.copytree(archive, bare)
+    unbundle(bare)  # without its manifest, a bundled graph has no name: its files here
     (bare / "graph_manifest.json").unlink()
     text = foundry_cli("inspect", str(bare / "double.json"))
     assert text.returncode == 0 and "manifest: no" in text.stdout
@@ -222,6 +225,11 @@ def test_inspect_of_damaged_archive_fails_clearly(archive: Path, tmp_path: Path)
 
     damaged = tmp_path / "arch"
     shutil.copytree(archive, damaged)
+    flip_stored(damaged / "triple.json", 30)  # in the bundle: named by the graph
+    p = foundry_cli("inspect", str(damaged))
+    assert p.returncode == 1
+    assert "graph 'triple'" in p.stdout + p.stderr and "Traceback" not in p.stdout + p.stderr
+    unbundle(damaged)
     (damaged / "triple.json").unlink()
     p = foundry_cli("inspect", str(damaged))
     assert p.returncode == 1

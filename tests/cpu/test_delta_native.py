@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveError, CodecError
+from foundry.format import read_graph
 from foundry.format.delta import override_spans
-from foundry.format.graphfile import read_graph
 from foundry.native import codec
 from tests.support.encode import override_indices
 

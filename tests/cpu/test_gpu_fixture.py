@@ -19,13 +19,13 @@ from foundry.format import (
     KernelNode,
     kernel_pointer_words,
     parse_record,
+    read_graph,
     read_manifest,
     sha256_file,
     write_graph,
     write_manifest,
 )
 from foundry.format.delta import parse_delta
-from foundry.format.graphfile import read_graph
 from foundry.load.source import read_source
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.encode import encode_delta, override_indices

@@ -13,9 +13,8 @@ import pytest
 
 import foundry.format.graphfile as graphfile
 from foundry.errors import ArchiveCorruptError
-from foundry.format import sha256_bytes, write_graph
+from foundry.format import read_graph, sha256_bytes, write_graph
 from foundry.format.container import pack_container
-from foundry.format.graphfile import read_graph
 from tests.cpu.test_archive_files import IMAGES, write_sample
 from tests.support.encode import encode_record
 from tests.support.samples import sample_meta, sample_record

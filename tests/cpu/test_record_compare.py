@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError
-from foundry.format import parse_delta, parse_record
-from foundry.format.graphfile import read_graph
+from foundry.format import parse_delta, parse_record, read_graph
 from foundry.format.nodes import (
     ChildGraphNode,
     EmptyNode,

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.format import iter_nodes, node_counts, parse_record, topology_key
+from foundry.format import iter_nodes, node_counts, parse_record, read_graph, topology_key
 from foundry.format import layout as L
-from foundry.format.graphfile import read_graph
 from foundry.format.layout import RecHeader, RecNode
 from foundry.format.nodes import (
     ArgMode,

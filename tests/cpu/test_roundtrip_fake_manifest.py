@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from tests.fakecuda.images import make_cubin
-from tests.support.archive_damage import load_doc, write_doc
+from tests.support.archive_damage import load_doc, stored, unbundle, write_doc
 from tests.support.graphs import (
     JsonRunner,
     RoundTrip,
@@ -76,10 +76,13 @@ def test_several_graphs_manifest_groups_by_topology(app_json: JsonRunner, tmp_pa
         {"topology": topologies[0], "template": 0, "members": [1]},
         {"topology": topologies[2], "template": 2, "members": []},
     ]
+    assert [g["stored"] for g in graphs] == ["bundle"] * 3  # saved in the archive directory: stored once, there
     for g in graphs:
         path = rt.arch / g["json"]
-        meta = json.loads(path.read_text())
-        assert g["json_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert not path.exists() and not path.with_suffix(".cugraph").exists()
+        json_bytes, _ = stored(path)
+        meta = json.loads(json_bytes)
+        assert g["json_sha256"] == hashlib.sha256(json_bytes).hexdigest()
         assert g["record_sha256"] == meta["record"]["sha256"]
         assert g["nodes"] == meta["stats"]["nodes"] == len(rt.save["structure"][g["name"]]["nodes"])
     for sha, entry in manifest["images"].items():
@@ -133,6 +136,7 @@ def test_load_modules_and_libraries_with_and_without_manifest(app_json: JsonRunn
     assert bad["error"] == "ArchiveCorruptError", bad
     assert "fk_missing" in bad["message"] and "Save the archive again" in bad["message"]
     (arch / "graph_manifest.json").write_bytes(good)
+    unbundle(arch)  # without its manifest a bundled graph has no name: the graphs as saved, in their files
     (arch / "graph_manifest.json").unlink()
     without = app_json(code)
     assert without == {"count": 2, "loaded": sorted([*used, stray_sha]), "looked_up": []}

@@ -9,9 +9,9 @@ See tests/support/roundtrip_fake.py for what every round trip checks.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
+from tests.support.archive_damage import stored_doc
 from tests.support.fakecu import philox_ref
 from tests.support.graphs import BASE, JsonRunner, Scenario, load_prefix, roundtrip, run_save
 from tests.support.roundtrip_fake import N
@@ -106,7 +106,7 @@ def test_snapshot_limit_zero_saves_no_state_memory(app_json: JsonRunner, tmp_pat
     arch = tmp_path / "arch"
     save = run_save(app_json, STATE, arch, env={"FOUNDRY_SNAPSHOT_LIMIT": "0"})
     assert save["metas"]["state"]["memory"] is None
-    assert json.loads((arch / "state.json").read_text())["memory"] is None
+    assert stored_doc(arch / "state.json")["memory"] is None
     assert not (arch / "memory").exists()
     r = app_json(_load_code(arch, STATE_LOAD))
     # weights were mapped (they are SAVE's live memory) but not filled: out = x + 0.

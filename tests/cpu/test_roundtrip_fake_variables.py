@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.archive_damage import edit_doc, flip_byte
+from tests.support.archive_damage import edit_doc, flip_byte, stored_doc, unbundle
 from tests.support.graphs import JsonRunner, Scenario, load_prefix, prelude, roundtrip, run_save
 
 N = 16
@@ -111,7 +111,7 @@ def test_host_and_device_written_variables_replay_bit_identical_after_load(
     assert native == [_expected(0), _expected(1)]
     assert rt.loaded("vars") == native
     # Carried: what the program wrote; not: dinit (untouched) and dptr (its relocated initializer).
-    doc = json.loads((tmp_path / "arch" / "vars.json").read_text())
+    doc = stored_doc(tmp_path / "arch" / "vars.json")
     assert doc["format_version"] == 3
     (image,) = doc["images"].values()
     carried = image["variables"]
@@ -287,7 +287,8 @@ def test_a_second_listing_differing_only_in_size_is_refused_at_load(app_json: Js
     (8 bytes for the 4-byte counter) is a conflict too, not a match."""
     run_save(app_json, VARS, tmp_path / "a")
     shutil.copytree(tmp_path / "a", tmp_path / "b")
-    (tmp_path / "b" / "graph_manifest.json").unlink()  # the graph alone: nothing else to keep in step
+    unbundle(tmp_path / "b")
+    (tmp_path / "b" / "graph_manifest.json").unlink()  # the graph alone, in its files: nothing else to keep in step
 
     def resize(doc: dict) -> None:
         for image in doc["images"].values():
@@ -304,7 +305,7 @@ def test_a_second_listing_differing_only_in_size_is_refused_at_load(app_json: Js
 def test_a_damaged_value_is_named_a_module_variable_value_at_load(app_json: JsonRunner, tmp_path: Path) -> None:
     arch = tmp_path / "arch"
     run_save(app_json, VARS, arch)
-    doc = json.loads((arch / "vars.json").read_text())
+    doc = stored_doc(arch / "vars.json")
     counter = next(iter(doc["images"].values()))["variables"][0]
     flip_byte(arch / "memory" / f"{counter['sha256']}.bin", 0)
     r = app_json(load_prefix(VARS, arch, load_images=False) + ONE_GRAPH)

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveCorruptError, CodecError
-from foundry.format import GraphMeta, parse_record
+from foundry.format import GraphMeta, parse_record, read_graph
 from foundry.format.delta import delta_header, override_spans, parse_delta
-from foundry.format.graphfile import read_graph
 from foundry.native import codec, scan_record
 from foundry.save import SavedGraph
 from foundry.save.templates import _verify_bytes

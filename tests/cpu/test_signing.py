@@ -156,9 +156,12 @@ def test_single_graph_changed_after_signing(signed: Path) -> None:
     report = verify_archive(path, key=KEY)
     (p,) = report.problems
     assert p.check == Check.SIGNATURE and "graph_1.json was changed after the manifest was written" in p.message
-    path.write_bytes(path.read_bytes() + b" ")  # not even sealed: damage, refused before the signature
+    # Not even sealed: refused all the same before anything decodes it, by the signed manifest's hash of it.
+    path.write_bytes(path.read_bytes() + b" ")
     (p,) = verify_archive(path, key=KEY).problems
-    assert p.check == Check.FILES and "the file was edited" in p.message
+    assert p.check == Check.SIGNATURE and "graph_1.json was changed after the manifest was written" in p.message
+    (p,) = verify_archive(path).problems  # no key: damage
+    assert (p.check, p.kind) == (Check.FILES, ProblemKind.CHECKSUM) and "not read further" in p.message
 
 
 # ------------------------------------------------------------------------------------------ LOAD (CPU part)

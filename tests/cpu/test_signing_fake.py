@@ -4,6 +4,7 @@ single kernel image or reserves the region."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import textwrap
@@ -12,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
+from foundry.format import MANIFEST_NAME, read_manifest
 from foundry.trust.signing import KEY_ENV, key_id_of
 from tests.cpu.test_verify_fake import FAMILY, verify_cli
-from tests.support.archive_damage import edit_doc, load_doc, write_doc
+from tests.support.archive_damage import edit_stored, load_doc, write_doc
 from tests.support.graphs import prelude, run_save
 from tests.support.subproc import run_json
 
@@ -117,9 +118,9 @@ def unsign(arch: Path) -> None:
 def tamper_manifest(arch: Path) -> None:
     """Edit a graph JSON and update its checksum in the manifest: everything but the signature is consistent."""
     path = arch / "three.json"
-    edit_doc(path, lambda d: d.update(name="three!"))
+    data = edit_stored(path, lambda d: d.update(name="three!"))
     doc = load_doc(arch / MANIFEST_NAME)
-    doc["graphs"][1].update(name="three!", json_sha256=sha256_file(path))
+    doc["graphs"][1].update(name="three!", json_sha256=hashlib.sha256(data).hexdigest())
     write_doc(arch / MANIFEST_NAME, doc)
 
 
@@ -151,10 +152,10 @@ def test_load_with_a_key_refuses_a_graph_changed_after_signing(
     runner: Any, archive: Path, keys: dict[str, Path]
 ) -> None:
     path = archive / "two.json"  # the template of the graph loaded
-    edit_doc(path, lambda d: d.update(foundry_version="0.1.9"))  # sealed again: only the signature tells
+    edit_stored(path, lambda d: d.update(foundry_version="0.1.9"))  # sealed again: only the signature tells
     r = load(runner, archive, keys["right"], modules=False)
     assert r["graph"]["error"] == "ArchiveSignatureError"
-    assert "two.json was changed after the manifest was written" in r["graph"]["message"]
+    assert "graph 'two'" in r["graph"]["message"] and "changed after the manifest was written" in r["graph"]["message"]
     assert r["after_graph"] == {"images": [], "recorded": 0}
 
 

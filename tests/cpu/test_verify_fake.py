@@ -15,7 +15,8 @@ import pytest
 
 from foundry.format import read_manifest, read_meta
 from foundry.verify import Check, verify_archive
-from tests.support.graphs import Scenario, flip_byte, run_save
+from tests.support.archive_damage import flip_byte, flip_stored, stored
+from tests.support.graphs import Scenario, run_save
 from tests.support.subproc import REPO_ROOT, child_env, run_json
 
 FAMILY = Scenario(
@@ -74,7 +75,8 @@ def verify_cli(
 def test_saved_archive_with_members_passes(saved: Path) -> None:
     manifest = read_manifest(saved)
     assert [g.role.value for g in manifest.graphs] == ["template", "member"]
-    assert (saved / "three.cugraph").read_bytes()[64:68] == b"FGD1"
+    assert stored(saved / "three.json")[1][64:68] == b"FGD1"
+    assert not (saved / "three.json").exists() and not (saved / "three.cugraph").exists()  # in the bundle only
     assert read_meta(saved / "two.json").memory is not None
     identity = read_meta(saved / "two.json").identity
     for target in (saved, saved / "three.json"):
@@ -109,7 +111,7 @@ def test_cli_compares_identity_with_the_driver_it_finds(saved: Path, fakecuda_di
 
 
 def test_cli_json_on_a_damaged_archive(archive: Path) -> None:
-    flip_byte(archive / "three.cugraph", 100)  # the member's delta
+    flip_stored(archive / "three.json", 100, "container")  # the member's delta, in the bundle
     (archive / "stray.txt").write_text("not ours")
     p = verify_cli(str(archive), "--json", "--no-identity")
     assert p.returncode == 1 and p.stderr == ""
@@ -177,7 +179,7 @@ def test_resaving_a_template_in_one_process_keeps_the_archive_sound(
     assert r["first"] == r["second"] == [["g0", "template"], ["g1", "member"]]
     # g1 was stored as changes to g0; g0 is now another shape, so g1 stands alone again.
     assert r["third"] == [["g0", "template"], ["g1", "template"]]
-    assert (arch / "g1.cugraph").read_bytes()[64:68] == b"FGR1"
+    assert stored(arch / "g1.json")[1][64:68] == b"FGR1"
     report = verify_archive(arch)
     assert report.ok, [str(p) for p in report.problems]
     assert read_source(arch / "g1.json").template is None

@@ -29,7 +29,7 @@ from foundry.format import (
 from foundry.format.delta import Delta
 from foundry.verify import Check, ProblemKind, check_archive, verify_archive
 from tests.fakecuda.images import make_cubin, make_ptx
-from tests.support.archive_damage import load_doc, write_doc
+from tests.support.archive_damage import load_doc, relist, write_doc
 from tests.support.encode import encode_delta
 from tests.support.samples import sample_identity, sample_meta, sample_record
 from tests.support.verify_archives import (
@@ -146,8 +146,8 @@ FILE_DAMAGE = [
     pytest.param(
         lambda a: truncate(a / "graph_1.json", 50), ProblemKind.CHECKSUM, "graph_1.json", "SHA-256", id="json-truncated"
     ),
-    pytest.param(
-        lambda a: edit_json(a / "graph_0.json", lambda d: d.update(format_version=4)),
+    pytest.param(  # the manifest restated, as a forger would: a JSON it does not list is not read further
+        lambda a: (edit_json(a / "graph_0.json", lambda d: d.update(format_version=4)), relist(a / "graph_0.json")),
         ProblemKind.VERSION,
         "graph_0.json",
         "format_version 4",

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import Delta, KernelNode, parse_record, read_meta
-from foundry.format.graphfile import read_graph
+from foundry.format import Delta, KernelNode, parse_record, read_graph, read_meta
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.samples import sample_identity, sample_record
 from tests.support.verify_archives import (

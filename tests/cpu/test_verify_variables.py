@@ -5,7 +5,6 @@ lists them."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -17,7 +16,7 @@ import pytest
 
 from foundry.verify import Check, ProblemKind, Report, verify_archive
 from tests.cpu.test_roundtrip_fake_variables import VARS
-from tests.support.archive_damage import edit_doc, flip_byte
+from tests.support.archive_damage import edit_doc, edit_stored, flip_byte, relist, stored_doc
 from tests.support.graphs import run_save
 from tests.support.subproc import child_env
 
@@ -45,7 +44,7 @@ def archive(saved: Path, tmp_path: Path) -> Path:
 
 
 def _carried(archive: Path) -> list[dict[str, Any]]:
-    doc = json.loads((archive / "vars.json").read_text())
+    doc = stored_doc(archive / "vars.json")
     (image,) = doc["images"].values()
     variables: list[dict[str, Any]] = image["variables"]
     return variables
@@ -88,7 +87,8 @@ def test_a_variable_the_image_does_not_define_is_reported(archive: Path) -> None
         (image,) = doc["images"].values()
         image["variables"][0]["name"] = "a_counter"  # still sorted, now unknown to the image
 
-    edit_doc(archive / "vars.json", rename)
+    edit_stored(archive / "vars.json", rename)
+    relist(archive / "vars.json")  # as a forger would: a JSON the manifest does not list is not read further
     report = verify_archive(archive)
     assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "a_counter of image")
     # The manifest still says counter: the graph disagrees with it, as LOAD finds before the GPU.
@@ -100,8 +100,9 @@ def test_a_size_the_image_does_not_give_is_reported(archive: Path) -> None:
         for image in doc["images"].values():
             image["variables"][0]["bytes"] = 8  # counter is 4 bytes in the image
 
-    edit_doc(archive / "vars.json", resize)
+    edit_stored(archive / "vars.json", resize)
     edit_doc(archive / "graph_manifest.json", resize)
+    relist(archive / "vars.json")
     report = verify_archive(archive)
     assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "carries 8 bytes for module variable counter")
 
@@ -138,9 +139,8 @@ def test_loads_pre_gpu_checks_read_the_values_and_check_the_listings(archive: Pa
         for image in doc["images"].values():
             image["variables"][0]["name"] = "a_counter"
 
-    edit_doc(graph, rename)
+    edit_stored(graph, rename)
     edit_doc(archive / "graph_manifest.json", rename)
-    digest = hashlib.sha256(graph.read_bytes()).hexdigest()
-    edit_doc(archive / "graph_manifest.json", lambda d: d["graphs"][0].update(json_sha256=digest))
+    relist(graph)
     with pytest.raises(ArchiveError, match="a_counter of image"):
         preflight([graph])

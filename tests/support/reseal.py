@@ -1,8 +1,9 @@
 """A kernel node of a saved archive edited as a forger would: the graph's record (or, for a template member,
 its delta's override) rewritten canonical, and every file that vouches for it written again to match: the
 graph's container and sealed JSON, a template's members (their deltas name the template's record by its
-SHA-256), the manifest's checksums and the graph bundle. What is left to refuse the edit is what LOAD checks
-beyond the archive's own consistency."""
+SHA-256), the manifest's checksums and the graph bundle (the archive is turned into one that stores its graphs
+in their files for the edit, and back). What is left to refuse the edit is what LOAD checks beyond the
+archive's own consistency."""
 
 from __future__ import annotations
 
@@ -11,17 +12,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from foundry.format import (
+    GraphStore,
     KernelNode,
     TemplateRef,
+    container_path,
     parse_record,
+    read_graph,
     read_manifest,
     sha256_file,
+    template_path,
     write_graph,
     write_manifest,
 )
-from foundry.format.bundle import write_bundle
 from foundry.format.delta import parse_delta
-from foundry.format.graphfile import container_path, read_graph, template_path
+from tests.support.archive_damage import rebundle, unbundle
 from tests.support.encode import encode_delta, encode_record
 
 __all__ = ["edit_kernel", "fewer_params", "resize_last_param", "shorten_args"]
@@ -48,8 +52,10 @@ def shorten_args(node: KernelNode, by: int) -> KernelNode:
 def edit_kernel(arch: Path, name: str, index: int, edit: KernelEdit) -> None:
     """Rewrites top-level kernel node ``index`` of graph ``name`` (its delta's override of that node, for a
     member) as ``edit`` returns it, and seals the archive again around it."""
+    bundled = read_manifest(arch).bundle is not None
+    unbundle(arch)
     json_path = arch / f"{name}.json"
-    meta, payload = read_graph(json_path)
+    meta, payload = read_graph(json_path, store=_as_files())
     if meta.template is None:
         record = parse_record(payload)
         nodes = list(record.nodes)
@@ -63,6 +69,12 @@ def edit_kernel(arch: Path, name: str, index: int, edit: KernelEdit) -> None:
         assert index in dict(overrides), f"{name}'s delta does not override node {index}"
         write_graph(json_path, meta, encode_delta(dataclasses.replace(delta, overrides=overrides)))
     _remanifest(arch)
+    if bundled:
+        rebundle(arch)
+
+
+def _as_files() -> GraphStore:
+    return GraphStore(lambda directory: None)  # the files as they are, whatever the manifest lists
 
 
 def _edited(node: object, edit: KernelEdit) -> KernelNode:
@@ -75,7 +87,7 @@ def _retarget_members(arch: Path, template_json: Path, record_sha256: str) -> No
     for path in sorted(arch.glob("*.json")):
         if path == template_json or path.name == "graph_manifest.json" or not container_path(path).exists():
             continue
-        meta, payload = read_graph(path)
+        meta, payload = read_graph(path, store=_as_files())
         if meta.template is None or template_path(path, meta).resolve() != template_json.resolve():
             continue
         delta = dataclasses.replace(parse_delta(payload), template_sha256=record_sha256)
@@ -88,11 +100,9 @@ def _remanifest(arch: Path) -> None:
     manifest = read_manifest(arch)
     graphs = []
     for entry in manifest.graphs:
-        meta, _ = read_graph(arch / entry.json)
+        meta, _ = read_graph(arch / entry.json, store=_as_files())
         assert meta.record is not None
         graphs.append(
             dataclasses.replace(entry, json_sha256=sha256_file(arch / entry.json), record_sha256=meta.record.sha256)
         )
-    files = [((arch / g.json).read_bytes(), container_path(arch / g.json).read_bytes()) for g in graphs]
-    bundle = write_bundle(arch, files) if manifest.bundle is not None else None
-    write_manifest(arch, dataclasses.replace(manifest, graphs=tuple(graphs), bundle=bundle))
+    write_manifest(arch, dataclasses.replace(manifest, graphs=tuple(graphs)))

@@ -13,12 +13,14 @@ from foundry.format import (
     GraphEntry,
     GraphRecord,
     GraphRole,
+    GraphStore,
     Group,
     ImageEntry,
     ImageFormat,
     KernelNode,
     Manifest,
     TemplateRef,
+    read_graph,
     read_meta,
     sha256_file,
     write_graph,
@@ -27,7 +29,6 @@ from foundry.format import (
 )
 from foundry.format.container import pack_container, read_container_header
 from foundry.format.delta import Delta
-from foundry.format.graphfile import read_graph
 from foundry.format.jsonfields import seal
 from foundry.format.values import RecordRef
 from foundry.trust import SigningKey, sign_manifest
@@ -44,6 +45,11 @@ OUTSIDE = REGION_BASE + 0x800_0000  # in the region, not live
 
 
 # ------------------------------------------------------------------------------------------- building
+def as_files() -> GraphStore:
+    """Graphs read as their files say, whatever the manifest beside them lists (a forger rewrites both)."""
+    return GraphStore(lambda directory: None)
+
+
 def member_record(base: GraphRecord) -> GraphRecord:
     """Same topology, other grids and argument bytes in the top-level kernels (pointers XOR 0x40 leave
     the region, so they are not scanned)."""
@@ -64,7 +70,7 @@ def remanifest(
 ) -> Manifest:
     """Writes the manifest for graph_0 (template) and graph_1 (member) as they are on disk now, listing
     ``documents``: every checksum recomputed, as a forger would."""
-    metas = [read_meta(directory / f"graph_{i}.json") for i in range(2)]
+    metas = [read_meta(directory / f"graph_{i}.json", as_files()) for i in range(2)]
     entries = []
     for i, m in enumerate(metas):
         assert m.record is not None
@@ -140,7 +146,7 @@ def rewrite(
 ) -> None:
     """Rewrites graph ``name`` with another record and/or metadata, then, as a forger would, the member's
     delta against the rewritten template (unless ``retarget`` is False) and the manifest."""
-    meta, payload = read_graph(directory / f"{name}.json")
+    meta, payload = read_graph(directory / f"{name}.json", store=as_files())
     if record is not None:
         payload = encode_record(record)
     written = write_graph(directory / f"{name}.json", dataclasses.replace(meta, **changes), payload)
@@ -154,7 +160,7 @@ def rewrite(
 def forge_graph(directory: Path, name: str, record: GraphRecord) -> None:
     """Replaces graph ``name``'s record with ``record`` whatever it says (``write_graph`` would refuse a
     record that disagrees with the metadata), with the checksums of the JSON and the manifest recomputed."""
-    meta = read_meta(directory / f"{name}.json")
+    meta = read_meta(directory / f"{name}.json", as_files())
     container = pack_container(encode_record(record))
     header = read_container_header(container)
     (directory / f"{name}.cugraph").write_bytes(container)

@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 
-from tests.support.archive_damage import copy_archive, flip_byte, load_doc, truncate, write_doc
+from tests.support.archive_damage import (
+    copy_archive,
+    edit_stored,
+    flip_byte,
+    flip_stored,
+    relist,
+    store,
+    stored,
+    truncate,
+    unbundle,
+)
 from tests.support.errors_app import (
     ALLOCS,
     KERNELS,
@@ -98,16 +108,30 @@ def _memory(archive: Path) -> Path:
 
 def _json_missing_key(archive: Path) -> None:
     path = archive / "g0.json"
-    doc = load_doc(path)
-    del doc["functions"]
-    write_doc(path, doc)
+    edit_stored(path, lambda d: d.pop("functions"))
+    relist(path)  # as a forger would: a JSON the manifest does not list is not decoded
 
 
 def _json_other_record(archive: Path) -> None:
-    path = archive / "g0.json"
-    doc = load_doc(path)
-    doc["record"]["sha256"] = "0" * 64
-    write_doc(path, doc)
+    edit_stored(archive / "g0.json", lambda d: d["record"].update(sha256="0" * 64))
+
+
+def _truncated(archive: Path, part: str, keep: int) -> None:
+    json_bytes, container = stored(archive / "g0.json")
+    if part == "json":
+        store(archive / "g0.json", json_bytes=json_bytes[:keep])
+    else:
+        store(archive / "g0.json", container=container[:keep])
+
+
+def _files(damage: Callable[[Path], object]) -> Callable[[Path], None]:
+    """``damage`` to an archive that stores its graphs in their files (docs/FORMAT.md allows both)."""
+
+    def apply(archive: Path) -> None:
+        unbundle(archive)
+        damage(archive)
+
+    return apply
 
 
 Damage = Callable[[Path], None]
@@ -117,12 +141,26 @@ DAMAGES: list[Any] = [
     ),
     pytest.param(lambda a: flip_byte(_image(a), 100), ["damaged", "Save the graph again"], id="image-bitflip"),
     pytest.param(lambda a: truncate(_image(a), 64), ["damaged"], id="image-truncated"),
-    pytest.param(lambda a: flip_byte(a / "g0.cugraph", -9), ["g0.cugraph"], id="cugraph-bitflip"),
-    pytest.param(lambda a: truncate(a / "g0.cugraph", 100), ["g0.cugraph"], id="cugraph-truncated"),
-    pytest.param(lambda a: (a / "g0.cugraph").unlink(), ["graph record", "is missing"], id="cugraph-missing"),
-    pytest.param(lambda a: truncate(a / "g0.json", 200), ["g0.json"], id="json-truncated"),
+    # The graph's bytes in the archive's graph bundle, their only copy: a failure names the graph.
+    pytest.param(
+        lambda a: flip_stored(a / "g0.json", -9, "container"), ["graph 'g0'", "damaged"], id="bundled-record-bitflip"
+    ),
+    pytest.param(lambda a: _truncated(a, "container", 100), ["graph 'g0'", "truncated"], id="bundled-record-truncated"),
+    pytest.param(
+        lambda a: (a / "graph_bundle.bin").unlink(), ["graph 'g0'", "graph bundle", "is missing"], id="bundle-missing"
+    ),
+    pytest.param(
+        lambda a: _truncated(a, "json", 200), ["graph 'g0'", "changed after the manifest"], id="bundled-json-truncated"
+    ),
+    pytest.param(lambda a: flip_byte(a / "graph_bundle.bin", 12), ["graph bundle", "holds"], id="bundle-count-changed"),
     pytest.param(_json_missing_key, ["functions"], id="json-missing-key"),
     pytest.param(_json_other_record, ["changed after the manifest was written"], id="json-other-record"),
+    # The same damage to graph files.
+    pytest.param(_files(lambda a: flip_byte(a / "g0.cugraph", -9)), ["g0.cugraph"], id="cugraph-bitflip"),
+    pytest.param(_files(lambda a: truncate(a / "g0.cugraph", 100)), ["g0.cugraph"], id="cugraph-truncated"),
+    pytest.param(_files(lambda a: (a / "g0.cugraph").unlink()), ["graph record", "is missing"], id="cugraph-missing"),
+    pytest.param(_files(lambda a: truncate(a / "g0.json", 200)), ["g0.json"], id="json-truncated"),
+    pytest.param(_files(_json_missing_key), ["functions"], id="files-json-missing-key"),
     pytest.param(lambda a: _memory(a).unlink(), ["state memory", "missing", "copy the archive"], id="memory-missing"),
     pytest.param(lambda a: flip_byte(_memory(a), 0), ["state memory", "damaged"], id="memory-bitflip"),
 ]
@@ -188,15 +226,28 @@ def test_member_whose_template_is_missing_or_resaved_is_refused(run_app: Runner,
     ok = run_app(load_code(arch))
     assert ok["result"] == {"ok": None}
     assert ok["runs"] == [[(float(i) + 10.0 * k + (2.0 - k)) * 5.0 for i in range(N)] for k in (0, 1)]
-    # A later SAVE process re-saves only the template: the member's changes no longer apply to it.
+    # A later SAVE process re-saves only the template: the bundle that held the member is replaced, and the new
+    # manifest lists the template only.
     resaved = copy_archive(arch, tmp_path / "resaved")
     run_app(family_code(resaved, [("g1", 7.0)]))
-    r = run_app(load_code(resaved))  # the new manifest lists the template only
-    expect_error(r["result"], "ArchiveCorruptError", "g0.json", "not listed in the manifest")
-    (resaved / "graph_manifest.json").unlink()  # without a manifest, the template itself tells
     r = run_app(load_code(resaved))
+    expect_error(r["result"], "ArchiveCorruptError", "g0.json", "is missing")
+    # Re-saved without a manifest: the new template's files lie beside the bundle that holds the committed one.
+    stray = copy_archive(arch, tmp_path / "stray")
+    run_app(family_code(stray, [("g1", 7.0)]).replace("save_graph_manifest(ARCH)", "pass"))
+    r = run_app(load_code(stray))
+    expect_error(r["result"], "ArchiveCorruptError", "g1.json", "beside the graph bundle", "saved after the manifest")
+    # Graphs stored in their files: the new template is not the one the manifest lists, nor the member's.
+    files = copy_archive(arch, tmp_path / "files")
+    unbundle(files)
+    run_app(family_code(files, [("g1", 7.0)]).replace("save_graph_manifest(ARCH)", "pass"))
+    r = run_app(load_code(files))
+    expect_error(r["result"], "ArchiveCorruptError", "g1.json", "changed after the manifest was written")
+    (files / "graph_manifest.json").unlink()  # without a manifest, the template itself tells
+    r = run_app(load_code(files))
     expect_error(r["result"], "ArchiveCorruptError", "g1.json", "different saves")
     # The template's record is gone.
+    unbundle(arch)
     (arch / "g1.cugraph").unlink()
     r = run_app(load_code(arch))
     expect_error(r["result"], "ArchiveCorruptError", "g1.cugraph")

@@ -139,7 +139,8 @@ def test_save_without_region_says_to_set_one(run_app: Runner, tmp_path: Path) ->
 
 def test_failed_save_leaves_existing_archive_intact(run_app: Runner, archive: Path, good_archive: Any) -> None:
     before = archive_files(archive)
-    assert "graph_manifest.json" in before and "g0.json" in before and "g0.cugraph" in before
+    assert "graph_manifest.json" in before and "graph_bundle.bin" in before  # g0 is stored in the bundle only
+    assert "g0.json" not in before and "g0.cugraph" not in before
     host = "cu.begin_capture(s); add(); cu.launch_host(s, lambda: None); g = cu.end_capture(s)\n"
     r = run_app(save_code(archive, host))  # same archive, same graph name
     expect_error(r["saved"], "UnsupportedNodeError", "host callback")
