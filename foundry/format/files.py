@@ -270,8 +270,8 @@ def read_regular(
     ``ArchiveCorruptError`` names the path and ``what`` for a missing file, a link, a directory, a
     FIFO or device, a size other than ``size`` or beyond ``limit``, a file that changed while read, and one
     this process has no memory left to hold. Its words are for a file of an archive (copy or save the
-    archive again); ``next_step`` words them for a file the user named instead (a key, an identity, a document): "the WHAT PATH cannot be read (why):
-    NEXT_STEP", which callers raise again as their own error.
+    archive again); ``next_step`` words them for a file the user named instead (a key, an identity, a
+    document): "the WHAT PATH cannot be read (why): NEXT_STEP", which callers raise again as their own error.
     """
 
     def refused(archive_words: str, why: str) -> ArchiveCorruptError:
