@@ -15,7 +15,7 @@ import pytest
 
 from foundry.format import BUNDLE_NAME, read_manifest, sha256_file, write_manifest
 from foundry.trust import KEY_ENV, SigningKey, sign_manifest
-from tests.support.archive_damage import edit_doc, load_doc
+from tests.support.archive_damage import edit_doc, load_doc, unbundle
 
 from .conftest import run_foundry
 
@@ -71,14 +71,34 @@ def _identity(field: str, value: object) -> Callable[[Path], None]:
 
 
 def _file_only(damage: Callable[[Path], None]) -> Callable[[Path], None]:
-    """``damage`` with the graph bundle removed: while the bundle is sound, LOAD takes the graphs from it and
-    never reads a damaged graph file (tests/cpu/test_bundle_fake.py); without it, LOAD reads the files."""
+    """``damage`` done to a graph's own files: SAVE stores an archive directory's graphs once, in the graph
+    bundle, so the archive is first turned into the form that stores them in their files (which the format
+    allows: docs/FORMAT.md), and LOAD reads the damaged files."""
 
     def damaged(archive: Path) -> None:
+        unbundle(archive)
         damage(archive)
-        (archive / BUNDLE_NAME).unlink()
 
     return damaged
+
+
+def _flip_bundle(archive: Path) -> None:
+    """One byte near the end of the graph bundle inverted: the last graph's record, the only copy there is."""
+    _flip(archive / BUNDLE_NAME, -100)
+
+
+def _foreign(archive: Path) -> None:
+    """The graph's JSON replaced by another program's JSON, listed by the manifest as a forger would list it,
+    so that what refuses it is the format check, not the checksum."""
+    path = archive / f"{GRAPH}.json"
+    path.write_text('{"model": "llama", "weights": []}')
+
+    def relist(doc: dict[str, Any]) -> None:
+        for entry in doc["graphs"]:
+            if entry["json"] == path.name:
+                entry["json_sha256"] = sha256_file(path)
+
+    edit_doc(archive / "graph_manifest.json", relist)
 
 
 DAMAGES: list[Any] = [
@@ -95,31 +115,33 @@ DAMAGES: list[Any] = [
         [f"{GRAPH}.cugraph"],
         id="record-bitflip",
     ),
+    pytest.param(_flip_bundle, "ArchiveCorruptError", [], id="bundle-bitflip"),
     pytest.param(
-        lambda a: _forge(a, lambda d: d.__setitem__("format_version", 99)),
+        _file_only(lambda a: _forge(a, lambda d: d.__setitem__("format_version", 99))),
         "ArchiveVersionError",
         ["format_version 99", "save again"],
         id="wrong-version",
     ),
+    pytest.param(_file_only(_foreign), "ArchiveForeignError", ["not a Foundry"], id="foreign-file"),
     pytest.param(
-        lambda a: (a / f"{GRAPH}.json").write_text('{"model": "llama", "weights": []}'),
-        "ArchiveForeignError",
-        ["not a Foundry"],
-        id="foreign-file",
+        _file_only(_identity("gpu_name", _other_gpu)),
+        "IdentityMismatchError",
+        ["GPU model", "Re-run SAVE"],
+        id="other-gpu",
     ),
     pytest.param(
-        _identity("gpu_name", _other_gpu), "IdentityMismatchError", ["GPU model", "Re-run SAVE"], id="other-gpu"
-    ),
-    pytest.param(
-        lambda a: _flip(a / f"{GRAPH}.json", 200),
+        _file_only(lambda a: _flip(a / f"{GRAPH}.json", 200)),
         "ArchiveCorruptError",
-        [f"{GRAPH}.json", "changed or damaged"],
+        [f"{GRAPH}.json"],
         id="json-bitflip",
     ),
     pytest.param(
-        _identity("driver_version", 12080), "IdentityMismatchError", ["12080", "Re-run SAVE"], id="other-driver"
+        _file_only(_identity("driver_version", 12080)),
+        "IdentityMismatchError",
+        ["12080", "Re-run SAVE"],
+        id="other-driver",
     ),
-    pytest.param(_identity("sm_count", 78), "IdentityMismatchError", ["78"], id="other-sm-count"),
+    pytest.param(_file_only(_identity("sm_count", 78)), "IdentityMismatchError", ["78"], id="other-sm-count"),
 ]
 
 
