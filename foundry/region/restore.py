@@ -15,7 +15,7 @@ from foundry.format import RegionSpec
 from foundry.native import region_map_range
 
 from .api import region_epoch, region_state, set_current_alloc_offset
-from .log import ALLOCS, own_allocations
+from .log import ALLOCS, _coalesce, own_allocations
 
 __all__ = ["restore_region", "restored_covers"]
 
@@ -67,17 +67,8 @@ def restore_region(saved: RegionSpec) -> None:
         restored.specs.add(key)
         if restored.epoch != key[0]:
             restored.epoch, restored.ranges = key[0], []
-        restored.ranges = _merged(restored.ranges + [(saved.base + o, saved.base + o + n) for o, n in saved.live])
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
+        merged = _coalesce([*restored.ranges, *((saved.base + o, saved.base + o + n) for o, n in saved.live)])
+        restored.ranges = [(start, start + length) for start, length in merged]
 
 
 def restored_covers(address: int, nbytes: int) -> bool:

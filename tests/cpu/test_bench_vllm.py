@@ -23,6 +23,16 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE), os.environ.get("PYTHONPATH")])))
 
 
+def _tokens_only(tmp_path: Path, **changes: Any) -> VllmBenchConfig:
+    """A configuration that only answers the token requests (no steady-state measurements)."""
+    settings: dict[str, Any] = dict(
+        out=tmp_path / "out", modes=("save", "load"), batches=(1, 3), max_tokens=4, logprobs=5,
+        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
+        prefill_tokens=0, short_prefill_tokens=0,
+    )  # fmt: skip
+    return VllmBenchConfig(**{**settings, **changes})
+
+
 @pytest.mark.parametrize("api", ["llm", "serve"])
 def test_every_run_answers_and_the_report_compares_them(fake_vllm: None, tmp_path: Path, api: str) -> None:
     cfg = VllmBenchConfig(
@@ -170,11 +180,7 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     """The stand-in engine moves LOAD's first logprob by one unit in the last place: every greedy token still
     agrees, and the run must not be called identical."""
     monkeypatch.setenv("FAKE_ENGINE_NUDGE", "load")
-    cfg = VllmBenchConfig(
-        out=tmp_path / "out", api=api, modes=("save", "load"), batches=(1, 3), max_tokens=4, logprobs=5,
-        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
-        prefill_tokens=0, short_prefill_tokens=0,
-    )  # fmt: skip
+    cfg = _tokens_only(tmp_path, api=api)
     doc = run_vllm_bench(cfg)
     c = doc["compare"]["load"]
     assert c["tokens_identical"] is True and c["identical"] is False
@@ -234,11 +240,7 @@ def test_tokens_tied_at_the_edge_of_the_top_k_do_not_count_as_a_difference(
     """Two tokens with exactly the same logprob at the edge of the top k: LOAD's engine lists the other one. Every
     value is still equal bit for bit, so the run is identical; the token IDs' difference is reported beside it."""
     monkeypatch.setenv("FAKE_ENGINE_TIE", "load")
-    cfg = VllmBenchConfig(
-        out=tmp_path / "out", modes=("save", "load"), batches=(1, 3), max_tokens=4, logprobs=5,
-        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
-        prefill_tokens=0, short_prefill_tokens=0,
-    )  # fmt: skip
+    cfg = _tokens_only(tmp_path)
     c = run_vllm_bench(cfg)["compare"]["load"]
     assert c["identical"] is True
     assert [(r["identical"], r["ids_identical"], r["max_abs_diff"]) for r in c["logprobs"]["requests"]] == [
@@ -255,11 +257,7 @@ def test_a_save_whose_memory_profile_differs_from_natives_is_caught(
     from foundry.bench.serving.matrix import matrix_rows
 
     monkeypatch.setenv("FAKE_ENGINE_KV", "save")
-    cfg = VllmBenchConfig(
-        out=tmp_path / "out", modes=("save", "native", "load"), batches=(1,), max_tokens=4, logprobs=2,
-        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
-        prefill_tokens=0, short_prefill_tokens=0,
-    )  # fmt: skip
+    cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), batches=(1,), logprobs=2)
     doc = run_vllm_bench(cfg)
     save = doc["compare"]["save"]
     assert save["identical"] is True and save["same_memory_profile"] is False
