@@ -31,18 +31,14 @@ from .files import (
     MEMORY_DIR,
     REGION_HINT,
     TEMP_SUFFIX,
-    PathLike,
-    file_kind,
     inside,
     inside_name,
     memory_path,
     read_memory,
-    read_regular,
     real_name,
     real_path,
     real_paths_memoized,
     sha256_bytes,
-    sha256_file,
     sha256_holding,
     write_memory,
     write_region_hint,
@@ -119,6 +115,7 @@ from .parse import (
     node_count,
     parse_record,
 )
+from .reads import PathLike, file_kind, read_regular, sha256_file
 from .stored import (
     GraphJson,
     GraphStore,

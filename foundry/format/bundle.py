@@ -23,7 +23,8 @@ from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-from .files import PathLike, inside, read_range, read_regular, write_atomic_parts
+from .files import inside, write_atomic_parts
+from .reads import PathLike, read_range, read_regular
 
 __all__ = [
     "BUNDLE_NAME",

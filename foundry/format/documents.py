@@ -15,8 +15,9 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
-from .files import REGION_HINT, PathLike, inside, read_regular, sha256_bytes, write_atomic
+from .files import REGION_HINT, inside, sha256_bytes, write_atomic
 from .jsonfields import At, load_sealed, relative_path_problem, seal
+from .reads import PathLike, read_regular
 from .values import RecordRef
 
 __all__ = [

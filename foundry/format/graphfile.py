@@ -15,12 +15,13 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .container import container_header, read_container_header, record_view
 from .delta import Delta, parse_delta
-from .files import PathLike, inside, inside_name, read_regular, write_atomic, write_atomic_parts
+from .files import inside, inside_name, write_atomic, write_atomic_parts
 from .jsonfields import load_sealed, seal
 from .layout import CONTAINER_RECORD_OFFSET
 from .metadata import GRAPH_FORMAT, GraphMeta, Parts
 from .nodes import GraphRecord
 from .parse import parse_record
+from .reads import PathLike, read_regular
 from .values import RecordRef
 from .walk import topology_key
 

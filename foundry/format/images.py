@@ -21,9 +21,10 @@ from foundry.errors import ArchiveCorruptError
 from ._layout import FATBIN_HEADER
 from .elf import STT_OBJECT, Section, Symbol, elf_sections, elf_symbols
 from .fatbin import FatbinKind, fatbin_entries, fatbin_header
-from .files import IMAGES_DIR, PathLike, inside, read_regular, write_addressed
+from .files import IMAGES_DIR, inside, write_addressed
 from .jsonfields import is_sha256
 from .kparams import KernelParams, elf_kernel_params
+from .reads import PathLike, read_regular
 from .values import ImageFormat, ImageRef
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import Any
 from foundry.errors import ArchiveCorruptError
 
 from .documents import listed_document
-from .files import REGION_HINT, PathLike, inside, read_region_hint, read_regular, write_atomic
+from .files import REGION_HINT, inside, read_region_hint, write_atomic
 from .identity import Identity
 from .images import image_relpath
 from .jsonfields import (
@@ -40,6 +40,7 @@ from .jsonfields import (
     relative_path_problem,
     seal,
 )
+from .reads import PathLike, read_regular
 from .values import ImageFormat, ImageRef, RecordRef, RegionSpec, VariableRef
 
 __all__ = [

@@ -19,7 +19,7 @@ from pathlib import Path
 from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .bundle import BundleFile, open_bundle
-from .files import PathLike, read_regular, real_name, sha256_bytes
+from .files import real_name, sha256_bytes
 from .graphfile import (
     MetaCache,
     container_path,
@@ -30,6 +30,7 @@ from .graphfile import (
 )
 from .manifest import MANIFEST_NAME, GraphEntry, Manifest, read_manifest
 from .metadata import GraphMeta
+from .reads import PathLike, read_regular
 
 __all__ = [
     "GraphJson",

@@ -323,7 +323,7 @@ def test_write_graph_fills_an_empty_topology_from_the_record(tmp_path: Path) -> 
 def test_read_buffer_reads_whole_files_and_refuses_one_that_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import foundry.format.files as atomic
+    import foundry.format.reads as atomic
 
     path = tmp_path / "blob"
     path.write_bytes(bytes(range(256)) * 3)
