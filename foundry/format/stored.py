@@ -37,12 +37,14 @@ __all__ = [
     "GraphStore",
     "Listing",
     "bundled_problem",
+    "directory_entries",
     "manifest_if_any",
     "read_graph",
     "read_graph_json",
     "read_graph_payload",
     "read_meta",
     "read_meta_digest",
+    "stray_files",
     "stray_message",
 ]
 
@@ -133,12 +135,8 @@ class GraphStore:
                 f"cannot be read: {d.bundle}"
             )
         if d.present is None:
-            try:
-                d.present = frozenset(os.listdir(archive))
-            except OSError:
-                d.present = frozenset()
-        stray = tuple(n for n in (name, container_path(name).name) if n in d.present)
-        return Listing(archive, d.manifest, index, d.bundle, slot, stray)
+            d.present = directory_entries(archive)
+        return Listing(archive, d.manifest, index, d.bundle, slot, stray_files(name, d.present))
 
     def _directory(self, head: str) -> _Directory | None:
         if head in self._dirs:
@@ -185,6 +183,20 @@ def read_graph_json(json_path: PathLike, store: GraphStore) -> GraphJson:
             "further). Do not load it; save the archive again."
         )
     return GraphJson(data, digest, listing)
+
+
+def directory_entries(directory: Path) -> frozenset[str]:
+    """The names in ``directory`` (one call for all the graphs read from it; none where it cannot be listed)."""
+    try:
+        return frozenset(os.listdir(directory))
+    except OSError:
+        return frozenset()
+
+
+def stray_files(json_name: str, present: frozenset[str]) -> tuple[str, ...]:
+    """The files among ``present`` (a directory's entries) at a bundled graph's JSON or container name
+    (``Listing.stray``)."""
+    return tuple(n for n in (json_name, container_path(json_name).name) if n in present)
 
 
 def stray_message(listing: Listing) -> str:

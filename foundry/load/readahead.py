@@ -21,12 +21,13 @@ from foundry.format import (
     Listing,
     Manifest,
     bundled_problem,
-    container_path,
     container_payload,
+    directory_entries,
     parse_meta,
     read_bundle,
     real_name,
     sha256_holding,
+    stray_files,
     template_path,
 )
 from foundry.trust import configured_key, manifest_disagreement, manifests_read_once
@@ -133,10 +134,7 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
         bundle = read_bundle(archive, ref.file, ref.bytes, len(bundled))
     except (ArchiveError, OSError):
         return 0
-    try:  # graph files beside the bundle (``Listing.stray``): their graphs are left to LOAD, which refuses them
-        present = frozenset(os.listdir(archive))
-    except OSError:
-        present = frozenset()
+    present = directory_entries(archive)  # graph files beside the bundle: left to LOAD, which refuses them
     key = configured_key()
     key_id = key.key_id if key is not None else ""
     templates: dict[str, GraphSource] = {}  # by real name, for the members
@@ -158,8 +156,8 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
                 if known[0].template is None:
                     templates[real_name(name[0])] = known[0]
                 continue
-            listing = Listing(archive, manifest, i, bundle.layout, slot)
-            if {manifest.graphs[i].json, container_path(manifest.graphs[i].json).name} & present:
+            listing = Listing(archive, manifest, i, bundle.layout, slot, stray_files(manifest.graphs[i].json, present))
+            if listing.stray:
                 continue
             try:
                 src = _bundled_source(Path(name[0]), home, listing, bundle, templates)
