@@ -24,6 +24,7 @@ from typing import Any
 
 from tests.support.fakefoundry import FakeFoundry, FakeTensor
 from tests.support.fakevllm_compile import CUDAGraphMode, compilation, graph_kinds
+from tests.support.fakevllm_workspace import workspace_module
 
 
 # ------------------------------------------------------------------------------------------- fake vLLM
@@ -304,42 +305,9 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         set_cudagraph_capturing_enabled=set_cudagraph_capturing_enabled,
     )
 
-    # vllm.v1.worker.workspace: grown on demand, locked by V1's capture_model, as vLLM's -----------------------
-    class WorkspaceManager:
-        def __init__(self) -> None:
-            self._current_workspaces: list[Any] = [None]
-            self._locked = False
-
-        def lock(self) -> None:
-            self._locked = True
-
-        def is_locked(self) -> bool:
-            return self._locked
-
-        def get(self, nbytes: int) -> Any:
-            current = self._current_workspaces[0]
-            size = 0 if current is None else current.nbytes
-            if size < nbytes:
-                if self._locked:
-                    raise AssertionError(
-                        f"Workspace is locked but allocation requires {nbytes} bytes, current size is {size}. "
-                        "Workspace growth is not allowed after locking."
-                    )
-                self._current_workspaces[0] = memory.allocate(nbytes)
-            trace(f"workspace:{self._current_workspaces[0].data_ptr():#x}")
-            return self._current_workspaces[0]
-
-    managers: list[WorkspaceManager] = []
-    workspace = mod(
-        "vllm.v1.worker.workspace",
-        WorkspaceManager=WorkspaceManager,
-        is_workspace_manager_initialized=lambda: bool(managers),
-        current_workspace_manager=lambda: managers[-1],
-        init_workspace_manager=lambda: managers.append(WorkspaceManager()),
-    )
-
-    def current_workspace_manager() -> WorkspaceManager:
-        return managers[-1]
+    # vllm.v1.worker.workspace: grown on demand, locked by V1's capture_model (fakevllm_workspace.py) -------
+    workspace = workspace_module(memory.allocate, trace)
+    current_workspace_manager = workspace.current_workspace_manager
 
     # vllm.v1.worker.gpu_worker ---------------------------------------------------------------------------
     gpu_worker = mod("vllm.v1.worker.gpu_worker")
