@@ -26,6 +26,7 @@ from .documents import (
     read_document,
     write_document,
 )
+from .entries import BundleRef, GraphEntry, GraphRole, GraphStorage, Group, ImageEntry
 from .files import (
     IMAGES_DIR,
     MEMORY_DIR,
@@ -82,12 +83,6 @@ from .jsonfields import (
 from .kparams import KernelParams, params_span
 from .manifest import (
     MANIFEST_NAME,
-    BundleRef,
-    GraphEntry,
-    GraphRole,
-    GraphStorage,
-    Group,
-    ImageEntry,
     Manifest,
     archive_region,
     listed_documents,

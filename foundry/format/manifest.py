@@ -11,49 +11,47 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveCorruptError
 
 from .documents import listed_document
+from .entries import (
+    BundleRef,
+    GraphEntry,
+    GraphRole,
+    GraphStorage,
+    Group,
+    ImageEntry,
+    graph_entry,
+    group_entry,
+    image_entry,
+    image_json,
+)
 from .files import REGION_HINT, inside, read_region_hint, write_atomic
 from .identity import Identity
-from .images import image_relpath
 from .jsonfields import (
-    U32,
-    U64,
     At,
     check_format,
     field,
-    field_int,
     field_relpath,
-    field_sha256,
     field_str,
-    get_int,
     get_list,
     get_obj,
-    get_sha256,
     get_str,
     load_sealed,
     relative_path_problem,
     seal,
 )
 from .reads import PathLike, read_regular
-from .values import ImageFormat, ImageRef, RecordRef, RegionSpec, VariableRef
+from .values import RecordRef, RegionSpec
 
 __all__ = [
     "MANIFEST_FORMAT",
     "MANIFEST_FORMAT_VERSION",
     "MANIFEST_FORMAT_VERSIONS",
     "MANIFEST_NAME",
-    "BundleRef",
-    "GraphEntry",
-    "GraphRole",
-    "GraphStorage",
-    "Group",
-    "ImageEntry",
     "Manifest",
     "archive_region",
     "listed_documents",
@@ -76,87 +74,6 @@ MANIFEST_FORMAT_VERSIONS: tuple[int, ...] = (2, MANIFEST_FORMAT_VERSION)
 def now_iso() -> str:
     """The current UTC time in ISO-8601, as ``created`` is written."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-class GraphStorage(str, Enum):
-    """Where a graph's JSON and record are: its own two files (``<stem>.json``, ``<stem>.cugraph``), or the
-    archive's graph bundle, the only copy of them (docs/FORMAT.md, "Graph bundle")."""
-
-    FILES = "files"
-    BUNDLE = "bundle"
-
-
-class GraphRole(str, Enum):
-    """A graph's place in its group: the template others are updated from, or a member."""
-
-    TEMPLATE = "template"
-    MEMBER = "member"
-
-
-@dataclass(frozen=True, slots=True)
-class ImageEntry:
-    """An image of the archive; its file is always ``images/<sha256>.bin``. ``kernels``: the names
-    of its kernels the archive's graphs launch, sorted (empty in manifests written before it existed),
-    so that loading the image can also load those kernels."""
-
-    sha256: str
-    bytes: int
-    format: ImageFormat
-    kernels: tuple[str, ...] = ()
-    variables: tuple[VariableRef, ...] | None = None  # as in the graphs' images (docs/FORMAT.md)
-
-    @property
-    def file(self) -> str:
-        return image_relpath(self.sha256)
-
-    @classmethod
-    def from_ref(cls, ref: ImageRef) -> ImageEntry:
-        return cls(ref.sha256, ref.bytes, ref.format, variables=ref.variables)
-
-
-@dataclass(frozen=True, slots=True)
-class GraphEntry:
-    """A graph of the archive. ``json`` is relative to the archive directory; ``record_sha256`` is
-    the graph record's hash (as in its JSON); ``nodes`` counts all nodes, child graphs included."""
-
-    name: str
-    json: str
-    json_sha256: str
-    record_sha256: str
-    nodes: int
-    topology: str
-    group: int
-    role: GraphRole
-    stored: GraphStorage = GraphStorage.FILES
-
-
-@dataclass(frozen=True, slots=True)
-class BundleRef:
-    """The graph bundle a manifest names: its file (always ``graph_bundle.bin``) and its size. No hash of its
-    own: every byte of it is a graph's (proven by its manifest entry and its JSON) or laid out from their
-    sizes (format/bundle.py)."""
-
-    file: str
-    bytes: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "bytes": self.bytes}
-
-    @classmethod
-    def from_json(cls, value: Any, at: At) -> BundleRef:
-        obj = get_obj(value, at)
-        return cls(field_relpath(obj, "file", at, bare=True), field_int(obj, "bytes", at))
-
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """Graphs sharing one topology key: the template and the other graphs (``members``, which
-    do not repeat the template). Indices are into ``Manifest.graphs``."""
-
-    topology: str
-    template: int
-    members: tuple[int, ...]
-    varying: tuple[int, ...] | None = None  # None: a manifest written before groups recorded it
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +150,7 @@ class Manifest:
             "created": self.created,
             "identity": self.identity.to_json(),
             "region": self.region.to_json(),
-            "images": {e.sha256: _image_json(e) for e in self.images},
+            "images": {e.sha256: image_json(e) for e in self.images},
             "graphs": [
                 {
                     "name": e.name,
@@ -273,9 +190,9 @@ class Manifest:
         at = At(source)
         version = obj["format_version"]
         images_v, images_at = field(obj, "images", at)
-        images = tuple(_image(sha, v, images_at.key(sha)) for sha, v in get_obj(images_v, images_at).items())
+        images = tuple(image_entry(sha, v, images_at.key(sha)) for sha, v in get_obj(images_v, images_at).items())
         graphs_v, graphs_at = field(obj, "graphs", at)
-        graphs = tuple(_graph(v, graphs_at.index(i), version) for i, v in enumerate(get_list(graphs_v, graphs_at)))
+        graphs = tuple(graph_entry(v, graphs_at.index(i), version) for i, v in enumerate(get_list(graphs_v, graphs_at)))
         bundle: BundleRef | None = None
         stale: str | None = None
         if "bundle" in obj and version >= 3:
@@ -283,7 +200,7 @@ class Manifest:
         elif "bundle" in obj:  # version 2: a copy of files that are there too; named, so it is not foreign
             stale = field_relpath(get_obj(obj["bundle"], at.key("bundle")), "file", at.key("bundle"), bare=True)
         groups_v, groups_at = field(obj, "groups", at)
-        groups = tuple(_group(v, groups_at.index(i)) for i, v in enumerate(get_list(groups_v, groups_at)))
+        groups = tuple(group_entry(v, groups_at.index(i)) for i, v in enumerate(get_list(groups_v, groups_at)))
         manifest = cls(
             foundry_version=field_str(obj, "foundry_version", at),
             created=_created(*field(obj, "created", at)),
@@ -351,72 +268,6 @@ def _created(value: Any, at: At) -> str:
             f"{text!r:.60} is not an ISO-8601 date and time to the second with a UTC offset (2025-01-31T12:00:00+00:00)"
         )
     return text
-
-
-def _image_json(e: ImageEntry) -> dict[str, Any]:
-    doc: dict[str, Any] = {"file": e.file, "bytes": e.bytes, "format": e.format.value}
-    if e.kernels:
-        doc["kernels"] = list(e.kernels)
-    if e.variables is not None:
-        doc["variables"] = [v.to_json() for v in e.variables]
-    return doc
-
-
-def _image(sha: str, value: Any, at: At) -> ImageEntry:
-    get_sha256(sha, at)
-    obj = get_obj(value, at)
-    file, file_at = field(obj, "file", at)
-    if get_str(file, file_at) != image_relpath(sha):
-        file_at.fail(f"{file!r:.120} must be {image_relpath(sha)!r}")
-    ref = ImageRef.from_json(sha, obj, at)
-    kernels: tuple[str, ...] = ()
-    if "kernels" in obj:
-        kernels_at = at.key("kernels")
-        kernels = tuple(get_str(v, kernels_at.index(i)) for i, v in enumerate(get_list(obj["kernels"], kernels_at)))
-        if any(not k for k in kernels) or len(set(kernels)) != len(kernels):
-            kernels_at.fail("kernel names must be non-empty and listed once each")
-    return ImageEntry(ref.sha256, ref.bytes, ref.format, kernels, ref.variables)
-
-
-def _graph(value: Any, at: At, version: int) -> GraphEntry:
-    obj = get_obj(value, at)
-    json_path = field_relpath(obj, "json", at, parents=True)
-    role_v, role_at = field(obj, "role", at)
-    try:
-        role = GraphRole(get_str(role_v, role_at))
-    except ValueError:
-        role_at.fail(f"{role_v!r:.40} is not 'template' or 'member'")
-    stored = GraphStorage.FILES  # version 2: every graph in its files
-    if version >= 3:
-        stored_v, stored_at = field(obj, "stored", at)
-        try:
-            stored = GraphStorage(get_str(stored_v, stored_at))
-        except ValueError:
-            stored_at.fail(f"{stored_v!r:.40} is not 'files' or 'bundle'")
-    return GraphEntry(
-        name=field_str(obj, "name", at),
-        json=json_path,
-        json_sha256=field_sha256(obj, "json_sha256", at),
-        record_sha256=field_sha256(obj, "record_sha256", at),
-        nodes=field_int(obj, "nodes", at, U64),
-        topology=field_sha256(obj, "topology", at),
-        group=field_int(obj, "group", at, U32),
-        role=role,
-        stored=stored,
-    )
-
-
-def _group(value: Any, at: At) -> Group:
-    obj = get_obj(value, at)
-    members_v, members_at = field(obj, "members", at)
-    members = tuple(get_int(v, members_at.index(i), U32) for i, v in enumerate(get_list(members_v, members_at)))
-    varying = None
-    if "varying" in obj:
-        varying_at = at.key("varying")
-        varying = tuple(
-            get_int(v, varying_at.index(i), U32) for i, v in enumerate(get_list(obj["varying"], varying_at))
-        )
-    return Group(field_sha256(obj, "topology", at), field_int(obj, "template", at, U32), members, varying)
 
 
 def write_manifest(archive_dir: PathLike, manifest: Manifest) -> None:

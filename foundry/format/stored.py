@@ -19,6 +19,7 @@ from pathlib import Path
 from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .bundle import BundleFile, open_bundle
+from .entries import GraphEntry
 from .files import real_name, sha256_bytes
 from .graphfile import (
     MetaCache,
@@ -28,7 +29,7 @@ from .graphfile import (
     read_payload_view,
     resolve_archive_dir,
 )
-from .manifest import MANIFEST_NAME, GraphEntry, Manifest, read_manifest
+from .manifest import MANIFEST_NAME, Manifest, read_manifest
 from .metadata import GraphMeta
 from .reads import PathLike, read_regular
 
