@@ -1,4 +1,4 @@
-"""`foundry verify` as a function (foundry.verify.archive.verify_archive), on small archives built in
+"""`foundry verify` as a function (foundry.verify.verify_archive), on small archives built in
 tests/support/verify_archives.py: a sound archive passes; each damaged or foreign file, missing kernel
 and broken template member is found, named, and reported by the check it belongs to.
 Pointer scan and identity: test_verify_pointers.py."""

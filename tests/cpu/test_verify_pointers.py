@@ -1,4 +1,4 @@
-"""`foundry verify` as a function (foundry.verify.archive.verify_archive), on small archives built in
+"""`foundry verify` as a function (foundry.verify.verify_archive), on small archives built in
 tests/support/verify_archives.py: forged pointers (kernel arguments, member overrides, `extra` buffers,
 memsets, outputs, RNG state) are found by the pointer scan and named; an identity mismatch names both
 values. Files, kernels and templates: test_verify_files.py."""

@@ -166,7 +166,7 @@ class _Scans:
     by_sha: dict[tuple[str, ImageFormat], tuple[KernelNames, ModuleVariables]] = field(default_factory=dict)
 
 
-_SCANS = ProcessState("verify.scans", _Scans)
+_SCANS = ProcessState("gate.scans", _Scans)
 _SCANS_KEPT = 256
 
 

@@ -1,4 +1,5 @@
-"""``foundry verify``: everything that can be proven about an archive without a GPU (docs/TRUST.md).
+"""The gate run eagerly (``foundry verify``): everything that can be proven about an archive without a GPU
+(docs/TRUST.md).
 
 ``verify_archive(path)`` checks an archive directory, or one graph's ``.json`` and what it references,
 and returns a ``Report``: one ``Problem`` per defect, grouped by the check that found it (``Check``),

@@ -1,0 +1,22 @@
+"""The gate: the one set of rules that decides whether an archive is acceptable (docs/DESIGN.md, "One gate").
+
+LOAD applies each rule as it reads the file the rule is about, and no more; ``foundry verify`` applies every
+rule to every file (``verify_archive``, ``verify_graphs``: the eager run, which gathers what each rule refuses
+into one ``Report`` instead of raising the first). Both run the same functions, so they say the same thing.
+"""
+
+from __future__ import annotations
+
+from .eager import check_archive, verify_archive, verify_graphs
+from .report import Check, CheckResult, Problem, ProblemKind, Report
+
+__all__ = [
+    "Check",
+    "CheckResult",
+    "Problem",
+    "ProblemKind",
+    "Report",
+    "check_archive",
+    "verify_archive",
+    "verify_graphs",
+]
