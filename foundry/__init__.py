@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     # archives
     "save_graph_manifest": ".save",
     "write_archive_document": ".save",
-    "read_archive_document": ".trust",
+    "read_archive_document": ".gate",
     "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",
     "startup_phases": ".load",

@@ -7,8 +7,12 @@ into one ``Report`` instead of raising the first). Both run the same functions, 
 
 from __future__ import annotations
 
+from .documents import read_archive_document
 from .eager import check_archive, verify_archive, verify_graphs
+from .listing import authenticate_graph, manifest_disagreement
+from .manifests import archive_manifest, authenticate_manifest, manifests_read_once
 from .report import Check, CheckResult, Problem, ProblemKind, Report
+from .signature import check_signature
 
 __all__ = [
     "Check",
@@ -16,7 +20,14 @@ __all__ = [
     "Problem",
     "ProblemKind",
     "Report",
+    "archive_manifest",
+    "authenticate_graph",
+    "authenticate_manifest",
     "check_archive",
+    "check_signature",
+    "manifest_disagreement",
+    "manifests_read_once",
+    "read_archive_document",
     "verify_archive",
     "verify_graphs",
 ]

@@ -1,19 +1,76 @@
-"""The documents the manifest lists (docs/FORMAT.md, "Documents"; an engine plugin's metadata), for the
-``files`` check: each present, of its listed size and SHA-256, sealed, and a JSON object, as LOAD reads it
-(foundry.trust.read_archive_document). What a document says is its program's business, not Foundry's."""
+"""The documents an archive carries (docs/FORMAT.md, "Documents"; an engine plugin's metadata), read only as the
+archive's manifest lists them: the manifest proven first (sealed, and signed with the key in force), then each
+document's size, SHA-256 and seal against that listing. A document the manifest does not list is refused,
+whatever file lies there. What a document says is its program's business, not Foundry's."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
-from foundry.errors import ArchiveError
-from foundry.format import Manifest, load_sealed
+from foundry.errors import ArchiveCorruptError, ArchiveError, ArchiveSignatureError
+from foundry.format import (
+    MANIFEST_NAME,
+    Manifest,
+    RecordRef,
+    inside,
+    listed_documents,
+    load_sealed,
+    parse_manifest_doc,
+    read_document,
+    read_regular,
+)
+from foundry.trust import KeySource, SigningKey, configured_key
 
 from .files import _read_checked
 from .findings import Findings, kind_of
+from .manifests import authenticate_manifest
 from .report import Check
 
-__all__ = ["check_documents"]
+__all__ = ["check_documents", "read_archive_document"]
+
+
+def read_archive_document(
+    archive_dir: str | os.PathLike[str], name: str, signing_key: KeySource | None = None
+) -> dict[str, Any]:
+    """The JSON object of the document ``name`` that ``save_graph_manifest(..., documents=[name])`` listed in
+    ``archive_dir``'s manifest, once proven to be the bytes listed.
+
+    Without a key in force (``signing_key``, else the configured one: foundry.trust.signing) the manifest's
+    seal vouches for the listing; a manifest that does not list ``name`` (saved by an older Foundry, or
+    without it), a missing or changed document, or no manifest raises ``ArchiveCorruptError`` naming the file.
+    With a key, the manifest's signature is proven first (and kept, for ``load_cuda_modules_and_libraries``
+    to take without reading it again), and an unlisted or changed document raises ``ArchiveSignatureError``.
+    Reads no more of the document than the listed size (at most ``MAX_DOCUMENT_BYTES``)."""
+    archive = Path(archive_dir)
+    key = configured_key(signing_key)
+    listed_by = str(archive / MANIFEST_NAME)
+    ref = next((d for d in _listing(archive, key) if d.file == name), None)
+    if ref is None:
+        message = (
+            f"{archive / name}: the manifest {listed_by} does not list this document: the archive was saved by an "
+            "older Foundry or without it, or the file was added later. Run SAVE again."
+        )
+        raise ArchiveSignatureError(message) if key is not None else ArchiveCorruptError(message)
+    try:
+        return read_document(archive, ref, listed_by)
+    except ArchiveCorruptError as exc:
+        if key is None:
+            raise
+        raise ArchiveSignatureError(f"{exc} (the manifest, signed with key {key.key_id}, lists other bytes)") from None
+
+
+def _listing(archive: Path, key: SigningKey | None) -> tuple[RecordRef, ...]:
+    """The documents the archive's manifest lists: with ``key``, of the manifest proven signed; without, of
+    the sealed manifest, the rest of it unread (LOAD reads it next, with every check)."""
+    if key is not None:
+        return authenticate_manifest(archive, key).documents
+    path = archive / MANIFEST_NAME
+    if not os.path.lexists(path):
+        raise ArchiveCorruptError(f"{archive}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
+    data = read_regular(inside(archive, MANIFEST_NAME, "manifest"), "manifest")
+    return listed_documents(parse_manifest_doc(data, str(path)), str(path))
 
 
 def check_documents(directory: Path, manifest: Manifest, found: Findings) -> None:

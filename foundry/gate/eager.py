@@ -35,7 +35,7 @@ from foundry.format import (
     real_name,
     resolve_archive_dir,
 )
-from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, authenticate_graph, check_signature, signature_key_id
+from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, signature_key_id
 
 from .documents import check_documents
 from .files import (
@@ -51,10 +51,12 @@ from .files import (
 from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
 from .foreign import check_foreign, known_files
 from .kernels import check_functions, check_image_formats, check_manifest_kernels
+from .listing import authenticate_graph
 from .params import check_kernel_params, note_unchecked
 from .pointers import scan_graph
 from .region import check_manifest_region, check_region_hint
 from .report import Check, CheckResult, Problem, ProblemKind, Report
+from .signature import check_signature
 from .templates import attach_templates, check_groups
 from .variables import check_variables
 

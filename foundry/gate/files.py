@@ -47,9 +47,9 @@ from foundry.format import (
     template_path,
     topology_key,
 )
-from foundry.trust import manifest_disagreement
 
 from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
+from .listing import manifest_disagreement
 from .report import Check, ProblemKind
 
 __all__ = [

@@ -17,9 +17,10 @@ from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import IdentityMismatchError
 from foundry.format import FuncAttrs, GraphMeta, compare, open_image
+from foundry.gate import manifests_read_once
 from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
-from foundry.trust import configured_key, manifests_read_once
+from foundry.trust import configured_key
 
 from .source import GraphSource, read_source, read_sources, source_images
 from .startup import wait_for_startup

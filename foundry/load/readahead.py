@@ -30,7 +30,8 @@ from foundry.format import (
     stray_files,
     template_path,
 )
-from foundry.trust import configured_key, manifest_disagreement, manifests_read_once
+from foundry.gate import manifest_disagreement, manifests_read_once
+from foundry.trust import configured_key
 
 from .source import _STATE, GraphSource, _as_named, _read_source, _Sources, graph_store
 

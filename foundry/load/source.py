@@ -36,7 +36,8 @@ from foundry.format import (
     resolve_archive_dir,
     template_path,
 )
-from foundry.trust import SigningKey, archive_manifest, authenticate_graph, configured_key, manifests_read_once
+from foundry.gate import archive_manifest, authenticate_graph, manifests_read_once
+from foundry.trust import SigningKey, configured_key
 
 __all__ = ["GraphSource", "graph_store", "read_source", "read_sources", "source_images"]
 
@@ -147,7 +148,7 @@ def read_meta_cached(json_path: str | os.PathLike[str]) -> tuple[GraphMeta, str]
 
 def graph_store(key: SigningKey | None) -> GraphStore:
     """Where graphs' bytes are, as LOAD reads them under ``key``: each directory's manifest proven signed with
-    it where a key is configured (foundry.trust, once per ``manifests_read_once`` batch)."""
+    it where a key is configured (foundry.gate, once per ``manifests_read_once`` batch)."""
     return GraphStore(
         lambda directory: archive_manifest(directory, key),
         ArchiveSignatureError if key is not None else ArchiveCorruptError,
@@ -160,7 +161,7 @@ def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphS
 
     Each graph read (its template included) must be listed, with the SHA-256 of the JSON bytes parsed,
     in its archive's manifest when the archive has one (``ArchiveCorruptError`` otherwise), and in a
-    manifest signed with the key when a signing key is configured (foundry.trust.signing;
+    manifest signed with the key when a signing key is configured (foundry.gate.listing;
     ``ArchiveSignatureError`` otherwise): this runs before anything touches the GPU. A template that
     is itself stored as changes to a template, or a chain of templates that loops back (a graph
     stored as changes to itself), raises ``ArchiveCorruptError``.
@@ -173,7 +174,7 @@ def read_sources(
     paths: Iterable[str | os.PathLike[str]], lazy: bool = False, counts: dict[str, int] | None = None
 ) -> list[GraphSource]:
     """``read_source`` for each path, as one batch: each archive's manifest (and graph bundle's layout) is read
-    and checked once for all of them (foundry.trust.manifests_read_once), not once per graph and again per
+    and checked once for all of them (foundry.gate.manifests_read_once), not once per graph and again per
     template.
 
     A graph start-up read ahead (load/readahead.py), under the same signing key (or none), is taken as

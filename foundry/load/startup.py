@@ -40,10 +40,11 @@ from foundry.format import (
     read_manifest,
     relative_path_problem,
 )
+from foundry.gate import authenticate_manifest
 from foundry.native import current_context, set_current_context
 from foundry.region import ensure_cuda_context, hold_allocation_region
 from foundry.timing import Phases
-from foundry.trust import KeySource, authenticate_manifest, configured_key
+from foundry.trust import KeySource, configured_key
 
 from .readahead import prepare_bundle, prepare_sources
 from .threads import LIMITS, warm_builders

@@ -1,4 +1,4 @@
-"""Manifest signatures (foundry.trust.signing, signed_archive): keys, the HMAC over the manifest,
+"""Manifest signatures (foundry.trust.signing, foundry.gate): keys, the HMAC over the manifest,
 `verify_archive(key=...)`, and LOAD's CPU-side check in read_source, on archives built in-process."""
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import pytest
 from foundry import _state
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
+from foundry.gate import authenticate_manifest, check_signature
+from foundry.gate import manifests as proven
 from foundry.load import preflight
 from foundry.load.source import read_source
-from foundry.trust import signing
 from foundry.trust.signing import (
     KEY_ENV,
     SigningKey,
-    authenticate_manifest,
     canonical_bytes,
-    check_signature,
     configured_key,
     set_signing_key,
     sign_document,
@@ -198,8 +197,8 @@ def test_a_batch_of_graphs_reads_each_manifest_once(tmp_path: Path, monkeypatch:
     arch = tmp_path / "arch"
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive", arch)
     reads: list[Path] = []
-    real = signing._read_verified
-    monkeypatch.setattr(signing, "_read_verified", lambda d, k: reads.append(d) or real(d, k))
+    real = proven._read_verified
+    monkeypatch.setattr(proven, "_read_verified", lambda d, k: reads.append(d) or real(d, k))
     paths = [arch / "ew_bs32.json", arch / "ew_bs64.json"]  # a template and its member
     assert [s.meta.name for s in preflight(paths)] == ["ew_bs32", "ew_bs64"]
     assert len(reads) == 1
