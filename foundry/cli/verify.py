@@ -96,7 +96,9 @@ def render(report: Report) -> str:
         if problems:
             lines.append(f"{result.check.value}: {plural(result.problems, 'problem')}")
             for p in problems:
-                lines += _wrap(f"{p.kind.value}: {p.path}: {p.message}", "  ", "      ")
+                # A refusal's message names its file as LOAD's error does: the path is not said twice.
+                said = p.message if p.message.startswith(f"{p.path}:") else f"{p.path}: {p.message}"
+                lines += _wrap(f"{p.kind.value}: {said}", "  ", "      ")
             lines.append("")
     if report.notes:
         lines.append("notes:")

@@ -16,19 +16,17 @@ from foundry.format import (
     RecordRef,
     inside,
     listed_documents,
-    load_sealed,
     parse_manifest_doc,
     read_document,
     read_regular,
 )
 from foundry.trust import KeySource, SigningKey, configured_key
 
-from .files import _read_checked
-from .findings import Findings, kind_of
+from .findings import Findings
 from .manifests import authenticate_manifest
 from .report import Check
 
-__all__ = ["check_documents", "read_archive_document"]
+__all__ = ["check_documents", "listed_document", "read_archive_document"]
 
 
 def read_archive_document(
@@ -45,16 +43,21 @@ def read_archive_document(
     Reads no more of the document than the listed size (at most ``MAX_DOCUMENT_BYTES``)."""
     archive = Path(archive_dir)
     key = configured_key(signing_key)
-    listed_by = str(archive / MANIFEST_NAME)
     ref = next((d for d in _listing(archive, key) if d.file == name), None)
     if ref is None:
         message = (
-            f"{archive / name}: the manifest {listed_by} does not list this document: the archive was saved by an "
-            "older Foundry or without it, or the file was added later. Run SAVE again."
+            f"{archive / name}: the manifest {archive / MANIFEST_NAME} does not list this document: the archive was "
+            "saved by an older Foundry or without it, or the file was added later. Run SAVE again."
         )
         raise ArchiveSignatureError(message) if key is not None else ArchiveCorruptError(message)
+    return listed_document(archive, ref, key)
+
+
+def listed_document(archive: Path, ref: RecordRef, key: SigningKey | None) -> dict[str, Any]:
+    """The document ``ref`` lists in the manifest of ``archive`` (proven under ``key``, where one is in force): of
+    the listed size and SHA-256, sealed (format.read_document); a refusal under a key is a signature error."""
     try:
-        return read_document(archive, ref, listed_by)
+        return read_document(archive, ref)
     except ArchiveCorruptError as exc:
         if key is None:
             raise
@@ -73,12 +76,10 @@ def _listing(archive: Path, key: SigningKey | None) -> tuple[RecordRef, ...]:
     return listed_documents(parse_manifest_doc(data, str(path)), str(path))
 
 
-def check_documents(directory: Path, manifest: Manifest, found: Findings) -> None:
+def check_documents(directory: Path, manifest: Manifest, key: SigningKey | None, found: Findings) -> None:
+    """Every document the manifest lists, read as LOAD reads it (``listed_document``), its refusal reported."""
     for ref in manifest.documents:
-        path, data = _read_checked(directory, ref.file, ref.bytes, ref.sha256, "document", "the manifest", found)
-        if data is None:
-            continue
         try:
-            load_sealed(data, str(path))
+            listed_document(directory, ref, key)
         except ArchiveError as exc:
-            found.add(Check.FILES, kind_of(exc), path, str(exc))
+            found.refuse(Check.FILES, directory / ref.file, exc)

@@ -136,7 +136,7 @@ def _verify_directory(
     store = _store({real_name(directory): manifest})
     bundle_sound = check_bundle(directory, manifest, found)
     listed = read_listed_graphs(directory, manifest, found, store, bundle_sound)
-    check_documents(directory, manifest, found)
+    check_documents(directory, manifest, key, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
         (directory / e.json).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)
@@ -240,7 +240,7 @@ def _verify_graphs(
             check_manifest_region(manifest, directory / MANIFEST_NAME, graphs, found)
         for g in graphs:
             wanted = {ref.sha256: ref.bytes for ref in g.meta.images}
-            check_images_dir(found, images, directory, wanted, f"{g.label}'s metadata")
+            check_images_dir(found, images, directory, wanted)
     _check_rest(read, images, found, None)
     found.skip(Check.FOREIGN, "only an archive directory is checked for foreign files")
     _check_identity([(g.json_path, g.meta.identity) for g in read], identity, found)

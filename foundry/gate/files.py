@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from foundry._state import ProcessState
@@ -35,10 +37,13 @@ from foundry.format import (
     load_sealed,
     node_counts,
     open_bundle,
+    open_image,
     parse_delta,
     parse_record,
     read_graph_payload,
+    read_memory,
     read_regular,
+    read_value,
     relative_path_problem,
     resolve_archive_dir,
     scan_image,
@@ -64,39 +69,14 @@ __all__ = [
 ]
 
 
-def _read_checked(
-    root: Path, rel: str, size: int, sha: str, what: str, said_by: str, found: Findings
-) -> tuple[Path, bytes | None]:
-    """The content-addressed file ``root/rel`` (``what``: what it is), which must be a regular file inside
-    ``root`` holding ``size`` bytes with SHA-256 ``sha`` as ``said_by`` records; its path and bytes, or
-    None for the bytes, with the problem reported, when it is not."""
-    shown = root / rel
-    if not os.path.lexists(shown):
-        found.add(Check.FILES, ProblemKind.MISSING, shown, f"{what} {sha} is missing; LOAD would fail. Copy the "
-                  "archive completely.")  # fmt: skip
-        return shown, None
+def read_checked(shown: Path, read: Callable[[], bytearray], found: Findings) -> bytes | None:
+    """The bytes of a file the archive lists (``shown``), read as LOAD reads it (``read``: ``open_image``,
+    ``read_memory``, ``read_stored``), or None with LOAD's refusal reported."""
     try:
-        path = inside(root, rel, what)
-        st = os.stat(path)
-        actual_size = st.st_size
-        if stat.S_ISREG(st.st_mode) and actual_size != size:  # anything else: read_regular names what it is
-            found.add(
-                Check.FILES,
-                ProblemKind.CHECKSUM,
-                shown,
-                f"{what} is {actual_size} bytes, {said_by} says {size}: it is truncated, appended to or from "
-                "another save. Copy the archive again, or save it again.",
-            )
-            return shown, None
-        data = read_regular(path, what, size=size)
-    except (ArchiveError, OSError) as exc:
-        found.add(Check.FILES, ProblemKind.CORRUPT, shown, str(exc))
-        return shown, None
-    actual = sha256_bytes(data)
-    if actual != sha:
-        found.add(Check.FILES, ProblemKind.CHECKSUM, shown, f"{what} content SHA-256 is {actual}, {said_by} says {sha}")
-        return shown, None
-    return shown, bytes(data)
+        return bytes(read())
+    except ArchiveError as exc:
+        found.refuse(Check.FILES, shown, exc)
+        return None
 
 
 def check_bundle(directory: Path, manifest: Manifest, found: Findings) -> bool:
@@ -144,10 +124,11 @@ def check_bundle(directory: Path, manifest: Manifest, found: Findings) -> bool:
     return True
 
 
-def check_image_file(directory: Path, sha: str, size: int, found: Findings, said_by: str = "the manifest") -> ImageInfo:
-    """Reads image ``sha`` of archive ``directory``, which must hold ``size`` bytes with that SHA-256 (as
-    ``said_by`` records); reports any difference, and reads the format and kernel names of a sound image."""
-    path, data = _read_checked(directory, image_relpath(sha), size, sha, "kernel image", said_by, found)
+def check_image_file(directory: Path, sha: str, size: int, found: Findings) -> ImageInfo:
+    """Reads image ``sha`` of archive ``directory``, which must hold ``size`` bytes with that SHA-256, as LOAD
+    reads it (``open_image``); reports LOAD's refusal, and reads the format and kernel names of a sound image."""
+    path = directory / image_relpath(sha)
+    data = read_checked(path, lambda: open_image(directory, sha, True, size), found)
     if data is None:
         return ImageInfo(sha, path, False)
     fmt = detect_format(data)
@@ -183,13 +164,11 @@ def _scan(sha: str, data: bytes, fmt: ImageFormat) -> tuple[KernelNames, ModuleV
     return found
 
 
-def check_images_dir(
-    found: Findings, images: dict[str, ImageInfo], directory: Path, wanted: dict[str, int], said_by: str
-) -> None:
+def check_images_dir(found: Findings, images: dict[str, ImageInfo], directory: Path, wanted: dict[str, int]) -> None:
     """Checks each image ``sha -> bytes`` of ``wanted`` in archive ``directory`` not checked yet."""
     for sha, size in wanted.items():
         if sha not in images:
-            images[sha] = check_image_file(directory, sha, size, found, said_by)
+            images[sha] = check_image_file(directory, sha, size, found)
 
 
 def read_graph_files(
@@ -368,7 +347,7 @@ def check_memory(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> Non
         found.add(Check.FILES, kind_of(exc), graph.json_path, f"{graph.label}: {exc}")
         return
     rel = f"{MEMORY_DIR}/{memory.sha256}.bin"
-    _read_checked(directory, rel, memory.bytes, memory.sha256, "state memory snapshot", graph.label, found)
+    read_checked(directory / rel, lambda: read_memory(directory, memory.sha256, memory.bytes), found)
 
 
 def check_variable_files(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> None:
@@ -385,5 +364,4 @@ def check_variable_files(graph: GraphUnderCheck, found: Findings, seen: set[str]
                 continue
             seen.add(v.sha256)
             rel = f"{MEMORY_DIR}/{v.sha256}.bin"
-            said_by = f"{graph.label} (module variable {v.name} of image {ref.sha256[:12]})"
-            _read_checked(directory, rel, v.bytes, v.sha256, "module variable value", said_by, found)
+            read_checked(directory / rel, partial(read_value, directory, v.sha256, v.bytes), found)

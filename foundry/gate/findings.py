@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from foundry.errors import ArchiveError, ArchiveForeignError, ArchiveVersionError
+from foundry.errors import ArchiveError, ArchiveSignatureError, IdentityMismatchError
 from foundry.format import (
     Delta,
     FunctionRef,
@@ -22,16 +22,22 @@ from foundry.format import (
 
 from .report import Check, Problem, ProblemKind
 
-__all__ = ["Findings", "GraphUnderCheck", "ImageInfo", "kind_of"]
+__all__ = ["Findings", "GraphUnderCheck", "ImageInfo", "check_of", "kind_of"]
 
 
 def kind_of(exc: ArchiveError) -> ProblemKind:
-    """The problem kind of a reader's error."""
-    if isinstance(exc, ArchiveVersionError):
-        return ProblemKind.VERSION
-    if isinstance(exc, ArchiveForeignError):
-        return ProblemKind.FOREIGN
-    return ProblemKind.CORRUPT
+    """The problem kind of a rule's refusal: what its error says (``ArchiveError.kind``)."""
+    return ProblemKind(exc.kind)
+
+
+def check_of(exc: ArchiveError, check: Check) -> Check:
+    """The check a refusal counts for: ``check``, the step that met it, but for a signature or identity refusal,
+    which counts for that check whatever step met it."""
+    if isinstance(exc, ArchiveSignatureError):
+        return Check.SIGNATURE
+    if isinstance(exc, IdentityMismatchError):
+        return Check.IDENTITY
+    return check
 
 
 MAX_PER_FILE = 20
@@ -77,6 +83,12 @@ class Findings:
             return
         self._per_file[where] = listed + 1
         self.problems.append(Problem(str(path), kind, message, check, details))
+
+    def refuse(
+        self, check: Check, path: str | Path, exc: ArchiveError, details: tuple[tuple[str, Any], ...] = ()
+    ) -> None:
+        """A rule's refusal as LOAD raises it: its very message, its kind, and the check it counts for."""
+        self.add(check_of(exc, check), kind_of(exc), path, str(exc), details)
 
     def summaries(self) -> list[Problem]:
         """One problem per check and file that had problems left out, saying how many, and one per check for

@@ -21,7 +21,7 @@ from pathlib import Path
 from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import ArchiveCorruptError, VariableConflictError
-from foundry.format import VariableRef, read_memory
+from foundry.format import VariableRef, read_value
 from foundry.native import memcpy_htod, module_globals
 
 from .source import GraphSource
@@ -80,7 +80,7 @@ def _write(sha: str, variables: tuple[VariableRef, ...], archive_dir: Path, aske
     handle = kernels.loaded_image(sha).handle
     located = module_globals(handle, True, [v.name for v in variables], [True] * len(variables))
     for v, found in zip(variables, located, strict=True):
-        data = read_memory(archive_dir, v.sha256, v.bytes, "module variable value")
+        data = read_value(archive_dir, v.sha256, v.bytes)
         if found is None or found[1] != v.bytes:
             what = "does not define it" if found is None else f"defines it with {found[1]} bytes"
             raise ArchiveCorruptError(

@@ -128,7 +128,7 @@ FILE_DAMAGE = [
     ),
     pytest.param(
         lambda a: truncate(a / "graph_0.cugraph", 90),
-        ProblemKind.CORRUPT,
+        ProblemKind.CHECKSUM,
         "graph_0.json",
         "truncated",
         id="record-truncated",

@@ -123,7 +123,7 @@ def test_a_document_the_manifest_does_not_vouch_for_is_refused_by_name(tmp_path:
     data = path.read_bytes()
     if damage == "edited":  # one byte of a value, the file's length kept
         path.write_bytes(data.replace(b"123456", b"654321"))
-        message = r"sglang_plugin\.json: the document's SHA-256 is .* the manifest .* says"
+        message = r"sglang_plugin\.json: the document's content SHA-256 is .* the archive lists"
     elif damage == "truncated":
         path.write_bytes(data[:-10])
         message = r"sglang_plugin\.json: the document is \d+ bytes, the archive says"
