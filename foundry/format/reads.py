@@ -94,7 +94,7 @@ def read_range(path: PathLike, what: str, size: int, at: int, n: int) -> bytearr
                 f"{path}: the {what} is {st.st_size} bytes, the archive says {size}: it is truncated, appended to or "
                 "from another save. Save it again.",
                 "",
-            )
+            ).as_kind("checksum")
         return _read_at(fd, path, what, at, n, refused)
     except OSError as exc:
         raise refused(f"{path}: cannot read the {what}: {exc.strerror}", str(exc.strerror)) from None

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from .documents import read_archive_document
 from .eager import check_archive, verify_archive, verify_graphs
-from .listing import authenticate_graph, manifest_disagreement
+from .graph import (
+    authenticate_graph,
+    check_agrees,
+    check_template,
+    check_template_path,
+    graph_meta,
+    graph_store,
+    read_graph_meta,
+)
+from .identity import check_identity
 from .manifests import archive_manifest, authenticate_manifest, manifests_read_once
 from .report import Check, CheckResult, Problem, ProblemKind, Report
 from .signature import check_signature
@@ -23,11 +32,17 @@ __all__ = [
     "archive_manifest",
     "authenticate_graph",
     "authenticate_manifest",
+    "check_agrees",
     "check_archive",
+    "check_identity",
     "check_signature",
-    "manifest_disagreement",
+    "check_template",
+    "check_template_path",
+    "graph_meta",
+    "graph_store",
     "manifests_read_once",
     "read_archive_document",
+    "read_graph_meta",
     "verify_archive",
     "verify_graphs",
 ]

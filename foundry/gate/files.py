@@ -10,7 +10,6 @@ every defect becomes a Problem.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,41 +19,33 @@ from pathlib import Path
 from foundry._state import ProcessState
 from foundry.errors import ArchiveError
 from foundry.format import (
-    GRAPH_FORMAT,
     MEMORY_DIR,
-    GraphEntry,
-    GraphMeta,
     GraphStorage,
     GraphStore,
     ImageFormat,
     KernelNames,
     Manifest,
     ModuleVariables,
-    bundled_problem,
     detect_format,
     image_relpath,
     inside,
-    load_sealed,
     node_counts,
-    open_bundle,
     open_image,
     parse_delta,
     parse_record,
     read_graph_payload,
     read_memory,
-    read_regular,
     read_value,
     relative_path_problem,
     resolve_archive_dir,
     scan_image,
-    sha256_bytes,
-    stray_message,
     template_path,
     topology_key,
 )
+from foundry.trust import SigningKey
 
 from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
-from .listing import manifest_disagreement
+from .graph import authenticate_graph, read_graph_meta
 from .report import Check, ProblemKind
 
 __all__ = [
@@ -79,47 +70,25 @@ def read_checked(shown: Path, read: Callable[[], bytearray], found: Findings) ->
         return None
 
 
-def check_bundle(directory: Path, manifest: Manifest, found: Findings) -> bool:
-    """The manifest's graph bundle, where it names one: the file it states, of its size, laid out as SAVE lays
-    it out (every byte the header's, the table's or a graph's: format/bundle.py); each graph in it is checked
-    with the graph (``read_graph_files``). Whether its graphs can be read. A version-2 manifest's bundle, a
-    second copy of graph files that are there too, is not read (LOAD does not read it either): noted."""
+def check_bundle(directory: Path, manifest: Manifest, store: GraphStore, found: Findings) -> bool:
+    """The manifest's graph bundle, where it names one, opened as LOAD opens it for the first graph it reads from
+    it (``GraphStore.listing``: the file it states, of its size, laid out as SAVE lays it out, format/bundle.py);
+    LOAD's refusal is reported once, for the bundle, and its graphs are not read. Whether its graphs can be read.
+    Each graph in a sound bundle is checked with the graph (``read_graph_files``). A version-2 manifest's bundle,
+    a second copy of graph files that are there too, is not read (LOAD does not read it either): noted."""
     if manifest.stale_bundle is not None:
         found.note(
             f"{directory / manifest.stale_bundle}: a second copy of the graph files, written by an earlier Foundry "
             "(manifest format version 2); LOAD reads the files and ignores it. Save the archive again to store each "
             "graph once."
         )
-    ref = manifest.bundle
-    if ref is None:
+    if manifest.bundle is None:
         return True
-    shown = directory / ref.file
-    if not os.path.lexists(shown):
-        found.add(
-            Check.FILES,
-            ProblemKind.MISSING,
-            shown,
-            f"the graph bundle is missing, and with it the only copy of {len(manifest.bundled())} graph(s); LOAD "
-            "would fail. Copy the archive completely.",
-        )
-        return False
-    count = len(manifest.bundled())
+    first = manifest.graphs[manifest.bundled()[0]]
     try:
-        st = os.lstat(shown)
-        if stat.S_ISREG(st.st_mode) and st.st_size != ref.bytes:  # anything else: open_bundle names what it is
-            found.add(
-                Check.FILES,
-                ProblemKind.CHECKSUM,
-                shown,
-                f"the graph bundle is {st.st_size} bytes, the manifest says {ref.bytes}: it is truncated, appended to "
-                f"or from another save, and its {count} graph(s) cannot be read. Copy the archive again, or save it "
-                "again.",
-            )
-            return False
-        open_bundle(directory, ref.file, ref.bytes, count)
-    except (ArchiveError, OSError) as exc:
-        kind = kind_of(exc) if isinstance(exc, ArchiveError) else ProblemKind.MISSING
-        found.add(Check.FILES, kind, shown, f"{exc}; its {count} graph(s) cannot be read")
+        store.listing(Path(os.path.normpath(directory / first.json)))
+    except ArchiveError as exc:
+        found.refuse(Check.FILES, directory / manifest.bundle.file, exc)
         return False
     return True
 
@@ -172,136 +141,82 @@ def check_images_dir(found: Findings, images: dict[str, ImageInfo], directory: P
 
 
 def read_graph_files(
-    json_path: Path,
-    label: str,
-    found: Findings,
-    store: GraphStore,
-    entry: GraphEntry | None = None,
-    signed: bool = False,
+    json_path: Path, label: str, found: Findings, store: GraphStore, key: SigningKey | None = None
 ) -> GraphUnderCheck | None:
-    """Reads and checks one graph from where its archive stores it (``store``: foundry.format.stored, as LOAD
-    finds it: its files, or its archive's bundle) against its listing in the manifest beside it (``entry`` in
-    archive mode), and parses its record or delta; None when it cannot be read. A JSON whose bytes are not the
-    ones listed is not decoded, as LOAD does not decode it; with ``signed`` (a key was given for one graph)
-    that is a signature problem, as LOAD under a key refuses it (``ArchiveSignatureError``)."""
+    """Reads and checks one graph as LOAD reads it (load/source.py), from where its archive stores it (``store``:
+    LOAD's, foundry.gate.graph_store): its JSON held to its listing before it is decoded and its metadata
+    (``read_graph_meta``), its archive's manifest (signed with ``key``, where one is given) listing it as it is
+    (``authenticate_graph``), its record or delta (``read_graph_payload``), each refusal reported as LOAD raises
+    it; then, beyond what LOAD reads in Python, the record's or delta's structure (LOAD's native codec checks it
+    where it builds the graph). None when it cannot be read; a graph its manifest does not vouch for is still
+    read on, so that everything else wrong with it is reported too."""
     where = str(json_path)
-
-    def problem(kind: ProblemKind, message: str) -> None:
-        found.add(Check.FILES, kind, where, f"{label}: {message}")
-
     try:
-        listing = store.listing(json_path)
-    except ArchiveError as exc:
-        problem(kind_of(exc), str(exc))
-        return None
-    if listing is not None:
-        entry = listing.entry
-        if listing.bundle is not None:
-            label = f"{label}, stored in {listing.bundle.path.name}"
-        if listing.stray:
-            problem(ProblemKind.MISMATCH, stray_message(listing))
-            return None
-    bundled = listing is not None and listing.bundle is not None
-    if not bundled and not os.path.lexists(json_path):
-        problem(ProblemKind.MISSING, "the graph metadata is missing")
-        return None
-    try:
-        if listing is not None and listing.bundle is not None:
-            raw: bytearray = listing.bundle.json(listing.slot)
-        else:
-            raw = read_regular(json_path, "graph metadata", follow=listing is None)  # a listed one is inside already
-    except ArchiveError as exc:
-        problem(kind_of(exc), str(exc))
-        return None
-    digest = sha256_bytes(raw)
-    if entry is not None and digest != entry.json_sha256:
-        changed = (
-            f"{json_path} was changed after the manifest was written: its SHA-256 is {digest}, the manifest says "
-            f"{entry.json_sha256} (not read further)"
-        )
-        if signed:
-            found.add(Check.SIGNATURE, ProblemKind.SIGNATURE, where, f"{label}: {changed}")
-        else:
-            problem(ProblemKind.CHECKSUM, changed)
-        return None
-    try:
-        # A listed JSON is proven by the hash just compared, which covers its seal (as LOAD proves it).
-        meta = GraphMeta.from_json(load_sealed(raw, where, GRAPH_FORMAT, proven=listing is not None), where)
-        # The paths the metadata names stay inside their roots (checked once here, so that later
-        # checks can use them): its archive directory, its template.
+        meta, got = read_graph_meta(json_path, store)
+        # The paths the metadata names stay inside their roots (as LOAD proves them first), so that later checks
+        # can use them: its archive directory, its template.
         resolve_archive_dir(json_path, meta)
         if meta.template is not None:
             template_path(json_path, meta)
-        elsewhere = bundled_problem(json_path, meta, listing)
-        if elsewhere:
-            problem(ProblemKind.MISMATCH, elsewhere)
-            return None
+    except ArchiveError as exc:
+        found.refuse(Check.FILES, where, exc)
+        return None
+    try:
+        authenticate_graph(json_path, meta, key, got.sha256)
+    except ArchiveError as exc:
+        found.refuse(Check.FILES, where, exc)
+    listing = got.listing
+    if listing is not None and listing.bundle is not None:
+        label = f"{label}, stored in {listing.bundle.path.name}"
+    graph = GraphUnderCheck(json_path, label, meta, got.sha256, entry=listing.entry if listing is not None else None)
+    try:
         payload = read_graph_payload(json_path, meta, listing, verify=True)
-        graph = GraphUnderCheck(json_path, label, meta, digest, entry=entry)
         if meta.template is not None:
             graph.delta = parse_delta(payload)
         else:
             graph.record = parse_record(payload)
     except ArchiveError as exc:
-        found.add(Check.FILES, kind_of(exc), where, f"{label}: {exc}")
+        found.refuse(Check.FILES, where, exc)
         return None
-    except OSError as exc:
-        problem(ProblemKind.MISSING, f"cannot read the graph record: {exc}")
-        return None
-    assert meta.record is not None
-    if entry is not None:
-        if meta.name != entry.name:
-            problem(ProblemKind.MISMATCH, f"the metadata names the graph {meta.name!r}")
-        if meta.record.sha256 != entry.record_sha256:
-            problem(
-                ProblemKind.MISMATCH,
-                f"record SHA-256 is {meta.record.sha256}, the manifest says {entry.record_sha256}",
-            )
     return graph
 
 
 def read_listed_graphs(
     directory: Path, manifest: Manifest, found: Findings, store: GraphStore, bundle_sound: bool = True
 ) -> list[GraphUnderCheck | None]:
-    """Every graph the manifest lists, read and checked in manifest order (None: unreadable, or saved
-    beside the archive rather than in it: nothing is read through a path that leaves the archive). A
-    graph listed by a name inside the archive must be a file there: a symbolic link out of the archive,
-    dangling or not, is a problem, as LOAD refuses it. Graphs stored in a bundle that is not sound
-    (``check_bundle`` reported it) are not read."""
+    """Every graph the manifest lists, read and checked in manifest order by the name it lists (as LOAD is
+    given it: ``directory/json``), None where it cannot be read or is saved beside the archive rather than in
+    it (nothing is read through a path that leaves the archive: verify that graph by its own path). A graph
+    listed by a name inside the archive that is a symbolic link out of it, dangling or not, is refused as LOAD
+    refuses it (``authenticate_graph``). Graphs stored in a bundle that is not sound (``check_bundle`` reported
+    it) are not read."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):
-        label = f"graph {index} ({entry.name})"
         if entry.stored == GraphStorage.BUNDLE and not bundle_sound:
             out.append(None)
             continue
-        try:
-            path = inside(directory, entry.json, "graph metadata")
-        except ArchiveError as exc:
-            if relative_path_problem(entry.json) is None:  # named inside the archive, a link leads out
-                found.add(Check.FILES, ProblemKind.CORRUPT, directory / entry.json, f"{label}: {exc}")
-                out.append(None)
-                continue
+        if relative_path_problem(entry.json) is not None:
             found.note(
-                f"{label}: its JSON {entry.json} lies outside the archive directory, which verify does not read "
-                f"from: check it by its own path (foundry verify {entry.json}), or save graphs inside the archive"
+                f"graph {index} ({entry.name}): its JSON {entry.json} lies outside the archive directory, which verify "
+                f"does not read from: check it by its own path (foundry verify {entry.json}), or save graphs inside "
+                "the archive"
             )
             out.append(None)
             continue
-        # By its name in the archive as listed (not its real path), where readers look the name up.
-        graph = read_graph_files(directory / entry.json if entry.stored == GraphStorage.BUNDLE else path, label,
-                                 found, store, entry)  # fmt: skip
-        if graph is not None:
-            problem = manifest_disagreement(manifest, entry, graph.meta)
-            if problem:
-                found.add(Check.FILES, ProblemKind.MISMATCH, path, f"{label}: the manifest disagrees on {problem}")
-        out.append(graph)
+        named = Path(os.path.normpath(directory / entry.json))
+        try:
+            inside(directory, entry.json, "graph metadata")
+        except ArchiveError as exc:  # a link out of the archive: read nothing through it
+            found.refuse(Check.FILES, named, exc)
+            out.append(None)
+            continue
+        out.append(read_graph_files(named, f"graph {index} ({entry.name})", found, store))
     return out
 
 
-def check_consistency(graph: GraphUnderCheck, found: Findings, archive: Path | None = None) -> None:
-    """What the graph's metadata and manifest entry say against the graph LOAD would build: node
-    count, topology key, function and event counts; and, for a graph listed by the manifest of
-    ``archive``, that its metadata looks for its images in that archive."""
+def check_consistency(graph: GraphUnderCheck, found: Findings) -> None:
+    """What the graph's metadata and manifest entry say against the graph LOAD would build: node count, topology
+    key, function and event counts (LOAD's native codec builds from the record, whatever they say)."""
     record = graph.effective
     meta, entry = graph.meta, graph.entry
     check = Check.FILES if graph.delta is None else Check.TEMPLATES
@@ -310,28 +225,21 @@ def check_consistency(graph: GraphUnderCheck, found: Findings, archive: Path | N
     def problem(message: str) -> None:
         found.add(check, ProblemKind.MISMATCH, where, f"{graph.label}: {message}")
 
-    if record is not None:
-        nodes = node_counts(record)["nodes"]
-        if entry is not None and nodes != entry.nodes:
-            problem(f"the record has {nodes} nodes, the manifest says {entry.nodes}")
-        topology = topology_key(record)
-        if topology != meta.topology or (entry is not None and topology != entry.topology):
-            said = f"the metadata says {meta.topology}" + (f", the manifest {entry.topology}" if entry else "")
-            what = "the record's" if graph.delta is None else "its template's with its overrides applied has"
-            problem(f"{what} topology key is {topology}; {said}")
-        functions = record.function_count if graph.delta is None else graph.delta.function_count
-        if functions != len(meta.functions):
-            problem(f"the record names {functions} functions, the metadata lists {len(meta.functions)}")
-        if record.event_count != meta.events:
-            problem(f"the record uses {record.event_count} events, the metadata says {meta.events}")
-    if archive is not None:
-        images_at = resolve_archive_dir(graph.json_path, meta)
-        try:
-            same = images_at.samefile(archive)
-        except OSError:
-            same = False
-        if not same:
-            problem(f"the metadata looks for its images in {images_at}, not in this archive {archive}")
+    if record is None:
+        return
+    nodes = node_counts(record)["nodes"]
+    if entry is not None and nodes != entry.nodes:
+        problem(f"the record has {nodes} nodes, the manifest says {entry.nodes}")
+    topology = topology_key(record)
+    if topology != meta.topology or (entry is not None and topology != entry.topology):
+        said = f"the metadata says {meta.topology}" + (f", the manifest {entry.topology}" if entry else "")
+        what = "the record's" if graph.delta is None else "its template's with its overrides applied has"
+        problem(f"{what} topology key is {topology}; {said}")
+    functions = record.function_count if graph.delta is None else graph.delta.function_count
+    if functions != len(meta.functions):
+        problem(f"the record names {functions} functions, the metadata lists {len(meta.functions)}")
+    if record.event_count != meta.events:
+        problem(f"the record uses {record.event_count} events, the metadata says {meta.events}")
 
 
 def check_memory(graph: GraphUnderCheck, found: Findings, seen: set[str]) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.errors import IdentityMismatchError
-from foundry.format import FuncAttrs, GraphMeta, compare, open_image
+from foundry.format import FuncAttrs, GraphMeta, open_image
+from foundry.gate import check_identity as identity_rule
 from foundry.gate import manifests_read_once
 from foundry.native import codec, current_identity
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
@@ -71,14 +71,8 @@ _STATE = ProcessState("load.applied", _Applied)
 
 
 def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
-    """Refuses an archive made on another GPU model, driver or software stack."""
-    mismatches = compare(meta.identity, current_identity(), frozenset(allow))
-    if mismatches:
-        lines = "\n  ".join(m.message for m in mismatches)
-        raise IdentityMismatchError(
-            f"graph {meta.name!r} was saved on a different machine:\n  {lines}\nRe-run SAVE on this machine, or "
-            f"pass allow_mismatch={{{', '.join(repr(m.field) for m in mismatches)}}} if you accept the consequence."
-        )
+    """Refuses an archive made on another GPU model, driver or software stack (the gate's identity rule)."""
+    identity_rule(f"graph {meta.name!r}", meta.identity, current_identity(), allow)
 
 
 def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = None) -> None:

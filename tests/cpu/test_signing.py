@@ -154,11 +154,13 @@ def test_single_graph_changed_after_signing(signed: Path) -> None:
     edit_doc(path, lambda d: d.update(name="graph_1x"))  # sealed again, but not what was signed
     report = verify_archive(path, key=KEY)
     (p,) = report.problems
-    assert p.check == Check.SIGNATURE and "graph_1.json was changed after the manifest was written" in p.message
+    assert p.check == Check.SIGNATURE and "graph_1.json: the graph JSON's SHA-256 is" in p.message
+    assert "changed after the manifest was written" in p.message
     # Not even sealed: refused all the same before anything decodes it, by the signed manifest's hash of it.
     path.write_bytes(path.read_bytes() + b" ")
     (p,) = verify_archive(path, key=KEY).problems
-    assert p.check == Check.SIGNATURE and "graph_1.json was changed after the manifest was written" in p.message
+    assert p.check == Check.SIGNATURE and "graph_1.json: the graph JSON's SHA-256 is" in p.message
+    assert "changed after the manifest was written" in p.message
     (p,) = verify_archive(path).problems  # no key: damage
     assert (p.check, p.kind) == (Check.FILES, ProblemKind.CHECKSUM) and "not read further" in p.message
 

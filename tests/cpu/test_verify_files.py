@@ -80,7 +80,7 @@ def test_missing_path_and_non_archive_directory(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     report = verify_archive(empty)
-    problem(report, Check.FILES, ProblemKind.CORRUPT, "empty", "graph_manifest.json")
+    problem(report, Check.FILES, ProblemKind.MISSING, "empty", "graph_manifest.json")
 
 
 # --------------------------------------------------------------------------------------------- files
@@ -140,7 +140,7 @@ FILE_DAMAGE = [
         lambda a: flip(a / "graph_0.json", 40),
         ProblemKind.CHECKSUM,
         "graph_0.json",
-        "the manifest says",
+        "changed after the manifest was written",
         id="json-bitflip",
     ),
     pytest.param(
@@ -259,7 +259,7 @@ def test_delta_whose_template_was_saved_again(archive: Path) -> None:
     rewrite(archive, "graph_0", resaved, retarget=False)  # every checksum of the archive is consistent again
     (p,) = only_failure(verify_archive(archive), Check.TEMPLATES)
     assert p.kind == ProblemKind.MISMATCH and p.path.endswith("graph_1.json")
-    assert "saved again after this member" in p.message and "LOAD refuses it" in p.message
+    assert "saved again after this member" in p.message and "whose record is now" in p.message
 
 
 def test_override_of_a_node_of_another_type_or_that_does_not_exist(archive: Path) -> None:
@@ -306,7 +306,7 @@ def test_graph_stored_as_changes_to_itself(archive: Path) -> None:
     report = verify_archive(archive)
     only_failure(report, Check.TEMPLATES)
     problem(report, Check.TEMPLATES, ProblemKind.CORRUPT, "graph_1.json", "stored as changes to itself")
-    with pytest.raises(ArchiveCorruptError, match="leads back to itself"):
+    with pytest.raises(ArchiveCorruptError, match="stored as changes to itself"):
         read_source(archive / "graph_1.json")
 
 
@@ -321,7 +321,7 @@ def test_template_cycle_is_refused_by_load_not_recursed(archive: Path) -> None:
     )
     write_graph(archive / "graph_0.json", meta, encode_delta(Delta(member_sha, 3, ((0, base.nodes[0]),))))
     remanifest(archive)  # listed as it is now: the cycle itself is what LOAD must refuse
-    with pytest.raises(ArchiveCorruptError, match=r"graph_1\.json -> .*graph_0\.json -> .*graph_1\.json"):
+    with pytest.raises(ArchiveCorruptError, match=r"graph_0\.json, which is itself stored as changes") as refused:
         read_source(archive / "graph_1.json")
-    report = verify_archive(archive)
-    assert any("is itself stored as changes to another graph" in p.message for p in report.problems_of(Check.TEMPLATES))
+    report = verify_archive(archive)  # says the same, with the same rule
+    assert str(refused.value) in [p.message for p in report.problems_of(Check.TEMPLATES)]

@@ -79,7 +79,7 @@ def test_a_missing_or_damaged_value_is_a_files_problem(archive: Path) -> None:
     flip_byte(archive / "memory" / f"{ctab['sha256']}.bin", 3)
     report = verify_archive(archive)
     assert _problems(report, Check.FILES, ProblemKind.MISSING, counter["sha256"])
-    assert _problems(report, Check.FILES, ProblemKind.CHECKSUM, "module variable value content SHA-256")
+    assert _problems(report, Check.FILES, ProblemKind.CHECKSUM, "module variable value's content SHA-256")
 
 
 def test_a_variable_the_image_does_not_define_is_reported(archive: Path) -> None:
@@ -92,7 +92,7 @@ def test_a_variable_the_image_does_not_define_is_reported(archive: Path) -> None
     report = verify_archive(archive)
     assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "a_counter of image")
     # The manifest still says counter: the graph disagrees with it, as LOAD finds before the GPU.
-    assert _problems(report, Check.FILES, ProblemKind.MISMATCH, "the manifest disagrees on the module variables")
+    assert _problems(report, Check.FILES, ProblemKind.MISMATCH, "disagree: the module variables")
 
 
 def test_a_size_the_image_does_not_give_is_reported(archive: Path) -> None:
