@@ -169,7 +169,7 @@ def _verify_directory(
     extra: list[GraphUnderCheck] = []
 
     def read_unlisted(path: Path) -> GraphUnderCheck | None:
-        graph = read_graph_files(path, f"template {path.name}", found, store)
+        graph = read_graph_files(path, found, store)
         if graph is not None:
             extra.append(graph)
         return graph
@@ -223,21 +223,18 @@ def _verify_graphs(
     for json_path in json_paths:
         here = json_path.resolve()
         if here not in known:
-            graph = read_graph_files(json_path, f"graph {json_path.name}", found, store, key)
+            graph = read_graph_files(json_path, found, store, key)
             known[here] = graph
             if graph is not None:
                 named.append(graph)
     if not named:
         _skip_all(found, "no graph can be read")
         return 0, 0
-    for graph in named:
-        graph.label = f"graph {graph.meta.name!r}"
     read = list(named)
 
     def read_template(path: Path) -> GraphUnderCheck | None:
-        template = read_graph_files(path, f"template {path.name}", found, store, key)
+        template = read_graph_files(path, found, store, key)
         if template is not None:
-            template.label = f"template {template.meta.name!r}"
             read.append(template)
         return template
 

@@ -141,7 +141,7 @@ def check_images_dir(found: Findings, images: dict[str, ImageInfo], directory: P
 
 
 def read_graph_files(
-    json_path: Path, label: str, found: Findings, store: GraphStore, key: SigningKey | None = None
+    json_path: Path, found: Findings, store: GraphStore, key: SigningKey | None = None
 ) -> GraphUnderCheck | None:
     """Reads and checks one graph as LOAD reads it (load/source.py), from where its archive stores it (``store``:
     LOAD's, foundry.gate.graph_store): its JSON held to its listing before it is decoded and its metadata
@@ -166,6 +166,8 @@ def read_graph_files(
     except ArchiveError as exc:
         found.refuse(Check.FILES, where, exc)
     listing = got.listing
+    # How the rules beyond LOAD's name the graph, in either mode alike (LOAD's own messages name its file).
+    label = f"graph {meta.name!r}"
     if listing is not None and listing.bundle is not None:
         label = f"{label}, stored in {listing.bundle.path.name}"
     graph = GraphUnderCheck(json_path, label, meta, got.sha256, entry=listing.entry if listing is not None else None)
@@ -210,7 +212,7 @@ def read_listed_graphs(
             found.refuse(Check.FILES, named, exc)
             out.append(None)
             continue
-        out.append(read_graph_files(named, f"graph {index} ({entry.name})", found, store))
+        out.append(read_graph_files(named, found, store))
     return out
 
 

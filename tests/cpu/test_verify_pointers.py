@@ -56,7 +56,7 @@ def test_forged_kernel_argument_pointer_is_found_only_by_the_pointer_scan(archiv
                      "address": OUTSIDE, "end": OUTSIDE}  # fmt: skip
     assert second["node"] == (4, 0) and second["kernel"] == "_Z6kernel1Pf" and second["address"] == OUTSIDE + 64
     msg = problems[0].message
-    assert "graph 0 (graph_0), node 0 (kernel _Z6kernel0Pf), parameter 1" in msg and f"{OUTSIDE:#x}" in msg
+    assert "graph 'graph_0', node 0 (kernel _Z6kernel0Pf), parameter 1" in msg and f"{OUTSIDE:#x}" in msg
     assert "region offset 0x8000000" in msg and "not in its live memory" in msg
     assert "node 4 > 0 (kernel _Z6kernel1Pf), parameter 1" in problems[1].message
 
@@ -69,7 +69,7 @@ def test_forged_pointer_in_a_member_override_names_the_members_kernel(archive: P
     remanifest(archive)
     (p,) = only_failure(verify_archive(archive), Check.POINTERS)
     assert dict(p.details)["graph"] == "graph_1" and dict(p.details)["parameter"] == 0
-    assert p.path.endswith("graph_1.json") and "graph 1 (graph_1), node 0 (kernel _Z6kernel0Pf)" in p.message
+    assert p.path.endswith("graph_1.json") and "graph 'graph_1', node 0 (kernel _Z6kernel0Pf)" in p.message
 
 
 def test_extra_buffer_words_are_scanned(archive: Path) -> None:
