@@ -95,10 +95,8 @@ def render(report: Report) -> str:
         problems = report.problems_of(result.check)
         if problems:
             lines.append(f"{result.check.value}: {plural(result.problems, 'problem')}")
-            for p in problems:
-                # A refusal's message names its file as LOAD's error does: the path is not said twice.
-                said = p.message if p.message.startswith(f"{p.path}:") else f"{p.path}: {p.message}"
-                lines += _wrap(f"{p.kind.value}: {said}", "  ", "      ")
+            for p in problems:  # each message names its file, as LOAD's errors do
+                lines += _wrap(f"{p.kind.value}: {p.message}", "  ", "      ")
             lines.append("")
     if report.notes:
         lines.append("notes:")

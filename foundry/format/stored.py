@@ -20,7 +20,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .bundle import BundleFile, open_bundle
 from .entries import GraphEntry
-from .files import sha256_bytes
+from .files import inside, sha256_bytes
 from .graphfile import (
     MetaCache,
     container_path,
@@ -174,7 +174,9 @@ def read_graph_json(json_path: PathLike, store: GraphStore) -> GraphJson:
         raise ArchiveCorruptError(stray_message(listing))
     if listing is not None and listing.bundle is not None:
         data: bytearray | memoryview = listing.bundle.json(listing.slot)
-    else:  # the path a program named may be a symbolic link (a listed one is proven inside its archive later)
+    elif listing is not None:  # in its archive's files: proven inside the archive before a byte is read through it
+        data = read_regular(inside(listing.archive, listing.entry.json, "graph metadata"), "graph metadata")
+    else:  # a path a program named, which may be a symbolic link: the graph's archive proves it listed, or not
         data = read_regular(json_path, "graph metadata", follow=True)
     got = GraphJson(data, sha256_bytes(data), listing)
     check_listed_json(got, store.mismatch)

@@ -19,9 +19,11 @@ from .graph import (
     read_graph_meta,
 )
 from .identity import check_identity
+from .kernels import missing_kernel
 from .manifests import archive_manifest, authenticate_manifest, manifests_read_once
 from .report import Check, CheckResult, Problem, ProblemKind, Report
 from .signature import check_signature
+from .variables import undefined_variable, variable_of_other_size
 
 __all__ = [
     "Check",
@@ -41,8 +43,11 @@ __all__ = [
     "graph_meta",
     "graph_store",
     "manifests_read_once",
+    "missing_kernel",
     "read_archive_document",
     "read_graph_meta",
+    "undefined_variable",
+    "variable_of_other_size",
     "verify_archive",
     "verify_graphs",
 ]

@@ -14,11 +14,9 @@ from foundry.format import (
     MANIFEST_NAME,
     Manifest,
     RecordRef,
-    inside,
     listed_documents,
-    parse_manifest_doc,
+    manifest_document,
     read_document,
-    read_regular,
 )
 from foundry.trust import KeySource, SigningKey, configured_key
 
@@ -69,11 +67,7 @@ def _listing(archive: Path, key: SigningKey | None) -> tuple[RecordRef, ...]:
     the sealed manifest, the rest of it unread (LOAD reads it next, with every check)."""
     if key is not None:
         return authenticate_manifest(archive, key).documents
-    path = archive / MANIFEST_NAME
-    if not os.path.lexists(path):
-        raise ArchiveCorruptError(f"{archive}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
-    data = read_regular(inside(archive, MANIFEST_NAME, "manifest"), "manifest")
-    return listed_documents(parse_manifest_doc(data, str(path)), str(path))
+    return listed_documents(manifest_document(archive), str(archive / MANIFEST_NAME))
 
 
 def check_documents(directory: Path, manifest: Manifest, key: SigningKey | None, found: Findings) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from foundry.errors import ArchiveError
 from foundry.format import (
@@ -38,6 +37,7 @@ from .files import (
     check_consistency,
     check_image_file,
     check_images_dir,
+    check_listed_values,
     check_memory,
     check_variable_files,
     read_graph_files,
@@ -178,9 +178,8 @@ def _verify_directory(
     for graph in readable:
         check_consistency(graph, found)
     check_groups(manifest, manifest_path, listed, found)
-    listed_images = {e.sha256: e for e in manifest.images}
-    _check_rest(readable, images, found, listed_images)
-    check_manifest_kernels(manifest_path, listed_images, images, found)
+    _check_rest(readable, images, found, (directory, manifest))
+    check_manifest_kernels(manifest_path, {e.sha256: e for e in manifest.images}, images, found)
     if len(readable) < len(listed):
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
     check_manifest_region(manifest, manifest_path, readable, found)
@@ -192,15 +191,22 @@ def _verify_directory(
 
 
 def _check_rest(
-    graphs: list[GraphUnderCheck], images: dict[str, ImageInfo], found: Findings, listed: dict[str, Any] | None
+    graphs: list[GraphUnderCheck],
+    images: dict[str, ImageInfo],
+    found: Findings,
+    manifest: tuple[Path, Manifest] | None,
 ) -> None:
-    """State memory, kernels and pointers of every graph read."""
+    """State memory, carried variables, kernels and pointers of every graph read (and in archive mode, the
+    ``manifest`` of the archive at that directory: the variables its start-up writes)."""
     seen: set[str] = set()
     for graph in graphs:
         check_memory(graph, found, seen)
     carried: set[str] = set()
+    if manifest is not None:  # written by LOAD's start-up, before any graph is read
+        check_listed_values(manifest[0], manifest[1], found, carried)
     for graph in graphs:
         check_variable_files(graph, found, carried)
+    listed = {e.sha256: e for e in manifest[1].images} if manifest is not None else None
     declared = {ref.sha256: ref.format for g in graphs for ref in g.meta.images}
     if listed is not None:
         declared.update({sha: e.format for sha, e in listed.items()})
@@ -209,7 +215,8 @@ def _check_rest(
         check_functions(graph, images, listed, found)
     unchecked = [check_kernel_params(graph, images, found) for graph in graphs]
     note_unchecked(sum(u[0] for u in unchecked), sum(u[1] for u in unchecked), found)
-    check_variables(graphs, images, found)
+    listing = (manifest[0] / MANIFEST_NAME, manifest[1].images) if manifest is not None else None
+    check_variables(graphs, images, found, listing)
     for graph in graphs:
         scan_graph(graph, found)
 

@@ -28,7 +28,6 @@ from foundry.format import (
     ModuleVariables,
     detect_format,
     image_relpath,
-    inside,
     node_counts,
     open_image,
     parse_delta,
@@ -53,6 +52,7 @@ __all__ = [
     "check_consistency",
     "check_image_file",
     "check_images_dir",
+    "check_listed_values",
     "check_memory",
     "check_variable_files",
     "read_graph_files",
@@ -188,10 +188,10 @@ def read_listed_graphs(
 ) -> list[GraphUnderCheck | None]:
     """Every graph the manifest lists, read and checked in manifest order by the name it lists (as LOAD is
     given it: ``directory/json``), None where it cannot be read or is saved beside the archive rather than in
-    it (nothing is read through a path that leaves the archive: verify that graph by its own path). A graph
-    listed by a name inside the archive that is a symbolic link out of it, dangling or not, is refused as LOAD
-    refuses it (``authenticate_graph``). Graphs stored in a bundle that is not sound (``check_bundle`` reported
-    it) are not read."""
+    it (verify that graph by its own path). Nothing is read through a path that leaves the archive: a graph
+    listed by a name inside it that is a symbolic link out of it, dangling or not, is refused before it is
+    read, as LOAD refuses it (format.read_graph_json). Graphs stored in a bundle that is not sound
+    (``check_bundle`` reported it) are not read."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):
         if entry.stored == GraphStorage.BUNDLE and not bundle_sound:
@@ -205,14 +205,7 @@ def read_listed_graphs(
             )
             out.append(None)
             continue
-        named = Path(os.path.normpath(directory / entry.json))
-        try:
-            inside(directory, entry.json, "graph metadata")
-        except ArchiveError as exc:  # a link out of the archive: read nothing through it
-            found.refuse(Check.FILES, named, exc)
-            out.append(None)
-            continue
-        out.append(read_graph_files(named, found, store))
+        out.append(read_graph_files(Path(os.path.normpath(directory / entry.json)), found, store))
     return out
 
 
@@ -275,3 +268,14 @@ def check_variable_files(graph: GraphUnderCheck, found: Findings, seen: set[str]
             seen.add(v.sha256)
             rel = f"{MEMORY_DIR}/{v.sha256}.bin"
             read_checked(directory / rel, partial(read_value, directory, v.sha256, v.bytes), found)
+
+
+def check_listed_values(directory: Path, manifest: Manifest, found: Findings, seen: set[str]) -> None:
+    """The bytes of each module variable the manifest lists for its images, which LOAD's start-up writes into them
+    once they are loaded (load/variables.py), read as it reads them (each once, as ``check_variable_files``)."""
+    for entry in manifest.images:
+        for v in entry.variables or ():
+            if v.sha256 not in seen:
+                seen.add(v.sha256)
+                read_checked(directory / MEMORY_DIR / f"{v.sha256}.bin", partial(read_value, directory, v.sha256,
+                                                                                 v.bytes), found)  # fmt: skip

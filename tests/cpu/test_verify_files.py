@@ -27,6 +27,7 @@ from foundry.format import (
     write_image,
 )
 from foundry.format.delta import Delta
+from foundry.load import preflight
 from foundry.verify import Check, ProblemKind, check_archive, verify_archive
 from tests.fakecuda.images import make_cubin, make_ptx
 from tests.support.archive_damage import load_doc, relist, write_doc
@@ -35,6 +36,7 @@ from tests.support.samples import sample_identity, sample_meta, sample_record
 from tests.support.verify_archives import (
     IMAGES,
     build_archive,
+    forge_graph,
     member_record,
     only_failure,
     problem,
@@ -232,7 +234,7 @@ def test_manifest_kernel_lists_are_checked_against_images_and_graphs(archive: Pa
     write_doc(manifest_path, doc)
     problems = only_failure(verify_archive(archive), Check.KERNELS)
     assert [(p.kind, Path(p.path).name) for p in problems] == [(ProblemKind.MISSING, "graph_manifest.json")]
-    assert "_Z7missingv" in problems[0].message and "would refuse the archive" in problems[0].message
+    assert "_Z7missingv" in problems[0].message and "does not define it" in problems[0].message
     dropped = listed[first][0]
     doc["images"][first]["kernels"] = listed[first][1:]
     write_doc(manifest_path, doc)
@@ -325,3 +327,22 @@ def test_template_cycle_is_refused_by_load_not_recursed(archive: Path) -> None:
         read_source(archive / "graph_1.json")
     report = verify_archive(archive)  # says the same, with the same rule
     assert str(refused.value) in [p.message for p in report.problems_of(Check.TEMPLATES)]
+
+
+# ---------------------------------------------------------------------------------------------- graph mode
+def test_graph_mode_checks_the_template_it_reads(archive: Path) -> None:
+    """The member is checked with its template, whose record LOAD builds it from: a template record
+    naming 0xFFFFFFFF functions (its metadata lists 3) is reported from the member's JSON too, and LOAD's
+    eager run raises it as verify reports it."""
+    forge_graph(archive, "graph_0", dataclasses.replace(sample_record(), function_count=0xFFFFFFFF))
+    for target in (archive, archive / "graph_1.json"):
+        problem(verify_archive(target), Check.FILES, ProblemKind.MISMATCH, "graph_0.json", "4294967295 functions")
+    with pytest.raises(ArchiveCorruptError, match="4294967295 functions"):
+        preflight([archive / "graph_1.json"])
+
+
+def test_a_manifest_holding_a_graphs_region_as_it_is_passes(archive: Path) -> None:
+    """SAVE writes a manifest after the region was released with the last graph's region as it is."""
+    graph_region = read_meta(archive / "graph_1.json").region
+    edit_json(archive / "graph_manifest.json", lambda d: d.update(region=graph_region.to_json()))
+    assert verify_archive(archive).ok and verify_archive(archive / "graph_1.json").ok
