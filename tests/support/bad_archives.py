@@ -139,6 +139,30 @@ def _dangling_link(arch: Path) -> None:
     (arch / "v2.json").symlink_to("/nonexistent/v2.json")
 
 
+def _fifo(path: Path) -> None:
+    """A FIFO where the archive has a file: read without blocking, it is refused by its type."""
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _dev_zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _copy_outside(arch: Path, path: Path) -> None:
+    """An identical copy outside the archive ``arch``, linked in the place of its file ``path``."""
+    outside = arch.parent / f"outside-{path.name}"
+    shutil.copy(path, outside)
+    path.unlink()
+    path.symlink_to(outside)
+
+
+def _images_dir_outside(arch: Path) -> None:
+    shutil.move(arch / "images", arch.parent / "images-outside")
+    (arch / "images").symlink_to(arch.parent / "images-outside")
+
+
 def _container_version(arch: Path) -> None:
     path = container_path(arch / "v0.json")
     data = bytearray(path.read_bytes())
@@ -226,6 +250,14 @@ CASES: tuple[Case, ...] = (
     Case("image-missing", lambda a: _image(a).unlink()),
     Case("image-byte-flipped", lambda a: flip_byte(_image(a), 100)),
     Case("image-truncated", lambda a: truncate(_image(a), 64)),
+    Case("image-grown", lambda a: _image(a).open("ab").write(b"\0" * 4096)),
+    Case("image-is-a-fifo", lambda a: _fifo(_image(a))),
+    Case("image-links-to-dev-zero", lambda a: _dev_zero(_image(a))),
+    Case("image-links-to-a-copy-outside", lambda a: _copy_outside(a, _image(a))),
+    Case("images-directory-outside", _images_dir_outside),
+    Case("memory-is-a-fifo", lambda a: _fifo(_memory(a))),
+    Case("manifest-is-a-fifo", lambda a: _fifo(a / MANIFEST_NAME)),
+    Case("manifest-links-to-dev-zero", lambda a: _dev_zero(a / MANIFEST_NAME)),
     Case("memory-missing", lambda a: _memory(a).unlink()),
     Case("memory-byte-flipped", lambda a: flip_byte(_memory(a), 0)),
     Case("document-missing", lambda a: (a / DOCUMENT).unlink()),
@@ -263,6 +295,14 @@ CASES: tuple[Case, ...] = (
     Case("files-record-of-another-save", _files(lambda a: shutil.copyfile(a / "v1.cugraph", a / "v2.cugraph"))),
     Case("files-json-linked-out-of-the-archive", _files(_link_out)),
     Case("files-json-dangling-link", _files(_dangling_link)),
+    Case("files-record-is-a-fifo", _files(lambda a: _fifo(a / "v0.cugraph"))),
+    Case(
+        "files-record-named-out-of-the-archive",
+        _files(_forge("v1", lambda d: d["record"].update(file="../outside.txt"))),
+    ),
+    Case("json-images-above-the-archive", _forge("v1", lambda d: d.update(archive_dir="../.."))),
+    Case("json-images-at-the-root", _forge("v1", lambda d: d.update(archive_dir="/"))),
+    Case("template-named-out-of-the-archive", _forge("v2", lambda d: d["template"].update(json="../outside.txt"))),
     # templates
     Case("member-of-itself", _forge("v1", lambda d: d["template"].update(json="v1.json"))),
     Case("template-is-a-member", _forge("v2", lambda d: d["template"].update(json="v1.json"))),
