@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "save_graph_manifest": ".save",
     "write_archive_document": ".save",
     "read_archive_document": ".gate",
+    "read_archive_region": ".gate",
     "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",
     "startup_phases": ".load",

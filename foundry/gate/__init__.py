@@ -20,7 +20,7 @@ from .graph import (
 )
 from .identity import check_identity
 from .kernels import missing_kernel
-from .manifests import archive_manifest, authenticate_manifest, manifests_read_once
+from .manifests import archive_manifest, authenticate_manifest, manifests_read_once, read_archive_region
 from .report import Check, CheckResult, Problem, ProblemKind, Report
 from .signature import check_signature
 from .variables import undefined_variable, variable_of_other_size
@@ -45,6 +45,7 @@ __all__ = [
     "manifests_read_once",
     "missing_kernel",
     "read_archive_document",
+    "read_archive_region",
     "read_graph_meta",
     "undefined_variable",
     "variable_of_other_size",

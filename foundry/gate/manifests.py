@@ -18,7 +18,9 @@ from foundry.format import (
     GraphEntry,
     Manifest,
     PathLike,
+    RegionSpec,
     inside,
+    manifest_document,
     parse_manifest_doc,
     read_regular,
     real_name,
@@ -26,7 +28,7 @@ from foundry.format import (
     real_paths_memoized,
     sha256_bytes,
 )
-from foundry.trust import SigningKey
+from foundry.trust import KeySource, SigningKey, configured_key
 
 from .signature import check_signature
 
@@ -143,3 +145,20 @@ def archive_manifest(archive_dir: PathLike, key: SigningKey | None) -> Manifest 
     any archive is not refused for that here). Raises as ``authenticate_manifest`` for one that is there."""
     verified = proven_manifest(Path(archive_dir), key)
     return None if verified is None else verified.manifest
+
+
+def read_archive_region(archive_dir: PathLike, signing_key: KeySource | None = None) -> RegionSpec:
+    """The region the archive's graphs were saved in, as its manifest states it: the one place a finished archive
+    keeps it (docs/FORMAT.md; a graph and an engine's metadata refer to it). The manifest is proven as LOAD
+    proves it: sealed, and signed with the key in force (``signing_key``, else the configured one), raising as
+    ``authenticate_manifest``; an archive without one raises ``ArchiveCorruptError`` (``ArchiveSignatureError``
+    under a key)."""
+    archive = Path(archive_dir)
+    key = configured_key(signing_key)
+    if key is not None:
+        return authenticate_manifest(archive, key).region
+    proven = proven_manifest(archive, None)
+    if proven is None:
+        manifest_document(archive)  # raises: no manifest, named as every reader names it
+        raise AssertionError("unreachable")
+    return proven.manifest.region

@@ -211,3 +211,21 @@ def test_a_batch_of_graphs_reads_each_manifest_once(tmp_path: Path, monkeypatch:
     (arch / MANIFEST_NAME).write_bytes((arch / MANIFEST_NAME).read_bytes().replace(b'"', b"'", 1))
     with pytest.raises(ArchiveCorruptError):
         preflight(paths)
+
+
+def test_the_archives_region_is_its_manifests_proven_as_load_proves_it(signed: Path) -> None:
+    """``foundry.read_archive_region``: the region a finished archive states once, in its manifest (an engine's
+    metadata refers to it), read as LOAD reads the manifest: sealed, and signed under a key."""
+    import foundry
+
+    region = foundry.read_archive_region(signed)
+    assert region == read_manifest(signed).region
+    assert foundry.read_archive_region(signed, signing_key=KEY) == region
+    with pytest.raises(ArchiveSignatureError, match="is signed with key"):
+        foundry.read_archive_region(signed, signing_key=OTHER)
+    edit_manifest(signed, lambda d: d["region"].update(high_water=d["region"]["high_water"] + 1))
+    with pytest.raises(ArchiveSignatureError, match="does not match the content"):
+        foundry.read_archive_region(signed, signing_key=KEY)
+    (signed / MANIFEST_NAME).unlink()
+    with pytest.raises(ArchiveCorruptError, match=r"no graph_manifest\.json"):
+        foundry.read_archive_region(signed)

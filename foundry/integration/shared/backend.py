@@ -61,6 +61,11 @@ class FoundryApi(Protocol):
         raises Foundry's ArchiveError otherwise."""
         ...
 
+    def archive_region(self, archive: Path) -> tuple[int, int, int]:
+        """The archive's region as its manifest states it, proven as ``read_document`` proves it: base, size and
+        high-water mark."""
+        ...
+
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
     ) -> Any: ...
@@ -129,6 +134,10 @@ class PublicFoundryApi:
 
     def read_document(self, archive: Path, name: str) -> dict[str, Any]:
         return foundry.read_archive_document(archive, name)
+
+    def archive_region(self, archive: Path) -> tuple[int, int, int]:
+        region = foundry.read_archive_region(archive)
+        return region.base, region.size, region.high_water
 
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
