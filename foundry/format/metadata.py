@@ -25,7 +25,7 @@ from .jsonfields import (
 from .jsontext import Parts
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
 
-__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta", "Parts"]
+__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_LISTED", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta", "Parts"]
 
 T = TypeVar("T")
 
@@ -33,8 +33,13 @@ T = TypeVar("T")
 GRAPH_FORMAT = "foundry-graph"
 GRAPH_FORMAT_VERSION = 3
 """3: images carry their module variables (docs/FORMAT.md, "Module variables"); a reader of version 2
-would load the images without them, so it must refuse version 3."""
-GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION)
+would load the images without them, so it must refuse version 3. Written for a graph that states its region's
+range itself (one no manifest lists yet, or one stored beside its archive)."""
+GRAPH_FORMAT_LISTED = 4
+"""4: as 3, but the region's range (base, size, granularity) is not stated: it is the manifest's, which lists the
+graph in its own directory (SAVE writes every graph it stores in the graph bundle so). A reader of version 3 would
+find no region base, so it must refuse version 4."""
+GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION, GRAPH_FORMAT_LISTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +87,9 @@ class GraphMeta:
             return f"topology {self.topology!r:.80} is not a lower-case hex SHA-256"
         return None
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object of the file. Raises ``ValueError`` if ``record`` is None."""
+    def to_json(self, listed: bool = False) -> dict[str, Any]:
+        """The JSON object of the file. Raises ``ValueError`` if ``record`` is None. ``listed``: for a graph the
+        manifest in its directory lists (format version 4), whose region's range is the manifest's."""
         if self.record is None:
             raise ValueError(f"graph {self.name!r}: metadata has no record reference yet; use write_graph")
         if any(ref.variables is None for ref in self.images):
@@ -94,7 +100,7 @@ class GraphMeta:
             )
         return {
             "format": GRAPH_FORMAT,
-            "format_version": GRAPH_FORMAT_VERSION,
+            "format_version": GRAPH_FORMAT_LISTED if listed else GRAPH_FORMAT_VERSION,
             "foundry_version": self.foundry_version,
             "name": self.name,
             "record": self.record.to_json(),
@@ -104,7 +110,7 @@ class GraphMeta:
             "events": self.events,
             "outputs": [o.to_json() for o in self.outputs],
             "rng": None if self.rng is None else self.rng.to_json(),
-            "region": self.region.to_json(),
+            "region": self.region.to_json(range_too=not listed),
             "identity": self.identity.to_json(),
             "stats": dict(self.stats),
             "topology": self.topology,
@@ -113,15 +119,30 @@ class GraphMeta:
         }
 
     @classmethod
-    def from_json(cls, doc: Any, source: str, parts: Parts | None = None) -> GraphMeta:
+    def from_json(
+        cls, doc: Any, source: str, parts: Parts | None = None, archive: RegionSpec | None = None
+    ) -> GraphMeta:
         """Validate a parsed graph JSON document (``source`` names it in messages).
 
         ``ArchiveForeignError``: not a ``foundry-graph`` document; ``ArchiveVersionError``: unknown
         ``format_version``; ``ArchiveCorruptError``: any missing key, wrong type or inconsistency.
-        Unknown keys are ignored. ``parts``: see ``Parts``.
+        Unknown keys are ignored. ``parts``: see ``Parts``. ``archive``: the region of the manifest that lists
+        the graph in its own directory, whose range a graph of format version 4 takes (one no such manifest
+        lists is refused: nothing else states its range).
         """
         obj = check_format(doc, GRAPH_FORMAT, GRAPH_FORMAT_VERSIONS, source)
         at = At(source)
+        listed = obj["format_version"] >= GRAPH_FORMAT_LISTED
+        if listed and archive is None:
+            at.key("region").fail(
+                "format version 4 takes the region's base, size and granularity from the manifest in the graph's "
+                "directory, and none there lists the graph"
+            )
+        # Kept per range: the same text of a graph's own region means another region under another manifest.
+        region_kind = (
+            "region" if not listed or archive is None else f"region@{archive.base}:{archive.size}:{archive.granularity}"
+        )
+        region_of = archive if listed else None
 
         def shared(name: str, raw: Any, where: At, parse: Callable[[Any, At], T]) -> T:
             # Kept only for the very object decoded from the same text (``same``): an equal value spelled
@@ -165,7 +186,7 @@ class GraphMeta:
             events=field_int(obj, "events", at, U32),
             outputs=outputs,
             rng=None if rng_v is None else RngSpec.from_json(rng_v, rng_at),
-            region=shared("region", *field(obj, "region", at), RegionSpec.from_json),
+            region=shared(region_kind, *field(obj, "region", at), lambda v, a: RegionSpec.from_json(v, a, region_of)),
             identity=shared("identity", *field(obj, "identity", at), Identity.from_json),
             stats=stats,
             topology=field_sha256(obj, "topology", at),

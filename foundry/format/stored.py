@@ -31,6 +31,7 @@ from .graphfile import (
 from .manifest import MANIFEST_NAME, Manifest, read_manifest
 from .metadata import GraphMeta
 from .reads import PathLike, read_regular
+from .values import RegionSpec
 
 __all__ = [
     "GraphJson",
@@ -38,6 +39,7 @@ __all__ = [
     "Listing",
     "check_listed_json",
     "directory_entries",
+    "listed_region",
     "manifest_if_any",
     "read_graph",
     "read_graph_json",
@@ -242,7 +244,7 @@ def read_meta_digest(
     Errors: ``ArchiveCorruptError`` (missing, bad JSON, a wrong or missing key, bytes other than listed),
     ``ArchiveForeignError`` (not a graph JSON), ``ArchiveVersionError`` (unknown format_version)."""
     got = read_graph_json(json_path, store if store is not None else GraphStore())
-    return parse_meta(got.data, json_path, got.sha256, cache, proven=got.listing is not None), got.sha256
+    return parse_meta(got.data, json_path, got.sha256, cache, got.listing is not None, listed_region(got)), got.sha256
 
 
 def read_meta(json_path: PathLike, store: GraphStore | None = None) -> GraphMeta:
@@ -257,5 +259,11 @@ def read_graph(json_path: PathLike, verify: bool = True, store: GraphStore | Non
     ``ArchiveCorruptError`` for a missing, damaged or mismatched record."""
     store = store if store is not None else GraphStore()
     got = read_graph_json(json_path, store)
-    meta = parse_meta(got.data, json_path, got.sha256, None, proven=got.listing is not None)
+    meta = parse_meta(got.data, json_path, got.sha256, None, got.listing is not None, listed_region(got))
     return meta, bytes(read_graph_payload(json_path, meta, got.listing, verify))
+
+
+def listed_region(got: GraphJson) -> RegionSpec | None:
+    """The region of the manifest that lists the graph ``got`` in its own directory, whose range a graph JSON of
+    format version 4 takes (None: no manifest there lists it)."""
+    return got.listing.manifest.region if got.listing is not None else None

@@ -270,21 +270,33 @@ class RegionSpec:
     live: tuple[tuple[int, int], ...]
     events: tuple[tuple[int, int, int, int, int], ...]
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "base": self.base,
-            "size": self.size,
-            "granularity": self.granularity,
+    def to_json(self, range_too: bool = True) -> dict[str, Any]:
+        """The region's JSON; without ``range_too``, only what is the graph's own (its high-water mark, live
+        ranges and allocations): a graph its archive's manifest lists takes the range (base, size, granularity)
+        from that manifest, which states it once for the archive (graph format version 4)."""
+        own = {
             "high_water": self.high_water,
             "live": [list(r) for r in self.live],
             "events": [list(e) for e in self.events],
         }
+        if not range_too:
+            return own
+        return {"base": self.base, "size": self.size, "granularity": self.granularity, **own}
 
     @classmethod
-    def from_json(cls, value: Any, at: At) -> RegionSpec:
+    def from_json(cls, value: Any, at: At, archive: RegionSpec | None = None) -> RegionSpec:
+        """A region's JSON; with ``archive`` (the manifest's region), one that states only what is the graph's own
+        (``to_json(range_too=False)``), its range taken from ``archive``."""
         obj = get_obj(value, at)
-        base = field_int(obj, "base", at)
-        size = field_int(obj, "size", at)
+        if archive is not None:
+            for key in ("base", "size", "granularity"):
+                if key in obj:
+                    at.key(key).fail("stated here and in the manifest: a graph of format version 4 takes it from there")
+            base, size, granularity = archive.base, archive.size, archive.granularity
+        else:
+            base = field_int(obj, "base", at)
+            size = field_int(obj, "size", at)
+            granularity = field_int(obj, "granularity", at)
         if base + size > U64[1] + 1:
             at.key("size").fail(f"the region {base:#x}+{size:#x} runs past the 64-bit address space")
         high_water = field_int(obj, "high_water", at)
@@ -301,7 +313,6 @@ class RegionSpec:
                 live_at.index(i).fail(f"range {off}+{length} ends beyond the region size {size}")
         events_v, events_at = field(obj, "events", at)
         events = get_int_rows(events_v, events_at, (U64, U32, U64, U64, U64))
-        granularity = field_int(obj, "granularity", at)
         return cls(base, size, granularity, high_water, live, events)  # type: ignore[arg-type]
 
 

@@ -22,6 +22,7 @@ from foundry.format import (
     PathLike,
     VariableRef,
     inside_name,
+    listed_region,
     parse_meta,
     read_graph_json,
     real_name,
@@ -70,7 +71,7 @@ def graph_meta(json_path: PathLike, got: GraphJson, cache: MetaCache | None = No
     """The metadata of a graph JSON's bytes ``got`` (proven to be the listed ones where a manifest lists them),
     validated (format.parse_meta; ``cache``: bytes parsed before are not validated again), and looking for its
     images in the archive that lists it (``check_listed_here``)."""
-    meta = parse_meta(got.data, json_path, got.sha256, cache, proven=got.listing is not None)
+    meta = parse_meta(got.data, json_path, got.sha256, cache, got.listing is not None, listed_region(got))
     check_listed_here(json_path, meta, got.listing)
     return meta
 

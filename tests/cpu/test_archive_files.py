@@ -262,7 +262,8 @@ def edit_json(path: Path, edit: object) -> None:
         (lambda d: d["images"][next(iter(d["images"]))].update(format="zip"), ArchiveCorruptError, "format"),
         (lambda d: d.update(format="foundry-archive"), ArchiveForeignError, "expected 'foundry-graph'"),
         (lambda d: d.pop("format"), ArchiveForeignError, "no 'format'"),
-        (lambda d: d.update(format_version=4), ArchiveVersionError, "format_version 4"),
+        (lambda d: d.update(format_version=5), ArchiveVersionError, "format_version 5"),
+        (lambda d: d.update(format_version=4), ArchiveCorruptError, "none there lists the graph"),
         (lambda d: d.update(format_version="1"), ArchiveCorruptError, "format_version"),
     ],
 )
@@ -298,9 +299,9 @@ def test_metadata_is_parsed_once_per_content_by_load(tmp_path: Path, monkeypatch
     parses: list[str] = []
     real = graphfile.GraphMeta.from_json
 
-    def counted(doc: Any, source: str, parts: Any = None) -> graphfile.GraphMeta:
+    def counted(doc: Any, source: str, parts: Any = None, archive: Any = None) -> graphfile.GraphMeta:
         parses.append(source)
-        return real(doc, source, parts)
+        return real(doc, source, parts, archive)
 
     monkeypatch.setattr(graphfile.GraphMeta, "from_json", counted)
     assert read_meta_cached(path) == (first, digest) and parses == []

@@ -39,6 +39,7 @@ from foundry.format import (
     read_manifest,
     write_document,
     write_manifest,
+    write_region_hint,
 )
 from foundry.trust import SigningKey, sign_manifest
 from tests.support.archive_damage import (
@@ -101,6 +102,13 @@ def _forge(name: str, edit: Callable[[dict[str, Any]], object]) -> Callable[[Pat
         relist(arch / f"{name}.json")
 
     return apply
+
+
+def _hint(arch: Path) -> None:
+    """The region hint each graph's SAVE writes, as an archive keeps it where its manifest was written by an older
+    Foundry (this one removes it once the manifest states the region)."""
+    region = read_manifest(arch).region
+    write_region_hint(arch, region.base, region.size)
 
 
 def _image(arch: Path) -> Path:
@@ -243,8 +251,11 @@ CASES: tuple[Case, ...] = (
     Case("graph-changed-after-signing", lambda a: (_sign(a), flip_stored(a / "v1.json", 100)), key=True),
     Case("document-changed-after-signing", lambda a: (_sign(a), flip_byte(a / DOCUMENT, 20)), key=True),
     # the region
-    Case("region-hint-damaged", lambda a: flip_byte(a / REGION_HINT, 30)),
-    Case("region-hint-of-another-region", lambda a: edit_doc(a / REGION_HINT, lambda d: d.update(size=d["size"] // 2))),
+    Case("region-hint-damaged", lambda a: (_hint(a), flip_byte(a / REGION_HINT, 30))),
+    Case(
+        "region-hint-of-another-region",
+        lambda a: (_hint(a), edit_doc(a / REGION_HINT, lambda d: d.update(size=d["size"] // 2))),
+    ),
     Case("manifest-region-below-its-graphs", _edit_manifest(_lower_region), lazy=False),
     # images, state memory, documents
     Case("image-missing", lambda a: _image(a).unlink()),
@@ -286,6 +297,8 @@ CASES: tuple[Case, ...] = (
     Case("manifest-other-variables", _edit_manifest(_variables)),
     Case("manifest-variable-its-image-lacks", _variable_the_image_lacks),
     Case("json-other-identity", _forge("v3", lambda d: d["identity"].update(gpu_name="Forged GPU"))),
+    Case("json-states-the-manifests-region-too", _forge("v1", lambda d: d["region"].update(base=0x1000))),
+    Case("json-region-past-the-manifests", _forge("v1", lambda d: d["region"].update(high_water=1 << 62))),
     # records and containers
     Case("record-byte-flipped", lambda a: flip_stored(a / "v1.json", -9, "container")),
     Case("record-truncated", lambda a: store(a / "v1.json", container=stored(a / "v1.json")[1][:100])),
