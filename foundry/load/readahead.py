@@ -30,7 +30,7 @@ from foundry.format import (
     stray_files,
     template_path,
 )
-from foundry.gate import check_agrees, check_template, check_template_path, graph_meta, graph_store, manifests_read_once
+from foundry.gate import check_agrees, check_template, graph_meta, graph_store, manifests_read_once
 from foundry.trust import configured_key
 
 from .source import _STATE, GraphSource, _as_named, _read_source, _Sources
@@ -205,9 +205,8 @@ def _bundled_source(
         templates[real] = src
         return src
     tpath = template_path(json_path, meta)
-    check_template_path(json_path, tpath)
     template = templates.get(str(tpath))
-    if template is None:  # not in the bundle, or not sound there: LOAD reads the member, and its template, itself
+    if template is None:  # not in the bundle as a sound template (a member of itself is none): LOAD reads it again
         raise ArchiveCorruptError(f"{json_path}: the bundle does not hold its template {tpath} as a sound graph")
     check_template(json_path, meta, tpath, template.meta)
     return GraphSource(json_path, meta, None, archive_dir, template, digest, None, listing, container)
