@@ -3,12 +3,17 @@
 LOAD applies each rule as it reads the file the rule is about, and no more; ``foundry verify`` applies every
 rule to every file (``verify_archive``, ``verify_graphs``: the eager run, which gathers what each rule refuses
 into one ``Report`` instead of raising the first). Both run the same functions, so they say the same thing.
+
+The eager run and its report are imported on first use: LOAD imports the gate with its first module, at every
+engine's start-up, and needs none of the checks only the eager run makes.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .documents import read_archive_document
-from .eager import check_archive, verify_archive, verify_graphs
 from .graph import (
     authenticate_graph,
     check_agrees,
@@ -19,11 +24,32 @@ from .graph import (
     read_graph_meta,
 )
 from .identity import check_identity
-from .kernels import missing_kernel
 from .manifests import archive_manifest, authenticate_manifest, manifests_read_once, read_archive_region
-from .report import Check, CheckResult, Problem, ProblemKind, Report
 from .signature import check_signature
-from .variables import undefined_variable, variable_of_other_size
+from .symbols import missing_kernel, undefined_variable, variable_of_other_size
+
+if TYPE_CHECKING:
+    from .eager import check_archive, verify_archive, verify_graphs
+    from .report import Check, CheckResult, Problem, ProblemKind, Report
+
+_EAGER = {
+    "Check": ".report",
+    "CheckResult": ".report",
+    "Problem": ".report",
+    "ProblemKind": ".report",
+    "Report": ".report",
+    "check_archive": ".eager",
+    "verify_archive": ".eager",
+    "verify_graphs": ".eager",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EAGER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
+
 
 __all__ = [
     "Check",

@@ -9,10 +9,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from foundry.errors import ArchiveCorruptError, ArchiveError, ArchiveSignatureError
+from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import (
     MANIFEST_NAME,
-    Manifest,
     RecordRef,
     listed_documents,
     manifest_document,
@@ -20,11 +19,9 @@ from foundry.format import (
 )
 from foundry.trust import KeySource, SigningKey, configured_key
 
-from .findings import Findings
 from .manifests import authenticate_manifest
-from .report import Check
 
-__all__ = ["check_documents", "listed_document", "read_archive_document"]
+__all__ = ["listed_document", "read_archive_document"]
 
 
 def read_archive_document(
@@ -68,12 +65,3 @@ def _listing(archive: Path, key: SigningKey | None) -> tuple[RecordRef, ...]:
     if key is not None:
         return authenticate_manifest(archive, key).documents
     return listed_documents(manifest_document(archive), str(archive / MANIFEST_NAME))
-
-
-def check_documents(directory: Path, manifest: Manifest, key: SigningKey | None, found: Findings) -> None:
-    """Every document the manifest lists, read as LOAD reads it (``listed_document``), its refusal reported."""
-    for ref in manifest.documents:
-        try:
-            listed_document(directory, ref, key)
-        except ArchiveError as exc:
-            found.refuse(Check.FILES, directory / ref.file, exc)

@@ -31,10 +31,10 @@ from foundry.format import (
 )
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, signature_key_id
 
-from .documents import check_documents
 from .files import (
     check_bundle,
     check_consistency,
+    check_documents,
     check_image_file,
     check_images_dir,
     check_listed_values,

@@ -43,6 +43,7 @@ from foundry.format import (
 )
 from foundry.trust import SigningKey
 
+from .documents import listed_document
 from .findings import Findings, GraphUnderCheck, ImageInfo, kind_of
 from .graph import authenticate_graph, read_graph_meta
 from .report import Check, ProblemKind
@@ -50,6 +51,7 @@ from .report import Check, ProblemKind
 __all__ = [
     "check_bundle",
     "check_consistency",
+    "check_documents",
     "check_image_file",
     "check_images_dir",
     "check_listed_values",
@@ -279,3 +281,12 @@ def check_listed_values(directory: Path, manifest: Manifest, found: Findings, se
                 seen.add(v.sha256)
                 read_checked(directory / MEMORY_DIR / f"{v.sha256}.bin", partial(read_value, directory, v.sha256,
                                                                                  v.bytes), found)  # fmt: skip
+
+
+def check_documents(directory: Path, manifest: Manifest, key: SigningKey | None, found: Findings) -> None:
+    """Every document the manifest lists, read as LOAD reads it (``listed_document``), its refusal reported."""
+    for ref in manifest.documents:
+        try:
+            listed_document(directory, ref, key)
+        except ArchiveError as exc:
+            found.refuse(Check.FILES, directory / ref.file, exc)

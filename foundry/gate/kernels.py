@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from foundry.errors import ArchiveCorruptError
 from foundry.format import ImageEntry, ImageFormat
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind
+from .symbols import missing_kernel
 
-__all__ = ["check_functions", "check_image_formats", "check_manifest_kernels", "missing_kernel"]
+__all__ = ["check_functions", "check_image_formats", "check_manifest_kernels"]
 
 
 def check_image_formats(images: Mapping[str, ImageInfo], declared: Mapping[str, ImageFormat], found: Findings) -> None:
@@ -97,16 +97,6 @@ def check_functions(
                 f"function {index} ({fn.name}) is not defined in its image {fn.image} ({len(info.names)} symbols); "
                 "LOAD would not find the kernel",
             )
-
-
-def missing_kernel(manifest_path: Path, name: str, image: str) -> ArchiveCorruptError:
-    """The refusal of a manifest listing kernel ``name`` in ``image``, which does not define it: LOAD's start-up
-    (which looks every listed kernel up in the driver) and ``foundry verify`` (which reads the image's symbols)
-    raise it alike."""
-    return ArchiveCorruptError(
-        f"{manifest_path}: the manifest lists kernel {name} in image {image}, which does not define it: the manifest "
-        "does not belong to these images. Save the archive again."
-    ).as_kind("missing")
 
 
 def check_manifest_kernels(

@@ -15,31 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from foundry.errors import ArchiveCorruptError
-from foundry.format import ImageEntry, PathLike, VariableRef
+from foundry.format import ImageEntry, VariableRef
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind
+from .symbols import undefined_variable, variable_of_other_size
 
-__all__ = ["check_variables", "undefined_variable", "variable_of_other_size"]
-
-
-def undefined_variable(asked_by: PathLike, name: str, nbytes: int, image: str) -> ArchiveCorruptError:
-    """The refusal of a listing (``asked_by``: the graph's JSON, or the manifest) that carries variable ``name`` of
-    ``nbytes`` bytes for ``image``, which does not define it: LOAD finds it in the driver once the image is
-    loaded, ``foundry verify`` in the image's symbols."""
-    return ArchiveCorruptError(
-        f"{asked_by} carries module variable {name} ({nbytes} bytes) of kernel image {image}, which the image does "
-        "not define: the metadata does not belong to that image. Save the graph again."
-    ).as_kind("mismatch")
-
-
-def variable_of_other_size(asked_by: PathLike, name: str, nbytes: int, image: str, sizes: str) -> ArchiveCorruptError:
-    """``undefined_variable`` for a variable the image defines with another size (``sizes``)."""
-    return ArchiveCorruptError(
-        f"{asked_by} carries module variable {name} ({nbytes} bytes) of kernel image {image}, which defines it with "
-        f"{sizes} bytes: the metadata does not belong to that image. Save the graph again."
-    ).as_kind("mismatch")
+__all__ = ["check_variables"]
 
 
 def check_variables(

@@ -223,17 +223,16 @@ def load_graph(
 
 
 def preflight(paths: Iterable[str | os.PathLike[str]]) -> list[GraphSource]:
-    """Every check LOAD makes before it touches the GPU, for the graphs at ``paths``, run now and in
-    full: LOAD's first step (``read_sources``: each graph's metadata, its listing in its archive's manifest
-    and, with a signing key configured, the manifest's signature, its template), then every check
-    ``foundry verify`` makes of these graphs, by the same rules (foundry.verify.verify_graphs): records,
+    """LOAD's eager run of the gate (foundry.gate) for the graphs at ``paths``: every rule, now and in full,
+    where LOAD applies each as it reads the file it is about. LOAD's first step (``read_sources``: each graph's
+    metadata, its listing in its archive's manifest and, with a signing key configured, the manifest's
+    signature, its template), then the gate run eagerly on these graphs (foundry.verify.verify_graphs): records,
     images, state memory and carried module variables read and checked against the digests and sizes the
-    archive states; what the metadata, the manifest and the records say of each other (module variable
-    listings and the region included); kernels and variables against their images; template members
-    against their templates; every address a graph uses inside the memory LOAD maps; the region hint.
-    The identity check is LOAD's own, when it builds. Returns the sources; raises the first problem (an
-    ``ArchiveError`` naming the file, and how many more there are). LOAD makes its checks lazily, as it
-    needs each file; this makes them all before anything else happens."""
+    archive states; what the metadata, the manifest and the records say of each other; kernels and variables
+    against their images; template members against their templates; every address a graph uses inside the
+    memory LOAD maps; the region hint. The identity check is LOAD's own, when it builds. Returns the sources;
+    raises the first problem as ``foundry verify`` reports it (an ``ArchiveError`` whose message names the
+    file, and how many more there are)."""
     # Imported here, not with LOAD: no other step needs verify's checks, and importing them costs every
     # engine's start-up (load_cuda_modules_and_libraries imports this module) a few hundredths of a second.
     from foundry.verify import verify_graphs
