@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 13
+#define FDY_ABI_VERSION 14
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -107,8 +107,14 @@ typedef struct {
   int32_t device;             /* device ordinal the region belongs to */
   int32_t active;             /* allocations are being placed in the region */
   int32_t reserved;           /* a region exists (active or stopped) */
-  int32_t pad;
+  uint32_t small_align;       /* allocations smaller than a granule share granules, each at a multiple of this */
 } fdy_region_info;
+
+/* Allocations smaller than the granularity are placed together in shared granules, each at a multiple of
+ * this many bytes, as the driver's own cuMemAlloc packs them (a process would otherwise map a 2 MiB granule
+ * for each 4 KiB allocation, and an engine that sizes its caches from free memory would size them
+ * differently under Foundry). */
+#define FDY_REGION_SMALL_ALIGN 512
 
 enum fdy_alloc_kind {
   FDY_EV_ALLOC = 1,        /* cuMemAlloc / cuMemAllocPitch */
@@ -130,7 +136,7 @@ typedef struct {
   uint64_t seq;      /* 1-based, in call order */
   uint64_t offset;   /* from the region base */
   uint64_t size;     /* bytes the caller asked for */
-  uint64_t span;     /* bytes the region set aside (granularity-rounded) */
+  uint64_t span;     /* bytes the region set aside (granularity-rounded; FDY_REGION_SMALL_ALIGN-rounded when packed) */
   uint32_t kind;     /* FDY_EV_* */
   uint32_t tid;      /* Linux thread id of the caller */
 } fdy_alloc_event;

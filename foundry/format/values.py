@@ -260,7 +260,9 @@ class RegionSpec:
     """The allocation region at SAVE time (docs/FORMAT.md, "region").
 
     ``live`` is ``(offset, length)`` pairs, sorted and non-overlapping, inside ``[0, size)``;
-    ``events`` is ``(seq, kind, offset, size, span)`` tuples (kinds: ``FDY_EV_*`` in foundry.h).
+    ``events`` is ``(seq, kind, offset, size, span)`` tuples (kinds: ``FDY_EV_*`` in foundry.h);
+    ``small_align`` the slot size of allocations smaller than a granule, which share granules (0: each had a
+    granule of its own, as regions placed them before they packed them).
     """
 
     base: int
@@ -269,9 +271,10 @@ class RegionSpec:
     high_water: int
     live: tuple[tuple[int, int], ...]
     events: tuple[tuple[int, int, int, int, int], ...]
+    small_align: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "base": self.base,
             "size": self.size,
             "granularity": self.granularity,
@@ -279,6 +282,9 @@ class RegionSpec:
             "live": [list(r) for r in self.live],
             "events": [list(e) for e in self.events],
         }
+        if self.small_align:
+            out["small_align"] = self.small_align
+        return out
 
     @classmethod
     def from_json(cls, value: Any, at: At) -> RegionSpec:
@@ -302,7 +308,8 @@ class RegionSpec:
         events_v, events_at = field(obj, "events", at)
         events = get_int_rows(events_v, events_at, (U64, U32, U64, U64, U64))
         granularity = field_int(obj, "granularity", at)
-        return cls(base, size, granularity, high_water, live, events)  # type: ignore[arg-type]
+        small_align = field_int(obj, "small_align", at) if "small_align" in obj else 0
+        return cls(base, size, granularity, high_water, live, events, small_align)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, slots=True)

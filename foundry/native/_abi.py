@@ -9,8 +9,9 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 13
+ABI_VERSION = 14
 OK = 0
+REGION_SMALL_ALIGN = 512
 
 
 class ErrorCode(IntEnum):
@@ -120,7 +121,7 @@ class RegionInfo(ctypes.Structure):
         ("device", ctypes.c_int32),
         ("active", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
-        ("pad", ctypes.c_int32),
+        ("small_align", ctypes.c_uint32),
     ]
 
 
@@ -196,7 +197,7 @@ OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
         "device": (64, 4),
         "active": (68, 4),
         "reserved": (72, 4),
-        "pad": (76, 4),
+        "small_align": (76, 4),
     },
     "AllocEvent": {
         "seq": (0, 8),

@@ -76,6 +76,7 @@ class FakeFoundry:
     high: int = 0
     log: list[tuple[str, int, int]] = field(default_factory=list)  # (kind, offset, size)
     calls: list[str] = field(default_factory=list)
+    boundaries: int = 0  # phase marks: each closes the region's shared small-allocation granule
     graphs_made: int = 0
     captures: int = 0
     high_water_saved: int = 0  # what Foundry's restore moves the cursor past (SAVE's high-water mark)
@@ -104,6 +105,9 @@ class FakeFoundry:
         self.calls.append(f"set_cursor:{offset:#x}")
         self.log.append(("CURSOR", offset, 0))
         self.cursor_at = offset
+
+    def boundary(self) -> None:
+        self.boundaries += 1  # counted apart from the calls: every phase mark makes one
 
     def high_water(self) -> int:
         return self.high

@@ -28,6 +28,11 @@ class FoundryApi(Protocol):
     def set_region(self, base: int, size: int) -> None: ...
     def cursor(self) -> int: ...
     def set_cursor(self, offset: int) -> None: ...
+    def boundary(self) -> None:
+        """The region's next small allocation opens a granule of its own at the cursor (a cursor move to the
+        cursor itself, which LOAD's move to SAVE's phase boundary matches)."""
+        ...
+
     def high_water(self) -> int: ...
     def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
         """(offset, size) of the allocations logged from entry ``first`` on, and the next entry's index."""
@@ -87,6 +92,9 @@ class PublicFoundryApi:
 
     def set_cursor(self, offset: int) -> None:
         foundry.set_current_alloc_offset(offset)
+
+    def boundary(self) -> None:
+        foundry.set_current_alloc_offset(foundry.get_current_alloc_offset())
 
     def high_water(self) -> int:
         return int(foundry.region_state().high_water)
