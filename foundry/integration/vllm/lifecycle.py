@@ -149,11 +149,21 @@ def determine_available_memory(worker: Any, original: Any) -> int:
         return value
     if s.config.mode is Mode.LOAD:
         value = s.require_saved().kv_cache_bytes
+        if _load_warms_up():
+            import torch
+
+            original(worker)  # its forward passes only: the KV cache is SAVE's
+            torch.cuda.empty_cache()  # its segments lie past SAVE's memory, where the KV cache phase must not find them
+            log.info("Foundry load: vLLM's profile forward run (FOUNDRY_VLLM_LOAD_WARMUP), its answer not used")
         worker.available_kv_cache_memory_bytes = value
         s.tracker.skip()
         log.info("Foundry load: memory profiling skipped, KV cache %d bytes as saved", value)
         return value
     return int(original(worker))
+
+
+def _load_warms_up() -> bool:
+    return os.environ.get("FOUNDRY_VLLM_LOAD_WARMUP", "0").strip() not in ("", "0")
 
 
 # ----------------------------------------------------------------------------------- initialize_from_config
@@ -185,7 +195,7 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
 # ---------------------------------------------------------------------------------------------- warm-up
 def kernel_warmup(original: Any, worker: Any) -> Any:
     s = sessions.current()
-    if s.config.mode is Mode.LOAD:
+    if s.config.mode is Mode.LOAD and not _load_warms_up():
         log.info("Foundry load: kernel warm-up skipped")
         return None
     return original(worker)
