@@ -154,7 +154,7 @@ def determine_available_memory(worker: Any, original: Any) -> int:
 
             original(worker)  # its forward passes only: the KV cache is SAVE's
             torch.cuda.empty_cache()  # its segments lie past SAVE's memory, where the KV cache phase must not find them
-            log.info("Foundry load: vLLM's profile forward run (FOUNDRY_VLLM_LOAD_WARMUP), its answer not used")
+            log.info("Foundry load: vLLM's profile forward run (FOUNDRY_LOAD_WARMUP), its answer not used")
         worker.available_kv_cache_memory_bytes = value
         s.tracker.skip()
         log.info("Foundry load: memory profiling skipped, KV cache %d bytes as saved", value)
@@ -163,7 +163,7 @@ def determine_available_memory(worker: Any, original: Any) -> int:
 
 
 def _load_warms_up() -> bool:
-    return os.environ.get("FOUNDRY_VLLM_LOAD_WARMUP", "0").strip() not in ("", "0")
+    return os.environ.get("FOUNDRY_LOAD_WARMUP", "0").strip() not in ("", "0")
 
 
 # ----------------------------------------------------------------------------------- initialize_from_config
