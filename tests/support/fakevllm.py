@@ -232,6 +232,15 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         def execute_decode(self, num_reqs: int) -> Any:
             return self.execute(num_reqs)
 
+    def profile_run(runner: Any) -> None:
+        """The profile's forward passes, as both runners run them (the worker measures memory around them)."""
+        trace("profile_run")
+        runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a real forward: compiles
+        if runner.config.fake_workspace:
+            current_workspace_manager().get(runner.config.fake_workspace)  # the largest batch's (MoE)
+        memory.allocate(5 << 20)  # activations the profile leaves cached
+
+    GPUModelRunnerV2.profile_run = profile_run  # type: ignore[attr-defined]
     model_runner_v2 = mod("vllm.v1.worker.gpu.model_runner", GPUModelRunner=GPUModelRunnerV2)
 
     # vllm.v1.worker.gpu_model_runner (V1) ----------------------------------------------------------------
@@ -297,6 +306,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         trace("lock_workspace")
         current_workspace_manager().lock()
 
+    GPUModelRunnerV1.profile_run = profile_run  # type: ignore[attr-defined]
     GPUModelRunnerV1.__module__ = "vllm.v1.worker.gpu_model_runner"
     model_runner_v1 = mod(
         "vllm.v1.worker.gpu_model_runner",
@@ -337,11 +347,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
             self.model_runner.load_model()
 
         def determine_available_memory(self) -> int:
-            trace("profile_run")
-            self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a real forward: compiles
-            if self.vllm_config.fake_workspace:
-                current_workspace_manager().get(self.vllm_config.fake_workspace)  # the largest batch's (MoE)
-            memory.allocate(5 << 20)  # activations the profile leaves cached
+            self.model_runner.profile_run()
             return 1 << 30
 
         def initialize_from_config(self, kv_cache_config: Any) -> None:

@@ -69,6 +69,7 @@ class ServingConfig:
     archive: Path = Path("/tmp/foundry-bench-archive")
     models: Path = Path("/tmp/foundry-bench-models")
     extra_env: dict[str, str] = field(default_factory=dict)
+    plugin_env: dict[str, str] = field(default_factory=dict)  # FOUNDRY_<ENGINE>_<NAME> of SAVE and LOAD, by NAME
 
     def tag(self) -> str:
         raise NotImplementedError
@@ -174,6 +175,7 @@ class BenchRuns:
             report = self.out / f"report-{mode}.json"
             report.unlink(missing_ok=True)
             p = self.prefix
+            env.update({p + name: value for name, value in self.cfg.plugin_env.items()})
             env.update({p + "MODE": mode, p + "ARCHIVE": str(self.cfg.archive), p + "REPORT": str(report)})
             prefix = [sys.executable, "-m", "foundry.cli", "run", "--"]
         engine = self.start(mode, env, prefix, self.out / f"{mode}.log")

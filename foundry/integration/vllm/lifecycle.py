@@ -15,7 +15,7 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
                        SAVE began this phase, both allocate from a fresh pool, LOAD checks the result and then
                        moves the cursor past everything SAVE used, and gives vLLM back the workspace SAVE's
                        profiling grew (workspace.py)
-  kernel_warmup        LOAD skips it
+  kernel_warmup        LOAD skips it, or with FOUNDRY_VLLM_WARM_UP=1 runs vLLM's profile forward passes and then it
   capture_model        SAVE captures with Foundry and writes the archive (with the workspace as capture left
                        it); LOAD hands vLLM the loaded graphs and locks the workspace where SAVE's was locked
 """
@@ -35,7 +35,7 @@ from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from . import session as sessions
 from . import workspace
-from .config import VLLM, Mode
+from .config import ENV_WARM_UP, VLLM, Mode, PluginConfig
 from .fingerprint import describe, runner_name
 from .graphs import BREAKABLE, graphs_for, key_text
 from .metadata import VllmMetadata
@@ -149,21 +149,11 @@ def determine_available_memory(worker: Any, original: Any) -> int:
         return value
     if s.config.mode is Mode.LOAD:
         value = s.require_saved().kv_cache_bytes
-        if _load_warms_up():
-            import torch
-
-            original(worker)  # its forward passes only: the KV cache is SAVE's
-            torch.cuda.empty_cache()  # its segments lie past SAVE's memory, where the KV cache phase must not find them
-            log.info("Foundry load: vLLM's profile forward run (FOUNDRY_LOAD_WARMUP), its answer not used")
         worker.available_kv_cache_memory_bytes = value
         s.tracker.skip()
         log.info("Foundry load: memory profiling skipped, KV cache %d bytes as saved", value)
         return value
     return int(original(worker))
-
-
-def _load_warms_up() -> bool:
-    return os.environ.get("FOUNDRY_LOAD_WARMUP", "0").strip() not in ("", "0")
 
 
 # ----------------------------------------------------------------------------------- initialize_from_config
@@ -195,10 +185,23 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
 # ---------------------------------------------------------------------------------------------- warm-up
 def kernel_warmup(original: Any, worker: Any) -> Any:
     s = sessions.current()
-    if s.config.mode is Mode.LOAD and not _load_warms_up():
+    if s.config.mode is not Mode.LOAD:
+        return original(worker)
+    if not (isinstance(s.config, PluginConfig) and s.config.warm_up):
         log.info("Foundry load: kernel warm-up skipped")
         return None
-    return original(worker)
+    # What native ran before its first request, but the memory measurement and the capture: the profile's
+    # forward passes (the largest batch, then the sampler's), then vLLM's kernel warm-up. Choices kernels make
+    # at their first launch (autotuning by timing) are then made on the shapes native makes them on. Here, not
+    # where native profiles: the KV cache phase that follows the profile moves the cursor back to SAVE's
+    # boundary, below what the forward leaves cached; past SAVE's memory, nothing moves the cursor again.
+    t0 = time.perf_counter()
+    worker.model_runner.profile_run()
+    result = original(worker)
+    s.timings["warm_up_s"] = time.perf_counter() - t0
+    log.info("Foundry load: vLLM's profile forward and kernel warm-up run (%s=1), %.2f s", ENV_WARM_UP,
+             s.timings["warm_up_s"])  # fmt: skip
+    return result
 
 
 # -------------------------------------------------------------------------------------------- capture_model

@@ -95,6 +95,38 @@ def test_load_skips_profiling_warmup_and_capture_and_serves_the_loaded_graphs(en
     assert len(replayed) == 1 and replayed[0].loaded_from.endswith("_t4.json")
 
 
+@pytest.mark.parametrize("runner", ["v2", "v1"])
+def test_load_with_warm_up_runs_the_profile_forward_and_kernel_warm_up_past_saves_memory(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, runner: str
+) -> None:
+    _, saved_worker = _save(engines, runner, fake_workspace=1 << 20)
+    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "1")
+    fake, saved = _load(engines, runner)
+    worker = fake.start_engine(make_config(runner, fake_workspace=1 << 20))
+    events = fake.trace.events
+    # native's warm-up, in native's order, after the KV cache (whose phase moves the cursor back to SAVE's
+    # boundary, below anything the forward would leave cached) and before the graphs are handed over
+    assert events.count("profile_run") == 1 and events.count("kernel_warmup") == 1
+    assert events.index("initialize_kv_cache") < events.index("profile_run") < events.index("kernel_warmup")
+    assert f"{runner}.capture_model" not in events
+    # what it allocated lies past SAVE's memory: the KV cache and inputs are still at SAVE's addresses
+    warm_allocs = [off for kind, off, _ in fake.memory.log if kind == "ALLOC" and off >= saved.high_water]
+    assert warm_allocs
+    assert worker.model_runner.kv_cache.address == saved_worker.model_runner.kv_cache.address
+
+
+def test_load_without_warm_up_skips_it_and_a_bad_warm_up_value_is_refused_by_name(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _save(engines)
+    fake, _ = _load(engines)
+    fake.start_engine(make_config())
+    assert "profile_run" not in fake.trace.events and "kernel_warmup" not in fake.trace.events
+    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "yes")
+    with pytest.raises(PluginConfigError, match=r"FOUNDRY_VLLM_WARM_UP='yes' is not 0 or 1"):
+        _load(engines)
+
+
 def test_load_refuses_an_archive_of_another_model_before_touching_the_gpu(engines: Any) -> None:
     _save(engines)
     fake, _ = _load(engines)

@@ -47,6 +47,8 @@ def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]
         "process_started_at": now - 0.5,
         "phases": [{"name": n, "cursor": 0, "allocations": 0, "seconds": 0.01, "ended_at": now} for n in phases],
         "timings": timings,
+        # not in the plugin's report: the settings this process was started with, for the benchmark's tests
+        "settings": {k.removeprefix(prefix): v for k, v in os.environ.items() if k.startswith(prefix)},
     }
     with open(path, "w") as f:
         json.dump(doc, f)
