@@ -15,7 +15,7 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from foundry.errors import SaveError

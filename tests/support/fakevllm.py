@@ -211,7 +211,9 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-            self.model = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config))
+            self.model = CompiledModel(
+                self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config)
+            )
 
         def initialize_kv_cache(self, kv_cache_config: Any) -> None:
             self.attn_buffer = memory.allocate(8192)
@@ -273,7 +275,9 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-            compiled = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config))
+            compiled = CompiledModel(
+                self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config)
+            )
             has_full = graph_kinds(self.config.compilation_config.cudagraph_mode)[0] or (
                 graph_kinds(self.config.compilation_config.cudagraph_mode)[1] == "FULL"
             )

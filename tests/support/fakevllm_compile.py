@@ -10,6 +10,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar
 
 from tests.support.fakefoundry import FakeFoundry
+from tests.support.fakevllm_cache import aot_forward
 
 
 class CUDAGraphMode(enum.Enum):

@@ -70,9 +70,7 @@ class FoundryApi(Protocol):
         """The id of the signing key in force (SAVE signs with it, LOAD proves with it), None without one."""
         ...
 
-    def pack_caches(
-        self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]
-    ) -> str:
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
         """SAVE: copies each cache's files into the archive and writes their listing; the document's name, for
         ``save_manifest`` to list."""
         ...
@@ -157,9 +155,7 @@ class PublicFoundryApi:
     def signing_key_id(self) -> str | None:
         return foundry.signing_key_id()
 
-    def pack_caches(
-        self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]
-    ) -> str:
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
         return foundry.pack_engine_caches(archive, identity, trees)
 
     def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:

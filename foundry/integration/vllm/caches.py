@@ -34,8 +34,7 @@ AOT_DIR = ("torch_compile_cache", "torch_aot_compile")  # below VLLM_CACHE_ROOT:
 _NEEDED = (
     "vLLM's torch.compile cache moves to another machine only as its mega AOT artifact: set "
     "VLLM_USE_MEGA_AOT_ARTIFACT=1 (with VLLM_USE_AOT_COMPILE and VLLM_USE_STANDALONE_COMPILE on, vLLM's defaults "
-    "with torch 2.10 and newer) in SAVE and every LOAD, or unset "
-    + VLLM.var("PACK_CACHES")
+    "with torch 2.10 and newer) in SAVE and every LOAD, or unset " + VLLM.var("PACK_CACHES")
 )
 
 
