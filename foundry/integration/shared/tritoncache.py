@@ -44,7 +44,7 @@ def used_dirs() -> list[Path]:
 def _build() -> type:
     from triton.runtime.cache import FileCacheManager
 
-    class FoundryCacheManager(FileCacheManager):  # type: ignore[misc]  # Triton ships no type information
+    class FoundryCacheManager(FileCacheManager):
         def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
             super().__init__(key, override=override, dump=dump)
             if not override and not dump and self.cache_dir:

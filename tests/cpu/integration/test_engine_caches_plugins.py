@@ -16,8 +16,8 @@ import pytest
 
 import foundry
 from foundry.format import CACHES_DOCUMENT, CachePayload
-from foundry.integration.shared import tritoncache
 from foundry.integration.sglang import read_metadata as read_sglang_metadata
+from foundry.integration.shared import tritoncache
 from foundry.integration.vllm import PluginConfigError, UnsupportedConfigError, read_metadata
 from tests.support import faketriton
 from tests.support.fakefoundry import FakeFoundry
@@ -89,7 +89,7 @@ def test_save_packs_vllms_aot_artifact_and_only_the_triton_kernels_the_engine_us
         "__grp__triton_poi_fused_add.json", "triton_poi_fused_add.cubin", "triton_poi_fused_add.json",
     ]  # fmt: skip
     assert "pack_caches" in fake.memory.calls
-    assert "save_manifest" == fake.memory.calls[-1]  # the listing is written before the manifest that lists it
+    assert fake.memory.calls[-1] == "save_manifest"  # the listing is written before the manifest that lists it
 
 
 def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archives_copy(
