@@ -22,7 +22,9 @@ import atexit
 import importlib.metadata
 import logging
 import os
+import secrets
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -66,11 +68,20 @@ def identity(fingerprint: Fingerprint | None, engine_key: str, settings: Mapping
     versions and the GPU (from the fingerprint), Triton's version, and the engine's ``settings``."""
     values = fingerprint.as_dict() if fingerprint is not None else {}
     out = {name: values.get(name, "?") for name in (engine_key, "torch", "cuda", "gpu")}
-    try:
-        out["triton"] = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        out["triton"] = "none"
+    out["triton"] = _triton_version()
     return {**out, **settings}
+
+
+def _triton_version() -> str:
+    """The version of the Triton the engine imported (both engines import it before start-up), else of the one
+    installed, else "none"."""
+    version = getattr(sys.modules.get("triton"), "__version__", None)
+    if isinstance(version, str):
+        return version
+    try:
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 
 def prepare_save(s: Any, plan: CachePlan) -> None:
@@ -129,10 +140,11 @@ def use(s: Any, plan: CachePlan) -> None:
     or refused by name (the log and the report say why) and LOAD goes on without them."""
     log = logging.getLogger(s.config.engine.logger or s.config.engine.key)
     t0 = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(prefix="foundry-caches-"))
+    # Made by open_caches only where the archive carries caches (0700, refused if it exists): nothing to remove else.
+    scratch = Path(tempfile.gettempdir()) / f"foundry-caches-{os.getpid()}-{secrets.token_hex(6)}"
     here = identity(s.fingerprint, s.config.engine.key, plan.settings(s))
     try:
-        dirs = s.api.open_caches(s.config.require_archive(), here, scratch / "caches")
+        dirs = s.api.open_caches(s.config.require_archive(), here, scratch)
         unknown = sorted(set(dirs or {}) - set(plan.point))
         if unknown:
             raise foundry.CachesRefusedError(
@@ -146,7 +158,6 @@ def use(s: Any, plan: CachePlan) -> None:
                     "engine compiles what it needs, as on a machine that never ran it.", exc)  # fmt: skip
         return
     if dirs is None:
-        shutil.rmtree(scratch, ignore_errors=True)
         return
     atexit.register(shutil.rmtree, scratch, True)
     for name, directory in dirs.items():

@@ -32,7 +32,6 @@ _CLASS_NAME = "FoundryCacheManager"
 
 _LOCK = threading.Lock()
 _USED: set[str] = set()
-_BUILT: list[type] = []
 
 
 def used_dirs() -> list[Path]:
@@ -82,9 +81,11 @@ def relocated_group(entry_dir: str, filename: str) -> dict[str, str] | None:
 
 
 def __getattr__(name: str) -> Any:
+    """The manager class, built on Triton's first request and kept as a module global (Triton asks for it each
+    time it opens an entry; later requests find the global and do not come here)."""
     if name != _CLASS_NAME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     with _LOCK:
-        if not _BUILT:
-            _BUILT.append(_build())
-        return _BUILT[0]
+        if _CLASS_NAME not in globals():
+            globals()[_CLASS_NAME] = _build()
+        return globals()[_CLASS_NAME]

@@ -41,6 +41,15 @@ def _machine(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     faketriton.inject(monkeypatch)
 
 
+def _packing(monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None, engine: str = "VLLM", **env: str) -> None:
+    """A SAVE process of a machine at ``home`` asked to pack the engine's caches (signed with ``key``, if any)."""
+    _machine(monkeypatch, home)
+    if key is not None:
+        monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    for name, value in {f"FOUNDRY_{engine}_PACK_CACHES": "1", **env}.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.fixture
 def key(tmp_path: Path) -> Path:
     path = tmp_path / "foundry.key"
@@ -49,12 +58,8 @@ def key(tmp_path: Path) -> Path:
 
 
 def _save_vllm(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None) -> Any:
-    _machine(monkeypatch, home)
+    _packing(monkeypatch, home, key, VLLM_USE_MEGA_AOT_ARTIFACT="1")
     faketriton.jit("other_kernel", "another program")  # another program's kernel, in the same Triton cache
-    if key is not None:
-        monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
-    monkeypatch.setenv("FOUNDRY_VLLM_PACK_CACHES", "1")
-    monkeypatch.setenv("VLLM_USE_MEGA_AOT_ARTIFACT", "1")
     fake = engines.prepare("save")
     fake.start_engine(make_config(compile_mode="VLLM_COMPILE"))
     monkeypatch.delenv("FOUNDRY_VLLM_PACK_CACHES")
@@ -102,7 +107,8 @@ def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archiv
     assert "aot_loaded" in fake.trace.events and "aot_compiled" not in fake.trace.events
     assert "triton:hit" in fake.trace.events
     copy = Path(os.environ["VLLM_CACHE_ROOT"])
-    assert copy.name == "vllm" and copy.parent.name == "caches" and str(copy).startswith(tempfile_root())
+    assert copy.name == "vllm" and copy.parent.name.startswith("foundry-caches-")
+    assert str(copy).startswith(tempfile_root())
     assert Path(os.environ["TRITON_CACHE_DIR"]) == copy.parent / "triton"
     assert os.environ["TRITON_CACHE_MANAGER"] == tritoncache.MANAGER
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(copy / AOT / "inductor_cache")
@@ -156,9 +162,7 @@ def test_save_refuses_to_pack_without_a_signing_key_before_start_up(
 def test_save_refuses_a_compile_cache_that_cannot_move(
     engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
-    _machine(monkeypatch, tmp_path / "save-home")
-    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
-    monkeypatch.setenv("FOUNDRY_VLLM_PACK_CACHES", "1")
+    _packing(monkeypatch, tmp_path / "save-home", key)
     fake = engines.prepare("save")
     with pytest.raises(UnsupportedConfigError, match=r"mega AOT artifact: set VLLM_USE_MEGA_AOT_ARTIFACT=1"):
         fake.start_engine(make_config(compile_mode="VLLM_COMPILE"))
@@ -167,10 +171,7 @@ def test_save_refuses_a_compile_cache_that_cannot_move(
 def test_save_refuses_another_triton_cache_manager(
     engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
-    _machine(monkeypatch, tmp_path / "save-home")
-    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
-    monkeypatch.setenv("FOUNDRY_VLLM_PACK_CACHES", "1")
-    monkeypatch.setenv("TRITON_CACHE_MANAGER", "remote.cache:Manager")
+    _packing(monkeypatch, tmp_path / "save-home", key, TRITON_CACHE_MANAGER="remote.cache:Manager")
     fake = engines.prepare("save")
     with pytest.raises(PluginConfigError, match=r"TRITON_CACHE_MANAGER='remote\.cache:Manager' replaces"):
         fake.start_engine(make_config())
@@ -185,9 +186,7 @@ def test_a_bad_pack_setting_is_named(engines: Any, monkeypatch: pytest.MonkeyPat
 def test_sglang_packs_its_triton_kernels_and_a_fresh_load_finds_them(
     sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
-    _machine(monkeypatch, tmp_path / "save-home")
-    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
-    monkeypatch.setenv("FOUNDRY_SGLANG_PACK_CACHES", "1")
+    _packing(monkeypatch, tmp_path / "save-home", key, "SGLANG")
     fake = sglang_engines.prepare("save")
     fake.start_scheduler(server_args())
     assert "triton:compiled" in fake.trace.events
