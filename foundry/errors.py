@@ -12,6 +12,7 @@ __all__ = [
     "ArchiveForeignError",
     "ArchiveSignatureError",
     "ArchiveVersionError",
+    "CachesRefusedError",
     "CodecError",
     "DriverError",
     "FoundryError",
@@ -118,6 +119,12 @@ class ArchiveSignatureError(ArchiveError):
 
 class IdentityMismatchError(ArchiveError):
     """The archive was made on a different GPU, driver or software stack."""
+
+
+class CachesRefusedError(ArchiveError):
+    """The engine caches an archive carries are not handed to the engine here: the archive is not signed with
+    a key in force, they were made with another torch, Triton, engine or GPU, or their files are damaged. The
+    engine starts without them, compiling as on a machine that never ran it."""
 
 
 class SaveError(FoundryError):

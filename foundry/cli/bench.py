@@ -252,7 +252,13 @@ def add_parser(sub: Any) -> None:
     v = p.add_argument_group("--engine vllm and --engine sglang")
     v.add_argument("--api", help="vllm: llm (LLM(), the default) and/or serve; sglang: engine (sglang.Engine, the "
                    "default) and/or serve (launch_server); comma-separated")  # fmt: skip
-    v.add_argument("--modes", "--runs", default="native_cold,save,native,load", help="which runs, in this order")
+    v.add_argument(
+        "--modes",
+        "--runs",
+        default="native_cold,save,native,load",
+        help="which runs, in this order; add native_fresh,load_fresh for the fresh-node rows (every cache folder "
+        "empty; SAVE then packs the engine's caches into the archive, signed with a key the benchmark makes)",
+    )
     v.add_argument("--matrix", action="store_true", help="every architecture of the matrix (Llama, Qwen3, Gemma2, "
                    "Mistral, Qwen3-MoE, Mixtral, DeepSeek-V2-Lite shapes) unless --shapes names some; vllm: `vllm "
                    "serve` unless --api names another; then OUT/<engine>-matrix.txt from every run in OUT")  # fmt: skip

@@ -11,6 +11,21 @@ content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (unknown v
 from __future__ import annotations
 
 from .bundle import BUNDLE_NAME, Bundle, BundleFile, open_bundle, parse_bundle, read_bundle, write_bundle
+from .caches import (
+    CACHES_DIR,
+    CACHES_DOCUMENT,
+    CACHES_FORMAT,
+    CACHES_VERSION,
+    MAX_CACHE_BYTES,
+    MAX_CACHE_FILE_BYTES,
+    MAX_CACHE_FILES,
+    CacheFile,
+    CachePayload,
+    CacheTree,
+    cache_blob_path,
+    cache_name_problem,
+    cache_path_problem,
+)
 from .delta import (
     Delta,
     delta_bytes,
@@ -151,10 +166,17 @@ from .walk import (
 
 __all__ = [
     "BUNDLE_NAME",
+    "CACHES_DIR",
+    "CACHES_DOCUMENT",
+    "CACHES_FORMAT",
+    "CACHES_VERSION",
     "FUNCTION_ATTR_UNKNOWN",
     "GRAPH_FORMAT",
     "IMAGES_DIR",
     "MANIFEST_NAME",
+    "MAX_CACHE_BYTES",
+    "MAX_CACHE_FILES",
+    "MAX_CACHE_FILE_BYTES",
     "MAX_DOCUMENT_BYTES",
     "MEMORY_DIR",
     "REGION_HINT",
@@ -163,6 +185,9 @@ __all__ = [
     "Bundle",
     "BundleFile",
     "BundleRef",
+    "CacheFile",
+    "CachePayload",
+    "CacheTree",
     "ChildGraphNode",
     "Delta",
     "DeltaFacts",
@@ -203,6 +228,9 @@ __all__ = [
     "VariableRef",
     "archive_region",
     "bundled_problem",
+    "cache_blob_path",
+    "cache_name_problem",
+    "cache_path_problem",
     "compare",
     "container_path",
     "container_payload",

@@ -7,6 +7,7 @@ only.
 
 from __future__ import annotations
 
+from .caches import open_engine_caches, signing_key_id
 from .documents import read_archive_document
 from .signing import (
     KEY_ENV,
@@ -37,8 +38,10 @@ __all__ = [
     "configured_key",
     "manifest_disagreement",
     "manifests_read_once",
+    "open_engine_caches",
     "read_archive_document",
     "set_signing_key",
     "sign_manifest",
     "signature_key_id",
+    "signing_key_id",
 ]

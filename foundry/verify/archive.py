@@ -36,6 +36,7 @@ from foundry.format import (
 )
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, authenticate_graph, check_signature, signature_key_id
 
+from .caches import check_caches
 from .documents import check_documents
 from .files import (
     check_bundle,
@@ -134,6 +135,7 @@ def _verify_directory(
     bundle_sound = check_bundle(directory, manifest, found)
     listed = read_listed_graphs(directory, manifest, found, store, bundle_sound)
     check_documents(directory, manifest, found)
+    cache_files = check_caches(directory, manifest, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
         (directory / e.json).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)
@@ -163,7 +165,7 @@ def _verify_directory(
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
     check_region_hint(directory, manifest, found)
     check_manifest_region(manifest, manifest_path, readable, found)
-    check_foreign(directory, known_files(directory, manifest, [*readable, *extra]), found)
+    check_foreign(directory, known_files(directory, manifest, [*readable, *extra]) | cache_files, found)
     _check_identity(
         [(manifest_path, manifest.identity)] + [(g.json_path, g.meta.identity) for g in readable], identity, found
     )

@@ -148,6 +148,20 @@ class FakeFoundry:
         doc: dict[str, Any] = foundry.read_archive_document(archive, name)
         return doc
 
+    # the engine caches: Foundry's own, pure Python (foundry/save/caches.py, foundry/trust/caches.py)
+    def signing_key_id(self) -> str | None:
+        return foundry.signing_key_id()
+
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
+        self.calls.append("pack_caches")
+        return foundry.pack_engine_caches(archive, identity, trees)
+
+    def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
+        opened = foundry.open_engine_caches(archive, here, dest)
+        if opened is not None:  # an archive without caches: nothing to note (most tests compare the calls)
+            self.calls.append("open_caches")
+        return opened
+
     def load_modules_phases(self) -> dict[str, float]:
         return {"checks": 0.001, "reserve": 0.002, "warm": 0.003}
 

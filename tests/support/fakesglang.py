@@ -220,6 +220,10 @@ def build(
 
         def init_attention_backends(self) -> None:
             self.attn_backend = AttentionBackend()
+            if "triton.runtime.cache" in sys.modules:  # the triton backend's kernels, JIT-compiled (faketriton.py)
+                from tests.support.faketriton import jit
+
+                trace(f"triton:{jit('_fwd_kernel', 'triton attention')[0]}")
 
         def init_cuda_graphs(self) -> None:
             trace("init_cuda_graphs")

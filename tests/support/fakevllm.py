@@ -23,6 +23,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from tests.support.fakefoundry import FakeFoundry, FakeTensor
+from tests.support.fakevllm_cache import envs_module
 from tests.support.fakevllm_compile import CUDAGraphMode, compilation, graph_kinds
 from tests.support.fakevllm_workspace import workspace_module
 
@@ -61,6 +62,7 @@ def make_config(
     pieces: int = 3,
     compile_before_capture: bool = False,
     workspace: int = 0,
+    compile_mode: str | None = None,
     **model_flags: Any,
 ) -> SimpleNamespace:
     model_config = SimpleNamespace(
@@ -77,6 +79,8 @@ def make_config(
             cudagraph_mode=cudagraph_mode,
             cudagraph_capture_sizes=list(capture_sizes),
             use_inductor_graph_partition=False,
+            # vLLM's CompilationMode by name (VLLM_COMPILE: compiled through its AOT cache, fakevllm_cache.py)
+            **({"mode": SimpleNamespace(name=compile_mode)} if compile_mode else {}),
         ),
         use_v2_model_runner=runner == "v2",
         # fake-only: how many pieces the compiled model has, and whether a compile warm-up runs before capture
@@ -108,6 +112,10 @@ class FakeVllm:
         worker.initialize_from_config(SimpleNamespace(num_blocks=num_blocks, available=available))
         worker.compile_or_warm_up_model()
         return worker
+
+
+def _aot(config: Any) -> bool:
+    return getattr(config.compilation_config, "mode", None) is not None
 
 
 def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) -> FakeVllm:
@@ -203,7 +211,9 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-            self.model = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode)
+            self.model = CompiledModel(
+                self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config)
+            )
 
         def initialize_kv_cache(self, kv_cache_config: Any) -> None:
             self.attn_buffer = memory.allocate(8192)
@@ -274,7 +284,9 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-            compiled = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode)
+            compiled = CompiledModel(
+                self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config)
+            )
             has_full = graph_kinds(self.config.compilation_config.cudagraph_mode)[0] or (
                 graph_kinds(self.config.compilation_config.cudagraph_mode)[1] == "FULL"
             )
@@ -376,6 +388,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
     modules = {
         "vllm": mod("vllm", __version__="0.26.0"),
         "vllm.platforms": platforms,
+        "vllm.envs": envs_module(),
         "vllm.forward_context": mod("vllm.forward_context", BatchDescriptor=BatchDescriptor),
         "vllm.compilation.monitor": monitor,
         "vllm.compilation.cuda_graph": cuda_graph,

@@ -10,6 +10,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar
 
 from tests.support.fakefoundry import FakeFoundry
+from tests.support.fakevllm_cache import aot_forward
 
 
 class CUDAGraphMode(enum.Enum):
@@ -104,7 +105,8 @@ def compilation(
     class CompiledModel:
         """The model under vLLM's compile: split into pieces at its first forward."""
 
-        def __init__(self, pieces: int, cg_mode: CUDAGraphMode) -> None:
+        def __init__(self, pieces: int, cg_mode: CUDAGraphMode, aot: bool = False) -> None:
+            self.aot = aot  # torch.compiled through vLLM's AOT cache (fakevllm_cache.py)
             self.count = pieces
             self.wrapped = graph_kinds(cg_mode)[1] == "PIECEWISE"  # vLLM wraps pieces only for piecewise graphs
             self.pieces: list[Any] | None = None
@@ -112,6 +114,8 @@ def compilation(
         def __call__(self, desc: Any, mode: CUDAGraphMode = CUDAGraphMode.NONE) -> Any:
             if self.pieces is None:
                 trace("compile")
+                if self.aot:
+                    aot_forward(trace)
                 backends = [PiecewiseBackend(i, self.count) for i in range(self.count)]
                 self.pieces = (
                     [CUDAGraphWrapper(b, CUDAGraphMode.PIECEWISE) for b in backends] if self.wrapped else backends

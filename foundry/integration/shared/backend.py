@@ -66,6 +66,20 @@ class FoundryApi(Protocol):
         raises Foundry's ArchiveError otherwise."""
         ...
 
+    def signing_key_id(self) -> str | None:
+        """The id of the signing key in force (SAVE signs with it, LOAD proves with it), None without one."""
+        ...
+
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
+        """SAVE: copies each cache's files into the archive and writes their listing; the document's name, for
+        ``save_manifest`` to list."""
+        ...
+
+    def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
+        """LOAD: the archive's caches copied to ``dest``, each cache's directory there; None when it has none.
+        Raises Foundry's CachesRefusedError when they may not be used here (unsigned, other versions, damaged)."""
+        ...
+
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
     ) -> Any: ...
@@ -137,6 +151,15 @@ class PublicFoundryApi:
 
     def read_document(self, archive: Path, name: str) -> dict[str, Any]:
         return foundry.read_archive_document(archive, name)
+
+    def signing_key_id(self) -> str | None:
+        return foundry.signing_key_id()
+
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
+        return foundry.pack_engine_caches(archive, identity, trees)
+
+    def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
+        return foundry.open_engine_caches(archive, here, dest)
 
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False

@@ -1,6 +1,6 @@
 """The vLLM plugin's identity and settings: FOUNDRY_VLLM_MODE, FOUNDRY_VLLM_ARCHIVE, FOUNDRY_VLLM_REGION_BASE,
-FOUNDRY_VLLM_REGION_SIZE, FOUNDRY_VLLM_THREADS, FOUNDRY_VLLM_ALLOW_MISMATCH, FOUNDRY_VLLM_REPORT (what each
-means: shared/config.py), and vLLM's own:
+FOUNDRY_VLLM_REGION_SIZE, FOUNDRY_VLLM_THREADS, FOUNDRY_VLLM_ALLOW_MISMATCH, FOUNDRY_VLLM_REPORT,
+FOUNDRY_VLLM_PACK_CACHES (what each means: shared/config.py), and vLLM's own:
 
     FOUNDRY_VLLM_WARM_UP      1: LOAD runs the warm-up vLLM runs natively before its first request (the
                               profile's forward passes, then its kernel warm-up), without measuring memory or

@@ -117,8 +117,15 @@ def before_distributed(vllm_config: Any) -> None:
     if not s.config.enabled:
         return
     s.state.runner = runner_name(vllm_config)
+    s.state.compiles = compiles(vllm_config)
     steps.begin(s, describe(vllm_config))
     log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.config.archive, s.state.runner)
+
+
+def compiles(vllm_config: Any) -> bool:
+    """Whether vLLM torch.compiles the model (any compilation mode but NONE)."""
+    mode = getattr(vllm_config.compilation_config, "mode", None)
+    return mode is not None and getattr(mode, "name", str(mode)) not in ("NONE", "0")
 
 
 def init_device_end(worker: Any) -> None:
@@ -356,4 +363,7 @@ def wrapper_created(wrapper: Any) -> None:
 
 def _report(s: sessions.Session, **fields: Any) -> None:
     kv_cache_bytes = s.state.kv_cache_bytes if s.saved is None else s.saved.kv_cache_bytes
-    steps.write_report(s, runner=s.state.runner, kv_cache_bytes=kv_cache_bytes, **fields)
+    # Where vLLM keeps the compiled model (its AOT artifact's folder, shared/caches.py): under LOAD with the
+    # archive's caches, inside their copy when vLLM found its artifact there.
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    steps.write_report(s, runner=s.state.runner, kv_cache_bytes=kv_cache_bytes, inductor_cache=inductor, **fields)
