@@ -1,8 +1,19 @@
-"""A fake Foundry API for CPU tests of the engine adapters (tests/support/fakevllm.py and fakesglang.py are the
-engines it runs in): FoundryApi over a fake region, a cursor and a log of allocations like Foundry's, graphs
-as small JSON files. Documents are Foundry's own (foundry.write_archive_document, read_archive_document), listed
-in a real, sealed manifest that lists no graphs (``write_fake_manifest``), so that the adapters' metadata is
-written and read, proven and refused, exactly as with Foundry."""
+"""A stand-in Foundry for CPU tests of the engine plugins' own logic (tests/support/fakevllm.py and fakesglang.py
+are the engines it runs in): FoundryApi over a fake region, a cursor and a log of allocations like Foundry's,
+graphs as small JSON files. Documents are Foundry's own (foundry.write_archive_document, read_archive_document),
+listed in a real, sealed manifest that lists no graphs (``write_fake_manifest``), so that the plugins' metadata
+is written and read, proven and refused, exactly as with Foundry.
+
+What the plugins ask of Foundry itself is tested on the real library over the fake driver
+(tests/cpu/integration/test_plugins_on_foundry.py: SAVE, LOAD in a fresh process, graphs replayed, damage
+refused). This stand-in stays for what the real library cannot do there:
+- run inside the test process: the real library needs its interposer preloaded and a driver of its own, so one
+  engine start-up costs a fresh process (about half a second) where this costs a millisecond, for the two
+  hundred cases of phases, settings, refusals and forged metadata the plugins' tests walk through;
+- show the plugins' calls, in order (``calls``, ``log``), and the region's cursor as the plugin moves it;
+- fail or lag on demand: a background build that fails (``build_error``) or is not done when the plugin's
+  watcher asks (``slow_builds``), which the real library on the fake driver does only by chance or by time.
+"""
 
 from __future__ import annotations
 
@@ -26,24 +37,10 @@ from foundry.format import (
     write_manifest,
 )
 from foundry.trust import configured_key, sign_manifest
+from tests.support.faketensor import FakeTensor
 from tests.support.samples import sample_identity
 
 GRANULARITY = 2 << 20
-
-
-@dataclass
-class FakeTensor:
-    address: int
-    nbytes: int = 0
-
-    def data_ptr(self) -> int:
-        return self.address
-
-    def numel(self) -> int:  # a byte tensor's, as vLLM's workspace buffers are
-        return self.nbytes
-
-    def element_size(self) -> int:
-        return 1
 
 
 @dataclass
@@ -90,6 +87,13 @@ class FakeFoundry:
         self.high = max(self.high, self.cursor_at)
         self.log.append(("ALLOC", offset, nbytes))
         return FakeTensor(self.base + offset, nbytes)
+
+    # the fake engines' kernels (faketorch.DeviceMemory runs them): here there is no memory to compute in
+    def compute(self, out: FakeTensor, a: FakeTensor, b: FakeTensor) -> None:
+        pass
+
+    def copy(self, dst: FakeTensor, src: FakeTensor) -> None:
+        pass
 
     # FoundryApi
     def set_region(self, base: int, size: int) -> None:

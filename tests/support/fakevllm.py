@@ -1,5 +1,5 @@
-"""A fake vLLM 0.26 module tree, for CPU tests of the vLLM adapter (the fake Foundry API it runs
-under: tests/support/fakefoundry.py).
+"""A fake vLLM 0.26 module tree, for CPU tests of the vLLM adapter, over the stand-in Foundry
+(tests/support/fakefoundry.py) or over Foundry itself on the fake driver (tests/support/engine_processes.py).
 
 The fake reproduces only the structure the adapter relies on, with vLLM's module and attribute names:
 ``Worker.init_device`` calls the module-global ``init_worker_distributed_environment`` after picking the
@@ -9,8 +9,8 @@ device; ``compile_or_warm_up_model`` calls the module-global ``kernel_warmup`` a
 V1 runner wraps the model in ``CUDAGraphWrapper`` whose entries are keyed by ``BatchDescriptor``. The
 model is "compiled" at its first forward into pieces, each in a PIECEWISE ``CUDAGraphWrapper`` (middle pieces
 return a tuple of two tensors, the last one a tensor), as vLLM's piecewise backend does; the cudagraph mode
-decides which graphs each runner captures. Device memory is a cursor over a fake region: every allocation
-the fake engine makes is logged, like Foundry's.
+decides which graphs each runner captures. Device memory and the model's layers are the ``EngineDevice``
+it is built with (tests/support/faketensor.py): the stand-in Foundry's logged region, or the fake driver's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from tests.support.fakefoundry import FakeFoundry, FakeTensor
+from tests.support.faketensor import EngineDevice, FakeTensor
 from tests.support.fakevllm_cache import envs_module
 from tests.support.fakevllm_compile import CUDAGraphMode, compilation, graph_kinds
 from tests.support.fakevllm_workspace import workspace_module
@@ -97,7 +97,7 @@ class FakeVllm:
 
     modules: dict[str, ModuleType]
     trace: Trace
-    memory: FakeFoundry
+    memory: EngineDevice
 
     def module(self, name: str) -> ModuleType:
         return self.modules[name]
@@ -118,7 +118,7 @@ def _aot(config: Any) -> bool:
     return getattr(config.compilation_config, "mode", None) is not None
 
 
-def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) -> FakeVllm:
+def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0) -> FakeVllm:
     """A fresh fake vLLM. ``kv_extra`` makes the KV-cache phase allocate one more buffer (a LOAD that
     diverges from SAVE)."""
     trace = Trace()
@@ -186,7 +186,8 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
                     self.hidden_states = memory.allocate(1 << 20)
                 graph = t.cuda.CUDAGraph()
                 with t.cuda.graph(graph, self.pool):
-                    model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)
+                    out = model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)
+                    memory.copy(self.hidden_states, out)  # the graph's output: vLLM's persistent buffer
                     trace(f"capture:{desc.num_tokens}")
                 self.graphs[desc] = graph
             self._graphs_captured = True
@@ -212,7 +213,11 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
             self.model = CompiledModel(
-                self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config)
+                self.config.fake_pieces,
+                self.config.compilation_config.cudagraph_mode,
+                self.input_ids,
+                self.weights[0],
+                _aot(self.config),
             )
 
         def initialize_kv_cache(self, kv_cache_config: Any) -> None:
@@ -285,7 +290,11 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
             compiled = CompiledModel(
-                self.config.fake_pieces, self.config.compilation_config.cudagraph_mode, _aot(self.config)
+                self.config.fake_pieces,
+                self.config.compilation_config.cudagraph_mode,
+                self.input_ids,
+                self.weights[0],
+                _aot(self.config),
             )
             has_full = graph_kinds(self.config.compilation_config.cudagraph_mode)[0] or (
                 graph_kinds(self.config.compilation_config.cudagraph_mode)[1] == "FULL"
