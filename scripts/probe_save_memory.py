@@ -6,8 +6,10 @@ cudaMemGetInfo's free memory, in a process of its own per variant (run them in o
   small     32 raw cudaMalloc calls of each of several sizes below a granule (not through PyTorch's allocator, as
             libraries make them): natively the driver packs them into shared pages; Foundry's region packs them
             into shared granules (csrc/region.c), and this says whether it packs as tightly
-  graphs    300 graphs of 20 small kernels captured with torch.cuda.CUDAGraph(keep_graph=...) and replayed once:
-            Foundry captures with keep_graph=True, so the captured graph lives beside its exec
+  graphs    300 graphs of 20 small kernels captured into one shared pool with torch.cuda.CUDAGraph(keep_graph=...)
+            and replayed once, or with foundry.graph (variant foundry): Foundry captures with keep_graph=True, so
+            the captured graph lives beside its exec; vLLM's capture under SAVE took 0.17-0.31 GiB more than
+            native's in every row at 48cf88b, and this says whether Foundry's capture alone does
 
     python3 scripts/probe_save_memory.py small plain OUT.json
     python3 -m foundry.cli run -- python3 scripts/probe_save_memory.py small region OUT.json
@@ -73,6 +75,7 @@ def graphs(variant: str) -> int:
         x = torch.tanh(x * 1.0001)  # the kernels loaded before measuring
     before = _free()
     kept: list[Any] = []
+    pool = torch.cuda.graph_pool_handle()  # one pool for every graph, as vLLM and Foundry's graph() share one
     for _ in range(300):
         if variant == "foundry":
             import foundry
@@ -81,7 +84,7 @@ def graphs(variant: str) -> int:
             ctx: Any = foundry.graph(g)
         else:
             g = torch.cuda.CUDAGraph(keep_graph=variant == "keep")
-            ctx = torch.cuda.graph(g)
+            ctx = torch.cuda.graph(g, pool=pool)
         with ctx:
             y = x
             for _ in range(20):
