@@ -1,9 +1,9 @@
 """One rank of a multi-process job: a graph whose kernel reads a peer's memory, imported from a shareable
 handle and mapped inside a reservation carved from the region (as NCCL with cuMem maps its peers' buffers),
 is saved with the mapping and the rank recorded, and loads bit-identically in a fresh process that sets
-the region and repeats the import. Memory the driver places itself (an IPC mapping, a mapping outside the
-region) is refused at SAVE by name; LOAD refuses, before anything replays, a missing peer mapping and
-another rank, world size or device. The peer is modelled inside the process (tests/fakecuda/vmm.c): it
+the region and repeats the import. A mapping the driver placed (outside the region) is refused at SAVE by
+name (IPC mappings: tests/cpu/test_save_peer_memory.py); LOAD refuses, before anything replays, a missing
+peer mapping and another rank, world size or device. The peer is modelled inside the process (tests/fakecuda/vmm.c): it
 creates its buffer on device 1 and exports it; this rank imports it."""
 
 from __future__ import annotations
@@ -78,15 +78,6 @@ out = {}
 # A reservation made before the region was set: the driver chose the address.
 out["outside"] = save("outside", capture(K, x, early), x)
 call("cuMemUnmap", c_uint64(early), c_size_t(cu.granularity()))
-# An IPC mapping (NCCL without cuMem, a custom all-reduce).
-class IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
-h = IpcHandle()
-call("cuIpcGetMemHandle", byref(h), c_uint64(x))
-opened = c_uint64()
-call("cuIpcOpenMemHandle_v2", byref(opened), h, c_uint(0))
-out["ipc"] = save("ipc", capture(K, x, opened.value), x)
-call("cuIpcCloseMemHandle", c_uint64(opened.value))
 # NCCL with cuMem, the region set first: the peer's buffer lands in a reservation carved from the region.
 va = import_peer()
 g = capture(K, x, va)
@@ -149,14 +140,14 @@ def saved(tmp_path_factory: pytest.TempPathFactory, app_json_module: JsonRunner)
     return arch, _save(app_json_module, arch)
 
 
-def test_save_refuses_peer_memory_the_driver_placed(saved: tuple[Path, dict[str, Any]]) -> None:
+def test_save_refuses_peer_memory_mapped_outside_the_region(saved: tuple[Path, dict[str, Any]]) -> None:
+    """The IPC case: tests/cpu/test_save_peer_memory.py."""
     _, out = saved
-    outside, ipc = out["outside"], out["ipc"]
+    outside = out["outside"]
     assert outside.get("error") == "PeerMemoryError", outside
     assert "outside the allocation region" in outside["message"] and "NCCL_CUMEM_ENABLE=1" in outside["message"]
-    assert ipc.get("error") == "PeerMemoryError", ipc
-    assert "cuIpcOpenMemHandle" in ipc["message"] and "before init_process_group" in ipc["message"]
-    assert not [f for f in out["files"] if f.startswith(("outside", "ipc"))], out["files"]
+    assert "before init_process_group" in outside["message"]
+    assert not [f for f in out["files"] if f.startswith("outside")], out["files"]
 
 
 def test_save_records_a_peer_mapping_carved_from_the_region(saved: tuple[Path, dict[str, Any]]) -> None:

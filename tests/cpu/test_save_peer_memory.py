@@ -81,7 +81,7 @@ def test_save_refuses_while_memory_of_another_process_is_open(app_json: JsonRunn
     assert out["released"] == 1 and out["save_released"].get("error") == "PeerMemoryError"
     assert out["unmapped"] == 0 and out["save_local"] == {"ok": "local"}
     assert out["ipc_open"] == 1 and out["save_ipc"].get("error") == "PeerMemoryError"
-    assert "cuIpcOpenMemHandle" in out["save_ipc"]["message"]
+    assert "cuIpcOpenMemHandle" in out["save_ipc"]["message"] and "NCCL_CUMEM_ENABLE=1" in out["save_ipc"]["message"]
     assert out["ipc_closed"] == 0
     # Only the graph saved with nothing open was written.
     assert "local.json" in out["files"]
