@@ -24,11 +24,15 @@ def current_identity() -> Identity:
     return _identity(current_device())
 
 
+@lru_cache(maxsize=8)
+def _place(device: int) -> tuple[str, str]:
+    return device_location(device)
+
+
 def current_device_place() -> tuple[str, str, str]:
     """(name, PCI bus id, UUID) of the current CUDA context's device: which GPU of this machine it is."""
     device = current_device()
-    bus, uuid = device_location(device)
-    return _device(device)[0], bus, uuid
+    return (_device(device)[0], *_place(device))
 
 
 def device_zero_identity() -> Identity:
