@@ -466,3 +466,14 @@ int fdy_region_refuse(size_t size, const char *what, CUresult *res) {
   return 1;
 }
 
+
+int fdy_region_in_reservation(CUdeviceptr ptr, size_t size) {
+  if (!fdy_region_contains(ptr) || size == 0) return 0;
+  pthread_mutex_lock(&R.lock);
+  uint64_t off = ptr - R.base;
+  size_t i = rg_chunk_lower(off + 1);
+  int inside = i > 0 && R.chunks[i - 1].kind == FDY_EV_VMM_RESERVE && off + size <= R.chunks[i - 1].off + R.chunks[i - 1].span &&
+               off + size > off;
+  pthread_mutex_unlock(&R.lock);
+  return inside;
+}

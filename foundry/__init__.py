@@ -42,6 +42,9 @@ _EXPORTS: dict[str, str] = {
     "signing_key_id": ".trust",
     "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",
+    # many processes, one GPU each
+    "set_rank": ".ranks",
+    "current_rank": ".ranks",
     "startup_phases": ".load",
     # errors: every exception Foundry raises on purpose
     "ArchiveCorruptError": ".errors",
@@ -60,6 +63,8 @@ _EXPORTS: dict[str, str] = {
     "LoadError": ".errors",
     "ModuleAddressError": ".errors",
     "PeerMemoryError": ".errors",
+    "PeerMappingError": ".errors",
+    "RankMismatchError": ".errors",
     "ModuleVariableError": ".errors",
     "ParamIntrospectionError": ".errors",
     "RegionBaseTakenError": ".errors",

@@ -24,7 +24,9 @@ __all__ = [
     "ModuleAddressError",
     "ModuleVariableError",
     "ParamIntrospectionError",
+    "PeerMappingError",
     "PeerMemoryError",
+    "RankMismatchError",
     "RegionBaseTakenError",
     "RegionError",
     "RegionFullError",
@@ -134,11 +136,22 @@ class SaveError(FoundryError):
 class PeerMemoryError(SaveError):
     """The process has memory of another process open (IPC mappings, allocations imported from a
     shareable handle: NCCL's peer buffers, a custom all-reduce's) that a graph may read, directly or
-    through pointers in device memory; LOAD cannot make it identical, so nothing was written."""
+    through pointers in device memory, and that LOAD could not map at the same address again (an IPC
+    mapping, a mapping outside the region), or the process declared no rank; nothing was written."""
 
 
 class LoadError(FoundryError):
     """LOAD cannot rebuild the saved state in this process."""
+
+
+class PeerMappingError(LoadError):
+    """A graph reads another process's memory that SAVE found mapped in the region, and this process has
+    not mapped it again at the same address (its communicators were not re-created, or not in the same
+    order); nothing was loaded."""
+
+
+class RankMismatchError(LoadError):
+    """The graph was saved by another rank, world size or device than this process declares and runs on."""
 
 
 class LayoutMismatchError(LoadError):

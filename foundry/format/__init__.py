@@ -125,6 +125,7 @@ from .parse import (
     node_count,
     parse_record,
 )
+from .peers import PeerMapping, RankSpec
 from .reads import PathLike, file_kind, read_regular, sha256_file
 from .stored import (
     GraphJson,
@@ -220,6 +221,8 @@ __all__ = [
     "NodeType",
     "OutputSpec",
     "PathLike",
+    "PeerMapping",
+    "RankSpec",
     "RecordFacts",
     "RecordRef",
     "RegionSpec",

@@ -23,6 +23,7 @@ from .jsonfields import (
     is_sha256,
 )
 from .jsontext import Parts
+from .peers import PeerMapping, RankSpec, peers_from_json
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
 
 __all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta", "Parts"]
@@ -34,7 +35,11 @@ GRAPH_FORMAT = "foundry-graph"
 GRAPH_FORMAT_VERSION = 3
 """3: images carry their module variables (docs/FORMAT.md, "Module variables"); a reader of version 2
 would load the images without them, so it must refuse version 3."""
-GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION)
+GRAPH_FORMAT_VERSION_RANKS = 4
+"""4: written only for a graph with ``peers`` or ``rank`` (docs/FORMAT.md, "peers" and "rank"); a reader of
+version 3 would ignore them and replay against memory that is not its peers', so it must refuse version 4.
+Every other graph is still written as version 3."""
+GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION, GRAPH_FORMAT_VERSION_RANKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,8 @@ class GraphMeta:
     record: RecordRef | None = None
     memory: MemorySpec | None = None
     template: TemplateRef | None = None
+    peers: tuple[PeerMapping, ...] = ()
+    rank: RankSpec | None = None
 
     def stats_dict(self) -> dict[str, int]:
         return dict(self.stats)
@@ -92,9 +99,10 @@ class GraphMeta:
                 f"module variables its images need; it cannot be written as version {GRAPH_FORMAT_VERSION}. Save "
                 "the graph again."
             )
-        return {
+        ranked = bool(self.peers) or self.rank is not None
+        doc = {
             "format": GRAPH_FORMAT,
-            "format_version": GRAPH_FORMAT_VERSION,
+            "format_version": GRAPH_FORMAT_VERSION_RANKS if ranked else GRAPH_FORMAT_VERSION,
             "foundry_version": self.foundry_version,
             "name": self.name,
             "record": self.record.to_json(),
@@ -111,6 +119,10 @@ class GraphMeta:
             "memory": None if self.memory is None else self.memory.to_json(),
             "template": None if self.template is None else self.template.to_json(),
         }
+        if ranked:
+            doc["peers"] = [p.to_json() for p in self.peers]
+            doc["rank"] = None if self.rank is None else self.rank.to_json()
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any, source: str, parts: Parts | None = None) -> GraphMeta:
@@ -156,6 +168,10 @@ class GraphMeta:
         rng_v, rng_at = field(obj, "rng", at)
         stats_v, stats_at = field(obj, "stats", at)
         stats = get_int_items(stats_v, stats_at)
+        region = shared("region", *field(obj, "region", at), RegionSpec.from_json)
+        ranked = obj["format_version"] >= GRAPH_FORMAT_VERSION_RANKS
+        peers = peers_from_json(*field(obj, "peers", at), region.size) if ranked else ()
+        rank_v, rank_at = field(obj, "rank", at) if ranked else (None, at)
         meta = cls(
             name=field_str(obj, "name", at),
             foundry_version=field_str(obj, "foundry_version", at),
@@ -165,7 +181,7 @@ class GraphMeta:
             events=field_int(obj, "events", at, U32),
             outputs=outputs,
             rng=None if rng_v is None else RngSpec.from_json(rng_v, rng_at),
-            region=shared("region", *field(obj, "region", at), RegionSpec.from_json),
+            region=region,
             identity=shared("identity", *field(obj, "identity", at), Identity.from_json),
             stats=stats,
             topology=field_sha256(obj, "topology", at),
@@ -174,6 +190,8 @@ class GraphMeta:
             template=None
             if obj.get("template") is None
             else TemplateRef.from_json(obj["template"], at.key("template")),
+            peers=peers,
+            rank=None if rank_v is None else RankSpec.from_json(rank_v, rank_at),
         )
         problem = meta.problem()
         if problem is not None:
