@@ -151,7 +151,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
   if (fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, -1); /* yield restored pages first */
   CUresult r = fdy_drv.cuMemMap(ptr, size, offset, handle, flags);
   if (r == CUDA_SUCCESS && fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, 1);
-  if (r == CUDA_SUCCESS) fdy_imports_note_map(ptr, handle);
+  if (r == CUDA_SUCCESS) fdy_imports_note_map(ptr, size, handle);
   return r;
 }
 
@@ -159,23 +159,23 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   ENSURE_DRIVER();
   CUresult r = fdy_drv.cuMemUnmap(ptr, size);
   if (r == CUDA_SUCCESS && fdy_region_contains(ptr)) fdy_region_note_map(ptr, size, 0);
-  if (r == CUDA_SUCCESS) fdy_imports_note_unmap(ptr);
+  if (r == CUDA_SUCCESS) fdy_imports_note_unmap(ptr, size);
   return r;
 }
 
-/* Memory of another process: counted while open, for SAVE to refuse (imports.c). */
+/* Memory of another process: listed while open, for SAVE to record or refuse (imports.c). */
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                         CUmemAllocationHandleType shHandleType) {
   ENSURE_DRIVER();
   CUresult r = fdy_drv.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
-  if (r == CUDA_SUCCESS && handle) fdy_imports_note_handle(*handle, 1);
+  if (r == CUDA_SUCCESS && handle) fdy_imports_note_import(*handle, (uint32_t)shHandleType);
   return r;
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   ENSURE_DRIVER();
   CUresult r = fdy_drv.cuMemRelease(handle);
-  if (r == CUDA_SUCCESS) fdy_imports_note_handle(handle, -1);
+  if (r == CUDA_SUCCESS) fdy_imports_note_release(handle);
   return r;
 }
 

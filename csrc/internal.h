@@ -43,7 +43,7 @@ fdy_cuGraphLaunch_t cuGraphLaunch_ptsz;
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)                        \
   X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2) X(cuMemGetAddressRange_v2)           \
   X(cuMemAllocManaged) X(cuStreamIsCapturing) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)   \
-  X(cuMemImportFromShareableHandle)                                                          \
+  X(cuMemImportFromShareableHandle) X(cuMemGetAllocationPropertiesFromHandle)                \
   X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleLoadFatBinary)          \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetFunctionCount)                        \
   X(cuModuleEnumerateFunctions) X(cuLibraryLoadData) X(cuLibraryLoadFromFile)                 \
@@ -117,11 +117,14 @@ int fdy_region_address_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize,
 int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, CUresult *res);
 int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res);
 void fdy_region_note_map(CUdeviceptr ptr, size_t size, int mapped);
+/* 1 if [ptr, ptr+size) lies inside one reservation carved from the region (cuMemAddressReserve while active). */
+int fdy_region_in_reservation(CUdeviceptr ptr, size_t size);
 /* imports.c: memory of other processes open here (see fdy_imports_live) */
 void fdy_imports_note_ipc(CUdeviceptr dptr, int delta);
-void fdy_imports_note_handle(CUmemGenericAllocationHandle h, int delta);
-void fdy_imports_note_map(CUdeviceptr ptr, CUmemGenericAllocationHandle h);
-void fdy_imports_note_unmap(CUdeviceptr ptr);
+void fdy_imports_note_import(CUmemGenericAllocationHandle h, uint32_t handle_type);
+void fdy_imports_note_release(CUmemGenericAllocationHandle h);
+void fdy_imports_note_map(CUdeviceptr ptr, size_t size, CUmemGenericAllocationHandle h);
+void fdy_imports_note_unmap(CUdeviceptr ptr, size_t size);
 /* Region refuses an allocation it cannot place while active (managed memory, capture, ...). */
 int fdy_region_refuse(size_t size, const char *what, CUresult *res);
 int fdy_region_is_active(void);

@@ -1,17 +1,26 @@
 /* The deterministic allocation region.
  *
  * One virtual range [base, base+size) is reserved at a fixed address. While the region is active,
- * every allocation made in the process (from any thread) on the region's device gets the next
- * granularity-aligned offset from a monotonic cursor and its own physical mapping. The same sequence of
- * allocation calls therefore yields the same addresses in every process, and pointers captured into a
- * graph stay valid in another process that reserves the same range. Offsets never depend on whether
- * memory was preallocated: preallocation only means the physical pages are already there.
+ * every allocation made in the process (from any thread) on the region's device is placed by a rule
+ * that depends only on the sequence of allocation calls, so the same sequence yields the same addresses
+ * in every process, and pointers captured into a graph stay valid in another process that reserves the
+ * same range:
+ *   - an allocation of a granule or more gets the next granularity-aligned offset from a monotonic
+ *     cursor and its own physical mapping;
+ *   - a smaller one gets the next FDY_REGION_SMALL_ALIGN-aligned slot of the granule small allocations
+ *     share now (opened at the cursor when none is open or the slot does not fit), as the driver packs
+ *     small cuMemAllocs into shared pages. Mapping a granule for each of them made a process use 64 times
+ *     the memory for 4 KiB allocations (docs/DESIGN.md, "Region"), and engines that size their
+ *     KV cache from free memory sized it differently under Foundry.
+ * Offsets never depend on whether memory was preallocated: preallocation only means the physical pages
+ * are already there.
  *
  * Invariants (under `lock`):
  *   chunks  live allocations and carved VMM reservations, sorted by offset, non-overlapping;
  *   units   physical mappings, sorted by offset, non-overlapping, each one cuMemMap call.
- * A unit is owned by a chunk (unmapped with it), by the preallocation, by LOAD's restore, or by the
- * application (its own cuMemMap into a carved reservation; never unmapped by us). */
+ * A unit is owned by a chunk (unmapped with it), by a shared small-allocation granule (unmapped when its
+ * last allocation is freed), by the preallocation, by LOAD's restore, or by the application (its own
+ * cuMemMap into a carved reservation; never unmapped by us). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -189,7 +198,15 @@ int rg_map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off) 
 
 void rg_unmap_owned(uint32_t owner, uint64_t owner_off) {
   for (size_t i = R.nunits; i-- > 0;)
-    if (R.units[i].owner == owner && (owner != OWN_CHUNK || R.units[i].owner_off == owner_off)) rg_unmap_unit(i);
+    if (R.units[i].owner == owner && R.units[i].owner_off == owner_off) rg_unmap_unit(i);
+}
+
+/* LOAD restored [off, off+len): the graphs read SAVE's memory there for as long as the process lives. A
+ * shared small-allocation granule in that range becomes the restore's, so that freeing this process's own
+ * small allocations in it (which need not be SAVE's) never unmaps the SAVE allocations beside them. */
+void rg_adopt_units(uint64_t off, uint64_t len) {
+  for (size_t i = rg_unit_lower(off); i < R.nunits && R.units[i].off < off + len; i++)
+    if (R.units[i].owner == OWN_PACK) R.units[i] = (unit_t){R.units[i].off, R.units[i].len, 0, OWN_RESTORE};
 }
 
 static int rg_on_region_device(void) {
@@ -198,6 +215,59 @@ static int rg_on_region_device(void) {
 }
 
 /* ------------------------------------------------------------ hook entry points */
+static int rg_refuse_full(uint64_t off, size_t size, uint64_t span, CUresult *res) {
+  rg_log_event(FDY_EV_REFUSED, off, size, span);
+  fdy_fail(FDY_ERR_REGION_FULL,
+           "an allocation of %zu bytes escapes the Foundry region [0x%llx, 0x%llx): %llu bytes are used and "
+           "%llu remain. Next step: pass a larger size to set_allocation_region()/allocation_region() "
+           "(virtual space is cheap; 2-4x the GPU's memory is a good size).",
+           size, (unsigned long long)R.base, (unsigned long long)(R.base + R.size), (unsigned long long)off,
+           (unsigned long long)(R.size - (off < R.size ? off : R.size)));
+  *res = CUDA_ERROR_OUT_OF_MEMORY;
+  return 1;
+}
+
+static int rg_refuse_mapping(int rc, uint64_t off, size_t size, uint64_t span, CUresult *res) {
+  rg_log_event(FDY_EV_REFUSED, off, size, span);
+  *res = rc == CUDA_ERROR_OUT_OF_MEMORY || rc >= FDY_ERR_NO_DRIVER ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)rc;
+  return 1;
+}
+
+/* Where an allocation of `size` bytes goes (*off, *span), mapping what it needs; 1 with *res set when it is
+ * refused. Caller holds R.lock. */
+static int rg_place(size_t size, uint64_t *off, uint64_t *span, CUresult *res) {
+  if (size >= R.gran) {
+    *span = rg_round_up(size, R.gran);
+    *off = rg_round_up(R.cursor, R.gran);
+    if (*off > R.size || *span > R.size - *off) return rg_refuse_full(*off, size, *span, res);
+    int rc = rg_map_gaps(*off, *span, OWN_CHUNK, *off);
+    if (rc != 0) return rg_refuse_mapping(rc, *off, size, *span, res);
+    R.cursor = *off + *span;
+    return 0;
+  }
+  *span = rg_round_up(size, FDY_REGION_SMALL_ALIGN);
+  if (!R.pack_open || *span > R.gran - R.pack_used) {
+    uint64_t g = rg_round_up(R.cursor, R.gran); /* a refusal logs the granule it would have opened */
+    if (g > R.size || R.gran > R.size - g) return rg_refuse_full(g, size, R.gran, res);
+    int rc = rg_map_gaps(g, R.gran, OWN_PACK, g);
+    if (rc != 0) return rg_refuse_mapping(rc, g, size, R.gran, res);
+    R.pack_open = 1;
+    R.pack_off = g;
+    R.pack_used = 0;
+    R.cursor = g + R.gran;
+  }
+  *off = R.pack_off + R.pack_used;
+  R.pack_used += *span;
+  return 0;
+}
+
+/* The granule a small allocation at `off` shares, when it holds no allocation but the chunk at index i:
+ * freeing that chunk gives the granule back. */
+static int rg_last_in_granule(size_t i) {
+  uint64_t g = R.chunks[i].off / R.gran * R.gran;
+  return (i == 0 || R.chunks[i - 1].off < g) && (i + 1 == R.nchunks || R.chunks[i + 1].off >= g + R.gran);
+}
+
 int fdy_region_alloc(CUdeviceptr *dptr, size_t size, uint32_t kind, CUresult *res) {
   if (!fdy_region_is_active()) return 0;
   pthread_mutex_lock(&R.lock);
@@ -210,33 +280,19 @@ int fdy_region_alloc(CUdeviceptr *dptr, size_t size, uint32_t kind, CUresult *re
     *res = CUDA_ERROR_INVALID_VALUE;
     return 1;
   }
-  uint64_t span = rg_round_up(size, R.gran), off = rg_round_up(R.cursor, R.gran);
-  if (off > R.size || span > R.size - off) {
-    rg_log_event(FDY_EV_REFUSED, off, size, span);
-    fdy_fail(FDY_ERR_REGION_FULL,
-             "an allocation of %zu bytes escapes the Foundry region [0x%llx, 0x%llx): %llu bytes are used and "
-             "%llu remain. Next step: pass a larger size to set_allocation_region()/allocation_region() "
-             "(virtual space is cheap; 2-4x the GPU's memory is a good size).",
-             size, (unsigned long long)R.base, (unsigned long long)(R.base + R.size), (unsigned long long)off,
-             (unsigned long long)(R.size - (off < R.size ? off : R.size)));
+  uint64_t off = 0, span = 0;
+  if (rg_place(size, &off, &span, res)) {
     pthread_mutex_unlock(&R.lock);
-    *res = CUDA_ERROR_OUT_OF_MEMORY;
-    return 1;
-  }
-  int rc = rg_map_gaps(off, span, OWN_CHUNK, off);
-  if (rc != 0) {
-    rg_log_event(FDY_EV_REFUSED, off, size, span);
-    pthread_mutex_unlock(&R.lock);
-    *res = rc == CUDA_ERROR_OUT_OF_MEMORY || rc >= FDY_ERR_NO_DRIVER ? CUDA_ERROR_OUT_OF_MEMORY : (CUresult)rc;
     return 1;
   }
   if (rg_chunk_insert((chunk_t){off, span, size, kind}) != 0) {
-    rg_unmap_owned(OWN_CHUNK, off);
+    /* Out of host memory: what rg_place mapped for this chunk alone is given back. A shared granule stays
+     * mapped and open with the slot spent, as placement must not depend on whether host memory ran out. */
+    if (span >= R.gran) rg_unmap_owned(OWN_CHUNK, off);
     pthread_mutex_unlock(&R.lock);
     *res = CUDA_ERROR_OUT_OF_MEMORY;
     return 1;
   }
-  R.cursor = off + span;
   if (R.cursor > R.hwm) R.hwm = R.cursor;
   rg_log_event(kind, off, size, span);
   *dptr = R.base + off;
@@ -259,11 +315,17 @@ int fdy_region_free(CUdeviceptr ptr, uint32_t kind, CUresult *res) {
     *res = CUDA_ERROR_INVALID_VALUE;
     return 1;
   }
+  /* A small allocation gives back the granule it shares only when it is the granule's last; the granule
+   * is closed then even where it owns no mapping (preallocated or restored), so that placement does not
+   * depend on which pages were mapped already. */
+  int small = R.chunks[i].span < R.gran, last = small && rg_last_in_granule((size_t)i);
+  uint32_t owner = small ? OWN_PACK : OWN_CHUNK;
+  uint64_t owner_off = small ? off / R.gran * R.gran : off;
   /* cuMemFree implicitly synchronizes; unmapping memory that queued work may still touch would not.
-   * A chunk inside the preallocation owns no mapping and needs no synchronization. */
+   * Memory that stays mapped (a shared granule still in use, the preallocation) needs no synchronization. */
   int owns_units = 0;
-  for (size_t u = 0; u < R.nunits && !owns_units; u++)
-    owns_units = R.units[u].owner == OWN_CHUNK && R.units[u].owner_off == off;
+  for (size_t u = 0; u < R.nunits && !owns_units && (!small || last); u++)
+    owns_units = R.units[u].owner == owner && R.units[u].owner_off == owner_off;
   CUresult s = owns_units ? fdy_drv.cuCtxSynchronize() : CUDA_SUCCESS;
   if (s != CUDA_SUCCESS) {
     pthread_mutex_unlock(&R.lock);
@@ -271,7 +333,8 @@ int fdy_region_free(CUdeviceptr ptr, uint32_t kind, CUresult *res) {
     fdy_fail_cu(s, "cuCtxSynchronize", "before freeing region memory at 0x%llx", (unsigned long long)ptr);
     return 1;
   }
-  rg_unmap_owned(OWN_CHUNK, off);
+  if (!small || last) rg_unmap_owned(owner, owner_off);
+  if (last && R.pack_open && R.pack_off == owner_off) R.pack_open = 0;
   rg_log_event(kind, off, R.chunks[i].size, R.chunks[i].span);
   rg_chunk_remove((size_t)i);
   pthread_mutex_unlock(&R.lock);
@@ -403,3 +466,14 @@ int fdy_region_refuse(size_t size, const char *what, CUresult *res) {
   return 1;
 }
 
+
+int fdy_region_in_reservation(CUdeviceptr ptr, size_t size) {
+  if (!fdy_region_contains(ptr) || size == 0) return 0;
+  pthread_mutex_lock(&R.lock);
+  uint64_t off = ptr - R.base;
+  size_t i = rg_chunk_lower(off + 1);
+  int inside = i > 0 && R.chunks[i - 1].kind == FDY_EV_VMM_RESERVE && off + size <= R.chunks[i - 1].off + R.chunks[i - 1].span &&
+               off + size > off;
+  pthread_mutex_unlock(&R.lock);
+  return inside;
+}

@@ -86,6 +86,7 @@ adopt:
   R.device = dev;
   R.cursor = R.hwm = R.mapped = 0;
   R.prealloc_off = R.prealloc_size = 0;
+  R.pack_open = 0;
   R.nchunks = R.nunits = 0;
   R.nevents = 0; /* the log describes this region: a released one's entries would read as live */
   __atomic_store_n(&R.reserved, 1, __ATOMIC_RELEASE);
@@ -170,6 +171,7 @@ FDY_EXPORT int fdy_region_release(void) {
   if (r != CUDA_SUCCESS) rc = fdy_fail_cu(r, "cuMemAddressFree", "region at 0x%llx", (unsigned long long)R.base);
   R.nchunks = 0;
   R.prealloc_off = R.prealloc_size = 0;
+  R.pack_open = 0;
   __atomic_store_n(&R.reserved, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&R.lock);
   return rc;
@@ -179,7 +181,7 @@ FDY_EXPORT int fdy_region_info_get(fdy_region_info *out) {
   if (!out) return FDY_ERR_INVALID;
   pthread_mutex_lock(&R.lock);
   *out = (fdy_region_info){R.base, R.size, R.cursor, R.hwm, R.gran, R.mapped, R.prealloc_off, R.prealloc_size,
-                           (int32_t)R.device, R.active, R.reserved, 0};
+                           (int32_t)R.device, R.active, R.reserved, FDY_REGION_SMALL_ALIGN};
   pthread_mutex_unlock(&R.lock);
   return 0;
 }
@@ -202,7 +204,12 @@ FDY_EXPORT int fdy_region_set_cursor(uint64_t offset) {
                     "below them would hand out memory twice",
                     (unsigned long long)offset, (unsigned long long)live_end);
     } else {
+      /* Small allocations start a fresh granule after a cursor move, even one to where the cursor is: a
+       * program that moves the cursor in one run (LOAD resuming at SAVE's phase boundary) and marks the same
+       * boundary with a move to the cursor itself in the other places the next phase's small allocations
+       * alike in both. */
       R.cursor = off;
+      R.pack_open = 0;
       rg_log_event(FDY_EV_CURSOR, off, 0, 0);
     }
   }
@@ -272,8 +279,10 @@ FDY_EXPORT int fdy_region_map_range(uint64_t offset, uint64_t size) {
                     "region size SAVE used",
                     (unsigned long long)offset, (unsigned long long)size, (unsigned long long)end,
                     (unsigned long long)R.size);
-    else if ((rc = rg_map_gaps(off, end - off, OWN_RESTORE, 0)) == 0)
+    else if ((rc = rg_map_gaps(off, end - off, OWN_RESTORE, 0)) == 0) {
+      rg_adopt_units(off, end - off);
       rg_log_event(FDY_EV_RESTORE, off, size, end - off);
+    }
   }
   pthread_mutex_unlock(&R.lock);
   return rc;

@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-enum { OWN_CHUNK = 1, OWN_PREALLOC = 2, OWN_RESTORE = 3, OWN_APP = 4 };
+enum { OWN_CHUNK = 1, OWN_PREALLOC = 2, OWN_RESTORE = 3, OWN_APP = 4, OWN_PACK = 5 };
 
 typedef struct {
   uint64_t off, span, size;
@@ -28,6 +28,11 @@ typedef struct {
   unit_t *units;
   size_t nunits, capunits;
   uint64_t prealloc_off, prealloc_size;
+  /* The granule small allocations are placed in now ([pack_off, pack_off + gran), pack_used bytes handed
+   * out from its start); none while pack_open is 0. Slots are never reused: the granule is given back
+   * whole when its last allocation is freed, so placement depends only on the sequence of calls. */
+  int pack_open;
+  uint64_t pack_off, pack_used;
   uint64_t reserve_size;          /* bytes actually reserved at base (>= size when adopted from a hold) */
   CUdeviceptr held_base;          /* a range reserved ahead of set (fdy_region_hold), not in use yet */
   uint64_t held_size;
@@ -43,5 +48,6 @@ void rg_log_event(uint32_t kind, uint64_t off, uint64_t size, uint64_t span);
 void rg_unmap_unit(size_t i);
 int rg_map_gaps(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner_off);
 void rg_unmap_owned(uint32_t owner, uint64_t owner_off);
+void rg_adopt_units(uint64_t off, uint64_t len);
 
 #endif

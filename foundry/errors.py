@@ -14,6 +14,7 @@ __all__ = [
     "ArchiveForeignError",
     "ArchiveSignatureError",
     "ArchiveVersionError",
+    "CachesRefusedError",
     "CodecError",
     "DriverError",
     "FoundryError",
@@ -25,7 +26,9 @@ __all__ = [
     "ModuleAddressError",
     "ModuleVariableError",
     "ParamIntrospectionError",
+    "PeerMappingError",
     "PeerMemoryError",
+    "RankMismatchError",
     "RegionBaseTakenError",
     "RegionError",
     "RegionFullError",
@@ -142,6 +145,12 @@ class IdentityMismatchError(ArchiveError):
     kind = "identity"
 
 
+class CachesRefusedError(ArchiveError):
+    """The engine caches an archive carries are not handed to the engine here: the archive is not signed with
+    a key in force, they were made with another torch, Triton, engine or GPU, or their files are damaged. The
+    engine starts without them, compiling as on a machine that never ran it."""
+
+
 class SaveError(FoundryError):
     """SAVE cannot write the graph as asked; nothing was written."""
 
@@ -149,11 +158,22 @@ class SaveError(FoundryError):
 class PeerMemoryError(SaveError):
     """The process has memory of another process open (IPC mappings, allocations imported from a
     shareable handle: NCCL's peer buffers, a custom all-reduce's) that a graph may read, directly or
-    through pointers in device memory; LOAD cannot make it identical, so nothing was written."""
+    through pointers in device memory, and that LOAD could not map at the same address again (an IPC
+    mapping, a mapping outside the region), or the process declared no rank; nothing was written."""
 
 
 class LoadError(FoundryError):
     """LOAD cannot rebuild the saved state in this process."""
+
+
+class PeerMappingError(LoadError):
+    """A graph reads another process's memory that SAVE found mapped in the region, and this process has
+    not mapped it again at the same address (its communicators were not re-created, or not in the same
+    order); nothing was loaded."""
+
+
+class RankMismatchError(LoadError):
+    """The graph was saved by another rank, world size or device than this process declares and runs on."""
 
 
 class LayoutMismatchError(LoadError):

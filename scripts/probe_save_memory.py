@@ -3,10 +3,13 @@
 granule) and 0.63 GiB of capture memory against 0.46. Two suspects, each measured as the drop in
 cudaMemGetInfo's free memory, in a process of its own per variant (run them in one call to compare):
 
-  small     64 raw cudaMalloc calls of 4 KiB (not through PyTorch's allocator, as libraries make them):
-            natively the driver packs them into shared pages; in Foundry's region each is mapped on its own
-  graphs    300 graphs of 20 small kernels captured with torch.cuda.CUDAGraph(keep_graph=...) and replayed once:
-            Foundry captures with keep_graph=True, so the captured graph lives beside its exec
+  small     32 raw cudaMalloc calls of each of several sizes below a granule (not through PyTorch's allocator, as
+            libraries make them): natively the driver packs them into shared pages; Foundry's region packs them
+            into shared granules (csrc/region.c), and this says whether it packs as tightly
+  graphs    300 graphs of 20 small kernels captured into one shared pool with torch.cuda.CUDAGraph(keep_graph=...)
+            and replayed once, or with foundry.graph (variant foundry): Foundry captures with keep_graph=True, so
+            the captured graph lives beside its exec; vLLM's capture under SAVE took 0.17-0.31 GiB more than
+            native's in every row at 48cf88b, and this says whether Foundry's capture alone does
 
     python3 scripts/probe_save_memory.py small plain OUT.json
     python3 -m foundry.cli run -- python3 scripts/probe_save_memory.py small region OUT.json
@@ -19,6 +22,7 @@ Each appends {"probe", "variant", "bytes"} to OUT.json (a JSON list).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -34,7 +38,12 @@ def _free() -> int:
     return int(torch.cuda.mem_get_info()[0])
 
 
-def small(variant: str) -> int:
+SMALL_SIZES = (512, 4096, 100_000, 1 << 20, 3 << 19)  # bytes; the last two: half a granule and three quarters
+
+
+def small(variant: str) -> dict[str, Any]:
+    """For each size, 32 bare cudaMallocs: the drop in free memory, and the distinct gaps between consecutive
+    addresses (how the driver, or the region, packs them)."""
     import cupy  # its runtime.malloc is a bare cudaMalloc (cupy's memory pool is not involved)
 
     torch.cuda.init()
@@ -43,12 +52,16 @@ def small(variant: str) -> int:
 
         foundry.set_allocation_region(BASE, "64GB")
     torch.zeros(1, device="cuda")  # the context, and PyTorch's first segment, before measuring
-    before = _free()
-    ptrs = [cupy.cuda.runtime.malloc(4096) for _ in range(64)]
-    used = before - _free()
-    for p in ptrs:
-        cupy.cuda.runtime.free(p)
-    return used
+    out: dict[str, Any] = {}
+    for size in SMALL_SIZES:
+        before = _free()
+        ptrs = [cupy.cuda.runtime.malloc(size) for _ in range(32)]
+        used = before - _free()
+        gaps = sorted({b - a for a, b in itertools.pairwise(ptrs)})
+        for p in ptrs:
+            cupy.cuda.runtime.free(p)
+        out[str(size)] = {"bytes": used, "gaps": gaps[:8], "aligned_512": all(p % 512 == 0 for p in ptrs)}
+    return out
 
 
 def graphs(variant: str) -> int:
@@ -62,6 +75,7 @@ def graphs(variant: str) -> int:
         x = torch.tanh(x * 1.0001)  # the kernels loaded before measuring
     before = _free()
     kept: list[Any] = []
+    pool = torch.cuda.graph_pool_handle()  # one pool for every graph, as vLLM and Foundry's graph() share one
     for _ in range(300):
         if variant == "foundry":
             import foundry
@@ -70,7 +84,7 @@ def graphs(variant: str) -> int:
             ctx: Any = foundry.graph(g)
         else:
             g = torch.cuda.CUDAGraph(keep_graph=variant == "keep")
-            ctx = torch.cuda.graph(g)
+            ctx = torch.cuda.graph(g, pool=pool)
         with ctx:
             y = x
             for _ in range(20):
@@ -81,11 +95,17 @@ def graphs(variant: str) -> int:
 
 
 def main(probe: str, variant: str, out: Path) -> None:
-    measured = small(variant) if probe == "small" else graphs(variant)
     doc = json.loads(out.read_text()) if out.is_file() else []
-    doc.append({"probe": probe, "variant": variant, "bytes": measured})
+    if probe == "small":
+        sizes = small(variant)
+        doc.append({"probe": probe, "variant": variant, "sizes": sizes})
+        for size, m in sizes.items():
+            print(f"{probe} {variant} 32 x {size} B: {m['bytes'] / 2**20:.2f} MiB, gaps {m['gaps']}", flush=True)
+    else:
+        measured = graphs(variant)
+        doc.append({"probe": probe, "variant": variant, "bytes": measured})
+        print(f"{probe} {variant}: {measured / 2**20:.2f} MiB", flush=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"{probe} {variant}: {measured / 2**20:.2f} MiB", flush=True)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 13
+#define FDY_ABI_VERSION 15
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -65,7 +65,8 @@ FDY_EXPORT void *fdy_driver_symbol(const char *name);
   X(cuInit) X(cuDeviceGet) X(cuCtxGetDevice) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDriverGetVersion)    \
   X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuGetErrorName) X(cuMemcpyDtoH_v2)                \
   X(cuMemcpyHtoD_v2) X(cuGraphUpload) X(cuGraphExecUpdate_v2) X(cuLibraryLoadData) X(cuLibraryUnload)           \
-  X(cuLibraryGetGlobal) X(cuLibraryGetManaged) X(cuModuleGetGlobal_v2) X(cuModuleLoadData) X(cuModuleGetFunction)
+  X(cuLibraryGetGlobal) X(cuLibraryGetManaged) X(cuModuleGetGlobal_v2) X(cuModuleLoadData) X(cuModuleGetFunction)   \
+  X(cuDeviceGetPCIBusId) X(cuDeviceGetUuid_v2)
 #define FDY_CUDA_RESULTS(X) X(CUDA_, SUCCESS) X(CUDA_, ERROR_NOT_FOUND)
 #define FDY_DEVICE_ATTRS(X)                                                                                        \
   X(CU_DEVICE_ATTRIBUTE_, MULTIPROCESSOR_COUNT) X(CU_DEVICE_ATTRIBUTE_, COMPUTE_CAPABILITY_MAJOR)               \
@@ -107,8 +108,14 @@ typedef struct {
   int32_t device;             /* device ordinal the region belongs to */
   int32_t active;             /* allocations are being placed in the region */
   int32_t reserved;           /* a region exists (active or stopped) */
-  int32_t pad;
+  uint32_t small_align;       /* allocations smaller than a granule share granules, each at a multiple of this */
 } fdy_region_info;
+
+/* Allocations smaller than the granularity are placed together in shared granules, each at a multiple of
+ * this many bytes, as the driver's own cuMemAlloc packs them (a process would otherwise map a 2 MiB granule
+ * for each 4 KiB allocation, and an engine that sizes its caches from free memory would size them
+ * differently under Foundry). */
+#define FDY_REGION_SMALL_ALIGN 512
 
 enum fdy_alloc_kind {
   FDY_EV_ALLOC = 1,        /* cuMemAlloc / cuMemAllocPitch */
@@ -130,14 +137,36 @@ typedef struct {
   uint64_t seq;      /* 1-based, in call order */
   uint64_t offset;   /* from the region base */
   uint64_t size;     /* bytes the caller asked for */
-  uint64_t span;     /* bytes the region set aside (granularity-rounded) */
+  uint64_t span;     /* bytes the region set aside (granularity-rounded; FDY_REGION_SMALL_ALIGN-rounded when packed) */
   uint32_t kind;     /* FDY_EV_* */
   uint32_t tid;      /* Linux thread id of the caller */
 } fdy_alloc_event;
 
 /* How much memory of other processes is open in this one (IPC mappings, imported allocations and
- * their mappings, not yet closed, released or unmapped); 0 when none. SAVE refuses while it is not 0. */
+ * their mappings, not yet closed, released or unmapped); 0 when none. */
 FDY_EXPORT uint64_t fdy_imports_live(void);
+
+/* Memory of other processes open in this one, by kind (csrc/imports.c). */
+typedef struct {
+  uint64_t ipc_open;   /* cuIpcOpenMemHandle mappings not closed */
+  uint64_t mappings;   /* cuMemMap mappings of imported handles not unmapped */
+  uint64_t handles;    /* cuMemImportFromShareableHandle imports not released */
+  uint64_t untracked;  /* 1 once an import could not be recorded (SAVE refuses for the process's life) */
+} fdy_imports_summary;
+
+/* One live mapping of an allocation imported from a shareable handle. */
+typedef struct {
+  uint64_t address;      /* where it is mapped */
+  uint64_t size;         /* bytes mapped */
+  uint32_t handle_type;  /* the CUmemAllocationHandleType it was imported with */
+  int32_t device;        /* the device holding the memory (cuMemGetAllocationPropertiesFromHandle), -1 unknown */
+  uint32_t in_region;    /* 1: inside one reservation carved from the region (its address is reproducible) */
+  uint32_t pad;
+} fdy_import_mapping;
+
+FDY_EXPORT int fdy_imports_summary_get(fdy_imports_summary *out);
+/* Copies up to cap live mappings into out; returns how many there are. */
+FDY_EXPORT size_t fdy_imports_mappings(fdy_import_mapping *out, size_t cap);
 FDY_EXPORT int fdy_region_set(uint64_t base, uint64_t size);
 /* Reserves the range ahead of fdy_region_set (which adopts it), before anything else can take it. */
 FDY_EXPORT int fdy_region_hold(uint64_t base, uint64_t size);

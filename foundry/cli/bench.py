@@ -59,6 +59,16 @@ def _serving_problems(
                                 "logprobs": args.logprobs}  # fmt: skip
     if args.decode_steps is not None:
         settings["decode_steps"] = args.decode_steps
+    plugin_env: dict[str, str] = {}
+    for item in _csv(args.plugin_env):
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier() or not name.isupper() or name.startswith("FOUNDRY_"):
+            problems.append(f"--plugin-env {item!r}: give NAME=VALUE, NAME without the FOUNDRY_<ENGINE>_ prefix")
+        elif name in ("MODE", "ARCHIVE", "REPORT"):
+            problems.append(f"--plugin-env {item!r}: the benchmark sets {name} for each run itself")
+        else:
+            plugin_env[name] = value
+    settings["plugin_env"] = plugin_env
     return settings, problems
 
 
@@ -242,7 +252,13 @@ def add_parser(sub: Any) -> None:
     v = p.add_argument_group("--engine vllm and --engine sglang")
     v.add_argument("--api", help="vllm: llm (LLM(), the default) and/or serve; sglang: engine (sglang.Engine, the "
                    "default) and/or serve (launch_server); comma-separated")  # fmt: skip
-    v.add_argument("--modes", "--runs", default="native_cold,save,native,load", help="which runs, in this order")
+    v.add_argument(
+        "--modes",
+        "--runs",
+        default="native_cold,save,native,load",
+        help="which runs, in this order; add native_fresh,load_fresh for the fresh-node rows (every cache folder "
+        "empty; SAVE then packs the engine's caches into the archive, signed with a key the benchmark makes)",
+    )
     v.add_argument("--matrix", action="store_true", help="every architecture of the matrix (Llama, Qwen3, Gemma2, "
                    "Mistral, Qwen3-MoE, Mixtral, DeepSeek-V2-Lite shapes) unless --shapes names some; vllm: `vllm "
                    "serve` unless --api names another; then OUT/<engine>-matrix.txt from every run in OUT")  # fmt: skip
@@ -253,6 +269,9 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")
     v.add_argument("--seconds", type=float, help="the whole benchmark's bound: runs that would not fit are skipped, "
                    "the steady-state phase shares what is left, and the report holds what ran")  # fmt: skip
+    v.add_argument("--plugin-env", default="", help="the plugin's settings for the SAVE and LOAD runs, comma-separated "
+                   "NAME=VALUE without the FOUNDRY_<ENGINE>_ prefix, e.g. WARM_UP=1 (the engines are started with "
+                   "none of the caller's own)")  # fmt: skip
     v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
     v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
     v.add_argument("--gpu-memory-utilization", type=float, default=0.35, help="vllm, per engine (two side by side)")

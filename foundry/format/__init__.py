@@ -11,6 +11,21 @@ content: ``ArchiveCorruptError`` (malformed), ``ArchiveVersionError`` (unknown v
 from __future__ import annotations
 
 from .bundle import BUNDLE_NAME, Bundle, BundleFile, open_bundle, parse_bundle, read_bundle, write_bundle
+from .caches import (
+    CACHES_DIR,
+    CACHES_DOCUMENT,
+    CACHES_FORMAT,
+    CACHES_VERSION,
+    MAX_CACHE_BYTES,
+    MAX_CACHE_FILE_BYTES,
+    MAX_CACHE_FILES,
+    CacheFile,
+    CachePayload,
+    CacheTree,
+    cache_blob_path,
+    cache_name_problem,
+    cache_path_problem,
+)
 from .delta import (
     Delta,
     delta_bytes,
@@ -113,6 +128,7 @@ from .parse import (
     node_count,
     parse_record,
 )
+from .peers import PeerMapping, RankSpec
 from .reads import PathLike, file_kind, read_regular, sha256_file
 from .stored import (
     GraphJson,
@@ -155,10 +171,17 @@ from .walk import (
 
 __all__ = [
     "BUNDLE_NAME",
+    "CACHES_DIR",
+    "CACHES_DOCUMENT",
+    "CACHES_FORMAT",
+    "CACHES_VERSION",
     "FUNCTION_ATTR_UNKNOWN",
     "GRAPH_FORMAT",
     "IMAGES_DIR",
     "MANIFEST_NAME",
+    "MAX_CACHE_BYTES",
+    "MAX_CACHE_FILES",
+    "MAX_CACHE_FILE_BYTES",
     "MAX_DOCUMENT_BYTES",
     "MEMORY_DIR",
     "REGION_HINT",
@@ -167,6 +190,9 @@ __all__ = [
     "Bundle",
     "BundleFile",
     "BundleRef",
+    "CacheFile",
+    "CachePayload",
+    "CacheTree",
     "ChildGraphNode",
     "Delta",
     "DeltaFacts",
@@ -200,6 +226,8 @@ __all__ = [
     "NodeType",
     "OutputSpec",
     "PathLike",
+    "PeerMapping",
+    "RankSpec",
     "RecordFacts",
     "RecordRef",
     "RegionSpec",
@@ -207,6 +235,9 @@ __all__ = [
     "TemplateRef",
     "VariableRef",
     "archive_region",
+    "cache_blob_path",
+    "cache_name_problem",
+    "cache_path_problem",
     "check_listed_json",
     "compare",
     "container_path",

@@ -97,7 +97,7 @@ def graph_files(
 ) -> GraphFiles:
     """What ``write_graph`` writes, checked as it checks it (``ValueError``), without writing it: SAVE puts the
     graphs of an archive directory in its bundle only (docs/FORMAT.md, "Graph bundle"). ``listed``: the JSON of a
-    graph the manifest in its directory lists, which takes its region's range from it (format version 4)."""
+    graph the manifest in its directory lists, which takes its region's range from it (format version 5)."""
     json_path = Path(json_path)
     cpath = container_path(json_path)
     if cpath == json_path:
@@ -206,8 +206,8 @@ def parse_meta(
     parsed before are not validated again. ``proven``: a hash that covers the bytes was checked already (a
     graph bundle's), so their seal's digest is not computed again. ``archive``: the region of the manifest that
     lists the graph in its own directory (``GraphMeta.from_json``). Errors as ``read_meta``."""
-    # The same bytes under another manifest name another region (format version 4): kept apart.
-    key = digest if archive is None else f"{digest}@{archive.base}:{archive.size}:{archive.granularity}"
+    # The same bytes under another manifest name another region (format version 5): kept apart.
+    key = digest if archive is None else f"{digest}@{archive.range_key()}"
     meta = cache.get(key) if cache is not None else None
     if meta is None:
         source = str(json_path)

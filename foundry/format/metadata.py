@@ -23,9 +23,18 @@ from .jsonfields import (
     is_sha256,
 )
 from .jsontext import Parts
+from .peers import PeerMapping, RankSpec, peers_from_json
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
 
-__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_LISTED", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta", "Parts"]
+__all__ = [
+    "GRAPH_FORMAT",
+    "GRAPH_FORMAT_LISTED",
+    "GRAPH_FORMAT_VERSION",
+    "GRAPH_FORMAT_VERSIONS",
+    "GRAPH_FORMAT_VERSION_RANKS",
+    "GraphMeta",
+    "Parts",
+]
 
 T = TypeVar("T")
 
@@ -34,12 +43,15 @@ GRAPH_FORMAT = "foundry-graph"
 GRAPH_FORMAT_VERSION = 3
 """3: images carry their module variables (docs/FORMAT.md, "Module variables"); a reader of version 2
 would load the images without them, so it must refuse version 3. Written for a graph that states its region's
-range itself (one no manifest lists yet, or one stored beside its archive)."""
-GRAPH_FORMAT_LISTED = 4
-"""4: as 3, but the region's range (base, size, granularity) is not stated: it is the manifest's, which lists the
-graph in its own directory (SAVE writes every graph it stores in the graph bundle so). A reader of version 3 would
-find no region base, so it must refuse version 4."""
-GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION, GRAPH_FORMAT_LISTED)
+range itself and carries no peers or rank."""
+GRAPH_FORMAT_VERSION_RANKS = 4
+"""4: written for a graph with ``peers`` or ``rank`` (docs/FORMAT.md, "peers" and "rank"); a reader of
+version 3 would ignore them and replay against memory that is not its peers', so it must refuse version 4."""
+GRAPH_FORMAT_LISTED = 5
+"""5: as 4 (``peers`` and ``rank`` always there), but the region's range (base, size, granularity, small-allocation
+slots) is not stated: it is the manifest's, which lists the graph in its own directory (SAVE writes every graph it
+stores in the graph bundle so). A reader of version 4 would find no region base, so it must refuse version 5."""
+GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION, GRAPH_FORMAT_VERSION_RANKS, GRAPH_FORMAT_LISTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +78,8 @@ class GraphMeta:
     record: RecordRef | None = None
     memory: MemorySpec | None = None
     template: TemplateRef | None = None
+    peers: tuple[PeerMapping, ...] = ()
+    rank: RankSpec | None = None
 
     def stats_dict(self) -> dict[str, int]:
         return dict(self.stats)
@@ -89,7 +103,7 @@ class GraphMeta:
 
     def to_json(self, listed: bool = False) -> dict[str, Any]:
         """The JSON object of the file. Raises ``ValueError`` if ``record`` is None. ``listed``: for a graph the
-        manifest in its directory lists (format version 4), whose region's range is the manifest's."""
+        manifest in its directory lists (format version 5), whose region's range is the manifest's."""
         if self.record is None:
             raise ValueError(f"graph {self.name!r}: metadata has no record reference yet; use write_graph")
         if any(ref.variables is None for ref in self.images):
@@ -98,9 +112,11 @@ class GraphMeta:
                 f"module variables its images need; it cannot be written as version {GRAPH_FORMAT_VERSION}. Save "
                 "the graph again."
             )
-        return {
+        ranked = bool(self.peers) or self.rank is not None
+        version = GRAPH_FORMAT_LISTED if listed else GRAPH_FORMAT_VERSION_RANKS if ranked else GRAPH_FORMAT_VERSION
+        doc = {
             "format": GRAPH_FORMAT,
-            "format_version": GRAPH_FORMAT_LISTED if listed else GRAPH_FORMAT_VERSION,
+            "format_version": version,
             "foundry_version": self.foundry_version,
             "name": self.name,
             "record": self.record.to_json(),
@@ -117,6 +133,10 @@ class GraphMeta:
             "memory": None if self.memory is None else self.memory.to_json(),
             "template": None if self.template is None else self.template.to_json(),
         }
+        if ranked or listed:  # version 5 is version 4's layout, peers and rank included
+            doc["peers"] = [p.to_json() for p in self.peers]
+            doc["rank"] = None if self.rank is None else self.rank.to_json()
+        return doc
 
     @classmethod
     def from_json(
@@ -127,7 +147,7 @@ class GraphMeta:
         ``ArchiveForeignError``: not a ``foundry-graph`` document; ``ArchiveVersionError``: unknown
         ``format_version``; ``ArchiveCorruptError``: any missing key, wrong type or inconsistency.
         Unknown keys are ignored. ``parts``: see ``Parts``. ``archive``: the region of the manifest that lists
-        the graph in its own directory, whose range a graph of format version 4 takes (one no such manifest
+        the graph in its own directory, whose range a graph of format version 5 takes (one no such manifest
         lists is refused: nothing else states its range).
         """
         obj = check_format(doc, GRAPH_FORMAT, GRAPH_FORMAT_VERSIONS, source)
@@ -135,14 +155,12 @@ class GraphMeta:
         listed = obj["format_version"] >= GRAPH_FORMAT_LISTED
         if listed and archive is None:
             at.key("region").fail(
-                "format version 4 takes the region's base, size and granularity from the manifest in the graph's "
+                "format version 5 takes the region's base, size and granularity from the manifest in the graph's "
                 "directory, and none there lists the graph"
             )
-        # Kept per range: the same text of a graph's own region means another region under another manifest.
-        region_kind = (
-            "region" if not listed or archive is None else f"region@{archive.base}:{archive.size}:{archive.granularity}"
-        )
         region_of = archive if listed else None
+        # Kept per range: the same text of a graph's own region means another region under another manifest.
+        region_kind = "region" if region_of is None else f"region@{region_of.range_key()}"
 
         def shared(name: str, raw: Any, where: At, parse: Callable[[Any, At], T]) -> T:
             # Kept only for the very object decoded from the same text (``same``): an equal value spelled
@@ -177,6 +195,10 @@ class GraphMeta:
         rng_v, rng_at = field(obj, "rng", at)
         stats_v, stats_at = field(obj, "stats", at)
         stats = get_int_items(stats_v, stats_at)
+        region = shared(region_kind, *field(obj, "region", at), lambda v, a: RegionSpec.from_json(v, a, region_of))
+        ranked = obj["format_version"] >= GRAPH_FORMAT_VERSION_RANKS
+        peers = peers_from_json(*field(obj, "peers", at), region.size) if ranked else ()
+        rank_v, rank_at = field(obj, "rank", at) if ranked else (None, at)
         meta = cls(
             name=field_str(obj, "name", at),
             foundry_version=field_str(obj, "foundry_version", at),
@@ -186,7 +208,7 @@ class GraphMeta:
             events=field_int(obj, "events", at, U32),
             outputs=outputs,
             rng=None if rng_v is None else RngSpec.from_json(rng_v, rng_at),
-            region=shared(region_kind, *field(obj, "region", at), lambda v, a: RegionSpec.from_json(v, a, region_of)),
+            region=region,
             identity=shared("identity", *field(obj, "identity", at), Identity.from_json),
             stats=stats,
             topology=field_sha256(obj, "topology", at),
@@ -195,6 +217,8 @@ class GraphMeta:
             template=None
             if obj.get("template") is None
             else TemplateRef.from_json(obj["template"], at.key("template")),
+            peers=peers,
+            rank=None if rank_v is None else RankSpec.from_json(rank_v, rank_at),
         )
         problem = meta.problem()
         if problem is not None:

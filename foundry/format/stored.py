@@ -265,5 +265,5 @@ def read_graph(json_path: PathLike, verify: bool = True, store: GraphStore | Non
 
 def listed_region(got: GraphJson) -> RegionSpec | None:
     """The region of the manifest that lists the graph ``got`` in its own directory, whose range a graph JSON of
-    format version 4 takes (None: no manifest there lists it)."""
+    format version 5 takes (None: no manifest there lists it)."""
     return got.listing.manifest.region if got.listing is not None else None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .caches import open_engine_caches
 from .documents import read_archive_document
 from .graph import (
     authenticate_graph,
@@ -70,6 +71,7 @@ __all__ = [
     "graph_store",
     "manifests_read_once",
     "missing_kernel",
+    "open_engine_caches",
     "read_archive_document",
     "read_archive_region",
     "read_graph_meta",

@@ -21,7 +21,7 @@ from foundry.trust import KeySource, SigningKey, configured_key
 
 from .manifests import authenticate_manifest
 
-__all__ = ["listed_document", "read_archive_document"]
+__all__ = ["listed_document", "listed_names", "read_archive_document"]
 
 
 def read_archive_document(
@@ -57,6 +57,12 @@ def listed_document(archive: Path, ref: RecordRef, key: SigningKey | None) -> di
         if key is None:
             raise
         raise ArchiveSignatureError(f"{exc} (the manifest, signed with key {key.key_id}, lists other bytes)") from None
+
+
+def listed_names(archive_dir: str | os.PathLike[str], key: SigningKey | None) -> frozenset[str]:
+    """The names of the documents the archive's manifest lists: proven signed with ``key``, or sealed without
+    one. No manifest raises ``ArchiveCorruptError`` (``ArchiveSignatureError`` with a key)."""
+    return frozenset(d.file for d in _listing(Path(archive_dir), key))
 
 
 def _listing(archive: Path, key: SigningKey | None) -> tuple[RecordRef, ...]:

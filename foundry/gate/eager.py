@@ -31,6 +31,7 @@ from foundry.format import (
 )
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, signature_key_id
 
+from .cachefiles import check_caches
 from .files import (
     check_bundle,
     check_consistency,
@@ -162,6 +163,7 @@ def _verify_directory(
     bundle_sound = check_bundle(directory, manifest, store, found)
     listed = read_listed_graphs(directory, manifest, found, store, bundle_sound)
     check_documents(directory, manifest, key, found)
+    cache_files = check_caches(directory, manifest, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
         Path(os.path.normpath(directory / e.json)).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)
@@ -183,7 +185,7 @@ def _verify_directory(
     if len(readable) < len(listed):
         found.note(f"{len(listed) - len(readable)} graph(s) could not be read; later checks skipped them")
     check_manifest_region(manifest, manifest_path, readable, found)
-    check_foreign(directory, known_files(directory, manifest, [*readable, *extra]), found)
+    check_foreign(directory, known_files(directory, manifest, [*readable, *extra]) | cache_files, found)
     # Graphs first: LOAD names the graph; the manifest says more only where no graph read holds its identity.
     sources = [*_graph_identities(readable), (manifest_path, "the archive's manifest", manifest.identity)]
     _check_identity(sources, identity, found)

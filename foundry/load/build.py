@@ -19,6 +19,7 @@ from foundry.format import FuncAttrs, GraphMeta, open_image
 from foundry.gate import check_identity as identity_rule
 from foundry.gate import manifests_read_once
 from foundry.native import codec, current_identity
+from foundry.ranks import check_peers, check_rank
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
 from foundry.trust import configured_key
 
@@ -82,6 +83,12 @@ def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = N
     the graphs use. ``occupied`` lists the (address, size) blocks this process's allocator has in use.
     """
     state = _STATE.get()
+    # Rank and peer mappings first: a missing peer mapping must be refused before restore_region maps
+    # fresh memory where the peer's buffer belongs (foundry/ranks/peers.py).
+    placed = {(s.meta.rank, s.meta.peers, s.meta.region.base): str(s.json_path) for s in sources}
+    for (rank, peers, base), source in placed.items():
+        check_rank(rank, source)
+        check_peers(peers, base, source)
     for src in sources:
         restore_region(src.meta.region)
     for src in sources:

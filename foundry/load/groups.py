@@ -54,6 +54,8 @@ class Group:
 
     template: GraphSource
     handles: list[GraphHandle] = field(default_factory=list)
+    # Set once the group is replayable (make_ready), or by the loader for every group when it fails: a waiter
+    # woken then finds the loader's error (Loader.wait_group).
     ready: threading.Event = field(default_factory=threading.Event)
     exec: int = 0  # shared exec, instantiated from the template
     graph: int = 0

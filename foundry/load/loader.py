@@ -137,9 +137,7 @@ class Loader:
     def wait_group(self, index: int) -> GraphHandle:
         """Graph ``index`` once its group is replayable (raises if the loader failed)."""
         handle = self.handles[index]
-        while not handle.group.ready.wait(0.05):
-            if self.error is not None or (self.done.is_set() and not handle.group.ready.is_set()):
-                break
+        handle.group.ready.wait()  # set by the loader for every group when it fails, after ``error``
         if self.error is not None:
             raise LoadError(f"background loading failed: {self.error}") from self.error
         return handle
@@ -197,6 +195,8 @@ class Loader:
         except BaseException as exc:  # reported to whoever waits
             self.error = exc
         finally:
+            for g in self.groups:  # wakes every wait_group(), which then raises ``error`` if the loader failed
+                g.ready.set()
             self.graphs_built.set()
             self.done.set()
 

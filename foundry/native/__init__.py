@@ -27,8 +27,9 @@ from .driver import (
     module_load,
     set_current_context,
 )
+from .imports import ImportedMapping, OpenImports, open_imports
 from .lib import hook_handed_out, preload_env, require_interposer
-from .machine import current_identity, device_zero_identity
+from .machine import current_device_place, current_identity, device_zero_identity
 from .records import RecordComparison, RecordScan, compare_records, scan_record
 from .region import (
     heap_release,
@@ -69,7 +70,9 @@ __all__ = [
     "DeviceRead",
     "FunctionInfo",
     "ImageRecord",
+    "ImportedMapping",
     "NativeImageFormat",
+    "OpenImports",
     "ReadPath",
     "RecordComparison",
     "RecordScan",
@@ -77,6 +80,7 @@ __all__ = [
     "compare_records",
     "context_synchronize",
     "current_context",
+    "current_device_place",
     "current_identity",
     "describe_functions",
     "device_zero_identity",
@@ -102,6 +106,7 @@ __all__ = [
     "module_function",
     "module_globals",
     "module_load",
+    "open_imports",
     "preload_env",
     "read_device",
     "region_event_count",

@@ -9,8 +9,9 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 13
+ABI_VERSION = 15
 OK = 0
+REGION_SMALL_ALIGN = 512
 
 
 class ErrorCode(IntEnum):
@@ -120,7 +121,7 @@ class RegionInfo(ctypes.Structure):
         ("device", ctypes.c_int32),
         ("active", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
-        ("pad", ctypes.c_int32),
+        ("small_align", ctypes.c_uint32),
     ]
 
 
@@ -134,6 +135,30 @@ class AllocEvent(ctypes.Structure):
         ("span", ctypes.c_uint64),
         ("kind", ctypes.c_uint32),
         ("tid", ctypes.c_uint32),
+    ]
+
+
+class ImportsSummary(ctypes.Structure):
+    """``fdy_imports_summary`` (32 bytes)."""
+
+    _fields_ = [
+        ("ipc_open", ctypes.c_uint64),
+        ("mappings", ctypes.c_uint64),
+        ("handles", ctypes.c_uint64),
+        ("untracked", ctypes.c_uint64),
+    ]
+
+
+class ImportMapping(ctypes.Structure):
+    """``fdy_import_mapping`` (32 bytes)."""
+
+    _fields_ = [
+        ("address", ctypes.c_uint64),
+        ("size", ctypes.c_uint64),
+        ("handle_type", ctypes.c_uint32),
+        ("device", ctypes.c_int32),
+        ("in_region", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
     ]
 
 
@@ -196,7 +221,7 @@ OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
         "device": (64, 4),
         "active": (68, 4),
         "reserved": (72, 4),
-        "pad": (76, 4),
+        "small_align": (76, 4),
     },
     "AllocEvent": {
         "seq": (0, 8),
@@ -205,6 +230,20 @@ OFFSETS: dict[str, dict[str, tuple[int, int]]] = {
         "span": (24, 8),
         "kind": (32, 4),
         "tid": (36, 4),
+    },
+    "ImportsSummary": {
+        "ipc_open": (0, 8),
+        "mappings": (8, 8),
+        "handles": (16, 8),
+        "untracked": (24, 8),
+    },
+    "ImportMapping": {
+        "address": (0, 8),
+        "size": (8, 8),
+        "handle_type": (16, 4),
+        "device": (20, 4),
+        "in_region": (24, 4),
+        "pad": (28, 4),
     },
     "ImageInfo": {
         "handle": (0, 8),
@@ -240,6 +279,8 @@ SIZES: dict[str, int] = {
     "ReadReport": 24,
     "RegionInfo": 80,
     "AllocEvent": 40,
+    "ImportsSummary": 32,
+    "ImportMapping": 32,
     "ImageInfo": 120,
     "RecordScanInfo": 96,
 }
@@ -264,6 +305,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
         [_ptr(ctypes.c_uint64, 1), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, _ptr(ReadReport, 1)],
     ),
     "fdy_imports_live": (ctypes.c_uint64, []),
+    "fdy_imports_summary_get": (ctypes.c_int, [_ptr(ImportsSummary, 1)]),
+    "fdy_imports_mappings": (ctypes.c_size_t, [_ptr(ImportMapping, 1), ctypes.c_size_t]),
     "fdy_region_set": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_region_hold": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_region_stop": (ctypes.c_int, []),
@@ -500,4 +543,6 @@ DRIVER_SIGNATURES: dict[str, list[Any]] = {
     ],
     "cuModuleLoadData": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p],
     "cuModuleGetFunction": [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p],
+    "cuDeviceGetPCIBusId": [ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+    "cuDeviceGetUuid_v2": [ctypes.c_void_p, ctypes.c_int],
 }

@@ -18,6 +18,7 @@ __all__ = [
     "current_context",
     "current_device",
     "device_identity",
+    "device_location",
     "driver_init",
     "driver_version",
     "exec_update",
@@ -143,6 +144,15 @@ def device_identity(device: int) -> tuple[str, int, tuple[int, int]]:
         call("cuDeviceGetAttribute", ctypes.byref(v), attr, device)
         values.append(v.value)
     return buf.value.decode(errors="replace"), values[0], (values[1], values[2])
+
+
+def device_location(device: int) -> tuple[str, str]:
+    """(PCI bus id, UUID as 32 hex digits) of a device: which GPU of the machine it is."""
+    bus = ctypes.create_string_buffer(64)
+    call("cuDeviceGetPCIBusId", bus, len(bus), device)
+    uuid = ctypes.create_string_buffer(16)
+    call("cuDeviceGetUuid_v2", uuid, device)
+    return bus.value.decode(errors="replace"), uuid.raw.hex()
 
 
 def memcpy_dtoh(src: int, n: int) -> bytes:

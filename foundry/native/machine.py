@@ -8,9 +8,9 @@ from functools import lru_cache
 from foundry.format import Identity
 from foundry.version import __version__
 
-from .driver import current_device, device_identity, driver_init, driver_version, visible_device
+from .driver import current_device, device_identity, device_location, driver_init, driver_version, visible_device
 
-__all__ = ["current_identity", "device_zero_identity"]
+__all__ = ["current_device_place", "current_identity", "device_zero_identity"]
 
 
 @lru_cache(maxsize=8)
@@ -22,6 +22,17 @@ def _device(device: int) -> tuple[str, int, tuple[int, int], int]:
 def current_identity() -> Identity:
     """GPU, driver and software stack of the current CUDA context's device."""
     return _identity(current_device())
+
+
+@lru_cache(maxsize=8)
+def _place(device: int) -> tuple[str, str]:
+    return device_location(device)
+
+
+def current_device_place() -> tuple[str, str, str]:
+    """(name, PCI bus id, UUID) of the current CUDA context's device: which GPU of this machine it is."""
+    device = current_device()
+    return (_device(device)[0], *_place(device))
 
 
 def device_zero_identity() -> Identity:

@@ -60,6 +60,7 @@ class RegionState:
     device: int
     active: bool
     reserved: bool
+    small_align: int  # allocations below a granule share granules at multiples of this (foundry.h)
 
 
 def ensure_cuda_context() -> None:
@@ -142,6 +143,7 @@ def region_state() -> RegionState:
     return RegionState(
         info.base, info.size, info.cursor, info.high_water, info.granularity, info.mapped_bytes,
         info.prealloc_offset, info.prealloc_size, info.device, bool(info.active), bool(info.reserved),
+        info.small_align,
     )  # fmt: skip
 
 

@@ -158,6 +158,7 @@ def _region_spec(state: RegionState, full_log: bool) -> RegionSpec:
         high_water=state.high_water,
         live=tuple(live_ranges(quads)),
         events=tuple((e.seq, int(e.kind), e.offset, e.size, e.span) for e in events),
+        small_align=state.small_align,
     )
 
 

@@ -53,6 +53,12 @@ def restore_region(saved: RegionSpec) -> None:
             f"the region here starts at {state.base:#x} with granularity {state.granularity}; SAVE used "
             f"{saved.base:#x} with granularity {saved.granularity}. Use the same base address (and the same GPU model)."
         )
+    if state.small_align != saved.small_align:
+        raise LayoutMismatchError(
+            f"SAVE placed allocations smaller than a granule {_placement(saved.small_align)}; this Foundry places "
+            f"them {_placement(state.small_align)}, so this program's small allocations would not land where "
+            "SAVE's did. SAVE the archive again with this Foundry."
+        )
     if state.size < saved.high_water:
         raise LayoutMismatchError(
             f"the region here has {state.size} bytes; SAVE used {saved.high_water} bytes of it. Pass a size of at "
@@ -61,14 +67,19 @@ def restore_region(saved: RegionSpec) -> None:
     _check_layout(saved)
     for offset, length in saved.live:
         region_map_range(offset, length)
-    if state.cursor < saved.high_water:
-        set_current_alloc_offset(saved.high_water)
+    # Moved even when it is past SAVE's memory already: the move also closes the granule this process's small
+    # allocations share, in which the next one could land on SAVE's memory restored beside them.
+    set_current_alloc_offset(max(state.cursor, saved.high_water))
     with restored.lock:
         restored.specs.add(key)
         if restored.epoch != key[0]:
             restored.epoch, restored.ranges = key[0], []
         merged = _coalesce([*restored.ranges, *((saved.base + o, saved.base + o + n) for o, n in saved.live)])
         restored.ranges = [(start, start + length) for start, length in merged]
+
+
+def _placement(small_align: int) -> str:
+    return f"together, {small_align} bytes apart" if small_align else "each on a granule of its own"
 
 
 def restored_covers(address: int, nbytes: int) -> bool:

@@ -9,6 +9,7 @@ wrote into the archive before it.
 from __future__ import annotations
 
 from .beside import wait_beside
+from .caches import pack_engine_caches
 from .documents import write_archive_document
 from .gcpause import gc_paused
 from .graph import Extracted, SavedGraph, extract, extract_beside, save_graph, save_phases, saved_graphs
@@ -23,6 +24,7 @@ __all__ = [
     "extract_beside",
     "gc_paused",
     "launches_dropped",
+    "pack_engine_caches",
     "pointed_words",
     "save_graph",
     "save_graph_manifest",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.errors import PeerMemoryError, RegionStateError, SaveError, VariableConflictError
+from foundry.errors import RegionStateError, SaveError, VariableConflictError
 from foundry.format import (
     FunctionRef,
     GraphMeta,
@@ -40,7 +40,8 @@ from foundry.format import (
     write_memory,
     write_region_hint,
 )
-from foundry.native import RecordScan, codec, current_identity, imports_live, scan_record
+from foundry.native import RecordScan, codec, current_identity, scan_record
+from foundry.ranks import peers_for_save, rank_here
 from foundry.region import region_spec, take_snapshot
 from foundry.timing import Phases
 from foundry.version import __version__
@@ -218,21 +219,6 @@ def _check_variables(json_path: Path, archive_key: str, images: tuple[ImageRef, 
             state.variables.setdefault((archive_key, ref.sha256), {})[target] = ref.variables
 
 
-def _check_no_peer_memory(json_path: Path) -> None:
-    """Refuses while the process has memory of another process open (csrc/imports.c): a graph may read
-    it through pointers no record shows (NCCL keeps its peers' buffers in device-side structures), and
-    LOAD, in another process, would replay against whatever is at those addresses then."""
-    open_now = imports_live()
-    if open_now:
-        raise PeerMemoryError(
-            f"{json_path}: this process has {open_now} mapping(s) of another process's GPU memory open "
-            "(cuIpcOpenMemHandle or cuMemImportFromShareableHandle: NCCL's peer buffers under tensor or pipeline "
-            "parallelism, a custom all-reduce), which a graph may read and LOAD cannot reproduce, so Foundry does "
-            "not save it. Save from a process that shares no GPU memory with others (one GPU, no NCCL communicator "
-            "with peers); multi-GPU graphs are not supported yet."
-        )
-
-
 def _check_outputs(outputs: Sequence[OutputSpec], live: Sequence[tuple[int, int]], base: int) -> None:
     for i, out in enumerate(outputs):
         off = out.address - base
@@ -308,13 +294,15 @@ def save_graph(
             "LOAD reads nothing outside a graph's directory. Save the graph's JSON in the archive directory, or "
             "in a directory that holds it."
         )
-    _check_no_peer_memory(json_path)
     if not isinstance(graph, Extracted):
         graph = extract(graph)
     phases = save_phases()
     with phases.span("region"):
         region = region_spec()
         _check_outputs(outputs, region.live, region.base)
+        # Before anything is written: memory of other processes LOAD could not map again is refused here.
+        peers = peers_for_save(json_path, region.base)
+        rank = rank_here()
         identity = current_identity()
     archive_key = str(archive.resolve())  # once per graph, not per image: resolve() walks the path
     with phases.span("images"):
@@ -345,6 +333,8 @@ def save_graph(
             stats=tuple(sorted(graph.scan.counts.items())),
             topology=graph.topology,
             memory=memory,
+            peers=peers,
+            rank=rank,
         )
     with phases.span("write"):
         json_path.parent.mkdir(parents=True, exist_ok=True)

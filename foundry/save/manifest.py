@@ -184,7 +184,7 @@ def _graph_files(g: SavedGraph, bundled: bool) -> GraphFiles:
     """A saved graph's two files as bytes, exactly as ``write_graph`` wrote them (or, for a member the bundle
     holds, would have): its metadata, checked facts and record digest as SAVE has them, nothing read back. A graph
     the bundle holds, which only its manifest reaches, leaves its region's range to the manifest (format version
-    4: the archive states it once)."""
+    5: the archive states it once)."""
     assert g.meta.record is not None
     digest = bytes.fromhex(g.meta.record.sha256)
     if g.meta.template is not None:

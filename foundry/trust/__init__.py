@@ -17,6 +17,7 @@ from .signing import (
     set_signing_key,
     sign_manifest,
     signature_key_id,
+    signing_key_id,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "set_signing_key",
     "sign_manifest",
     "signature_key_id",
+    "signing_key_id",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "sign_document",
     "sign_manifest",
     "signature_key_id",
+    "signing_key_id",
 ]
 
 KEY_ENV = "FOUNDRY_SIGNING_KEY"
@@ -141,6 +142,12 @@ def configured_key(explicit: KeySource | None = None) -> SigningKey | None:
     return SigningKey.from_file(
         path, f"signing key file named by {KEY_ENV},", f"fix the path, or unset {KEY_ENV} to work without signatures"
     )
+
+
+def signing_key_id() -> str | None:
+    """The id of the signing key in force (SAVE signs with it, LOAD proves with it), or None without one."""
+    key = configured_key()
+    return None if key is None else key.key_id
 
 
 def canonical_bytes(doc: Mapping[str, Any]) -> bytes:

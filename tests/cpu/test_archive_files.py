@@ -262,8 +262,9 @@ def edit_json(path: Path, edit: object) -> None:
         (lambda d: d["images"][next(iter(d["images"]))].update(format="zip"), ArchiveCorruptError, "format"),
         (lambda d: d.update(format="foundry-archive"), ArchiveForeignError, "expected 'foundry-graph'"),
         (lambda d: d.pop("format"), ArchiveForeignError, "no 'format'"),
-        (lambda d: d.update(format_version=5), ArchiveVersionError, "format_version 5"),
-        (lambda d: d.update(format_version=4), ArchiveCorruptError, "none there lists the graph"),
+        (lambda d: d.update(format_version=6), ArchiveVersionError, "format_version 6"),
+        (lambda d: d.update(format_version=4), ArchiveCorruptError, "'peers': missing"),
+        (lambda d: d.update(format_version=5), ArchiveCorruptError, "none there lists the graph"),
         (lambda d: d.update(format_version="1"), ArchiveCorruptError, "format_version"),
     ],
 )

@@ -265,3 +265,14 @@ def test_a_save_whose_memory_profile_differs_from_natives_is_caught(
     assert doc["compare"]["load"]["same_memory_profile"] is True  # the fake LOAD sizes its own
     (row,) = matrix_rows([doc])
     assert row[6] == "kv_cache_tokens 1,000,000 vs 1,000,016"
+
+
+def test_plugin_settings_reach_save_and_load_and_nothing_else(fake_vllm: None, tmp_path: Path) -> None:
+    cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), plugin_env={"WARM_UP": "1"})
+    doc = run_vllm_bench(cfg)
+    results = doc["results"]
+    assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
+    for mode in ("save", "load"):
+        settings = results[mode]["plugin"]["settings"]
+        assert settings["WARM_UP"] == "1" and settings["MODE"] == mode, settings
+    assert "plugin" not in results["native"]

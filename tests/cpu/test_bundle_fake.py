@@ -76,7 +76,7 @@ def test_save_stores_each_graph_of_the_archive_directory_once_in_the_bundle(
 def test_a_bundled_graph_takes_its_regions_range_from_the_manifest(
     saved: tuple[Path, dict[str, Any]], tmp_path: Path
 ) -> None:
-    """The archive states its region's range once, in the manifest: a graph the bundle holds (format version 4)
+    """The archive states its region's range once, in the manifest: a graph the bundle holds (format version 5)
     keeps only what is its own of the region, and is read with the manifest's base, size and granularity. The
     same bytes under a manifest naming another range are another graph's region (LOAD's cache keeps them apart)."""
     from foundry.load.source import read_meta_cached
@@ -85,7 +85,7 @@ def test_a_bundled_graph_takes_its_regions_range_from_the_manifest(
     manifest = read_manifest(arch)
     for name in NAMES:
         doc = stored_doc(arch / f"{name}.json")
-        assert doc["format_version"] == 4 and not {"base", "size", "granularity"} & set(doc["region"])
+        assert doc["format_version"] == 5 and not {"base", "size", "granularity"} & set(doc["region"])
         region = read_meta_cached(arch / f"{name}.json")[0].region
         assert (region.base, region.size, region.granularity) == (
             manifest.region.base, manifest.region.size, manifest.region.granularity

@@ -39,7 +39,11 @@ def test_bench_without_pytorch_or_gpu_says_so_on_stderr() -> None:
 
 
 def test_cli_refuses_bad_arguments_before_looking_for_vllm(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = cli_main(["bench", "--engine", "vllm", "--shapes", "qwen3-1t", "--runner", "v3", "--batches", "0"])
+    rc = cli_main(["bench", "--engine", "vllm", "--shapes", "qwen3-1t", "--runner", "v3", "--batches", "0",
+                   "--plugin-env", "WARM_UP=1,FOUNDRY_VLLM_THREADS=2,threads,MODE=off"])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2
     assert "unknown shape 'qwen3-1t'" in err and "unknown --runner 'v3'" in err and "at least 1" in err
+    assert "--plugin-env 'threads': give NAME=VALUE" in err and "WARM_UP" not in err
+    assert "--plugin-env 'FOUNDRY_VLLM_THREADS=2': give NAME=VALUE, NAME without the FOUNDRY_<ENGINE>_ prefix" in err
+    assert "--plugin-env 'MODE=off': the benchmark sets MODE" in err

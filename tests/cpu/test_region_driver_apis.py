@@ -50,7 +50,7 @@ def test_pitched_allocations_are_placed_in_the_region_with_the_drivers_pitch(app
     assert r["b"] == [0, GRAN, 5120]
     assert r["bad"] == CUDA_ERROR_INVALID_VALUE
     assert r["last"] == "last row"
-    assert r["events"] == [[EV_ALLOC, 0, 1024 * 30, GRAN], [EV_ALLOC, GRAN, 5120 * 1000, span(5120 * 1000)]]
+    assert r["events"] == [[EV_ALLOC, 0, 1024 * 30, span(1024 * 30)], [EV_ALLOC, GRAN, 5120 * 1000, span(5120 * 1000)]]
 
 
 def test_vmm_reservations_are_carved_from_the_region_and_maps_are_logged(app_json: AppJson) -> None:
@@ -71,7 +71,7 @@ def test_vmm_reservations_are_carved_from_the_region_and_maps_are_logged(app_jso
         res["data"] = cu.memcpy_dtoh(seg + 4 * MIB - 5, 5).decode()
         res["range"] = address_range(seg + 100)      # the driver answers for the application's mapping
         res["mapped_by_region"] = state()["mapped_bytes"]
-        after = cu.malloc(100)                       # placed after the reservation
+        after = cu.malloc(GRAN)                      # placed after the reservation
         res["after"] = after - BASE
         seq = log_seq()
         res["free_while_mapped"] = int(fn("cuMemAddressFree")(seg, 32 * MIB))  # the driver refuses this too
@@ -98,10 +98,10 @@ def test_vmm_reservations_are_carved_from_the_region_and_maps_are_logged(app_jso
     assert r["free_reservation_as_malloc"] == CUDA_ERROR_INVALID_VALUE
     assert r["aligned"] == 48 * MIB  # 34 MiB rounded up to the requested 16 MiB alignment
     assert r["events"] == [
-        [EV_ALLOC, 0, 100, GRAN],
+        [EV_ALLOC, 0, 100, span(100)],
         [EV_VMM_RESERVE, GRAN, 32 * MIB, 32 * MIB],
         [EV_VMM_MAP, GRAN, 4 * MIB, 4 * MIB],
-        [EV_ALLOC, GRAN + 32 * MIB, 100, GRAN],
+        [EV_ALLOC, GRAN + 32 * MIB, GRAN, GRAN],
         [EV_VMM_UNMAP, GRAN, 4 * MIB, 4 * MIB],
         [EV_VMM_FREE, GRAN, 32 * MIB, 32 * MIB],
         [EV_VMM_RESERVE, 48 * MIB, 4 * MIB, 4 * MIB],
@@ -153,10 +153,10 @@ def test_stream_ordered_allocations_come_from_the_region_and_are_refused_during_
     assert "graph capture" in r["message"] and "cannot persist" in r["message"]
     assert r["after_capture"] == [0, GRAN]
     assert r["events"] == [
-        [EV_ASYNC_ALLOC, 0, 3000, GRAN],
-        [EV_ASYNC_FREE, 0, 3000, GRAN],
+        [EV_ASYNC_ALLOC, 0, 3000, span(3000)],
+        [EV_ASYNC_FREE, 0, 3000, span(3000)],
         [EV_REFUSED, GRAN, 3000, 0],
-        [EV_ASYNC_ALLOC, GRAN, 10, GRAN],
+        [EV_ASYNC_ALLOC, GRAN, 10, span(10)],  # the first granule closed with its last allocation
     ]
 
 

@@ -98,7 +98,8 @@ def test_restored_covers_only_saves_live_memory_that_load_mapped(app_json: AppJs
         """
         from foundry.format import RegionSpec
         from foundry.region import restore_region, restored_covers
-        spec = RegionSpec(BASE, 1 << 30, GRAN, 12 * MIB, ((0, 4 * MIB), (4 * MIB, 2 * MIB), (8 * MIB, 4 * MIB)), ())
+        spec = RegionSpec(BASE, 1 << 30, GRAN, 12 * MIB, ((0, 4 * MIB), (4 * MIB, 2 * MIB), (8 * MIB, 4 * MIB)), (),
+                          region.region_state().small_align)
         res = {"before": restored_covers(BASE, MIB)}
         restore_region(spec)
         res["inside"] = restored_covers(BASE + MIB, MIB)

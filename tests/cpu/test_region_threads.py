@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from tests.support.region import AppJson, offsets_for, run_in_region, span
+from tests.support.region import AppJson, RegionModel, run_in_region, span
 from tests.support.scenarios import EV_ALLOC, EV_FREE, GRAN, MIB, scenario
 
 THREADS = 4
@@ -64,8 +64,12 @@ def test_threads_taking_turns_get_identical_offsets_in_two_processes(app: Callab
 
     r = json.loads(first.strip().splitlines()[-1])
     order = [(t, i) for i in range(PER_THREAD) for t in range(THREADS)]  # the turn order
-    sizes = [thread_size(t, i) for t, i in order]
-    expected_offsets = dict(zip(order, offsets_for(sizes), strict=True))
+    model = RegionModel()
+    expected_offsets = {}
+    for t, i in order:
+        expected_offsets[(t, i)] = model.alloc(thread_size(t, i))
+        if i % 2 == 1:
+            model.free(expected_offsets[(t, i)])
     for t in range(THREADS):
         allocs = [x for x in r["results"][t] if x[1] != -1]
         assert allocs == [[0, expected_offsets[(t, i)]] for i in range(PER_THREAD)]
@@ -82,8 +86,7 @@ def test_threads_taking_turns_get_identical_offsets_in_two_processes(app: Callab
     assert r["events"] == expected_events
     assert r["event_threads"] == expected_threads  # tid is the allocating thread's
     assert r["seqs"] == list(range(1, len(expected_events) + 1))
-    live = [span(thread_size(t, i)) for t, i in order if i % 2 == 0]
-    assert r["mapped"] == sum(live)
+    assert r["mapped"] == model.mapped
 
 
 def test_event_log_records_kind_offset_size_span_and_thread(app_json: AppJson) -> None:
@@ -110,9 +113,9 @@ def test_event_log_records_kind_offset_size_span_and_thread(app_json: AppJson) -
     )
     assert r["ptrs"] == [0, GRAN, 3 * GRAN]
     assert r["log"] == [
-        [1, EV_ALLOC, 0, 1000, GRAN],
+        [1, EV_ALLOC, 0, 1000, span(1000)],
         [2, EV_ALLOC, GRAN, 3 * MIB, 2 * GRAN],
-        [3, EV_FREE, 0, 1000, GRAN],
+        [3, EV_FREE, 0, 1000, span(1000)],
         [4, EV_ALLOC, 3 * GRAN, GRAN, GRAN],
     ]
     assert r["tids"] == [True, True, True, True]

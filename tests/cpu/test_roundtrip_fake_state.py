@@ -14,7 +14,9 @@ from pathlib import Path
 from tests.support.archive_damage import stored_doc
 from tests.support.fakecu import philox_ref
 from tests.support.graphs import BASE, JsonRunner, Scenario, load_prefix, roundtrip, run_save
+from tests.support.region import offsets_for, span
 from tests.support.roundtrip_fake import N
+from tests.support.scenarios import GRAN
 
 RNG = Scenario(
     alloc=f"""
@@ -76,8 +78,9 @@ STATE = Scenario(
               stream=s)
     add_graph("state", cu.end_capture(s))
     """,
-    extra_load="""
-    WEIGHTS = BASE + 2 * 2 * 1024 * 1024   # third allocation of SAVE (2 MiB granularity)
+    extra_load=f"""
+    SLOT = {span(4 * N)}
+    WEIGHTS = BASE + 2 * SLOT               # third allocation of SAVE (small: beside x and out in one granule)
     cu.write_f32(B["x"], [5.0] * n)         # LOAD's own input, written before load_graph
     """,
 )
@@ -88,7 +91,7 @@ def test_state_memory_restored_from_snapshot_without_overwriting_own_buffers(
 ) -> None:
     arch = tmp_path / "arch"
     save = run_save(app_json, STATE, arch)
-    assert save["buffers"]["weights"] == BASE + 2 * 2 * 1024 * 1024
+    assert save["buffers"]["weights"] == BASE + offsets_for([4 * N] * 3)[2]
     memory = save["metas"]["state"]["memory"]
     assert memory is not None
     snapshot = arch / "memory" / f"{memory[0]}.bin"
@@ -99,7 +102,8 @@ def test_state_memory_restored_from_snapshot_without_overwriting_own_buffers(
     assert r["x_after_load"] == [5.0] * N  # LOAD's own input survived the restore
     assert r["runs"] == [{"out": [v + w for v, w in zip(x, weights, strict=True)]} for x in _state_inputs()]
     assert r["runs"] == save["native"]["state"]
-    assert r["late"] >= BASE + 3 * 2 * 1024 * 1024  # past SAVE's high-water mark
+    # past SAVE's high-water mark: not in the granule LOAD's x and out share with SAVE's weights
+    assert r["late"] >= BASE + GRAN
 
 
 def test_snapshot_limit_zero_saves_no_state_memory(app_json: JsonRunner, tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
-"""SAVE refuses while the process has memory of another process open (PeerMemoryError, nothing
-written): a graph may read it, directly or through pointers in device memory (NCCL keeps its peers'
-buffers in device-side structures), and LOAD cannot reproduce it. Open means an IPC mapping not
-closed, an allocation imported from a shareable handle not released, or a mapping of one not unmapped
-(the mapping outlives the handle, as NCCL's do). On the fake driver, which models the sharing calls
-inside one process (tests/fakecuda/vmm.c)."""
+"""SAVE refuses while the process has memory of another process open that it cannot record (PeerMemoryError,
+nothing written): a graph may read it, directly or through pointers in device memory (NCCL keeps its peers'
+buffers in device-side structures). Open means an IPC mapping not closed, an allocation imported from a
+shareable handle not released, or a mapping of one not unmapped (the mapping outlives the handle, as NCCL's
+do); here the mapping lies in the region but the process declared no rank (foundry.set_rank), which SAVE
+needs to record it (tests/cpu/test_peer_ranks.py has the recorded case). On the fake driver, which models the
+sharing calls inside one process (tests/fakecuda/vmm.c)."""
 
 from __future__ import annotations
 
@@ -75,11 +76,12 @@ def test_save_refuses_while_memory_of_another_process_is_open(app_json: JsonRunn
     assert out["imported"] == 2  # the imported handle and its mapping
     refused = out["save_imported"]
     assert refused.get("error") == "PeerMemoryError" and "SaveError" in refused["bases"], refused
-    assert "another process's GPU memory" in refused["message"] and "NCCL" in refused["message"]
+    assert "another process's GPU memory" in refused["message"] and "foundry.set_rank" in refused["message"]
     # Releasing the handle leaves the mapping: still refused.
     assert out["released"] == 1 and out["save_released"].get("error") == "PeerMemoryError"
     assert out["unmapped"] == 0 and out["save_local"] == {"ok": "local"}
     assert out["ipc_open"] == 1 and out["save_ipc"].get("error") == "PeerMemoryError"
+    assert "cuIpcOpenMemHandle" in out["save_ipc"]["message"] and "NCCL_CUMEM_ENABLE=1" in out["save_ipc"]["message"]
     assert out["ipc_closed"] == 0
     # Only the graph saved with nothing open was written.
     assert "local.json" in out["files"]

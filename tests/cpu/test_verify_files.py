@@ -149,10 +149,10 @@ FILE_DAMAGE = [
         lambda a: truncate(a / "graph_1.json", 50), ProblemKind.CHECKSUM, "graph_1.json", "SHA-256", id="json-truncated"
     ),
     pytest.param(  # the manifest restated, as a forger would: a JSON it does not list is not read further
-        lambda a: (edit_json(a / "graph_0.json", lambda d: d.update(format_version=5)), relist(a / "graph_0.json")),
+        lambda a: (edit_json(a / "graph_0.json", lambda d: d.update(format_version=6)), relist(a / "graph_0.json")),
         ProblemKind.VERSION,
         "graph_0.json",
-        "format_version 5",
+        "format_version 6",
         id="json-version",
     ),
     pytest.param(

@@ -20,6 +20,7 @@ typedef struct fc_phys {
   unsigned long long off, size; /* range in the arena */
   int refs;                     /* handle references (cuMemCreate, cuMemRetainAllocationHandle) */
   int maps;                     /* live mappings */
+  int device;                   /* the device it was created on (prop->location.id) */
 } fc_phys;
 
 typedef struct fc_resv {
@@ -197,6 +198,7 @@ static CUresult create_impl(CUmemGenericAllocationHandle *h, size_t size, const 
   p->off = off;
   p->size = size;
   p->refs = 1;
+  p->device = prop->location.id;
   memmove(&phys[at + 1], &phys[at], (nphys - at) * sizeof(*phys));
   phys[at] = p;
   nphys++;
@@ -245,7 +247,7 @@ static CUresult props_impl(CUmemAllocationProp *prop, CUmemGenericAllocationHand
   memset(prop, 0, sizeof(*prop));
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop->location.id = 0;
+  prop->location.id = phys_get(h)->device;
   return CUDA_SUCCESS;
 }
 

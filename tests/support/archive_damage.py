@@ -147,7 +147,7 @@ def flip_stored(path: Path, offset: int, part: str = "json") -> None:
 
 def unbundle(arch: Path) -> None:
     """The archive as one that stores every graph in its files (a form the format allows: docs/FORMAT.md): each
-    bundled graph's files written from the bundle, its JSON stating its region's range itself (format version 3,
+    bundled graph's files written from the bundle, its JSON stating its region's range itself (format version 4,
     as a graph saved outside the bundle states it: the files stand without the manifest), the manifest restated
     (``stored``, the JSONs' hashes, no ``bundle``) and sealed again, the bundle removed. Tests that damage a
     graph's files use it. A signed manifest's signature no longer matches it (sign it again where a test needs
@@ -157,7 +157,7 @@ def unbundle(arch: Path) -> None:
         return
     bundle = read_bundle(arch, manifest.bundle.file, manifest.bundle.bytes, len(manifest.bundled()))
     hashes: dict[str, str] = {}
-    ranged = {k: v for k, v in manifest.region.to_json().items() if k in ("base", "size", "granularity")}
+    ranged = {k: v for k, v in manifest.region.to_json().items() if k not in ("high_water", "live", "events")}
     for slot, i in enumerate(manifest.bundled()):
         path = arch / manifest.graphs[i].json
         data = bytes(bundle.jsons[slot])
@@ -165,8 +165,8 @@ def unbundle(arch: Path) -> None:
             doc = load_sealed(data, str(path))
         except ArchiveError:  # damaged in the bundle: moved as it is, still damaged
             doc = None
-        if doc is not None and doc.get("format_version") == 4:  # its range is the manifest's: stated in the file now
-            doc.update(format_version=3, region={**ranged, **doc["region"]})
+        if doc is not None and doc.get("format_version") == 5:  # its range is the manifest's: stated in the file now
+            doc.update(format_version=4, region={**ranged, **doc["region"]})
             data = seal(doc)
             hashes[manifest.graphs[i].json] = hashlib.sha256(data).hexdigest()
         path.write_bytes(data)

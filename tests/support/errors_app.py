@@ -18,10 +18,11 @@ from tests.support.subproc import run_json
 Runner = Callable[..., Any]
 
 N = 256
-# Buffers of three different sizes, so that a different order is a different layout.
+# Buffers of three different sizes, so that a different order is a different layout: two small ones, which
+# share a granule, and one of more than a granule (2 MiB on the fake driver).
 ALLOCS = f"""
 n = {N}
-buf("a", 4 * n); buf("b", 8 * n); buf("out", 16 * n)
+buf("a", 4 * n); buf("b", 8 * n); buf("out", (1 << 21) + 16 * n)
 def set_inputs(k):
     cu.write_f32(B["a"], [float(i) + 10.0 * k for i in range(n)])
     cu.write_f32(B["b"], [2.0 - k] * n)

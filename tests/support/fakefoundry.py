@@ -1,8 +1,19 @@
-"""A fake Foundry API for CPU tests of the engine adapters (tests/support/fakevllm.py and fakesglang.py are the
-engines it runs in): FoundryApi over a fake region, a cursor and a log of allocations like Foundry's, graphs
-as small JSON files. Documents are Foundry's own (foundry.write_archive_document, read_archive_document), listed
-in a real, sealed manifest that lists no graphs (``write_fake_manifest``), so that the adapters' metadata is
-written and read, proven and refused, exactly as with Foundry."""
+"""A stand-in Foundry for CPU tests of the engine plugins' own logic (tests/support/fakevllm.py and fakesglang.py
+are the engines it runs in): FoundryApi over a fake region, a cursor and a log of allocations like Foundry's,
+graphs as small JSON files. Documents are Foundry's own (foundry.write_archive_document, read_archive_document),
+listed in a real, sealed manifest that lists no graphs (``write_fake_manifest``), so that the plugins' metadata
+is written and read, proven and refused, exactly as with Foundry.
+
+What the plugins ask of Foundry itself is tested on the real library over the fake driver
+(tests/cpu/integration/test_plugins_on_foundry.py: SAVE, LOAD in a fresh process, graphs replayed, damage
+refused). This stand-in stays for what the real library cannot do there:
+- run inside the test process: the real library needs its interposer preloaded and a driver of its own, so one
+  engine start-up costs a fresh process (about half a second) where this costs a millisecond, for the two
+  hundred cases of phases, settings, refusals and forged metadata the plugins' tests walk through;
+- show the plugins' calls, in order (``calls``, ``log``), and the region's cursor as the plugin moves it;
+- fail or lag on demand: a background build that fails (``build_error``) or is not done when the plugin's
+  watcher asks (``slow_builds``), which the real library on the fake driver does only by chance or by time.
+"""
 
 from __future__ import annotations
 
@@ -26,24 +37,10 @@ from foundry.format import (
     write_manifest,
 )
 from foundry.trust import configured_key, sign_manifest
+from tests.support.faketensor import FakeTensor
 from tests.support.samples import sample_identity
 
 GRANULARITY = 2 << 20
-
-
-@dataclass
-class FakeTensor:
-    address: int
-    nbytes: int = 0
-
-    def data_ptr(self) -> int:
-        return self.address
-
-    def numel(self) -> int:  # a byte tensor's, as vLLM's workspace buffers are
-        return self.nbytes
-
-    def element_size(self) -> int:
-        return 1
 
 
 @dataclass
@@ -76,6 +73,7 @@ class FakeFoundry:
     high: int = 0
     log: list[tuple[str, int, int]] = field(default_factory=list)  # (kind, offset, size)
     calls: list[str] = field(default_factory=list)
+    boundaries: int = 0  # phase marks: each closes the region's shared small-allocation granule
     graphs_made: int = 0
     captures: int = 0
     high_water_saved: int = 0  # what Foundry's restore moves the cursor past (SAVE's high-water mark)
@@ -89,6 +87,13 @@ class FakeFoundry:
         self.high = max(self.high, self.cursor_at)
         self.log.append(("ALLOC", offset, nbytes))
         return FakeTensor(self.base + offset, nbytes)
+
+    # the fake engines' kernels (faketorch.DeviceMemory runs them): here there is no memory to compute in
+    def compute(self, out: FakeTensor, a: FakeTensor, b: FakeTensor) -> None:
+        pass
+
+    def copy(self, dst: FakeTensor, src: FakeTensor) -> None:
+        pass
 
     # FoundryApi
     def set_region(self, base: int, size: int) -> None:
@@ -104,6 +109,9 @@ class FakeFoundry:
         self.calls.append(f"set_cursor:{offset:#x}")
         self.log.append(("CURSOR", offset, 0))
         self.cursor_at = offset
+
+    def boundary(self) -> None:
+        self.boundaries += 1  # counted apart from the calls: every phase mark makes one
 
     def high_water(self) -> int:
         return self.high
@@ -147,6 +155,20 @@ class FakeFoundry:
     def archive_region(self, archive: Path) -> tuple[int, int, int]:
         region = foundry.read_archive_region(archive)
         return region.base, region.size, region.high_water
+
+    # the engine caches: Foundry's own, pure Python (foundry/save/caches.py, foundry/gate/caches.py)
+    def signing_key_id(self) -> str | None:
+        return foundry.signing_key_id()
+
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
+        self.calls.append("pack_caches")
+        return foundry.pack_engine_caches(archive, identity, trees)
+
+    def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
+        opened = foundry.open_engine_caches(archive, here, dest)
+        if opened is not None:  # an archive without caches: nothing to note (most tests compare the calls)
+            self.calls.append("open_caches")
+        return opened
 
     def load_modules_phases(self) -> dict[str, float]:
         return {"checks": 0.001, "reserve": 0.002, "warm": 0.003}

@@ -1,5 +1,6 @@
-"""A fake SGLang 0.5.17 module tree, for CPU tests of the SGLang adapter (the fake Foundry API it runs under:
-tests/support/fakefoundry.py; the CUDA-graph runners and backends: tests/support/fakesglang_graphs.py).
+"""A fake SGLang 0.5.17 module tree, for CPU tests of the SGLang adapter, over the stand-in Foundry
+(tests/support/fakefoundry.py) or over Foundry itself on the fake driver (tests/support/engine_processes.py);
+the CUDA-graph runners and backends: tests/support/fakesglang_graphs.py.
 
 It reproduces only the structure the adapter relies on, with SGLang's module and attribute names: the plugin
 hook registry (``HookRegistry.register`` / ``apply_hooks``, targets resolved by dotted name, AROUND hooks) and
@@ -9,7 +10,7 @@ start-up, ``Scheduler.init_model_worker``: ``ModelRunner.__init__`` (``init_torc
 allocator's cache through its module's ``get_available_gpu_memory``), ``init_attention_backends`` and
 ``init_cuda_graphs`` (``cuda_graph_setup.capture_cuda_graphs``: shared logits buffer, eager runner, the prefill
 runner unless disabled or refused by ``should_skip_auto_prefill_cuda_graph_for_memory``, the decode runner).
-Device memory is a cursor over a fake region: every allocation is logged, like Foundry's.
+Device memory and the model's layers are the ``EngineDevice`` it is built with (tests/support/faketensor.py).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar
 
-from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang_graphs import DECODE, PREFILL, fake_torch, graph_modules, mod
+from tests.support.faketensor import EngineDevice
 from tests.support.fakevllm import Trace
 
 SCHEDULER = "sglang.srt.managers.scheduler"
@@ -72,7 +73,7 @@ class ServerArgs:
 class FakeSglang:
     modules: dict[str, ModuleType]
     trace: Trace
-    memory: FakeFoundry
+    memory: EngineDevice
 
     def module(self, name: str) -> ModuleType:
         return self.modules[name]
@@ -113,7 +114,7 @@ def _hook_registry() -> type:
 
 
 def build(
-    memory: FakeFoundry, available_bytes: int = 64 * CELL, kv_extra: int = 0, free_gb: float = 40.0, cell: int = CELL
+    memory: EngineDevice, available_bytes: int = 64 * CELL, kv_extra: int = 0, free_gb: float = 40.0, cell: int = CELL
 ) -> Any:
     """A fresh fake SGLang. ``available_bytes``: what its memory measurement finds for the KV cache;
     ``kv_extra``: one more buffer in the memory-pool phase (a LOAD that diverges); ``free_gb``: the free memory
@@ -220,6 +221,10 @@ def build(
 
         def init_attention_backends(self) -> None:
             self.attn_backend = AttentionBackend()
+            if "triton.runtime.cache" in sys.modules:  # the triton backend's kernels, JIT-compiled (faketriton.py)
+                from tests.support.faketriton import jit
+
+                trace(f"triton:{jit('_fwd_kernel', 'triton attention')[0]}")
 
         def init_cuda_graphs(self) -> None:
             trace("init_cuda_graphs")

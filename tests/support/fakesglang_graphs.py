@@ -15,8 +15,10 @@ the structure the Foundry adapter relies on.
   ``LogitsProcessorOutput`` graph per batch size; ``PrefillCudaGraphRunner`` captures the transformer body (a
   layer = q, k, v, output, then ``radix_attention.breakable_unified_attention_with_output``) per token count.
 
-Every allocation goes through the fake Foundry's region (tests/support/fakefoundry.py), so addresses are the
-region's: the same sequence of allocations gives the same addresses.
+Every allocation goes through the ``EngineDevice`` into the region (the stand-in Foundry's or Foundry's), so the
+same sequence of allocations gives the same addresses. The layers compute from the runner's input ids and a
+weight (q, k, v in the segments, attention's output eagerly between them), so what a graph writes follows its
+inputs.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from tests.support.fakefoundry import FakeFoundry, FakeTensor
+from tests.support.faketensor import EngineDevice, FakeTensor
 
 M = "sglang.srt.model_executor."
 BCG = M + "runner_backend_utils.breakable_cuda_graph.breakable_cuda_graph"
@@ -78,7 +80,7 @@ def mod(name: str, **attrs: Any) -> ModuleType:
     return m
 
 
-def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
+def graph_modules(memory: EngineDevice, trace: Any) -> dict[str, ModuleType]:
     @dataclass(frozen=True)
     class ShapeKey:
         size: int
@@ -162,6 +164,7 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
         use_mha_companion: bool = False, key_value_num_tokens: int | None = None,
     ) -> None:  # fmt: skip
         trace(f"attention:{layer_id}:{query.address:#x}->{output.address:#x}")
+        memory.compute(output, query, key)
 
     attention = mod(
         ATTENTION,
@@ -169,15 +172,20 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
         breakable_unified_attention_with_output=eager_on_graph(True)(unified_attention_with_output),
     )
 
-    def body(num_tokens: int) -> FakeTensor:
+    def body(num_tokens: int, input_ids: FakeTensor, weight: FakeTensor) -> FakeTensor:
         """The transformer body under the prefill runner: attention between the segments."""
         hidden = memory.allocate(num_tokens * 64)
+        memory.compute(hidden, input_ids, weight)
         for layer in range(LAYERS):
             q, k, v, out = (memory.allocate(num_tokens * 32) for _ in range(4))
+            memory.compute(q, hidden, weight)
+            memory.compute(k, q, hidden)
+            memory.compute(v, k, weight)
             attention.breakable_unified_attention_with_output(
                 q, k, v, out, True, layer, use_mha_companion=False, key_value_num_tokens=None
             )
             hidden = memory.allocate(num_tokens * 64)
+            memory.compute(hidden, out, v)
         return hidden
 
     # runner_backend --------------------------------------------------------------------------------------------
@@ -220,7 +228,8 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
             if self._shared_output_buffer is None:
                 self._shared_output_buffer = self._alloc_full_buffer(warm, shape_key.size)
             with BreakableCUDAGraphCapture(graph):
-                forward_fn()  # the last segment copies the output into the shared buffer
+                out = forward_fn()
+                memory.copy(self._shared_output_buffer, out)  # the last segment copies the output into it
             self._graphs[shape_key] = graph
             self._outputs[shape_key] = FakeTensor(self._shared_output_buffer.address, shape_key.size * 64)
             self._capture_inputs[shape_key] = None
@@ -258,9 +267,10 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
             return self.model_runner.graph_shared_output.get_logits_buffer(rows)
 
         def capture(self) -> None:
+            weight = self.model_runner.weights[0]
             for n in reversed(self.capture_num_tokens):
                 self._next_token_logits_buffer(1)  # capture_prepare's dummy batch asks for it
-                self.backend.capture_one(ShapeKey(n), lambda n=n: body(n))
+                self.backend.capture_one(ShapeKey(n), lambda n=n: body(n, self.input_ids, weight))
 
         def execute(self, num_tokens: int) -> Any:
             bucket = self.capture_num_tokens[bisect.bisect_left(self.capture_num_tokens, num_tokens)]
@@ -284,8 +294,11 @@ def graph_modules(memory: FakeFoundry, trace: Any) -> dict[str, ModuleType]:
             for bs in reversed(self.capture_bs):
 
                 def forward(bs: int = bs) -> Any:
-                    memory.allocate(bs * 4096)  # activations
-                    return LogitsProcessorOutput(next_token_logits=FakeTensor(self.logits.address, bs * 4))
+                    activations = memory.allocate(bs * 4096)
+                    memory.compute(activations, self.input_ids, self.model_runner.weights[0])
+                    logits = FakeTensor(self.logits.address, bs * 4)
+                    memory.copy(logits, activations)
+                    return LogitsProcessorOutput(next_token_logits=logits)
 
                 self.backend.capture_one(ShapeKey(bs), forward)
 

@@ -1,5 +1,5 @@
-"""A fake vLLM 0.26 module tree, for CPU tests of the vLLM adapter (the fake Foundry API it runs
-under: tests/support/fakefoundry.py).
+"""A fake vLLM 0.26 module tree, for CPU tests of the vLLM adapter, over the stand-in Foundry
+(tests/support/fakefoundry.py) or over Foundry itself on the fake driver (tests/support/engine_processes.py).
 
 The fake reproduces only the structure the adapter relies on, with vLLM's module and attribute names:
 ``Worker.init_device`` calls the module-global ``init_worker_distributed_environment`` after picking the
@@ -9,8 +9,8 @@ device; ``compile_or_warm_up_model`` calls the module-global ``kernel_warmup`` a
 V1 runner wraps the model in ``CUDAGraphWrapper`` whose entries are keyed by ``BatchDescriptor``. The
 model is "compiled" at its first forward into pieces, each in a PIECEWISE ``CUDAGraphWrapper`` (middle pieces
 return a tuple of two tensors, the last one a tensor), as vLLM's piecewise backend does; the cudagraph mode
-decides which graphs each runner captures. Device memory is a cursor over a fake region: every allocation
-the fake engine makes is logged, like Foundry's.
+decides which graphs each runner captures. Device memory and the model's layers are the ``EngineDevice``
+it is built with (tests/support/faketensor.py): the stand-in Foundry's logged region, or the fake driver's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from tests.support.fakefoundry import FakeFoundry, FakeTensor
+from tests.support.faketensor import EngineDevice, FakeTensor
+from tests.support.fakevllm_cache import envs_module
 from tests.support.fakevllm_compile import CUDAGraphMode, compilation, graph_kinds
 from tests.support.fakevllm_workspace import workspace_module
 
@@ -61,6 +62,7 @@ def make_config(
     pieces: int = 3,
     compile_before_capture: bool = False,
     workspace: int = 0,
+    compile_mode: str | None = None,
     **model_flags: Any,
 ) -> SimpleNamespace:
     model_config = SimpleNamespace(
@@ -77,6 +79,8 @@ def make_config(
             cudagraph_mode=cudagraph_mode,
             cudagraph_capture_sizes=list(capture_sizes),
             use_inductor_graph_partition=False,
+            # vLLM's CompilationMode by name (VLLM_COMPILE: compiled through its AOT cache, fakevllm_cache.py)
+            **({"mode": SimpleNamespace(name=compile_mode)} if compile_mode else {}),
         ),
         use_v2_model_runner=runner == "v2",
         # fake-only: how many pieces the compiled model has, and whether a compile warm-up runs before capture
@@ -93,7 +97,7 @@ class FakeVllm:
 
     modules: dict[str, ModuleType]
     trace: Trace
-    memory: FakeFoundry
+    memory: EngineDevice
 
     def module(self, name: str) -> ModuleType:
         return self.modules[name]
@@ -110,7 +114,11 @@ class FakeVllm:
         return worker
 
 
-def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) -> FakeVllm:
+def _aot(config: Any) -> bool:
+    return getattr(config.compilation_config, "mode", None) is not None
+
+
+def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0) -> FakeVllm:
     """A fresh fake vLLM. ``kv_extra`` makes the KV-cache phase allocate one more buffer (a LOAD that
     diverges from SAVE)."""
     trace = Trace()
@@ -178,7 +186,8 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
                     self.hidden_states = memory.allocate(1 << 20)
                 graph = t.cuda.CUDAGraph()
                 with t.cuda.graph(graph, self.pool):
-                    model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)
+                    out = model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)
+                    memory.copy(self.hidden_states, out)  # the graph's output: vLLM's persistent buffer
                     trace(f"capture:{desc.num_tokens}")
                 self.graphs[desc] = graph
             self._graphs_captured = True
@@ -203,7 +212,13 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-            self.model = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode)
+            self.model = CompiledModel(
+                self.config.fake_pieces,
+                self.config.compilation_config.cudagraph_mode,
+                self.input_ids,
+                self.weights[0],
+                _aot(self.config),
+            )
 
         def initialize_kv_cache(self, kv_cache_config: Any) -> None:
             self.attn_buffer = memory.allocate(8192)
@@ -232,6 +247,15 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         def execute_decode(self, num_reqs: int) -> Any:
             return self.execute(num_reqs)
 
+    def profile_run(runner: Any) -> None:
+        """The profile's forward passes, as both runners run them (the worker measures memory around them)."""
+        trace("profile_run")
+        runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a real forward: compiles
+        if runner.config.fake_workspace:
+            current_workspace_manager().get(runner.config.fake_workspace)  # the largest batch's (MoE)
+        memory.allocate(5 << 20)  # activations the profile leaves cached
+
+    GPUModelRunnerV2.profile_run = profile_run  # type: ignore[attr-defined]
     model_runner_v2 = mod("vllm.v1.worker.gpu.model_runner", GPUModelRunner=GPUModelRunnerV2)
 
     # vllm.v1.worker.gpu_model_runner (V1) ----------------------------------------------------------------
@@ -265,7 +289,13 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
 
         def load_model(self) -> None:
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
-            compiled = CompiledModel(self.config.fake_pieces, self.config.compilation_config.cudagraph_mode)
+            compiled = CompiledModel(
+                self.config.fake_pieces,
+                self.config.compilation_config.cudagraph_mode,
+                self.input_ids,
+                self.weights[0],
+                _aot(self.config),
+            )
             has_full = graph_kinds(self.config.compilation_config.cudagraph_mode)[0] or (
                 graph_kinds(self.config.compilation_config.cudagraph_mode)[1] == "FULL"
             )
@@ -297,6 +327,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
         trace("lock_workspace")
         current_workspace_manager().lock()
 
+    GPUModelRunnerV1.profile_run = profile_run  # type: ignore[attr-defined]
     GPUModelRunnerV1.__module__ = "vllm.v1.worker.gpu_model_runner"
     model_runner_v1 = mod(
         "vllm.v1.worker.gpu_model_runner",
@@ -337,11 +368,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
             self.model_runner.load_model()
 
         def determine_available_memory(self) -> int:
-            trace("profile_run")
-            self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # a real forward: compiles
-            if self.vllm_config.fake_workspace:
-                current_workspace_manager().get(self.vllm_config.fake_workspace)  # the largest batch's (MoE)
-            memory.allocate(5 << 20)  # activations the profile leaves cached
+            self.model_runner.profile_run()
             return 1 << 30
 
         def initialize_from_config(self, kv_cache_config: Any) -> None:
@@ -370,6 +397,7 @@ def build(memory: FakeFoundry, hidden_states_extra: int = 0, kv_extra: int = 0) 
     modules = {
         "vllm": mod("vllm", __version__="0.26.0"),
         "vllm.platforms": platforms,
+        "vllm.envs": envs_module(),
         "vllm.forward_context": mod("vllm.forward_context", BatchDescriptor=BatchDescriptor),
         "vllm.compilation.monitor": monitor,
         "vllm.compilation.cuda_graph": cuda_graph,

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar
 
-from tests.support.fakefoundry import FakeFoundry
+from tests.support.faketensor import EngineDevice
+from tests.support.fakevllm_cache import aot_forward
 
 
 class CUDAGraphMode(enum.Enum):
@@ -32,12 +33,14 @@ def graph_kinds(mode: CUDAGraphMode) -> tuple[bool, str | None]:
 
 
 def compilation(
-    memory: FakeFoundry, trace: Any, capturing: dict[str, bool], torch_v1: Any
+    memory: EngineDevice, trace: Any, capturing: dict[str, bool], torch_v1: Any
 ) -> tuple[Any, ModuleType, Any]:
     """vLLM's ``BatchDescriptor``, its ``vllm.compilation.cuda_graph`` module (``CUDAGraphWrapper``: mode NONE,
     or another mode than its own, runs the runnable; its own mode captures, unless ``capturing["enabled"]`` is
     off, or replays) and the compiled model, which splits into pieces at its first forward, each piece in a
-    PIECEWISE wrapper when the mode has piecewise graphs (middle pieces return two tensors, the last one)."""
+    PIECEWISE wrapper when the mode has piecewise graphs (middle pieces return two tensors, the last one).
+    Each piece computes its outputs from the previous piece's first output (the model's inputs for the first)
+    and the model's weight, so a graph's outputs follow what the program wrote into the inputs."""
 
     @dataclass(frozen=True)
     class BatchDescriptor:
@@ -90,35 +93,49 @@ def compilation(
     cuda_graph.CUDAGraphWrapper = CUDAGraphWrapper  # type: ignore[attr-defined]
 
     class PiecewiseBackend:
-        def __init__(self, index: int, count: int) -> None:
+        def __init__(self, index: int, count: int, model: Any) -> None:
             self.piecewise_compile_index = index
             self.total_piecewise_compiles = count
             self.vllm_backend = SimpleNamespace(prefix="backbone")
+            self.model = model
 
         def __call__(self, desc: Any, mode: CUDAGraphMode) -> Any:
-            n = desc.num_tokens
+            n, source, weight = desc.num_tokens, self.model.hidden, self.model.weight
             if self.piecewise_compile_index == self.total_piecewise_compiles - 1:
-                return memory.allocate(n * 1024)  # hidden states
-            return (memory.allocate(n * 512), memory.allocate(n * 256))  # attention input, residual
+                hidden = memory.allocate(n * 1024)  # hidden states
+                memory.compute(hidden, source, weight)
+                return hidden
+            attention_input, residual = memory.allocate(n * 512), memory.allocate(n * 256)
+            memory.compute(attention_input, source, weight)
+            memory.compute(residual, attention_input, source)
+            return attention_input, residual
 
     class CompiledModel:
-        """The model under vLLM's compile: split into pieces at its first forward."""
+        """The model under vLLM's compile: split into pieces at its first forward. It reads ``inputs`` (the
+        runner's input ids) and one ``weight``."""
 
-        def __init__(self, pieces: int, cg_mode: CUDAGraphMode) -> None:
+        def __init__(self, pieces: int, cg_mode: CUDAGraphMode, inputs: Any, weight: Any, aot: bool = False) -> None:
+            self.aot = aot  # torch.compiled through vLLM's AOT cache (fakevllm_cache.py)
             self.count = pieces
             self.wrapped = graph_kinds(cg_mode)[1] == "PIECEWISE"  # vLLM wraps pieces only for piecewise graphs
             self.pieces: list[Any] | None = None
+            self.inputs, self.weight = inputs, weight
+            self.hidden = inputs  # what the next piece reads: the one before's first output
 
         def __call__(self, desc: Any, mode: CUDAGraphMode = CUDAGraphMode.NONE) -> Any:
             if self.pieces is None:
                 trace("compile")
-                backends = [PiecewiseBackend(i, self.count) for i in range(self.count)]
+                if self.aot:
+                    aot_forward(trace)
+                backends = [PiecewiseBackend(i, self.count, self) for i in range(self.count)]
                 self.pieces = (
                     [CUDAGraphWrapper(b, CUDAGraphMode.PIECEWISE) for b in backends] if self.wrapped else backends
                 )
             out: Any = None
+            self.hidden = self.inputs
             for piece in self.pieces:
                 out = piece(desc, mode)  # attention runs eagerly between the pieces
+                self.hidden = out[0] if isinstance(out, tuple) else out
             return out
 
     return BatchDescriptor, cuda_graph, CompiledModel

@@ -6,6 +6,9 @@ Order (each a fresh process tree, one after another):
   native_cold   the engine as its users start it, its caches as found (empty on a fresh machine); tokens
   save          under Foundry (``FOUNDRY_<ENGINE>_MODE=save``): the engine starts as usual, Foundry writes
                 the archive
+  native_fresh  the engine as on a new machine: every cache folder empty (fresh.py), nothing of the runs before
+  load_fresh    LOAD as on a new machine: caches empty but for what the archive carries (SAVE packs the engine's
+                caches, signed, when this run is asked for)
   native        the engine again, its caches now warm: the baseline LOAD is compared with
   load          under Foundry (``..._MODE=load``), beside the warm native process
 
@@ -33,15 +36,29 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .fresh import FRESH_MODES, fresh_env, fresh_root, signing_key
 from .logprobs import Top, Values, compare_logprobs, digests, values
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
 from .stats import alternate, compare_tokens, summary
 from .workload import Request, decode_request, prefill_request, token_requests
 
-__all__ = ["MODES", "BenchRuns", "ServingConfig", "commit", "compare_runs", "machine", "plugin_shim", "run_bench"]
+__all__ = [
+    "DEFAULT_MODES",
+    "MODES",
+    "PLUGIN_MODES",
+    "BenchRuns",
+    "ServingConfig",
+    "commit",
+    "compare_runs",
+    "machine",
+    "plugin_shim",
+    "run_bench",
+]
 
-MODES = ("native_cold", "save", "native", "load")
+MODES = ("native_cold", "save", "native_fresh", "load_fresh", "native", "load")  # every run there is
+DEFAULT_MODES = ("native_cold", "save", "native", "load")  # the fresh-node runs only when asked for
+PLUGIN_MODES = {"save": "save", "load": "load", "load_fresh": "load"}  # a run's mode -> the plugin's
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
 
 
@@ -52,7 +69,7 @@ class ServingConfig:
     out: Path
     shape: str = "qwen3-0.6b"
     api: str = ""
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = DEFAULT_MODES
     batches: tuple[int, ...] = (1, 8, 64, 256)
     max_tokens: int = 32
     logprobs: int = 20  # the top log-probabilities compared at every generated token (0: tokens only)
@@ -69,6 +86,7 @@ class ServingConfig:
     archive: Path = Path("/tmp/foundry-bench-archive")
     models: Path = Path("/tmp/foundry-bench-models")
     extra_env: dict[str, str] = field(default_factory=dict)
+    plugin_env: dict[str, str] = field(default_factory=dict)  # FOUNDRY_<ENGINE>_<NAME> of SAVE and LOAD, by NAME
 
     def tag(self) -> str:
         raise NotImplementedError
@@ -125,6 +143,9 @@ class BenchRuns:
     # that saves must leave them as native's, or it changed the engine (compare_runs says so).
     profile_keys: ClassVar[tuple[str, ...]] = ()
     steady_needs: ClassVar[float] = 0.0  # seconds the steady-state phase needs at least
+    # Set in every run when SAVE packs the engine's caches: the engine's settings that make them movable, which
+    # its compile cache depends on (so every run, native ones too, compiles alike).
+    pack_env: ClassVar[dict[str, str]] = {}
 
     def __init__(self, cfg: ServingConfig) -> None:
         self.cfg = cfg
@@ -139,6 +160,11 @@ class BenchRuns:
         self.prefix = f"FOUNDRY_{self.engine.upper()}_"
         for name in [n for n in self.env if n.startswith(self.prefix)]:
             del self.env[name]
+        # A fresh-node LOAD needs the archive to carry the engine's caches, signed: SAVE packs them then.
+        self.key = signing_key(self.out) if "load_fresh" in cfg.modes else None
+        if self.key is not None:
+            self.env.update(self.pack_env)
+        self.fresh: dict[str, Path] = {}  # each fresh run's folder, removed when it ends
         self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
         self.results: dict[str, dict[str, Any]] = {}
         # Each run's log-probabilities in full (as answered, and their values), kept here for the comparison: the
@@ -170,11 +196,21 @@ class BenchRuns:
     def _start(self, mode: str) -> Engine:
         env = dict(self.env)
         prefix: list[str] = []
-        if mode in ("save", "load"):
+        if mode in FRESH_MODES:
+            self.fresh[mode] = fresh_root(mode)
+            env.update(fresh_env(self.fresh[mode]))
+        if mode in PLUGIN_MODES:
             report = self.out / f"report-{mode}.json"
             report.unlink(missing_ok=True)
             p = self.prefix
-            env.update({p + "MODE": mode, p + "ARCHIVE": str(self.cfg.archive), p + "REPORT": str(report)})
+            env.update({p + name: value for name, value in self.cfg.plugin_env.items()})
+            env.update(
+                {p + "MODE": PLUGIN_MODES[mode], p + "ARCHIVE": str(self.cfg.archive), p + "REPORT": str(report)}
+            )
+            if self.key is not None:
+                env["FOUNDRY_SIGNING_KEY"] = str(self.key)
+                if mode == "save":
+                    env[p + "PACK_CACHES"] = "1"
             prefix = [sys.executable, "-m", "foundry.cli", "run", "--"]
         engine = self.start(mode, env, prefix, self.out / f"{mode}.log")
         self.started.append(engine)
@@ -220,11 +256,14 @@ class BenchRuns:
     def finish(self, engine: Engine, result: dict[str, Any]) -> dict[str, Any]:
         result["rc"] = engine.stop()
         result["process_wall_s"] = engine.seconds()
+        fresh = self.fresh.pop(result["mode"], None)
+        if fresh is not None:
+            shutil.rmtree(fresh, ignore_errors=True)
         result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
         report = self.out / f"report-{result['mode']}.json"
         if report.is_file():
             result["plugin"] = json.loads(report.read_text())
-        elif result["mode"] in ("save", "load") and "error" not in result:
+        elif result["mode"] in PLUGIN_MODES and "error" not in result:
             result["error"] = f"the Foundry plugin wrote no report: {self.engine} ran without it (no entry point?)"
         self.results[result["mode"]] = result
         self.write(self.document())
@@ -269,7 +308,7 @@ class BenchRuns:
         cfg = self.cfg
         if "save" in cfg.modes:
             shutil.rmtree(cfg.archive, ignore_errors=True)
-        for mode in ("native_cold", "save"):
+        for mode in ("native_cold", "save", *FRESH_MODES):
             if mode in cfg.modes:
                 engine, result = self.bring_up(mode)
                 self.results[mode] = result if engine is None else self.finish(engine, result)
@@ -326,7 +365,7 @@ def compare_runs(
     reference = next((m for m in order if "tokens" in results.get(m, {})), None)
     out: dict[str, dict[str, Any]] = {}
     for mode, r in results.items():
-        if mode not in ("save", "load", "native_cold"):
+        if mode not in ("save", "load", "native_cold", *FRESH_MODES):
             continue
         if mode == reference:
             out[mode] = {"identical": None, "reference": True}
@@ -393,6 +432,8 @@ def run_bench(runs: BenchRuns, write_report: Callable[[dict[str, Any], Path], st
     finally:
         for engine in runs.started:
             engine.stop()
+        for root in runs.fresh.values():  # fresh runs a stop cut short
+            shutil.rmtree(root, ignore_errors=True)
         signal.signal(signal.SIGTERM, previous)
     doc = runs.document()
     write_report(doc, base)

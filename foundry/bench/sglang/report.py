@@ -28,8 +28,10 @@ from .targets import targets
 
 __all__ = ["render", "segments", "write_report"]
 
+LOADS = ("load", "load_fresh")  # the runs under LOAD: warm, and on a fresh node
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
-          "load": "Foundry LOAD"}  # fmt: skip
+          "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
+          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)"}  # fmt: skip
 PHASES = {
     "distributed": "torch.distributed (region set)",
     "load_model": "weights (graphs start building)",
@@ -44,7 +46,7 @@ PHASES = {
 
 def _foundry(mode: str, r: dict[str, Any]) -> float | None:
     """Foundry's own seconds: LOAD's images and graphs; SAVE's writing of the archive."""
-    if mode == "load":
+    if mode in LOADS:
         return foundry_seconds(r)
     return ((r.get("plugin") or {}).get("timings") or {}).get("save_s") if mode == "save" else None
 
@@ -138,7 +140,7 @@ def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:
         return []
     graphs = (r.get("prefill_graphs_s") or 0.0) + (r.get("decode_graphs_s") or 0.0)
     timings = (r.get("plugin") or {}).get("timings") or {}
-    if mode == "load":  # graphs_ready_s is within SGLang's logged graph phase
+    if mode in LOADS:  # graphs_ready_s is within SGLang's logged graph phase
         own = sum(float(timings.get(k, 0.0)) for k in ("load_modules_s", "start_graph_builds_s"))
     else:
         own = float(timings.get("save_s", 0.0))

@@ -39,7 +39,7 @@ LOG_NUMBERS = {
 }
 # Seconds a run needs at least, on an H100 with the 0.6B shape: import ~27 s cold; native Engine() ~110-130 s
 # on a cold machine (58 prefill graph sizes ~75 s), SAVE ~40 s and LOAD ~26 s after it; tokens and stopping.
-NEEDS = {"native_cold": 170.0, "save": 75.0, "native": 65.0, "load": 50.0}
+NEEDS = {"native_cold": 170.0, "save": 75.0, "native_fresh": 170.0, "load_fresh": 60.0, "native": 65.0, "load": 50.0}
 MAX_MEM_FRACTION = 0.45  # native and LOAD run side by side on one GPU
 
 

@@ -26,12 +26,14 @@ from foundry.tables import table
 
 __all__ = ["foundry_rows", "load_phases", "render", "write_report"]
 
+LOADS = ("load", "load_fresh")  # the runs under LOAD: warm, and on a fresh node
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
-          "load": "Foundry LOAD"}  # fmt: skip
+          "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
+          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)"}  # fmt: skip
 
 
 def _graphs(mode: str, r: dict[str, Any]) -> str:
-    if mode == "load":
+    if mode in LOADS:
         return _s(foundry_seconds(r))
     timings = (r.get("plugin") or {}).get("timings") or {}
     capture = timings.get("capture_s", r.get("capture_s"))
@@ -121,7 +123,7 @@ def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:
     # vLLM's "init engine" covers profiling, the KV cache and warm-up with capture; loading the weights, and
     # LOAD's first two steps (kernel images at init_device, graph builds started after the weights), precede it.
     before = sum(float(timings.get(k, 0.0)) for k in ("load_modules_s", "start_graph_builds_s"))
-    if mode == "load":
+    if mode in LOADS:
         graphs = float(timings.get("graphs_ready_s", 0.0))
     else:
         graphs = float(timings.get("capture_s", r.get("capture_s") or 0.0)) + float(timings.get("save_s", 0.0))

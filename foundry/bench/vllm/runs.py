@@ -1,5 +1,6 @@
 """The vLLM benchmark's runs (foundry/bench/serving/runs.py says their order and what is measured): vLLM 0.26
-as ``LLM()`` or ``vllm serve``, its compile cache cold for native_cold and warm after."""
+as ``LLM()`` or ``vllm serve``, its compile cache cold for native_cold and warm after, empty for the fresh-node
+runs (with those, every run sets VLLM_USE_MEGA_AOT_ARTIFACT=1: the compile cache SAVE packs)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ ENV = {
     "PYTHONUNBUFFERED": "1",
     "VLLM_LOGGING_LEVEL": "INFO",
 }
+
+# vLLM's compile cache moves to a fresh node only as its mega AOT artifact (foundry/integration/vllm/caches.py)
+PACK_ENV = {"VLLM_USE_MEGA_AOT_ARTIFACT": "1"}
 
 # Figures vLLM logs, by name: the pattern and whether repeated lines add up.
 LOG_NUMBERS: dict[str, tuple[str, bool]] = {
@@ -68,6 +72,7 @@ class _Runs(BenchRuns):
     group = "vllm.general_plugins"
     env_defaults = ENV
     profile_keys = ("kv_cache_tokens", "capture_gib")
+    pack_env = PACK_ENV
 
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)

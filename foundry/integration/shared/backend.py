@@ -28,6 +28,11 @@ class FoundryApi(Protocol):
     def set_region(self, base: int, size: int) -> None: ...
     def cursor(self) -> int: ...
     def set_cursor(self, offset: int) -> None: ...
+    def boundary(self) -> None:
+        """The region's next small allocation opens a granule of its own at the cursor (a cursor move to the
+        cursor itself, which LOAD's move to SAVE's phase boundary matches)."""
+        ...
+
     def high_water(self) -> int: ...
     def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
         """(offset, size) of the allocations logged from entry ``first`` on, and the next entry's index."""
@@ -66,6 +71,20 @@ class FoundryApi(Protocol):
         high-water mark."""
         ...
 
+    def signing_key_id(self) -> str | None:
+        """The id of the signing key in force (SAVE signs with it, LOAD proves with it), None without one."""
+        ...
+
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
+        """SAVE: copies each cache's files into the archive and writes their listing; the document's name, for
+        ``save_manifest`` to list."""
+        ...
+
+    def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
+        """LOAD: the archive's caches copied to ``dest``, each cache's directory there; None when it has none.
+        Raises Foundry's CachesRefusedError when they may not be used here (unsigned, other versions, damaged)."""
+        ...
+
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False
     ) -> Any: ...
@@ -92,6 +111,9 @@ class PublicFoundryApi:
 
     def set_cursor(self, offset: int) -> None:
         foundry.set_current_alloc_offset(offset)
+
+    def boundary(self) -> None:
+        foundry.set_current_alloc_offset(foundry.get_current_alloc_offset())
 
     def high_water(self) -> int:
         return int(foundry.region_state().high_water)
@@ -138,6 +160,15 @@ class PublicFoundryApi:
     def archive_region(self, archive: Path) -> tuple[int, int, int]:
         region = foundry.read_archive_region(archive)
         return region.base, region.size, region.high_water
+
+    def signing_key_id(self) -> str | None:
+        return foundry.signing_key_id()
+
+    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
+        return foundry.pack_engine_caches(archive, identity, trees)
+
+    def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
+        return foundry.open_engine_caches(archive, here, dest)
 
     def start_builds(
         self, paths: Sequence[Path], threads: int, allow_mismatch: tuple[str, ...], defer_dedicated: bool = False

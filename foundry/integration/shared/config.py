@@ -10,6 +10,8 @@ FOUNDRY_SGLANG_*); below, <E> stands for it.
     FOUNDRY_<E>_ALLOW_MISMATCH  comma-separated identity fields LOAD accepts knowingly (Foundry's
                               allow_mismatch: e.g. "driver")
     FOUNDRY_<E>_REPORT        if set, the process that captures writes a JSON report of its start-up phases here
+    FOUNDRY_<E>_PACK_CACHES   1: SAVE packs the engine's compile and JIT caches into the archive, for a fresh
+                              node (shared/caches.py; needs a signing key, since LOAD uses them only signed)
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class EngineConfig:
     threads: int
     allow_mismatch: tuple[str, ...]
     report: Path | None = None
+    pack_caches: bool = False  # SAVE: pack the engine's caches (LOAD uses an archive's caches whenever it may)
 
     def __post_init__(self) -> None:
         if not isinstance(getattr(type(self), "ENGINE", None), Engine):
@@ -117,6 +120,7 @@ class EngineConfig:
             threads=_int(env, var("THREADS"), DEFAULT_THREADS, minimum=1),
             allow_mismatch=tuple(s.strip() for s in env.get(var("ALLOW_MISMATCH"), "").split(",") if s.strip()),
             report=Path(env[env_report]).expanduser() if env.get(env_report, "").strip() else None,
+            pack_caches=_flag(env, var("PACK_CACHES")),
         )
 
 
@@ -134,6 +138,18 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
     if value < minimum:
         raise PluginConfigError(f"{name}={text!r} is below {minimum}; fix or unset it")
     return value
+
+
+_FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    text = env.get(name, "").strip().lower()
+    if not text:
+        return False
+    if text not in _FLAGS:
+        raise PluginConfigError(f"{name}={env[name]!r} is not 1 or 0 (true/false, yes/no, on/off); fix or unset it")
+    return _FLAGS[text]
 
 
 def _size(env: Mapping[str, str], name: str, default: str) -> int:

@@ -55,7 +55,10 @@ class PhaseTracker:
         self._since = time.perf_counter()
 
     def mark(self, name: str) -> PhaseMark:
-        """Ends phase ``name`` here."""
+        """Ends phase ``name`` here. The region's next small allocation then opens a granule of its own at the
+        cursor (a cursor move to the cursor itself), as it does in LOAD, which moves the cursor to SAVE's
+        boundary before the next phase: both runs place that phase's small allocations alike."""
+        self._api.boundary()
         allocations, self._next = self._api.allocations_from(self._next)
         now = time.perf_counter()
         self.seconds[name] = now - self._since

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from .backend import FoundryApi
+from .caches import CachePlan
 from .config import EngineConfig
 from .errors import IntegrationError
 from .metadata import ArchiveMetadata, Fingerprint, MetadataFile
@@ -40,6 +41,7 @@ class Session(Generic[E, M]):
     isolate: Callable[[], AbstractContextManager[Any]] = _no_isolation
     state: E = field(kw_only=True)
     metadata: MetadataFile[M] = field(kw_only=True)
+    caches: CachePlan = field(default_factory=CachePlan, kw_only=True)  # what SAVE packs, how LOAD points at it
     tracker: PhaseTracker = field(init=False)
     pid: int = field(default_factory=os.getpid)
     fingerprint: Fingerprint | None = None

@@ -3,14 +3,16 @@ engine's lifecycle calls them from its own hook points, in this order:
 
   begin            before anything allocates device memory: LOAD reads the archive's metadata (as the
                    manifest lists it, every value checked), refuses a foreign archive before the GPU is
-                   touched, loads the kernel images and sets SAVE's region; SAVE refuses an archive
-                   directory that is not empty and sets the region
+                   touched, loads the kernel images, sets SAVE's region and points the engine at the
+                   archive's caches (caches.py); SAVE refuses an archive directory that is not empty (and
+                   caches it cannot pack), and sets the region
   end_phase        at each start-up phase boundary: SAVE records it, LOAD checks it against SAVE's
   start_builds     LOAD, once the weights are in place: Foundry starts building the graphs in the background
   resume_at        LOAD: back to SAVE's cursor at a phase boundary, after Foundry's restore or skipped work
   isolated_phase   a phase after work LOAD skips: at SAVE's cursor, from fresh allocator segments, checked
   past_saved_memory  LOAD, once the phases SAVE recorded are done: later allocations land past SAVE's memory
-  save_graphs      SAVE, after the engine captured: graph files, the metadata, then the manifest listing it
+  save_graphs      SAVE, after the engine captured: graph files, the metadata (and the engine's caches), then
+                   the manifest listing them
   load_graphs      LOAD, where the engine would capture: takes each built graph and hands them to the engine
   write_report     the JSON report of the start-up phases, if FOUNDRY_<E>_REPORT asks for one
 """
@@ -26,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from . import caches
 from .config import Mode
 from .engine import Engine
 from .errors import PhaseLayoutError, PluginConfigError
@@ -67,7 +70,10 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint) -> None:
         # Where those seconds went (backend.CALLER_STEPS).
         s.timings.update({f"load_modules_{k}_s": v for k, v in s.api.load_modules_phases().items()})
         s.api.set_region(s.saved.region_base, s.saved.region_size)
+        caches.use(s, s.caches)  # before the engine compiles anything
     else:
+        if s.config.pack_caches:
+            caches.prepare_save(s, s.caches)
         _prepare_save_dir(archive, s.config.engine)
         s.api.set_region(s.config.region_base, s.config.region_size)
     s.tracker.start()
@@ -149,7 +155,8 @@ def save_graphs(
 ) -> M:
     """SAVE: writes each captured graph (``file_name(index, key)`` in the archive, the shape of its outputs in
     the metadata: outputs.py), ends ``phase``, writes the engine's metadata (the session's values and
-    ``engine_fields``) as an archive document, then the manifest, which lists it: the manifest is the
+    ``engine_fields``) as an archive document, with FOUNDRY_<E>_PACK_CACHES the engine's caches (caches.py),
+    then the manifest, which lists them: the manifest is the
     archive's commit point, so an archive whose SAVE failed has none and LOAD refuses it, and the metadata is
     sealed, hashed (and signed, with a key) with the rest. Set ``s.timings["capture_s"]`` before."""
     archive = s.config.require_archive()
@@ -174,7 +181,7 @@ def save_graphs(
         **engine_fields,
     )
     s.metadata.write(archive, meta, s.api)
-    s.api.save_manifest(archive, documents=[s.metadata.name])
+    s.api.save_manifest(archive, documents=[s.metadata.name, *caches.pack(s, s.caches)])
     s.timings["save_s"] = time.perf_counter() - t0  # graph files, metadata and manifest
     return meta
 

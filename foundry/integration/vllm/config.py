@@ -1,19 +1,42 @@
 """The vLLM plugin's identity and settings: FOUNDRY_VLLM_MODE, FOUNDRY_VLLM_ARCHIVE, FOUNDRY_VLLM_REGION_BASE,
-FOUNDRY_VLLM_REGION_SIZE, FOUNDRY_VLLM_THREADS, FOUNDRY_VLLM_ALLOW_MISMATCH, FOUNDRY_VLLM_REPORT (what each
-means: shared/config.py). vLLM starts its engine core and workers as child processes, which inherit them."""
+FOUNDRY_VLLM_REGION_SIZE, FOUNDRY_VLLM_THREADS, FOUNDRY_VLLM_ALLOW_MISMATCH, FOUNDRY_VLLM_REPORT,
+FOUNDRY_VLLM_PACK_CACHES (what each means: shared/config.py), and vLLM's own:
+
+    FOUNDRY_VLLM_WARM_UP      1: LOAD runs the warm-up vLLM runs natively before its first request (the
+                              profile's forward passes, then its kernel warm-up), without measuring memory or
+                              capturing; 0 (default): LOAD skips both
+
+vLLM starts its engine core and workers as child processes, which inherit them."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from collections.abc import Mapping
+
 from ..shared.config import EngineConfig, Mode
 from ..shared.engine import Engine
+from ..shared.errors import PluginConfigError
 
-__all__ = ["ENV_ARCHIVE", "ENV_MODE", "VLLM", "Mode", "PluginConfig"]
+__all__ = ["ENV_ARCHIVE", "ENV_MODE", "ENV_WARM_UP", "VLLM", "Mode", "PluginConfig"]
 
 VLLM = Engine(name="vLLM", key="vllm", version="0.26.0", logger="vllm.foundry")
 
 ENV_MODE = VLLM.var("MODE")
 ENV_ARCHIVE = VLLM.var("ARCHIVE")
+ENV_WARM_UP = VLLM.var("WARM_UP")
 
 
+@dataclasses.dataclass(frozen=True)
 class PluginConfig(EngineConfig):
     ENGINE = VLLM
+
+    warm_up: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginConfig:
+        config = super().from_env(environ)
+        text = (os.environ if environ is None else environ).get(ENV_WARM_UP, "").strip()
+        if text not in ("", "0", "1"):
+            raise PluginConfigError(f"{ENV_WARM_UP}={text!r} is not 0 or 1; fix or unset it")
+        return dataclasses.replace(config, warm_up=text == "1")

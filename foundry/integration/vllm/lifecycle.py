@@ -15,7 +15,7 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
                        SAVE began this phase, both allocate from a fresh pool, LOAD checks the result and then
                        moves the cursor past everything SAVE used, and gives vLLM back the workspace SAVE's
                        profiling grew (workspace.py)
-  kernel_warmup        LOAD skips it
+  kernel_warmup        LOAD skips it, or with FOUNDRY_VLLM_WARM_UP=1 runs vLLM's profile forward passes and then it
   capture_model        SAVE captures with Foundry and writes the archive (with the workspace as capture left
                        it); LOAD hands vLLM the loaded graphs and locks the workspace where SAVE's was locked
 """
@@ -35,7 +35,7 @@ from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from . import session as sessions
 from . import workspace
-from .config import VLLM, Mode
+from .config import ENV_WARM_UP, VLLM, Mode, PluginConfig
 from .fingerprint import describe, runner_name
 from .graphs import BREAKABLE, graphs_for, key_text
 from .metadata import VllmMetadata
@@ -117,8 +117,15 @@ def before_distributed(vllm_config: Any) -> None:
     if not s.config.enabled:
         return
     s.state.runner = runner_name(vllm_config)
+    s.state.compiles = compiles(vllm_config)
     steps.begin(s, describe(vllm_config))
     log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.config.archive, s.state.runner)
+
+
+def compiles(vllm_config: Any) -> bool:
+    """Whether vLLM torch.compiles the model (any compilation mode but NONE)."""
+    mode = getattr(vllm_config.compilation_config, "mode", None)
+    return mode is not None and getattr(mode, "name", str(mode)) not in ("NONE", "0")
 
 
 def init_device_end(worker: Any) -> None:
@@ -185,10 +192,23 @@ def initialize_from_config(worker: Any, original: Any, kv_cache_config: Any) -> 
 # ---------------------------------------------------------------------------------------------- warm-up
 def kernel_warmup(original: Any, worker: Any) -> Any:
     s = sessions.current()
-    if s.config.mode is Mode.LOAD:
+    if s.config.mode is not Mode.LOAD:
+        return original(worker)
+    if not (isinstance(s.config, PluginConfig) and s.config.warm_up):
         log.info("Foundry load: kernel warm-up skipped")
         return None
-    return original(worker)
+    # What native ran before its first request, but the memory measurement and the capture: the profile's
+    # forward passes (the largest batch, then the sampler's), then vLLM's kernel warm-up. Choices kernels make
+    # at their first launch (autotuning by timing) are then made on the shapes native makes them on. Here, not
+    # where native profiles: the KV cache phase that follows the profile moves the cursor back to SAVE's
+    # boundary, below what the forward leaves cached; past SAVE's memory, nothing moves the cursor again.
+    t0 = time.perf_counter()
+    worker.model_runner.profile_run()
+    result = original(worker)
+    s.timings["warm_up_s"] = time.perf_counter() - t0
+    log.info("Foundry load: vLLM's profile forward and kernel warm-up run (%s=1), %.2f s", ENV_WARM_UP,
+             s.timings["warm_up_s"])  # fmt: skip
+    return result
 
 
 # -------------------------------------------------------------------------------------------- capture_model
@@ -343,4 +363,7 @@ def wrapper_created(wrapper: Any) -> None:
 
 def _report(s: sessions.Session, **fields: Any) -> None:
     kv_cache_bytes = s.state.kv_cache_bytes if s.saved is None else s.saved.kv_cache_bytes
-    steps.write_report(s, runner=s.state.runner, kv_cache_bytes=kv_cache_bytes, **fields)
+    # Where vLLM keeps the compiled model (its AOT artifact's folder, shared/caches.py): under LOAD with the
+    # archive's caches, inside their copy when vLLM found its artifact there.
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    steps.write_report(s, runner=s.state.runner, kv_cache_bytes=kv_cache_bytes, inductor_cache=inductor, **fields)

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..shared.backend import PublicFoundryApi
+from ..shared.caches import CachePlan
 from ..shared.metadata import MetadataFile
 from ..shared.session import Session as SharedSession
 from ..shared.session import SessionStore
+from .caches import PLAN
 from .config import PluginConfig
 from .metadata import FILE, VllmMetadata
 
@@ -21,6 +23,7 @@ class VllmState:
     runner: str | None = None  # "v2" or "v1": the model runner this worker builds
     kv_cache_bytes: int | None = None  # SAVE: what determine_available_memory returned
     num_gpu_blocks: int | None = None  # SAVE: the KV cache's block count
+    compiles: bool = False  # the model runs torch.compiled (its compile cache is one of the caches SAVE packs)
     # LOAD: each compiled piece's loaded graphs, (piece, batch key, graph, outputs), for wrappers made later
     loaded_pieces: dict[Any, list[tuple[Any, dict[str, Any], Any, Any]]] | None = None
 
@@ -29,6 +32,7 @@ class VllmState:
 class Session(SharedSession[VllmState, VllmMetadata]):
     state: VllmState = field(default_factory=VllmState, kw_only=True)
     metadata: MetadataFile[VllmMetadata] = field(default=FILE, kw_only=True)
+    caches: CachePlan = field(default=PLAN, kw_only=True)
 
 
 def _make() -> Session:

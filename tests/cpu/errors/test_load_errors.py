@@ -56,7 +56,7 @@ def test_load_with_other_region_base_names_both(run_app: Runner, archive: Path) 
 
 
 def test_load_with_region_smaller_than_saves_use_names_the_size_needed(run_app: Runner, archive: Path) -> None:
-    allocs = ALLOCS.replace('; buf("out", 16 * n)', "")  # fits a 4 MiB region; SAVE used 6 MiB
+    allocs = ALLOCS.replace('; buf("out", (1 << 21) + 16 * n)', "")  # fits a 4 MiB region; SAVE used 6 MiB
     r = run_app(load_code(archive, region='foundry.set_allocation_region(BASE, "4MB")', allocs=allocs))
     expect_error(r["result"], "LayoutMismatchError", "4194304", "at least 6291456")
 
@@ -67,7 +67,7 @@ def test_load_with_region_smaller_than_saves_use_names_the_size_needed(run_app: 
         pytest.param(
             ALLOCS.replace('buf("a", 4 * n); buf("b", 8 * n)', 'buf("b", 8 * n); buf("a", 4 * n)'), 0x0, id="order"
         ),
-        pytest.param(ALLOCS.replace('buf("b", 8 * n)', 'buf("b", 12 * n)'), 0x200000, id="size"),
+        pytest.param(ALLOCS.replace('buf("b", 8 * n)', 'buf("b", 12 * n)'), 0x400, id="size"),  # a's 1 KiB before
     ],
 )
 def test_load_with_other_allocations_names_the_offset(run_app: Runner, archive: Path, allocs: str, offset: int) -> None:

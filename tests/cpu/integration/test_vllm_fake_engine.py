@@ -52,9 +52,11 @@ def test_save_sets_the_region_before_distributed_setup_and_captures_with_foundry
 
 
 def test_save_writes_phases_kv_size_and_one_entry_per_graph(engines: Any) -> None:
-    _, worker = _save(engines)
+    fake, worker = _save(engines)
     meta = read_metadata(engines.archive)
     assert [p.name for p in meta.phases] == SAVE_PHASES
+    # each boundary closes the region's shared small-allocation granule, as LOAD's move to it does
+    assert fake.memory.boundaries == len(SAVE_PHASES)
     assert meta.kv_cache_bytes == 1 << 30 and meta.num_gpu_blocks == 100 and meta.runner == "v2"
     assert sorted(g.key_dict()["num_tokens"] for g in meta.graphs) == [1, 2, 4, 8]
     hidden = worker.model_runner.cudagraph_manager.hidden_states
@@ -91,6 +93,38 @@ def test_load_skips_profiling_warmup_and_capture_and_serves_the_loaded_graphs(en
     runner.execute_decode(3)  # dispatches to the graph for 4 tokens, as vLLM would
     replayed = [g for g in manager.graphs.values() if g.replays]
     assert len(replayed) == 1 and replayed[0].loaded_from.endswith("_t4.json")
+
+
+@pytest.mark.parametrize("runner", ["v2", "v1"])
+def test_load_with_warm_up_runs_the_profile_forward_and_kernel_warm_up_past_saves_memory(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, runner: str
+) -> None:
+    _, saved_worker = _save(engines, runner, fake_workspace=1 << 20)
+    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "1")
+    fake, saved = _load(engines, runner)
+    worker = fake.start_engine(make_config(runner, fake_workspace=1 << 20))
+    events = fake.trace.events
+    # native's warm-up, in native's order, after the KV cache (whose phase moves the cursor back to SAVE's
+    # boundary, below anything the forward would leave cached) and before the graphs are handed over
+    assert events.count("profile_run") == 1 and events.count("kernel_warmup") == 1
+    assert events.index("initialize_kv_cache") < events.index("profile_run") < events.index("kernel_warmup")
+    assert f"{runner}.capture_model" not in events
+    # what it allocated lies past SAVE's memory: the KV cache and inputs are still at SAVE's addresses
+    warm_allocs = [off for kind, off, _ in fake.memory.log if kind == "ALLOC" and off >= saved.high_water]
+    assert warm_allocs
+    assert worker.model_runner.kv_cache.address == saved_worker.model_runner.kv_cache.address
+
+
+def test_load_without_warm_up_skips_it_and_a_bad_warm_up_value_is_refused_by_name(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _save(engines)
+    fake, _ = _load(engines)
+    fake.start_engine(make_config())
+    assert "profile_run" not in fake.trace.events and "kernel_warmup" not in fake.trace.events
+    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "yes")
+    with pytest.raises(PluginConfigError, match=r"FOUNDRY_VLLM_WARM_UP='yes' is not 0 or 1"):
+        _load(engines)
 
 
 def test_load_refuses_an_archive_of_another_model_before_touching_the_gpu(engines: Any) -> None:

@@ -35,8 +35,35 @@ def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int,
     return out
 
 
+CACHE_VARIABLES = ("HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
+                   "CUDA_CACHE_PATH")  # fmt: skip
+
+
+def probe_caches(engine: str) -> None:
+    """Under ``FAKE_ENGINE_CACHE_PROBE=<file>``, one JSON line appended to it: what this engine process sees of its
+    cache folders as it starts (each variable, and whether its folder is empty or absent) and of the archive's
+    shipping (caches packed, a signing key, vLLM's compile setting)."""
+    path = os.environ.get("FAKE_ENGINE_CACHE_PROBE")
+    if not path:
+        return
+    prefix = f"FOUNDRY_{engine.upper()}_"
+    seen = {name: os.environ.get(name) for name in CACHE_VARIABLES}
+    line = {
+        "mode": os.environ.get(prefix + "MODE") or "native",
+        "env": seen,
+        "empty": {name: not os.path.exists(v) or not os.listdir(v) for name, v in seen.items() if v},
+        "pack": os.environ.get(prefix + "PACK_CACHES"),
+        "key": os.environ.get("FOUNDRY_SIGNING_KEY"),
+        "mega": os.environ.get("VLLM_USE_MEGA_AOT_ARTIFACT"),
+    }
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]) -> None:
-    """What the Foundry plugin writes under FOUNDRY_<ENGINE>_MODE (shared.steps.write_report's shape)."""
+    """What the Foundry plugin writes under FOUNDRY_<ENGINE>_MODE (shared.steps.write_report's shape); first, the
+    cache probe (``probe_caches``)."""
+    probe_caches(engine)
     prefix = f"FOUNDRY_{engine.upper()}_"
     path = os.environ.get(prefix + "REPORT")
     if not path or not os.environ.get(prefix + "MODE"):
@@ -47,6 +74,8 @@ def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]
         "process_started_at": now - 0.5,
         "phases": [{"name": n, "cursor": 0, "allocations": 0, "seconds": 0.01, "ended_at": now} for n in phases],
         "timings": timings,
+        # not in the plugin's report: the settings this process was started with, for the benchmark's tests
+        "settings": {k.removeprefix(prefix): v for k, v in os.environ.items() if k.startswith(prefix)},
     }
     with open(path, "w") as f:
         json.dump(doc, f)

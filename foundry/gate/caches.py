@@ -1,0 +1,69 @@
+"""Whether an archive's engine caches (docs/FORMAT.md, "Engine caches") may be handed to the engine here.
+
+They are code: Inductor's generated Python, pickled artifacts, cubins and compiled launchers, which the
+engine imports and runs as its own. An archive is data, and nothing read from it may select code to run,
+unless the user vouches for it: so the caches are handed out only from an archive whose manifest is signed
+with the key in force (docs/TRUST.md), never on checksums alone. Then every file is checked against the
+signed listing as it is copied out (gate/cachecopy.py), and only where the caches were made with this process's
+torch, Triton, engine and GPU: another version's artifacts would be loaded as if they were this one's.
+
+Everything that keeps them from being used raises ``CachesRefusedError`` naming the reason and the next step;
+the engine plugins then start the engine without them (docs/TRUST.md, "Engine caches").
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from foundry.errors import ArchiveError, CachesRefusedError
+from foundry.format import CACHES_DOCUMENT, CachePayload
+from foundry.trust import KEY_ENV, KeySource, configured_key
+
+from .cachecopy import copy_out
+from .documents import listed_names, read_archive_document
+
+__all__ = ["open_engine_caches"]
+
+
+def open_engine_caches(
+    archive_dir: str | os.PathLike[str],
+    here: Mapping[str, str],
+    dest: str | os.PathLike[str],
+    signing_key: KeySource | None = None,
+) -> dict[str, Path] | None:
+    """Copies the archive's engine caches into the new directory ``dest`` and returns each cache's directory
+    there (``{"triton": dest/triton, ...}``), or None when the archive carries none.
+
+    ``here`` holds this process's values of what the caches were made with (torch, Triton, the engine, CUDA,
+    the GPU, as the plugin that packed them names them): a field the archive records that is missing here or
+    holds another value refuses them. So does an archive not signed with the key in force (``signing_key``,
+    else the configured one), and a file that is not the signed listing's bytes: ``CachesRefusedError``, with
+    ``dest`` removed. Reads the archive only as its manifest lists it."""
+    archive = Path(archive_dir)
+    shown = archive / CACHES_DOCUMENT
+    key = configured_key(signing_key)
+    try:
+        if CACHES_DOCUMENT not in listed_names(archive, key):
+            return None
+    except ArchiveError as exc:
+        raise CachesRefusedError(f"{shown}: the engine caches cannot be used: {exc}") from None
+    if key is None:
+        raise CachesRefusedError(
+            f"{shown}: the archive carries engine caches, which are compiled code the engine would run, and LOAD "
+            f"hands them to the engine only from an archive signed with a key in force; no key is configured. Set "
+            f"{KEY_ENV} to the key the archive was signed with (docs/TRUST.md), or run SAVE without packing caches."
+        )
+    try:
+        payload = CachePayload.from_json(read_archive_document(archive, CACHES_DOCUMENT, key), str(shown))
+    except ArchiveError as exc:
+        raise CachesRefusedError(f"{shown}: the engine caches cannot be used: {exc}") from None
+    differences = [(k, saved, here.get(k)) for k, saved in payload.identity if here.get(k) != saved]
+    if differences:
+        lines = "; ".join(f"{k}: saved {saved!r}, here {now!r}" for k, saved, now in differences)
+        raise CachesRefusedError(
+            f"{shown}: the engine caches were made with other software or another GPU ({lines}); artifacts of "
+            "another version are not loaded as this one's. Run SAVE again with this machine's versions."
+        )
+    return copy_out(archive, payload, Path(dest))

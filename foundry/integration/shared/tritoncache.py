@@ -1,0 +1,91 @@
+"""Triton's cache as Foundry packs and unpacks it, through Triton's own switch for it: ``TRITON_CACHE_MANAGER``
+names the class Triton asks for each cache entry (``module:Class``, read by triton.knobs whenever Triton opens
+one). Foundry's class is Triton's own ``FileCacheManager`` (Triton 3.6: triton/runtime/cache.py), files laid out
+as Triton lays them out, with two differences:
+
+- it notes every entry directory this process opens (a kernel compiled or found, a launcher built or found), so
+  that SAVE packs the kernels this engine uses and none of the other programs that share the cache directory
+  (``used_dirs``);
+- it reads a kernel's group file (``__grp__<name>.json``, the list of the kernel's files) relative to its own
+  directory. Triton writes each file's absolute path there, which names the SAVE machine's cache directory:
+  read as Triton reads it, an unpacked copy would miss every kernel on a fresh node, and on a machine where
+  SAVE's directory is still there, load the files from it rather than from the copy. Every file of a group
+  lies in the group's own entry directory (FileCacheManager.put writes nowhere else), so its name is enough.
+
+Triton is imported when Triton asks for the class (``__getattr__``), never when this module is: the engine
+plugins import it without Triton.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MANAGER", "MANAGER_ENV", "used_dirs"]
+
+MANAGER_ENV = "TRITON_CACHE_MANAGER"
+MANAGER = f"{__name__}:FoundryCacheManager"
+_CLASS_NAME = "FoundryCacheManager"
+
+_LOCK = threading.Lock()
+_USED: set[str] = set()
+
+
+def used_dirs() -> list[Path]:
+    """The Triton cache entry directories this process opened through Foundry's manager, sorted."""
+    with _LOCK:
+        return sorted(Path(d) for d in _USED)
+
+
+def _build() -> type:
+    from triton.runtime.cache import FileCacheManager
+
+    class FoundryCacheManager(FileCacheManager):
+        def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
+            super().__init__(key, override=override, dump=dump)
+            if not override and not dump and self.cache_dir:
+                with _LOCK:
+                    _USED.add(str(self.cache_dir))
+
+        def get_group(self, filename: str) -> dict[str, str] | None:
+            return relocated_group(str(self.cache_dir), filename)
+
+    FoundryCacheManager.__qualname__ = _CLASS_NAME
+    return FoundryCacheManager
+
+
+def relocated_group(entry_dir: str, filename: str) -> dict[str, str] | None:
+    """Triton's ``get_group`` read relative to ``entry_dir``: each file the group names that is there, by its
+    name in ``entry_dir``; None where there is no group or it is not one Triton writes (Triton then compiles the
+    kernel again)."""
+    path = os.path.join(entry_dir, f"__grp__{filename}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc: Any = json.load(f)
+    except (OSError, ValueError):
+        return None
+    children = doc.get("child_paths") if isinstance(doc, dict) else None
+    if not isinstance(children, dict):
+        return None
+    out = {}
+    for child, written in children.items():
+        if not isinstance(child, str) or not isinstance(written, str):
+            return None
+        local = os.path.join(entry_dir, os.path.basename(written))
+        if os.path.isfile(local):
+            out[child] = local
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    """The manager class, built on Triton's first request and kept as a module global (Triton asks for it each
+    time it opens an entry; later requests find the global and do not come here)."""
+    if name != _CLASS_NAME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _LOCK:
+        if _CLASS_NAME not in globals():
+            globals()[_CLASS_NAME] = _build()
+        return globals()[_CLASS_NAME]

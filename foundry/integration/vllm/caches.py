@@ -1,0 +1,108 @@
+"""The caches a vLLM archive can carry for a fresh node (shared/caches.py): Triton's kernels, and vLLM's
+torch.compile cache for the saved configuration.
+
+vLLM 0.26 with torch 2.10 or newer compiles the model ahead of time (``VLLM_USE_AOT_COMPILE``, on by default)
+and keeps the result under ``$VLLM_CACHE_ROOT/torch_compile_cache/torch_aot_compile/<hash>/``
+(vllm/compilation/decorators.py), the hash made of vLLM's compile-relevant settings and environment, the model
+configuration and Inductor's own factors, none of them a path. With ``VLLM_USE_MEGA_AOT_ARTIFACT=1`` that folder
+holds the whole compiled model in one artifact (``rank_<r>_<dp>/model``) beside Inductor's cache: it can move
+to another machine. Without it, the artifact leaves the compiled pieces in
+``torch_compile_cache/<hash>/rank_*/`` and names them by absolute path (vllm/compilation/backends.py,
+``vllm_compile_cache.py``): moved, they would be looked for where SAVE's machine had them. So SAVE packs vLLM's
+cache only as the mega artifact, and refuses ``FOUNDRY_VLLM_PACK_CACHES=1`` for a compiled model without it.
+
+SAVE finds the folder where vLLM points Inductor for it (``TORCHINDUCTOR_CACHE_DIR`` =
+``<folder>/inductor_cache``, set process-wide when vLLM compiles or loads the model) and packs it under its
+path below ``VLLM_CACHE_ROOT``; LOAD sets ``VLLM_CACHE_ROOT`` to the copy, and vLLM, computing the same hash,
+loads the artifact from there (another hash: it compiles, as it would anyway).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..shared.caches import TRITON, CachePlan, point_triton, triton_files
+from ..shared.errors import UnsupportedConfigError
+from .config import VLLM
+
+__all__ = ["AOT_DIR", "PLAN", "VLLM_CACHE", "aot_folder"]
+
+VLLM_CACHE = "vllm"
+AOT_DIR = ("torch_compile_cache", "torch_aot_compile")  # below VLLM_CACHE_ROOT: vLLM's AOT artifacts by hash
+_NEEDED = (
+    "vLLM's torch.compile cache moves to another machine only as its mega AOT artifact: set "
+    "VLLM_USE_MEGA_AOT_ARTIFACT=1 (with VLLM_USE_AOT_COMPILE and VLLM_USE_STANDALONE_COMPILE on, vLLM's defaults "
+    "with torch 2.10 and newer) in SAVE and every LOAD, or unset " + VLLM.var("PACK_CACHES")
+)
+
+
+def _envs() -> Any:
+    import vllm.envs as envs
+
+    return envs
+
+
+def settings(s: Any) -> dict[str, str]:
+    """vLLM's switches the compile cache depends on: they must be SAVE's at LOAD for the copy to be used."""
+    del s
+    envs = _envs()
+    return {
+        "vllm_aot_compile": str(bool(envs.VLLM_USE_AOT_COMPILE)),
+        "vllm_mega_aot_artifact": str(bool(envs.VLLM_USE_MEGA_AOT_ARTIFACT)),
+    }
+
+
+def check_save(s: Any) -> None:
+    """Refuses, before start-up, to pack a compiled model's cache vLLM would not find on another machine."""
+    if not s.state.compiles:
+        return
+    envs = _envs()
+    if not (envs.VLLM_USE_AOT_COMPILE and envs.VLLM_USE_MEGA_AOT_ARTIFACT and envs.VLLM_USE_STANDALONE_COMPILE):
+        raise UnsupportedConfigError(f"{VLLM.var('PACK_CACHES')}=1: {_NEEDED}")
+
+
+def aot_folder(cache_root: Path, inductor_dir: str | None) -> Path | None:
+    """The AOT artifact folder vLLM pointed Inductor into (``<root>/torch_compile_cache/torch_aot_compile/<hash>``,
+    holding ``inductor_cache``), or None when Inductor's cache lies anywhere else."""
+    if not inductor_dir:
+        return None
+    inductor = Path(inductor_dir)
+    folder = inductor.parent
+    if inductor.name != "inductor_cache" or folder.parent != cache_root.joinpath(*AOT_DIR):
+        return None
+    return folder
+
+
+def files(s: Any) -> dict[str, dict[str, Path]]:
+    """SAVE, after capture: Triton's entries and the AOT artifact folder of this configuration."""
+    out = {TRITON: triton_files()}
+    if not s.state.compiles:
+        return out
+    root = Path(_envs().VLLM_CACHE_ROOT)
+    folder = aot_folder(root, os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
+    if folder is None or not any(folder.glob("rank_*/model")):
+        raise UnsupportedConfigError(
+            f"{VLLM.var('PACK_CACHES')}=1: vLLM compiled the model without leaving its AOT artifact below "
+            f"{root.joinpath(*AOT_DIR)} (Inductor's cache is {os.environ.get('TORCHINDUCTOR_CACHE_DIR')!r}). {_NEEDED}"
+        )
+    tree: dict[str, Path] = {}
+    for top, _dirs, names in os.walk(folder):
+        for name in names:
+            path = Path(top) / name
+            tree[path.relative_to(root).as_posix()] = path  # a link among them: pack refuses it by name
+    out[VLLM_CACHE] = tree
+    return out
+
+
+def _point_vllm(directory: Path) -> dict[str, str]:
+    return {"VLLM_CACHE_ROOT": str(directory)}
+
+
+PLAN = CachePlan(
+    point={TRITON: point_triton, VLLM_CACHE: _point_vllm},
+    files=files,
+    settings=settings,
+    check_save=check_save,
+)

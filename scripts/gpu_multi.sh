@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Two GPUs, one rank each: an NCCL all-reduce captured in a graph, saved per rank (one archive folder per
+# rank), loaded in fresh processes on every rank and compared bit for bit with the native graph
+# (tests/gpu/multi_rank.py). Needs a 2-GPU machine (nvidia-h100-x2 / nvidia-h200-x2); with fewer GPUs it
+# prints "skipped" and exits 0. Logs and the JSON report go to $OUT; a short summary is printed last.
+#
+#   bash scripts/gpu_multi.sh
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+# NVLink multicast stays off in every process this starts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-INIT,P2P,ALLOC}
+
+# shellcheck source=scripts/gpu_setup.sh
+. scripts/gpu_setup.sh
+install_carried_wheels
+nvidia-smi --query-gpu=index,name,pci.bus_id --format=csv,noheader | tee "$OUT/multi-machine.txt"
+nvidia-smi topo -m >> "$OUT/multi-machine.txt" 2>&1 || true
+if ! build_native . "$OUT/build.log"; then
+  tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
+fi
+export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so
+
+WORK=$(mktemp -d /tmp/foundry-ranks-XXXX)
+timeout 900 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" > "$OUT/multi-rank.log" 2>&1
+RC=$?
+tail -1 "$OUT/multi-rank.log" > "$OUT/multi-rank.json"
+for r in 0 1; do
+  [ -d "$WORK/rank_$r" ] && python3 -m foundry.cli inspect "$WORK/rank_$r" > "$OUT/inspect-rank_$r.txt" 2>&1
+done
+
+echo "=== summary (exit $RC; full log: multi-rank.log) ==="
+python3 - "$OUT/multi-rank.json" <<'PY' || { tail -30 "$OUT/multi-rank.log"; }
+import json, sys
+out = json.loads(open(sys.argv[1]).read())
+if "skipped" in out:
+    print("skipped:", out["skipped"]); sys.exit(0)
+for o in out["save"]:
+    print("save rank", o.get("rank"), "saved" if o.get("saved") else f"{o.get('error')}: {o.get('message')}",
+          f"peers={o.get('peers')} bytes={o.get('peer_bytes')} types={o.get('handle_types')}" if o.get("saved") else "")
+for o in out["load"]:
+    print("load rank", o.get("rank"), "identical" if o.get("identical") else f"{o.get('error') or 'DIFFERS'}: {o.get('message', '')}")
+PY
+exit $RC

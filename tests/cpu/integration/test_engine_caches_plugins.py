@@ -1,0 +1,215 @@
+"""One artifact for a fresh node, in the fake engines (tests/support/fakevllm.py, fakesglang.py) with a stand-in
+Triton cache (faketriton.py): SAVE with FOUNDRY_<E>_PACK_CACHES=1 packs the Triton kernels the engine used and
+vLLM's AOT compile artifact; LOAD on a machine whose caches are empty copies them out of the signed archive and
+points the engine at the copy through its own switches before it compiles, so the engine finds every kernel
+and the compiled model there (and only there, even where SAVE's own cache is still on the machine). Caches it
+may not use are refused by name and LOAD goes on, the engine compiling as on any fresh machine."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import foundry
+from foundry.format import CACHES_DOCUMENT, CachePayload
+from foundry.integration.sglang import read_metadata as read_sglang_metadata
+from foundry.integration.shared import tritoncache
+from foundry.integration.vllm import PluginConfigError, UnsupportedConfigError, read_metadata
+from tests.support import faketriton
+from tests.support.fakefoundry import FakeFoundry
+from tests.support.fakesglang import server_args
+from tests.support.fakevllm import make_config
+from tests.support.fakevllm_cache import AOT_HASH
+
+CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TRITON_CACHE_MANAGER", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR",
+                   "XDG_CACHE_HOME", "VLLM_USE_MEGA_AOT_ARTIFACT", "FOUNDRY_SIGNING_KEY")  # fmt: skip
+AOT = f"torch_compile_cache/torch_aot_compile/{AOT_HASH}"
+
+
+def _machine(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """A process of a machine whose home is ``home``: caches where the engines keep them by default, none of
+    the switches set (monkeypatch puts back what the plugin sets), no Triton entries noted yet."""
+    home.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    for name in CACHE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(tritoncache, "_USED", set())
+    faketriton.inject(monkeypatch)
+
+
+def _packing(monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None, engine: str = "VLLM", **env: str) -> None:
+    """A SAVE process of a machine at ``home`` asked to pack the engine's caches (signed with ``key``, if any)."""
+    _machine(monkeypatch, home)
+    if key is not None:
+        monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    for name, value in {f"FOUNDRY_{engine}_PACK_CACHES": "1", **env}.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    path = tmp_path / "foundry.key"
+    path.write_bytes(b"a signing key of thirty-two byte")
+    return path
+
+
+def _save_vllm(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None) -> Any:
+    _packing(monkeypatch, home, key, VLLM_USE_MEGA_AOT_ARTIFACT="1")
+    faketriton.jit("other_kernel", "another program")  # another program's kernel, in the same Triton cache
+    fake = engines.prepare("save")
+    fake.start_engine(make_config(compile_mode="VLLM_COMPILE"))
+    monkeypatch.delenv("FOUNDRY_VLLM_PACK_CACHES")
+    return fake
+
+
+def _load_vllm(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None, **env: str) -> Any:
+    _machine(monkeypatch, home)
+    if key is not None:
+        monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    monkeypatch.setenv("VLLM_USE_MEGA_AOT_ARTIFACT", "1")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    fake = engines.prepare("load", FakeFoundry(high_water_saved=read_metadata(engines.archive).high_water))
+    fake.start_engine(make_config(compile_mode="VLLM_COMPILE"))
+    return fake
+
+
+def _listing(archive: Path) -> dict[str, list[str]]:
+    payload = CachePayload.from_json(foundry.read_archive_document(archive, CACHES_DOCUMENT), CACHES_DOCUMENT)
+    return {t.name: [f.path for f in t.files] for t in payload.trees}
+
+
+def test_save_packs_vllms_aot_artifact_and_only_the_triton_kernels_the_engine_used(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    fake = _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
+    assert "aot_compiled" in fake.trace.events and "triton:compiled" in fake.trace.events
+    listed = _listing(engines.archive)
+    assert sorted(listed["vllm"]) == [f"{AOT}/inductor_cache/fxgraph.bin", f"{AOT}/rank_0_0/model"]
+    assert sorted(p.rsplit("/", 1)[1] for p in listed["triton"]) == [
+        "__grp__triton_poi_fused_add.json", "triton_poi_fused_add.cubin", "triton_poi_fused_add.json",
+    ]  # fmt: skip
+    assert "pack_caches" in fake.memory.calls
+    assert fake.memory.calls[-1] == "save_manifest"  # the listing is written before the manifest that lists it
+
+
+def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archives_copy(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
+    caplog.set_level(logging.INFO)
+    fake = _load_vllm(engines, monkeypatch, tmp_path / "fresh-home", key)
+    # vLLM loaded its artifact and Triton found its kernel: nothing compiled on the fresh node
+    assert "aot_loaded" in fake.trace.events and "aot_compiled" not in fake.trace.events
+    assert "triton:hit" in fake.trace.events
+    copy = Path(os.environ["VLLM_CACHE_ROOT"])
+    assert copy.name == "vllm" and copy.parent.name.startswith("foundry-caches-")
+    assert str(copy).startswith(tempfile_root())
+    assert Path(os.environ["TRITON_CACHE_DIR"]) == copy.parent / "triton"
+    assert os.environ["TRITON_CACHE_MANAGER"] == tritoncache.MANAGER
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(copy / AOT / "inductor_cache")
+    # the kernel's files come from the copy, though SAVE's Triton cache is still on this machine
+    assert faketriton.jit("triton_poi_fused_add", "inductor kernel") == (
+        "hit", str(copy.parent / "triton" / _entry(copy.parent / "triton") / "triton_poi_fused_add.cubin")
+    )  # fmt: skip
+    assert not list((tmp_path / "fresh-home").rglob("*"))  # the fresh node's own caches stay empty
+    assert "engine caches ['triton', 'vllm'] copied from the archive" in caplog.text
+
+
+def _entry(triton: Path) -> str:
+    return next(p.name for p in triton.iterdir() if (p / "triton_poi_fused_add.cubin").exists())
+
+
+def tempfile_root() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
+def test_load_without_the_key_refuses_the_caches_by_name_and_starts_compiling(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
+    fake = _load_vllm(engines, monkeypatch, tmp_path / "fresh-home", None)
+    assert "aot_compiled" in fake.trace.events and "triton:compiled" in fake.trace.events
+    assert "VLLM_CACHE_ROOT" not in os.environ and "TRITON_CACHE_DIR" not in os.environ
+    assert re_search(r"engine caches are not used: .*no key is configured.*FOUNDRY_SIGNING_KEY.*LOAD goes on without "
+                     r"them", caplog.text)  # fmt: skip
+    assert "no key is configured" in fake_session_timings()["caches"]["refused"]
+
+
+def test_load_with_another_compile_setting_refuses_the_caches_naming_it(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
+    fake = _load_vllm(engines, monkeypatch, tmp_path / "fresh-home", key, VLLM_USE_MEGA_AOT_ARTIFACT="0")
+    assert "aot_compiled" in fake.trace.events
+    assert "vllm_mega_aot_artifact: saved 'True', here 'False'" in caplog.text
+
+
+def test_save_refuses_to_pack_without_a_signing_key_before_start_up(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with pytest.raises(PluginConfigError, match=r"FOUNDRY_VLLM_PACK_CACHES=1 packs compiled code.*FOUNDRY_SIGNING_KEY"):
+        _save_vllm(engines, monkeypatch, tmp_path / "save-home", None)
+    assert not engines.archive.exists()
+
+
+def test_save_refuses_a_compile_cache_that_cannot_move(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    _packing(monkeypatch, tmp_path / "save-home", key)
+    fake = engines.prepare("save")
+    with pytest.raises(UnsupportedConfigError, match=r"mega AOT artifact: set VLLM_USE_MEGA_AOT_ARTIFACT=1"):
+        fake.start_engine(make_config(compile_mode="VLLM_COMPILE"))
+
+
+def test_save_refuses_another_triton_cache_manager(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    _packing(monkeypatch, tmp_path / "save-home", key, TRITON_CACHE_MANAGER="remote.cache:Manager")
+    fake = engines.prepare("save")
+    with pytest.raises(PluginConfigError, match=r"TRITON_CACHE_MANAGER='remote\.cache:Manager' replaces"):
+        fake.start_engine(make_config())
+
+
+def test_a_bad_pack_setting_is_named(engines: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FOUNDRY_VLLM_PACK_CACHES", "maybe")
+    with pytest.raises(PluginConfigError, match=r"FOUNDRY_VLLM_PACK_CACHES='maybe' is not 1 or 0"):
+        engines.prepare("save")
+
+
+def test_sglang_packs_its_triton_kernels_and_a_fresh_load_finds_them(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    _packing(monkeypatch, tmp_path / "save-home", key, "SGLANG")
+    fake = sglang_engines.prepare("save")
+    fake.start_scheduler(server_args())
+    assert "triton:compiled" in fake.trace.events
+    assert sorted(p.rsplit("/", 1)[1] for p in _listing(sglang_engines.archive)["triton"]) == [
+        "__grp___fwd_kernel.json", "_fwd_kernel.cubin", "_fwd_kernel.json",
+    ]  # fmt: skip
+    monkeypatch.delenv("FOUNDRY_SGLANG_PACK_CACHES")
+    _machine(monkeypatch, tmp_path / "fresh-home")
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    high_water = read_sglang_metadata(sglang_engines.archive).high_water
+    fake = sglang_engines.prepare("load", FakeFoundry(high_water_saved=high_water))
+    fake.start_scheduler(server_args())
+    assert "triton:hit" in fake.trace.events and "open_caches" in fake.memory.calls
+    assert Path(os.environ["TRITON_CACHE_DIR"]).name == "triton"
+
+
+def re_search(pattern: str, text: str) -> bool:
+    import re
+
+    return re.search(pattern, text, re.S) is not None
+
+
+def fake_session_timings() -> dict[str, Any]:
+    from foundry.integration.vllm import session as sessions
+
+    return sessions.current().timings

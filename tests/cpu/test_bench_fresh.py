@@ -1,0 +1,96 @@
+"""The fresh-node rows of `foundry bench --engine vllm|sglang` on the CPU, against the stand-in engines
+(tests/support/fakeengines_pkg), which note what each process sees of its cache folders as it starts: the
+fresh runs see every one empty though the machine's are warm, and SAVE packs the engine's caches into an
+archive signed with a key the fresh LOAD holds."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundry.bench.serving.fresh import FRESH_VARIABLES
+from foundry.bench.sglang import SglangBenchConfig, run_sglang_bench
+from foundry.bench.vllm import VllmBenchConfig, run_vllm_bench
+
+FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
+ALL = ("native_cold", "save", "native_fresh", "load_fresh", "native", "load")
+WARM = {"HOME": "home", "XDG_CACHE_HOME": "home/.cache", "VLLM_CACHE_ROOT": "home/.cache/vllm",
+        "TRITON_CACHE_DIR": "home/.triton/cache", "TORCHINDUCTOR_CACHE_DIR": "torchinductor_root",
+        "CUDA_CACHE_PATH": "home/.nv"}  # fmt: skip
+
+
+@pytest.fixture
+def warm_machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The stand-in engines on the path, a machine whose every cache folder holds something, and the probe file
+    the engine processes write to."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE), os.environ.get("PYTHONPATH")])))
+    for name, sub in WARM.items():
+        folder = tmp_path / "warm" / sub
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "warm-entry").write_text("compiled before")
+        monkeypatch.setenv(name, str(folder))
+    monkeypatch.delenv("FOUNDRY_SIGNING_KEY", raising=False)
+    probe = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
+    return probe
+
+
+def _common(tmp_path: Path, modes: tuple[str, ...]) -> dict[str, Any]:
+    return dict(out=tmp_path / "out", modes=modes, batches=(1, 3), max_tokens=4, logprobs=5,
+                archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
+                prefill_tokens=0, short_prefill_tokens=0)  # fmt: skip
+
+
+def _probes(probe: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in probe.read_text().splitlines()]
+
+
+def _check_fresh_rows(doc: dict[str, Any], probe: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    results = doc["results"]
+    assert set(results) == set(ALL)
+    assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
+    assert doc["compare"]["native_fresh"]["identical"] and doc["compare"]["load_fresh"]["identical"]
+    assert results["load_fresh"]["plugin"]["mode"] == "load" and "plugin" not in results["native_fresh"]
+    assert {"ready_wall_s", "first_request_s", "first_answer_wall_s"} <= set(results["load_fresh"])
+    lines = _probes(probe)
+    assert [p["mode"] for p in lines] == ["native", "save", "native", "load", "native", "load"]
+    cold, save, native_fresh, load_fresh, native, load = lines
+    warm = str(tmp_path / "warm")
+    for fresh in (native_fresh, load_fresh):
+        assert set(fresh["empty"]) == set(FRESH_VARIABLES) and all(fresh["empty"].values()), fresh
+        assert not any(v.startswith(warm) for v in fresh["env"].values())
+        assert not any(os.path.exists(v) for v in fresh["env"].values())  # removed after the run
+    assert native_fresh["env"]["HOME"] != load_fresh["env"]["HOME"]  # each fresh run its own folder
+    for warm_run in (cold, native, load):
+        assert not any(warm_run["empty"].values()) and warm_run["env"]["HOME"].startswith(warm)
+    # SAVE packs, signed; both LOADs hold the key; the native runs and SAVE hold none or need none
+    assert save["pack"] == "1" and save["key"] and load_fresh["key"] == save["key"] == load["key"]
+    assert load_fresh["pack"] is None and native_fresh["key"] is None
+    return lines
+
+
+def test_vllm_fresh_rows_start_with_empty_caches_and_load_ships_the_signed_archive(
+    warm_machine: Path, tmp_path: Path
+) -> None:
+    doc = run_vllm_bench(VllmBenchConfig(**_common(tmp_path, ALL)))
+    lines = _check_fresh_rows(doc, warm_machine, tmp_path)
+    assert all(p["mega"] == "1" for p in lines)  # every run compiles as SAVE's packed cache needs
+    text = (tmp_path / "out" / f"{VllmBenchConfig(out=tmp_path).tag()}.txt").read_text()
+    assert "native, fresh node (empty caches)" in text and "Foundry LOAD, fresh node" in text
+
+
+def test_sglang_fresh_rows_start_with_empty_caches(warm_machine: Path, tmp_path: Path) -> None:
+    doc = run_sglang_bench(SglangBenchConfig(**_common(tmp_path, ALL)))
+    lines = _check_fresh_rows(doc, warm_machine, tmp_path)
+    assert all(p["mega"] is None for p in lines)
+
+
+def test_without_a_fresh_load_save_packs_nothing_and_nothing_is_signed(warm_machine: Path, tmp_path: Path) -> None:
+    doc = run_vllm_bench(VllmBenchConfig(**_common(tmp_path, ("save", "load"))))
+    assert all("error" not in r for r in doc["results"].values())
+    save, load = _probes(warm_machine)
+    assert save["pack"] is None and save["key"] is None and load["key"] is None and save["mega"] is None

@@ -1,0 +1,165 @@
+"""Two ranks, one GPU each, NCCL all-reduce inside a captured graph: SAVE on every rank, then LOAD in fresh
+processes on every rank, outputs compared bit for bit with the native graph (run under `foundry run`).
+
+    python tests/gpu/multi_rank.py [WORK_DIR]
+
+Phase "save": each rank sets its device and rank (foundry.set_rank), sets the region BEFORE
+init_process_group (so that NCCL's own buffers and every peer buffer it imports are carved from the
+region), creates the process group with device_id (an eager communicator), warms the all-reduce up
+(NCCL connects its peers at the first collective), captures x*2 -> all_reduce -> +1 with foundry.graph,
+replays it natively and saves into WORK_DIR/rank_<r>. Phase "load": fresh processes repeat the same
+set-up in the same order (region, process group, warm-up), then CUDAGraph.load and replay. Prints one
+JSON line: per rank what SAVE recorded (peer mappings, rank), whether LOAD matched native, and errors.
+NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0 and the torch/NVSHMEM switches).
+Fewer than 2 GPUs: prints {"skipped": ...} and exits 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+os.environ.update(MULTICAST_OFF)  # before torch or NCCL is imported, inherited by every rank
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+WORLD = 2
+BASE = 0x600000000000
+REGION = "64GB"
+N = 1 << 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _set_up(rank: int, port: int) -> torch.Tensor:
+    """Everything both phases do, in the same order: the peer buffers' addresses depend on it."""
+    import foundry
+
+    torch.cuda.set_device(rank)
+    torch.cuda.init()
+    foundry.set_rank(rank, WORLD)
+    foundry.set_allocation_region(BASE, foundry.parse_size(REGION))
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=WORLD,
+        device_id=torch.device("cuda", rank),
+    )
+    x = torch.arange(N, dtype=torch.float32, device="cuda") * (rank + 1)
+    warm = x.clone()
+    dist.all_reduce(warm)  # NCCL connects its peers (and maps their buffers) at the first collective
+    torch.cuda.synchronize()
+    return x
+
+
+def _peers(arch: Path) -> dict[str, Any]:
+    from foundry.format import read_meta
+
+    meta = read_meta(arch / "g.json")
+    return {
+        "peers": len(meta.peers),
+        "peer_bytes": sum(p.size for p in meta.peers),
+        "handle_types": sorted({p.handle_type for p in meta.peers}),
+        "rank": None if meta.rank is None else meta.rank.to_json(),
+    }
+
+
+def save_rank(rank: int, port: int, work: str, results: Any) -> None:
+    import foundry
+
+    out: dict[str, Any] = {"rank": rank, "phase": "save"}
+    try:
+        x = _set_up(rank, port)
+        arch = Path(work) / f"rank_{rank}"
+        g = foundry.CUDAGraph()
+        with foundry.graph(g):
+            y = x * 2
+            dist.all_reduce(y)
+            result = y + 1
+        g.replay()
+        torch.cuda.synchronize()
+        native = result.cpu()
+        torch.save(native, Path(work) / f"native_{rank}.pt")
+        g.save(arch / "g.json", output_tensors=result, archive_dir=arch)
+        foundry.save_graph_manifest(arch)
+        out.update(_peers(arch), saved=True)
+    except Exception as exc:  # reported, not raised: the parent prints every rank's outcome
+        out.update(error=type(exc).__name__, message=str(exc)[:600], trace=traceback.format_exc()[-1500:])
+    finally:
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+    results.put(out)
+
+
+def load_rank(rank: int, port: int, work: str, results: Any) -> None:
+    import foundry
+
+    out: dict[str, Any] = {"rank": rank, "phase": "load"}
+    try:
+        arch = Path(work) / f"rank_{rank}"
+        foundry.load_cuda_modules_and_libraries(arch)
+        _set_up(rank, port)
+        g, result = foundry.CUDAGraph.load(arch / "g.json")
+        g.replay()
+        torch.cuda.synchronize()
+        native = torch.load(Path(work) / f"native_{rank}.pt")
+        loaded = result.cpu()
+        out.update(
+            identical=bool(torch.equal(loaded.view(torch.int32), native.view(torch.int32))),
+            first=float(loaded.flatten()[1]),
+        )
+    except Exception as exc:
+        out.update(error=type(exc).__name__, message=str(exc)[:600], trace=traceback.format_exc()[-1500:])
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    results.put(out)
+
+
+def _phase(target: Any, work: str) -> list[dict[str, Any]]:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = _free_port()
+    procs = [ctx.Process(target=target, args=(r, port, work, results)) for r in range(WORLD)]
+    for p in procs:
+        p.start()
+    outs = []
+    for _ in procs:
+        try:
+            outs.append(results.get(timeout=300))
+        except Exception:  # a rank hung (a collective whose peer refused): reported, the others killed
+            outs.append({"error": "Timeout", "message": "a rank reported nothing within 300 s"})
+            break
+    for p in procs:
+        p.join(30)
+        if p.is_alive():
+            p.kill()
+    return sorted(outs, key=lambda o: o.get("rank", WORLD))
+
+
+def main() -> None:
+    if torch.cuda.device_count() < WORLD:
+        print(json.dumps({"skipped": f"needs {WORLD} GPUs, found {torch.cuda.device_count()}"}))
+        return
+    work = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="foundry-ranks-")
+    saved = _phase(save_rank, work)
+    loaded = _phase(load_rank, work) if all(o.get("saved") for o in saved) else []
+    print(json.dumps({"work": work, "save": saved, "load": loaded}))
+
+
+if __name__ == "__main__":
+    main()
