@@ -24,7 +24,7 @@ from foundry.trust import KEY_ENV, KeySource, configured_key
 from .cachecopy import copy_out
 from .documents import listed_names, read_archive_document
 
-__all__ = ["open_engine_caches"]
+__all__ = ["caches_refused", "open_engine_caches"]
 
 
 def open_engine_caches(
@@ -48,7 +48,7 @@ def open_engine_caches(
         if CACHES_DOCUMENT not in listed_names(archive, key):
             return None
     except ArchiveError as exc:
-        raise CachesRefusedError(f"{shown}: the engine caches cannot be used: {exc}") from None
+        raise caches_refused(archive, exc) from None
     if key is None:
         raise CachesRefusedError(
             f"{shown}: the archive carries engine caches, which are compiled code the engine would run, and LOAD "
@@ -58,7 +58,7 @@ def open_engine_caches(
     try:
         payload = CachePayload.from_json(read_archive_document(archive, CACHES_DOCUMENT, key), str(shown))
     except ArchiveError as exc:
-        raise CachesRefusedError(f"{shown}: the engine caches cannot be used: {exc}") from None
+        raise caches_refused(archive, exc) from None
     differences = [(k, saved, here.get(k)) for k, saved in payload.identity if here.get(k) != saved]
     if differences:
         lines = "; ".join(f"{k}: saved {saved!r}, here {now!r}" for k, saved, now in differences)
@@ -67,3 +67,10 @@ def open_engine_caches(
             "another version are not loaded as this one's. Run SAVE again with this machine's versions."
         )
     return copy_out(archive, payload, Path(dest))
+
+
+def caches_refused(archive: Path, exc: ArchiveError) -> CachesRefusedError:
+    """The refusal of an archive's engine caches whose listing cannot be read (``exc`` says why), as LOAD
+    refuses them and ``foundry verify`` reports them."""
+    refused = CachesRefusedError(f"{archive / CACHES_DOCUMENT}: the engine caches cannot be used: {exc}")
+    return refused.as_kind(exc.kind)

@@ -163,7 +163,7 @@ def _verify_directory(
     bundle_sound = check_bundle(directory, manifest, store, found)
     listed = read_listed_graphs(directory, manifest, found, store, bundle_sound)
     check_documents(directory, manifest, key, found)
-    cache_files = check_caches(directory, manifest, found)
+    cache_files = check_caches(directory, manifest, key, found)
     readable = [g for g in listed if g is not None]
     known: dict[Path, GraphUnderCheck | None] = {
         Path(os.path.normpath(directory / e.json)).resolve(): g for e, g in zip(manifest.graphs, listed, strict=True)
