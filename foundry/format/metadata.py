@@ -48,9 +48,10 @@ GRAPH_FORMAT_VERSION_RANKS = 4
 """4: written for a graph with ``peers`` or ``rank`` (docs/FORMAT.md, "peers" and "rank"); a reader of
 version 3 would ignore them and replay against memory that is not its peers', so it must refuse version 4."""
 GRAPH_FORMAT_LISTED = 5
-"""5: as 4 (``peers`` and ``rank`` always there), but the region's range (base, size, granularity, small-allocation
-slots) is not stated: it is the manifest's, which lists the graph in its own directory (SAVE writes every graph it
-stores in the graph bundle so). A reader of version 4 would find no region base, so it must refuse version 5."""
+"""5: as 4 (``peers`` and ``rank`` both there where the graph has either, else neither), but the region's range
+(base, size, granularity, small-allocation slots) is not stated: it is the manifest's, which lists the graph in its
+own directory (SAVE writes every graph it stores in the graph bundle so). A reader of version 4 would find no
+region base, so it must refuse version 5."""
 GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION, GRAPH_FORMAT_VERSION_RANKS, GRAPH_FORMAT_LISTED)
 
 
@@ -133,7 +134,7 @@ class GraphMeta:
             "memory": None if self.memory is None else self.memory.to_json(),
             "template": None if self.template is None else self.template.to_json(),
         }
-        if ranked or listed:  # version 5 is version 4's layout, peers and rank included
+        if ranked:  # version 4; in version 5 only where there are any (most graphs have neither)
             doc["peers"] = [p.to_json() for p in self.peers]
             doc["rank"] = None if self.rank is None else self.rank.to_json()
         return doc
@@ -196,7 +197,7 @@ class GraphMeta:
         stats_v, stats_at = field(obj, "stats", at)
         stats = get_int_items(stats_v, stats_at)
         region = shared(region_kind, *field(obj, "region", at), lambda v, a: RegionSpec.from_json(v, a, region_of))
-        ranked = obj["format_version"] >= GRAPH_FORMAT_VERSION_RANKS
+        ranked = obj["format_version"] == GRAPH_FORMAT_VERSION_RANKS or (listed and ("peers" in obj or "rank" in obj))
         peers = peers_from_json(*field(obj, "peers", at), region.size) if ranked else ()
         rank_v, rank_at = field(obj, "rank", at) if ranked else (None, at)
         meta = cls(

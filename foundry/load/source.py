@@ -25,6 +25,7 @@ from foundry.format import (
     Listing,
     container_payload,
     node_count,
+    read_graph_json,
     read_graph_payload,
     read_meta_digest,
     real_name,
@@ -36,9 +37,9 @@ from foundry.gate import (
     authenticate_graph,
     check_template,
     check_template_path,
+    graph_meta,
     graph_store,
     manifests_read_once,
-    read_graph_meta,
 )
 from foundry.trust import SigningKey, configured_key
 
@@ -232,7 +233,8 @@ def _read_source(
     ``proven``: the templates (by ``id``) authenticated earlier in this batch, under the same key and manifests,
     which its other members need not authenticate again; ``store``: the batch's manifests and bundles."""
     state = _STATE.get()
-    meta, got = read_graph_meta(json_path, store, state)  # held to its directory's manifest before it is decoded
+    got = read_graph_json(json_path, store)  # held to its directory's manifest before it is decoded
+    meta = graph_meta(json_path, got, state)
     digest, listing = got.sha256, got.listing
     authenticate_graph(json_path, meta, key, digest)
     if meta.template is None:
@@ -264,7 +266,8 @@ def _read_template(
     ``read_payload``; one that is itself a member is refused (``check_template``) before its own template is
     looked for: members are built from templates holding their own record only, so no chain is ever followed."""
     state = _STATE.get()
-    tmeta, got = read_graph_meta(tpath, store, state)
+    got = read_graph_json(tpath, store)
+    tmeta = graph_meta(tpath, got, state)
     authenticate_graph(tpath, tmeta, key, got.sha256)
     check_template(json_path, meta, tpath, tmeta)
     return _full_source(tpath, tmeta, got.sha256, True, got.listing)

@@ -147,11 +147,11 @@ def flip_stored(path: Path, offset: int, part: str = "json") -> None:
 
 def unbundle(arch: Path) -> None:
     """The archive as one that stores every graph in its files (a form the format allows: docs/FORMAT.md): each
-    bundled graph's files written from the bundle, its JSON stating its region's range itself (format version 4,
-    as a graph saved outside the bundle states it: the files stand without the manifest), the manifest restated
-    (``stored``, the JSONs' hashes, no ``bundle``) and sealed again, the bundle removed. Tests that damage a
-    graph's files use it. A signed manifest's signature no longer matches it (sign it again where a test needs
-    one)."""
+    bundled graph's files written from the bundle, its JSON stating its region's range itself (format version 3,
+    or 4 with peers or a rank, as a graph saved outside the bundle states it: the files stand without the
+    manifest), the manifest restated (``stored``, the JSONs' hashes, no ``bundle``) and sealed again, the bundle
+    removed. Tests that damage a graph's files use it. A signed manifest's signature no longer matches it (sign it
+    again where a test needs one)."""
     manifest = read_manifest(arch)
     if manifest.bundle is None:
         return
@@ -166,7 +166,7 @@ def unbundle(arch: Path) -> None:
         except ArchiveError:  # damaged in the bundle: moved as it is, still damaged
             doc = None
         if doc is not None and doc.get("format_version") == 5:  # its range is the manifest's: stated in the file now
-            doc.update(format_version=4, region={**ranged, **doc["region"]})
+            doc.update(format_version=4 if "peers" in doc else 3, region={**ranged, **doc["region"]})
             data = seal(doc)
             hashes[manifest.graphs[i].json] = hashlib.sha256(data).hexdigest()
         path.write_bytes(data)
