@@ -22,10 +22,9 @@ from .graph import (
     check_template_path,
     graph_meta,
     graph_store,
-    read_graph_meta,
 )
 from .identity import check_identity
-from .manifests import archive_manifest, authenticate_manifest, manifests_read_once, read_archive_region
+from .manifests import authenticate_manifest, manifests_read_once, read_archive_region
 from .signature import check_signature
 from .symbols import missing_kernel, undefined_variable, variable_of_other_size
 
@@ -58,7 +57,6 @@ __all__ = [
     "Problem",
     "ProblemKind",
     "Report",
-    "archive_manifest",
     "authenticate_graph",
     "authenticate_manifest",
     "check_agrees",
@@ -74,7 +72,6 @@ __all__ = [
     "open_engine_caches",
     "read_archive_document",
     "read_archive_region",
-    "read_graph_meta",
     "undefined_variable",
     "variable_of_other_size",
     "verify_archive",

@@ -60,9 +60,9 @@ def graph_store(key: SigningKey | None) -> GraphStore:
 def read_graph_meta(
     json_path: PathLike, store: GraphStore, cache: MetaCache | None = None
 ) -> tuple[GraphMeta, GraphJson]:
-    """The metadata of the graph JSON ``json_path`` read as LOAD reads it, with its bytes as read: from where its
-    archive stores them, held to the SHA-256 the manifest in its directory lists before they are decoded
-    (format.read_graph_json), then ``graph_meta``."""
+    """The metadata of the graph JSON ``json_path`` read as LOAD reads it (its two steps, which load/source.py
+    takes one by one), with its bytes as read: from where its archive stores them, held to the SHA-256 the
+    manifest in its directory lists before they are decoded (format.read_graph_json), then ``graph_meta``."""
     got = read_graph_json(json_path, store)
     return graph_meta(json_path, got, cache), got
 
