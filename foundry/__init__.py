@@ -36,9 +36,10 @@ _EXPORTS: dict[str, str] = {
     # archives
     "save_graph_manifest": ".save",
     "write_archive_document": ".save",
-    "read_archive_document": ".trust",
+    "read_archive_document": ".gate",
+    "read_archive_region": ".gate",
     "pack_engine_caches": ".save",
-    "open_engine_caches": ".trust",
+    "open_engine_caches": ".gate",
     "signing_key_id": ".trust",
     "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",

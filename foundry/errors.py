@@ -6,6 +6,8 @@ can be trusted to fail in one well-defined way.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 __all__ = [
     "ArchiveCorruptError",
     "ArchiveError",
@@ -99,8 +101,20 @@ class ParamIntrospectionError(CodecError):
     """The driver cannot describe a kernel's parameters, so they cannot be saved faithfully."""
 
 
+_Refusal = TypeVar("_Refusal", bound="ArchiveError")
+
+
 class ArchiveError(FoundryError):
     """An archive cannot be read, or must not be used on this machine."""
+
+    kind: str = "corrupt"
+    """What ``foundry verify`` reports the problem as (the values of foundry.gate.ProblemKind): the class's, or
+    where the rule that refuses knows more, ``missing``, ``checksum`` or ``mismatch`` (``as_kind``)."""
+
+    def as_kind(self: _Refusal, kind: str) -> _Refusal:
+        """This error, reported by ``foundry verify`` as a problem of ``kind``."""
+        self.kind = kind
+        return self
 
 
 class ArchiveCorruptError(ArchiveError):
@@ -110,17 +124,25 @@ class ArchiveCorruptError(ArchiveError):
 class ArchiveVersionError(ArchiveError):
     """The archive was written in a format version this Foundry cannot read."""
 
+    kind = "version"
+
 
 class ArchiveForeignError(ArchiveError):
     """The file is not a Foundry archive at all."""
+
+    kind = "foreign"
 
 
 class ArchiveSignatureError(ArchiveError):
     """A signing key is configured and the archive is unsigned or wrongly signed."""
 
+    kind = "signature"
+
 
 class IdentityMismatchError(ArchiveError):
     """The archive was made on a different GPU, driver or software stack."""
+
+    kind = "identity"
 
 
 class CachesRefusedError(ArchiveError):

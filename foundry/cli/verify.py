@@ -95,8 +95,8 @@ def render(report: Report) -> str:
         problems = report.problems_of(result.check)
         if problems:
             lines.append(f"{result.check.value}: {plural(result.problems, 'problem')}")
-            for p in problems:
-                lines += _wrap(f"{p.kind.value}: {p.path}: {p.message}", "  ", "      ")
+            for p in problems:  # each message names its file, as LOAD's errors do
+                lines += _wrap(f"{p.kind.value}: {p.message}", "  ", "      ")
             lines.append("")
     if report.notes:
         lines.append("notes:")

@@ -6,7 +6,7 @@ covers the listing, and the listing every byte of every file.
 
 These files are code: Inductor's generated Python, pickled artifacts, cubins and compiled launchers. This
 module only states and checks their listing (names, sizes, bounds); who may hand them to an engine is
-foundry.trust's decision (foundry/trust/caches.py). Pure bytes: no CUDA, no torch, no engine.
+the gate's decision (foundry/gate/caches.py). Pure bytes: no CUDA, no torch, no engine.
 """
 
 from __future__ import annotations

@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from foundry.errors import ArchiveCorruptError
-
-from .files import REGION_HINT, inside, sha256_bytes, write_atomic
+from .files import REGION_HINT, inside, read_stored, sha256_bytes, write_atomic
 from .jsonfields import At, load_sealed, relative_path_problem, seal
 from .reads import PathLike, read_regular
 from .values import RecordRef
@@ -99,17 +97,10 @@ def document_ref(archive_dir: PathLike, name: str) -> RecordRef:
     return RecordRef(name, len(data), sha256_bytes(data))
 
 
-def read_document(archive_dir: PathLike, ref: RecordRef, listed_by: str) -> dict[str, Any]:
-    """The JSON object of the document ``ref`` (as the manifest ``listed_by`` lists it), once its size and
-    SHA-256 are those listed and its seal is proven; ``ArchiveCorruptError`` names the file and what is wrong
+def read_document(archive_dir: PathLike, ref: RecordRef) -> dict[str, Any]:
+    """The JSON object of the document ``ref`` (as the manifest lists it), once its size and SHA-256 are those
+    listed (``read_stored``) and its seal is proven; ``ArchiveCorruptError`` names the file and what is wrong
     otherwise. Reads at most the listed size (itself at most ``MAX_DOCUMENT_BYTES``)."""
-    shown = Path(archive_dir) / ref.file
-    data = read_regular(inside(archive_dir, ref.file, "document"), "document", size=ref.bytes)
-    actual = sha256_bytes(data)
-    if actual != ref.sha256:
-        raise ArchiveCorruptError(
-            f"{shown}: the document's SHA-256 is {actual}, the manifest {listed_by} says {ref.sha256}: it was changed "
-            "or damaged after SAVE listed it. Do not load it; save the archive again."
-        )
-    doc: dict[str, Any] = load_sealed(data, str(shown))
+    data = read_stored(archive_dir, ref.file, "document", ref.bytes, ref.sha256)
+    doc: dict[str, Any] = load_sealed(data, str(Path(archive_dir) / ref.file))
     return doc

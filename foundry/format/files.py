@@ -51,6 +51,8 @@ __all__ = [
     "memory_path",
     "read_memory",
     "read_region_hint",
+    "read_stored",
+    "read_value",
     "real_name",
     "real_path",
     "real_paths_memoized",
@@ -281,15 +283,34 @@ def write_memory(archive_dir: PathLike, data: bytes, sha256: str) -> None:
     write_addressed(memory_path(archive_dir, sha256), data, len(data), sha256, durable=False)
 
 
-def read_memory(archive_dir: PathLike, sha256: str, size: int, what: str = "state memory snapshot") -> bytearray:
-    """The stored bytes ``sha256`` of ``size`` bytes (``what``: a state memory snapshot, or a module
-    variable value, for messages), checked; a missing or damaged file raises ``ArchiveCorruptError``
-    naming it and the next step."""
-    path = inside(archive_dir, f"{MEMORY_DIR}/{sha256}.bin", what)
+def read_stored(root: PathLike, rel: str, what: str, size: int | None, sha256: str, verify: bool = True) -> bytearray:
+    """The file ``root/rel`` that the archive lists with ``size`` bytes (None: a size nothing states) and SHA-256
+    ``sha256`` (``what`` names it in messages: a kernel image, a state memory snapshot, a module variable value, a
+    document): a regular file inside ``root`` (``inside``, ``read_regular``), of that size, and with ``verify``
+    of that hash. The one reading of every such file, by LOAD and by ``foundry verify`` alike:
+    ``ArchiveCorruptError`` names the file and what is wrong (a missing file and another size or hash are
+    reported as ``missing`` and ``checksum`` problems)."""
+    path = inside(root, rel, what)
     data = read_regular(path, what, size=size)
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise ArchiveCorruptError(f"{what} {path} is damaged (size or SHA-256 differ); save the graph again")
+    if verify:
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha256:
+            raise ArchiveCorruptError(
+                f"{path}: the {what}'s content SHA-256 is {actual}, the archive lists {sha256}: it is damaged. Copy "
+                "the archive again, or save it again."
+            ).as_kind("checksum")
     return data
+
+
+def read_memory(archive_dir: PathLike, sha256: str, size: int) -> bytearray:
+    """The state memory snapshot ``sha256`` of ``size`` bytes, checked (``read_stored``)."""
+    return read_stored(archive_dir, f"{MEMORY_DIR}/{sha256}.bin", "state memory snapshot", size, sha256)
+
+
+def read_value(archive_dir: PathLike, sha256: str, size: int) -> bytearray:
+    """The stored value ``sha256`` of ``size`` bytes of a module variable a graph carries, checked
+    (``read_stored``)."""
+    return read_stored(archive_dir, f"{MEMORY_DIR}/{sha256}.bin", "module variable value", size, sha256)
 
 
 def write_region_hint(archive_dir: PathLike, base: int, size: int) -> None:

@@ -22,7 +22,7 @@ from .metadata import GRAPH_FORMAT, GraphMeta, Parts
 from .nodes import GraphRecord
 from .parse import parse_record
 from .reads import PathLike, read_regular
-from .values import RecordRef
+from .values import RecordRef, RegionSpec
 from .walk import topology_key
 
 __all__ = [
@@ -93,9 +93,11 @@ def graph_files(
     record: bytes | bytearray | memoryview,
     known: RecordFacts | DeltaFacts | None = None,
     record_sha256: bytes | None = None,
+    listed: bool = False,
 ) -> GraphFiles:
     """What ``write_graph`` writes, checked as it checks it (``ValueError``), without writing it: SAVE puts the
-    graphs of an archive directory in its bundle only (docs/FORMAT.md, "Graph bundle")."""
+    graphs of an archive directory in its bundle only (docs/FORMAT.md, "Graph bundle"). ``listed``: the JSON of a
+    graph the manifest in its directory lists, which takes its region's range from it (format version 5)."""
     json_path = Path(json_path)
     cpath = container_path(json_path)
     if cpath == json_path:
@@ -112,7 +114,7 @@ def graph_files(
     digest = hashlib.sha256(record).digest() if record_sha256 is None else record_sha256
     header = container_header(record, digest)
     final = dataclasses.replace(meta, record=RecordRef(cpath.name, len(record), digest.hex()))
-    return GraphFiles(final, seal(final.to_json()), header, record)
+    return GraphFiles(final, seal(final.to_json(listed)), header, record)
 
 
 def write_graph(
@@ -198,16 +200,20 @@ def parse_meta(
     digest: str,
     cache: MetaCache | None = None,
     proven: bool = False,
+    archive: RegionSpec | None = None,
 ) -> GraphMeta:
     """The metadata a graph JSON's bytes hold (``digest``: their SHA-256), validated; with ``cache``, bytes
     parsed before are not validated again. ``proven``: a hash that covers the bytes was checked already (a
-    graph bundle's), so their seal's digest is not computed again. Errors as ``read_meta``."""
-    meta = cache.get(digest) if cache is not None else None
+    graph bundle's), so their seal's digest is not computed again. ``archive``: the region of the manifest that
+    lists the graph in its own directory (``GraphMeta.from_json``). Errors as ``read_meta``."""
+    # The same bytes under another manifest name another region (format version 5): kept apart.
+    key = digest if archive is None else f"{digest}@{archive.range_key()}"
+    meta = cache.get(key) if cache is not None else None
     if meta is None:
         source = str(json_path)
-        meta = GraphMeta.from_json(load_sealed(data, source, GRAPH_FORMAT, cache, proven), source, cache)
+        meta = GraphMeta.from_json(load_sealed(data, source, GRAPH_FORMAT, cache, proven), source, cache, archive)
         if cache is not None:
-            cache.put(digest, meta)
+            cache.put(key, meta)
     return meta
 
 

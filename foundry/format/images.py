@@ -21,10 +21,10 @@ from foundry.errors import ArchiveCorruptError
 from ._layout import FATBIN_HEADER
 from .elf import STT_OBJECT, Section, Symbol, elf_sections, elf_symbols
 from .fatbin import FatbinKind, fatbin_entries, fatbin_header
-from .files import IMAGES_DIR, inside, write_addressed
+from .files import IMAGES_DIR, read_stored, write_addressed
 from .jsonfields import is_sha256
 from .kparams import KernelParams, elf_kernel_params
-from .reads import PathLike, read_regular
+from .reads import PathLike
 from .values import ImageFormat, ImageRef
 
 __all__ = [
@@ -78,24 +78,15 @@ def write_image(
 
 
 def open_image(archive_dir: PathLike, sha256: str, verify: bool, size: int | None = None) -> bytearray:
-    """Image ``sha256`` of ``archive_dir``, read into a bytearray (``read_regular``: only a regular file
-    inside the archive, ``size`` bytes exactly when the archive states it; LOAD hands the buffer's
-    address to the driver).
-
-    With ``verify`` the bytes are hashed and a difference raises ``ArchiveCorruptError``; so does a
-    missing, empty, linked-out or special file. A malformed hash raises ``ValueError``.
+    """Image ``sha256`` of ``archive_dir``, read into a bytearray (``read_stored``: only a regular file
+    inside the archive, ``size`` bytes exactly when the archive states it, and with ``verify`` of that hash;
+    LOAD hands the buffer's address to the driver). An empty file raises ``ArchiveCorruptError`` too; a
+    malformed hash ``ValueError``.
     """
     what = f"kernel image {sha256}"
-    data = read_regular(inside(archive_dir, image_relpath(sha256), what), what, size=size)
+    data = read_stored(archive_dir, image_relpath(sha256), what, size, sha256, verify)
     if not data:
         raise ArchiveCorruptError(f"{image_path(archive_dir, sha256)}: {what} is empty: save the graph again")
-    if verify:
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != sha256:
-            raise ArchiveCorruptError(
-                f"{image_path(archive_dir, sha256)}: content SHA-256 is {actual}, the file name says {sha256}: "
-                "the image is damaged. Save the graph again."
-            )
     return data
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "Manifest",
     "archive_region",
     "listed_documents",
+    "manifest_document",
     "now_iso",
     "parse_manifest_doc",
     "read_manifest",
@@ -297,12 +298,21 @@ def parse_manifest_doc(data: bytes | bytearray, source: str) -> dict[str, Any]:
 def read_manifest_doc(archive_dir: PathLike) -> tuple[Manifest, dict[str, Any]]:
     """``read_manifest`` and the JSON document it was parsed from (what a signature covers), from
     one read of the file. Errors as ``read_manifest``."""
+    doc = manifest_document(archive_dir)
+    return Manifest.from_json(doc, str(Path(archive_dir) / MANIFEST_NAME)), doc
+
+
+def manifest_document(archive_dir: PathLike) -> dict[str, Any]:
+    """The manifest document of ``archive_dir`` (``parse_manifest_doc``: sealed, of a known version), the rest
+    of it not yet validated: what a signature covers, proven before anything else is taken from it. Errors as
+    ``read_manifest``."""
     path = Path(archive_dir) / MANIFEST_NAME
     if not path.exists() and not path.is_symlink():
-        raise ArchiveCorruptError(f"{archive_dir}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
+        raise ArchiveCorruptError(
+            f"{archive_dir}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish"
+        ).as_kind("missing")
     data = read_regular(inside(archive_dir, MANIFEST_NAME, "manifest"), "manifest")
-    doc = load_sealed(data, str(path), MANIFEST_FORMAT)
-    return Manifest.from_json(doc, str(path)), doc
+    return parse_manifest_doc(data, str(path))
 
 
 def archive_region(archive_dir: PathLike, manifest: Manifest | None) -> tuple[int, int] | None:

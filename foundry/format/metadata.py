@@ -26,7 +26,15 @@ from .jsontext import Parts
 from .peers import PeerMapping, RankSpec, peers_from_json
 from .values import FunctionRef, ImageRef, MemorySpec, OutputSpec, RecordRef, RegionSpec, RngSpec, TemplateRef
 
-__all__ = ["GRAPH_FORMAT", "GRAPH_FORMAT_VERSION", "GRAPH_FORMAT_VERSIONS", "GraphMeta", "Parts"]
+__all__ = [
+    "GRAPH_FORMAT",
+    "GRAPH_FORMAT_LISTED",
+    "GRAPH_FORMAT_VERSION",
+    "GRAPH_FORMAT_VERSIONS",
+    "GRAPH_FORMAT_VERSION_RANKS",
+    "GraphMeta",
+    "Parts",
+]
 
 T = TypeVar("T")
 
@@ -34,12 +42,17 @@ T = TypeVar("T")
 GRAPH_FORMAT = "foundry-graph"
 GRAPH_FORMAT_VERSION = 3
 """3: images carry their module variables (docs/FORMAT.md, "Module variables"); a reader of version 2
-would load the images without them, so it must refuse version 3."""
+would load the images without them, so it must refuse version 3. Written for a graph that states its region's
+range itself and carries no peers or rank."""
 GRAPH_FORMAT_VERSION_RANKS = 4
-"""4: written only for a graph with ``peers`` or ``rank`` (docs/FORMAT.md, "peers" and "rank"); a reader of
-version 3 would ignore them and replay against memory that is not its peers', so it must refuse version 4.
-Every other graph is still written as version 3."""
-GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION, GRAPH_FORMAT_VERSION_RANKS)
+"""4: written for a graph with ``peers`` or ``rank`` (docs/FORMAT.md, "peers" and "rank"); a reader of
+version 3 would ignore them and replay against memory that is not its peers', so it must refuse version 4."""
+GRAPH_FORMAT_LISTED = 5
+"""5: as 4 (``peers`` and ``rank`` both there where the graph has either, else neither), but the region's range
+(base, size, granularity, small-allocation slots) is not stated: it is the manifest's, which lists the graph in its
+own directory (SAVE writes every graph it stores in the graph bundle so). A reader of version 4 would find no
+region base, so it must refuse version 5."""
+GRAPH_FORMAT_VERSIONS: tuple[int, ...] = (2, GRAPH_FORMAT_VERSION, GRAPH_FORMAT_VERSION_RANKS, GRAPH_FORMAT_LISTED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +102,9 @@ class GraphMeta:
             return f"topology {self.topology!r:.80} is not a lower-case hex SHA-256"
         return None
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object of the file. Raises ``ValueError`` if ``record`` is None."""
+    def to_json(self, listed: bool = False) -> dict[str, Any]:
+        """The JSON object of the file. Raises ``ValueError`` if ``record`` is None. ``listed``: for a graph the
+        manifest in its directory lists (format version 5), whose region's range is the manifest's."""
         if self.record is None:
             raise ValueError(f"graph {self.name!r}: metadata has no record reference yet; use write_graph")
         if any(ref.variables is None for ref in self.images):
@@ -100,9 +114,10 @@ class GraphMeta:
                 "the graph again."
             )
         ranked = bool(self.peers) or self.rank is not None
+        version = GRAPH_FORMAT_LISTED if listed else GRAPH_FORMAT_VERSION_RANKS if ranked else GRAPH_FORMAT_VERSION
         doc = {
             "format": GRAPH_FORMAT,
-            "format_version": GRAPH_FORMAT_VERSION_RANKS if ranked else GRAPH_FORMAT_VERSION,
+            "format_version": version,
             "foundry_version": self.foundry_version,
             "name": self.name,
             "record": self.record.to_json(),
@@ -112,28 +127,41 @@ class GraphMeta:
             "events": self.events,
             "outputs": [o.to_json() for o in self.outputs],
             "rng": None if self.rng is None else self.rng.to_json(),
-            "region": self.region.to_json(),
+            "region": self.region.to_json(range_too=not listed),
             "identity": self.identity.to_json(),
             "stats": dict(self.stats),
             "topology": self.topology,
             "memory": None if self.memory is None else self.memory.to_json(),
             "template": None if self.template is None else self.template.to_json(),
         }
-        if ranked:
+        if ranked:  # version 4; in version 5 only where there are any (most graphs have neither)
             doc["peers"] = [p.to_json() for p in self.peers]
             doc["rank"] = None if self.rank is None else self.rank.to_json()
         return doc
 
     @classmethod
-    def from_json(cls, doc: Any, source: str, parts: Parts | None = None) -> GraphMeta:
+    def from_json(
+        cls, doc: Any, source: str, parts: Parts | None = None, archive: RegionSpec | None = None
+    ) -> GraphMeta:
         """Validate a parsed graph JSON document (``source`` names it in messages).
 
         ``ArchiveForeignError``: not a ``foundry-graph`` document; ``ArchiveVersionError``: unknown
         ``format_version``; ``ArchiveCorruptError``: any missing key, wrong type or inconsistency.
-        Unknown keys are ignored. ``parts``: see ``Parts``.
+        Unknown keys are ignored. ``parts``: see ``Parts``. ``archive``: the region of the manifest that lists
+        the graph in its own directory, whose range a graph of format version 5 takes (one no such manifest
+        lists is refused: nothing else states its range).
         """
         obj = check_format(doc, GRAPH_FORMAT, GRAPH_FORMAT_VERSIONS, source)
         at = At(source)
+        listed = obj["format_version"] >= GRAPH_FORMAT_LISTED
+        if listed and archive is None:
+            at.key("region").fail(
+                "format version 5 takes the region's base, size and granularity from the manifest in the graph's "
+                "directory, and none there lists the graph"
+            )
+        region_of = archive if listed else None
+        # Kept per range: the same text of a graph's own region means another region under another manifest.
+        region_kind = "region" if region_of is None else f"region@{region_of.range_key()}"
 
         def shared(name: str, raw: Any, where: At, parse: Callable[[Any, At], T]) -> T:
             # Kept only for the very object decoded from the same text (``same``): an equal value spelled
@@ -168,8 +196,8 @@ class GraphMeta:
         rng_v, rng_at = field(obj, "rng", at)
         stats_v, stats_at = field(obj, "stats", at)
         stats = get_int_items(stats_v, stats_at)
-        region = shared("region", *field(obj, "region", at), RegionSpec.from_json)
-        ranked = obj["format_version"] >= GRAPH_FORMAT_VERSION_RANKS
+        region = shared(region_kind, *field(obj, "region", at), lambda v, a: RegionSpec.from_json(v, a, region_of))
+        ranked = obj["format_version"] == GRAPH_FORMAT_VERSION_RANKS or (listed and ("peers" in obj or "rank" in obj))
         peers = peers_from_json(*field(obj, "peers", at), region.size) if ranked else ()
         rank_v, rank_at = field(obj, "rank", at) if ranked else (None, at)
         meta = cls(

@@ -62,7 +62,7 @@ def read_regular(
                 f"{path}: the {what} is {st.st_size} bytes, the archive says {size}: it is truncated, appended to or "
                 "from another save. Save it again.",
                 f"it is {st.st_size} bytes, not {size}",
-            )
+            ).as_kind("checksum")
         if st.st_size > limit:
             raise refused(
                 f"{path}: the {what} is {st.st_size} bytes, more than the {limit} a reader takes",
@@ -94,7 +94,7 @@ def read_range(path: PathLike, what: str, size: int, at: int, n: int) -> bytearr
                 f"{path}: the {what} is {st.st_size} bytes, the archive says {size}: it is truncated, appended to or "
                 "from another save. Save it again.",
                 "",
-            )
+            ).as_kind("checksum")
         return _read_at(fd, path, what, at, n, refused)
     except OSError as exc:
         raise refused(f"{path}: cannot read the {what}: {exc.strerror}", str(exc.strerror)) from None
@@ -144,7 +144,8 @@ def _open_regular(
         fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            raise refused(f"{path}: the {what} is missing: copy the archive completely", "no such file") from None
+            missing = refused(f"{path}: the {what} is missing: copy the archive completely", "no such file")
+            raise missing.as_kind("missing") from None
         why = "it is a symbolic link, which the archive may not hold here" if exc.errno == errno.ELOOP else exc.strerror
         raise refused(f"{path}: cannot read the {what}: {why}", str(why)) from None
     try:

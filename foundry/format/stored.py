@@ -20,25 +20,26 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 
 from .bundle import BundleFile, open_bundle
 from .entries import GraphEntry
-from .files import real_name, sha256_bytes
+from .files import inside, sha256_bytes
 from .graphfile import (
     MetaCache,
     container_path,
     container_payload,
     parse_meta,
     read_payload_view,
-    resolve_archive_dir,
 )
 from .manifest import MANIFEST_NAME, Manifest, read_manifest
 from .metadata import GraphMeta
 from .reads import PathLike, read_regular
+from .values import RegionSpec
 
 __all__ = [
     "GraphJson",
     "GraphStore",
     "Listing",
-    "bundled_problem",
+    "check_listed_json",
     "directory_entries",
+    "listed_region",
     "manifest_if_any",
     "read_graph",
     "read_graph_json",
@@ -134,7 +135,7 @@ class GraphStore:
             raise type(d.bundle)(
                 f"{json_path}: graph {d.manifest.graphs[index].name!r} is stored in the archive's graph bundle, which "
                 f"cannot be read: {d.bundle}"
-            )
+            ).as_kind(d.bundle.kind)
         if d.present is None:
             d.present = directory_entries(archive)
         return Listing(archive, d.manifest, index, d.bundle, slot, stray_files(name, d.present))
@@ -152,6 +153,7 @@ class GraphStore:
         return d
 
     def mismatch(self, message: str) -> ArchiveError:
+        """What a JSON other than the listed bytes raises (``check_listed_json``)."""
         return self._mismatch(message)
 
 
@@ -174,16 +176,26 @@ def read_graph_json(json_path: PathLike, store: GraphStore) -> GraphJson:
         raise ArchiveCorruptError(stray_message(listing))
     if listing is not None and listing.bundle is not None:
         data: bytearray | memoryview = listing.bundle.json(listing.slot)
-    else:  # the path a program named may be a symbolic link (a listed one is proven inside its archive later)
+    elif listing is not None:  # in its archive's files: proven inside the archive before a byte is read through it
+        data = read_regular(inside(listing.archive, listing.entry.json, "graph metadata"), "graph metadata")
+    else:  # a path a program named, which may be a symbolic link: the graph's archive proves it listed, or not
         data = read_regular(json_path, "graph metadata", follow=True)
-    digest = sha256_bytes(data)
-    if listing is not None and digest != listing.entry.json_sha256:
-        raise store.mismatch(
-            f"{listing.where}: the graph JSON's SHA-256 is {digest}, the manifest {listing.archive / MANIFEST_NAME} "
-            f"lists {listing.entry.json_sha256}: it was changed after the manifest was written (and is not read "
-            "further). Do not load it; save the archive again."
+    got = GraphJson(data, sha256_bytes(data), listing)
+    check_listed_json(got, store.mismatch)
+    return got
+
+
+def check_listed_json(got: GraphJson, mismatch: Callable[[str], ArchiveError] = ArchiveCorruptError) -> None:
+    """A graph JSON's bytes (``got``), where a manifest in its directory lists it, are the ones it lists: anything
+    else is refused (``mismatch``: the error, a signature's under a key) before a byte of it is decoded."""
+    listing = got.listing
+    if listing is not None and got.sha256 != listing.entry.json_sha256:
+        error = mismatch(
+            f"{listing.where}: the graph JSON's SHA-256 is {got.sha256}, the manifest "
+            f"{listing.archive / MANIFEST_NAME} lists {listing.entry.json_sha256}: it was changed after the manifest "
+            "was written (and is not read further). Do not load it; save the archive again."
         )
-    return GraphJson(data, digest, listing)
+        raise error.as_kind("checksum") if isinstance(error, ArchiveCorruptError) else error
 
 
 def directory_entries(directory: Path) -> frozenset[str]:
@@ -210,17 +222,6 @@ def stray_message(listing: Listing) -> str:
     )
 
 
-def bundled_problem(json_path: PathLike, meta: GraphMeta, listing: Listing | None) -> str | None:
-    """What is wrong with the metadata of a graph stored in its archive's bundle: it must look for its images in
-    that archive, the directory it is named in (None: nothing, or not a bundled graph)."""
-    if listing is None or listing.bundle is None:
-        return None
-    images_at = resolve_archive_dir(json_path, meta)
-    if str(images_at) != real_name(listing.archive):
-        return f"it is stored in the graph bundle of {listing.archive}, but looks for its images in {images_at}"
-    return None
-
-
 def read_graph_payload(
     json_path: PathLike, meta: GraphMeta, listing: Listing | None, verify: bool = True, cpath: str | None = None
 ) -> memoryview:
@@ -243,7 +244,7 @@ def read_meta_digest(
     Errors: ``ArchiveCorruptError`` (missing, bad JSON, a wrong or missing key, bytes other than listed),
     ``ArchiveForeignError`` (not a graph JSON), ``ArchiveVersionError`` (unknown format_version)."""
     got = read_graph_json(json_path, store if store is not None else GraphStore())
-    return parse_meta(got.data, json_path, got.sha256, cache, proven=got.listing is not None), got.sha256
+    return parse_meta(got.data, json_path, got.sha256, cache, got.listing is not None, listed_region(got)), got.sha256
 
 
 def read_meta(json_path: PathLike, store: GraphStore | None = None) -> GraphMeta:
@@ -258,5 +259,11 @@ def read_graph(json_path: PathLike, verify: bool = True, store: GraphStore | Non
     ``ArchiveCorruptError`` for a missing, damaged or mismatched record."""
     store = store if store is not None else GraphStore()
     got = read_graph_json(json_path, store)
-    meta = parse_meta(got.data, json_path, got.sha256, None, proven=got.listing is not None)
+    meta = parse_meta(got.data, json_path, got.sha256, None, got.listing is not None, listed_region(got))
     return meta, bytes(read_graph_payload(json_path, meta, got.listing, verify))
+
+
+def listed_region(got: GraphJson) -> RegionSpec | None:
+    """The region of the manifest that lists the graph ``got`` in its own directory, whose range a graph JSON of
+    format version 5 takes (None: no manifest there lists it)."""
+    return got.listing.manifest.region if got.listing is not None else None

@@ -273,24 +273,42 @@ class RegionSpec:
     events: tuple[tuple[int, int, int, int, int], ...]
     small_align: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "base": self.base,
-            "size": self.size,
-            "granularity": self.granularity,
+    def to_json(self, range_too: bool = True) -> dict[str, Any]:
+        """The region's JSON; without ``range_too``, only what is the graph's own (its high-water mark, live
+        ranges and allocations): a graph its archive's manifest lists takes the range (base, size, granularity,
+        small-allocation slots) from that manifest, which states it once for the archive (graph format version
+        5)."""
+        own = {
             "high_water": self.high_water,
             "live": [list(r) for r in self.live],
             "events": [list(e) for e in self.events],
         }
+        if not range_too:
+            return own
+        out: dict[str, Any] = {"base": self.base, "size": self.size, "granularity": self.granularity, **own}
         if self.small_align:
             out["small_align"] = self.small_align
         return out
 
+    def range_key(self) -> str:
+        """The region's range as text, which a graph of format version 5 takes from its manifest: the key under
+        which readers keep what they parsed under one range apart from another's."""
+        return f"{self.base:x}:{self.size:x}:{self.granularity:x}:{self.small_align:x}"
+
     @classmethod
-    def from_json(cls, value: Any, at: At) -> RegionSpec:
+    def from_json(cls, value: Any, at: At, archive: RegionSpec | None = None) -> RegionSpec:
+        """A region's JSON; with ``archive`` (the manifest's region), one that states only what is the graph's own
+        (``to_json(range_too=False)``), its range taken from ``archive``."""
         obj = get_obj(value, at)
-        base = field_int(obj, "base", at)
-        size = field_int(obj, "size", at)
+        if archive is not None:
+            for key in ("base", "size", "granularity", "small_align"):
+                if key in obj:
+                    at.key(key).fail("stated here and in the manifest: a graph of format version 5 takes it from there")
+            base, size, granularity = archive.base, archive.size, archive.granularity
+        else:
+            base = field_int(obj, "base", at)
+            size = field_int(obj, "size", at)
+            granularity = field_int(obj, "granularity", at)
         if base + size > U64[1] + 1:
             at.key("size").fail(f"the region {base:#x}+{size:#x} runs past the 64-bit address space")
         high_water = field_int(obj, "high_water", at)
@@ -307,8 +325,10 @@ class RegionSpec:
                 live_at.index(i).fail(f"range {off}+{length} ends beyond the region size {size}")
         events_v, events_at = field(obj, "events", at)
         events = get_int_rows(events_v, events_at, (U64, U32, U64, U64, U64))
-        granularity = field_int(obj, "granularity", at)
-        small_align = field_int(obj, "small_align", at) if "small_align" in obj else 0
+        if archive is not None:
+            small_align = archive.small_align
+        else:
+            small_align = field_int(obj, "small_align", at) if "small_align" in obj else 0
         return cls(base, size, granularity, high_water, live, events, small_align)  # type: ignore[arg-type]
 
 

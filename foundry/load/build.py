@@ -15,12 +15,13 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.errors import IdentityMismatchError
-from foundry.format import FuncAttrs, GraphMeta, compare, open_image
+from foundry.format import FuncAttrs, GraphMeta, open_image
+from foundry.gate import check_identity as identity_rule
+from foundry.gate import manifests_read_once
 from foundry.native import codec, current_identity
 from foundry.ranks import check_peers, check_rank
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
-from foundry.trust import configured_key, manifests_read_once
+from foundry.trust import configured_key
 
 from .source import GraphSource, read_source, read_sources, source_images
 from .startup import wait_for_startup
@@ -71,14 +72,8 @@ _STATE = ProcessState("load.applied", _Applied)
 
 
 def check_identity(meta: GraphMeta, allow: Iterable[str] = ()) -> None:
-    """Refuses an archive made on another GPU model, driver or software stack."""
-    mismatches = compare(meta.identity, current_identity(), frozenset(allow))
-    if mismatches:
-        lines = "\n  ".join(m.message for m in mismatches)
-        raise IdentityMismatchError(
-            f"graph {meta.name!r} was saved on a different machine:\n  {lines}\nRe-run SAVE on this machine, or "
-            f"pass allow_mismatch={{{', '.join(repr(m.field) for m in mismatches)}}} if you accept the consequence."
-        )
+    """Refuses an archive made on another GPU model, driver or software stack (the gate's identity rule)."""
+    identity_rule(f"graph {meta.name!r}", meta.identity, current_identity(), allow)
 
 
 def prepare_memory(sources: Sequence[GraphSource], occupied: Occupied | None = None) -> None:
@@ -235,17 +230,16 @@ def load_graph(
 
 
 def preflight(paths: Iterable[str | os.PathLike[str]]) -> list[GraphSource]:
-    """Every check LOAD makes before it touches the GPU, for the graphs at ``paths``, run now and in
-    full: LOAD's first step (``read_sources``: each graph's metadata, its listing in its archive's manifest
-    and, with a signing key configured, the manifest's signature, its template), then every check
-    ``foundry verify`` makes of these graphs, by the same rules (foundry.verify.verify_graphs): records,
+    """LOAD's eager run of the gate (foundry.gate) for the graphs at ``paths``: every rule, now and in full,
+    where LOAD applies each as it reads the file it is about. LOAD's first step (``read_sources``: each graph's
+    metadata, its listing in its archive's manifest and, with a signing key configured, the manifest's
+    signature, its template), then the gate run eagerly on these graphs (foundry.verify.verify_graphs): records,
     images, state memory and carried module variables read and checked against the digests and sizes the
-    archive states; what the metadata, the manifest and the records say of each other (module variable
-    listings and the region included); kernels and variables against their images; template members
-    against their templates; every address a graph uses inside the memory LOAD maps; the region hint.
-    The identity check is LOAD's own, when it builds. Returns the sources; raises the first problem (an
-    ``ArchiveError`` naming the file, and how many more there are). LOAD makes its checks lazily, as it
-    needs each file; this makes them all before anything else happens."""
+    archive states; what the metadata, the manifest and the records say of each other; kernels and variables
+    against their images; template members against their templates; every address a graph uses inside the
+    memory LOAD maps; the region hint. The identity check is LOAD's own, when it builds. Returns the sources;
+    raises the first problem as ``foundry verify`` reports it (an ``ArchiveError`` whose message names the
+    file, and how many more there are)."""
     # Imported here, not with LOAD: no other step needs verify's checks, and importing them costs every
     # engine's start-up (load_cuda_modules_and_libraries imports this module) a few hundredths of a second.
     from foundry.verify import verify_graphs

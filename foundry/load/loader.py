@@ -105,7 +105,7 @@ class Loader:
             raise LoadError("start_graph_builds() got no graphs to load")
         t_read = time.perf_counter()
         allow = tuple(allow_mismatch)
-        for src in {s.meta.identity: s for s in sources}.values():
+        for src in {s.meta.identity: s for s in reversed(sources)}.values():  # each first graph so saved
             check_identity(src.meta, allow)
         t_identity = time.perf_counter()
         prepare_memory(sources, occupied)

@@ -17,22 +17,23 @@ from pathlib import Path
 from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.format import (
     Bundle,
+    GraphJson,
     GraphRole,
     Listing,
     Manifest,
-    bundled_problem,
+    check_listed_json,
     container_payload,
     directory_entries,
-    parse_meta,
     read_bundle,
     real_name,
     sha256_holding,
     stray_files,
     template_path,
 )
-from foundry.trust import configured_key, manifest_disagreement, manifests_read_once
+from foundry.gate import check_agrees, check_template, graph_meta, graph_store, manifests_read_once
+from foundry.trust import configured_key
 
-from .source import _STATE, GraphSource, _as_named, _read_source, _Sources, graph_store
+from .source import _STATE, GraphSource, _as_named, _read_source, _Sources
 
 __all__ = ["PARALLEL_READ_MIN", "PREPARED_BYTES_MAX", "prepare_bundle", "prepare_sources"]
 
@@ -76,7 +77,7 @@ def prepare_sources(
                     if name in state.prepared:
                         continue
                 try:
-                    src = _read_source(Path(name[0]), key, (), True, proven, store)
+                    src = _read_source(Path(name[0]), key, True, proven, store)
                 except (ArchiveError, OSError):
                     continue
                 with state.lock:
@@ -183,15 +184,11 @@ def _bundled_source(
     # The JSON's own hash, as ``read_graph_json`` holds it: the manifest must list these very bytes, before they
     # are decoded; the metadata cache is keyed by what was hashed. In pieces that keep the interpreter lock.
     json_bytes = bundle.jsons[listing.slot]
-    digest = sha256_holding(json_bytes)
-    if digest != entry.json_sha256:
-        raise ArchiveCorruptError(f"{listing.where}: the bundle holds other bytes than the manifest lists")
-    meta = parse_meta(json_bytes, json_path, digest, state, proven=True)
-    if bundled_problem(json_path, meta, listing):
-        raise ArchiveCorruptError(f"{json_path} names another archive than the manifest that bundles it")
-    problem = manifest_disagreement(listing.manifest, entry, meta)
-    if problem:
-        raise ArchiveCorruptError(f"{json_path} and its manifest disagree: {problem}")
+    got = GraphJson(json_bytes, sha256_holding(json_bytes), listing)
+    check_listed_json(got)
+    digest = got.sha256
+    meta = graph_meta(json_path, got, state)
+    check_agrees(json_path, listing.archive, listing.manifest, entry, meta)
     container = bundle.containers[listing.slot]
     container_payload(container, json_path, meta, verify=False, source=f"{listing.where}'s container")  # header
     assert meta.record is not None
@@ -207,9 +204,11 @@ def _bundled_source(
             src = known
         templates[real] = src
         return src
-    template = templates.get(str(template_path(json_path, meta)))
-    if template is None or template.meta.record is None or template.meta.record.sha256 != meta.template.record_sha256:
-        raise ArchiveCorruptError(f"{json_path}: the bundle does not hold its template as the member names it")
+    tpath = template_path(json_path, meta)
+    template = templates.get(str(tpath))
+    if template is None:  # not in the bundle as a sound template (a member of itself is none): LOAD reads it again
+        raise ArchiveCorruptError(f"{json_path}: the bundle does not hold its template {tpath} as a sound graph")
+    check_template(json_path, meta, tpath, template.meta)
     return GraphSource(json_path, meta, None, archive_dir, template, digest, None, listing, container)
 
 

@@ -2,11 +2,11 @@
 
 A graph is named by its JSON path, and its bytes are where its archive stores them (foundry.format.stored):
 its two files, or the archive's graph bundle, their only copy, for a graph the manifest in that path's
-directory stores there. Every check that needs no GPU runs here, before anything touches it: the JSON is held
-to the SHA-256 that manifest lists before it is decoded, the metadata is validated, a configured signing key
-proves the graph is listed in its archive's signed manifest, a template member's template is found and proven
-to be the one its delta was made against. Records are read (and checksummed) lazily, so that background LOAD
-reads them on its reader threads.
+directory stores there. The gate's rules for a graph (foundry.gate.graph) run here, as each part is read and
+before anything touches the GPU: the JSON is held to the SHA-256 that manifest lists before it is decoded, the
+metadata is validated, the graph is proven listed in its archive's manifest (signed, under a key), a template
+member's template is found and proven to be the one its delta was made against. Records are read (and
+checksummed) lazily, so that background LOAD reads them on its reader threads.
 """
 
 from __future__ import annotations
@@ -19,15 +19,12 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from foundry._state import ProcessState
-from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import (
     GraphMeta,
     GraphStore,
     Listing,
-    bundled_problem,
     container_payload,
     node_count,
-    parse_meta,
     read_graph_json,
     read_graph_payload,
     read_meta_digest,
@@ -36,9 +33,17 @@ from foundry.format import (
     resolve_archive_dir,
     template_path,
 )
-from foundry.trust import SigningKey, archive_manifest, authenticate_graph, configured_key, manifests_read_once
+from foundry.gate import (
+    authenticate_graph,
+    check_template,
+    check_template_path,
+    graph_meta,
+    graph_store,
+    manifests_read_once,
+)
+from foundry.trust import SigningKey, configured_key
 
-__all__ = ["GraphSource", "graph_store", "read_source", "read_sources", "source_images"]
+__all__ = ["GraphSource", "read_source", "read_sources", "source_images"]
 
 T = TypeVar("T")
 
@@ -145,35 +150,26 @@ def read_meta_cached(json_path: str | os.PathLike[str]) -> tuple[GraphMeta, str]
     return read_meta_digest(json_path, _STATE.get())
 
 
-def graph_store(key: SigningKey | None) -> GraphStore:
-    """Where graphs' bytes are, as LOAD reads them under ``key``: each directory's manifest proven signed with
-    it where a key is configured (foundry.trust, once per ``manifests_read_once`` batch)."""
-    return GraphStore(
-        lambda directory: archive_manifest(directory, key),
-        ArchiveSignatureError if key is not None else ArchiveCorruptError,
-    )
-
-
 def read_source(json_path: str | os.PathLike[str], lazy: bool = False) -> GraphSource:
     """Reads and checks a graph (and its template, once per process), wherever its archive stores it. CPU
     work only.
 
     Each graph read (its template included) must be listed, with the SHA-256 of the JSON bytes parsed,
     in its archive's manifest when the archive has one (``ArchiveCorruptError`` otherwise), and in a
-    manifest signed with the key when a signing key is configured (foundry.trust.signing;
-    ``ArchiveSignatureError`` otherwise): this runs before anything touches the GPU. A template that
-    is itself stored as changes to a template, or a chain of templates that loops back (a graph
-    stored as changes to itself), raises ``ArchiveCorruptError``.
+    manifest signed with the key when a signing key is configured (``ArchiveSignatureError`` otherwise):
+    this runs before anything touches the GPU. A template that is itself stored as changes to a template,
+    or a graph stored as changes to itself, raises ``ArchiveCorruptError`` (the gate's rules for a graph:
+    foundry.gate.graph).
     """
     key = configured_key()
-    return _read_source(Path(json_path), key, (), lazy, None, graph_store(key))
+    return _read_source(Path(json_path), key, lazy, None, graph_store(key))
 
 
 def read_sources(
     paths: Iterable[str | os.PathLike[str]], lazy: bool = False, counts: dict[str, int] | None = None
 ) -> list[GraphSource]:
     """``read_source`` for each path, as one batch: each archive's manifest (and graph bundle's layout) is read
-    and checked once for all of them (foundry.trust.manifests_read_once), not once per graph and again per
+    and checked once for all of them (foundry.gate.manifests_read_once), not once per graph and again per
     template.
 
     A graph start-up read ahead (load/readahead.py), under the same signing key (or none), is taken as
@@ -194,7 +190,7 @@ def read_sources(
             with state.lock:
                 src, size = state.prepared.pop((_as_named(p), key_id), (None, 0))
                 state.prepared_bytes -= size
-            out.append(src if src is not None else _read_source(Path(p), key, (), lazy, proven, store))
+            out.append(src if src is not None else _read_source(Path(p), key, lazy, proven, store))
             taken += src is not None
     if counts is not None:
         counts.update(read_ahead=taken, read_here=len(out) - taken)
@@ -229,54 +225,52 @@ def _full_source(json_path: Path, meta: GraphMeta, digest: str, lazy: bool, list
 def _read_source(
     json_path: Path,
     key: SigningKey | None,
-    chain: tuple[str, ...],
     lazy: bool,
     proven: set[int] | None,
     store: GraphStore,
 ) -> GraphSource:
-    """``read_source``'s work. ``proven``: the templates (by ``id``) authenticated earlier in this batch, under
-    the same key and manifests, which its other members need not authenticate again; ``store``: the batch's
-    manifests and bundles."""
+    """``read_source``'s work: the gate's rules for a graph (foundry.gate.graph), applied as each part is read.
+    ``proven``: the templates (by ``id``) authenticated earlier in this batch, under the same key and manifests,
+    which its other members need not authenticate again; ``store``: the batch's manifests and bundles."""
     state = _STATE.get()
     got = read_graph_json(json_path, store)  # held to its directory's manifest before it is decoded
+    meta = graph_meta(json_path, got, state)
     digest, listing = got.sha256, got.listing
-    meta = parse_meta(got.data, json_path, digest, state, proven=listing is not None)
-    problem = bundled_problem(json_path, meta, listing)
-    if problem:
-        raise ArchiveCorruptError(f"{json_path}: {problem}. Save the archive again.")
     authenticate_graph(json_path, meta, key, digest)
     if meta.template is None:
         return _full_source(json_path, meta, digest, lazy, listing)
-    here = real_name(json_path)
     tpath = template_path(json_path, meta)
-    tname = str(tpath)
-    if tname == here or tname in chain:
-        loop = " -> ".join((*chain, here, tname))
-        raise ArchiveCorruptError(
-            f"{json_path} is stored as changes to a template that leads back to itself ({loop}), so it can "
-            "never be rebuilt: the archive is damaged. Save the graphs (and the manifest) again."
-        )
+    check_template_path(json_path, tpath)
     with state.lock:
-        template = state.full.get((tname, meta.template.record_sha256))
+        template = state.full.get((str(tpath), meta.template.record_sha256))
     if template is None:
-        template = _read_source(tpath, key, (*chain, here), lazy, proven, store)
+        template = _read_template(json_path, meta, tpath, key, store)
     elif proven is None or id(template) not in proven:
         # read earlier, perhaps before a key was configured or the manifest was written
         authenticate_graph(tpath, template.meta, key, template.json_sha256)
+    check_template(json_path, meta, tpath, template.meta)
     if proven is not None:
         proven.add(id(template))
     if not lazy:
         template.read_payload()
-    assert template.meta.record is not None
-    if template.meta.record.sha256 != meta.template.record_sha256 or template.template is not None:
-        raise ArchiveCorruptError(
-            f"{json_path} is stored as changes to the template {tpath}, but that file now holds a different "
-            "graph: the two come from different saves. Save the graphs (and the manifest) again."
-        )
     bundled = listing is not None and listing.bundle is not None
     cpath = None if bundled else record_path(json_path, meta)
     payload = None if lazy else read_graph_payload(json_path, meta, listing, cpath=cpath)
     return GraphSource(json_path, meta, payload, resolve_archive_dir(json_path, meta), template, digest, cpath, listing)
+
+
+def _read_template(
+    json_path: Path, meta: GraphMeta, tpath: Path, key: SigningKey | None, store: GraphStore
+) -> GraphSource:
+    """The template ``tpath`` of the member ``json_path``, read and checked as any graph is, its record left for
+    ``read_payload``; one that is itself a member is refused (``check_template``) before its own template is
+    looked for: members are built from templates holding their own record only, so no chain is ever followed."""
+    state = _STATE.get()
+    got = read_graph_json(tpath, store)
+    tmeta = graph_meta(tpath, got, state)
+    authenticate_graph(tpath, tmeta, key, got.sha256)
+    check_template(json_path, meta, tpath, tmeta)
+    return _full_source(tpath, tmeta, got.sha256, True, got.listing)
 
 
 def source_images(src: GraphSource) -> dict[str, tuple[Path, int]]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.errors import ArchiveCorruptError, ArchiveError, DriverError, KernelNotFoundError, LoadError
+from foundry.errors import ArchiveError, DriverError, KernelNotFoundError, LoadError
 from foundry.format import (
     IMAGES_DIR,
     MANIFEST_NAME,
@@ -40,10 +40,11 @@ from foundry.format import (
     read_manifest,
     relative_path_problem,
 )
+from foundry.gate import authenticate_manifest, missing_kernel
 from foundry.native import current_context, set_current_context
 from foundry.region import ensure_cuda_context, hold_allocation_region
 from foundry.timing import Phases
-from foundry.trust import KeySource, authenticate_manifest, configured_key
+from foundry.trust import KeySource, configured_key
 
 from .readahead import prepare_bundle, prepare_sources
 from .threads import LIMITS, warm_builders
@@ -234,7 +235,7 @@ def _finish(
                 for sha in reads:
                     write_variables(sha, listed.get(sha), archive, str(archive / MANIFEST_NAME))
                 with phases.span("kernel_lookup"):
-                    _load_kernels(entries)
+                    _load_kernels(entries, archive / MANIFEST_NAME)
             graphs_read.result()
         job.set_result(None)
     except BaseException as exc:  # handed to LOAD, which raises it
@@ -287,14 +288,18 @@ def _prepare_graphs(phases: Phases, archive: Path, manifest: Manifest | None, cu
         )
 
 
-def _load_kernels(entries: tuple[ImageEntry, ...]) -> None:
+def _load_kernels(entries: tuple[ImageEntry, ...], manifest_path: Path) -> None:
     """Looks up the kernels the manifest says the graphs launch. The driver loads a library's
     kernels lazily, on their first lookup in a context (tens of ms for a decoder's ~90 kernels, as the
-    benchmark's driver probe measures); done here, at process start, that is off LOAD's path."""
+    benchmark's driver probe measures); done here, at process start, that is off LOAD's path. A kernel the
+    driver cannot find in its image is the gate's refusal (``missing_kernel``), named after a lookup of each."""
+    refs = [kernels.KernelRef(e.sha256, name) for e in entries for name in e.kernels]
     try:
-        kernels.loaded_functions([kernels.KernelRef(e.sha256, name) for e in entries for name in e.kernels])
+        kernels.loaded_functions(refs)
     except KernelNotFoundError as exc:
-        raise ArchiveCorruptError(
-            f"the manifest lists a kernel that the driver cannot find in its image ({exc}): the manifest does not "
-            "belong to these images. Save the archive again."
-        ) from exc
+        for ref in refs:  # the failure's path alone: one lookup each, to name the kernel
+            try:
+                kernels.loaded_function(ref)
+            except KernelNotFoundError:
+                raise missing_kernel(manifest_path, ref.name, ref.image) from exc
+        raise

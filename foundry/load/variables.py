@@ -20,8 +20,9 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.errors import ArchiveCorruptError, VariableConflictError
-from foundry.format import VariableRef, read_memory
+from foundry.errors import VariableConflictError
+from foundry.format import VariableRef, read_value
+from foundry.gate import undefined_variable, variable_of_other_size
 from foundry.native import memcpy_htod, module_globals
 
 from .source import GraphSource
@@ -80,13 +81,11 @@ def _write(sha: str, variables: tuple[VariableRef, ...], archive_dir: Path, aske
     handle = kernels.loaded_image(sha).handle
     located = module_globals(handle, True, [v.name for v in variables], [True] * len(variables))
     for v, found in zip(variables, located, strict=True):
-        data = read_memory(archive_dir, v.sha256, v.bytes, "module variable value")
-        if found is None or found[1] != v.bytes:
-            what = "does not define it" if found is None else f"defines it with {found[1]} bytes"
-            raise ArchiveCorruptError(
-                f"{asked_by} carries module variable {v.name} ({v.bytes} bytes) of kernel image {sha}, but the "
-                f"loaded image {what}: the graph's metadata does not belong to that image. Save the graph again."
-            )
+        data = read_value(archive_dir, v.sha256, v.bytes)
+        if found is None:
+            raise undefined_variable(asked_by, v.name, v.bytes, sha)
+        if found[1] != v.bytes:
+            raise variable_of_other_size(asked_by, v.name, v.bytes, sha, str(found[1]))
         memcpy_htod(found[0], data)
 
 

@@ -16,6 +16,7 @@ from foundry.errors import ArchiveError, FoundryError, SaveError, VariableConfli
 from foundry.format import (
     BUNDLE_NAME,
     MANIFEST_NAME,
+    REGION_HINT,
     BundleRef,
     DeltaFacts,
     GraphEntry,
@@ -82,7 +83,7 @@ def save_graph_manifest(
         replace_saved(graphs)
     synced: list[Future[None]] = []
     with phases.span("manifest_bundle"):
-        files = [_graph_files(g) for g in graphs]
+        files = [_graph_files(g, bundled) for g, bundled in zip(graphs, in_bundle, strict=True)]
         bundle: BundleRef | None = None
         if any(in_bundle):
             # The bundle about to be written replaces the one an earlier manifest stores its graphs in: that
@@ -126,13 +127,17 @@ def _bundled_here(g: SavedGraph, home: Path) -> bool:
 def _remove_copies(archive: Path, graphs: list[SavedGraph], in_bundle: list[bool]) -> None:
     """Once the manifest is durable, the files of the graphs it stores in its bundle are copies no reader takes
     (LOAD finds a bundled graph through the manifest, never its file): they go, so that every byte is stored
-    once. A manifest that bundles nothing leaves an earlier bundle unnamed: it goes too. A crash before this
-    leaves copies that ``foundry verify`` names and LOAD never reads."""
+    once. So does ``region.json``, the region hint each graph's SAVE wrote for a LOAD without a manifest: the
+    manifest states the region now, and LOAD takes it from there. A manifest that bundles nothing leaves an earlier
+    bundle unnamed: it goes too. A crash before this leaves copies that ``foundry verify`` names (a hint it holds to
+    the manifest's region, as LOAD does) and LOAD never reads."""
     for g, bundled in zip(graphs, in_bundle, strict=True):
         if bundled:
             for path in (g.json_path, container_path(g.json_path)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(archive / REGION_HINT)
     if not any(in_bundle):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(archive / BUNDLE_NAME)
@@ -175,16 +180,18 @@ def _check_variables(graphs: list[SavedGraph]) -> None:
                 )
 
 
-def _graph_files(g: SavedGraph) -> GraphFiles:
+def _graph_files(g: SavedGraph, bundled: bool) -> GraphFiles:
     """A saved graph's two files as bytes, exactly as ``write_graph`` wrote them (or, for a member the bundle
-    holds, would have): its metadata, checked facts and record digest as SAVE has them, nothing read back."""
+    holds, would have): its metadata, checked facts and record digest as SAVE has them, nothing read back. A graph
+    the bundle holds, which only its manifest reaches, leaves its region's range to the manifest (format version
+    5: the archive states it once)."""
     assert g.meta.record is not None
     digest = bytes.fromhex(g.meta.record.sha256)
     if g.meta.template is not None:
         assert g.delta is not None
         known = DeltaFacts(g.meta.template.record_sha256, g.scan.function_count)
-        return graph_files(g.json_path, g.meta, g.delta, known, digest)
-    return graph_files(g.json_path, g.meta, g.record, g.facts(), digest)
+        return graph_files(g.json_path, g.meta, g.delta, known, digest, bundled)
+    return graph_files(g.json_path, g.meta, g.record, g.facts(), digest, bundled)
 
 
 def _manifest(

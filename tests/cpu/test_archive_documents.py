@@ -165,7 +165,7 @@ def test_a_document_the_manifest_does_not_vouch_for_is_refused_by_name(
     path = archive / NAME
     data = path.read_bytes()
     why = {
-        "edited": r"tool_plugin\.json: the document's SHA-256 is [0-9a-f]+, the manifest .* says",
+        "edited": r"tool_plugin\.json: the document's content SHA-256 is [0-9a-f]+, the archive lists",
         "longer": r"tool_plugin\.json: the document is \d+ bytes, the archive says",
         "shorter": r"tool_plugin\.json: the document is \d+ bytes, the archive says",
         "gone": r"tool_plugin\.json: the document is missing",
@@ -247,8 +247,8 @@ def test_verify_passes_an_archive_with_a_sound_document(archive: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "kind", "why"),
     [
-        ("edited", ProblemKind.CHECKSUM, "document content SHA-256 is"),
-        ("truncated", ProblemKind.CHECKSUM, "document is 10 bytes, the manifest says"),
+        ("edited", ProblemKind.CHECKSUM, "document's content SHA-256 is"),
+        ("truncated", ProblemKind.CHECKSUM, "document is 10 bytes, the archive says"),
         ("gone", ProblemKind.MISSING, "is missing"),
         ("not sealed", ProblemKind.CORRUPT, "no 'digest' key at the end"),
     ],

@@ -262,8 +262,9 @@ def edit_json(path: Path, edit: object) -> None:
         (lambda d: d["images"][next(iter(d["images"]))].update(format="zip"), ArchiveCorruptError, "format"),
         (lambda d: d.update(format="foundry-archive"), ArchiveForeignError, "expected 'foundry-graph'"),
         (lambda d: d.pop("format"), ArchiveForeignError, "no 'format'"),
-        (lambda d: d.update(format_version=5), ArchiveVersionError, "format_version 5"),
+        (lambda d: d.update(format_version=6), ArchiveVersionError, "format_version 6"),
         (lambda d: d.update(format_version=4), ArchiveCorruptError, "'peers': missing"),
+        (lambda d: d.update(format_version=5), ArchiveCorruptError, "none there lists the graph"),
         (lambda d: d.update(format_version="1"), ArchiveCorruptError, "format_version"),
     ],
 )
@@ -299,9 +300,9 @@ def test_metadata_is_parsed_once_per_content_by_load(tmp_path: Path, monkeypatch
     parses: list[str] = []
     real = graphfile.GraphMeta.from_json
 
-    def counted(doc: Any, source: str, parts: Any = None) -> graphfile.GraphMeta:
+    def counted(doc: Any, source: str, parts: Any = None, archive: Any = None) -> graphfile.GraphMeta:
         parses.append(source)
-        return real(doc, source, parts)
+        return real(doc, source, parts, archive)
 
     monkeypatch.setattr(graphfile.GraphMeta, "from_json", counted)
     assert read_meta_cached(path) == (first, digest) and parses == []
@@ -382,3 +383,30 @@ def test_memoized_real_paths_resolve_as_realpath_does(tmp_path: Path) -> None:
         real = Path(os.path.realpath(d))
         assert real_path(f"{d}/x/lf") == real / "x" / "y" / "f"
     assert real_path(f"{d}/x/lf") == real / "x"
+
+
+@pytest.mark.parametrize("ranked", [False, True])
+def test_a_listed_graph_leaves_its_regions_range_to_the_manifest(tmp_path: Path, ranked: bool) -> None:
+    """Format version 5, what SAVE writes for a graph its directory's manifest lists (the bundle's): no base,
+    size, granularity or slot size in its region (peers and rank only where it has them), read back whole with the
+    manifest's range, and refused without one."""
+    from foundry.format import RankSpec, RegionSpec, load_sealed
+    from foundry.format.jsonfields import seal
+
+    meta = GraphMeta.from_json(load_doc(write_sample(tmp_path)[0]), "g.json")
+    if ranked:
+        meta = dataclasses.replace(meta, rank=RankSpec(1, 2, "Fake GPU", "0000:01:00.0", "GPU-0"))
+    meta = dataclasses.replace(meta, region=dataclasses.replace(meta.region, small_align=512))
+    doc = meta.to_json(listed=True)
+    assert doc["format_version"] == 5 and set(doc["region"]) == {"high_water", "live", "events"}
+    assert ("rank" in doc) == ("peers" in doc) == ranked
+    archive = meta.region
+    doc = load_sealed(seal(doc), "g.json")
+    assert GraphMeta.from_json(doc, "g.json", None, archive) == meta
+    other = RegionSpec(archive.base + (1 << 40), archive.size, archive.granularity, 0, (), (), 512)
+    assert GraphMeta.from_json(doc, "g.json", None, other).region.base == archive.base + (1 << 40)
+    with pytest.raises(ArchiveCorruptError, match="none there lists the graph"):
+        GraphMeta.from_json(doc, "g.json")
+    doc["region"]["base"] = archive.base  # the range stated beside the manifest's: refused, not taken
+    with pytest.raises(ArchiveCorruptError, match=r"region\.base.*stated here and in the manifest"):
+        GraphMeta.from_json(doc, "g.json", None, archive)

@@ -39,7 +39,7 @@ def _forget_all_but_image_scans() -> None:
     """Nothing known from an earlier read, as in a fresh process, except what verify read from images
     whose bytes it proved to have their SHA-256 (a function of those bytes alone, and most of its time)."""
     for name, state in _state.states().items():
-        if name != "verify.scans":
+        if name != "gate.scans":
             state.reset()
 
 

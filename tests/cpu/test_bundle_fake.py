@@ -8,6 +8,7 @@ test_bundle_startup_fake.py; the bundle's bytes alone: test_bundle_bytes.py."""
 from __future__ import annotations
 
 import hashlib
+import shutil
 import struct
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from foundry.format.container import read_container_header
 from foundry.verify import verify_archive, verify_graphs
 from tests.cpu.test_background_load_fake import NAMES
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
-from tests.support.archive_damage import edit_doc, flip_stored, load_doc, stored
+from tests.support.archive_damage import edit_doc, flip_stored, load_doc, stored, stored_doc
 from tests.support.bundles import AFTER_STARTUP, ONE_BY_ONE, copy_saved, graph_paths, refusals, save_once
 from tests.support.graphs import JsonRunner, load_prefix, run_load, run_save, save_script
 
@@ -55,10 +56,8 @@ def test_save_stores_each_graph_of_the_archive_directory_once_in_the_bundle(
     manifest = read_manifest(arch)
     assert manifest.format_version == 3 and manifest.bundle is not None and manifest.bundle.file == BUNDLE_NAME
     assert [g.stored for g in manifest.graphs] == [GraphStorage.BUNDLE] * len(manifest.graphs)
-    assert not list(arch.glob("*.cugraph")) and sorted(p.name for p in arch.glob("*.json")) == [
-        MANIFEST_NAME,
-        "region.json",
-    ]
+    # No region hint either: the manifest states the region, once.
+    assert not list(arch.glob("*.cugraph")) and sorted(p.name for p in arch.glob("*.json")) == [MANIFEST_NAME]
     data = (arch / BUNDLE_NAME).read_bytes()
     assert manifest.bundle.bytes == len(data) and "sha256" not in load_doc(arch / MANIFEST_NAME)["bundle"]
     bundle = read_bundle(arch, BUNDLE_NAME, len(data), len(manifest.graphs))
@@ -72,6 +71,31 @@ def test_save_stores_each_graph_of_the_archive_directory_once_in_the_bundle(
         len(j) + len(c) for j, c in zip(bundle.jsons, bundle.containers, strict=True)
     )
     assert all(v is None for v in refusals(arch).values())
+
+
+def test_a_bundled_graph_takes_its_regions_range_from_the_manifest(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The archive states its region's range once, in the manifest: a graph the bundle holds (format version 5)
+    keeps only what is its own of the region, and is read with the manifest's base, size and granularity. The
+    same bytes under a manifest naming another range are another graph's region (LOAD's cache keeps them apart)."""
+    from foundry.load.source import read_meta_cached
+
+    arch = _copy(saved, tmp_path)
+    manifest = read_manifest(arch)
+    for name in NAMES:
+        doc = stored_doc(arch / f"{name}.json")
+        assert doc["format_version"] == 5 and not {"base", "size", "granularity"} & set(doc["region"])
+        region = read_meta_cached(arch / f"{name}.json")[0].region
+        assert (region.base, region.size, region.granularity) == (
+            manifest.region.base, manifest.region.size, manifest.region.granularity
+        )  # fmt: skip
+    other = Path(shutil.copytree(arch, tmp_path / "other"))
+    moved = manifest.region.base + (1 << 40)
+    edit_doc(other / MANIFEST_NAME, lambda d: d["region"].update(base=moved))
+    assert stored(other / "v1.json") == stored(arch / "v1.json")
+    assert read_meta_cached(other / "v1.json")[0].region.base == moved
+    assert read_meta_cached(arch / "v1.json")[0].region.base == manifest.region.base
 
 
 def test_graphs_saved_outside_the_archive_directory_stay_in_their_files(app_json: JsonRunner, tmp_path: Path) -> None:

@@ -138,7 +138,7 @@ def test_only_the_native_package_reaches_native_code() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-PIPELINE = ("format", "trust", "verify", "native", "kernels", "region", "save", "load", "capture")
+PIPELINE = ("format", "trust", "gate", "verify", "native", "kernels", "region", "save", "load", "capture")
 """The packages below the package face (foundry/__init__.py re-exports them): none may reach up to it.
 Engine adapters, the benchmark and the command line use the public API, the face included."""
 

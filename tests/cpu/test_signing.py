@@ -1,4 +1,4 @@
-"""Manifest signatures (foundry.trust.signing, signed_archive): keys, the HMAC over the manifest,
+"""Manifest signatures (foundry.trust.signing, foundry.gate): keys, the HMAC over the manifest,
 `verify_archive(key=...)`, and LOAD's CPU-side check in read_source, on archives built in-process."""
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import pytest
 from foundry import _state
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
+from foundry.gate import authenticate_manifest, check_signature
+from foundry.gate import manifests as proven
 from foundry.load import preflight
 from foundry.load.source import read_source
-from foundry.trust import signing
 from foundry.trust.signing import (
     KEY_ENV,
     SigningKey,
-    authenticate_manifest,
     canonical_bytes,
-    check_signature,
     configured_key,
     set_signing_key,
     sign_document,
@@ -155,11 +154,13 @@ def test_single_graph_changed_after_signing(signed: Path) -> None:
     edit_doc(path, lambda d: d.update(name="graph_1x"))  # sealed again, but not what was signed
     report = verify_archive(path, key=KEY)
     (p,) = report.problems
-    assert p.check == Check.SIGNATURE and "graph_1.json was changed after the manifest was written" in p.message
+    assert p.check == Check.SIGNATURE and "graph_1.json: the graph JSON's SHA-256 is" in p.message
+    assert "changed after the manifest was written" in p.message
     # Not even sealed: refused all the same before anything decodes it, by the signed manifest's hash of it.
     path.write_bytes(path.read_bytes() + b" ")
     (p,) = verify_archive(path, key=KEY).problems
-    assert p.check == Check.SIGNATURE and "graph_1.json was changed after the manifest was written" in p.message
+    assert p.check == Check.SIGNATURE and "graph_1.json: the graph JSON's SHA-256 is" in p.message
+    assert "changed after the manifest was written" in p.message
     (p,) = verify_archive(path).problems  # no key: damage
     assert (p.check, p.kind) == (Check.FILES, ProblemKind.CHECKSUM) and "not read further" in p.message
 
@@ -198,8 +199,8 @@ def test_a_batch_of_graphs_reads_each_manifest_once(tmp_path: Path, monkeypatch:
     arch = tmp_path / "arch"
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive", arch)
     reads: list[Path] = []
-    real = signing._read_verified
-    monkeypatch.setattr(signing, "_read_verified", lambda d, k: reads.append(d) or real(d, k))
+    real = proven._read_verified
+    monkeypatch.setattr(proven, "_read_verified", lambda d, k: reads.append(d) or real(d, k))
     paths = [arch / "ew_bs32.json", arch / "ew_bs64.json"]  # a template and its member
     assert [s.meta.name for s in preflight(paths)] == ["ew_bs32", "ew_bs64"]
     assert len(reads) == 1
@@ -210,3 +211,21 @@ def test_a_batch_of_graphs_reads_each_manifest_once(tmp_path: Path, monkeypatch:
     (arch / MANIFEST_NAME).write_bytes((arch / MANIFEST_NAME).read_bytes().replace(b'"', b"'", 1))
     with pytest.raises(ArchiveCorruptError):
         preflight(paths)
+
+
+def test_the_archives_region_is_its_manifests_proven_as_load_proves_it(signed: Path) -> None:
+    """``foundry.read_archive_region``: the region a finished archive states once, in its manifest (an engine's
+    metadata refers to it), read as LOAD reads the manifest: sealed, and signed under a key."""
+    import foundry
+
+    region = foundry.read_archive_region(signed)
+    assert region == read_manifest(signed).region
+    assert foundry.read_archive_region(signed, signing_key=KEY) == region
+    with pytest.raises(ArchiveSignatureError, match="is signed with key"):
+        foundry.read_archive_region(signed, signing_key=OTHER)
+    edit_manifest(signed, lambda d: d["region"].update(high_water=d["region"]["high_water"] + 1))
+    with pytest.raises(ArchiveSignatureError, match="does not match the content"):
+        foundry.read_archive_region(signed, signing_key=KEY)
+    (signed / MANIFEST_NAME).unlink()
+    with pytest.raises(ArchiveCorruptError, match=r"no graph_manifest\.json"):
+        foundry.read_archive_region(signed)

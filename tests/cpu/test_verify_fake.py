@@ -130,7 +130,7 @@ def test_cli_state_memory_damage(archive: Path) -> None:
     p = verify_cli(str(archive), "--no-identity")
     assert p.returncode == 1
     said = " ".join(p.stdout.split())  # the report wraps its lines
-    assert f"checksum: {snapshot}: state memory snapshot content SHA-256" in said
+    assert f"checksum: {snapshot}: the state memory snapshot's content SHA-256" in said
 
 
 def test_cli_usage_errors_exit_two(saved: Path, tmp_path: Path) -> None:

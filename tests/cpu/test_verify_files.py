@@ -1,4 +1,4 @@
-"""`foundry verify` as a function (foundry.verify.archive.verify_archive), on small archives built in
+"""`foundry verify` as a function (foundry.verify.verify_archive), on small archives built in
 tests/support/verify_archives.py: a sound archive passes; each damaged or foreign file, missing kernel
 and broken template member is found, named, and reported by the check it belongs to.
 Pointer scan and identity: test_verify_pointers.py."""
@@ -27,6 +27,7 @@ from foundry.format import (
     write_image,
 )
 from foundry.format.delta import Delta
+from foundry.load import preflight
 from foundry.verify import Check, ProblemKind, check_archive, verify_archive
 from tests.fakecuda.images import make_cubin, make_ptx
 from tests.support.archive_damage import load_doc, relist, write_doc
@@ -35,6 +36,7 @@ from tests.support.samples import sample_identity, sample_meta, sample_record
 from tests.support.verify_archives import (
     IMAGES,
     build_archive,
+    forge_graph,
     member_record,
     only_failure,
     problem,
@@ -80,7 +82,7 @@ def test_missing_path_and_non_archive_directory(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     report = verify_archive(empty)
-    problem(report, Check.FILES, ProblemKind.CORRUPT, "empty", "graph_manifest.json")
+    problem(report, Check.FILES, ProblemKind.MISSING, "empty", "graph_manifest.json")
 
 
 # --------------------------------------------------------------------------------------------- files
@@ -128,7 +130,7 @@ FILE_DAMAGE = [
     ),
     pytest.param(
         lambda a: truncate(a / "graph_0.cugraph", 90),
-        ProblemKind.CORRUPT,
+        ProblemKind.CHECKSUM,
         "graph_0.json",
         "truncated",
         id="record-truncated",
@@ -140,17 +142,17 @@ FILE_DAMAGE = [
         lambda a: flip(a / "graph_0.json", 40),
         ProblemKind.CHECKSUM,
         "graph_0.json",
-        "the manifest says",
+        "changed after the manifest was written",
         id="json-bitflip",
     ),
     pytest.param(
         lambda a: truncate(a / "graph_1.json", 50), ProblemKind.CHECKSUM, "graph_1.json", "SHA-256", id="json-truncated"
     ),
     pytest.param(  # the manifest restated, as a forger would: a JSON it does not list is not read further
-        lambda a: (edit_json(a / "graph_0.json", lambda d: d.update(format_version=5)), relist(a / "graph_0.json")),
+        lambda a: (edit_json(a / "graph_0.json", lambda d: d.update(format_version=6)), relist(a / "graph_0.json")),
         ProblemKind.VERSION,
         "graph_0.json",
-        "format_version 5",
+        "format_version 6",
         id="json-version",
     ),
     pytest.param(
@@ -232,7 +234,7 @@ def test_manifest_kernel_lists_are_checked_against_images_and_graphs(archive: Pa
     write_doc(manifest_path, doc)
     problems = only_failure(verify_archive(archive), Check.KERNELS)
     assert [(p.kind, Path(p.path).name) for p in problems] == [(ProblemKind.MISSING, "graph_manifest.json")]
-    assert "_Z7missingv" in problems[0].message and "would refuse the archive" in problems[0].message
+    assert "_Z7missingv" in problems[0].message and "does not define it" in problems[0].message
     dropped = listed[first][0]
     doc["images"][first]["kernels"] = listed[first][1:]
     write_doc(manifest_path, doc)
@@ -259,7 +261,7 @@ def test_delta_whose_template_was_saved_again(archive: Path) -> None:
     rewrite(archive, "graph_0", resaved, retarget=False)  # every checksum of the archive is consistent again
     (p,) = only_failure(verify_archive(archive), Check.TEMPLATES)
     assert p.kind == ProblemKind.MISMATCH and p.path.endswith("graph_1.json")
-    assert "saved again after this member" in p.message and "LOAD refuses it" in p.message
+    assert "saved again after this member" in p.message and "whose record is now" in p.message
 
 
 def test_override_of_a_node_of_another_type_or_that_does_not_exist(archive: Path) -> None:
@@ -306,7 +308,7 @@ def test_graph_stored_as_changes_to_itself(archive: Path) -> None:
     report = verify_archive(archive)
     only_failure(report, Check.TEMPLATES)
     problem(report, Check.TEMPLATES, ProblemKind.CORRUPT, "graph_1.json", "stored as changes to itself")
-    with pytest.raises(ArchiveCorruptError, match="leads back to itself"):
+    with pytest.raises(ArchiveCorruptError, match="stored as changes to itself"):
         read_source(archive / "graph_1.json")
 
 
@@ -321,7 +323,26 @@ def test_template_cycle_is_refused_by_load_not_recursed(archive: Path) -> None:
     )
     write_graph(archive / "graph_0.json", meta, encode_delta(Delta(member_sha, 3, ((0, base.nodes[0]),))))
     remanifest(archive)  # listed as it is now: the cycle itself is what LOAD must refuse
-    with pytest.raises(ArchiveCorruptError, match=r"graph_1\.json -> .*graph_0\.json -> .*graph_1\.json"):
+    with pytest.raises(ArchiveCorruptError, match=r"graph_0\.json, which is itself stored as changes") as refused:
         read_source(archive / "graph_1.json")
-    report = verify_archive(archive)
-    assert any("is itself stored as changes to another graph" in p.message for p in report.problems_of(Check.TEMPLATES))
+    report = verify_archive(archive)  # says the same, with the same rule
+    assert str(refused.value) in [p.message for p in report.problems_of(Check.TEMPLATES)]
+
+
+# ---------------------------------------------------------------------------------------------- graph mode
+def test_graph_mode_checks_the_template_it_reads(archive: Path) -> None:
+    """The member is checked with its template, whose record LOAD builds it from: a template record
+    naming 0xFFFFFFFF functions (its metadata lists 3) is reported from the member's JSON too, and LOAD's
+    eager run raises it as verify reports it."""
+    forge_graph(archive, "graph_0", dataclasses.replace(sample_record(), function_count=0xFFFFFFFF))
+    for target in (archive, archive / "graph_1.json"):
+        problem(verify_archive(target), Check.FILES, ProblemKind.MISMATCH, "graph_0.json", "4294967295 functions")
+    with pytest.raises(ArchiveCorruptError, match="4294967295 functions"):
+        preflight([archive / "graph_1.json"])
+
+
+def test_a_manifest_holding_a_graphs_region_as_it_is_passes(archive: Path) -> None:
+    """SAVE writes a manifest after the region was released with the last graph's region as it is."""
+    graph_region = read_meta(archive / "graph_1.json").region
+    edit_json(archive / "graph_manifest.json", lambda d: d.update(region=graph_region.to_json()))
+    assert verify_archive(archive).ok and verify_archive(archive / "graph_1.json").ok

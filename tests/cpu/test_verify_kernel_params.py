@@ -24,9 +24,9 @@ from foundry.format import ChildGraphNode, GraphRecord, ImageFormat, KernelNode,
 from foundry.format.elf import Section
 from foundry.format.images import kernel_names
 from foundry.format.kparams import elf_kernel_params
+from foundry.gate.findings import Findings, GraphUnderCheck, ImageInfo
+from foundry.gate.params import check_kernel_params, note_unchecked
 from foundry.verify import Check, ProblemKind, verify_archive
-from foundry.verify.findings import Findings, GraphUnderCheck, ImageInfo
-from foundry.verify.params import check_kernel_params, note_unchecked
 from tests.support.samples import sample_meta, sample_record
 from tests.support.verify_archives import (
     build_archive,

@@ -1,4 +1,4 @@
-"""`foundry verify` as a function (foundry.verify.archive.verify_archive), on small archives built in
+"""`foundry verify` as a function (foundry.verify.verify_archive), on small archives built in
 tests/support/verify_archives.py: forged pointers (kernel arguments, member overrides, `extra` buffers,
 memsets, outputs, RNG state) are found by the pointer scan and named; an identity mismatch names both
 values. Files, kernels and templates: test_verify_files.py."""
@@ -56,7 +56,7 @@ def test_forged_kernel_argument_pointer_is_found_only_by_the_pointer_scan(archiv
                      "address": OUTSIDE, "end": OUTSIDE}  # fmt: skip
     assert second["node"] == (4, 0) and second["kernel"] == "_Z6kernel1Pf" and second["address"] == OUTSIDE + 64
     msg = problems[0].message
-    assert "graph 0 (graph_0), node 0 (kernel _Z6kernel0Pf), parameter 1" in msg and f"{OUTSIDE:#x}" in msg
+    assert "graph 'graph_0', node 0 (kernel _Z6kernel0Pf), parameter 1" in msg and f"{OUTSIDE:#x}" in msg
     assert "region offset 0x8000000" in msg and "not in its live memory" in msg
     assert "node 4 > 0 (kernel _Z6kernel1Pf), parameter 1" in problems[1].message
 
@@ -69,7 +69,7 @@ def test_forged_pointer_in_a_member_override_names_the_members_kernel(archive: P
     remanifest(archive)
     (p,) = only_failure(verify_archive(archive), Check.POINTERS)
     assert dict(p.details)["graph"] == "graph_1" and dict(p.details)["parameter"] == 0
-    assert p.path.endswith("graph_1.json") and "graph 1 (graph_1), node 0 (kernel _Z6kernel0Pf)" in p.message
+    assert p.path.endswith("graph_1.json") and "graph 'graph_1', node 0 (kernel _Z6kernel0Pf)" in p.message
 
 
 def test_extra_buffer_words_are_scanned(archive: Path) -> None:
@@ -104,10 +104,11 @@ def test_output_and_rng_outside_live_memory(archive: Path) -> None:
 def test_identity_mismatch_names_both_values_and_the_consequence(archive: Path) -> None:
     here = sample_identity(gpu_name="NVIDIA A100-SXM4-80GB", compute_capability=(8, 0))
     problems = only_failure(verify_archive(archive, current_identity=here), Check.IDENTITY)
-    messages = [p.message for p in problems]
-    assert len(messages) == 2  # the manifest and both graphs share one identity: reported once
-    assert "'NVIDIA H100 80GB HBM3'" in messages[0] and "'NVIDIA A100-SXM4-80GB'" in messages[0]
-    assert "9.0" in messages[1] and "8.0" in messages[1] and "JIT" in messages[1]
-    assert dict(problems[0].details) == {
-        "field": "gpu_name", "saved": "NVIDIA H100 80GB HBM3", "current": "NVIDIA A100-SXM4-80GB"
-    }  # fmt: skip
+    (message,) = [p.message for p in problems]  # the manifest and both graphs share one identity: reported once
+    assert message.startswith("graph 'graph_0' was saved on a different machine")  # as LOAD names it
+    assert "'NVIDIA H100 80GB HBM3'" in message and "'NVIDIA A100-SXM4-80GB'" in message
+    assert "9.0" in message and "8.0" in message and "JIT" in message
+    assert dict(problems[0].details)["differences"] == [
+        {"field": "gpu_name", "saved": "NVIDIA H100 80GB HBM3", "current": "NVIDIA A100-SXM4-80GB"},
+        {"field": "compute_capability", "saved": (9, 0), "current": (8, 0)},
+    ]

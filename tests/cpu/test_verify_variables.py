@@ -79,7 +79,7 @@ def test_a_missing_or_damaged_value_is_a_files_problem(archive: Path) -> None:
     flip_byte(archive / "memory" / f"{ctab['sha256']}.bin", 3)
     report = verify_archive(archive)
     assert _problems(report, Check.FILES, ProblemKind.MISSING, counter["sha256"])
-    assert _problems(report, Check.FILES, ProblemKind.CHECKSUM, "module variable value content SHA-256")
+    assert _problems(report, Check.FILES, ProblemKind.CHECKSUM, "module variable value's content SHA-256")
 
 
 def test_a_variable_the_image_does_not_define_is_reported(archive: Path) -> None:
@@ -90,9 +90,9 @@ def test_a_variable_the_image_does_not_define_is_reported(archive: Path) -> None
     edit_stored(archive / "vars.json", rename)
     relist(archive / "vars.json")  # as a forger would: a JSON the manifest does not list is not read further
     report = verify_archive(archive)
-    assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "a_counter of image")
+    assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "variable a_counter (4 bytes) of kernel image")
     # The manifest still says counter: the graph disagrees with it, as LOAD finds before the GPU.
-    assert _problems(report, Check.FILES, ProblemKind.MISMATCH, "the manifest disagrees on the module variables")
+    assert _problems(report, Check.FILES, ProblemKind.MISMATCH, "disagree: the module variables")
 
 
 def test_a_size_the_image_does_not_give_is_reported(archive: Path) -> None:
@@ -104,7 +104,7 @@ def test_a_size_the_image_does_not_give_is_reported(archive: Path) -> None:
     edit_doc(archive / "graph_manifest.json", resize)
     relist(archive / "vars.json")
     report = verify_archive(archive)
-    assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "carries 8 bytes for module variable counter")
+    assert _problems(report, Check.VARIABLES, ProblemKind.MISMATCH, "carries module variable counter (8 bytes)")
 
 
 def test_a_manifest_listing_other_variables_is_reported(archive: Path) -> None:
@@ -142,5 +142,5 @@ def test_loads_pre_gpu_checks_read_the_values_and_check_the_listings(archive: Pa
     edit_stored(graph, rename)
     edit_doc(archive / "graph_manifest.json", rename)
     relist(graph)
-    with pytest.raises(ArchiveError, match="a_counter of image"):
+    with pytest.raises(ArchiveError, match=r"variable a_counter \(4 bytes\) of kernel image"):
         preflight([graph])

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from foundry.errors import ArchiveError
 from foundry.format import (
     BUNDLE_NAME,
     MANIFEST_NAME,
@@ -146,21 +147,35 @@ def flip_stored(path: Path, offset: int, part: str = "json") -> None:
 
 def unbundle(arch: Path) -> None:
     """The archive as one that stores every graph in its files (a form the format allows: docs/FORMAT.md): each
-    bundled graph's files written from the bundle, the manifest restated (``stored``, no ``bundle``) and sealed
-    again, the bundle removed. Tests that damage a graph's files use it. A signed manifest's signature no longer
-    matches it (sign it again where a test needs one)."""
+    bundled graph's files written from the bundle, its JSON stating its region's range itself (format version 3,
+    or 4 with peers or a rank, as a graph saved outside the bundle states it: the files stand without the
+    manifest), the manifest restated (``stored``, the JSONs' hashes, no ``bundle``) and sealed again, the bundle
+    removed. Tests that damage a graph's files use it. A signed manifest's signature no longer matches it (sign it
+    again where a test needs one)."""
     manifest = read_manifest(arch)
     if manifest.bundle is None:
         return
     bundle = read_bundle(arch, manifest.bundle.file, manifest.bundle.bytes, len(manifest.bundled()))
+    hashes: dict[str, str] = {}
+    ranged = {k: v for k, v in manifest.region.to_json().items() if k not in ("high_water", "live", "events")}
     for slot, i in enumerate(manifest.bundled()):
         path = arch / manifest.graphs[i].json
-        path.write_bytes(bytes(bundle.jsons[slot]))
+        data = bytes(bundle.jsons[slot])
+        try:
+            doc = load_sealed(data, str(path))
+        except ArchiveError:  # damaged in the bundle: moved as it is, still damaged
+            doc = None
+        if doc is not None and doc.get("format_version") == 5:  # its range is the manifest's: stated in the file now
+            doc.update(format_version=4 if "peers" in doc else 3, region={**ranged, **doc["region"]})
+            data = seal(doc)
+            hashes[manifest.graphs[i].json] = hashlib.sha256(data).hexdigest()
+        path.write_bytes(data)
         container_path(path).write_bytes(bytes(bundle.containers[slot]))
 
     def relist(doc: dict[str, Any]) -> None:
         for g in doc["graphs"]:
             g["stored"] = "files"
+            g["json_sha256"] = hashes.get(g["json"], g["json_sha256"])
         del doc["bundle"]
 
     edit_doc(arch / MANIFEST_NAME, relist)

@@ -145,14 +145,18 @@ class FakeFoundry:
         self.calls.append(f"write_document:{name}")
 
     def save_manifest(self, archive: Path, documents: Sequence[str] = ()) -> None:
-        write_fake_manifest(archive, documents, self.base or 0, self.size)
+        write_fake_manifest(archive, documents, self.base or 0, self.size, self.high)
         self.calls.append("save_manifest")
 
     def read_document(self, archive: Path, name: str) -> dict[str, Any]:
         doc: dict[str, Any] = foundry.read_archive_document(archive, name)
         return doc
 
-    # the engine caches: Foundry's own, pure Python (foundry/save/caches.py, foundry/trust/caches.py)
+    def archive_region(self, archive: Path) -> tuple[int, int, int]:
+        region = foundry.read_archive_region(archive)
+        return region.base, region.size, region.high_water
+
+    # the engine caches: Foundry's own, pure Python (foundry/save/caches.py, foundry/gate/caches.py)
     def signing_key_id(self) -> str | None:
         return foundry.signing_key_id()
 
@@ -219,10 +223,13 @@ def _flat(outputs: Any) -> list[FakeTensor]:
     return [outputs]
 
 
-def write_fake_manifest(archive: Path, documents: Sequence[str], base: int = 0, size: int = 0) -> Manifest:
+def write_fake_manifest(
+    archive: Path, documents: Sequence[str], base: int = 0, size: int = 0, high_water: int = 0
+) -> Manifest:
     """A sealed manifest of ``archive`` that lists the ``documents`` as they are now (and no graph or image:
-    the fake's graph files are not Foundry's), signed with the configured key, if any, as SAVE signs."""
-    region = RegionSpec(base, size, GRANULARITY, 0, (), ())
+    the fake's graph files are not Foundry's) and the region (the archive's one copy of it: the engine's metadata
+    refers to it), signed with the configured key, if any, as SAVE signs."""
+    region = RegionSpec(base, size, GRANULARITY, high_water, (), ())
     refs = tuple(document_ref(archive, name) for name in documents)
     manifest = Manifest("0.1.0", now_iso(), sample_identity(), region, (), (), (), documents=refs)
     key = configured_key()

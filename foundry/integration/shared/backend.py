@@ -66,6 +66,11 @@ class FoundryApi(Protocol):
         raises Foundry's ArchiveError otherwise."""
         ...
 
+    def archive_region(self, archive: Path) -> tuple[int, int, int]:
+        """The archive's region as its manifest states it, proven as ``read_document`` proves it: base, size and
+        high-water mark."""
+        ...
+
     def signing_key_id(self) -> str | None:
         """The id of the signing key in force (SAVE signs with it, LOAD proves with it), None without one."""
         ...
@@ -151,6 +156,10 @@ class PublicFoundryApi:
 
     def read_document(self, archive: Path, name: str) -> dict[str, Any]:
         return foundry.read_archive_document(archive, name)
+
+    def archive_region(self, archive: Path) -> tuple[int, int, int]:
+        region = foundry.read_archive_region(archive)
+        return region.base, region.size, region.high_water
 
     def signing_key_id(self) -> str | None:
         return foundry.signing_key_id()

@@ -2,7 +2,8 @@
 
 It holds what LOAD needs from SAVE that Foundry's archive does not: what the archive was made for (the
 fingerprint LOAD compares before it serves), the region cursor at each start-up phase boundary with the
-allocations made in the phase (so LOAD can check that it placed its persistent tensors where SAVE did),
+allocations made in the phase (so LOAD can check that it placed its persistent tensors where SAVE did; the
+region itself, base, size and high-water mark, is the manifest's, read with it: ``foundry.read_archive_region``),
 which graph file serves which batch, and the engine's own values (an engine's subclass of ArchiveMetadata
 adds them as fields: vLLM's runner and KV-cache size, so that LOAD skips memory profiling).
 
@@ -33,6 +34,7 @@ from .outputs import shape_problem
 
 __all__ = [
     "SCHEMA",
+    "SCHEMAS",
     "ArchiveMetadata",
     "Fingerprint",
     "GraphEntry",
@@ -40,7 +42,8 @@ __all__ = [
     "PhaseMark",
 ]
 
-SCHEMA = 3  # the document's format_version: 3 is sealed and listed in the manifest (2 was neither)
+SCHEMA = 4  # the document's format_version: 4 keeps no region (the manifest's is the archive's one); 3 kept a copy
+SCHEMAS = (3, SCHEMA)  # those read: 3, sealed and listed in the manifest (2 was neither), with its region's copy
 
 Scalar = int | float | str | bool | None  # what a batch key holds (isinstance takes this union too)
 
@@ -96,6 +99,7 @@ class ArchiveMetadata:
     subclass, and writes and reads them in ``engine_json`` and ``engine_fields``."""
 
     fingerprint: Fingerprint
+    # The archive's region, as its manifest states it (not written here: FORMAT.md keeps every fact once).
     region_base: int
     region_size: int
     high_water: int  # the region's high-water mark after the last graph was saved
@@ -147,7 +151,6 @@ class ArchiveMetadata:
         common = {
             "format_version": self.schema,
             "fingerprint": self.fingerprint.as_dict(),
-            "region": {"base": self.region_base, "size": self.region_size, "high_water": self.high_water},
             "phases": [
                 {"name": p.name, "cursor": p.cursor, "allocations": [list(a) for a in p.allocations]}
                 for p in self.phases
@@ -165,17 +168,28 @@ class ArchiveMetadata:
         return {**common, **own}
 
     @classmethod
-    def from_json(cls: type[M], doc: Any) -> M:
+    def from_json(cls: type[M], doc: Any, region: tuple[int, int, int]) -> M:
+        """The metadata of ``doc``, with the archive's ``region`` (base, size, high-water mark: its manifest's).
+        A version-3 document's own copy of it must name the same range, and its high-water mark stands, as it
+        was read when it was written."""
         if not isinstance(doc, dict):
             raise ValueError("the document is not a JSON object")
-        if doc.get("format_version") != SCHEMA:
-            raise ValueError(f"format_version {doc.get('format_version')!r:.40}, this Foundry reads {SCHEMA}")
-        region = doc["region"]
+        if doc.get("format_version") not in SCHEMAS:
+            raise ValueError(f"format_version {doc.get('format_version')!r:.40}, this Foundry reads {list(SCHEMAS)}")
+        base, size, high_water = region
+        if doc["format_version"] == 3:
+            copy = doc["region"]
+            if (int(copy["base"]), int(copy["size"])) != (base, size):
+                raise ValueError(
+                    f"its region (base {int(copy['base']):#x} size {int(copy['size'])}) is not the manifest's (base "
+                    f"{base:#x} size {size}): the two come from different saves"
+                )
+            high_water = int(copy["high_water"])
         return cls(
             fingerprint=Fingerprint(tuple((str(k), str(v)) for k, v in doc["fingerprint"].items())),
-            region_base=int(region["base"]),
-            region_size=int(region["size"]),
-            high_water=int(region["high_water"]),
+            region_base=base,
+            region_size=size,
+            high_water=high_water,
             phases=tuple(
                 PhaseMark(str(p["name"]), int(p["cursor"]), tuple((int(o), int(s)) for o, s in p["allocations"]))
                 for p in doc["phases"]
@@ -248,7 +262,7 @@ class MetadataFile(Generic[M]):
                 f"{again}"
             )
         try:
-            meta = self.kind.from_json(doc)
+            meta = self.kind.from_json(doc, (api or PublicFoundryApi()).archive_region(archive))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             raise ArchiveMetadataError(
                 f"{path} is not a {engine.name} adapter metadata file this Foundry reads ({exc}); run SAVE again with "

@@ -139,7 +139,7 @@ DAMAGES: list[Any] = [
     pytest.param(
         lambda a: _image(a).unlink(), ["kernel image", "is missing", "copy the archive completely"], id="image-missing"
     ),
-    pytest.param(lambda a: flip_byte(_image(a), 100), ["damaged", "Save the graph again"], id="image-bitflip"),
+    pytest.param(lambda a: flip_byte(_image(a), 100), ["damaged", "Copy the archive again"], id="image-bitflip"),
     pytest.param(lambda a: truncate(_image(a), 64), ["damaged"], id="image-truncated"),
     # The graph's bytes in the archive's graph bundle, their only copy: a failure names the graph.
     pytest.param(

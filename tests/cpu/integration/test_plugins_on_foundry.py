@@ -132,7 +132,11 @@ LAST_STEP = {"vllm": "sampler_warmup", "sglang": "init_cuda_graphs"}
 DAMAGE: list[tuple[str, Callable[[Path], str], str]] = [
     ("vllm-v2", lambda a: "vllm_plugin.json", r"ArchiveMetadataError: the vLLM metadata .*vllm_plugin\.json"),
     ("vllm-v2", lambda a: "graph_bundle.bin", r"ArchiveCorruptError: .*graph_bundle\.bin .*changed after the manifest"),
-    ("vllm-v2", _image, r"ArchiveCorruptError: .*images/[0-9a-f]{64}\.bin: content SHA-256 .* the image is damaged"),
+    (
+        "vllm-v2",
+        _image,
+        r"ArchiveCorruptError: .*images/[0-9a-f]{64}\.bin: the kernel image \w+'s content SHA-256 .* it is damaged",
+    ),
     ("sglang", lambda a: "sglang_plugin.json", r"ArchiveMetadataError: the SGLang metadata .*sglang_plugin\.json"),
 ]
 

@@ -51,8 +51,8 @@ def sample(**changes: Any) -> SglangMetadata:
 
 
 def _saved(archive: Path, meta: SglangMetadata) -> Path:
-    """``meta`` written as SAVE writes it: the document, then a manifest listing it."""
-    api = FakeFoundry()
+    """``meta`` written as SAVE writes it: the document, then a manifest listing it (and stating the region)."""
+    api = FakeFoundry(base=meta.region_base, size=meta.region_size, high=meta.high_water)
     path = FILE.write(archive, meta, api)
     api.save_manifest(archive, documents=[FILE.name])
     return path
@@ -62,11 +62,30 @@ def test_the_engines_file_round_trips_its_own_values(tmp_path: Path) -> None:
     path = _saved(tmp_path, sample())
     assert path == tmp_path / "sglang_plugin.json" and not list(tmp_path.glob("*.tmp"))
     doc = load_sealed(path.read_bytes(), str(path))  # sealed as every archive JSON file is
-    assert doc["format"] == "foundry-sglang-plugin" and doc["format_version"] == 3
+    assert doc["format"] == "foundry-sglang-plugin" and doc["format_version"] == 4
+    assert "region" not in doc  # the manifest's: the archive states it once (docs/FORMAT.md)
     assert doc["memory_pool"] == {"max_total_tokens": 123456} and "runner" not in doc
     assert FILE.read(tmp_path, FakeFoundry()) == sample()
     _saved(tmp_path, sample(max_total_tokens=7))  # replaces the whole file
     assert FILE.read(tmp_path).max_total_tokens == 7
+
+
+@pytest.mark.parametrize("base", [0x600000000000, 0x700000000000])
+def test_an_older_documents_copy_of_the_region_is_read_and_must_be_the_manifests(tmp_path: Path, base: int) -> None:
+    """Format version 3 kept the region beside the manifest's: such a document still reads, its copy held to the
+    manifest's (a copy naming another range comes from another save, and is refused by name)."""
+    meta = sample()
+    _saved(tmp_path, meta)
+
+    def older(doc: dict[str, Any]) -> None:
+        doc.update(format_version=3, region={"base": base, "size": meta.region_size, "high_water": 0x5000000})
+
+    forge_document(tmp_path, FILE.name, older)
+    if base == meta.region_base:
+        assert FILE.read(tmp_path) == dataclasses.replace(meta, high_water=0x5000000)  # as it was read then
+    else:
+        with pytest.raises(ArchiveMetadataError, match=r"region \(base 0x700000000000 .* is not the manifest's"):
+            FILE.read(tmp_path)
 
 
 def test_a_missing_file_names_the_engine_and_its_variables(tmp_path: Path) -> None:
@@ -80,7 +99,7 @@ def test_a_missing_file_names_the_engine_and_its_variables(tmp_path: Path) -> No
     ("damage", "message"),
     [
         ("no engine values", r"not a SGLang adapter metadata file.*run SAVE again"),
-        ("version", r"format_version 2, this Foundry reads 3.*run SAVE again"),
+        ("version", r"format_version 2, this Foundry reads \[3, 4\].*run SAVE again"),
         ("format", r"is not SGLang's metadata \(format 'foundry-vllm-plugin'.*run SAVE again"),
         ("graph path", r"graph '\.\./elsewhere/g\.json' is not a graph file SAVE names.*Run SAVE again"),
         ("absolute graph path", r"graph '/etc/passwd\.json' is not a graph file SAVE names"),
@@ -123,7 +142,7 @@ def test_a_document_the_manifest_does_not_vouch_for_is_refused_by_name(tmp_path:
     data = path.read_bytes()
     if damage == "edited":  # one byte of a value, the file's length kept
         path.write_bytes(data.replace(b"123456", b"654321"))
-        message = r"sglang_plugin\.json: the document's SHA-256 is .* the manifest .* says"
+        message = r"sglang_plugin\.json: the document's content SHA-256 is .* the archive lists"
     elif damage == "truncated":
         path.write_bytes(data[:-10])
         message = r"sglang_plugin\.json: the document is \d+ bytes, the archive says"
@@ -160,9 +179,9 @@ def test_engine_values_may_not_replace_the_common_ones() -> None:
     @dataclass(frozen=True)
     class Clashing(ArchiveMetadata):
         def engine_json(self) -> dict[str, Any]:
-            return {"region": 0}
+            return {"phases": 0}
 
-    with pytest.raises(ValueError, match=r"writes \['region'\]"):
+    with pytest.raises(ValueError, match=r"writes \['phases'\]"):
         Clashing(FP, 0, 1, 0, (), ()).to_json()
 
 

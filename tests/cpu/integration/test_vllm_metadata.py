@@ -43,7 +43,7 @@ def sample() -> ArchiveMetadata:
 def _saved(archive: Path, meta: ArchiveMetadata) -> Path:
     """``meta`` written as SAVE writes it: the document, then a manifest listing it."""
     path = write_metadata(archive, meta)
-    write_fake_manifest(archive, [METADATA_NAME])
+    write_fake_manifest(archive, [METADATA_NAME], meta.region_base, meta.region_size, meta.high_water)
     return path
 
 
@@ -71,7 +71,7 @@ def test_foreign_or_damaged_metadata_is_refused(tmp_path: Path, text: str) -> No
 def test_a_listed_document_of_an_older_schema_is_refused(tmp_path: Path) -> None:
     _saved(tmp_path, sample())
     forge_document(tmp_path, METADATA_NAME, lambda doc: doc.update(format_version=2))
-    with pytest.raises(ArchiveMetadataError, match=r"format_version 2, this Foundry reads 3.*run SAVE again"):
+    with pytest.raises(ArchiveMetadataError, match=r"format_version 2, this Foundry reads \[3, 4\].*run SAVE again"):
         read_metadata(tmp_path)
 
 

@@ -10,18 +10,18 @@ pointed at part of them.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from foundry.errors import ArchiveError, CachesRefusedError
 from foundry.format import CACHES_DIR, CacheFile, CachePayload, inside
 
-__all__ = ["copy_out"]
+__all__ = ["copy_out", "read_cache_file"]
 
 _CHUNK = 1 << 20
 
@@ -50,6 +50,16 @@ def copy_out(archive: Path, payload: CachePayload, dest: Path) -> dict[str, Path
 def _copy(archive: Path, file: CacheFile, root: Path) -> None:
     target = root.joinpath(*file.path.split("/"))
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    with open(os.open(target, flags, 0o600), "wb", closefd=True) as out:
+        read_cache_file(archive, file, out.write)
+
+
+def read_cache_file(archive: Path, file: CacheFile, out: Callable[[memoryview], object] | None = None) -> None:
+    """The stored bytes of cache file ``file`` of ``archive``, as LOAD copies them out (``out`` takes them, in
+    chunks) and ``foundry verify`` checks them (without ``out``): a regular file inside the archive, not followed
+    through a link, of the listed size, streamed while hashed (never more than one byte past that size). The one
+    rule for a stored cache file: ``CachesRefusedError`` names the file and what is wrong."""
     blob = f"{CACHES_DIR}/{file.sha256}.bin"
     shown = archive / blob
     try:
@@ -58,42 +68,33 @@ def _copy(archive: Path, file: CacheFile, root: Path) -> None:
         raise CachesRefusedError(str(exc)) from None
     except OSError as exc:
         why = "it is missing" if exc.errno == errno.ENOENT else exc.strerror
-        raise CachesRefusedError(f"{shown}: the engine cache file for {file.path!r} cannot be read: {why}") from None
+        refused = CachesRefusedError(f"{shown}: the engine cache file for {file.path!r} cannot be read: {why}")
+        raise refused.as_kind("missing" if exc.errno == errno.ENOENT else "corrupt") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size != file.bytes:
             raise CachesRefusedError(
                 f"{shown}: the engine cache file for {file.path!r} is not a regular file of the {file.bytes} bytes "
-                "the signed listing says: the archive was damaged or changed. Copy it again."
-            )
-        digest = _stream(fd, target, file.bytes)
-    finally:
-        os.close(fd)
-    if digest != file.sha256:
-        raise CachesRefusedError(
-            f"{shown}: the engine cache file for {file.path!r} has SHA-256 {digest}, the signed listing says "
-            f"{file.sha256}: the archive was damaged or changed. Copy it again."
-        )
-
-
-def _stream(fd: int, target: Path, size: int) -> str:
-    """Copies at most ``size`` bytes (one more would be a file that grew) from ``fd`` to the new file
-    ``target``; the SHA-256 of what was copied."""
-    h = hashlib.sha256()
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    got = 0
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    with open(os.open(target, flags, 0o600), "wb", closefd=True) as f:
-        while got <= size:
-            n = os.readv(fd, [view[: min(_CHUNK, size + 1 - got)]])
+                "the listing says: the archive was damaged or changed. Copy it again."
+            ).as_kind("checksum" if stat.S_ISREG(st.st_mode) else "corrupt")
+        h = hashlib.sha256()
+        buf = bytearray(_CHUNK)
+        view = memoryview(buf)
+        got = 0
+        while got <= file.bytes:
+            n = os.readv(fd, [view[: min(_CHUNK, file.bytes + 1 - got)]])
             if n <= 0:
                 break
             h.update(view[:n])
-            f.write(view[:n])
+            if out is not None:
+                out(view[:n])
             got += n
-    if got != size:
-        with contextlib.suppress(OSError):
-            target.unlink()
-        raise CachesRefusedError(f"{target}: the engine cache file changed size while it was copied")
-    return h.hexdigest()
+    finally:
+        os.close(fd)
+    if got != file.bytes:
+        raise CachesRefusedError(f"{shown}: the engine cache file changed size while it was read").as_kind("checksum")
+    if h.hexdigest() != file.sha256:
+        raise CachesRefusedError(
+            f"{shown}: the engine cache file for {file.path!r} has SHA-256 {h.hexdigest()}, the listing says "
+            f"{file.sha256}: the archive was damaged or changed. Copy it again."
+        ).as_kind("checksum")

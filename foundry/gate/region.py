@@ -16,7 +16,7 @@ from foundry.errors import ArchiveError
 from foundry.format import REGION_HINT, Manifest, archive_region
 from foundry.tables import plural
 
-from .findings import Findings, GraphUnderCheck, kind_of
+from .findings import Findings, GraphUnderCheck
 from .report import Check, ProblemKind
 
 __all__ = ["check_manifest_region", "check_region_hint"]
@@ -29,7 +29,7 @@ def check_region_hint(directory: Path, manifest: Manifest | None, found: Finding
     try:
         archive_region(directory, manifest)
     except ArchiveError as exc:
-        found.add(Check.FILES, kind_of(exc), directory / REGION_HINT, str(exc))
+        found.refuse(Check.FILES, directory / REGION_HINT, exc)
 
 
 def check_manifest_region(

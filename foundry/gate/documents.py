@@ -1,6 +1,7 @@
-"""A document an archive carries (docs/FORMAT.md, "Documents"), read only as the archive's manifest lists it:
-the manifest proven first (sealed, and signed with the key in force), then the document's size, SHA-256 and
-seal against that listing. A document the manifest does not list is refused, whatever file lies there."""
+"""The documents an archive carries (docs/FORMAT.md, "Documents"; an engine plugin's metadata), read only as the
+archive's manifest lists them: the manifest proven first (sealed, and signed with the key in force), then each
+document's size, SHA-256 and seal against that listing. A document the manifest does not list is refused,
+whatever file lies there. What a document says is its program's business, not Foundry's."""
 
 from __future__ import annotations
 
@@ -12,16 +13,15 @@ from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
 from foundry.format import (
     MANIFEST_NAME,
     RecordRef,
-    inside,
     listed_documents,
-    parse_manifest_doc,
+    manifest_document,
     read_document,
-    read_regular,
 )
+from foundry.trust import KeySource, SigningKey, configured_key
 
-from .signing import KeySource, SigningKey, authenticate_manifest, configured_key
+from .manifests import authenticate_manifest
 
-__all__ = ["listed_names", "read_archive_document"]
+__all__ = ["listed_document", "listed_names", "read_archive_document"]
 
 
 def read_archive_document(
@@ -38,16 +38,21 @@ def read_archive_document(
     Reads no more of the document than the listed size (at most ``MAX_DOCUMENT_BYTES``)."""
     archive = Path(archive_dir)
     key = configured_key(signing_key)
-    listed_by = str(archive / MANIFEST_NAME)
     ref = next((d for d in _listing(archive, key) if d.file == name), None)
     if ref is None:
         message = (
-            f"{archive / name}: the manifest {listed_by} does not list this document: the archive was saved by an "
-            "older Foundry or without it, or the file was added later. Run SAVE again."
+            f"{archive / name}: the manifest {archive / MANIFEST_NAME} does not list this document: the archive was "
+            "saved by an older Foundry or without it, or the file was added later. Run SAVE again."
         )
         raise ArchiveSignatureError(message) if key is not None else ArchiveCorruptError(message)
+    return listed_document(archive, ref, key)
+
+
+def listed_document(archive: Path, ref: RecordRef, key: SigningKey | None) -> dict[str, Any]:
+    """The document ``ref`` lists in the manifest of ``archive`` (proven under ``key``, where one is in force): of
+    the listed size and SHA-256, sealed (format.read_document); a refusal under a key is a signature error."""
     try:
-        return read_document(archive, ref, listed_by)
+        return read_document(archive, ref)
     except ArchiveCorruptError as exc:
         if key is None:
             raise
@@ -65,8 +70,4 @@ def _listing(archive: Path, key: SigningKey | None) -> tuple[RecordRef, ...]:
     the sealed manifest, the rest of it unread (LOAD reads it next, with every check)."""
     if key is not None:
         return authenticate_manifest(archive, key).documents
-    path = archive / MANIFEST_NAME
-    if not os.path.lexists(path):
-        raise ArchiveCorruptError(f"{archive}: no {MANIFEST_NAME}: not a Foundry archive, or SAVE did not finish")
-    data = read_regular(inside(archive, MANIFEST_NAME, "manifest"), "manifest")
-    return listed_documents(parse_manifest_doc(data, str(path)), str(path))
+    return listed_documents(manifest_document(archive), str(archive / MANIFEST_NAME))

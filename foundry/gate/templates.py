@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from foundry.errors import ArchiveError
 from foundry.format import GraphRecord, Manifest, override_problem, template_path
 
 from .findings import Findings, GraphUnderCheck
+from .graph import check_template, check_template_path
 from .report import Check, ProblemKind
 
 __all__ = ["attach_templates", "check_groups"]
@@ -41,13 +43,11 @@ def _attach(graph: GraphUnderCheck, by_path: dict[Path, GraphUnderCheck | None],
     def problem(kind: ProblemKind, message: str) -> None:
         found.add(Check.TEMPLATES, kind, graph.json_path, f"{graph.label}: {message}")
 
-    here = graph.json_path.resolve()
     tpath = template_path(graph.json_path, meta)
-    if tpath == here:
-        problem(
-            ProblemKind.CORRUPT,
-            "it is stored as changes to itself, so LOAD can never rebuild it. Save the graph and the manifest again.",
-        )
+    try:
+        check_template_path(graph.json_path, tpath)  # LOAD's rules for a member and its template (gate/graph.py)
+    except ArchiveError as exc:
+        found.refuse(Check.TEMPLATES, graph.json_path, exc)
         return
     if tpath not in by_path:
         by_path[tpath] = read(tpath)
@@ -55,28 +55,17 @@ def _attach(graph: GraphUnderCheck, by_path: dict[Path, GraphUnderCheck | None],
     if template is None:
         problem(ProblemKind.MISSING, f"its template {tpath} cannot be read (see the files check); LOAD would fail")
         return
-    if template.delta is not None:
-        problem(
-            ProblemKind.CORRUPT,
-            f"its template {tpath} is itself stored as changes to another graph; LOAD only builds members from "
-            "templates that hold their own record. Save the graphs and the manifest again.",
-        )
+    try:
+        check_template(graph.json_path, meta, tpath, template.meta)
+    except ArchiveError as exc:
+        found.refuse(Check.TEMPLATES, graph.json_path, exc)
         return
-    assert template.record is not None and template.meta.record is not None
-    current = template.meta.record.sha256
-    if delta.template_sha256 != meta.template.record_sha256:
+    assert template.record is not None
+    if delta.template_sha256 != meta.template.record_sha256:  # the delta's own header: LOAD's native codec checks it
         problem(
             ProblemKind.MISMATCH,
             f"its delta was made against template record {delta.template_sha256}, its metadata names "
             f"{meta.template.record_sha256}",
-        )
-        return
-    if current != delta.template_sha256:
-        problem(
-            ProblemKind.MISMATCH,
-            f"it is stored as changes to the template {tpath}, whose record is now {current}, but its delta "
-            f"was made against {delta.template_sha256}: the template was saved again after this member. LOAD "
-            "refuses it; save the graphs and the manifest again.",
         )
         return
     nodes = template.record.nodes

@@ -150,7 +150,7 @@ class Report:
         first = self.problems[0]
         more = sum(c.problems for c in self.checks) - 1
         tail = f" ({more} more: run `foundry verify` on it for the full report)" if more else ""
-        return _ERRORS.get(first.kind, ArchiveCorruptError)(f"{first.path}: {first.message}{tail}")
+        return _ERRORS.get(first.kind, ArchiveCorruptError)(f"{first.message}{tail}")  # names its file: LOAD's words
 
     def to_json(self) -> dict[str, Any]:
         return {

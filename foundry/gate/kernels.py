@@ -17,6 +17,7 @@ from foundry.format import ImageEntry, ImageFormat
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind
+from .symbols import missing_kernel
 
 __all__ = ["check_functions", "check_image_formats", "check_manifest_kernels"]
 
@@ -102,17 +103,11 @@ def check_manifest_kernels(
     manifest_path: Path, listed: Mapping[str, ImageEntry], images: Mapping[str, ImageInfo], found: Findings
 ) -> None:
     """Each kernel the manifest lists for an image is defined in that image (where its names can be
-    read): load_cuda_modules_and_libraries looks every one up and refuses the archive otherwise."""
+    read), as load_cuda_modules_and_libraries finds each one in the driver (``missing_kernel``)."""
     for sha, entry in listed.items():
         info = images.get(sha)
         if info is None or not info.sound or info.names is None or not info.names_complete:
             continue
         for name in entry.kernels:
             if name not in info.names:
-                found.add(
-                    Check.KERNELS,
-                    ProblemKind.MISSING,
-                    manifest_path,
-                    f"the manifest lists kernel {name} in image {sha}, which does not define it "
-                    f"({len(info.names)} symbols): load_cuda_modules_and_libraries would refuse the archive",
-                )
+                found.refuse(Check.KERNELS, manifest_path, missing_kernel(manifest_path, name, sha))

@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from foundry.errors import ArchiveError, ArchiveForeignError, ArchiveVersionError
+from foundry.errors import ArchiveError, ArchiveSignatureError, IdentityMismatchError
 from foundry.format import (
     Delta,
     FunctionRef,
@@ -22,16 +22,22 @@ from foundry.format import (
 
 from .report import Check, Problem, ProblemKind
 
-__all__ = ["Findings", "GraphUnderCheck", "ImageInfo", "kind_of"]
+__all__ = ["Findings", "GraphUnderCheck", "ImageInfo", "check_of", "kind_of"]
 
 
 def kind_of(exc: ArchiveError) -> ProblemKind:
-    """The problem kind of a reader's error."""
-    if isinstance(exc, ArchiveVersionError):
-        return ProblemKind.VERSION
-    if isinstance(exc, ArchiveForeignError):
-        return ProblemKind.FOREIGN
-    return ProblemKind.CORRUPT
+    """The problem kind of a rule's refusal: what its error says (``ArchiveError.kind``)."""
+    return ProblemKind(exc.kind)
+
+
+def check_of(exc: ArchiveError, check: Check) -> Check:
+    """The check a refusal counts for: ``check``, the step that met it, but for a signature or identity refusal,
+    which counts for that check whatever step met it."""
+    if isinstance(exc, ArchiveSignatureError):
+        return Check.SIGNATURE
+    if isinstance(exc, IdentityMismatchError):
+        return Check.IDENTITY
+    return check
 
 
 MAX_PER_FILE = 20
@@ -62,8 +68,17 @@ class Findings:
     _notes_left_out: int = 0
 
     def add(
-        self, check: Check, kind: ProblemKind, path: str | Path, message: str, details: tuple[tuple[str, Any], ...] = ()
+        self,
+        check: Check,
+        kind: ProblemKind,
+        path: str | Path,
+        message: str,
+        details: tuple[tuple[str, Any], ...] = (),
+        named: bool = False,
     ) -> None:
+        """A problem: a rule's refusal as LOAD raises it (``refuse``), or one a rule beyond LOAD's found, whose
+        message is then made to name its file first (unless ``named``), as LOAD's refusals do, so that LOAD's
+        eager run raises every problem as it is listed."""
         where = (check, str(path))
         listed = self._per_file.get(where, 0)
         self.counts[check] = self.counts.get(check, 0) + 1
@@ -72,11 +87,19 @@ class Findings:
                 first_kind, more = self._left_out.get(where, (kind, 0))
                 self._left_out[where] = (first_kind, more + 1)
             else:
-                first_path, first_kind, more = self._beyond.get(check, (str(path), kind, 0))
+                first_path, first_kind, more = self._beyond.get(check, (where[1], kind, 0))
                 self._beyond[check] = (first_path, first_kind, more + 1)
             return
         self._per_file[where] = listed + 1
-        self.problems.append(Problem(str(path), kind, message, check, details))
+        if not named and not message.startswith(f"{where[1]}:"):
+            message = f"{where[1]}: {message}"
+        self.problems.append(Problem(where[1], kind, message, check, details))
+
+    def refuse(
+        self, check: Check, path: str | Path, exc: ArchiveError, details: tuple[tuple[str, Any], ...] = ()
+    ) -> None:
+        """A rule's refusal as LOAD raises it: its very message, its kind, and the check it counts for."""
+        self.add(check_of(exc, check), kind_of(exc), path, str(exc), details, named=True)
 
     def summaries(self) -> list[Problem]:
         """One problem per check and file that had problems left out, saying how many, and one per check for
@@ -85,8 +108,9 @@ class Findings:
             Problem(
                 path,
                 kind,
-                f"{more} more {check.value} problem{'s' if more != 1 else ''} in this file, not listed (the first "
-                f"{self._per_file.get((check, path), 0)} are): the report stays short; fix those and run verify again",
+                f"{path}: {more} more {check.value} problem{'s' if more != 1 else ''} in this file, not listed (the "
+                f"first {self._per_file.get((check, path), 0)} are): the report stays short; fix those and run verify "
+                "again",
                 check,
                 (("more", more),),
             )
@@ -97,8 +121,8 @@ class Findings:
                 Problem(
                     path,
                     kind,
-                    f"{more} more {check.value} problem{'s' if more != 1 else ''} in this and other files, not listed "
-                    f"(the report lists {MAX_LISTED} problems at most): fix those listed and run verify again",
+                    f"{path}: {more} more {check.value} problem{'s' if more != 1 else ''} in this and other files, not "
+                    f"listed (the report lists {MAX_LISTED} problems at most): fix those listed and run verify again",
                     check,
                     (("more", more),),
                 )

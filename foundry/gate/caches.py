@@ -4,7 +4,7 @@ They are code: Inductor's generated Python, pickled artifacts, cubins and compil
 engine imports and runs as its own. An archive is data, and nothing read from it may select code to run,
 unless the user vouches for it: so the caches are handed out only from an archive whose manifest is signed
 with the key in force (docs/TRUST.md), never on checksums alone. Then every file is checked against the
-signed listing as it is copied out (cachecopy.py), and only where the caches were made with this process's
+signed listing as it is copied out (gate/cachecopy.py), and only where the caches were made with this process's
 torch, Triton, engine and GPU: another version's artifacts would be loaded as if they were this one's.
 
 Everything that keeps them from being used raises ``CachesRefusedError`` naming the reason and the next step;
@@ -19,18 +19,12 @@ from pathlib import Path
 
 from foundry.errors import ArchiveError, CachesRefusedError
 from foundry.format import CACHES_DOCUMENT, CachePayload
+from foundry.trust import KEY_ENV, KeySource, configured_key
 
 from .cachecopy import copy_out
 from .documents import listed_names, read_archive_document
-from .signing import KEY_ENV, KeySource, configured_key
 
-__all__ = ["open_engine_caches", "signing_key_id"]
-
-
-def signing_key_id() -> str | None:
-    """The id of the signing key in force (SAVE signs with it, LOAD proves with it), or None without one."""
-    key = configured_key()
-    return None if key is None else key.key_id
+__all__ = ["caches_refused", "open_engine_caches"]
 
 
 def open_engine_caches(
@@ -54,7 +48,7 @@ def open_engine_caches(
         if CACHES_DOCUMENT not in listed_names(archive, key):
             return None
     except ArchiveError as exc:
-        raise CachesRefusedError(f"{shown}: the engine caches cannot be used: {exc}") from None
+        raise caches_refused(archive, exc) from None
     if key is None:
         raise CachesRefusedError(
             f"{shown}: the archive carries engine caches, which are compiled code the engine would run, and LOAD "
@@ -64,7 +58,7 @@ def open_engine_caches(
     try:
         payload = CachePayload.from_json(read_archive_document(archive, CACHES_DOCUMENT, key), str(shown))
     except ArchiveError as exc:
-        raise CachesRefusedError(f"{shown}: the engine caches cannot be used: {exc}") from None
+        raise caches_refused(archive, exc) from None
     differences = [(k, saved, here.get(k)) for k, saved in payload.identity if here.get(k) != saved]
     if differences:
         lines = "; ".join(f"{k}: saved {saved!r}, here {now!r}" for k, saved, now in differences)
@@ -73,3 +67,10 @@ def open_engine_caches(
             "another version are not loaded as this one's. Run SAVE again with this machine's versions."
         )
     return copy_out(archive, payload, Path(dest))
+
+
+def caches_refused(archive: Path, exc: ArchiveError) -> CachesRefusedError:
+    """The refusal of an archive's engine caches whose listing cannot be read (``exc`` says why), as LOAD
+    refuses them and ``foundry verify`` reports them."""
+    refused = CachesRefusedError(f"{archive / CACHES_DOCUMENT}: the engine caches cannot be used: {exc}")
+    return refused.as_kind(exc.kind)
