@@ -150,7 +150,7 @@ def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work()
 def test_without_a_native_run_load_is_compared_with_save() -> None:
     """`--modes save,load`: SAVE's tokens (its graphs captured natively in its own process) are the reference,
     so the table says what LOAD was compared with instead of a bare "NO"."""
-    from foundry.bench.serving.runs import compare_runs
+    from foundry.bench.serving.compare import compare_runs
 
     same, other = [[[1, 2, 3]], [[4, 5], [6, 7]]], [[[1, 2, 3]], [[4, 5], [6, 8]]]
     compare = compare_runs({"save": {"tokens": same}, "load": {"tokens": same}})
@@ -190,7 +190,7 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     assert "NO: tokens yes, logprobs differ" in render(doc)
     # SAVE is the reference here; its digests are in the document, and a document rendered again (no lists in
     # hand) still tells the runs apart by them
-    from foundry.bench.serving.runs import compare_runs
+    from foundry.bench.serving.compare import compare_runs
 
     again = compare_runs(doc["results"])["load"]
     assert again["tokens_identical"] and not again["identical"]

@@ -37,7 +37,7 @@ def fmt(value: Any, digits: int = 2) -> str:
 
 
 def sameness(mode: str, c: dict[str, Any]) -> str:
-    """A run's "tokens, logprobs identical" cell from its comparison (runs.compare_runs)."""
+    """A run's "tokens, logprobs identical" cell from its comparison (compare.compare_runs)."""
     if mode == "native" or c.get("reference"):
         return "reference"
     if c.get("identical"):

@@ -36,11 +36,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .compare import compare_runs
 from .fresh import FRESH_MODES, fresh_env, fresh_root, signing_key
-from .logprobs import Top, Values, compare_logprobs, digests, values
+from .logprobs import Top, Values, digests, values
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
-from .stats import alternate, compare_tokens, summary
+from .stats import alternate, summary
 from .workload import Request, decode_request, prefill_request, token_requests
 
 __all__ = [
@@ -50,7 +51,6 @@ __all__ = [
     "BenchRuns",
     "ServingConfig",
     "commit",
-    "compare_runs",
     "machine",
     "plugin_shim",
     "run_bench",
@@ -347,51 +347,6 @@ class BenchRuns:
             "measured": self.measured,
             "wall_s": time.perf_counter() - self.t0,
         }
-
-
-def compare_runs(
-    results: dict[str, dict[str, Any]],
-    vals: dict[str, list[list[Values]]] | None = None,
-    tops: dict[str, list[list[Top]]] | None = None,
-    profile_keys: tuple[str, ...] = (),
-) -> dict[str, dict[str, Any]]:
-    """Each run's tokens and log-probabilities against the reference's: the warm native run's, else the cold
-    one's, else (no native run asked for) SAVE's, whose graphs are captured natively in its own process. The
-    reference itself is marked so; a run without tokens, or with no reference to compare with, is not
-    identical, and says why. ``identical`` needs the tokens and, where the runs wrote them, the log-probabilities
-    (``tops`` in full where the runs are in hand, else their digests) to be equal."""
-    vals, tops = vals or {}, tops or {}
-    order = ("native", "native_cold", "save")
-    reference = next((m for m in order if "tokens" in results.get(m, {})), None)
-    out: dict[str, dict[str, Any]] = {}
-    for mode, r in results.items():
-        if mode not in ("save", "load", "native_cold", *FRESH_MODES):
-            continue
-        if mode == reference:
-            out[mode] = {"identical": None, "reference": True}
-        elif "tokens" not in r:
-            out[mode] = {"identical": False, "why": r.get("error", r.get("skipped", "no tokens"))}
-        elif reference is None:
-            out[mode] = {"identical": False, "why": "no run to compare with"}
-        else:
-            tokens = compare_tokens(results[reference]["tokens"], r["tokens"])
-            out[mode] = {**tokens, "against": reference}
-            ref = results[reference]
-            profile = {k: {"here": r[k], "reference": ref[k]} for k in profile_keys if k in r and k in ref}
-            if profile:
-                out[mode]["memory_profile"] = profile
-                out[mode]["same_memory_profile"] = all(v["here"] == v["reference"] for v in profile.values())
-            if "logprob_digests" in r or "logprob_digests" in ref:
-                logprobs = compare_logprobs(
-                    vals.get(reference), vals.get(mode), ref.get("logprob_digests"), r.get("logprob_digests"),
-                    tops.get(reference), tops.get(mode),
-                )  # fmt: skip
-                out[mode].update(
-                    identical=tokens["identical"] and logprobs["identical"],
-                    tokens_identical=tokens["identical"],
-                    logprobs=logprobs,
-                )
-    return out
 
 
 def _brief(m: dict[str, Any]) -> str:

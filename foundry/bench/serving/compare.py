@@ -1,0 +1,57 @@
+"""What the benchmark's runs are compared by: each run's tokens, log-probabilities and memory profile against a
+reference run's (the warm native run's where there is one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .fresh import FRESH_MODES
+from .logprobs import Top, Values, compare_logprobs
+from .stats import compare_tokens
+
+__all__ = ["compare_runs"]
+
+
+def compare_runs(
+    results: dict[str, dict[str, Any]],
+    vals: dict[str, list[list[Values]]] | None = None,
+    tops: dict[str, list[list[Top]]] | None = None,
+    profile_keys: tuple[str, ...] = (),
+) -> dict[str, dict[str, Any]]:
+    """Each run's tokens and log-probabilities against the reference's: the warm native run's, else the cold
+    one's, else (no native run asked for) SAVE's, whose graphs are captured natively in its own process. The
+    reference itself is marked so; a run without tokens, or with no reference to compare with, is not
+    identical, and says why. ``identical`` needs the tokens and, where the runs wrote them, the log-probabilities
+    (``tops`` in full where the runs are in hand, else their digests) to be equal."""
+    vals, tops = vals or {}, tops or {}
+    order = ("native", "native_cold", "save")
+    reference = next((m for m in order if "tokens" in results.get(m, {})), None)
+    out: dict[str, dict[str, Any]] = {}
+    for mode, r in results.items():
+        if mode not in ("save", "load", "native_cold", *FRESH_MODES):
+            continue
+        if mode == reference:
+            out[mode] = {"identical": None, "reference": True}
+        elif "tokens" not in r:
+            out[mode] = {"identical": False, "why": r.get("error", r.get("skipped", "no tokens"))}
+        elif reference is None:
+            out[mode] = {"identical": False, "why": "no run to compare with"}
+        else:
+            tokens = compare_tokens(results[reference]["tokens"], r["tokens"])
+            out[mode] = {**tokens, "against": reference}
+            ref = results[reference]
+            profile = {k: {"here": r[k], "reference": ref[k]} for k in profile_keys if k in r and k in ref}
+            if profile:
+                out[mode]["memory_profile"] = profile
+                out[mode]["same_memory_profile"] = all(v["here"] == v["reference"] for v in profile.values())
+            if "logprob_digests" in r or "logprob_digests" in ref:
+                logprobs = compare_logprobs(
+                    vals.get(reference), vals.get(mode), ref.get("logprob_digests"), r.get("logprob_digests"),
+                    tops.get(reference), tops.get(mode),
+                )  # fmt: skip
+                out[mode].update(
+                    identical=tokens["identical"] and logprobs["identical"],
+                    tokens_identical=tokens["identical"],
+                    logprobs=logprobs,
+                )
+    return out
