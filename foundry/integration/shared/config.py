@@ -28,7 +28,7 @@ import foundry
 from .engine import Engine
 from .errors import PluginConfigError
 
-__all__ = ["DEFAULT_REGION_BASE", "DEFAULT_REGION_SIZE", "DEFAULT_THREADS", "EngineConfig", "Mode"]
+__all__ = ["DEFAULT_REGION_BASE", "DEFAULT_REGION_SIZE", "DEFAULT_THREADS", "EngineConfig", "Mode", "env_flag"]
 
 DEFAULT_REGION_BASE = 0x600000000000
 DEFAULT_REGION_SIZE = "512GB"
@@ -120,7 +120,7 @@ class EngineConfig:
             threads=_int(env, var("THREADS"), DEFAULT_THREADS, minimum=1),
             allow_mismatch=tuple(s.strip() for s in env.get(var("ALLOW_MISMATCH"), "").split(",") if s.strip()),
             report=Path(env[env_report]).expanduser() if env.get(env_report, "").strip() else None,
-            pack_caches=_flag(env, var("PACK_CACHES")),
+            pack_caches=env_flag(env, var("PACK_CACHES")),
         )
 
 
@@ -143,7 +143,9 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
 _FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
+def env_flag(env: Mapping[str, str], name: str) -> bool:
+    """A plugin's on/off setting: unset or empty is off; 1/0, true/false, yes/no, on/off; anything else is refused
+    naming the variable."""
     text = env.get(name, "").strip().lower()
     if not text:
         return False

@@ -2,7 +2,7 @@
 FOUNDRY_VLLM_REGION_SIZE, FOUNDRY_VLLM_THREADS, FOUNDRY_VLLM_ALLOW_MISMATCH, FOUNDRY_VLLM_REPORT,
 FOUNDRY_VLLM_PACK_CACHES (what each means: shared/config.py), and vLLM's own:
 
-    FOUNDRY_VLLM_WARM_UP      1: LOAD runs the warm-up vLLM runs natively before its first request (the
+    FOUNDRY_VLLM_WARM_UP      1 (or true/yes/on): LOAD runs the warm-up vLLM runs natively before its first request (the
                               profile's forward passes, then its kernel warm-up), without measuring memory or
                               capturing; 0 (default): LOAD skips both
 
@@ -14,9 +14,8 @@ import dataclasses
 import os
 from collections.abc import Mapping
 
-from ..shared.config import EngineConfig, Mode
+from ..shared.config import EngineConfig, Mode, env_flag
 from ..shared.engine import Engine
-from ..shared.errors import PluginConfigError
 
 __all__ = ["ENV_ARCHIVE", "ENV_MODE", "ENV_WARM_UP", "VLLM", "Mode", "PluginConfig"]
 
@@ -36,7 +35,4 @@ class PluginConfig(EngineConfig):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginConfig:
         config = super().from_env(environ)
-        text = (os.environ if environ is None else environ).get(ENV_WARM_UP, "").strip()
-        if text not in ("", "0", "1"):
-            raise PluginConfigError(f"{ENV_WARM_UP}={text!r} is not 0 or 1; fix or unset it")
-        return dataclasses.replace(config, warm_up=text == "1")
+        return dataclasses.replace(config, warm_up=env_flag(os.environ if environ is None else environ, ENV_WARM_UP))

@@ -122,8 +122,8 @@ def test_load_without_warm_up_skips_it_and_a_bad_warm_up_value_is_refused_by_nam
     fake, _ = _load(engines)
     fake.start_engine(make_config())
     assert "profile_run" not in fake.trace.events and "kernel_warmup" not in fake.trace.events
-    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "yes")
-    with pytest.raises(PluginConfigError, match=r"FOUNDRY_VLLM_WARM_UP='yes' is not 0 or 1"):
+    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "maybe")
+    with pytest.raises(PluginConfigError, match=r"FOUNDRY_VLLM_WARM_UP='maybe' is not 1 or 0"):
         _load(engines)
 
 
