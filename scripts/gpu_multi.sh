@@ -25,7 +25,7 @@ fi
 export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so
 
 WORK=$(mktemp -d /tmp/foundry-ranks-XXXX)
-timeout 900 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" > "$OUT/multi-rank.log" 2>&1
+timeout 420 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" > "$OUT/multi-rank.log" 2>&1
 RC=$?
 tail -1 "$OUT/multi-rank.log" > "$OUT/multi-rank.json"
 for r in 0 1; do
@@ -40,8 +40,10 @@ if "skipped" in out:
     print("skipped:", out["skipped"]); sys.exit(0)
 for o in out["save"]:
     print("save rank", o.get("rank"), "saved" if o.get("saved") else f"{o.get('error')}: {o.get('message')}",
-          f"peers={o.get('peers')} bytes={o.get('peer_bytes')} types={o.get('handle_types')}" if o.get("saved") else "")
+          f"peers={o.get('peers')} bytes={o.get('peer_bytes')} types={o.get('handle_types')}" if o.get("saved") else "",
+          f"exit={o.get('exitcode')}")
 for o in out["load"]:
-    print("load rank", o.get("rank"), "identical" if o.get("identical") else f"{o.get('error') or 'DIFFERS'}: {o.get('message', '')}")
+    print("load rank", o.get("rank"), "identical" if o.get("identical") else f"{o.get('error') or 'DIFFERS'}: {o.get('message', '')}",
+          f"exit={o.get('exitcode')}")
 PY
 exit $RC

@@ -15,17 +15,23 @@ Fewer than 2 GPUs: prints {"skipped": ...} and exits 0."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import queue
 import socket
 import sys
 import tempfile
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)  # before torch or NCCL is imported, inherited by every rank
+# The process group's heartbeat thread logs a stack every second once a peer has exited; off, so the log
+# shows what the ranks did.
+os.environ.setdefault("TORCH_NCCL_ENABLE_MONITORING", "0")
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -35,6 +41,7 @@ WORLD = 2
 BASE = 0x600000000000
 REGION = "64GB"
 N = 1 << 20
+RANK_SECONDS = 180
 
 
 def _free_port() -> int:
@@ -77,6 +84,21 @@ def _peers(arch: Path) -> dict[str, Any]:
     }
 
 
+def _report_and_tear_down(out: dict[str, Any], results: Any) -> None:
+    """The outcome is reported before the communicator is torn down, so that a crash at teardown (reported
+    by the parent as the rank's exit code) does not hide what the phase did."""
+    results.put(out)
+    results.close()
+    results.join_thread()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _child(target: Any, rank: int, port: int, work: str, results: Any) -> None:
+    faulthandler.enable()  # a crash in native code prints the Python stack of every thread
+    target(rank, port, work, results)
+
+
 def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     import foundry
 
@@ -98,11 +120,7 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
         out.update(_peers(arch), saved=True)
     except Exception as exc:  # reported, not raised: the parent prints every rank's outcome
         out.update(error=type(exc).__name__, message=str(exc)[:600], trace=traceback.format_exc()[-1500:])
-    finally:
-        if dist.is_initialized():
-            dist.barrier()
-            dist.destroy_process_group()
-    results.put(out)
+    _report_and_tear_down(out, results)
 
 
 def load_rank(rank: int, port: int, work: str, results: Any) -> None:
@@ -124,31 +142,38 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         )
     except Exception as exc:
         out.update(error=type(exc).__name__, message=str(exc)[:600], trace=traceback.format_exc()[-1500:])
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-    results.put(out)
+    _report_and_tear_down(out, results)
 
 
 def _phase(target: Any, work: str) -> list[dict[str, Any]]:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=target, args=(r, port, work, results)) for r in range(WORLD)]
+    procs = [ctx.Process(target=_child, args=(target, r, port, work, results)) for r in range(WORLD)]
     for p in procs:
         p.start()
-    outs = []
-    for _ in procs:
+    outs: list[dict[str, Any]] = []
+    deadline = time.monotonic() + RANK_SECONDS
+    while len(outs) < WORLD and time.monotonic() < deadline:
         try:
-            outs.append(results.get(timeout=300))
-        except Exception:  # a rank hung (a collective whose peer refused): reported, the others killed
-            outs.append({"error": "Timeout", "message": "a rank reported nothing within 300 s"})
-            break
+            outs.append(results.get(timeout=2))
+        except queue.Empty:
+            # A rank that died without reporting (a crash in native code) ends the wait at once.
+            if any(p.exitcode not in (None, 0) for p in procs):
+                break
     for p in procs:
         p.join(30)
         if p.is_alive():
             p.kill()
-    return sorted(outs, key=lambda o: o.get("rank", WORLD))
+            p.join(5)
+    seen = {o.get("rank") for o in outs}
+    for r, p in enumerate(procs):
+        if r not in seen:
+            message = f"rank {r} reported nothing (exit code {p.exitcode})"
+            outs.append({"rank": r, "error": "NoReport", "message": message})
+    for o in outs:
+        o["exitcode"] = procs[o["rank"]].exitcode
+    return sorted(outs, key=lambda o: o["rank"])
 
 
 def main() -> None:
