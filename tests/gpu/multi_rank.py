@@ -80,7 +80,7 @@ def _peers(arch: Path) -> dict[str, Any]:
         "peers": len(meta.peers),
         "peer_bytes": sum(p.size for p in meta.peers),
         "handle_types": sorted({p.handle_type for p in meta.peers}),
-        "rank": None if meta.rank is None else meta.rank.to_json(),
+        "saved_rank": None if meta.rank is None else meta.rank.to_json(),
     }
 
 
