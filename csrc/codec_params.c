@@ -59,7 +59,11 @@ static const char *param_list(const rec_param *params, uint32_t count, char *buf
 /* Proves that a kernel node gives its kernel the parameters the kernel takes, as the driver reports them for
  * the loaded function: in kernelParams mode the same count, each at the same offset with the same size (the
  * driver reads that list through the node's pointers, so a table one short is read past); in `extra` mode a
- * buffer at least as long as the parameters span. One comparison per node: the lists are asked once per
+ * buffer that reaches into the last parameter. The driver copies exactly the buffer's stated size into the
+ * kernel's parameter space, and a launcher may fill a trailing argument storage only in part: NCCL's kernels
+ * take one 4096-byte ncclDevKernelArgsStorage and are launched with the bytes in use (512 for an all-reduce),
+ * which the driver accepted at capture. A buffer that ends before the last parameter begins leaves whole
+ * arguments out, which no launcher does. One comparison per node: the lists are asked once per
  * function (kernel_params.c). Where the driver cannot describe a kernel (cuFuncGetParamInfo missing, older
  * than CUDA 12.4, or refused), a kernelParams node is refused, since nothing else bounds what the driver
  * reads, and SAVE refuses to record one (ParamIntrospectionError); an `extra` node goes on, its buffer's
@@ -93,10 +97,11 @@ static int check_params(const fdy_decoded *d, const rec_kernel *k, const rec_par
     fns->params[k->function] = l;
   }
   if (k->arg_mode == FDY_ARG_EXTRA) {
-    if (l == &no_list || k->arg_bytes >= l->span) return 0;
+    if (l == &no_list || k->arg_bytes >= l->reach) return 0;
     return fdy_fail(FDY_ERR_PARAM_MISMATCH,
                     "%s (kernel %s): its `extra` argument buffer holds %u bytes, but the kernel's %u "
-                    "parameters %s (offset:size) span %u; the driver would read past the buffer. " ALTERED,
+                    "parameters %s (offset:size) span %u and the buffer ends before the last of them begins; "
+                    "the kernel would read arguments the launch never gave. " ALTERED,
                     node_where(d, where, sizeof(where)), fdy_func_name(f), k->arg_bytes, l->count,
                     param_list(l->p, l->count, want, sizeof(want)), l->span);
   }

@@ -141,6 +141,8 @@ extern volatile int fdy_trace_launches;
 typedef struct {
   uint32_t count;
   uint32_t span;   /* the end of the last byte any parameter occupies (max offset + size), 0 without any */
+  uint32_t reach;  /* the shortest `extra` buffer LOAD hands over: one byte into the parameter placed last
+                    * (max offset + 1), 0 without any (codec_params.c says why) */
   rec_param p[];   /* count entries: offset and size, the layout a kernel node record's table has */
 } fdy_kparams;
 /* The parameter list of f, asked of the driver once per function and kept for the life of the process (the

@@ -35,7 +35,7 @@ static int query(CUfunction f, fdy_kparams **out, CUresult *cause, uint32_t *ind
   size_t cap = 8;
   fdy_kparams *l = malloc(sizeof(*l) + cap * sizeof(rec_param));
   if (!l) return FDY_ERR_INVALID;
-  l->count = l->span = 0;
+  l->count = l->span = l->reach = 0;
   for (uint32_t i = 0;; i++) {
     size_t off = 0, size = 0;
     CUresult r = param_info(f, i, &off, &size);
@@ -63,6 +63,7 @@ static int query(CUfunction f, fdy_kparams **out, CUresult *cause, uint32_t *ind
     }
     l->p[l->count++] = (rec_param){(uint32_t)off, (uint32_t)size};
     if (off + size > l->span) l->span = (uint32_t)(off + size);
+    if (off + 1 > l->reach) l->reach = (uint32_t)(off + 1);
   }
   *out = l;
   return 0;

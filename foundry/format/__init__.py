@@ -97,7 +97,7 @@ from .jsonfields import (
     load_sealed,
     relative_path_problem,
 )
-from .kparams import KernelParams, params_span
+from .kparams import KernelParams, params_reach, params_span
 from .manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -272,6 +272,7 @@ __all__ = [
     "open_image",
     "override_problem",
     "override_spans",
+    "params_reach",
     "params_span",
     "parse_bundle",
     "parse_delta",

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from .elf import Section
 
-__all__ = ["KernelParams", "elf_kernel_params", "params_span"]
+__all__ = ["KernelParams", "elf_kernel_params", "params_reach", "params_span"]
 
 KernelParams = tuple[tuple[int, int], ...]
 """(offset, size) of each parameter in ordinal order, as cuFuncGetParamInfo reports them."""
@@ -33,8 +33,15 @@ _V2 = struct.Struct("<IHHHH")
 
 
 def params_span(params: KernelParams) -> int:
-    """The end of the last byte any parameter occupies (what an ``extra`` buffer must hold at least)."""
+    """The end of the last byte any parameter occupies."""
     return max((offset + size for offset, size in params), default=0)
+
+
+def params_reach(params: KernelParams) -> int:
+    """The shortest ``extra`` buffer a node may give the kernel: one byte into the parameter placed last (a
+    launcher may fill a trailing argument storage only in part, as NCCL's kernels are launched), 0 without
+    parameters. csrc/codec_params.c holds LOAD to the same rule."""
+    return max((offset + 1 for offset, _ in params), default=0)
 
 
 def elf_kernel_params(data: bytes | memoryview, sections: list[Section]) -> Mapping[str, KernelParams | None]:

@@ -4,7 +4,8 @@ holds every node to the driver's list before the driver sees it (csrc/codec_para
 that differs, since the driver would read past its arguments; this finds such a node without a GPU.
 
 In kernelParams mode the node's table must be the kernel's list (count, offsets, sizes); an ``extra`` buffer
-must be at least as long as the parameters span. A kernel whose image holds only PTX (the driver lays its
+must reach into the last parameter (format/kparams.py ``params_reach``: a launcher may fill a trailing
+argument storage only in part, as NCCL's kernels are launched). A kernel whose image holds only PTX (the driver lays its
 parameters out when it compiles it), or whose metadata cannot be read with certainty, is not checked, and a
 note says how many nodes that left; so is a kernel whose ELF code has no ``.nv.info.<kernel>`` section,
 which ptxas writes for every kernel (only images made by other tools lack it).
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from foundry.format import ArgMode, ImageFormat, KernelNode, KernelParams, iter_nodes, params_span
+from foundry.format import ArgMode, ImageFormat, KernelNode, KernelParams, iter_nodes, params_reach, params_span
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind
@@ -79,11 +80,12 @@ def note_unchecked(ptx: int, unreadable: int, found: Findings) -> None:
 
 def _mismatch(node: KernelNode, takes: KernelParams) -> str | None:
     if node.arg_mode == ArgMode.EXTRA:
-        if len(node.args) >= params_span(takes):
+        if len(node.args) >= params_reach(takes):
             return None
         return (
             f"its `extra` argument buffer holds {len(node.args)} bytes, but the kernel's {len(takes)} parameters "
-            f"{_listed(takes)} (offset:size, as its image states them) span {params_span(takes)}"
+            f"{_listed(takes)} (offset:size, as its image states them) span {params_span(takes)} and the buffer "
+            "ends before the last of them begins"
         )
     if tuple(node.params) == takes:
         return None

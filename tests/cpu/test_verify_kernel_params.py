@@ -1,6 +1,6 @@
 """Kernel parameters read from kernel images (foundry/format/kparams.py), on real compiler output, and
 ``foundry verify`` holding each kernel node to them: a node LOAD would refuse (a parameter short, one of
-another size, an ``extra`` buffer shorter than the parameters span) is reported without a GPU.
+another size, an ``extra`` buffer that ends before the last parameter) is reported without a GPU.
 
 tests/fixtures/kparams holds cubins ptxas 13.5 (the nvidia-cuda-nvcc 13.5.37 wheel) built from the PTX beside
 them:
@@ -166,6 +166,14 @@ def test_an_extra_buffer_shorter_than_its_kernels_parameters_is_reported(sample:
         verify_archive(sample), Check.KERNELS, ProblemKind.MISMATCH, "graph_0.json", "kernel node 5 ",
         "`extra` argument buffer holds 8 bytes", "2 parameters [0:8 8:4]", "span 12",
     )  # fmt: skip
+
+
+def test_an_extra_buffer_that_fills_its_last_parameter_in_part_is_not_reported(sample: Path) -> None:
+    """As NCCL launches its kernels: the buffer reaches into the last parameter (the int) without covering it."""
+    record = sample_record()
+    node = _kernel(record, 5)
+    forge_graph(sample, "graph_0", _replaced(record, 5, dataclasses.replace(node, args=node.args[:9])))
+    assert not [p for p in verify_archive(sample).problems if p.check == Check.KERNELS], "a partial last parameter"
 
 
 def test_a_members_override_is_held_to_its_kernel(sample: Path) -> None:

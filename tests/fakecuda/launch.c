@@ -61,8 +61,14 @@ CUresult fc_kparams_set(fc_kparams *k, fc_func *f, const unsigned grid[3], const
     const void *src;
     CUresult r = parse_extra(extra, &src, &size);
     if (r) return r;
-    if (size < need || (size && !src)) return CUDA_ERROR_INVALID_VALUE;
-    buf = malloc(size ? size : 1);
+    /* As the driver: a buffer may fill the last parameter only in part (NCCL launches its 4096-byte argument
+     * storage with the bytes in use); one that ends before the last parameter begins is refused. The rest
+     * of the parameter space reads as zeros. */
+    size_t reach = 0;
+    for (size_t i = 0; i < np; i++)
+      if (b->off[i] + 1 > reach) reach = b->off[i] + 1;
+    if (size < reach || (size && !src)) return CUDA_ERROR_INVALID_VALUE;
+    buf = calloc(1, (size > need ? size : need) + 1);
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
     if (size) memcpy(buf, src, size);
     mode = 1;
@@ -104,7 +110,9 @@ CUresult fc_kparams_set(fc_kparams *k, fc_func *f, const unsigned grid[3], const
 
 CUresult fc_kparams_copy(fc_kparams *dst, const fc_kparams *src) {
   fc_kparams k = *src;
-  k.argbuf = malloc(src->argsize ? src->argsize : 1);
+  /* An `extra` buffer shorter than the parameters is stored padded with zeros to the kernel's size. */
+  size_t need = src->func ? fc_builtin_argsize(src->func->bi) : 0;
+  k.argbuf = calloc(1, (src->argsize > need ? src->argsize : need) + 1);
   k.paramptrs = src->paramptrs ? calloc(src->nparams ? src->nparams : 1, sizeof(void *)) : NULL;
   k.attrs = src->nattrs ? malloc(src->nattrs * sizeof(CUlaunchAttribute)) : NULL;
   if (!k.argbuf || (src->paramptrs && !k.paramptrs) || (src->nattrs && !k.attrs)) {
@@ -201,13 +209,13 @@ CUresult fc_kparams_run(const fc_kparams *k) {
   if (r) return r;
   const fc_builtin *b = k->func->bi;
   if (!b) return CUDA_ERROR_NOT_SUPPORTED; /* a name the fake has no implementation for */
-  if (k->argsize < fc_builtin_argsize(b)) return CUDA_ERROR_INVALID_VALUE;
+  size_t need = fc_builtin_argsize(b); /* argbuf holds at least this much (fc_kparams_set pads it) */
   fc_launch L;
   memcpy(L.grid, k->grid, sizeof(L.grid));
   memcpy(L.block, k->block, sizeof(L.block));
   L.smem = k->smem;
   L.args = k->argbuf;
-  L.argsize = k->argsize;
+  L.argsize = k->argsize > need ? k->argsize : need;
   L.mod = k->func->mod;
   return b->fn(&L);
 }
