@@ -1,6 +1,7 @@
 """The little of ELF64 (little-endian, as every CUDA cubin is) that reading kernel images needs: the
-section table and the symbol tables. Strict and bounded: a table that does not fit the bytes makes the
-reader answer None, never guess, and nothing here raises for malformed input.
+section table, the symbol tables, and where relocations put code addresses. Strict and bounded: a table
+that does not fit the bytes makes the reader answer None, never guess, and nothing here raises for
+malformed input.
 """
 
 from __future__ import annotations
@@ -8,14 +9,17 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["STT_FUNC", "STT_OBJECT", "Section", "Symbol", "elf_sections", "elf_symbols"]
+__all__ = ["STT_FUNC", "STT_OBJECT", "Section", "Symbol", "elf_code_relocations", "elf_sections", "elf_symbols"]
 
 SHT_SYMTAB = 2
+SHT_RELA = 4
 SHT_NOBITS = 8
+SHT_REL = 9
 STT_OBJECT = 1
 STT_FUNC = 2
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
+_REL = struct.Struct("<QQ")  # r_offset, r_info (SHT_RELA entries add an r_addend after them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +104,39 @@ def elf_symbols(
             if in_sections is None or shndx in in_sections:
                 out.append(Symbol(_cstr(names, name_at), value, size, info & 0xF, info >> 4, other, shndx))
     return out if found else None
+
+
+def elf_code_relocations(
+    data: bytes | memoryview, sections: list[Section], targets: frozenset[int]
+) -> dict[int, frozenset[int]] | None:
+    """For each section in ``targets`` (by index), the offsets in it of the relocations whose symbol is a
+    function (STT_FUNC): words the loader fills with an address of this load's code, as nvlink writes a
+    table of device function pointers (``__device__ fn_t const table[] = {f, g};``, NCCL's
+    ``ncclDevFuncTable``) with R_CUDA_64 against the functions. None when a relocation table that names
+    one of ``targets`` does not fit, or its symbol table does not."""
+    out: dict[int, set[int]] = {}
+    for sec in sections:
+        if sec.type not in (SHT_REL, SHT_RELA) or sec.info not in targets:
+            continue
+        if sec.link >= len(sections) or sections[sec.link].type != SHT_SYMTAB or sec.nobits:
+            return None
+        symtab = sections[sec.link]
+        step = sec.entsize or (_REL.size + (8 if sec.type == SHT_RELA else 0))
+        if step < _REL.size:
+            return None
+        sym_step = symtab.entsize or _SYM.size
+        if sym_step < _SYM.size:
+            return None
+        offsets = out.setdefault(sec.info, set())
+        for k in range(sec.size // step):
+            r_offset, r_info = _REL.unpack_from(data, sec.offset + k * step)
+            symbol = r_info >> 32
+            at = symtab.offset + symbol * sym_step
+            if symbol == 0 or at + _SYM.size > symtab.offset + symtab.size:
+                continue  # no symbol, or past the table: not a named function
+            if data[at + 4] & 0xF == STT_FUNC:  # st_info's type
+                offsets.add(r_offset)
+    return {index: frozenset(found) for index, found in out.items()}
 
 
 def _cstr(table: bytes, at: int) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from foundry.errors import ArchiveCorruptError
 
 from ._layout import FATBIN_HEADER
-from .elf import STT_OBJECT, Section, Symbol, elf_sections, elf_symbols
+from .elf import STT_OBJECT, Section, Symbol, elf_code_relocations, elf_sections, elf_symbols
 from .fatbin import FatbinKind, fatbin_entries, fatbin_header
 from .files import IMAGES_DIR, read_stored, write_addressed
 from .jsonfields import is_sha256
@@ -126,12 +126,16 @@ class KernelNames:
 @dataclass(frozen=True, slots=True)
 class VariableDecl:
     """A module variable an image defines (``__device__``, ``__constant__``, ``__managed__``): its state
-    space (``"global"``, ``"constant"`` or ``"managed"``) and the sizes in bytes its definitions give (one
-    per distinct size over a fatbin's entries; empty for a PTX definition whose size is not written out)."""
+    space (``"global"``, ``"constant"`` or ``"managed"``), the sizes in bytes its definitions give (one
+    per distinct size over a fatbin's entries; empty for a PTX definition whose size is not written out),
+    and ``code_words``: the byte offsets, from its start, of the 8-byte words every load fills with an
+    address of its own code (a relocation to a function: a table of device function pointers), over all
+    entries read."""
 
     name: str
     space: str
     sizes: frozenset[int]
+    code_words: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,18 +227,24 @@ def _scan(
                 continue  # no section that holds variables: no symbol to read
             wanted = None if names or spaces is None else frozenset(spaces)
             symbols = None if sections is None else elf_symbols(payload, sections, wanted)
-            if sections is None or spaces is None or symbols is None:
+            code = None if sections is None or spaces is None else elf_code_relocations(
+                payload, sections, frozenset(spaces))  # fmt: skip
+            if sections is None or spaces is None or symbols is None or code is None:
                 problems.append(f"{'the ELF image' if fmt == ImageFormat.ELF else f'ELF part {i}'} has no readable "
-                                "symbol table")  # fmt: skip
+                                "symbol or relocation table")  # fmt: skip
                 continue
             if names:
                 kernels.update(s.name for s in symbols if s.name)
                 for kernel, layout in elf_kernel_params(payload, sections).items():
                     params[kernel] = layout if params.get(kernel, layout) == layout else None
-            part = _elf_variables(spaces, symbols)
+            part = _elf_variables(spaces, symbols, code)
         for name, decl in part.items():
             seen = variables.get(name)
-            variables[name] = decl if seen is None else VariableDecl(name, seen.space, seen.sizes | decl.sizes)
+            variables[name] = (
+                decl
+                if seen is None
+                else VariableDecl(name, seen.space, seen.sizes | decl.sizes, seen.code_words | decl.code_words)
+            )
     problem = "; ".join(problems) or None
     return KernelNames(frozenset(kernels), not problems, params), ModuleVariables(variables, not problems, problem)
 
@@ -280,7 +290,9 @@ def _variable_sections(sections: list[Section]) -> dict[int, str] | None:
     return spaces
 
 
-def _elf_variables(spaces: dict[int, str], symbols: list[Symbol]) -> dict[str, VariableDecl]:
+def _elf_variables(
+    spaces: dict[int, str], symbols: list[Symbol], code: Mapping[int, frozenset[int]]
+) -> dict[str, VariableDecl]:
     found: dict[str, VariableDecl] = {}
     for sym in symbols:
         space = spaces.get(sym.shndx) if sym.type == STT_OBJECT and 0 < sym.shndx < _SHN_LORESERVE else None
@@ -288,8 +300,12 @@ def _elf_variables(spaces: dict[int, str], symbols: list[Symbol]) -> dict[str, V
             continue  # "$str": a string literal the compiler placed there, not a variable anyone names
         if sym.other & _STO_CUDA_MANAGED:
             space = "managed"
+        words = frozenset(
+            at - sym.value for at in code.get(sym.shndx, ()) if sym.value <= at and at + 8 <= sym.value + sym.size
+        )
         seen = found.get(sym.name)
-        found[sym.name] = VariableDecl(sym.name, space, frozenset({sym.size}) | (seen.sizes if seen else frozenset()))
+        sizes = frozenset({sym.size}) | (seen.sizes if seen else frozenset())
+        found[sym.name] = VariableDecl(sym.name, space, sizes, words | (seen.code_words if seen else frozenset()))
     return found
 
 

@@ -13,12 +13,18 @@ content-addressed store (``memory/<sha256>.bin``), and the graph's image entry l
 
 A pointer initialized in the image (``__device__ int *p = &x;``, a relocation the loader applies) holds
 each load's own address of ``x``: where the fresh load holds an address inside one of its variables and
-this process the same place in its own copy, the bytes count as equal.
+this process the same place in its own copy, the bytes count as equal. A word the image's relocations fill
+with a code address (a table of device function pointers: NCCL's ``ncclDevFuncTable``, which every NCCL
+collective kernel calls through) holds each load's own code, which no driver call locates: such words are
+the loader's and are not compared. Writing SAVE's copy of them into LOAD's image sent NCCL's kernels into
+the SAVE process's code (an illegal address on two H200s), so a variable that holds them is never carried.
 
 Refused, before anything is written (errors name the image, the variable and the next step):
 ``VariablesUnknownError`` for an image whose variables cannot be enumerated; ``ModuleAddressError`` for
 a value to carry that holds the address of module memory of this process (meaningless in another);
-``VariableConflictError`` for one image loaded several times with different values.
+``VariableConflictError`` for one image loaded several times with different values; ``ModuleAddressError``
+also for a variable whose code words the loader sets and whose other bytes the program changed (LOAD
+writes a variable whole).
 """
 
 from __future__ import annotations
@@ -140,9 +146,16 @@ def _decision(
         _count(phases, "variables.decisions_reused")
         return known
     fresh = _fresh(sha, *next(iter(records.items())), fmt, device) if values else {}
+    declared = _scan(sha, *next(iter(records.items())), fmt, device).variables if values else {}
+    code = {name: declared[name].code_words for name in values if name in declared and declared[name].code_words}
     carried = tuple(
-        (name, values[name]) for name in sorted(values) if _differs(values[name], fresh.get(name), values, fresh)
+        (name, values[name])
+        for name in sorted(values)
+        if _differs(values[name], fresh.get(name), values, fresh, code.get(name, frozenset()))
     )
+    for name, _ in carried:
+        if name in code:
+            _refuse_code_words(sha, name, code[name])
     refs = tuple(VariableRef(name, len(v.data), hashlib.sha256(v.data).hexdigest()) for name, v in carried)
     ranges = tuple(sorted((v.address, v.address + len(v.data), name) for name, v in values.items()))
     decision = _Decision(refs, carried, ranges, tuple(r[0] for r in ranges))
@@ -264,17 +277,26 @@ def _fresh(
     return out
 
 
-def _differs(value: Value, fresh: Value | None, live: Mapping[str, Value], loaded: Mapping[str, Value]) -> bool:
+def _differs(
+    value: Value,
+    fresh: Value | None,
+    live: Mapping[str, Value],
+    loaded: Mapping[str, Value],
+    code: frozenset[int] = frozenset(),
+) -> bool:
     """Whether a fresh load would hold other bytes: compared word by word, where a word the fresh load
     (``loaded``) holds as an address inside one of its variables must be the same place in this
-    process's copy (``live``) of that variable."""
+    process's copy (``live``) of that variable, and the words at ``code`` (byte offsets from the start:
+    code addresses the loader sets in each load) are not compared."""
     if fresh is None:
         return True  # not in a fresh load at all: nothing there would hold the value
     if value.data == fresh.data:
         return False
     if len(value.data) != len(fresh.data) or value.address % _WORD != fresh.address % _WORD:
         return True
-    data, initial = value.data, fresh.data
+    data, initial = _without(value.data, code), _without(fresh.data, code)
+    if data == initial:
+        return False
     for start in range(-(value.address % _WORD), len(data), _WORD):
         lo, hi = max(start, 0), min(start + _WORD, len(data))
         if data[lo:hi] == initial[lo:hi]:
@@ -285,6 +307,31 @@ def _differs(value: Value, fresh: Value | None, live: Mapping[str, Value], loade
         if moved is None or moved != int.from_bytes(data[lo:hi], "little"):
             return True
     return False
+
+
+def _without(data: bytes, code: frozenset[int]) -> bytes:
+    """``data`` with the 8-byte words at ``code`` (byte offsets) zeroed."""
+    if not code:
+        return data
+    out = bytearray(data)
+    for at in code:
+        out[at : at + _WORD] = bytes(len(out[at : at + _WORD]))
+    return bytes(out)
+
+
+def _refuse_code_words(sha: str, name: str, code: frozenset[int]) -> None:
+    """Refuses to carry a variable that holds code addresses the loader sets (``code``: their byte offsets)."""
+    first = min(code)
+    raise ModuleAddressError(
+        f"module variable {name} of kernel image {sha} holds {len(code)} code address(es) that every load of the "
+        f"image sets to its own code (the first at byte offset {first}: a table of device function pointers), and "
+        "the program changed other bytes of it. LOAD writes a carried variable whole, which would send those calls "
+        "into this process's code. Keep the function-pointer table in a variable of its own, and the values the "
+        "program writes in another.",
+        image=sha,
+        variable=name,
+        offset=first,
+    )
 
 
 def _translate(address: int, loaded: Mapping[str, Value], live: Mapping[str, Value]) -> int | None:

@@ -157,17 +157,19 @@ def test_variables_written_on_every_load_path(app_json: JsonRunner, tmp_path: Pa
 
 
 # ------------------------------------------------------------------ refused at SAVE
-def _save_attempt(app_json: JsonRunner, arch: Path, body: str) -> dict:
-    """Runs ``body`` in a SAVE process (region set, buffers made, the image helpers defined); ``body``
-    sets ``result`` from an ``attempt``. Returns it with the files left in the archive."""
+def _save_attempt(
+    app_json: JsonRunner, arch: Path, body: str, alloc: str = ALLOC, image: str = IMAGE + CAPTURE_GRAPH
+) -> dict:
+    """Runs ``body`` in a SAVE process (region set, buffers made by ``alloc``, the image helpers of
+    ``image`` defined); ``body`` sets ``result`` from an ``attempt``. Returns it with the files left in
+    the archive."""
     code = "\n".join(
         [
             prelude(arch),
             "SAVE = True",
             "foundry.set_allocation_region(BASE, '1GB')",
-            ALLOC,
-            IMAGE,
-            CAPTURE_GRAPH,
+            alloc,
+            image,
             "from foundry.save import save_graph, save_graph_manifest",
             "def save(name, g):",
             "    return save_graph(g, os.path.join(ARCH, name + '.json'), archive_dir=ARCH).name",

@@ -190,6 +190,15 @@ def test_a_relocated_pointer_counts_as_equal() -> None:
     assert sv._differs(live["x"], None, live, fresh)  # not in a fresh load: carried
 
 
+def test_code_words_are_the_loaders_and_not_compared() -> None:
+    # A table of two function pointers and a data word: each load holds its own code addresses.
+    fresh = Value(0x5000, _u64(0x7C0100000000, 0x7C0100100000, 5))
+    live = Value(0x9000, _u64(0x7C0200000000, 0x7C0200100000, 5))
+    assert sv._differs(live, fresh, {}, {})  # without the image's relocations: every word compared
+    assert not sv._differs(live, fresh, {}, {}, frozenset({0, 8}))
+    assert sv._differs(Value(0x9000, _u64(0x7C0200000000, 0x7C0200100000, 6)), fresh, {}, {}, frozenset({0, 8}))
+
+
 def test_unaligned_variables_compare_their_partial_words() -> None:
     fresh = Value(0x5003, b"\x00" * 13)
     live = Value(0x9003, b"\x00" * 12 + b"\x01")  # the last byte lies in a partial word

@@ -147,7 +147,17 @@ typedef struct fc_var {
   unsigned long long at; /* its offset in that section */
   long long init;        /* offset of its initial bytes in the image data; -1: zeros (.nv.global) */
 } fc_var;
-/* A 64-bit relocation inside a variable: the address of variable `target` plus `addend`. */
+/* A 64-bit relocation inside a variable: the address of variable `target` plus `addend`, or, with `target`
+ * FC_RELOC_CODE, the address of code: the module's code base plus `addend` (FC_CODE_AT of the function
+ * symbol, plus the relocation's own addend), as nvlink writes a table of device function pointers. */
+#define FC_RELOC_CODE ((size_t)-1)
+/* Where a function symbol's code lies from its module's code base: its section and its offset there. */
+#define FC_CODE_AT(shndx, value) (((unsigned long long)(shndx) << 20) + (unsigned long long)(value))
+/* Each load's code lies at its own base, FC_CODE_SPAN apart, above every address the fake hands out: the
+ * process id picks a range (2^40 apart; so no two processes share one, as no two processes' loads do on a
+ * GPU), the load's number the place in it. */
+#define FC_CODE_BASE0 0x8000000000000000ull
+#define FC_CODE_SPAN 0x100000000ull
 typedef struct fc_reloc {
   unsigned sec;
   unsigned long long at;
@@ -187,6 +197,7 @@ typedef struct fc_module {
   int loaded;
   CUdeviceptr vars_base;  /* one FC_MEM_MODULE allocation holding every variable (0: none) */
   CUdeviceptr *var_addr;  /* per img.vars entry */
+  unsigned long long code_base; /* where this load's code lies (each load its own: FC_CODE_BASE0 ...) */
 } fc_module;
 typedef struct fc_library {
   fc_module *mod;

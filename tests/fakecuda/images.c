@@ -3,7 +3,8 @@
  * Layouts (little-endian), as produced by tests/fakecuda/images.py:
  *   ELF64, e_machine 190 (EM_CUDA): kernels are the STT_FUNC/STB_GLOBAL symbols of .symtab; module
  *     variables the STT_OBJECT symbols of .nv.global (zeros), .nv.global.init and .nv.constant<N>
- *     (N >= 1; initial bytes), with R_CUDA_64 relocations (.rela.<section>) to other variables.
+ *     (N >= 1; initial bytes), with R_CUDA_64 relocations (.rela.<section>) to other variables and to
+ *     functions (code addresses: each load's code base plus FC_CODE_AT of the function symbol).
  *     The image ends at the furthest of: section header table, program header table, any section.
  *   fatbin and its wrapper: fatbin_header, fatbin_entry and fatbin_wrapper of csrc/include/format.h (the
  *     one definition of NVIDIA's layout both Foundry and this fake read). Size = header_size + fat_size.
@@ -124,10 +125,11 @@ static int add_var(fc_image *img, const unsigned char *p, size_t size, const cha
   return 0;
 }
 
-/* Relocations (SHT_RELA) of variable sections whose target symbol is a variable; `var_of[symbol
- * index]` is that variable's index + 1 (0: not a variable). Other relocations are ignored. */
-static int elf_relocs(const unsigned char *p, size_t size, const Elf64_Ehdr *eh, const size_t *var_of, size_t nsyms,
-                      fc_image *img) {
+/* Relocations (SHT_RELA) of variable sections whose target symbol is a variable or a function; `var_of[symbol
+ * index]` is that variable's index + 1 (0: not a variable), `code_of[symbol index]` FC_CODE_AT of a function
+ * + 1 (0: not a function). Other relocations are ignored. */
+static int elf_relocs(const unsigned char *p, size_t size, const Elf64_Ehdr *eh, const size_t *var_of,
+                      const unsigned long long *code_of, size_t nsyms, fc_image *img) {
   for (unsigned i = 0; i < eh->e_shnum; i++) {
     Elf64_Shdr sh, target;
     memcpy(&sh, p + eh->e_shoff + i * sizeof(sh), sizeof(sh));
@@ -139,11 +141,14 @@ static int elf_relocs(const unsigned char *p, size_t size, const Elf64_Ehdr *eh,
       Elf64_Rela r;
       memcpy(&r, p + sh.sh_offset + k, sizeof(r));
       size_t symi = ELF64_R_SYM(r.r_info);
-      if (symi >= nsyms || !var_of[symi] || ELF64_R_TYPE(r.r_info) != 2 /* R_CUDA_64 */) continue;
+      if (symi >= nsyms || (!var_of[symi] && !code_of[symi]) || ELF64_R_TYPE(r.r_info) != 2 /* R_CUDA_64 */)
+        continue;
       fc_reloc *nr = realloc(img->relocs, (img->nrelocs + 1) * sizeof(*nr));
       if (!nr) return -1;
       img->relocs = nr;
-      img->relocs[img->nrelocs++] = (fc_reloc){sh.sh_info, r.r_offset, var_of[symi] - 1, r.r_addend};
+      img->relocs[img->nrelocs++] =
+          var_of[symi] ? (fc_reloc){sh.sh_info, r.r_offset, var_of[symi] - 1, r.r_addend}
+                       : (fc_reloc){sh.sh_info, r.r_offset, FC_RELOC_CODE, (long long)(code_of[symi] - 1) + r.r_addend};
     }
   }
   return 0;
@@ -163,10 +168,17 @@ static int elf_names(const unsigned char *p, size_t size, fc_image *img) {
     const char *strs = (const char *)p + st.sh_offset;
     size_t nsyms = sh.sh_size / sizeof(Elf64_Sym);
     size_t *var_of = calloc(nsyms ? nsyms : 1, sizeof(*var_of));
-    if (!var_of) return -1;
+    unsigned long long *code_of = calloc(nsyms ? nsyms : 1, sizeof(*code_of));
+    if (!var_of || !code_of) {
+      free(var_of);
+      free(code_of);
+      return -1;
+    }
     for (size_t k = 0; k < nsyms; k++) {
       Elf64_Sym sym;
       memcpy(&sym, p + sh.sh_offset + k * sizeof(sym), sizeof(sym));
+      if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_shndx > 0 && sym.st_shndx < eh.e_shnum)
+        code_of[k] = FC_CODE_AT(sym.st_shndx, sym.st_value) + 1;
       int func = ELF64_ST_TYPE(sym.st_info) == STT_FUNC && ELF64_ST_BIND(sym.st_info) == STB_GLOBAL;
       int object = ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && sym.st_shndx > 0 && sym.st_shndx < eh.e_shnum;
       if (!func && !object) continue;
@@ -183,12 +195,14 @@ static int elf_names(const unsigned char *p, size_t size, fc_image *img) {
       if (add_var(img, p, size, strs + sym.st_name, len, &sym, &sec)) goto bad;
       var_of[k] = img->nvars;
     }
-    int rc = elf_relocs(p, size, &eh, var_of, nsyms, img);
+    int rc = elf_relocs(p, size, &eh, var_of, code_of, nsyms, img);
     free(var_of);
+    free(code_of);
     if (rc) return -1;
     continue;
   bad:
     free(var_of);
+    free(code_of);
     return -1;
   }
   return 0;

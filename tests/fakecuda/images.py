@@ -90,13 +90,16 @@ class Variable:
     """A module variable of ``make_cubin``: ``space`` "global" (``__device__``, zeros), "init"
     (``__device__`` with an initializer) or "constant" (``__constant__``); ``init`` its first bytes (the
     rest zeros); ``pointer_to`` (name, addend): its first 8 bytes hold that variable's address plus the
-    addend, set by the loader (a relocation), as ``__device__ int *p = &x[1];`` compiles."""
+    addend, set by the loader (a relocation), as ``__device__ int *p = &x[1];`` compiles; ``code_of``:
+    kernels (of ``make_cubin``'s list) whose code addresses fill its first 8-byte words in that order, set
+    by the loader, as nvlink writes a table of device function pointers (NCCL's ``ncclDevFuncTable``)."""
 
     name: str
     size: int
     space: str = "global"
     init: bytes = b""
     pointer_to: tuple[str, int] | None = None
+    code_of: tuple[str, ...] = ()
 
 
 _VARIABLE_SECTIONS = {"global": ".nv.global", "init": ".nv.global.init", "constant": ".nv.constant3"}
@@ -130,7 +133,7 @@ def make_cubin(
         data.extend((v.init + bytes(v.size))[: v.size] if v.space != "global" else bytes(v.size))
     var_sections = [name for name in _VARIABLE_SECTIONS.values() if name in layout]
     rela_for = [s for s in var_sections if any(
-        v.pointer_to and place_of[v.name][0] == s for v in variables)]  # fmt: skip
+        (v.pointer_to or v.code_of) and place_of[v.name][0] == s for v in variables)]  # fmt: skip
     # Section indices: 0 null, 1 .shstrtab, 2 .strtab, 3 .symtab, 4.. text sections, then the variables'.
     first_var = 4 + len(texts)
     index_of = {name: first_var + i for i, name in enumerate(var_sections)}
@@ -183,6 +186,10 @@ def make_cubin(
                 target, addend = v.pointer_to
                 info = (symbol_of[target] << 32) | R_CUDA_64
                 rela += struct.pack("<QQq", place_of[v.name][1], info, addend)
+            if v.code_of and place_of[v.name][0] == section:
+                for slot, kernel in enumerate(v.code_of):
+                    info = ((first_global + kernels.index(kernel)) << 32) | R_CUDA_64
+                    rela += struct.pack("<QQq", place_of[v.name][1] + 8 * slot, info, 0)
         off = place(bytes(rela), 8)
         shdrs.append((_SHT_RELA, 0x40, off, len(rela), 3, index_of[section], 8, 24))
 

@@ -176,6 +176,24 @@ static CUresult k_read_var_ptr(const fc_launch *L) {
   return CUDA_SUCCESS;
 }
 
+/* (unsigned long long *out, unsigned index, unsigned slot): a call through entry `slot` of a table of device
+ * function pointers (variable `index`, as NCCL's ncclDevFuncTable): out = where the called code lies from
+ * this load's code base. An entry that is not code of this load (another load's address, written over the
+ * loader's) faults, as the call would on a GPU. */
+static CUresult k_call_table(const fc_launch *L) {
+  CUdeviceptr out = PTR(0), var;
+  size_t size;
+  uint32_t slot = ARG(uint32_t, 12);
+  if (module_var(L, ARG(uint32_t, 8), &var, &size) || (uint64_t)slot * 8 + 8 > size) return CUDA_ERROR_INVALID_VALUE;
+  uint64_t target;
+  memcpy(&target, (const void *)(uintptr_t)(var + (uint64_t)slot * 8), 8);
+  if (target < L->mod->code_base || target >= L->mod->code_base + FC_CODE_SPAN) return CUDA_ERROR_ILLEGAL_ADDRESS;
+  CHECK(out, 8);
+  uint64_t at = target - L->mod->code_base;
+  memcpy((void *)(uintptr_t)out, &at, 8);
+  return CUDA_SUCCESS;
+}
+
 static const fc_builtin builtins[] = {
     {"fk_fill_f32", k_fill, 3, {0, 8, 12}, {8, 4, 4}, 0},
     {"fk_add_f32", k_add, 4, {0, 8, 16, 24}, {8, 8, 8, 4}, 0},
@@ -190,6 +208,7 @@ static const fc_builtin builtins[] = {
     {"fk_read_var", k_read_var, 3, {0, 8, 16}, {8, 4, 8}, 0},
     {"fk_write_var", k_write_var, 3, {0, 8, 16}, {8, 4, 8}, 0},
     {"fk_read_var_ptr", k_read_var_ptr, 3, {0, 8, 16}, {8, 4, 8}, 0},
+    {"fk_call_table", k_call_table, 3, {0, 8, 12}, {8, 4, 4}, 0},
 };
 
 const fc_builtin *fc_builtin_find(const char *name) {

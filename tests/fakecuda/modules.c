@@ -8,6 +8,8 @@
  * as the driver does. */
 #include "fakecuda.h"
 
+#include <unistd.h>
+
 #define MAX_DYN_SMEM 232448 /* 227 KiB */
 
 static fc_func *func_new(fc_module *m, const char *name) {
@@ -32,7 +34,7 @@ static fc_func *func_new(fc_module *m, const char *name) {
 }
 
 /* Device memory for the module's variables (one allocation, each variable 16-byte aligned), filled
- * from the image: initial bytes or zeros, then each relocation's variable address. */
+ * from the image: initial bytes or zeros, then each relocation's variable or code address. */
 static CUresult module_vars(fc_module *m) {
   const fc_image *img = &m->img;
   if (!img->nvars) return CUDA_SUCCESS;
@@ -55,7 +57,8 @@ static CUresult module_vars(fc_module *m) {
     for (size_t i = 0; i < img->nvars; i++) {
       const fc_var *v = &img->vars[i];
       if (v->sec != rel->sec || rel->at < v->at || rel->at + 8 > v->at + v->size) continue;
-      uint64_t value = m->var_addr[rel->target] + (uint64_t)rel->addend;
+      uint64_t value = rel->target == FC_RELOC_CODE ? m->code_base + (uint64_t)rel->addend
+                                                    : m->var_addr[rel->target] + (uint64_t)rel->addend;
       memcpy((void *)(uintptr_t)(m->var_addr[i] + (rel->at - v->at)), &value, 8);
     }
   }
@@ -69,9 +72,11 @@ static CUresult module_new(fc_image *img, fc_library *lib, fc_module **out) {
     fc_image_free(img);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  static unsigned long long loads; /* under the fake's API lock, like every other fake state */
   m->img = *img;
   m->lib = lib;
   m->loaded = 1;
+  m->code_base = FC_CODE_BASE0 + ((unsigned long long)getpid() << 40) + FC_CODE_SPAN * (loads++ % 256);
   m->funcs = calloc(img->nnames ? img->nnames : 1, sizeof(*m->funcs));
   if (!m->funcs) {
     fc_image_free(&m->img);
