@@ -25,15 +25,38 @@ fi
 export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so
 
 WORK=$(mktemp -d /tmp/foundry-ranks-XXXX)
-timeout 420 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" > "$OUT/multi-rank.log" 2>&1
+# The phases run apart, so that what SAVE wrote is inspected before LOAD runs (and kept if LOAD hangs).
+timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" save > "$OUT/multi-save.log" 2>&1
 RC=$?
-tail -1 "$OUT/multi-rank.log" > "$OUT/multi-rank.json"
+tail -1 "$OUT/multi-save.log" > "$OUT/multi-save.json"
 for r in 0 1; do
   [ -d "$WORK/rank_$r" ] && python3 -m foundry.cli inspect "$WORK/rank_$r" > "$OUT/inspect-rank_$r.txt" 2>&1
 done
+# What differs between the ranks, and between two SAVEs of rank 0 in fresh processes (process state).
+timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" resave > "$OUT/multi-resave.log" 2>&1
+{ echo "== rank 0 against rank 1"; python3 scripts/diff_archives.py "$WORK/rank_0" "$WORK/rank_1" --json "$OUT/diff-ranks.json"
+  echo "== rank 0 against rank 0 saved again"; python3 scripts/diff_archives.py "$WORK/rank_0" "$WORK/rank_0.again" --json "$OUT/diff-resave.json"
+} > "$OUT/diff.txt" 2>&1
+if [ -f "$WORK/rank_0/graph_manifest.json" ] && [ -f "$WORK/rank_1/graph_manifest.json" ]; then
+  timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" load > "$OUT/multi-load.log" 2>&1
+  RC=$?
+  tail -1 "$OUT/multi-load.log" > "$OUT/multi-load.json"
+fi
+python3 - "$OUT" > "$OUT/multi-rank.json" <<'PY'
+import json, sys
+from pathlib import Path
+def last(name):
+    p = Path(sys.argv[1]) / name
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return {}
+save, load = last("multi-save.json"), last("multi-load.json")
+print(json.dumps({"skipped": save["skipped"]} if "skipped" in save else {"save": save.get("save", []), "load": load.get("load", [])}))
+PY
 
-echo "=== summary (exit $RC; full log: multi-rank.log) ==="
-python3 - "$OUT/multi-rank.json" <<'PY' || { tail -30 "$OUT/multi-rank.log"; }
+echo "=== summary (exit $RC; full logs: multi-save.log, multi-load.log) ==="
+python3 - "$OUT/multi-rank.json" <<'PY' || { tail -30 "$OUT/multi-save.log" "$OUT/multi-load.log"; }
 import json, sys
 out = json.loads(open(sys.argv[1]).read())
 if "skipped" in out:
@@ -43,7 +66,11 @@ for o in out["save"]:
           f"peers={o.get('peers')} bytes={o.get('peer_bytes')} types={o.get('handle_types')}" if o.get("saved") else "",
           f"exit={o.get('exitcode')}")
 for o in out["load"]:
-    print("load rank", o.get("rank"), "identical" if o.get("identical") else f"{o.get('error') or 'DIFFERS'}: {o.get('message', '')}",
-          f"exit={o.get('exitcode')}")
+    print("load rank", o.get("rank"), "identical" if o.get("identical") else f"{o.get('error') or 'DIFFERS'}: {o.get('message', '')[:300]}",
+          f"eager_after_load={o.get('eager_after_load')} exit={o.get('exitcode')}")
 PY
+grep -h "module variables LOAD writes" -A6 "$OUT"/inspect-rank_0.txt 2>/dev/null | head -8
+cat "$OUT/diff.txt" 2>/dev/null | head -30
+# The device tool brings back at most 8 files: the logs and comparisons travel as one archive.
+(cd "$OUT" && tar -czf multi-logs.tgz --remove-files multi-*.log build.log diff-*.json 2>/dev/null)
 exit $RC

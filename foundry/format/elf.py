@@ -15,6 +15,7 @@ SHT_SYMTAB = 2
 SHT_RELA = 4
 SHT_NOBITS = 8
 SHT_REL = 9
+SHF_EXECINSTR = 0x4
 STT_OBJECT = 1
 STT_FUNC = 2
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -109,11 +110,12 @@ def elf_symbols(
 def elf_code_relocations(
     data: bytes | memoryview, sections: list[Section], targets: frozenset[int]
 ) -> dict[int, frozenset[int]] | None:
-    """For each section in ``targets`` (by index), the offsets in it of the relocations whose symbol is a
-    function (STT_FUNC): words the loader fills with an address of this load's code, as nvlink writes a
-    table of device function pointers (``__device__ fn_t const table[] = {f, g};``, NCCL's
-    ``ncclDevFuncTable``) with R_CUDA_64 against the functions. None when a relocation table that names
-    one of ``targets`` does not fit, or its symbol table does not."""
+    """For each section in ``targets`` (by index), the offsets in it of the relocations whose symbol is code:
+    a function (STT_FUNC), or any symbol defined in an executable section (a section symbol plus an
+    addend, as a linker may write for a local function). Those are words the loader fills with an address
+    of this load's code, as nvlink writes a table of device function pointers (``__device__ fn_t const
+    table[] = {f, g};``, NCCL's ``ncclDevFuncTable``) with R_CUDA_64 against the functions. None when a
+    relocation table that names one of ``targets`` does not fit, or its symbol table does not."""
     out: dict[int, set[int]] = {}
     for sec in sections:
         if sec.type not in (SHT_REL, SHT_RELA) or sec.info not in targets:
@@ -134,7 +136,9 @@ def elf_code_relocations(
             at = symtab.offset + symbol * sym_step
             if symbol == 0 or at + _SYM.size > symtab.offset + symtab.size:
                 continue  # no symbol, or past the table: not a named function
-            if data[at + 4] & 0xF == STT_FUNC:  # st_info's type
+            shndx = int.from_bytes(data[at + 6 : at + 8], "little")
+            in_code = 0 < shndx < len(sections) and sections[shndx].flags & SHF_EXECINSTR
+            if data[at + 4] & 0xF == STT_FUNC or in_code:  # st_info's type, st_shndx's section
                 offsets.add(r_offset)
     return {index: frozenset(found) for index, found in out.items()}
 

@@ -95,3 +95,36 @@ def test_the_words_of_a_function_pointer_table_are_read_from_the_images_relocati
     # Compiled whole (no device link): the table holds offsets the code uses as they are, no relocation.
     whole = module_variables((fixtures / "funcptr.whole.sm_90.cubin").read_bytes(), ImageFormat.ELF)
     assert "table" in whole.variables and all(not v.code_words for v in whole.variables.values())
+
+
+def test_a_relocation_to_a_symbol_in_an_executable_section_is_code() -> None:
+    """A linker may relocate against a section symbol plus an addend (a local function): the symbol's
+    section being code makes the word the loader's too. A relocation against a variable stays data."""
+    from foundry.format.elf import elf_code_relocations, elf_sections
+    from tests.fakecuda.images import Variable, make_cubin
+
+    image = bytearray(
+        make_cubin(
+            ["k0", "k1"],
+            variables=[
+                Variable("x", 8, "init"),
+                Variable("table", 16, "init", code_of=("k0", "k1")),
+                Variable("p", 8, "init", pointer_to=("x", 0)),
+            ],
+        )
+    )
+    sections = elf_sections(image)
+    assert sections is not None
+    symtab = next(s for s in sections if s.type == 2)
+    init = next(s.index for s in sections if s.name == ".nv.global.init")
+    assert elf_code_relocations(image, sections, frozenset({init})) == {init: frozenset({8, 16})}
+    # k0 and k1 (the last two symbols) as section symbols (STT_SECTION) of their .text sections.
+    for k in (1, 2):
+        image[symtab.offset + symtab.size - 24 * k + 4] = 3
+    assert elf_code_relocations(image, sections, frozenset({init})) == {init: frozenset({8, 16})}
+    # A relocation table whose symbol table lies past the file: not read, not guessed.
+    rela = next(s for s in sections if s.name == ".rela.nv.global.init")
+    broken = bytearray(image)
+    link_at = int.from_bytes(image[0x28:0x30], "little") + rela.index * 64 + 40
+    broken[link_at : link_at + 4] = (len(sections) + 3).to_bytes(4, "little")
+    assert elf_code_relocations(bytes(broken), elf_sections(bytes(broken)) or [], frozenset({init})) is None

@@ -1,15 +1,19 @@
 """Two ranks, one GPU each, NCCL all-reduce inside a captured graph: SAVE on every rank, then LOAD in fresh
 processes on every rank, outputs compared bit for bit with the native graph (run under `foundry run`).
 
-    python tests/gpu/multi_rank.py [WORK_DIR]
+    python tests/gpu/multi_rank.py [WORK_DIR [save|resave|load]]    (save and load without a phase)
+
+"resave" saves again, in fresh processes, into WORK_DIR/rank_<r>.again: what differs from rank_<r>
+(scripts/diff_archives.py) is process state that no LOAD can reproduce.
 
 Phase "save": each rank sets its device and rank (foundry.set_rank), sets the region BEFORE
 init_process_group (so that NCCL's own buffers and every peer buffer it imports are carved from the
 region), creates the process group with device_id (an eager communicator), warms the all-reduce up
 (NCCL connects its peers at the first collective), captures x*2 -> all_reduce -> +1 with foundry.graph,
 replays it natively and saves into WORK_DIR/rank_<r>. Phase "load": fresh processes repeat the same
-set-up in the same order (region, process group, warm-up), then CUDAGraph.load and replay. Prints one
-JSON line: per rank what SAVE recorded (peer mappings, rank), whether LOAD matched native, and errors.
+set-up in the same order (region, process group, warm-up), then CUDAGraph.load, an eager all-reduce (is
+the communicator sound after LOAD restored SAVE's memory?), and the replay. Prints one JSON line: per rank
+what SAVE recorded (peer mappings, rank), whether LOAD matched native, and errors.
 NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0 and the torch/NVSHMEM switches).
 Fewer than 2 GPUs: prints {"skipped": ...} and exits 0."""
 
@@ -22,6 +26,7 @@ import queue
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -90,8 +95,13 @@ def _report_and_tear_down(out: dict[str, Any], results: Any) -> None:
     results.put(out)
     results.close()
     results.join_thread()
+    # A teardown that hangs (a communicator after a device fault) ends the rank with exit code 3 in 20 s.
+    watchdog = threading.Timer(20, lambda: (print(f"rank {out['rank']}: teardown hung", flush=True), os._exit(3)))
+    watchdog.daemon = True
+    watchdog.start()
     if dist.is_initialized():
         dist.destroy_process_group()
+    watchdog.cancel()
 
 
 def _child(target: Any, rank: int, port: int, work: str, results: Any) -> None:
@@ -105,7 +115,8 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     out: dict[str, Any] = {"rank": rank, "phase": "save"}
     try:
         x = _set_up(rank, port)
-        arch = Path(work) / f"rank_{rank}"
+        suffix = os.environ.get("FOUNDRY_MULTI_SUFFIX", "")
+        arch = Path(work) / f"rank_{rank}{suffix}"
         g = foundry.CUDAGraph()
         with foundry.graph(g):
             y = x * 2
@@ -114,7 +125,7 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
         g.replay()
         torch.cuda.synchronize()
         native = result.cpu()
-        torch.save(native, Path(work) / f"native_{rank}.pt")
+        torch.save(native, Path(work) / f"native_{rank}{suffix}.pt")
         g.save(arch / "g.json", output_tensors=result, archive_dir=arch)
         foundry.save_graph_manifest(arch)
         out.update(_peers(arch), saved=True)
@@ -132,6 +143,10 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         foundry.load_cuda_modules_and_libraries(arch)
         _set_up(rank, port)
         g, result = foundry.CUDAGraph.load(arch / "g.json")
+        check = torch.full((4,), float(rank + 1), device="cuda")
+        dist.all_reduce(check)
+        torch.cuda.synchronize()
+        out["eager_after_load"] = check.tolist()  # [3.0] * 4 on two ranks
         g.replay()
         torch.cuda.synchronize()
         native = torch.load(Path(work) / f"native_{rank}.pt")
@@ -181,9 +196,13 @@ def main() -> None:
         print(json.dumps({"skipped": f"needs {WORLD} GPUs, found {torch.cuda.device_count()}"}))
         return
     work = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="foundry-ranks-")
-    saved = _phase(save_rank, work)
-    loaded = _phase(load_rank, work) if all(o.get("saved") for o in saved) else []
-    print(json.dumps({"work": work, "save": saved, "load": loaded}))
+    phase = sys.argv[2] if len(sys.argv) > 2 else "both"
+    if phase == "resave":
+        os.environ["FOUNDRY_MULTI_SUFFIX"] = ".again"  # inherited by the ranks
+    saved = _phase(save_rank, work) if phase in ("save", "resave", "both") else []
+    go = phase == "load" or (phase == "both" and all(o.get("saved") for o in saved))
+    loaded = _phase(load_rank, work) if go else []
+    print(json.dumps({"work": work, "phase": phase, "save": saved, "load": loaded}))
 
 
 if __name__ == "__main__":

@@ -20,5 +20,5 @@ def test_an_all_reduce_graph_saved_per_rank_loads_bit_identically(tmp_path: Path
     out = json.loads(run_foundry(["tests/gpu/multi_rank.py", str(tmp_path)], timeout=900).strip().splitlines()[-1])
     figures["multi_rank"] = out
     assert [o.get("saved") for o in out["save"]] == [True, True], out["save"]
-    assert all(o["peers"] > 0 and o["rank"]["world_size"] == 2 for o in out["save"]), out["save"]
+    assert all(o["peers"] > 0 and o["saved_rank"]["world_size"] == 2 for o in out["save"]), out["save"]
     assert [o.get("identical") for o in out["load"]] == [True, True], out["load"]

@@ -1,0 +1,174 @@
+"""What differs between two archives, node by node: two ranks' archives of one deployment, or two SAVEs of the
+same rank in fresh processes (what differs there is process state no LOAD can reproduce).
+
+    python scripts/diff_archives.py A B [--json OUT]
+
+For every graph both archives hold (by name): node counts and types, and for each kernel node at the same
+place the kernel, its launch (grid, block, shared memory, attributes) and its arguments, word by word (8
+bytes; the words that differ are classed by where their two values point: both into their archive's region
+at the same offset, both into it at other offsets, or elsewhere). Also the images, the module variables
+LOAD writes, the region, the rank and the peer mappings. A member stored as a delta of its template is
+compared by its delta's bytes only. Reads the archives' files, no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from foundry.format import GraphMeta, KernelNode, iter_nodes, parse_record, read_graph, read_manifest
+
+WORD = 8
+
+
+def _graphs(archive: Path) -> dict[str, Path]:
+    manifest = read_manifest(archive)
+    return {entry.name: archive / entry.json for entry in manifest.graphs}
+
+
+def _place(value: int, meta: GraphMeta) -> int | None:
+    """The region offset ``value`` points at, or None outside the region."""
+    base, size = meta.region.base, meta.region.size
+    return value - base if base <= value < base + size else None
+
+
+def _words(a: KernelNode, b: KernelNode, meta_a: GraphMeta, meta_b: GraphMeta) -> list[dict[str, Any]]:
+    out = []
+    for at in range(0, max(len(a.args), len(b.args)), WORD):
+        wa, wb = a.args[at : at + WORD], b.args[at : at + WORD]
+        if wa == wb:
+            continue
+        va, vb = int.from_bytes(wa, "little"), int.from_bytes(wb, "little")
+        pa, pb = _place(va, meta_a), _place(vb, meta_b)
+        kind = (
+            "region, same offset"
+            if pa is not None and pa == pb
+            else "region, other offset"
+            if pa is not None and pb is not None
+            else "other"
+        )
+        out.append({"offset": at, "a": f"{va:#x}", "b": f"{vb:#x}", "kind": kind})
+    return out
+
+
+def diff_graph(path_a: Path, path_b: Path) -> dict[str, Any]:
+    meta_a, payload_a = read_graph(path_a)
+    meta_b, payload_b = read_graph(path_b)
+    if meta_a.template is not None or meta_b.template is not None:
+        return {"member": True, "delta_identical": payload_a == payload_b}
+    rec_a, rec_b = parse_record(payload_a), parse_record(payload_b)
+    nodes_a, nodes_b = list(iter_nodes(rec_a)), list(iter_nodes(rec_b))
+    out: dict[str, Any] = {
+        "nodes": [len(nodes_a), len(nodes_b)],
+        "types_identical": [type(n).__name__ for _, n in nodes_a] == [type(n).__name__ for _, n in nodes_b],
+        "record_identical": payload_a == payload_b,
+        "kernels": [],
+    }
+    for (path, a), (_, b) in zip(nodes_a, nodes_b, strict=False):
+        if not isinstance(a, KernelNode) or not isinstance(b, KernelNode):
+            continue
+        name_a, name_b = meta_a.functions[a.function_index].name, meta_b.functions[b.function_index].name
+        words = _words(a, b, meta_a, meta_b)
+        launch = (a.grid, a.block, a.shared_mem, a.attrs) == (b.grid, b.block, b.shared_mem, b.attrs)
+        if words or not launch or name_a != name_b or len(a.args) != len(b.args):
+            out["kernels"].append(
+                {
+                    "node": list(path),
+                    "kernel": name_a if name_a == name_b else [name_a, name_b],
+                    "launch_identical": launch,
+                    "arg_bytes": [len(a.args), len(b.args)],
+                    "words": words,
+                }
+            )
+    return out
+
+
+def _variables(meta: GraphMeta) -> dict[str, str]:
+    return {f"{img.sha256[:12]}:{v.name}": v.sha256 for img in meta.images for v in img.variables or ()}
+
+
+def diff_archives(a: Path, b: Path) -> dict[str, Any]:
+    graphs_a, graphs_b = _graphs(a), _graphs(b)
+    both = sorted(set(graphs_a) & set(graphs_b))
+    out: dict[str, Any] = {
+        "only_a": sorted(set(graphs_a) - set(graphs_b)),
+        "only_b": sorted(set(graphs_b) - set(graphs_a)),
+        "graphs": {},
+    }
+    images_a: set[str] = set()
+    images_b: set[str] = set()
+    variables_a: dict[str, str] = {}
+    variables_b: dict[str, str] = {}
+    for name in both:
+        out["graphs"][name] = diff_graph(graphs_a[name], graphs_b[name])
+        meta_a, _ = read_graph(graphs_a[name], verify=False)
+        meta_b, _ = read_graph(graphs_b[name], verify=False)
+        images_a |= {i.sha256 for i in meta_a.images}
+        images_b |= {i.sha256 for i in meta_b.images}
+        variables_a |= _variables(meta_a)
+        variables_b |= _variables(meta_b)
+        out.setdefault("region", [[meta_a.region.base, meta_a.region.size], [meta_b.region.base, meta_b.region.size]])
+        out.setdefault("rank", [r.to_json() if r else None for r in (meta_a.rank, meta_b.rank)])
+        out.setdefault(
+            "peers_identical",
+            [(p.offset, p.size) for p in meta_a.peers] == [(p.offset, p.size) for p in meta_b.peers],
+        )
+    out["images"] = {"both": len(images_a & images_b), "only_a": sorted(images_a - images_b),
+                     "only_b": sorted(images_b - images_a)}  # fmt: skip
+    out["variables"] = {
+        name: [variables_a.get(name), variables_b.get(name)]
+        for name in sorted(set(variables_a) | set(variables_b))
+        if variables_a.get(name) != variables_b.get(name)
+    }
+    return out
+
+
+def summary(report: dict[str, Any]) -> str:
+    kinds: Counter[str] = Counter()
+    kernels = nodes = identical = members = members_identical = 0
+    for graph in report["graphs"].values():
+        if graph.get("member"):
+            members += 1
+            members_identical += graph["delta_identical"]
+            continue
+        nodes += graph["nodes"][0]
+        identical += graph["record_identical"]
+        for k in graph["kernels"]:
+            kernels += 1
+            kinds.update(w["kind"] for w in k["words"])
+    lines = [
+        f"graphs compared {len(report['graphs']) - members} (records identical {identical}), nodes {nodes}, "
+        f"kernel nodes that differ {kernels}; members compared by their deltas {members} (identical "
+        f"{members_identical})",
+        "differing argument words: " + (", ".join(f"{n} {kind}" for kind, n in kinds.most_common()) or "none"),
+        f"images: {report['images']['both']} in both, {len(report['images']['only_a'])} only in A, "
+        f"{len(report['images']['only_b'])} only in B; module variables that differ: "
+        + (", ".join(report["variables"]) or "none"),
+        f"rank: {report.get('rank')}, peer mappings identical: {report.get('peers_identical')}",
+    ]
+    for name, graph in sorted(report["graphs"].items()):
+        for k in graph.get("kernels", [])[:8]:
+            shown = "; ".join(f"+{w['offset']} {w['a']} / {w['b']} ({w['kind']})" for w in k["words"][:6])
+            lines.append(f"  {name} node {k['node']} {str(k['kernel'])[:60]}: {shown}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("a", type=Path)
+    parser.add_argument("b", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the whole comparison here")
+    args = parser.parse_args(argv)
+    report = diff_archives(args.a, args.b)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    print(summary(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""scripts/diff_archives.py over archives the fake driver saved: two SAVEs of one program in fresh processes
+hold the same records; a program that allocates one buffer more first gives its kernels other region
+offsets, which the comparison finds word by word and classes by where the words point."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
+from tests.support.graphs import save_script
+from tests.support.subproc import run_json
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _diff(a: Path, b: Path, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "diff.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/diff_archives.py"), str(a), str(b), "--json", str(out)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text()), proc.stdout
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory: pytest.TempPathFactory, fakecuda_dir: Path, foundry_lib: Path) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("diff")
+    shifted = dataclasses.replace(VARIANTS, alloc='buf("pad", 1 << 22)\n' + textwrap.dedent(VARIANTS.alloc))
+    made = {}
+    for name, scenario in (("one", VARIANTS), ("again", VARIANTS), ("shifted", shifted)):
+        made[name] = root / name
+        run_json(save_script(scenario, made[name]), lib_dir=fakecuda_dir, preload=foundry_lib)
+    return made
+
+
+def test_two_saves_of_one_program_hold_the_same_records(archives: dict[str, Path], tmp_path: Path) -> None:
+    report, text = _diff(archives["one"], archives["again"], tmp_path)
+    assert report["graphs"] and not report["only_a"] and not report["only_b"]
+    assert all(g["record_identical"] and not g.get("kernels") for g in report["graphs"].values() if not g.get("member"))
+    assert "differing argument words: none" in text
+
+
+def test_other_region_offsets_are_found_word_by_word(archives: dict[str, Path], tmp_path: Path) -> None:
+    report, text = _diff(archives["one"], archives["shifted"], tmp_path)
+    words = [w for g in report["graphs"].values() for k in g.get("kernels", []) for w in k["words"]]
+    assert words, report
+    assert {w["kind"] for w in words} == {"region, other offset"}
+    assert all(int(w["b"], 16) - int(w["a"], 16) == 1 << 22 for w in words), words
+    assert "region, other offset" in text and "node [" in text
