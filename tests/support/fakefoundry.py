@@ -96,6 +96,10 @@ class FakeFoundry:
         pass
 
     # FoundryApi
+    def set_rank(self, rank: int, world_size: int) -> None:
+        self.calls.append("set_rank")
+        self.rank = (rank, world_size)
+
     def set_region(self, base: int, size: int) -> None:
         self.calls.append("set_region")
         self.base, self.size = base, size
@@ -121,6 +125,7 @@ class FakeFoundry:
 
     def load_modules(self, archive: Path) -> None:
         self.calls.append("load_modules")
+        self.loaded_from = archive
 
     def new_graph(self) -> FakeFoundryGraph:
         self.graphs_made += 1

@@ -57,6 +57,8 @@ class ServerArgs:
     pp_size: int = 1
     ep_size: int = 1
     enable_dp_attention: bool = False
+    disable_custom_all_reduce: bool = False
+    enable_torch_symm_mem: bool = False
     enable_memory_saver: bool = False
     enable_lora: bool = False
     speculative_algorithm: str | None = None
@@ -78,10 +80,11 @@ class FakeSglang:
     def module(self, name: str) -> ModuleType:
         return self.modules[name]
 
-    def start_scheduler(self, server_args: ServerArgs) -> Any:
-        """A scheduler process: plugins loaded, then the model worker built. Returns the model runner."""
+    def start_scheduler(self, server_args: ServerArgs, tp_rank: int = 0) -> Any:
+        """A scheduler process (of tensor-parallel rank ``tp_rank``): plugins loaded, then the model worker
+        built. Returns the model runner."""
         self.modules["sglang.srt.plugins"].load_plugins()
-        scheduler = self.modules[SCHEDULER].Scheduler(server_args)
+        scheduler = self.modules[SCHEDULER].Scheduler(server_args, tp_rank)
         return scheduler.model_runner
 
 
@@ -192,8 +195,10 @@ def build(
             self.cuda_graph_kv_indices = memory.allocate(max_bs * 1024)
 
     class ModelRunner:
-        def __init__(self, server_args: Any) -> None:
+        def __init__(self, server_args: Any, tp_rank: int = 0) -> None:
             self.server_args = server_args
+            # SGLang 0.5.17 keeps the runner's ranks in its parallel state
+            self.ps = SimpleNamespace(tp_rank=tp_rank, tp_size=server_args.tp_size)
             self.model_config = SimpleNamespace(
                 hf_config=SimpleNamespace(to_dict=lambda: {"model_type": "qwen3"}), dtype="bfloat16", context_len=2048
             )
@@ -235,12 +240,13 @@ def build(
 
     # managers/scheduler --------------------------------------------------------------------------------------
     class Scheduler:
-        def __init__(self, server_args: Any) -> None:
+        def __init__(self, server_args: Any, tp_rank: int = 0) -> None:
             self.server_args = server_args
+            self.tp_rank = tp_rank
             self.init_model_worker()
 
         def init_model_worker(self) -> None:
-            self.model_runner = ModelRunner(self.server_args)
+            self.model_runner = ModelRunner(self.server_args, self.tp_rank)
             self.model_runner.alloc_memory_pool()
             self.model_runner.init_attention_backends()
             self.model_runner.init_cuda_graphs()

@@ -63,6 +63,8 @@ def make_config(
     compile_before_capture: bool = False,
     workspace: int = 0,
     compile_mode: str | None = None,
+    tp: int = 1,
+    disable_custom_all_reduce: bool = False,
     **model_flags: Any,
 ) -> SimpleNamespace:
     model_config = SimpleNamespace(
@@ -72,7 +74,13 @@ def make_config(
         setattr(model_config, k, v)
     return SimpleNamespace(
         model_config=model_config,
-        parallel_config=SimpleNamespace(tensor_parallel_size=1, pipeline_parallel_size=1, data_parallel_size=1),
+        parallel_config=SimpleNamespace(
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=1,
+            data_parallel_size=1,
+            world_size=tp,
+            disable_custom_all_reduce=disable_custom_all_reduce,
+        ),
         speculative_config=None,
         lora_config=None,
         compilation_config=SimpleNamespace(
@@ -102,10 +110,10 @@ class FakeVllm:
     def module(self, name: str) -> ModuleType:
         return self.modules[name]
 
-    def start_engine(self, config: SimpleNamespace, num_blocks: int = 100) -> Any:
+    def start_engine(self, config: SimpleNamespace, num_blocks: int = 100, rank: int = 0) -> Any:
         """vLLM's start-up order: init_device, load_model, determine_available_memory, initialize_from_config
-        (KV cache), compile_or_warm_up_model. Returns the worker."""
-        worker = self.modules["vllm.v1.worker.gpu_worker"].Worker(config)
+        (KV cache), compile_or_warm_up_model. Returns the worker (of ``rank`` in the config's world)."""
+        worker = self.modules["vllm.v1.worker.gpu_worker"].Worker(config, rank)
         worker.init_device()
         worker.load_model()
         available = worker.determine_available_memory()
@@ -353,12 +361,13 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
         trace("kernel_warmup")
 
     class Worker:
-        def __init__(self, vllm_config: Any) -> None:
+        def __init__(self, vllm_config: Any, rank: int = 0) -> None:
             self.vllm_config = vllm_config
+            self.rank = rank
 
         def init_device(self) -> None:
             trace("set_device")
-            gpu_worker.init_worker_distributed_environment(self.vllm_config, 0, "tcp://x", 0)
+            gpu_worker.init_worker_distributed_environment(self.vllm_config, self.rank, "tcp://x", self.rank)
             workspace.init_workspace_manager()
             runner = GPUModelRunnerV2 if self.vllm_config.use_v2_model_runner else GPUModelRunnerV1
             self.model_runner = runner(self.vllm_config)

@@ -43,6 +43,7 @@ from typing import Any
 from ..shared import steps
 from ..shared.capture import foundry_capture, foundry_device_module
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
+from ..shared.ranks import Place
 from . import graphs
 from . import session as sessions
 from .config import SGLANG, Mode
@@ -89,11 +90,19 @@ def init_model_worker(original: Any, scheduler: Any, *args: Any, **kwargs: Any) 
     return original(scheduler, *args, **kwargs)
 
 
+def _place(runner: Any) -> Place:
+    """The runner's rank in tensor parallel (the only parallelism support.py lets through): SGLang keeps it in
+    the runner's parallel state (``ps``), with the server arguments' ``tp_size``."""
+    state = getattr(runner, "ps", runner)
+    world = int(getattr(state, "tp_size", None) or getattr(runner.server_args, "tp_size", 1) or 1)
+    return Place(int(getattr(state, "tp_rank", 0) or 0), world)
+
+
 def init_torch_distributed(original: Any, runner: Any, *args: Any, **kwargs: Any) -> Any:
     s = _active(runner)
     if s is not None:
-        steps.begin(s, describe(runner))
-        log.info("Foundry %s: region set, archive %s", s.config.mode.value, s.config.archive)
+        steps.begin(s, describe(runner), _place(runner))
+        log.info("Foundry %s: region set, archive %s", s.config.mode.value, s.archive)
     result = original(runner, *args, **kwargs)
     if s is not None:
         steps.end_phase(s, "distributed")
@@ -298,7 +307,7 @@ def _save(s: sessions.Session) -> None:
     _report(s, graphs=len(meta.graphs))
     log.info(
         "Foundry save: %d graphs (%d prefill segments) in %s (capture %.2f s, save %.2f s)",
-        len(meta.graphs), sum(k["runner"] == "prefill" for k, _, _ in items), s.config.archive,
+        len(meta.graphs), sum(k["runner"] == "prefill" for k, _, _ in items), s.archive,
         s.timings.get("capture_s", 0.0), s.timings["save_s"],
     )  # fmt: skip
 

@@ -2,7 +2,8 @@
 all named in one message with what still works.
 
 The adapter saves the decode runner's ``full`` graphs and the prefill runner's ``breakable`` graphs of one
-model on one GPU, with PyTorch's caching allocator allocating inside Foundry's region.
+model on one GPU, or on several in tensor parallel (one archive folder per rank: shared/ranks.py) with NCCL
+as the only all-reduce inside the graphs, with PyTorch's caching allocator allocating inside Foundry's region.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from ..shared.errors import UnsupportedConfigError
 
 __all__ = ["check_supported", "problems"]
 
-PARALLEL = ("tp_size", "dp_size", "pp_size", "ep_size", "attn_cp_size", "dcp_size", "moe_dp_size", "nnodes")
+PARALLEL = ("dp_size", "pp_size", "ep_size", "attn_cp_size", "dcp_size", "moe_dp_size", "nnodes")
+# All-reduce paths other than NCCL, each on by its server argument; their peer state is not restored yet: the
+# custom all-reduce keeps peer pointers opened from CUDA IPC handles, the others symmetric-memory windows.
+ALL_REDUCE = {
+    "enable_symm_mem": "NCCL symmetric memory",
+    "enable_torch_symm_mem": "torch symmetric memory",
+    "enable_mscclpp": "mscclpp",
+    "enable_nccl_nvls": "NVLink multicast (NVLS)",
+    "enable_flashinfer_allreduce_fusion": "FlashInfer's all-reduce fusion",
+}
 TRUE = ("1", "true", "yes", "on")
 
 
@@ -33,10 +43,20 @@ def problems(server_args: Any, environ: Mapping[str, str]) -> list[str]:
     found = []
     many = {name: getattr(sa, name) for name in PARALLEL if (getattr(sa, name, 1) or 1) > 1}
     if many or getattr(sa, "enable_dp_attention", False):
-        found.append(
-            f"more than one GPU ({', '.join(f'{k}={v}' for k, v in many.items()) or 'enable_dp_attention'}): the "
-            "adapter handles one GPU for now"
-        )
+        named = ", ".join(f"{k}={v}" for k, v in many.items()) or "enable_dp_attention"
+        found.append(f"more than one GPU other than tensor parallel ({named}): the adapter saves tensor parallel only")
+    if (getattr(sa, "tp_size", 1) or 1) > 1:
+        if not getattr(sa, "disable_custom_all_reduce", False):
+            found.append(
+                f"tp_size={sa.tp_size} with SGLang's custom all-reduce, whose captured kernels read peer pointers "
+                "opened from CUDA IPC handles: start with --disable-custom-all-reduce (NCCL then all-reduces inside "
+                "the graphs), and run native with the same flag to compare"
+            )
+        found += [
+            f"tp_size={sa.tp_size} with {name} ({what}), whose peer state is not restored: turn it off"
+            for name, what in ALL_REDUCE.items()
+            if getattr(sa, name, False)
+        ]
     if getattr(sa, "enable_memory_saver", False):
         found.append(
             "SGLang's memory saver (enable_memory_saver) swaps PyTorch's allocator for torch_memory_saver's, whose "

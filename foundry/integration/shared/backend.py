@@ -25,6 +25,7 @@ CALLER_STEPS = ("checks", "context", "reserve", "readers", "warm", "launch")
 
 
 class FoundryApi(Protocol):
+    def set_rank(self, rank: int, world_size: int) -> None: ...
     def set_region(self, base: int, size: int) -> None: ...
     def cursor(self) -> int: ...
     def set_cursor(self, offset: int) -> None: ...
@@ -102,6 +103,9 @@ class FoundryApi(Protocol):
 
 class PublicFoundryApi:
     """FoundryApi over ``import foundry`` (the interposer must be preloaded: ``foundry run -- ...``)."""
+
+    def set_rank(self, rank: int, world_size: int) -> None:
+        foundry.set_rank(rank, world_size)
 
     def set_region(self, base: int, size: int) -> None:
         foundry.set_allocation_region(base, size)

@@ -129,7 +129,7 @@ def pack(s: Any, plan: CachePlan) -> list[str]:
     t0 = time.perf_counter()
     trees = {name: files for name, files in plan.files(s).items() if files}
     made_with = identity(s.fingerprint, s.config.engine.key, plan.settings(s))
-    document = s.api.pack_caches(s.config.require_archive(), made_with, trees)
+    document = s.api.pack_caches(s.archive, made_with, trees)
     s.timings["pack_caches_s"] = time.perf_counter() - t0
     s.timings["caches"] = {"packed": {name: len(files) for name, files in trees.items()}}
     return [document]
@@ -144,7 +144,7 @@ def use(s: Any, plan: CachePlan) -> None:
     scratch = Path(tempfile.gettempdir()) / f"foundry-caches-{os.getpid()}-{secrets.token_hex(6)}"
     here = identity(s.fingerprint, s.config.engine.key, plan.settings(s))
     try:
-        dirs = s.api.open_caches(s.config.require_archive(), here, scratch)
+        dirs = s.api.open_caches(s.archive, here, scratch)
         unknown = sorted(set(dirs or {}) - set(plan.point))
         if unknown:
             raise foundry.CachesRefusedError(

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from .backend import FoundryApi
@@ -21,6 +22,7 @@ from .config import EngineConfig
 from .errors import IntegrationError
 from .metadata import ArchiveMetadata, Fingerprint, MetadataFile
 from .phases import PhaseTracker
+from .ranks import SINGLE, Place, rank_dir
 
 __all__ = ["Session", "SessionStore"]
 
@@ -52,9 +54,15 @@ class Session(Generic[E, M]):
     timings: dict[str, Any] = field(default_factory=dict)
     watching: bool = False  # LOAD: a thread waits for the own execs' builds (steps._release_own_execs)
     report_fields: dict[str, Any] = field(default_factory=dict)  # what the engine last put in its report
+    place: Place = SINGLE  # this process's rank (steps.begin sets it): which folder of the archive is its own
 
     def __post_init__(self) -> None:
         self.tracker = PhaseTracker(self.api)
+
+    @property
+    def archive(self) -> Path:
+        """This process's archive directory: the one configured, or its rank's folder in it (ranks.py)."""
+        return rank_dir(self.config.require_archive(), self.place)
 
     def require_saved(self) -> M:
         if self.saved is None:

@@ -25,16 +25,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 from . import caches
 from .config import Mode
-from .engine import Engine
-from .errors import PhaseLayoutError, PluginConfigError
+from .errors import PhaseLayoutError
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, PhaseMark
 from .outputs import as_flat, rebuild, shape_of
 from .phases import check_phase, process_started_at
+from .ranks import SINGLE, Place, check_load_dir, check_save_dir, nccl_settings
 from .session import Session
 
 __all__ = [
@@ -57,11 +56,24 @@ M = TypeVar("M", bound=ArchiveMetadata)
 T = TypeVar("T")
 
 
-def begin(s: Session[Any, Any], fingerprint: Fingerprint) -> None:
-    """Runs once the engine picked its device and before anything (NCCL included) allocates device memory."""
-    archive = s.config.require_archive()
+def begin(s: Session[Any, Any], fingerprint: Fingerprint, place: Place = SINGLE) -> None:
+    """Runs once the engine picked its device and before anything (NCCL included) allocates device memory;
+    ``place`` is this process's rank (ranks.py: each rank saves and loads its own folder of the archive)."""
+    top = s.config.require_archive()
     s.fingerprint = fingerprint
+    s.place = place
     if s.config.mode is Mode.LOAD:
+        check_load_dir(top, place, s.config.engine)  # another world's archive: refused before anything is set
+    if place.world > 1:
+        added = nccl_settings(place, s.config.engine)  # before the first communicator exists
+        if added:
+            logging.getLogger(s.config.engine.logger or s.config.engine.key).info(
+                "Foundry: rank %d of %d runs with %s", place.rank, place.world,
+                " ".join(f"{k}={v}" for k, v in added.items()),
+            )  # fmt: skip
+        s.api.set_rank(place.rank, place.world)  # before any graph is saved or loaded: each records it
+    if s.config.mode is Mode.LOAD:
+        archive = s.archive
         s.saved = s.metadata.read(archive, s.api)
         s.metadata.check_fingerprint(s.saved.fingerprint, fingerprint, archive)  # before the GPU is touched
         t0 = time.perf_counter()
@@ -74,18 +86,9 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint) -> None:
     else:
         if s.config.pack_caches:
             caches.prepare_save(s, s.caches)
-        _prepare_save_dir(archive, s.config.engine)
+        check_save_dir(top, place, s.config.engine)
         s.api.set_region(s.config.region_base, s.config.region_size)
     s.tracker.start()
-
-
-def _prepare_save_dir(archive: Path, engine: Engine) -> None:
-    if archive.exists() and (not archive.is_dir() or any(archive.iterdir())):
-        raise PluginConfigError(
-            f"SAVE writes a fresh archive, and {archive} already exists and is not empty: remove it or point "
-            f"{engine.var('ARCHIVE')} at a new directory"
-        )
-    archive.mkdir(parents=True, exist_ok=True)
 
 
 def end_phase(s: Session[Any, Any], name: str) -> PhaseMark:
@@ -100,7 +103,7 @@ def start_builds(s: Session[Any, Any]) -> None:
     """LOAD: maps SAVE's memory (Foundry checks this process's allocations first) and builds every graph of
     the archive in the background."""
     saved = s.require_saved()
-    archive = s.config.require_archive()
+    archive = s.archive
     t0 = time.perf_counter()
     # Wall-clock marks beside the durations: with the loader's own timings (seconds from this start) they tell
     # how long load_graphs waited for the builds and how long it spent on each graph.
@@ -159,7 +162,7 @@ def save_graphs(
     then the manifest, which lists them: the manifest is the
     archive's commit point, so an archive whose SAVE failed has none and LOAD refuses it, and the metadata is
     sealed, hashed (and signed, with a key) with the rest. Set ``s.timings["capture_s"]`` before."""
-    archive = s.config.require_archive()
+    archive = s.archive
     fingerprint = required(s, s.fingerprint, "fingerprint")
     t0 = time.perf_counter()
     entries = []

@@ -33,6 +33,7 @@ from typing import Any
 from ..shared import steps
 from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
+from ..shared.ranks import Place
 from . import session as sessions
 from . import workspace
 from .config import ENV_WARM_UP, VLLM, Mode, PluginConfig
@@ -73,9 +74,7 @@ def check_supported(vllm_config: Any) -> None:
             "vLLM's cumem allocator (enable_sleep_mode / enable_cumem_allocator) maps device memory itself, outside "
             "Foundry's region, so LOAD could not put weights and KV cache where SAVE had them: turn both off"
         )
-    gpus = getattr(parallel, "tensor_parallel_size", 1) * getattr(parallel, "pipeline_parallel_size", 1)
-    if gpus > 1 or getattr(parallel, "data_parallel_size", 1) > 1:
-        problems.append("more than one GPU (tensor, pipeline or data parallel): the adapter handles one GPU")
+    problems += _parallel_problems(parallel)
     if getattr(vllm_config, "speculative_config", None) is not None:
         problems.append("speculative decoding: its drafter's graphs are not saved")
     if getattr(vllm_config, "lora_config", None) is not None:
@@ -104,6 +103,37 @@ def check_supported(vllm_config: Any) -> None:
         )
 
 
+def _parallel_problems(parallel: Any) -> list[str]:
+    """What the adapter refuses of vLLM's parallel settings. Tensor parallelism is saved and loaded per rank
+    (shared/ranks.py) with NCCL as the only all-reduce inside the graphs: vLLM's custom all-reduce keeps peer
+    pointers it opened from CUDA IPC handles in a table it fills after capture, and torch symmetric memory
+    keeps peer windows and signal pads; neither is restored yet (docs/DESIGN.md, "Many GPUs")."""
+    problems = []
+    for name, what in (("pipeline_parallel_size", "pipeline"), ("data_parallel_size", "data"),
+                       ("prefill_context_parallel_size", "prefill context"),
+                       ("decode_context_parallel_size", "decode context")):  # fmt: skip
+        if (getattr(parallel, name, 1) or 1) > 1:
+            size = getattr(parallel, name)
+            problems.append(f"{what} parallelism ({name}={size}): the adapter saves tensor parallel only")
+    if getattr(parallel, "enable_expert_parallel", False):
+        problems.append("expert parallelism (enable_expert_parallel): its all-to-all buffers are not saved yet")
+    if (getattr(parallel, "tensor_parallel_size", 1) or 1) > 1:
+        if not getattr(parallel, "disable_custom_all_reduce", False):
+            problems.append(
+                "tensor parallel with vLLM's custom all-reduce, whose captured kernels read peer pointers opened from "
+                "CUDA IPC handles after capture: start vLLM with --disable-custom-all-reduce (NCCL then all-reduces "
+                "inside the graphs), and run native with the same flag to compare"
+            )
+        for var in ("VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER", "VLLM_USE_NCCL_SYMM_MEM"):
+            default = "1" if var == "VLLM_ALLREDUCE_USE_SYMM_MEM" else "0"
+            if os.environ.get(var, default).strip() not in ("0", ""):
+                problems.append(
+                    f"tensor parallel with {var}={os.environ.get(var, default)} (an all-reduce over symmetric memory, "
+                    f"whose peer windows are not restored): set {var}=0"
+                )
+    return problems
+
+
 def init_device_start(worker: Any) -> None:
     s = sessions.current()
     if s.config.enabled:
@@ -111,15 +141,17 @@ def init_device_start(worker: Any) -> None:
         check_supported(worker.vllm_config)
 
 
-def before_distributed(vllm_config: Any) -> None:
-    """Runs after the worker picked its device and before NCCL (or anything else) allocates device memory."""
+def before_distributed(vllm_config: Any, rank: int = 0) -> None:
+    """Runs after the worker picked its device and before NCCL (or anything else) allocates device memory;
+    ``rank`` is the worker's rank in vLLM's world (tensor parallel only: ``_parallel_problems``)."""
     s = sessions.current()
     if not s.config.enabled:
         return
     s.state.runner = runner_name(vllm_config)
     s.state.compiles = compiles(vllm_config)
-    steps.begin(s, describe(vllm_config))
-    log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.config.archive, s.state.runner)
+    world = int(getattr(vllm_config.parallel_config, "world_size", 1) or 1)
+    steps.begin(s, describe(vllm_config), Place(rank, world))
+    log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.archive, s.state.runner)
 
 
 def compiles(vllm_config: Any) -> bool:
@@ -259,7 +291,7 @@ def _save(runner: Any, original: Any) -> Any:
     _report(s, graphs=len(meta.graphs), piece_graphs=pieces)
     log.info(
         "Foundry save: %d graphs (%d of them pieces) in %s (capture %.2f s, save %.2f s)",
-        len(meta.graphs), pieces, s.config.archive, s.timings["capture_s"], s.timings["save_s"],
+        len(meta.graphs), pieces, s.archive, s.timings["capture_s"], s.timings["save_s"],
     )  # fmt: skip
     return result
 

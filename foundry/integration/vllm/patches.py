@@ -48,7 +48,8 @@ def _around_init_device(original: Fn) -> Fn:
 
 def _before_distributed(original: Fn) -> Fn:
     def init_worker_distributed_environment(vllm_config: Any, *args: Any, **kwargs: Any) -> Any:
-        lifecycle.before_distributed(vllm_config)
+        rank = args[0] if args else kwargs.get("rank", 0)
+        lifecycle.before_distributed(vllm_config, int(rank))
         return original(vllm_config, *args, **kwargs)
 
     return init_worker_distributed_environment

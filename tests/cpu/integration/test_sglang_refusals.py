@@ -40,8 +40,13 @@ def _edit_metadata(engines: Any, edit: Any) -> None:
     ("args", "env", "message"),
     [
         ({"enable_memory_saver": True}, {}, r"memory saver \(enable_memory_saver\) swaps PyTorch's allocator"),
-        ({"tp_size": 2}, {}, r"more than one GPU \(tp_size=2\)"),
-        ({"dp_size": 2, "enable_dp_attention": True}, {}, r"more than one GPU \(dp_size=2\)"),
+        ({"tp_size": 2}, {}, r"tp_size=2 with SGLang's custom all-reduce.*--disable-custom-all-reduce"),
+        (
+            {"tp_size": 2, "disable_custom_all_reduce": True, "enable_torch_symm_mem": True},
+            {},
+            r"tp_size=2 with enable_torch_symm_mem \(torch symmetric memory\)",
+        ),
+        ({"dp_size": 2, "enable_dp_attention": True}, {}, r"other than tensor parallel \(dp_size=2\)"),
         ({"enable_lora": True}, {}, "LoRA"),
         (
             {"prefill_backend": "tc_piecewise"},

@@ -1,0 +1,131 @@
+"""Where a rank's archive lies when an engine runs on several GPUs, and which layouts SAVE and LOAD accept.
+
+One process per GPU (a rank) saves and loads its own graphs: with a world of one the archive is the
+directory the user named, with more each rank's is ``rank_<r>`` in it, as ``foundry.set_rank`` declares
+the rank to Foundry (which records it in every graph and refuses another at LOAD). Every rank reads the same
+listing of that directory before the GPU is touched, so an archive saved by another number of ranks is
+refused on every rank alike, before any communicator exists that a rank could wait in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .engine import Engine
+from .errors import ArchiveMismatchError, PluginConfigError, UnsupportedConfigError
+
+__all__ = ["NCCL_SETTINGS", "SINGLE", "Place", "check_load_dir", "check_save_dir", "nccl_settings", "rank_dir"]
+
+# What every rank's process runs with, SAVE and LOAD alike, set before the first communicator exists (where the
+# user set none; a user's other value is refused by name):
+#   NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1, NVSHMEM_DISABLE_NVLS=1: NVLink multicast objects
+#     are made by the driver at addresses no other process can be given; nothing restores them.
+#   NCCL_RUNTIME_CONNECT=0: NCCL connects every channel and protocol when the communicator is made, instead
+#     of at the first collective of each: the engine's profiling and warm-up collectives, which LOAD skips,
+#     would otherwise map the peers' buffers at SAVE only, and LOAD would find them missing.
+#   NCCL_GRAPH_REGISTER=0: NCCL would map the peers' own buffers while the graph is captured, which LOAD
+#     never does.
+#   NCCL_CUMEM_ENABLE=1: the peers' buffers come as cuMem handles, mapped in the region; without it they are
+#     CUDA IPC mappings at addresses the driver picks, which SAVE refuses.
+NCCL_SETTINGS = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "NCCL_RUNTIME_CONNECT": "0",
+    "NCCL_GRAPH_REGISTER": "0",
+    "NCCL_CUMEM_ENABLE": "1",
+}
+
+_RANK_DIR = re.compile(r"rank_(0|[1-9][0-9]{0,5})")
+
+
+@dataclass(frozen=True)
+class Place:
+    """A process's rank among ``world`` processes of one deployment (tensor parallel: one per GPU)."""
+
+    rank: int
+    world: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.rank < self.world:
+            raise ValueError(f"rank {self.rank} of a world of {self.world}: need 0 <= rank < world")
+
+
+SINGLE = Place(0, 1)
+
+
+def nccl_settings(place: Place, engine: Engine, environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
+    """Sets NCCL_SETTINGS in the environment of a rank of a world larger than one (where unset), and returns
+    those it set. Refuses, naming each, a variable the user set to another value."""
+    if place.world == 1:
+        return {}
+    env = os.environ if environ is None else environ
+    wrong = [f"{k}={env[k]} (needs {v})" for k, v in NCCL_SETTINGS.items() if env.get(k, v).strip() != v]
+    if wrong:
+        raise UnsupportedConfigError(
+            f"{engine.name} on {place.world} GPUs under Foundry runs every rank with "
+            + ", ".join(f"{k}={v}" for k, v in NCCL_SETTINGS.items())
+            + f', and this environment sets {"; ".join(wrong)}: unset them (docs/DESIGN.md, "Many GPUs", says why '
+            f"each is needed), or start with {engine.var('MODE')}=off"
+        )
+    added = {k: v for k, v in NCCL_SETTINGS.items() if k not in env}
+    env.update(added)
+    return added
+
+
+def rank_dir(archive: Path, place: Place) -> Path:
+    """The directory this rank's graphs, metadata and manifest are in."""
+    return archive if place.world == 1 else archive / f"rank_{place.rank}"
+
+
+def _ranks_in(archive: Path) -> set[int]:
+    if not archive.is_dir():
+        return set()
+    return {int(m.group(1)) for p in archive.iterdir() if p.is_dir() and (m := _RANK_DIR.fullmatch(p.name))}
+
+
+def check_save_dir(archive: Path, place: Place, engine: Engine) -> Path:
+    """SAVE: this rank's directory, created; refuses one that holds anything, and a deployment directory
+    that holds anything but the ranks of this world (an earlier SAVE's files would be mixed with these)."""
+    own = rank_dir(archive, place)
+    if place.world > 1 and archive.exists():
+        if not archive.is_dir():
+            raise PluginConfigError(f"{archive} is not a directory: point {engine.var('ARCHIVE')} at a new directory")
+        wanted = {f"rank_{r}" for r in range(place.world)}
+        stray = sorted(p.name for p in archive.iterdir() if p.name not in wanted)
+        if stray:
+            raise PluginConfigError(
+                f"SAVE writes a fresh archive of {place.world} ranks (rank_0 .. rank_{place.world - 1}) in {archive}, "
+                f"which also holds {', '.join(stray[:5])}{' ...' if len(stray) > 5 else ''}: remove them or point "
+                f"{engine.var('ARCHIVE')} at a new directory"
+            )
+    if own.exists() and (not own.is_dir() or any(own.iterdir())):
+        raise PluginConfigError(
+            f"SAVE writes a fresh archive, and {own} already exists and is not empty: remove it or point "
+            f"{engine.var('ARCHIVE')} at a new directory"
+        )
+    own.mkdir(parents=True, exist_ok=True)
+    return own
+
+
+def check_load_dir(archive: Path, place: Place, engine: Engine) -> Path:
+    """LOAD: this rank's directory, once the archive's ranks are exactly this world's (every rank reads the
+    same listing, so all refuse alike)."""
+    ranks = _ranks_in(archive)
+    saved = f"saved by {len(ranks)} ranks (rank_* folders {sorted(ranks)})" if ranks else "saved by one process"
+    here = f"this {engine.name} runs {place.world} rank{'s' if place.world > 1 else ''}"
+    if place.world == 1 and ranks:
+        raise ArchiveMismatchError(
+            f"the archive {archive} was {saved}, and {here}: start {engine.name} with the same tensor-parallel "
+            "size as SAVE, or SAVE again"
+        )
+    if place.world > 1 and ranks != set(range(place.world)):
+        raise ArchiveMismatchError(
+            f"the archive {archive} was {saved}, and {here} (rank_0 .. rank_{place.world - 1}): start "
+            f"{engine.name} with the same tensor-parallel size as SAVE, or SAVE again"
+        )
+    return rank_dir(archive, place)

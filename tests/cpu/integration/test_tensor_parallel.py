@@ -1,0 +1,202 @@
+"""Tensor parallel under the plugins: one archive folder per rank (shared/ranks.py), the rank declared to
+Foundry before any communicator exists, NCCL's settings the same in every rank's SAVE and LOAD, an archive
+of another world size refused alike on every rank before the GPU is touched, and the all-reduce paths the
+adapter cannot restore refused by name at start-up (the fake vLLM 0.26 start-up, tests/support/fakevllm.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from foundry.integration.shared.engine import Engine
+from foundry.integration.shared.errors import ArchiveMismatchError, PluginConfigError, UnsupportedConfigError
+from foundry.integration.shared.ranks import (
+    NCCL_SETTINGS,
+    SINGLE,
+    Place,
+    check_load_dir,
+    check_save_dir,
+    nccl_settings,
+    rank_dir,
+)
+from foundry.integration.vllm import read_metadata
+from tests.support.fakefoundry import FakeFoundry
+from tests.support.fakevllm import make_config
+
+ENGINE = Engine(name="Fake", key="fake", version="1", logger="fake")
+TP_READY = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+
+
+VLLM_ALL_REDUCE = ("VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER", "VLLM_USE_NCCL_SYMM_MEM")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, and whatever the plugin sets is undone after the test (setenv records the absence)."""
+    for name in [*NCCL_SETTINGS, *VLLM_ALL_REDUCE]:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
+# ------------------------------------------------------------------ the layout, engine-independent
+def test_a_rank_has_its_own_folder_and_a_single_process_the_archive_itself(tmp_path: Path) -> None:
+    assert rank_dir(tmp_path, SINGLE) == tmp_path
+    assert rank_dir(tmp_path, Place(1, 4)) == tmp_path / "rank_1"
+    with pytest.raises(ValueError, match="need 0 <= rank < world"):
+        Place(2, 2)
+
+
+def test_save_takes_its_rank_folder_and_refuses_what_another_save_left(tmp_path: Path) -> None:
+    top = tmp_path / "archive"
+    assert check_save_dir(top, Place(1, 2), ENGINE) == top / "rank_1"
+    assert check_save_dir(top, Place(0, 2), ENGINE) == top / "rank_0"  # the other rank, alongside
+    (top / "rank_0" / "g0000.json").write_text("{}")
+    with pytest.raises(PluginConfigError, match=r"rank_0 already exists and is not empty"):
+        check_save_dir(top, Place(0, 2), ENGINE)
+    (top / "rank_2").mkdir()  # a four-rank SAVE's folder in a two-rank deployment
+    with pytest.raises(PluginConfigError, match=r"fresh archive of 2 ranks .* also holds rank_2"):
+        check_save_dir(top, Place(1, 2), ENGINE)
+
+
+@pytest.mark.parametrize(
+    ("saved", "world", "refusal"),
+    [
+        ([0, 1], 1, r"saved by 2 ranks \(rank_\* folders \[0, 1\]\), and this Fake runs 1 rank:"),
+        ([0, 1], 4, r"saved by 2 ranks .* this Fake runs 4 ranks"),
+        ([0, 1, 2, 3], 2, r"saved by 4 ranks"),
+        ([0, 2], 2, r"rank_\* folders \[0, 2\]"),
+        ([], 2, r"saved by one process, and this Fake runs 2 ranks"),
+    ],
+)
+def test_load_refuses_an_archive_of_another_world_on_every_rank(
+    tmp_path: Path, saved: list[int], world: int, refusal: str
+) -> None:
+    for r in saved:
+        (tmp_path / f"rank_{r}").mkdir()
+    for rank in range(world):  # each rank reads the same listing: every one refuses, none waits for a peer
+        with pytest.raises(ArchiveMismatchError, match=refusal):
+            check_load_dir(tmp_path, Place(rank, world), ENGINE)
+
+
+def test_load_takes_its_rank_folder_when_the_worlds_agree(tmp_path: Path) -> None:
+    for r in range(2):
+        (tmp_path / f"rank_{r}").mkdir()
+    assert check_load_dir(tmp_path, Place(1, 2), ENGINE) == tmp_path / "rank_1"
+    assert check_load_dir(tmp_path / "rank_1", SINGLE, ENGINE) == tmp_path / "rank_1"
+
+
+def test_nccl_settings_are_set_where_unset_and_a_users_other_value_is_refused() -> None:
+    env: dict[str, str] = {"NCCL_NVLS_ENABLE": "0"}
+    added = nccl_settings(Place(0, 2), ENGINE, env)
+    assert env == NCCL_SETTINGS and "NCCL_NVLS_ENABLE" not in added and added["NCCL_RUNTIME_CONNECT"] == "0"
+    assert nccl_settings(SINGLE, ENGINE, {}) == {}  # one GPU: nothing to set
+    wrong = {"NCCL_NVLS_ENABLE": "1", "NCCL_CUMEM_ENABLE": "0"}
+    with pytest.raises(UnsupportedConfigError) as caught:
+        nccl_settings(Place(1, 2), ENGINE, wrong)
+    message = str(caught.value)
+    assert "NCCL_NVLS_ENABLE=1 (needs 0)" in message and "NCCL_CUMEM_ENABLE=0 (needs 1)" in message
+    assert "FOUNDRY_FAKE_MODE=off" in message
+    assert wrong == {"NCCL_NVLS_ENABLE": "1", "NCCL_CUMEM_ENABLE": "0"}  # nothing set on a refusal
+
+
+# ------------------------------------------------------------------ vLLM
+@pytest.mark.parametrize(
+    ("config", "env", "refusal"),
+    [
+        ({"tp": 2}, TP_READY, r"custom all-reduce.*--disable-custom-all-reduce"),
+        ({"tp": 2, "disable_custom_all_reduce": True}, {}, r"VLLM_ALLREDUCE_USE_SYMM_MEM=1 .*set VLLM_ALLREDUCE_USE"),
+        (
+            {"tp": 2, "disable_custom_all_reduce": True},
+            {**TP_READY, "VLLM_USE_NCCL_SYMM_MEM": "1"},
+            r"VLLM_USE_NCCL_SYMM_MEM=1",
+        ),
+    ],
+)
+def test_vllm_tensor_parallel_with_an_all_reduce_that_is_not_restored_is_refused_by_name(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, config: dict[str, Any], env: dict[str, str], refusal: str
+) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    fake = engines.prepare("save")
+    with pytest.raises(UnsupportedConfigError, match=refusal):
+        fake.start_engine(make_config(**config))
+    assert not fake.memory.log  # refused before anything was allocated
+
+
+def test_vllm_pipeline_and_expert_parallel_are_refused_by_name(engines: Any) -> None:
+    config = make_config(tp=2, disable_custom_all_reduce=True)
+    config.parallel_config.pipeline_parallel_size = 2
+    config.parallel_config.enable_expert_parallel = True
+    fake = engines.prepare("save")
+    with pytest.raises(UnsupportedConfigError, match=r"pipeline parallelism.*\n.*expert parallelism"):
+        fake.start_engine(config)
+
+
+def _ranks(engines: Any, mode: str, world: int, **memory: Any) -> list[Any]:
+    """Each rank's start-up in turn (vLLM starts one worker process per rank; each has its own session)."""
+    fakes = []
+    for rank in range(world):
+        fake = engines.prepare(mode, FakeFoundry(**memory) if memory else None)
+        fake.start_engine(make_config(tp=world, disable_custom_all_reduce=True), rank=rank)
+        fakes.append(fake)
+    return fakes
+
+
+def test_vllm_tensor_parallel_saves_and_loads_one_folder_per_rank(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in TP_READY.items():
+        monkeypatch.setenv(k, v)
+    saved = _ranks(engines, "save", 2)
+    for rank, fake in enumerate(saved):
+        assert fake.memory.rank == (rank, 2)
+        calls = fake.memory.calls
+        assert calls.index("set_rank") < calls.index("set_region")  # declared before any graph is captured
+        assert (engines.archive / f"rank_{rank}" / "graph_manifest.json").is_file()
+    assert sorted(p.name for p in engines.archive.iterdir()) == ["rank_0", "rank_1"]
+    assert {k: os.environ[k] for k in NCCL_SETTINGS} == NCCL_SETTINGS  # what each rank's NCCL was made with
+    high_water = read_metadata(engines.archive / "rank_0").high_water
+    loaded = _ranks(engines, "load", 2, high_water_saved=high_water)
+    for rank, fake in enumerate(loaded):
+        assert fake.memory.rank == (rank, 2)
+        assert "v2.capture_model" not in fake.trace.events  # served from the rank's folder, not captured
+        assert fake.memory.loaded_from == engines.archive / f"rank_{rank}"
+
+
+def test_vllm_one_gpu_from_a_two_rank_archive_is_refused_before_the_gpu_is_touched(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in TP_READY.items():
+        monkeypatch.setenv(k, v)
+    _ranks(engines, "save", 2)
+    fake = engines.prepare("load")
+    with pytest.raises(ArchiveMismatchError, match=r"saved by 2 ranks .* runs 1 rank"):
+        fake.start_engine(make_config())
+    assert not fake.memory.log and "load_modules" not in fake.memory.calls
+
+
+# ------------------------------------------------------------------ SGLang
+def test_sglang_tensor_parallel_saves_and_loads_one_folder_per_rank(sglang_engines: Any) -> None:
+    from foundry.integration.sglang.metadata import read_metadata as read_sglang
+    from tests.support.fakesglang import server_args
+
+    args = {"tp_size": 2, "disable_custom_all_reduce": True}
+    for rank in range(2):
+        fake = sglang_engines.prepare("save")
+        fake.start_scheduler(server_args(**args), tp_rank=rank)
+        assert fake.memory.rank == (rank, 2)
+        assert fake.memory.calls.index("set_rank") < fake.memory.calls.index("set_region")
+    archive = sglang_engines.archive
+    assert sorted(p.name for p in archive.iterdir()) == ["rank_0", "rank_1"]
+    for rank in range(2):
+        saved = read_sglang(archive / f"rank_{rank}")
+        fake = sglang_engines.prepare("load", FakeFoundry(high_water_saved=saved.high_water))
+        fake.start_scheduler(server_args(**args), tp_rank=rank)
+        assert fake.memory.rank == (rank, 2) and fake.memory.loaded_from == archive / f"rank_{rank}"
+    fake = sglang_engines.prepare("load")  # one GPU from the two-rank archive
+    with pytest.raises(ArchiveMismatchError, match=r"saved by 2 ranks .* runs 1 rank"):
+        fake.start_scheduler(server_args())
+    assert fake.memory.log == [] and "load_modules" not in fake.memory.calls
