@@ -69,6 +69,9 @@ def _serving_problems(
         else:
             plugin_env[name] = value
     settings["plugin_env"] = plugin_env
+    if args.tp < 1:
+        problems.append(f"--tp {args.tp}: give the GPUs per engine, at least 1")
+    settings["tp"] = args.tp
     return settings, problems
 
 
@@ -272,6 +275,13 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--plugin-env", default="", help="the plugin's settings for the SAVE and LOAD runs, comma-separated "
                    "NAME=VALUE without the FOUNDRY_<ENGINE>_ prefix, e.g. WARM_UP=1 (the engines are started with "
                    "none of the caller's own)")  # fmt: skip
+    v.add_argument(
+        "--tp",
+        type=int,
+        default=1,
+        help="GPUs per engine, tensor parallel (NCCL all-reduces inside the "
+        "graphs; every run, native too, with the NCCL settings SAVE and LOAD need)",
+    )
     v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
     v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
     v.add_argument("--gpu-memory-utilization", type=float, default=0.35, help="vllm, per engine (two side by side)")

@@ -276,3 +276,20 @@ def test_plugin_settings_reach_save_and_load_and_nothing_else(fake_vllm: None, t
         settings = results[mode]["plugin"]["settings"]
         assert settings["WARM_UP"] == "1" and settings["MODE"] == mode, settings
     assert "plugin" not in results["native"]
+
+
+def test_tensor_parallel_runs_every_mode_on_n_gpus_with_nccl_as_the_all_reduce(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--tp 2: native, SAVE and LOAD alike get the GPUs, the custom all-reduce off, and NCCL's settings (the
+    reference runs as SAVE and LOAD do); the report is its own configuration."""
+    probe = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
+    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "native", "load"), tp=2))
+    assert all("error" not in r for r in doc["results"].values())
+    lines = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert sorted(line["mode"] for line in lines) == ["load", "native", "save"]
+    for line in lines:
+        assert line["args"]["tensor_parallel_size"] == 2 and line["args"]["disable_custom_all_reduce"] is True
+        assert set(line["nccl"].values()) == {"0"}, line["nccl"]  # runtime connect, NVLS, symmetric memory: off
+    assert (tmp_path / "out" / "vllm-qwen3-0.6b-llm-v2-default-tp2.json").is_file()

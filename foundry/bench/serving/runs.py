@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from foundry.integration.shared import NCCL_SETTINGS
+
 from .compare import compare_runs
 from .fresh import FRESH_MODES, fresh_env, fresh_root, signing_key
 from .logprobs import Top, Values, digests, values
@@ -87,6 +89,7 @@ class ServingConfig:
     models: Path = Path("/tmp/foundry-bench-models")
     extra_env: dict[str, str] = field(default_factory=dict)
     plugin_env: dict[str, str] = field(default_factory=dict)  # FOUNDRY_<ENGINE>_<NAME> of SAVE and LOAD, by NAME
+    tp: int = 1  # GPUs per engine, tensor parallel (native runs with the NCCL settings SAVE and LOAD need)
 
     def tag(self) -> str:
         raise NotImplementedError
@@ -146,6 +149,9 @@ class BenchRuns:
     # Set in every run when SAVE packs the engine's caches: the engine's settings that make them movable, which
     # its compile cache depends on (so every run, native ones too, compiles alike).
     pack_env: ClassVar[dict[str, str]] = {}
+    # Set in every run at tensor parallel beside NCCL_SETTINGS (native too: the reference runs as SAVE and LOAD
+    # do): the engine's switches that leave NCCL the only all-reduce inside the graphs.
+    tp_env: ClassVar[dict[str, str]] = {}
 
     def __init__(self, cfg: ServingConfig) -> None:
         self.cfg = cfg
@@ -157,6 +163,8 @@ class BenchRuns:
         shim = plugin_shim(Path(f"/tmp/foundry-{self.engine}-entrypoint"), self.engine, self.group)
         paths = [str(self.cwd), *([str(shim)] if shim else []), os.environ.get("PYTHONPATH", "")]
         self.env = {**os.environ, **self.env_defaults, **cfg.extra_env, "PYTHONPATH": ":".join(p for p in paths if p)}
+        if cfg.tp > 1:
+            self.env.update({**NCCL_SETTINGS, **self.tp_env})
         self.prefix = f"FOUNDRY_{self.engine.upper()}_"
         for name in [n for n in self.env if n.startswith(self.prefix)]:
             del self.env[name]

@@ -55,7 +55,7 @@ class SglangBenchConfig(ServingConfig):
     models: Path = Path("/tmp/foundry-sglang-models")
 
     def tag(self) -> str:
-        return f"sglang-{self.shape}-{self.api}"
+        return f"sglang-{self.shape}-{self.api}" + (f"-tp{self.tp}" if self.tp > 1 else "")
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, each named (empty when they can run)."""
@@ -86,6 +86,9 @@ class SglangBenchConfig(ServingConfig):
             "mem_fraction_static": self.mem_fraction_static,
             "context_length": self.context_length,
             "log_level": "info",  # the figures the benchmark reads are logged at info
+            # Tensor parallel with NCCL as the only all-reduce in the graphs (the custom one's IPC peer tables
+            # are not restored)
+            **({"tp_size": self.tp, "disable_custom_all_reduce": True} if self.tp > 1 else {}),
             **self.engine_args,
         }
 

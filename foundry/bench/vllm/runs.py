@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from foundry.bench.serving.process import Engine, free_port
 from foundry.bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
@@ -54,7 +54,8 @@ class VllmBenchConfig(ServingConfig):
     models: Path = Path("/tmp/foundry-vllm-models")
 
     def tag(self) -> str:
-        return f"vllm-{self.shape}-{self.api}-{self.runner}-{self.cudagraph_mode.lower()}"
+        tp = f"-tp{self.tp}" if self.tp > 1 else ""
+        return f"vllm-{self.shape}-{self.api}-{self.runner}-{self.cudagraph_mode.lower()}{tp}"
 
 
 def log_numbers(text: str) -> dict[str, float]:
@@ -73,6 +74,7 @@ class _Runs(BenchRuns):
     env_defaults = ENV
     profile_keys = ("kv_cache_tokens", "capture_gib")
     pack_env = PACK_ENV
+    tp_env: ClassVar[dict[str, str]] = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}  # torch symmetric memory's all-reduce
 
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)
@@ -97,12 +99,16 @@ class _Runs(BenchRuns):
             }
             if cfg.cudagraph_mode != "default":
                 kwargs["compilation_config"] = {"cudagraph_mode": cfg.cudagraph_mode}
+            if cfg.tp > 1:  # the custom all-reduce's IPC peer tables are not restored: NCCL all-reduces
+                kwargs.update(tensor_parallel_size=cfg.tp, disable_custom_all_reduce=True)
             return OfflineEngine(kwargs, prefix, env, log, self.cwd)
         args = [str(self.model), "--load-format", "dummy", "--skip-tokenizer-init", "--seed", "0"]
         args += ["--max-model-len", str(cfg.max_model_len), "--no-enable-prefix-caching"]
         args += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
         if cfg.cudagraph_mode != "default":
             args += ["--compilation-config", json.dumps({"cudagraph_mode": cfg.cudagraph_mode})]
+        if cfg.tp > 1:
+            args += ["--tensor-parallel-size", str(cfg.tp), "--disable-custom-all-reduce"]
         return ServerEngine(args, free_port(), prefix, env, log, self.cwd)
 
 

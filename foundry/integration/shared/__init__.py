@@ -27,9 +27,11 @@ from .fingerprint import config_digest, software_fields
 from .hooks import when_imported, wrap
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
 from .phases import PhaseTracker, check_phase
+from .ranks import NCCL_SETTINGS, Place
 from .session import Session, SessionStore
 
 __all__ = [
+    "NCCL_SETTINGS",
     "ArchiveMetadata",
     "ArchiveMetadataError",
     "ArchiveMismatchError",
@@ -45,6 +47,7 @@ __all__ = [
     "PhaseLayoutError",
     "PhaseMark",
     "PhaseTracker",
+    "Place",
     "PluginConfigError",
     "PublicFoundryApi",
     "Session",

@@ -39,6 +39,9 @@ CACHE_VARIABLES = ("HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DI
                    "CUDA_CACHE_PATH")  # fmt: skip
 
 
+PARALLEL_VARIABLES = ("NCCL_RUNTIME_CONNECT", "NCCL_NVLS_ENABLE", "VLLM_ALLREDUCE_USE_SYMM_MEM")
+
+
 def probe_caches(engine: str) -> None:
     """Under ``FAKE_ENGINE_CACHE_PROBE=<file>``, one JSON line appended to it: what this engine process sees of its
     cache folders as it starts (each variable, and whether its folder is empty or absent) and of the archive's
@@ -55,6 +58,9 @@ def probe_caches(engine: str) -> None:
         "pack": os.environ.get(prefix + "PACK_CACHES"),
         "key": os.environ.get("FOUNDRY_SIGNING_KEY"),
         "mega": os.environ.get("VLLM_USE_MEGA_AOT_ARTIFACT"),
+        # how many GPUs, and with which all-reduce settings, the engine was started (tensor parallel)
+        "args": json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}")),
+        "nccl": {name: os.environ.get(name) for name in PARALLEL_VARIABLES},
     }
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
