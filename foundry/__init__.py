@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "ArchiveVersionError": ".errors",
     "CachesRefusedError": ".errors",
     "CodecError": ".errors",
+    "DeviceMismatchError": ".errors",
     "DriverError": ".errors",
     "FoundryError": ".errors",
     "IdentityMismatchError": ".errors",

@@ -176,6 +176,12 @@ class RankMismatchError(LoadError):
     """The graph was saved by another rank, world size or device than this process declares and runs on."""
 
 
+class DeviceMismatchError(LoadError):
+    """``load_cuda_modules_and_libraries`` loaded the archive's kernel images with another device's context
+    current than the one LOAD runs on: module variables and kernels are per context, so the graphs would
+    run on another device's copies."""
+
+
 class LayoutMismatchError(LoadError):
     """This process did not make the same region allocations as the SAVE process."""
 

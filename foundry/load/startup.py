@@ -26,7 +26,7 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.errors import ArchiveError, DriverError, KernelNotFoundError, LoadError
+from foundry.errors import ArchiveError, DeviceMismatchError, DriverError, KernelNotFoundError, LoadError
 from foundry.format import (
     IMAGES_DIR,
     MANIFEST_NAME,
@@ -41,7 +41,7 @@ from foundry.format import (
     relative_path_problem,
 )
 from foundry.gate import authenticate_manifest, missing_kernel
-from foundry.native import current_context, set_current_context
+from foundry.native import current_context, current_device_place, set_current_context
 from foundry.region import ensure_cuda_context, hold_allocation_region
 from foundry.timing import Phases
 from foundry.trust import KeySource, configured_key
@@ -68,6 +68,9 @@ class _Startup:
     jobs: dict[Path, Future[None]] = field(default_factory=dict)  # by resolved archive directory
     # Set by a LOAD that takes the graphs over: the background reading of graphs stops after the one in hand.
     graphs_cut: dict[Path, threading.Event] = field(default_factory=dict)
+    # The device whose context was current when each archive's images were loaded (its variables written, its
+    # kernels looked up): LOAD must run on the same one (``wait_for_startup``).
+    devices: dict[Path, str] = field(default_factory=dict)
     phases: Phases = field(default_factory=lambda: Phases(max_spans=_MAX_SPANS))
 
 
@@ -91,9 +94,11 @@ def wait_for_startup(take_graphs: bool = False) -> None:
     state = _STATE.get()
     with state.lock:
         jobs = list(state.jobs.values())
+        devices = dict(state.devices)
         if take_graphs:
             for cut in state.graphs_cut.values():
                 cut.set()
+    _same_device(devices)
     for job in jobs:
         try:
             job.result()
@@ -169,8 +174,9 @@ def load_cuda_modules_and_libraries(
         readers.shutdown(wait=False)
     try:
         context: int | None = current_context()
+        device: str | None = _device_here()
     except DriverError:
-        context = None  # CUDA not initialised: the images still load; LOAD looks the kernels up itself
+        context = device = None  # CUDA not initialised: the images still load; LOAD looks the kernels up itself
     with phases.span("warm"):
         warm_builders(sum(g.nodes for g in graphs if g.role == GraphRole.TEMPLATE), LIMITS.builders)
     with phases.span("launch"):
@@ -185,10 +191,41 @@ def load_cuda_modules_and_libraries(
         with state.lock:  # a later call for the same archive (repaired, say) stands for it from now on
             state.jobs[archive.resolve()] = job
             state.graphs_cut[archive.resolve()] = cut
+            if device is not None:
+                state.devices[archive.resolve()] = device
+            else:
+                state.devices.pop(archive.resolve(), None)
         worker.start()
     if wait:
         wait_for_startup()
     return len(sizes)
+
+
+def _device_here() -> str:
+    """The current context's device: its name and PCI bus id (which GPU of the machine it is)."""
+    name, bus, _ = current_device_place()
+    return f"{name} at PCI {bus}"
+
+
+def _same_device(devices: dict[Path, str]) -> None:
+    """Refuses a LOAD on another device than the one whose context ``load_cuda_modules_and_libraries`` used
+    (``DeviceMismatchError``). That call makes a context on device 0 when none is current, so a rank of a
+    multi-GPU job that calls it before selecting its device would otherwise build its graphs from device 0's
+    kernels and write its module variables into device 0's copies."""
+    if not devices:
+        return
+    try:
+        here = _device_here()
+    except DriverError:
+        return  # no context on this thread: the builders set one up and meet the driver's own error first
+    for archive, device in devices.items():
+        if device != here:
+            raise DeviceMismatchError(
+                f"load_cuda_modules_and_libraries({str(archive)!r}) loaded the kernel images with the CUDA context of "
+                f"the {device} current, and this LOAD runs on the {here}: kernels and module variables belong to a "
+                "context, so the graphs would run on the other device's copies. Select the device first "
+                "(torch.cuda.set_device(rank), or cudaSetDevice), then call load_cuda_modules_and_libraries."
+            )
 
 
 def _read(phases: Phases, archive: Path, sha: str, verify: bool, size: int | None) -> bytearray:

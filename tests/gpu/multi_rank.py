@@ -140,6 +140,10 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
     out: dict[str, Any] = {"rank": rank, "phase": "load"}
     try:
         arch = Path(work) / f"rank_{rank}"
+        # The rank's device first: the images are loaded with the current context's device, and LOAD refuses
+        # another (DeviceMismatchError; without a context, load_cuda_modules_and_libraries makes device 0's).
+        torch.cuda.set_device(rank)
+        torch.cuda.init()
         foundry.load_cuda_modules_and_libraries(arch)
         _set_up(rank, port)
         g, result = foundry.CUDAGraph.load(arch / "g.json")
