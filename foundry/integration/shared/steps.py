@@ -60,6 +60,10 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint, place: Place = SINGLE)
     """Runs once the engine picked its device and before anything (NCCL included) allocates device memory;
     ``place`` is this process's rank (ranks.py: each rank saves and loads its own folder of the archive)."""
     top = s.config.require_archive()
+    if place.world > 1:
+        # Compared before the GPU is touched, like the rest: two rank folders swapped are refused on both ranks,
+        # before either creates a communicator the other would wait in.
+        fingerprint = Fingerprint((*fingerprint.items, ("rank", f"{place.rank} of {place.world}")))
     s.fingerprint = fingerprint
     s.place = place
     if s.config.mode is Mode.LOAD:

@@ -200,3 +200,20 @@ def test_sglang_tensor_parallel_saves_and_loads_one_folder_per_rank(sglang_engin
     with pytest.raises(ArchiveMismatchError, match=r"saved by 2 ranks .* runs 1 rank"):
         fake.start_scheduler(server_args())
     assert fake.memory.log == [] and "load_modules" not in fake.memory.calls
+
+
+def test_vllm_rank_folders_swapped_are_refused_on_both_ranks_before_the_gpu_is_touched(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, v in TP_READY.items():
+        monkeypatch.setenv(k, v)
+    _ranks(engines, "save", 2)
+    top = engines.archive
+    (top / "rank_0").rename(top / "swap")
+    (top / "rank_1").rename(top / "rank_0")
+    (top / "swap").rename(top / "rank_1")
+    for rank in range(2):
+        fake = engines.prepare("load")
+        with pytest.raises(ArchiveMismatchError, match=rf"rank: saved '{1 - rank} of 2', here '{rank} of 2'"):
+            fake.start_engine(make_config(tp=2, disable_custom_all_reduce=True), rank=rank)
+        assert not fake.memory.log and "load_modules" not in fake.memory.calls
