@@ -9,14 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from foundry.archive import MANIFEST_NAME, listed_documents, manifest_document
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-from foundry.format import (
-    MANIFEST_NAME,
-    RecordRef,
-    listed_documents,
-    manifest_document,
-    read_document,
-)
+from foundry.schema import RecordRef
+from foundry.storage import read_document
 from foundry.trust import KeySource, SigningKey, configured_key
 
 from .manifests import authenticate_manifest
