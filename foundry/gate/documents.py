@@ -46,7 +46,7 @@ def read_archive_document(
 
 def listed_document(archive: Path, ref: RecordRef, key: SigningKey | None) -> dict[str, Any]:
     """The document ``ref`` lists in the manifest of ``archive`` (proven under ``key``, where one is in force): of
-    the listed size and SHA-256, sealed (format.read_document); a refusal under a key is a signature error."""
+    the listed size and SHA-256, sealed (storage.read_document); a refusal under a key is a signature error."""
     try:
         return read_document(archive, ref)
     except ArchiveCorruptError as exc:

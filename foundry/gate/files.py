@@ -175,7 +175,7 @@ def read_listed_graphs(
     given it: ``directory/json``), None where it cannot be read or is saved beside the archive rather than in
     it (verify that graph by its own path). Nothing is read through a path that leaves the archive: a graph
     listed by a name inside it that is a symbolic link out of it, dangling or not, is refused before it is
-    read, as LOAD refuses it (format.read_graph_json). Graphs stored in a bundle that is not sound
+    read, as LOAD refuses it (archive.read_graph_json). Graphs stored in a bundle that is not sound
     (``check_bundle`` reported it) are not read."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):

@@ -57,7 +57,7 @@ def read_graph_meta(
 ) -> tuple[GraphMeta, GraphJson]:
     """The metadata of the graph JSON ``json_path`` read as LOAD reads it (its two steps, which load/source.py
     takes one by one), with its bytes as read: from where its archive stores them, held to the SHA-256 the
-    manifest in its directory lists before they are decoded (format.read_graph_json), then ``graph_meta``."""
+    manifest in its directory lists before they are decoded (archive.read_graph_json), then ``graph_meta``."""
     got = read_graph_json(json_path, store)
     return graph_meta(json_path, got, cache), got
 
