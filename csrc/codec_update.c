@@ -61,7 +61,7 @@ static int delta_header(const uint8_t *p, size_t delta_size, rec_delta_header *h
 }
 
 /* Calls visit(node index, node record, its size, ctx) for each override of a checked header, after
- * the checks the Python reader makes too (foundry/format/delta.py: in bounds, reserved bits zero, no node
+ * the checks the Python reader makes too (foundry/records/delta.py: in bounds, reserved bits zero, no node
  * overridden twice, nothing after the last override); stops at the first non-zero return. */
 typedef int (*delta_visit)(uint32_t index, const uint8_t *node, uint32_t bytes, void *ctx);
 

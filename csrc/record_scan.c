@@ -1,5 +1,5 @@
 /* SAVE's reading of the graph records it has just extracted, without building a node object per node:
- * fdy_record_scan checks a record by exactly the rules of the Python reader (foundry/format/parse.py,
+ * fdy_record_scan checks a record by exactly the rules of the Python reader (foundry/records/parse.py,
  * parse_record: the same records accepted, the same byte and field named first) and hands back what SAVE
  * derives from it; fdy_record_compare compares two records' top-level nodes for template grouping. */
 #include <stdarg.h>
@@ -372,7 +372,7 @@ static int kernel_head(const side_t *s, uint64_t at, uint32_t bytes, rec_kernel 
 
 static int same_node(compare_t *c, uint64_t xa, uint32_t na, uint64_t xb, uint32_t nb, int depth, int *same);
 
-/* *blocks: an exec cannot switch node record xa (of a) to xb (of b), which differ (foundry/format/delta.py,
+/* *blocks: an exec cannot switch node record xa (of a) to xb (of b), which differ (foundry/records/delta.py,
  * override_problem): their types differ, the type is not kernel, memset or memcpy, or the kernels' launch
  * attribute tables differ. */
 static int blocks(const compare_t *c, uint64_t xa, uint32_t na, uint64_t xb, uint32_t nb, int *out) {

@@ -1,8 +1,8 @@
 """Foundry: persist captured CUDA graphs with their execution context and rebuild them fast.
 
-Public names are imported lazily so that ``import foundry.format`` (the pure-Python archive
-format) never pulls in ctypes bindings, CUDA or torch; a name that needs torch (``CUDAGraph``,
-``graph``) says so where torch cannot be imported.
+Public names are imported lazily so that ``import foundry.archive`` (the pure-Python archive format, with
+foundry.records, images, schema and storage) never pulls in ctypes bindings, CUDA or torch; a name that needs
+torch (``CUDAGraph``, ``graph``) says so where torch cannot be imported.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def __getattr__(name: str) -> Any:
         message = (
             f"foundry.{name} needs PyTorch, which this Python cannot import ({exc}). Install PyTorch with CUDA "
             "(2.9 or newer: pip install 'foundry-graphs[bench]' installs a tested one). Without it, the archive "
-            "tools work: foundry inspect, foundry verify, foundry.format."
+            "tools work: foundry inspect, foundry verify, foundry.archive."
         )
         if _importing_by_name():
             raise ModuleNotFoundError(message, name="torch") from exc

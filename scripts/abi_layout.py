@@ -1,5 +1,5 @@
 """format.h's packed structs for scripts/gen_abi.py: their fields in order with the compiler's offsets, the
-layout digest the record and delta versions name, and foundry/format/_layout.py itself (``emit_layout``)."""
+layout digest the record and delta versions name, and foundry/records/_layout.py itself (``emit_layout``)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def _named_struct(name: str, size: object, rows: list[Row]) -> list[str]:
 
 
 def emit_layout(h: Header, values: dict[str, object]) -> str:
-    """foundry/format/_layout.py: constants, enums, the layout digest, and each packed struct as a
+    """foundry/records/_layout.py: constants, enums, the layout digest, and each packed struct as a
     NamedTuple read and written by field name, plus its ordered (field, offset, struct format) rows."""
     out = [*head("format.h"), "import builtins", "import mmap", "import struct", "from enum import IntEnum"]
     out += ["from typing import NamedTuple", "", "Buffer = bytes | bytearray | memoryview | mmap.mmap"]

@@ -20,7 +20,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from foundry.format import GraphMeta, KernelNode, iter_nodes, parse_record, read_graph, read_manifest
+from foundry.archive import read_graph, read_manifest
+from foundry.records import KernelNode, iter_nodes, parse_record
+from foundry.schema import GraphMeta
 
 WORD = 8
 

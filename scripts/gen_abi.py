@@ -3,7 +3,7 @@
     csrc/include/foundry.h  ->  foundry/native/_abi.py    ABI version, error codes, enums, ctypes structs,
                                                           the signature of every exported function, and the
                                                           driver values and entry points Python uses (cuda.h)
-    csrc/include/format.h   ->  foundry/format/_layout.py record, delta and fatbin layouts (a NamedTuple per
+    csrc/include/format.h   ->  foundry/records/_layout.py record, delta and fatbin layouts (a NamedTuple per
                                                           struct), magics, versions, the layout digest, and
                                                           the CUDA values a record holds (cuda.h)
 
@@ -49,7 +49,7 @@ from abi_layout import LayoutError, emit_layout, layout_problem
 
 TARGETS = {
     "foundry.h": ROOT / "foundry" / "native" / "_abi.py",
-    "format.h": ROOT / "foundry" / "format" / "_layout.py",
+    "format.h": ROOT / "foundry" / "records" / "_layout.py",
 }
 
 

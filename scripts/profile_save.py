@@ -19,17 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from foundry.format import (
-    RecordFacts,
-    parse_delta,
-    parse_record,
-    read_graph,
-    read_manifest,
-    template_path,
-    topology_key_of,
-    write_graph,
-)
+from foundry.archive import RecordFacts, read_graph, read_manifest, template_path, write_graph
 from foundry.native import scan_record
+from foundry.records import parse_delta, parse_record, topology_key_of
 from foundry.save import SavedGraph
 from foundry.save.templates import plan_groups, write_member_deltas
 from tests.support.encode import encode_record

@@ -27,8 +27,8 @@ from tests.support.subproc import run_profiles  # noqa: E402
 SAVE = r"""
 import cProfile, pstats, resource, time
 import zstandard
-from foundry.format import parse_record
-from foundry.format._layout import FATBIN_COMPRESSED_ZSTD, FatbinEntry
+from foundry.records import parse_record
+from foundry.records._layout import FATBIN_COMPRESSED_ZSTD, FatbinEntry
 from foundry.region import live_ranges_now
 from foundry.save import save_graph, save_graph_manifest, save_phases
 from foundry.save.rngprobe import launches_dropped, pointed_words

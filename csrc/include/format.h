@@ -2,7 +2,7 @@
  * What the archive format and the native code share (docs/FORMAT.md): the byte layouts of the graph
  * record and of a delta, their magics and versions, the per-function attributes a function table
  * records, and the fatbin layout both sides read kernel images with. The one source of truth:
- * foundry/format/_layout.py is generated from this file (scripts/gen_abi.py), with a named Python
+ * foundry/records/_layout.py is generated from this file (scripts/gen_abi.py), with a named Python
  * type per struct, and CI fails when the two differ.
  *
  * Every multi-byte integer is little-endian. x86-64 and aarch64 are little-endian, so the packed
@@ -144,7 +144,7 @@ typedef struct {
 /* The topology key (docs/FORMAT.md, "Topology key") is the SHA-256 of FDY_TOPOLOGY_KEY_VERSION and then
  * this material, packed: a topo_header; per node in index order a topo_kernel for a kernel node, else its
  * type byte (for a child-graph node followed by the child's own raw digest); then every edge as a
- * topo_edge, sorted by its fields in order. foundry/format/walk.py packs it, and fdy_record_scan for a
+ * topo_edge, sorted by its fields in order. foundry/records/walk.py packs it, and fdy_record_scan for a
  * record without child graphs. Changing these structs changes every key: it takes a new version string. */
 #define FDY_TOPOLOGY_KEY_VERSION "FTK1"
 
@@ -166,7 +166,7 @@ typedef struct {
 #pragma pack(pop)
 
 /* Kernel images in NVIDIA's fatbin container, as the CUDA runtime registers them and the driver takes them
- * (both sides read them: image.c for an image's size, foundry/format/fatbin.py for its entries). A
+ * (both sides read them: image.c for an image's size, foundry/images/fatbin.py for its entries). A
  * fatbin is its header (header_size bytes, of which fatbin_header is the start), then fat_size bytes of
  * entries: each an entry header of its own header_size bytes (holding the fields past the first 16 only
  * when it is that long) and its payload, padded to 8. Fields named unknown* are not read. */

@@ -256,13 +256,13 @@ typedef struct {
   uint32_t pad;
 } fdy_record_scan_info;
 
-/* Checks a top-level graph record by the rules of foundry/format/parse.py's parse_record, accepting exactly
+/* Checks a top-level graph record by the rules of foundry/records/parse.py's parse_record, accepting exactly
  * the records it accepts; a refused one fails with FDY_ERR_CORRUPT and a message naming the byte and the
  * field ("graph record, byte N, <field>: <problem>"). On success, *out is filled, and each output asked for
  * (a NULL pointer asks for none; each is NULL when empty, else released with fdy_free):
  *   *spans: 2 * node_count values, (start, end) byte offsets of each top-level node record;
  *   *kernel_functions: the function index of every kernel node of the tree, nodes depth first with parents
- *     before children (foundry/format/walk.py's iter_nodes); out->kernel values;
+ *     before children (foundry/records/walk.py's iter_nodes); out->kernel values;
  *   *topology, *topology_size: the topology key's material after FDY_TOPOLOGY_KEY_VERSION (format.h), for a
  *     record without child graphs; NULL and 0 with them (a child's part is its digest, hashed by the caller). */
 FDY_EXPORT int fdy_record_scan(const void *record, size_t size, fdy_record_scan_info *out, uint64_t **spans,

@@ -21,7 +21,6 @@ import torch
 
 from foundry._state import ProcessState
 from foundry.errors import FoundryError
-from foundry.format import GraphMeta, RngSpec
 from foundry.load import LoadedGraph, Loader, load_graph
 from foundry.native import codec, require_interposer
 from foundry.region import capture_window, live_ranges_now, region_state
@@ -37,6 +36,7 @@ from foundry.save import (
     wait_beside,
     work_disabled,
 )
+from foundry.schema import GraphMeta, RngSpec
 
 from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from foundry.errors import CodecError
-from foundry.format import OutputSpec, RngSpec
 from foundry.save import Extracted, pointed_words
+from foundry.schema import OutputSpec, RngSpec
 
 from .tensors import tensor_at
 

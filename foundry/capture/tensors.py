@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 from foundry.errors import ArchiveCorruptError, RegionStateError
-from foundry.format import OutputSpec
 from foundry.region import restored_covers
+from foundry.schema import OutputSpec
 
 __all__ = ["flatten_outputs", "output_spec", "restored_tensor", "tensor_at"]
 

@@ -9,20 +9,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from foundry.archive import MANIFEST_NAME, GraphStore, manifest_if_any, read_manifest, read_meta, resolve_archive_dir
 from foundry.errors import ArchiveError
-from foundry.format import (
-    MANIFEST_NAME,
-    GraphMeta,
-    GraphStore,
-    inside,
-    manifest_if_any,
-    read_manifest,
-    read_meta,
-    real_name,
-    relative_path_problem,
-    resolve_archive_dir,
-)
+from foundry.schema import GraphMeta
+from foundry.schema.jsonfields import relative_path_problem
 from foundry.sizes import format_size
+from foundry.storage import inside, real_name
 from foundry.tables import plural, table
 
 from .target import EXIT_CANNOT_START, archive_target

@@ -7,8 +7,10 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+from foundry.archive import MANIFEST_NAME, manifest_if_any
 from foundry.errors import ArchiveError
-from foundry.format import MANIFEST_NAME, GraphStorage, file_kind, manifest_if_any
+from foundry.schema import GraphStorage
+from foundry.storage import file_kind
 
 __all__ = ["EXIT_CANNOT_START", "archive_target"]
 

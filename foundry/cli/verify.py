@@ -17,7 +17,9 @@ import textwrap
 from typing import Any
 
 from foundry.errors import ArchiveCorruptError, ArchiveError, FoundryError
-from foundry.format import Identity, load_json, read_regular
+from foundry.schema import Identity
+from foundry.schema.jsonfields import load_json
+from foundry.storage import read_regular
 from foundry.tables import plural, table
 from foundry.trust import KEY_ENV, configured_key
 from foundry.verify import Check, Report, verify_archive

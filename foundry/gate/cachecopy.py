@@ -1,7 +1,7 @@
 """Copying an archive's engine caches out to where the engine reads them, every byte checked on the way.
 
 The destination is a new directory only this process's user can enter (0700), made here: no file there can
-be a link planted beforehand, and the listing's paths (foundry.format.caches: relative, plain names, no
+be a link planted beforehand, and the listing's paths (foundry.schema.caches: relative, plain names, no
 ``..``) cannot leave it. Each stored file is opened as the archive's files are (a regular file inside the
 archive, not followed through a link, of the listed size), streamed out while hashed, and a copy whose
 SHA-256 is not the listing's refuses the caches; a refusal removes the destination, so the engine is never
@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from foundry.errors import ArchiveError, CachesRefusedError
-from foundry.format import CACHES_DIR, CacheFile, CachePayload, inside
+from foundry.schema import CACHES_DIR, CacheFile, CachePayload
+from foundry.storage import inside
 
 __all__ = ["copy_out", "read_cache_file"]
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from foundry.archive import Manifest
 from foundry.errors import ArchiveError
-from foundry.format import CACHES_DOCUMENT, CachePayload, Manifest, cache_blob_path
+from foundry.schema import CACHES_DOCUMENT, CachePayload
+from foundry.storage import cache_blob_path
 from foundry.trust import SigningKey
 
 from .cachecopy import read_cache_file

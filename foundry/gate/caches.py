@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from foundry.errors import ArchiveError, CachesRefusedError
-from foundry.format import CACHES_DOCUMENT, CachePayload
+from foundry.schema import CACHES_DOCUMENT, CachePayload
 from foundry.trust import KEY_ENV, KeySource, configured_key
 
 from .cachecopy import copy_out

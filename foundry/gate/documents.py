@@ -9,14 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from foundry.archive import MANIFEST_NAME, listed_documents, manifest_document
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-from foundry.format import (
-    MANIFEST_NAME,
-    RecordRef,
-    listed_documents,
-    manifest_document,
-    read_document,
-)
+from foundry.schema import RecordRef
+from foundry.storage import read_document
 from foundry.trust import KeySource, SigningKey, configured_key
 
 from .manifests import authenticate_manifest
@@ -50,7 +46,7 @@ def read_archive_document(
 
 def listed_document(archive: Path, ref: RecordRef, key: SigningKey | None) -> dict[str, Any]:
     """The document ``ref`` lists in the manifest of ``archive`` (proven under ``key``, where one is in force): of
-    the listed size and SHA-256, sealed (format.read_document); a refusal under a key is a signature error."""
+    the listed size and SHA-256, sealed (storage.read_document); a refusal under a key is a signature error."""
     try:
         return read_document(archive, ref)
     except ArchiveCorruptError as exc:

@@ -20,15 +20,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from foundry.archive import MANIFEST_NAME, Manifest, manifest_document, resolve_archive_dir
 from foundry.errors import ArchiveError
-from foundry.format import (
-    MANIFEST_NAME,
-    Identity,
-    Manifest,
-    PathLike,
-    manifest_document,
-    resolve_archive_dir,
-)
+from foundry.schema import Identity
+from foundry.storage import PathLike
 from foundry.trust import KEY_ENV, KeySource, SigningKey, as_key, signature_key_id
 
 from .cachefiles import check_caches

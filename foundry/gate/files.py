@@ -3,7 +3,7 @@
 Follows the checksums down: manifest -> graph JSON -> ``.cugraph`` (record or delta) -> images ->
 state memory, and cross-checks what two files both say (names, record hashes, node counts, topology
 keys, function and event counts). A graph's JSON and container are read from where its archive stores them
-(foundry.format.stored: its files or the graph bundle), as LOAD reads them. Never raises for archive content;
+(foundry.archive.stored: its files or the graph bundle), as LOAD reads them. Never raises for archive content;
 every defect becomes a Problem.
 """
 
@@ -17,30 +17,13 @@ from functools import partial
 from pathlib import Path
 
 from foundry._state import ProcessState
+from foundry.archive import GraphStore, Manifest, read_graph_payload, resolve_archive_dir, template_path
 from foundry.errors import ArchiveError
-from foundry.format import (
-    MEMORY_DIR,
-    GraphStorage,
-    GraphStore,
-    ImageFormat,
-    KernelNames,
-    Manifest,
-    ModuleVariables,
-    detect_format,
-    image_relpath,
-    node_counts,
-    open_image,
-    parse_delta,
-    parse_record,
-    read_graph_payload,
-    read_memory,
-    read_value,
-    relative_path_problem,
-    resolve_archive_dir,
-    scan_image,
-    template_path,
-    topology_key,
-)
+from foundry.images import ImageFormat, KernelNames, ModuleVariables, detect_format, scan_image
+from foundry.records import node_counts, parse_delta, parse_record, topology_key
+from foundry.schema import GraphStorage, image_relpath
+from foundry.schema.jsonfields import relative_path_problem
+from foundry.storage import MEMORY_DIR, open_image, read_memory, read_value
 from foundry.trust import SigningKey
 
 from .documents import listed_document
@@ -74,7 +57,7 @@ def read_checked(shown: Path, read: Callable[[], bytearray], found: Findings) ->
 
 def check_bundle(directory: Path, manifest: Manifest, store: GraphStore, found: Findings) -> bool:
     """The manifest's graph bundle, where it names one, opened as LOAD opens it for the first graph it reads from
-    it (``GraphStore.listing``: the file it states, of its size, laid out as SAVE lays it out, format/bundle.py);
+    it (``GraphStore.listing``: the file it states, of its size, laid out as SAVE lays it out, archive/bundle.py);
     LOAD's refusal is reported once, for the bundle, and its graphs are not read. Whether its graphs can be read.
     Each graph in a sound bundle is checked with the graph (``read_graph_files``). A version-2 manifest's bundle,
     a second copy of graph files that are there too, is not read (LOAD does not read it either): noted."""
@@ -192,7 +175,7 @@ def read_listed_graphs(
     given it: ``directory/json``), None where it cannot be read or is saved beside the archive rather than in
     it (verify that graph by its own path). Nothing is read through a path that leaves the archive: a graph
     listed by a name inside it that is a symbolic link out of it, dangling or not, is refused before it is
-    read, as LOAD refuses it (format.read_graph_json). Graphs stored in a bundle that is not sound
+    read, as LOAD refuses it (archive.read_graph_json). Graphs stored in a bundle that is not sound
     (``check_bundle`` reported it) are not read."""
     out: list[GraphUnderCheck | None] = []
     for index, entry in enumerate(manifest.graphs):

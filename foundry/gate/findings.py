@@ -9,16 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveError, ArchiveSignatureError, IdentityMismatchError
-from foundry.format import (
-    Delta,
-    FunctionRef,
-    GraphEntry,
-    GraphMeta,
-    GraphRecord,
-    ImageFormat,
-    KernelParams,
-    ModuleVariables,
-)
+from foundry.images import ImageFormat, KernelParams, ModuleVariables
+from foundry.records import Delta, GraphRecord
+from foundry.schema import FunctionRef, GraphEntry, GraphMeta
 
 from .report import Check, Problem, ProblemKind
 

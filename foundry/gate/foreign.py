@@ -12,20 +12,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from foundry.format import (
-    BUNDLE_NAME,
-    IMAGES_DIR,
-    MANIFEST_NAME,
-    MEMORY_DIR,
-    REGION_HINT,
-    TEMP_SUFFIX,
-    Manifest,
-    container_path,
-    image_path,
-    is_sha256,
-    memory_path,
-    resolve_archive_dir,
-)
+from foundry.archive import BUNDLE_NAME, MANIFEST_NAME, Manifest, container_path, resolve_archive_dir
+from foundry.schema import IMAGES_DIR
+from foundry.schema.jsonfields import is_sha256
+from foundry.storage import MEMORY_DIR, REGION_HINT, TEMP_SUFFIX, image_path, memory_path
 
 from .findings import Findings, GraphUnderCheck
 from .report import Check, ProblemKind

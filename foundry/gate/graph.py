@@ -1,5 +1,5 @@
 """A graph's rules, as LOAD reads it (load/source.py, load/readahead.py) and ``foundry verify`` reads it
-(gate/files.py): its JSON is the bytes the manifest in its directory lists (format/stored.py), its metadata
+(gate/files.py): its JSON is the bytes the manifest in its directory lists (archive/stored.py), its metadata
 valid, the archive it names for its images the one that lists it; the manifest of that archive lists it, at its
 path, as read, and says of it what it says of itself (name, record, topology, machine, region, images and their
 module variables), signed under a key; a member's template is neither itself nor a member, and holds the record
@@ -9,27 +9,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-from foundry.format import (
+from foundry.archive import (
     MANIFEST_NAME,
-    GraphEntry,
     GraphJson,
-    GraphMeta,
     GraphStore,
     Listing,
     Manifest,
     MetaCache,
-    PathLike,
-    VariableRef,
-    inside_name,
     listed_region,
     parse_meta,
     read_graph_json,
-    real_name,
-    relative_path_problem,
     resolve_archive_dir,
-    sha256_file,
 )
+from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
+from foundry.schema import GraphEntry, GraphMeta, VariableRef
+from foundry.schema.jsonfields import relative_path_problem
+from foundry.storage import PathLike, inside_name, real_name, sha256_file
 from foundry.trust import SigningKey
 
 from .manifests import archive_manifest, no_manifest, proven_manifest
@@ -62,14 +57,14 @@ def read_graph_meta(
 ) -> tuple[GraphMeta, GraphJson]:
     """The metadata of the graph JSON ``json_path`` read as LOAD reads it (its two steps, which load/source.py
     takes one by one), with its bytes as read: from where its archive stores them, held to the SHA-256 the
-    manifest in its directory lists before they are decoded (format.read_graph_json), then ``graph_meta``."""
+    manifest in its directory lists before they are decoded (archive.read_graph_json), then ``graph_meta``."""
     got = read_graph_json(json_path, store)
     return graph_meta(json_path, got, cache), got
 
 
 def graph_meta(json_path: PathLike, got: GraphJson, cache: MetaCache | None = None) -> GraphMeta:
     """The metadata of a graph JSON's bytes ``got`` (proven to be the listed ones where a manifest lists them),
-    validated (format.parse_meta; ``cache``: bytes parsed before are not validated again), and looking for its
+    validated (archive.parse_meta; ``cache``: bytes parsed before are not validated again), and looking for its
     images in the archive that lists it (``check_listed_here``)."""
     meta = parse_meta(got.data, json_path, got.sha256, cache, got.listing is not None, listed_region(got))
     check_listed_here(json_path, meta, got.listing)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from foundry.errors import IdentityMismatchError
-from foundry.format import Identity, compare
+from foundry.schema import Identity, compare
 
 __all__ = ["check_identity", "identity_details"]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from foundry.format import ImageEntry, ImageFormat
+from foundry.images import ImageFormat
+from foundry.schema import ImageEntry
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind

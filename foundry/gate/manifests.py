@@ -12,22 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from foundry._state import ProcessState
+from foundry.archive import MANIFEST_NAME, Manifest, manifest_document, parse_manifest_doc
 from foundry.errors import ArchiveSignatureError
-from foundry.format import (
-    MANIFEST_NAME,
-    GraphEntry,
-    Manifest,
-    PathLike,
-    RegionSpec,
-    inside,
-    manifest_document,
-    parse_manifest_doc,
-    read_regular,
-    real_name,
-    real_path,
-    real_paths_memoized,
-    sha256_bytes,
-)
+from foundry.schema import GraphEntry, RegionSpec
+from foundry.storage import PathLike, inside, read_regular, real_name, real_path, real_paths_memoized, sha256_bytes
 from foundry.trust import KeySource, SigningKey, configured_key
 
 from .signature import check_signature

@@ -1,10 +1,10 @@
 """Part of the ``kernels`` check of ``foundry verify``: each kernel node gives its kernel the parameters the
-kernel takes, as the kernel's image states them (format/kparams.py: what cuFuncGetParamInfo reports). LOAD
+kernel takes, as the kernel's image states them (images/kparams.py: what cuFuncGetParamInfo reports). LOAD
 holds every node to the driver's list before the driver sees it (csrc/codec_params.c) and refuses a node
 that differs, since the driver would read past its arguments; this finds such a node without a GPU.
 
 In kernelParams mode the node's table must be the kernel's list (count, offsets, sizes); an ``extra`` buffer
-must reach into the last parameter (format/kparams.py ``params_reach``: a launcher may fill a trailing
+must reach into the last parameter (images/kparams.py ``params_reach``: a launcher may fill a trailing
 argument storage only in part, as NCCL's kernels are launched). A kernel whose image holds only PTX (the driver lays its
 parameters out when it compiles it), or whose metadata cannot be read with certainty, is not checked, and a
 note says how many nodes that left; so is a kernel whose ELF code has no ``.nv.info.<kernel>`` section,
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from foundry.format import ArgMode, ImageFormat, KernelNode, KernelParams, iter_nodes, params_reach, params_span
+from foundry.images import ImageFormat, KernelParams, params_reach, params_span
+from foundry.records import ArgMode, KernelNode, iter_nodes
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind

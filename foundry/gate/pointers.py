@@ -16,7 +16,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 
-from foundry.format import KernelNode, MemcpyNode, MemsetNode, RegionSpec, iter_nodes, kernel_pointer_words
+from foundry.records import KernelNode, MemcpyNode, MemsetNode, iter_nodes, kernel_pointer_words
+from foundry.schema import RegionSpec
 
 from .findings import Findings, GraphUnderCheck
 from .report import Check, ProblemKind

@@ -1,5 +1,5 @@
 """The region an archive names, as part of the ``files`` check: ``region.json`` by the rule LOAD applies
-(foundry.format.archive_region), and the manifest's region against its graphs'.
+(foundry.archive.archive_region), and the manifest's region against its graphs'.
 
 SAVE writes the manifest's region after every graph it lists, from the same allocation log: the log
 only grows and the high-water mark only rises, so the manifest's ``high_water`` is at least each graph's,
@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from foundry.archive import Manifest, archive_region
 from foundry.errors import ArchiveError
-from foundry.format import REGION_HINT, Manifest, archive_region
+from foundry.storage import REGION_HINT
 from foundry.tables import plural
 
 from .findings import Findings, GraphUnderCheck

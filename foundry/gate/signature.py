@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from foundry.errors import ArchiveSignatureError
-from foundry.format import is_sha256
+from foundry.schema.jsonfields import is_sha256
 from foundry.trust import SIGNATURE_ALGORITHM, SIGNATURE_FIELD, SigningKey, mac
 
 __all__ = ["check_signature"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError
-from foundry.format import PathLike
+from foundry.storage import PathLike
 
 __all__ = ["missing_kernel", "undefined_variable", "variable_of_other_size"]
 

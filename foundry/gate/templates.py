@@ -1,6 +1,6 @@
 """The ``templates`` check of ``foundry verify``: template members are their template plus overrides.
 
-A member's ``.cugraph`` holds a delta (foundry.format.delta): the node records that differ from its
+A member's ``.cugraph`` holds a delta (foundry.records.delta): the node records that differ from its
 template. LOAD builds the member as the template's graph with those nodes replaced, so the delta must
 name the template's current record, override only kernel, memset and memcpy nodes that exist in the
 template (each with one of its own type and the template's launch attributes, which an exec cannot
@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from foundry.archive import Manifest, template_path
 from foundry.errors import ArchiveError
-from foundry.format import GraphRecord, Manifest, override_problem, template_path
+from foundry.records import GraphRecord, override_problem
 
 from .findings import Findings, GraphUnderCheck
 from .graph import check_template, check_template_path

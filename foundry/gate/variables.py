@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from foundry.format import ImageEntry, VariableRef
+from foundry.schema import ImageEntry, VariableRef
 
 from .findings import Findings, GraphUnderCheck, ImageInfo
 from .report import Check, ProblemKind

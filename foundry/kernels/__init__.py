@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from .registry import (
     FUNC_ATTR_COUNT,
-    UNKNOWN_ATTR,
     ImageFormat,
     ImageRecord,
     KernelRef,
@@ -29,7 +28,6 @@ from .registry import (
 
 __all__ = [
     "FUNC_ATTR_COUNT",
-    "UNKNOWN_ATTR",
     "ImageFormat",
     "ImageRecord",
     "KernelRef",

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from foundry import native
 from foundry._state import ProcessState
 from foundry.errors import KernelNotFoundError, RegistryError
-from foundry.format import FUNCTION_ATTR_UNKNOWN, FuncAttr
 from foundry.native import ImageRecord, NativeImageFormat
+from foundry.records import FuncAttr
 
 __all__ = [
     "FUNC_ATTR_COUNT",
@@ -41,7 +41,6 @@ __all__ = [
 ]
 
 FUNC_ATTR_COUNT = len(FuncAttr)
-UNKNOWN_ATTR = FUNCTION_ATTR_UNKNOWN
 ImageFormat = NativeImageFormat
 
 

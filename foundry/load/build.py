@@ -15,12 +15,14 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
-from foundry.format import FuncAttrs, GraphMeta, open_image
 from foundry.gate import check_identity as identity_rule
 from foundry.gate import manifests_read_once
 from foundry.native import codec, current_identity
 from foundry.ranks import check_peers, check_rank
+from foundry.records import FUNC_ATTR_UNKNOWN, FuncAttrs
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot
+from foundry.schema import GraphMeta
+from foundry.storage import open_image
 from foundry.trust import configured_key
 
 from .source import GraphSource, read_source, read_sources, source_images
@@ -137,7 +139,7 @@ def _merge_attrs(old: FuncAttrs | None, new: FuncAttrs) -> FuncAttrs:
     last; an attribute SAVE could not read (INT32_MIN) never overrides a known one."""
     if old is None:
         return new
-    merged = {f: o if n == kernels.UNKNOWN_ATTR else n for f, o, n in zip(FuncAttrs._fields, old, new, strict=True)}
+    merged = {f: o if n == FUNC_ATTR_UNKNOWN else n for f, o, n in zip(FuncAttrs._fields, old, new, strict=True)}
     limit = max(old.max_dynamic_shared_size_bytes, new.max_dynamic_shared_size_bytes)
     return FuncAttrs(**{**merged, "max_dynamic_shared_size_bytes": limit})
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from foundry import kernels
 from foundry.errors import LoadError
-from foundry.format import open_image
 from foundry.native import current_context, set_current_context
+from foundry.storage import open_image
 from foundry.timing import Phases
 
 from .build import Occupied, check_identity, prepare_memory, resolve_functions

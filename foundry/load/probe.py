@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry import kernels
-from foundry.format import KernelNode, OutputSpec, delta_bytes, delta_header, open_image, override_spans, parse_delta
 from foundry.native import codec, current_context, exec_update, graph_upload, set_current_context
+from foundry.records import KernelNode, delta_bytes, delta_header, override_spans, parse_delta
+from foundry.schema import OutputSpec
+from foundry.storage import open_image
 
 from .build import build_exec, load_images, member_graph_nodes
 from .groups import GraphHandle, Group

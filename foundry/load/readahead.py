@@ -14,23 +14,22 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.format import (
+from foundry.archive import (
     Bundle,
     GraphJson,
-    GraphRole,
     Listing,
     Manifest,
     check_listed_json,
     container_payload,
     directory_entries,
     read_bundle,
-    real_name,
-    sha256_holding,
     stray_files,
     template_path,
 )
+from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.gate import check_agrees, check_template, graph_meta, graph_store, manifests_read_once
+from foundry.schema import GraphRole
+from foundry.storage import real_name, sha256_holding
 from foundry.trust import configured_key
 
 from .source import _STATE, GraphSource, _as_named, _read_source, _Sources
@@ -113,7 +112,7 @@ def prepare_sources(
 
 def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | None = None) -> int:
     """``prepare_sources`` for the graphs ``manifest`` (the one start-up proved, signed where a key is
-    configured) stores in its graph bundle (format/bundle.py), with one read of the bundle, so that this thread
+    configured) stores in its graph bundle (archive/bundle.py), with one read of the bundle, so that this thread
     lets the interpreter lock go once in all, not several times a graph. Each graph gets the checks
     ``read_source`` makes (``read_graph_json`` and the rest): its JSON hashes to what its manifest entry lists
     before it is decoded, its metadata is validated, agrees with that entry, names this archive and its

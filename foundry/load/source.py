@@ -1,6 +1,6 @@
 """LOAD's first step, CPU work only: a graph's bytes read and checked into a ``GraphSource``.
 
-A graph is named by its JSON path, and its bytes are where its archive stores them (foundry.format.stored):
+A graph is named by its JSON path, and its bytes are where its archive stores them (foundry.archive.stored):
 its two files, or the archive's graph bundle, their only copy, for a graph the manifest in that path's
 directory stores there. The gate's rules for a graph (foundry.gate.graph) run here, as each part is read and
 before anything touches the GPU: the JSON is held to the SHA-256 that manifest lists before it is decoded, the
@@ -19,16 +19,13 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from foundry._state import ProcessState
-from foundry.format import (
-    GraphMeta,
+from foundry.archive import (
     GraphStore,
     Listing,
     container_payload,
-    node_count,
     read_graph_json,
     read_graph_payload,
     read_meta_digest,
-    real_name,
     record_path,
     resolve_archive_dir,
     template_path,
@@ -41,6 +38,9 @@ from foundry.gate import (
     graph_store,
     manifests_read_once,
 )
+from foundry.records import node_count
+from foundry.schema import GraphMeta
+from foundry.storage import real_name
 from foundry.trust import SigningKey, configured_key
 
 __all__ = ["GraphSource", "read_source", "read_sources", "source_images"]

@@ -26,23 +26,14 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
+from foundry.archive import MANIFEST_NAME, Manifest, archive_region, read_manifest
 from foundry.errors import ArchiveError, DeviceMismatchError, DriverError, KernelNotFoundError, LoadError
-from foundry.format import (
-    IMAGES_DIR,
-    MANIFEST_NAME,
-    GraphEntry,
-    GraphRole,
-    ImageEntry,
-    Manifest,
-    archive_region,
-    is_sha256,
-    open_image,
-    read_manifest,
-    relative_path_problem,
-)
 from foundry.gate import authenticate_manifest, missing_kernel
 from foundry.native import current_context, current_device_place, set_current_context
 from foundry.region import ensure_cuda_context, hold_allocation_region
+from foundry.schema import IMAGES_DIR, GraphEntry, GraphRole, ImageEntry
+from foundry.schema.jsonfields import is_sha256, relative_path_problem
+from foundry.storage import open_image
 from foundry.timing import Phases
 from foundry.trust import KeySource, configured_key
 
@@ -118,7 +109,7 @@ def load_cuda_modules_and_libraries(
 
     The manifest (sealed: any change to it is refused) gives the region to reserve, the images with
     their sizes and the kernels; without one, ``region.json`` and the images directory do. A
-    ``region.json`` beside a manifest must be sound and agree with it (foundry.format.archive_region). Each image's
+    ``region.json`` beside a manifest must be sound and agree with it (foundry.archive.archive_region). Each image's
     SHA-256 is checked before the driver sees it. Where a CUDA context is current (or the region's
     reservation makes one), the kernels the manifest lists for each image are looked up too, so that
     LOAD later finds them ready; and the graphs are read and checked ahead of LOAD (load/source.py,

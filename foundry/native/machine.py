@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from functools import lru_cache
 
-from foundry.format import Identity
+from foundry.schema import Identity
 from foundry.version import __version__
 
 from .driver import current_device, device_identity, device_location, driver_init, driver_version, visible_device

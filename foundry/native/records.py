@@ -1,5 +1,5 @@
 """Graph records checked and compared in one native call each (csrc/record_scan.c), for SAVE: no node
-objects are built. ``scan_record`` accepts exactly the records ``foundry.format.parse_record`` accepts."""
+objects are built. ``scan_record`` accepts exactly the records ``foundry.records.parse_record`` accepts."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .lib import check, native
 __all__ = ["COUNT_KEYS", "RecordComparison", "RecordScan", "compare_records", "scan_record"]
 
 COUNT_KEYS = ("nodes", "edges", "kernel", "memcpy", "memset", "child_graph", "empty", "event_wait", "event_record")
-"""The keys of ``RecordScan.counts``: those of ``foundry.format.node_counts``, in its order (each a field of
+"""The keys of ``RecordScan.counts``: those of ``foundry.records.node_counts``, in its order (each a field of
 ``fdy_record_scan_info``)."""
 
 Data = bytes | bytearray | memoryview
@@ -28,7 +28,7 @@ class RecordScan:
     """What a checked graph record holds: its top-level header's counts, the whole tree's ``counts``
     (``COUNT_KEYS``), whether it holds child graphs, the (start, end) byte offsets of each top-level node
     record, the function index of every kernel node of the tree (depth first, parents before children:
-    ``foundry.format.iter_nodes``), and the topology key's material after its version prefix (None with
+    ``foundry.records.iter_nodes``), and the topology key's material after its version prefix (None with
     child graphs: a child's part is its own key's digest)."""
 
     function_count: int

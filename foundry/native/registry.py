@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from foundry.errors import DriverError, KernelNotFoundError, RegistryError
-from foundry.format import FuncAttr, FuncAttrs
+from foundry.records import FuncAttr, FuncAttrs
 
 from ._abi import ErrorCode, ImageFormat, ImageInfo, ImageKind
 from .lib import check, failure, native

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from foundry.errors import PeerMappingError, PeerMemoryError
-from foundry.format import PeerMapping
 from foundry.native import ImportedMapping, open_imports
+from foundry.schema import PeerMapping
 
 from .identity import current_rank
 

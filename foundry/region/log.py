@@ -11,8 +11,8 @@ from typing import Generic, TypeVar
 
 from foundry._state import ProcessState
 from foundry.errors import RegionStateError
-from foundry.format import RegionSpec
 from foundry.native import region_event_count
+from foundry.schema import RegionSpec
 
 from .api import AllocationEvent, AllocKind, RegionState, allocation_events, region_epoch, region_state
 

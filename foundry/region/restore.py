@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 from foundry._state import ProcessState
 from foundry.errors import LayoutMismatchError, RegionStateError
-from foundry.format import RegionSpec
 from foundry.native import region_map_range
+from foundry.schema import RegionSpec
 
 from .api import region_epoch, region_state, set_current_alloc_offset
 from .log import ALLOCS, _coalesce, own_allocations

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from foundry._state import ProcessState
-from foundry.format import MemorySpec, read_memory, write_memory
 from foundry.native import context_synchronize, memcpy_dtoh, memcpy_htod_from, region_event_count
+from foundry.schema import MemorySpec
+from foundry.storage import read_memory, write_memory
 
 from .api import REGIONS, AllocationEvent, allocation_events, region_state
 from .log import KeyedCache, live_allocations, log_key

@@ -5,7 +5,7 @@ manifest it writes next (``save_graph_manifest(..., documents=[..., name])``), w
 with the rest and covers them with its seal and signature.
 
 Only regular files are copied, each streamed (never whole in memory) and bounded as a reader bounds them
-(foundry.format.caches), so what SAVE writes LOAD can read.
+(foundry.schema.caches), so what SAVE writes LOAD can read.
 """
 
 from __future__ import annotations
@@ -19,21 +19,19 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from foundry.errors import SaveError
-from foundry.format import (
+from foundry.schema import (
     CACHES_DIR,
     CACHES_DOCUMENT,
     MAX_CACHE_BYTES,
     MAX_CACHE_FILE_BYTES,
     MAX_CACHE_FILES,
-    TEMP_SUFFIX,
     CacheFile,
     CachePayload,
     CacheTree,
-    cache_blob_path,
     cache_name_problem,
     cache_path_problem,
-    write_document,
 )
+from foundry.storage import TEMP_SUFFIX, cache_blob_path, write_document
 
 __all__ = ["pack_engine_caches"]
 
@@ -50,7 +48,7 @@ def pack_engine_caches(
     them only where each value is its own); returns the document's name, for the manifest to list.
 
     A name or path a reader would refuse, a file that is not a regular file (a symbolic link, a device), one
-    that changes while copied, or files past the bounds of foundry.format.caches raise ``SaveError`` naming it;
+    that changes while copied, or files past the bounds of foundry.schema.caches raise ``SaveError`` naming it;
     the archive then holds no listing (files already copied are content-addressed and harmless)."""
     archive = Path(archive_dir)
     (archive / CACHES_DIR).mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from foundry.format import write_document
+from foundry.storage import write_document
 
 __all__ = ["write_archive_document"]
 
@@ -17,6 +17,6 @@ def write_archive_document(archive_dir: str | os.PathLike[str], name: str, doc: 
     """Writes the JSON object ``doc`` as the sealed document ``archive_dir/name`` (a ``.json`` file name, not
     one of Foundry's own). It is part of the archive once ``save_graph_manifest(archive_dir, documents=[name,
     ...])`` lists it: write it before that call, and not again after. A bad name, a ``doc`` that is not a JSON
-    object or is larger than ``foundry.format.MAX_DOCUMENT_BYTES`` raises ``ValueError``, and nothing is
+    object or is larger than ``foundry.storage.documents.MAX_DOCUMENT_BYTES`` raises ``ValueError``, and nothing is
     written."""
     write_document(archive_dir, name, doc)

@@ -19,30 +19,16 @@ from pathlib import Path
 
 from foundry import kernels
 from foundry._state import ProcessState
+from foundry.archive import RecordFacts, template_path, write_graph
 from foundry.errors import RegionStateError, SaveError, VariableConflictError
-from foundry.format import (
-    FunctionRef,
-    GraphMeta,
-    ImageFormat,
-    ImageRef,
-    OutputSpec,
-    RecordFacts,
-    RngSpec,
-    VariableRef,
-    image_path,
-    parse_record,
-    relative_path_problem,
-    template_path,
-    topology_key,
-    topology_key_of,
-    write_graph,
-    write_image,
-    write_memory,
-    write_region_hint,
-)
+from foundry.images import ImageFormat
 from foundry.native import RecordScan, codec, current_identity, scan_record
 from foundry.ranks import peers_for_save, rank_here
+from foundry.records import parse_record, topology_key, topology_key_of
 from foundry.region import region_spec, take_snapshot
+from foundry.schema import FunctionRef, GraphMeta, ImageRef, OutputSpec, RngSpec, VariableRef
+from foundry.schema.jsonfields import relative_path_problem
+from foundry.storage import image_path, write_image, write_memory, write_region_hint
 from foundry.timing import Phases
 from foundry.version import __version__
 

@@ -12,30 +12,22 @@ from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
-from foundry.errors import ArchiveError, FoundryError, SaveError, VariableConflictError
-from foundry.format import (
+from foundry.archive import (
     BUNDLE_NAME,
     MANIFEST_NAME,
-    REGION_HINT,
-    BundleRef,
     DeltaFacts,
-    GraphEntry,
     GraphFiles,
-    GraphRole,
-    GraphStorage,
-    Group,
-    ImageEntry,
     Manifest,
-    RecordRef,
     container_path,
-    document_ref,
     graph_files,
     now_iso,
-    sha256_bytes,
     write_bundle,
     write_manifest,
 )
+from foundry.errors import ArchiveError, FoundryError, SaveError, VariableConflictError
 from foundry.region import region_spec, region_state
+from foundry.schema import BundleRef, GraphEntry, GraphRole, GraphStorage, Group, ImageEntry, RecordRef
+from foundry.storage import REGION_HINT, document_ref, sha256_bytes
 from foundry.trust import KeySource, configured_key, sign_manifest
 from foundry.version import __version__
 

@@ -17,18 +17,12 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from foundry.archive import DeltaFacts, graph_files, write_graph
 from foundry.errors import CodecError
-from foundry.format import (
-    DeltaFacts,
-    FunctionRef,
-    GraphMeta,
-    TemplateRef,
-    delta_bytes,
-    graph_files,
-    relative_path_problem,
-    write_graph,
-)
 from foundry.native import RecordComparison, codec, compare_records
+from foundry.records import delta_bytes
+from foundry.schema import FunctionRef, GraphMeta, TemplateRef
+from foundry.schema.jsonfields import relative_path_problem
 
 from .beside import sha256_beside
 from .graph import SavedGraph
@@ -76,7 +70,7 @@ def _compare(template: SavedGraph, member: SavedGraph, functions: _Functions) ->
 
 def _differing(template: SavedGraph, member: SavedGraph, functions: _Functions) -> list[int] | None:
     """Top-level nodes whose parameters differ, or None when the member cannot be switched in: a node an
-    exec cannot update differs (foundry.format.override_problem states the rule), or the edges are listed
+    exec cannot update differs (foundry.records.override_problem states the rule), or the edges are listed
     in another order (LOAD builds the template's and applies the member's nodes only)."""
     found = _compare(template, member, functions)
     if found.blocked is not None or not found.edges_equal:

@@ -5,7 +5,7 @@ loads a fresh copy of the image, whose variables hold their initial values, so a
 wrote (from the host: cuModuleGetGlobal or cuLibraryGetGlobal and a copy, cudaMemcpyToSymbol, cupy's
 ``get_global``, a library's module init; or from device code during warm-up) would be lost and the
 graph would replay on the initial values, silently. So for every image a graph uses, SAVE enumerates
-the variables the image defines from its bytes (foundry.format.module_variables), reads each one in
+the variables the image defines from its bytes (foundry.images.module_variables), reads each one in
 this process and in a fresh load of the same bytes (cuLibraryLoadData, read, unload: once per image
 and process), and carries every variable whose bytes differ: its bytes go to the archive's
 content-addressed store (``memory/<sha256>.bin``), and the graph's image entry lists it
@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import DriverError, ModuleAddressError, SaveError, VariableConflictError, VariablesUnknownError
-from foundry.format import ImageFormat, ModuleVariables, VariableRef, module_variables
+from foundry.images import ImageFormat, ModuleVariables, module_variables
 from foundry.native import library_load, library_unload
+from foundry.schema import VariableRef
 from foundry.timing import Phases
 
 from .varread import Reads, Value, add, locate, read_located, refresh

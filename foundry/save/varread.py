@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from foundry.format import ModuleVariables
+from foundry.images import ModuleVariables
 from foundry.native import module_globals, read_device
 from foundry.timing import Phases
 

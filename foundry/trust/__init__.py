@@ -1,6 +1,6 @@
 """Keys and signing: the signing key in force for the process, and manifest signatures (HMAC-SHA256,
 docs/TRUST.md). What a signature proves, and everything else about whether an archive is acceptable, is
-foundry.gate's. foundry.format stays bytes only.
+foundry.gate's. The archive format packages (foundry.records ... foundry.archive) stay bytes only.
 """
 
 from __future__ import annotations

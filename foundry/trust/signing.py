@@ -23,8 +23,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Union
 
 from foundry._state import ProcessState
+from foundry.archive import Manifest
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-from foundry.format import Manifest, read_regular
+from foundry.storage import read_regular
 
 __all__ = [
     "KEY_ENV",

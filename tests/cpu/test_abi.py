@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import _layout, layout
 from foundry.native import _abi
 from foundry.native.lib import native
+from foundry.records import _layout, layout
 
 ABI = _abi.ABI_VERSION  # the version the headers give now: the case below changes it on one side only
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "scripts/abi_headers.py", "scripts/abi_layout.py",
              "csrc/include/foundry.h", "csrc/include/format.h", "pyproject.toml", "foundry/native/_abi.py",
-             "foundry/format/_layout.py"]  # fmt: skip
+             "foundry/records/_layout.py"]  # fmt: skip
 
 
 def _check(root: Path) -> subprocess.CompletedProcess[str]:
@@ -59,8 +59,8 @@ def copy(tmp_path: Path) -> Path:
         ("csrc/include/foundry.h", "X(cuInit) ", "", '"cuInit": [ctypes.c_uint]'),
         ("foundry/native/_abi.py", '"cuCtxSetCurrent": [ctypes.c_void_p]', '"cuCtxSetCurrent": [ctypes.c_int]',
          '"cuCtxSetCurrent": [ctypes.c_void_p]'),
-        ("foundry/format/_layout.py", "    CONDITIONAL = 13", "    CONDITIONAL = 14", "    CONDITIONAL = 13"),
-        ("foundry/format/_layout.py", '("total_bytes", 24, "Q")', '("total_bytes", 24, "I")',
+        ("foundry/records/_layout.py", "    CONDITIONAL = 13", "    CONDITIONAL = 14", "    CONDITIONAL = 13"),
+        ("foundry/records/_layout.py", '("total_bytes", 24, "Q")', '("total_bytes", 24, "I")',
          '("total_bytes", 24, "Q")'),
     ],
 )  # fmt: skip
@@ -97,14 +97,14 @@ def test_swapping_two_fields_fails_until_the_version_names_the_new_layout(copy: 
     written = subprocess.run([sys.executable, str(copy / "scripts/gen_abi.py")], capture_output=True, text=True,
                              cwd=copy)  # fmt: skip
     assert written.returncode == 1  # nothing is generated for a layout no version names
-    assert (copy / "foundry/format/_layout.py").read_text() == (REPO / "foundry/format/_layout.py").read_text()
+    assert (copy / "foundry/records/_layout.py").read_text() == (REPO / "foundry/records/_layout.py").read_text()
     digest = checked.stdout.split("digest is now ")[1].split(")")[0]
     assert digest != _layout.LAYOUT_DIGEST
     _layout_registry(copy, 2, digest)
     written = subprocess.run([sys.executable, str(copy / "scripts/gen_abi.py")], capture_output=True, text=True,
                              cwd=copy)  # fmt: skip
     assert written.returncode == 0, written.stdout + written.stderr
-    generated = (copy / "foundry/format/_layout.py").read_text()
+    generated = (copy / "foundry/records/_layout.py").read_text()
     assert "RECORD_VERSION = 2" in generated and f'LAYOUT_DIGEST = "{digest}"' in generated
     assert generated.index("    block: tuple[int, int, int]") < generated.index("    grid: tuple[int, int, int]")
     assert _check(copy).returncode == 0

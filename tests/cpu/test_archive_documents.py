@@ -14,20 +14,12 @@ from typing import Any
 import pytest
 
 import foundry
+from foundry.archive import MANIFEST_NAME, read_manifest, write_manifest
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError, SaveError
-from foundry.format import (
-    MANIFEST_NAME,
-    MAX_DOCUMENT_BYTES,
-    REGION_HINT,
-    RecordRef,
-    document_name_problem,
-    document_ref,
-    read_manifest,
-    sha256_bytes,
-    write_document,
-    write_manifest,
-)
-from foundry.format import documents as documents_module
+from foundry.schema import RecordRef
+from foundry.storage import REGION_HINT, document_ref, sha256_bytes, write_document
+from foundry.storage import documents as documents_module
+from foundry.storage.documents import MAX_DOCUMENT_BYTES, document_name_problem
 from foundry.trust import SigningKey
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.archive_damage import load_doc, write_doc
@@ -278,5 +270,5 @@ def test_verify_reports_an_unlisted_document_as_foreign(archive: Path) -> None:
 
 
 def test_a_document_can_take_none_of_foundrys_own_names() -> None:
-    """format/documents.py spells the manifest's name itself (format/manifest.py imports it): they agree."""
+    """storage/documents.py spells the manifest's name itself (archive/manifest.py imports it): they agree."""
     assert document_name_problem(MANIFEST_NAME) == document_name_problem(REGION_HINT) == "is one of Foundry's own files"

@@ -12,24 +12,13 @@ from typing import Any
 
 import pytest
 
-import foundry.format.graphfile as graphfile
+import foundry.archive.graphfile as graphfile
+from foundry.archive import container_path, read_graph, read_manifest, read_meta, resolve_archive_dir, write_graph
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import (
-    TEMP_SUFFIX,
-    GraphMeta,
-    container_path,
-    parse_record,
-    read_graph,
-    read_manifest,
-    read_meta,
-    resolve_archive_dir,
-    sha256_bytes,
-    sha256_file,
-    topology_key,
-    write_graph,
-)
-from foundry.format.container import pack_container, read_container_header, unpack_container
-from foundry.format.files import read_region_hint, write_atomic
+from foundry.records import parse_record, read_container_header, topology_key
+from foundry.records.container import pack_container, unpack_container
+from foundry.schema import GraphMeta
+from foundry.storage import TEMP_SUFFIX, read_region_hint, sha256_bytes, sha256_file, write_atomic
 from tests.support.archive_damage import load_doc, write_doc
 from tests.support.encode import encode_record
 from tests.support.samples import random_record, sample_meta, sample_record
@@ -325,7 +314,7 @@ def test_write_graph_fills_an_empty_topology_from_the_record(tmp_path: Path) -> 
 def test_read_buffer_reads_whole_files_and_refuses_one_that_changed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import foundry.format.reads as atomic
+    import foundry.storage.reads as atomic
 
     path = tmp_path / "blob"
     path.write_bytes(bytes(range(256)) * 3)
@@ -364,7 +353,7 @@ def test_memoized_real_paths_resolve_as_realpath_does(tmp_path: Path) -> None:
     """Inside a batch a plain name resolves through its directory's memoized real path (one lstat): links
     anywhere, relative links, '..' after a link, missing files and doubled slashes all still resolve as
     os.path.realpath resolves them."""
-    from foundry.format.files import real_path, real_paths_memoized
+    from foundry.storage import real_path, real_paths_memoized
 
     d = tmp_path
     (d / "x" / "y").mkdir(parents=True)
@@ -390,8 +379,8 @@ def test_a_listed_graph_leaves_its_regions_range_to_the_manifest(tmp_path: Path,
     """Format version 5, what SAVE writes for a graph its directory's manifest lists (the bundle's): no base,
     size, granularity or slot size in its region (peers and rank only where it has them), read back whole with the
     manifest's range, and refused without one."""
-    from foundry.format import RankSpec, RegionSpec, load_sealed
-    from foundry.format.jsonfields import seal
+    from foundry.schema import RankSpec, RegionSpec
+    from foundry.schema.jsonfields import load_sealed, seal
 
     meta = GraphMeta.from_json(load_doc(write_sample(tmp_path)[0]), "g.json")
     if ranked:

@@ -10,20 +10,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.format import parse_record
-from foundry.format.nodes import (
+from foundry.records import (
     ArgMode,
     ChildGraphNode,
-    Edge,
-    EmptyNode,
-    EventNode,
     GraphRecord,
     KernelNode,
     MemcpyNode,
     MemsetNode,
     Node,
     NodeType,
+    parse_record,
 )
+from foundry.records.nodes import Edge, EmptyNode, EventNode
 from tests.support.encode import encode_record
 from tests.support.samples import random_record, sample_record
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from foundry.errors import ArchiveCorruptError
-from foundry.format import Identity, compare
-from foundry.format.identity import IDENTITY_FIELDS
+from foundry.schema import Identity, compare
+from foundry.schema.identity import IDENTITY_FIELDS
 from tests.support.samples import sample_identity
 
 

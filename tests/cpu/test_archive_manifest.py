@@ -11,24 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import foundry.format.files as files_module
+import foundry.storage.files as files_module
+from foundry.archive import MANIFEST_NAME, Manifest, container_path, read_manifest, write_manifest
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import (
-    MANIFEST_NAME,
-    GraphRole,
-    Group,
-    ImageFormat,
-    Manifest,
-    container_path,
-    image_path,
-    memory_path,
-    open_image,
-    read_manifest,
-    read_memory,
-    write_image,
-    write_manifest,
-    write_memory,
-)
+from foundry.images import ImageFormat
+from foundry.schema import GraphRole, Group
+from foundry.storage import image_path, memory_path, open_image, read_memory, write_image, write_memory
 from foundry.verify import ProblemKind, check_archive
 from tests.support.archive_damage import load_doc, relist, write_doc
 from tests.support.samples import write_sample_archive

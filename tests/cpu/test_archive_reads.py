@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from foundry import _state
+from foundry.archive import MANIFEST_NAME, read_manifest
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.format import MANIFEST_NAME, open_image, read_manifest, read_memory
 from foundry.load import preflight
+from foundry.storage import open_image, read_memory
 from foundry.verify import verify_archive
 from tests.support.archive_damage import edit_doc, relist
 

@@ -10,20 +10,21 @@ import sys
 import pytest
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import iter_nodes, kernel_pointer_words, node_counts, parse_record, topology_key
-from foundry.format.nodes import (
+from foundry.records import (
     ArgMode,
     ChildGraphNode,
-    Edge,
-    EmptyNode,
-    EventNode,
     GraphRecord,
     KernelNode,
-    LaunchAttr,
     MemcpyNode,
     MemsetNode,
     NodeType,
+    iter_nodes,
+    kernel_pointer_words,
+    node_counts,
+    parse_record,
+    topology_key,
 )
+from foundry.records.nodes import Edge, EmptyNode, EventNode, LaunchAttr
 from tests.support.encode import encode_record
 from tests.support.samples import REGION_BASE, kernel, random_record, sample_record
 from tests.support.steps import steps
@@ -304,12 +305,15 @@ def test_parse_of_a_thousand_node_record_takes_a_bounded_number_of_steps_a_node(
     assert large < 2.1 * small, (small, large)
 
 
-def test_format_package_imports_nothing_native() -> None:
+def test_format_packages_import_nothing_native() -> None:
     code = (
-        "import sys, foundry.format, tests.support.samples\n"
+        "import sys, foundry.records, foundry.images, foundry.schema, foundry.storage, foundry.archive\n"
+        "import tests.support.samples\n"
+        "FORMAT = ('foundry.records', 'foundry.images', 'foundry.schema', 'foundry.storage', 'foundry.archive',\n"
+        "          'foundry.errors', 'foundry.version')\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'cuda', 'ctypes', 'numpy')\n"
         "       or (m.startswith('foundry.')\n"
-        "           and not m.startswith(('foundry.format', 'foundry.errors', 'foundry.version')))]\n"
+        "           and not m.startswith(FORMAT))]\n"
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from foundry.archive import read_manifest, read_meta, write_graph, write_manifest
 from foundry.errors import ArchiveCorruptError, ArchiveVersionError
-from foundry.format import GRAPH_FORMAT, ImageEntry, VariableRef, read_manifest, read_meta, write_graph, write_manifest
-from foundry.format.jsonfields import check_format
-from foundry.format.metadata import GRAPH_FORMAT_VERSION
+from foundry.schema import GRAPH_FORMAT, ImageEntry, VariableRef
+from foundry.schema.graphmeta import GRAPH_FORMAT_VERSION
+from foundry.schema.jsonfields import check_format
 from tests.support.archive_damage import edit_doc, load_doc
 from tests.support.encode import encode_record
 from tests.support.samples import sample_meta, sample_record, write_sample_archive

@@ -1,4 +1,4 @@
-"""The graph bundle's bytes (foundry/format/bundle.py, docs/FORMAT.md "Graph bundle"), with no driver: a malformed
+"""The graph bundle's bytes (foundry/archive/bundle.py, docs/FORMAT.md "Graph bundle"), with no driver: a malformed
 bundle or one laid out otherwise than its sizes give refused by name, the hash that keeps the interpreter lock,
 and the writer's parts. SAVE and LOAD of bundles on the fake driver: test_bundle_fake.py."""
 
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from foundry.archive import BUNDLE_NAME, write_bundle
+from foundry.archive.bundle import bundle_parts, bundle_slots, pack_bundle, parse_bundle
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-from foundry.format import BUNDLE_NAME, parse_bundle, sha256_holding
-from foundry.format.bundle import bundle_parts, bundle_slots, pack_bundle, write_bundle
+from foundry.storage import sha256_holding
 
 
 def _bundle(*files: tuple[bytes, bytes]) -> bytearray:

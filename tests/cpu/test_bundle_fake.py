@@ -1,4 +1,4 @@
-"""The graph bundle (foundry/format/bundle.py, docs/FORMAT.md "Graph bundle"): SAVE stores every graph saved in
+"""The graph bundle (foundry/archive/bundle.py, docs/FORMAT.md "Graph bundle"): SAVE stores every graph saved in
 the archive directory there, once (no graph files beside it), and graphs saved elsewhere in their files; LOAD
 (start-up's reading ahead, ``start_graph_builds``, ``CUDAGraph.load``), its pre-GPU checks (``preflight``) and
 ``foundry verify`` in both modes read and check the same bytes, the ones LOAD runs. SAVE and LOAD in separate
@@ -15,14 +15,9 @@ from typing import Any
 
 import pytest
 
-from foundry.format import (
-    BUNDLE_NAME,
-    MANIFEST_NAME,
-    GraphStorage,
-    read_bundle,
-    read_manifest,
-)
-from foundry.format.container import read_container_header
+from foundry.archive import BUNDLE_NAME, MANIFEST_NAME, read_bundle, read_manifest
+from foundry.records import read_container_header
+from foundry.schema import GraphStorage
 from foundry.verify import verify_archive, verify_graphs
 from tests.cpu.test_background_load_fake import NAMES
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS

@@ -13,12 +13,8 @@ from typing import Any
 
 import pytest
 
-from foundry.format import (
-    BUNDLE_NAME,
-    MANIFEST_NAME,
-    read_manifest,
-)
-from foundry.format.bundle import pack_bundle
+from foundry.archive import BUNDLE_NAME, MANIFEST_NAME, read_manifest
+from foundry.archive.bundle import pack_bundle
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.cpu.test_background_load_fake import LOAD_AND_REPLAY, NAMES
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
@@ -120,7 +116,7 @@ def test_a_bundle_is_taken_only_where_it_fits_whole_in_what_prepared_records_may
     prepared already is not read whole (its graphs are read one by one, from the bundle still)."""
     script = """
 from pathlib import Path
-from foundry.format import read_manifest
+from foundry.archive import read_manifest
 from foundry.load import wait_for_startup
 from foundry.load import readahead
 from foundry.load import source as sources
@@ -146,7 +142,7 @@ def test_members_left_over_are_prepared_against_the_template_prepared_before(
     script = (
         """
 from pathlib import Path
-from foundry.format import read_manifest
+from foundry.archive import read_manifest
 from foundry.load import Loader, wait_for_startup
 from foundry.load import readahead
 from foundry.load import source as sources

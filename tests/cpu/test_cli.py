@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from foundry.format import read_meta
+from foundry.archive import read_meta
 from foundry.sizes import format_size
 from foundry.verify import verify_archive
 from tests.support.archive_damage import flip_stored, stored_doc, unbundle
@@ -191,7 +191,7 @@ def test_inspect_json_failure_keeps_stdout_clean(tmp_path: Path) -> None:
 
 
 def test_inspect_of_a_manifest_listing_no_graphs_fails_clearly(tmp_path: Path) -> None:
-    from foundry.format import Manifest, read_manifest, write_manifest
+    from foundry.archive import Manifest, read_manifest, write_manifest
     from tests.support.samples import write_sample_archive
 
     directory = tmp_path / "arch"

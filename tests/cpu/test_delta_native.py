@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from foundry.archive import read_graph
 from foundry.errors import ArchiveError, CodecError
-from foundry.format import read_graph
-from foundry.format.delta import override_spans
 from foundry.native import codec
+from foundry.records import override_spans
 from tests.support.encode import override_indices
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 import foundry
+from foundry.archive import read_manifest
 from foundry.errors import ArchiveSignatureError
-from foundry.format import document_ref, read_manifest
+from foundry.storage import document_ref
 from foundry.trust import SigningKey
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.cpu.test_verify_fake import FAMILY

@@ -13,20 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from foundry.archive import read_graph, read_manifest, write_graph, write_manifest
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.format import (
-    Identity,
-    KernelNode,
-    kernel_pointer_words,
-    parse_record,
-    read_graph,
-    read_manifest,
-    sha256_file,
-    write_graph,
-    write_manifest,
-)
-from foundry.format.delta import parse_delta
 from foundry.load.source import read_source
+from foundry.records import KernelNode, kernel_pointer_words, parse_delta, parse_record
+from foundry.schema import Identity
+from foundry.storage import sha256_file
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.encode import encode_delta, override_indices
 

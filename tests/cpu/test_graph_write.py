@@ -1,4 +1,4 @@
-"""Writing one graph (foundry/format/graphfile.py): the container before the JSON, a digest the caller
+"""Writing one graph (foundry/archive/graphfile.py): the container before the JSON, a digest the caller
 hashed already (SAVE hashes records beside its other work), and the record written as given, never joined
 to its header."""
 
@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import foundry.format.graphfile as graphfile
+import foundry.archive.graphfile as graphfile
+from foundry.archive import read_graph, write_graph
 from foundry.errors import ArchiveCorruptError
-from foundry.format import read_graph, sha256_bytes, write_graph
-from foundry.format.container import pack_container
+from foundry.records.container import pack_container
+from foundry.storage import sha256_bytes
 from tests.cpu.test_archive_files import IMAGES, write_sample
 from tests.support.encode import encode_record
 from tests.support.samples import sample_meta, sample_record

@@ -1,4 +1,4 @@
-"""Module variables read from kernel images (foundry.format.module_variables), checked on real nvcc output.
+"""Module variables read from kernel images (foundry.images.module_variables), checked on real nvcc output.
 
 tests/fixtures/images holds images nvcc 13.0 built from module_variables.cu (a few KB each):
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import ImageFormat, detect_format, module_variables
-from foundry.format.fatbin import FATBIN_COMPRESSED_LZ4, FATBIN_COMPRESSED_ZSTD, fatbin_entries
-from foundry.format.images import kernel_names
+from foundry.images import ImageFormat, detect_format, module_variables
+from foundry.images.fatbin import FATBIN_COMPRESSED_LZ4, FATBIN_COMPRESSED_ZSTD, fatbin_entries
+from foundry.images.scan import kernel_names
 from tests.fakecuda.images import Variable, make_cubin, make_fatbin, make_ptx
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "images"

@@ -1,4 +1,4 @@
-"""The strict JSON readers' fast paths (foundry.format.jsonfields): a place (``At``) spells its key path only
+"""The strict JSON readers' fast paths (foundry.schema.jsonfields): a place (``At``) spells its key path only
 when a value is refused, and the one-key readers (``field_int`` and the like) and ``ints_within`` take exactly
 what the plain readers take; a refusal names the same key, deep in a graph's metadata too."""
 
@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from foundry.errors import ArchiveCorruptError
-from foundry.format import GraphMeta
-from foundry.format.jsonfields import (
+from foundry.load.source import _Sources
+from foundry.schema import GraphMeta
+from foundry.schema.jsonfields import (
     I32,
     U32,
     U64,
@@ -29,7 +30,6 @@ from foundry.format.jsonfields import (
     get_str,
     ints_within,
 )
-from foundry.load.source import _Sources
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive" / "ew_bs32.json"
 SHA = "ab" * 32

@@ -1,4 +1,4 @@
-"""Graph JSONs decoded with the lines they repeat shared (foundry.format.jsontext): a value whose text is the
+"""Graph JSONs decoded with the lines they repeat shared (foundry.schema.jsontext): a value whose text is the
 kept one is handed out as the same object, and whatever the text, the document is the one decoding it whole
 gives (the same values, spelled the same) or decoding it whole fails with its own message."""
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from foundry.errors import ArchiveCorruptError
-from foundry.format import GraphMeta
-from foundry.format.jsonfields import seal
-from foundry.format.jsontext import DECODER, SHARED_KEYS, decode
 from foundry.load.source import _Sources
+from foundry.schema import GraphMeta
+from foundry.schema.jsonfields import seal
+from foundry.schema.jsontext import DECODER, SHARED_KEYS, decode
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive" / "ew_bs32.json"
 

@@ -175,7 +175,7 @@ def test_an_extra_buffer_that_fills_its_last_parameter_in_part_loads_and_runs_as
 # refused before the driver sees either: the template still replays as saved on the shared exec, untouched.
 EXEC_UPDATE = """
 import dataclasses
-from foundry.format.delta import parse_delta
+from foundry.records import parse_delta
 from foundry.load import Loader
 from foundry.native import codec
 from tests.support.encode import encode_delta
@@ -228,7 +228,7 @@ def test_a_kernel_the_driver_cannot_describe_is_refused_where_its_node_passes_ke
 # One kernel launched both ways in one graph: its `extra` node first, then a kernelParams node.
 TWO_MODES = """
 import dataclasses
-from foundry.format.nodes import ArgMode, GraphRecord, KernelNode
+from foundry.records import ArgMode, GraphRecord, KernelNode
 from foundry.native import codec
 from tests.support.encode import encode_record
 K = module("fk_axpy_f32")

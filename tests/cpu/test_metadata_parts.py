@@ -1,4 +1,4 @@
-"""Graph metadata parsed with ``Parts`` (foundry.format.metadata): the parts an archive's graphs repeat
+"""Graph metadata parsed with ``Parts`` (foundry.schema.graphmeta): the parts an archive's graphs repeat
 (region, identity, images, kernels) are checked once and reused for the same text, and a value spelled
 otherwise is checked afresh, so a damaged one is still refused by name, and so is one merely equal to the
 kept one (``4.0`` for ``4``, ``true`` for ``1``), as verify and the plain parse refuse it."""
@@ -15,9 +15,10 @@ import pytest
 
 from foundry import _state
 from foundry.errors import ArchiveCorruptError
-from foundry.format import GraphMeta, load_sealed
 from foundry.load import preflight
 from foundry.load.source import _Sources, read_sources
+from foundry.schema import GraphMeta
+from foundry.schema.jsonfields import load_sealed
 from foundry.verify import verify_archive
 from tests.support.archive_damage import edit_doc, relist
 from tests.support.verify_archives import build_archive

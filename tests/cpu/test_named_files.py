@@ -1,6 +1,6 @@
 """Files read because a user named them (a signing key by `--key` or $FOUNDRY_SIGNING_KEY, `verify --identity`)
 and the region hint SAVE compares before it rewrites it are read as an archive's own files are
-(foundry.format.reads.read_regular): refused by their type before a byte is read (a FIFO would wait for ever for
+(foundry.storage.reads.read_regular): refused by their type before a byte is read (a FIFO would wait for ever for
 a writer, a device never ends, a directory is no file) and bounded in size, in words that say what to give
 instead. Each command runs in a child with a memory limit and a timeout, so that a reader without either bound
 fails its test rather than hanging it or taking the machine's memory."""
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from foundry.errors import ArchiveSignatureError
-from foundry.format.files import MAX_HINT_BYTES
-from foundry.format.reads import MAX_JSON_BYTES
+from foundry.storage.files import MAX_HINT_BYTES
+from foundry.storage.reads import MAX_JSON_BYTES
 from foundry.trust.signing import KEY_ENV, MAX_KEY_BYTES, SigningKey
 from tests.support.subproc import REPO_ROOT, child_env, run_python
 from tests.support.verify_archives import build_archive
@@ -123,8 +123,8 @@ def test_a_key_file_is_read_up_to_its_bound_and_no_further(tmp_path: Path) -> No
 SAVE_OVER = """
 import json, os
 from foundry.errors import ArchiveCorruptError
-from foundry.format import REGION_HINT, sha256_file, write_region_hint
-from foundry.format.files import read_region_hint
+from foundry.storage import REGION_HINT, sha256_file, write_region_hint
+from foundry.storage import read_region_hint
 out = {}
 for name in ("fifo", "large"):
     d = os.path.join(ARCH, name)

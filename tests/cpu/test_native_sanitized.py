@@ -233,7 +233,7 @@ def test_region_edge_cases_are_clean(sanitized: Sanitized) -> None:
 
 DELTA_WALK = """
 from pathlib import Path
-from foundry.format import read_graph
+from foundry.archive import read_graph
 from foundry.errors import CodecError
 from foundry.native import codec
 F = Path("tests/fixtures/gpu_archive")
@@ -269,7 +269,7 @@ def test_delta_walk_under_damage_is_clean(sanitized: Sanitized) -> None:
 
 POINTED_WORDS = """
 from pathlib import Path
-from foundry.format import read_graph
+from foundry.archive import read_graph
 from foundry.errors import CodecError
 from foundry.native import codec
 _t, record = read_graph(Path("tests/fixtures/gpu_archive") / "ew_bs64.json")

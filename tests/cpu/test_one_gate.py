@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from foundry import _state
+from foundry.archive import read_manifest
 from foundry.errors import ArchiveError
-from foundry.format import Identity, read_manifest
 from foundry.load import preflight
+from foundry.schema import Identity
 from foundry.trust import set_signing_key
 from foundry.verify import verify_archive
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS

@@ -35,7 +35,7 @@ sys.modules["torch"] = torch
 
 from foundry.capture.tensors import tensor_at
 from foundry.errors import ArchiveCorruptError
-from foundry.format import OutputSpec
+from foundry.schema import OutputSpec
 
 results = {}
 for name in NAMES:

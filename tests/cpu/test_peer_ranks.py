@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
+from foundry.archive import read_meta
 from foundry.errors import ArchiveVersionError
-from foundry.format import GRAPH_FORMAT, load_sealed, read_meta
-from foundry.format.jsonfields import check_format
+from foundry.schema import GRAPH_FORMAT
+from foundry.schema.jsonfields import check_format, load_sealed
 from tests.support.graphs import JsonRunner, prelude
 from tests.support.subproc import run_python
 

@@ -10,19 +10,20 @@ from pathlib import Path
 
 import pytest
 
+from foundry.archive import read_graph
 from foundry.errors import ArchiveCorruptError
-from foundry.format import parse_delta, parse_record, read_graph
-from foundry.format.nodes import (
+from foundry.native import compare_records
+from foundry.records import (
     ChildGraphNode,
-    EmptyNode,
-    EventNode,
     GraphRecord,
     KernelNode,
     MemcpyNode,
     MemsetNode,
     Node,
+    parse_delta,
+    parse_record,
 )
-from foundry.native import compare_records
+from foundry.records.nodes import EmptyNode, EventNode
 from tests.support.encode import encode_record
 from tests.support.node_identity import comparison
 from tests.support.random_records import mutations, random_attr, random_graph, random_kernel

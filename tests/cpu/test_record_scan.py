@@ -15,23 +15,25 @@ from pathlib import Path
 
 import pytest
 
+from foundry.archive import read_graph
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.format import iter_nodes, node_counts, parse_record, read_graph, topology_key
-from foundry.format import layout as L
-from foundry.format.layout import RecHeader, RecNode
-from foundry.format.nodes import (
-    ArgMode,
-    ChildGraphNode,
-    Edge,
-    EmptyNode,
-    GraphRecord,
-    KernelNode,
-    LaunchAttr,
-    NodeType,
-)
-from foundry.format.walk import TOPOLOGY_KEY_VERSION
 from foundry.native import scan_record
 from foundry.native.records import COUNT_KEYS
+from foundry.records import (
+    ArgMode,
+    ChildGraphNode,
+    GraphRecord,
+    KernelNode,
+    NodeType,
+    iter_nodes,
+    node_counts,
+    parse_record,
+    topology_key,
+)
+from foundry.records import layout as L
+from foundry.records.layout import RecHeader, RecNode
+from foundry.records.nodes import Edge, EmptyNode, LaunchAttr
+from foundry.records.walk import TOPOLOGY_KEY_VERSION
 from tests.support.encode import encode_record
 from tests.support.random_records import mutations, random_graph
 from tests.support.samples import random_record, sample_record

@@ -96,7 +96,7 @@ def test_restored_covers_only_saves_live_memory_that_load_mapped(app_json: AppJs
     r = run_in_region(
         app_json,
         """
-        from foundry.format import RegionSpec
+        from foundry.schema import RegionSpec
         from foundry.region import restore_region, restored_covers
         spec = RegionSpec(BASE, 1 << 30, GRAN, 12 * MIB, ((0, 4 * MIB), (4 * MIB, 2 * MIB), (8 * MIB, 4 * MIB)), (),
                           region.region_state().small_align)

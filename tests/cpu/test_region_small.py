@@ -146,7 +146,7 @@ def test_load_refuses_an_archive_whose_region_gave_each_small_allocation_a_granu
     r = run_in_region(
         app_json,
         """
-        from foundry.format import RegionSpec
+        from foundry.schema import RegionSpec
         from foundry.region import restore_region
         res = {}
         for align in (0, 4096, region.region_state().small_align):

@@ -291,7 +291,7 @@ def test_function_attributes_round_trip(app_json: AppJson) -> None:
         mod = cu.load_module(images.make_cubin(["fk_bigsmem_f32", "fk_fill_f32"]))
         f = cu.module_function(mod, "fk_bigsmem_f32")
         g = cu.module_function(mod, "fk_fill_f32")
-        from foundry.format import FuncAttr
+        from foundry.records import FUNC_ATTR_UNKNOWN, FuncAttr
         ids = [int(a) for a in FuncAttr]
         res = {"ids": ids, "initial": list(registry.function_attrs(f))}
         want = list(res["initial"])
@@ -300,7 +300,7 @@ def test_function_attributes_round_trip(app_json: AppJson) -> None:
         res["after"] = list(registry.function_attrs(f))
         res["driver_view"] = [cu.func_attr(f, a) for a in ids]
         res["other_untouched"] = list(registry.function_attrs(g)) == res["initial"]
-        skip = [registry.UNKNOWN_ATTR] * registry.FUNC_ATTR_COUNT
+        skip = [FUNC_ATTR_UNKNOWN] * registry.FUNC_ATTR_COUNT
         registry.set_function_attrs(f, skip)                 # "unknown" values are never applied
         res["after_skip"] = list(registry.function_attrs(f))
         bad = list(res["after"])

@@ -18,7 +18,7 @@ FORMATS = {"fatbin": 1, "elf": 2, "ptx": 3}
 
 
 SAVE_SIDE = """
-from foundry.format import write_image
+from foundry.storage import write_image
 cu = Cuda()
 mod = cu.load_module(images.make_cubin(["fk_fill_f32", "fk_bigsmem_f32"]))
 lib = cu.load_library(images.make_fatbin([("elf", images.make_cubin(["fk_fill_f32", "fk_scale_f32"]))]))

@@ -83,7 +83,7 @@ result = attempt(lambda: save("calls", capture(K)))
 def test_the_words_of_a_function_pointer_table_are_read_from_the_images_relocations() -> None:
     """A cubin nvlink linked (tests/fixtures/funcptr: source and commands there): its `table` of two device
     function pointers is relocated against the functions; `where = &counter` against a variable."""
-    from foundry.format import ImageFormat, module_variables
+    from foundry.images import ImageFormat, module_variables
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "funcptr"
     linked = module_variables((fixtures / "funcptr.linked.sm_90.cubin").read_bytes(), ImageFormat.ELF)
@@ -100,7 +100,7 @@ def test_the_words_of_a_function_pointer_table_are_read_from_the_images_relocati
 def test_a_relocation_to_a_symbol_in_an_executable_section_is_code() -> None:
     """A linker may relocate against a section symbol plus an addend (a local function): the symbol's
     section being code makes the word the loader's too. A relocation against a variable stays data."""
-    from foundry.format.elf import elf_code_relocations, elf_sections
+    from foundry.images.elf import elf_code_relocations, elf_sections
     from tests.fakecuda.images import Variable, make_cubin
 
     image = bytearray(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from foundry import _state
-from foundry.format import BUNDLE_NAME, MANIFEST_NAME, read_manifest
+from foundry.archive import BUNDLE_NAME, MANIFEST_NAME, read_manifest
 from foundry.save import beside
 from foundry.verify import verify_archive
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS

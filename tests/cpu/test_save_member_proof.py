@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from foundry.archive import read_graph
 from foundry.errors import ArchiveCorruptError, CodecError
-from foundry.format import GraphMeta, parse_record, read_graph
-from foundry.format.delta import delta_header, override_spans, parse_delta
 from foundry.native import codec, scan_record
+from foundry.records import delta_header, override_spans, parse_delta, parse_record
 from foundry.save import SavedGraph
 from foundry.save.templates import _verify_bytes
+from foundry.schema import GraphMeta
 from tests.support.encode import encode_record, override_indices
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"

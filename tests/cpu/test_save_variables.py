@@ -11,7 +11,7 @@ from array import array
 import pytest
 
 from foundry.errors import DriverError, ModuleAddressError
-from foundry.format import ImageFormat
+from foundry.images import ImageFormat
 from foundry.native import DeviceRead, ReadPath
 from foundry.save import variables as sv
 from foundry.save import varread

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from foundry import _state
+from foundry.archive import MANIFEST_NAME, read_manifest
 from foundry.errors import ArchiveCorruptError, ArchiveSignatureError
-from foundry.format import MANIFEST_NAME, read_manifest, sha256_file
 from foundry.gate import authenticate_manifest, check_signature
 from foundry.gate import manifests as proven
 from foundry.load import preflight
 from foundry.load.source import read_source
+from foundry.storage import sha256_file
 from foundry.trust.signing import (
     KEY_ENV,
     SigningKey,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from foundry.format import MANIFEST_NAME, read_manifest
+from foundry.archive import MANIFEST_NAME, read_manifest
 from foundry.trust.signing import KEY_ENV, key_id_of
 from tests.cpu.test_verify_fake import FAMILY, verify_cli
 from tests.support.archive_damage import edit_stored, load_doc, write_doc

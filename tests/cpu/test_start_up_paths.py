@@ -1,5 +1,5 @@
 """The paths start-up works out for thousands of graphs, as strings: real paths and inside-the-archive proofs
-memoized for a batch (foundry.format.files), a graph's directory taken from its Path's text, and a path
+memoized for a batch (foundry.storage.files), a graph's directory taken from its Path's text, and a path
 named as Path names it; each the same answer as the Path or os.path spelling, links out still refused."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from foundry.archive import Manifest
+from foundry.archive.graphfile import _directory
 from foundry.errors import ArchiveCorruptError
-from foundry.format import Manifest, inside, inside_name, real_name, real_paths_memoized
-from foundry.format.graphfile import _directory
 from foundry.load.source import _as_named
+from foundry.storage import inside, inside_name, real_name, real_paths_memoized
 from tests.support.archive_damage import load_doc
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive"

@@ -8,8 +8,8 @@ import dataclasses
 import random
 from pathlib import Path
 
-from foundry.format import GraphRecord, KernelNode
 from foundry.native import compare_records, scan_record
+from foundry.records import GraphRecord, KernelNode
 from foundry.save import SavedGraph
 from foundry.save.templates import _Functions, plan_groups, template_key
 from tests.support.encode import encode_record
@@ -71,8 +71,8 @@ def test_every_node_type_compares_as_its_identity() -> None:
 
 
 def test_override_rule_shared_by_save_and_verify() -> None:
-    from foundry.format import override_problem
-    from foundry.format.nodes import EmptyNode
+    from foundry.records import override_problem
+    from foundry.records.nodes import EmptyNode
     from tests.support.samples import kernel
 
     plain, other_args = kernel(0, (1,), (2,)), kernel(1, (3,), (4, 5))

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from foundry import _state
+from foundry.archive import MANIFEST_NAME
 from foundry.cli.verify import render
 from foundry.errors import ArchiveCorruptError
-from foundry.format import MANIFEST_NAME, jsonfields
-from foundry.format.jsonfields import seal
 from foundry.gate.findings import MAX_LISTED, MAX_NOTES, MAX_PER_FILE, Findings
 from foundry.load import preflight
 from foundry.load.source import read_source
+from foundry.schema import jsonfields
+from foundry.schema.jsonfields import seal
 from foundry.verify import Check, ProblemKind, Report, verify_archive, verify_graphs
 from tests.support.archive_damage import edit_doc, load_doc, relist, write_doc
 from tests.support.steps import steps

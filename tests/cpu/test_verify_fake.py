@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from foundry.format import read_manifest, read_meta
+from foundry.archive import read_manifest, read_meta
 from foundry.verify import Check, verify_archive
 from tests.support.archive_damage import flip_byte, flip_stored, stored
 from tests.support.graphs import Scenario, run_save

@@ -14,20 +14,13 @@ from typing import Any
 
 import pytest
 
+from foundry.archive import read_manifest, read_meta, write_graph
 from foundry.errors import ArchiveCorruptError
-from foundry.format import (
-    ImageFormat,
-    MemorySpec,
-    TemplateRef,
-    image_path,
-    read_manifest,
-    read_meta,
-    sha256_bytes,
-    write_graph,
-    write_image,
-)
-from foundry.format.delta import Delta
+from foundry.images import ImageFormat
 from foundry.load import preflight
+from foundry.records import Delta
+from foundry.schema import MemorySpec, TemplateRef
+from foundry.storage import image_path, sha256_bytes, write_image
 from foundry.verify import Check, ProblemKind, check_archive, verify_archive
 from tests.fakecuda.images import make_cubin, make_ptx
 from tests.support.archive_damage import load_doc, relist, write_doc

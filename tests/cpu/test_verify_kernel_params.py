@@ -1,4 +1,4 @@
-"""Kernel parameters read from kernel images (foundry/format/kparams.py), on real compiler output, and
+"""Kernel parameters read from kernel images (foundry/images/kparams.py), on real compiler output, and
 ``foundry verify`` holding each kernel node to them: a node LOAD would refuse (a parameter short, one of
 another size, an ``extra`` buffer that ends before the last parameter) is reported without a GPU.
 
@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import ChildGraphNode, GraphRecord, ImageFormat, KernelNode, detect_format, read_meta
-from foundry.format.elf import Section
-from foundry.format.images import kernel_names
-from foundry.format.kparams import elf_kernel_params
+from foundry.archive import read_meta
 from foundry.gate.findings import Findings, GraphUnderCheck, ImageInfo
 from foundry.gate.params import check_kernel_params, note_unchecked
+from foundry.images import ImageFormat, detect_format
+from foundry.images.elf import Section
+from foundry.images.kparams import elf_kernel_params
+from foundry.images.scan import kernel_names
+from foundry.records import ChildGraphNode, GraphRecord, KernelNode
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.samples import sample_meta, sample_record
 from tests.support.verify_archives import (

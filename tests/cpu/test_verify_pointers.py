@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import Delta, KernelNode, parse_record, read_graph, read_meta
+from foundry.archive import read_graph, read_meta
+from foundry.records import Delta, KernelNode, parse_record
 from foundry.verify import Check, ProblemKind, verify_archive
 from tests.support.samples import sample_identity, sample_record
 from tests.support.verify_archives import (

@@ -10,7 +10,7 @@
 * ``make_ptx``: NUL-terminated PTX text.
 * ``fatbin_wrapper``: the 24-byte ``__fatBinC_Wrapper_t`` the CUDA runtime hands to the driver.
 
-All integers are little-endian. The fatbin layout is format.h's (through foundry.format._layout).
+All integers are little-endian. The fatbin layout is format.h's (through foundry.records._layout).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from foundry.format._layout import (
+from foundry.records._layout import (
     FATBIN_ENTRY,
     FATBIN_HEADER,
     FATBIN_MAGIC,

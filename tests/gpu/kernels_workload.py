@@ -20,11 +20,11 @@ import triton
 import triton.language as tl
 
 import foundry
-from foundry.format import write_image
 from foundry.kernels import registry
 from foundry.load.build import load_images
 from foundry.native import codec
 from foundry.save.graph import _image_format
+from foundry.storage import write_image
 
 
 @triton.jit

@@ -78,7 +78,7 @@ def _set_up(rank: int, port: int) -> torch.Tensor:
 
 
 def _peers(arch: Path) -> dict[str, Any]:
-    from foundry.format import read_meta
+    from foundry.archive import read_meta
 
     meta = read_meta(arch / "g.json")
     return {

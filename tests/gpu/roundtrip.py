@@ -21,9 +21,9 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.format import parse_delta, parse_record
 from foundry.load.source import read_source
 from foundry.native import codec
+from foundry.records import parse_delta, parse_record
 from tests.gpu.workloads import WORKLOADS, WorkloadState
 
 BASE = 0x600000000000

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from foundry.format import BUNDLE_NAME, read_manifest, sha256_file, write_manifest
+from foundry.archive import BUNDLE_NAME, read_manifest, write_manifest
+from foundry.storage import sha256_file
 from foundry.trust import KEY_ENV, SigningKey, sign_manifest
 from tests.support.archive_damage import edit_doc, load_doc, unbundle
 

@@ -13,18 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from foundry.archive import BUNDLE_NAME, MANIFEST_NAME, GraphStore, container_path, read_bundle, read_manifest
+from foundry.archive.bundle import pack_bundle
 from foundry.errors import ArchiveError
-from foundry.format import (
-    BUNDLE_NAME,
-    MANIFEST_NAME,
-    GraphStore,
-    container_path,
-    load_sealed,
-    read_bundle,
-    read_manifest,
-)
-from foundry.format.bundle import pack_bundle
-from foundry.format.jsonfields import seal
+from foundry.schema.jsonfields import load_sealed, seal
 
 
 def archive_files(root: Path) -> dict[str, str]:

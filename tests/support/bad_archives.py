@@ -29,18 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from foundry.format import (
-    BUNDLE_NAME,
-    MANIFEST_NAME,
-    REGION_HINT,
-    Identity,
-    container_path,
-    document_ref,
-    read_manifest,
-    write_document,
-    write_manifest,
-    write_region_hint,
-)
+from foundry.archive import BUNDLE_NAME, MANIFEST_NAME, container_path, read_manifest, write_manifest
+from foundry.schema import Identity
+from foundry.storage import REGION_HINT, document_ref, write_document, write_region_hint
 from foundry.trust import SigningKey, sign_manifest
 from tests.support.archive_damage import (
     edit_doc,

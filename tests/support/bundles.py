@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from foundry import _state
+from foundry.archive import read_manifest
 from foundry.errors import ArchiveError
-from foundry.format import read_manifest
 from foundry.load import preflight
 from foundry.load.readahead import prepare_bundle
 from foundry.load.source import read_sources

@@ -13,9 +13,21 @@ from __future__ import annotations
 import struct
 
 from foundry.errors import ArchiveError
-from foundry.format import layout as L
-from foundry.format.delta import VARYING_NODE_TYPES, Delta, delta_bytes, override_spans
-from foundry.format.layout import (
+from foundry.records import (
+    ChildGraphNode,
+    Delta,
+    GraphRecord,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    Node,
+    delta_bytes,
+    override_spans,
+    parse_record,
+)
+from foundry.records import layout as L
+from foundry.records.delta import VARYING_NODE_TYPES
+from foundry.records.layout import (
     RecAttr,
     RecEdge,
     RecEvent,
@@ -26,17 +38,7 @@ from foundry.format.layout import (
     RecNode,
     RecParam,
 )
-from foundry.format.nodes import (
-    ChildGraphNode,
-    EmptyNode,
-    EventNode,
-    GraphRecord,
-    KernelNode,
-    MemcpyNode,
-    MemsetNode,
-    Node,
-)
-from foundry.format.parse import parse_record
+from foundry.records.nodes import EmptyNode, EventNode
 
 __all__ = ["encode_delta", "encode_node", "encode_record", "override_indices"]
 

@@ -11,9 +11,9 @@ import ctypes
 from collections.abc import Sequence
 from typing import Any
 
-from foundry.format import FuncAttr
-from foundry.format.nodes import LaunchAttr
 from foundry.native._abi import CudaResult
+from foundry.records import FuncAttr
+from foundry.records.nodes import LaunchAttr
 
 c_int = ctypes.c_int
 c_uint = ctypes.c_uint

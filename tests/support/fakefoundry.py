@@ -27,15 +27,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import foundry
-from foundry.format import (
-    Manifest,
-    RegionSpec,
-    document_ref,
-    load_sealed,
-    now_iso,
-    read_manifest,
-    write_manifest,
-)
+from foundry.archive import Manifest, now_iso, read_manifest, write_manifest
+from foundry.schema import RegionSpec
+from foundry.schema.jsonfields import load_sealed
+from foundry.storage import document_ref
 from foundry.trust import configured_key, sign_manifest
 from tests.support.faketensor import FakeTensor
 from tests.support.samples import sample_identity

@@ -48,7 +48,7 @@ from ctypes import byref, c_double, c_float, c_int, c_size_t, c_uint, c_uint64, 
 from tests.support.fakecu import *
 from tests.fakecuda.images import make_cubin, make_fatbin
 import foundry
-from foundry.format import OutputSpec, RngSpec
+from foundry.schema import OutputSpec, RngSpec
 
 BASE = {base}
 ARCH = {arch!r}
@@ -206,7 +206,7 @@ metas = {}
 for name, (g, rng) in GRAPHS.items():
     path = os.path.join(JSON_DIR, name + ".json")
     if name in SAVED_EARLY:
-        from foundry.format import read_meta
+        from foundry.archive import read_meta
         meta = read_meta(path)
     else:
         meta = save_graph(g, path, outputs=outputs_of(name), rng=rng, archive_dir=ARCH)

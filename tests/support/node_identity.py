@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from foundry.format import ChildGraphNode, GraphRecord, KernelNode, Node, override_problem
+from foundry.records import ChildGraphNode, GraphRecord, KernelNode, Node, override_problem
 
 
 def identity(node: Node, functions: Sequence[Any]) -> Any:

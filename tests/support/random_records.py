@@ -8,22 +8,10 @@ import dataclasses
 import random
 import struct
 
-from foundry.format import layout as L
-from foundry.format.layout import RecHeader, RecNode
-from foundry.format.nodes import (
-    ArgMode,
-    ChildGraphNode,
-    Edge,
-    EmptyNode,
-    EventNode,
-    GraphRecord,
-    KernelNode,
-    LaunchAttr,
-    MemcpyNode,
-    MemsetNode,
-    Node,
-    NodeType,
-)
+from foundry.records import ArgMode, ChildGraphNode, GraphRecord, KernelNode, MemcpyNode, MemsetNode, Node, NodeType
+from foundry.records import layout as L
+from foundry.records.layout import RecHeader, RecNode
+from foundry.records.nodes import Edge, EmptyNode, EventNode, LaunchAttr
 from tests.support.encode import encode_record
 
 __all__ = ["mutations", "random_attr", "random_graph", "random_kernel"]

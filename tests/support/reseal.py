@@ -11,20 +11,18 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from foundry.format import (
+from foundry.archive import (
     GraphStore,
-    KernelNode,
-    TemplateRef,
     container_path,
-    parse_record,
     read_graph,
     read_manifest,
-    sha256_file,
     template_path,
     write_graph,
     write_manifest,
 )
-from foundry.format.delta import parse_delta
+from foundry.records import KernelNode, parse_delta, parse_record
+from foundry.schema import TemplateRef
+from foundry.storage import sha256_file
 from tests.support.archive_damage import rebundle, unbundle
 from tests.support.encode import encode_delta, encode_record
 

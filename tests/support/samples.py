@@ -12,7 +12,22 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from foundry.format import (
+from foundry.archive import Manifest, write_graph, write_manifest
+from foundry.images import ImageFormat
+from foundry.records import (
+    ArgMode,
+    ChildGraphNode,
+    GraphRecord,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    Node,
+    NodeType,
+    node_counts,
+    topology_key,
+)
+from foundry.records.nodes import Edge, EmptyNode, EventNode, LaunchAttr
+from foundry.schema import (
     FunctionRef,
     GraphEntry,
     GraphMeta,
@@ -20,34 +35,12 @@ from foundry.format import (
     Group,
     Identity,
     ImageEntry,
-    ImageFormat,
     ImageRef,
-    Manifest,
     OutputSpec,
     RegionSpec,
     RngSpec,
-    node_counts,
-    sha256_bytes,
-    sha256_file,
-    topology_key,
-    write_graph,
-    write_image,
-    write_manifest,
 )
-from foundry.format.nodes import (
-    ArgMode,
-    ChildGraphNode,
-    Edge,
-    EmptyNode,
-    EventNode,
-    GraphRecord,
-    KernelNode,
-    LaunchAttr,
-    MemcpyNode,
-    MemsetNode,
-    Node,
-    NodeType,
-)
+from foundry.storage import sha256_bytes, sha256_file, write_image
 from tests.support.encode import encode_record
 
 __all__ = [

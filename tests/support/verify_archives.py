@@ -9,28 +9,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from foundry.format import (
-    GraphEntry,
-    GraphRecord,
-    GraphRole,
-    GraphStore,
-    Group,
-    ImageEntry,
-    ImageFormat,
-    KernelNode,
-    Manifest,
-    TemplateRef,
-    read_graph,
-    read_meta,
-    sha256_file,
-    write_graph,
-    write_image,
-    write_manifest,
-)
-from foundry.format.container import pack_container, read_container_header
-from foundry.format.delta import Delta
-from foundry.format.jsonfields import seal
-from foundry.format.values import RecordRef
+from foundry.archive import GraphStore, Manifest, read_graph, read_meta, write_graph, write_manifest
+from foundry.images import ImageFormat
+from foundry.records import Delta, GraphRecord, KernelNode, read_container_header
+from foundry.records.container import pack_container
+from foundry.schema import GraphEntry, GraphRole, Group, ImageEntry, RecordRef, TemplateRef
+from foundry.schema.jsonfields import seal
+from foundry.storage import sha256_file, write_image
 from foundry.trust import SigningKey, sign_manifest
 from foundry.verify import Check, ProblemKind, Report
 from tests.fakecuda.images import make_cubin

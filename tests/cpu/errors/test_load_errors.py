@@ -210,7 +210,7 @@ def graph(factor):
 for name, factor in GRAPHS:
     save_graph(graph(factor), os.path.join(ARCH, name + ".json"), archive_dir=ARCH)
 save_graph_manifest(ARCH)
-emit(roles=[g.role.value for g in foundry.format.read_manifest(ARCH).graphs])
+emit(roles=[g.role.value for g in foundry.archive.read_manifest(ARCH).graphs])
 """
 
 

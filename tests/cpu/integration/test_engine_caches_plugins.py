@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import foundry
-from foundry.format import CACHES_DOCUMENT, CachePayload
 from foundry.integration.sglang import read_metadata as read_sglang_metadata
 from foundry.integration.shared import tritoncache
 from foundry.integration.vllm import PluginConfigError, UnsupportedConfigError, read_metadata
+from foundry.schema import CACHES_DOCUMENT, CachePayload
 from tests.support import faketriton
 from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang import server_args

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from foundry.format import read_manifest
+from foundry.archive import read_manifest
 from foundry.integration.sglang import read_metadata as read_sglang_metadata
 from foundry.integration.shared.backend import FoundryApi, PublicFoundryApi
 from foundry.integration.vllm import read_metadata as read_vllm_metadata

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from foundry.archive import MANIFEST_NAME, read_manifest, write_manifest
 from foundry.errors import ArchiveSignatureError
-from foundry.format import MANIFEST_NAME, RecordRef, load_sealed, read_manifest, sha256_bytes, write_manifest
 from foundry.integration.shared import (
     ArchiveMetadata,
     ArchiveMetadataError,
@@ -30,6 +30,9 @@ from foundry.integration.shared import (
     wrap,
 )
 from foundry.integration.shared.outputs import shape_of
+from foundry.schema import RecordRef
+from foundry.schema.jsonfields import load_sealed
+from foundry.storage import sha256_bytes
 from tests.support.fakeengine import FILE, SGLANG, SglangMetadata
 from tests.support.fakefoundry import FakeFoundry, FakeTensor, forge_document, write_fake_manifest
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from foundry.archive import read_manifest
 from foundry.errors import LoadError
-from foundry.format import read_manifest
 from foundry.integration.shared import (
     ArchiveMismatchError,
     PhaseLayoutError,

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from foundry.format import load_sealed
 from foundry.integration.vllm import ArchiveMetadata, ArchiveMetadataError, ArchiveMismatchError, read_metadata
 from foundry.integration.vllm.metadata import (
     METADATA_NAME,
@@ -16,6 +15,7 @@ from foundry.integration.vllm.metadata import (
     check_fingerprint,
     write_metadata,
 )
+from foundry.schema.jsonfields import load_sealed
 from tests.support.fakefoundry import forge_document, write_fake_manifest
 
 OUT = 0x600000200000

@@ -3,7 +3,7 @@
 The manifest is written last by SAVE and lists every image and graph of the archive with their
 checksums, where each graph's bytes are stored (its own files, or the archive's graph bundle: the one copy
 of the graphs saved in the archive directory), the groups of graphs that share a topology, and the documents
-the archive carries (format/documents.py).
+the archive carries (storage/documents.py).
 """
 
 from __future__ import annotations
@@ -15,23 +15,22 @@ from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveCorruptError
-
-from .documents import listed_document
-from .entries import (
+from foundry.schema import (
     BundleRef,
     GraphEntry,
     GraphRole,
     GraphStorage,
     Group,
+    Identity,
     ImageEntry,
+    RecordRef,
+    RegionSpec,
     graph_entry,
     group_entry,
     image_entry,
     image_json,
 )
-from .files import REGION_HINT, inside, read_region_hint, write_atomic
-from .identity import Identity
-from .jsonfields import (
+from foundry.schema.jsonfields import (
     At,
     check_format,
     field,
@@ -44,8 +43,7 @@ from .jsonfields import (
     relative_path_problem,
     seal,
 )
-from .reads import PathLike, read_regular
-from .values import RecordRef, RegionSpec
+from foundry.storage import REGION_HINT, PathLike, inside, listed_document, read_region_hint, read_regular, write_atomic
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -89,10 +87,10 @@ class Manifest:
     graphs: tuple[GraphEntry, ...]
     groups: tuple[Group, ...]
     signature: Any = None
-    # The graph bundle (format/bundle.py), the one copy of the graphs stored in it (``GraphEntry.stored``);
+    # The graph bundle (archive/bundle.py), the one copy of the graphs stored in it (``GraphEntry.stored``);
     # None where every graph is stored in its files.
     bundle: BundleRef | None = None
-    # Documents the archive carries for the program that reads it (format/documents.py), each file once.
+    # Documents the archive carries for the program that reads it (storage/documents.py), each file once.
     documents: tuple[RecordRef, ...] = ()
     format_version: int = MANIFEST_FORMAT_VERSION  # as read; written as MANIFEST_FORMAT_VERSION
     # A version-2 manifest's ``bundle``: the file of a second copy of its graph files, which is not read.

@@ -1,6 +1,7 @@
-"""Byte layouts of the graph record, the delta and the ``.cugraph`` container (docs/FORMAT.md).
+"""Byte layouts of the graph record, the delta and the ``.cugraph`` container (docs/FORMAT.md), and of the
+fatbin the kernel image readers take apart.
 
-The record and delta layouts are the native code's own (csrc/include/format.h): ``_layout`` holds one
+The record, delta and fatbin layouts are the native code's own (csrc/include/format.h): ``_layout`` holds one
 NamedTuple per struct, generated from the header, and every reader and writer goes through those, by
 field name. The container is written and read only in Python; its header is defined here, the same
 way. Every multi-byte integer is little-endian, with no padding. Sizes named ``*_SIZE`` include the
@@ -14,6 +15,11 @@ from typing import NamedTuple, TypeVar
 
 from . import _layout
 from ._layout import (
+    FATBIN_COMPRESSED_LZ4,
+    FATBIN_COMPRESSED_ZSTD,
+    FATBIN_ENTRY,
+    FATBIN_HEADER,
+    FATBIN_MAGIC,
     REC_ATTR,
     REC_DELTA_HEADER,
     REC_EDGE,
@@ -26,6 +32,9 @@ from ._layout import (
     REC_OVERRIDE,
     REC_PARAM,
     Buffer,
+    FatbinEntry,
+    FatbinHeader,
+    FatbinKind,
     RecAttr,
     RecDeltaHeader,
     RecEdge,
@@ -53,6 +62,11 @@ __all__ = [
     "EDGE_SIZE",
     "EMPTY_SIZE",
     "EVENT_SIZE",
+    "FATBIN_COMPRESSED_LZ4",
+    "FATBIN_COMPRESSED_ZSTD",
+    "FATBIN_ENTRY",
+    "FATBIN_HEADER",
+    "FATBIN_MAGIC",
     "HEADER_SIZE",
     "KERNEL_HEAD_SIZE",
     "MAX_DEPTH",
@@ -65,6 +79,9 @@ __all__ = [
     "RECORD_VERSION",
     "RECORD_VERSIONS",
     "ContainerFields",
+    "FatbinEntry",
+    "FatbinHeader",
+    "FatbinKind",
     "RecAttr",
     "RecDeltaHeader",
     "RecEdge",

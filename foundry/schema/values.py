@@ -7,10 +7,11 @@ validates types and ranges and raises ``ArchiveCorruptError`` naming the file an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
-from ._layout import FUNC_ATTR_UNKNOWN, FuncAttr, FuncAttrs
+from foundry.images import ImageFormat
+from foundry.records import FuncAttr, FuncAttrs
+
 from .jsonfields import (
     I32,
     I64,
@@ -32,11 +33,9 @@ from .jsonfields import (
 )
 
 __all__ = [
-    "FUNCTION_ATTR_UNKNOWN",
     "FuncAttr",
     "FuncAttrs",
     "FunctionRef",
-    "ImageFormat",
     "ImageRef",
     "MemorySpec",
     "OutputSpec",
@@ -47,17 +46,7 @@ __all__ = [
     "variables_from_json",
 ]
 
-FUNCTION_ATTR_UNKNOWN: int = FUNC_ATTR_UNKNOWN
-"""An attribute value SAVE could not read from the driver (never set at LOAD)."""
 _ATTR_COUNT = len(FuncAttr)
-
-
-class ImageFormat(str, Enum):
-    """Kind of a kernel image file."""
-
-    FATBIN = "fatbin"
-    ELF = "elf"
-    PTX = "ptx"
 
 
 def _format(value: Any, at: At) -> ImageFormat:

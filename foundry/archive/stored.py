@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
+from foundry.schema import GraphEntry, GraphMeta, RegionSpec
+from foundry.storage import PathLike, inside, read_regular, sha256_bytes
 
 from .bundle import BundleFile, open_bundle
-from .entries import GraphEntry
-from .files import inside, sha256_bytes
 from .graphfile import (
     MetaCache,
     container_path,
@@ -29,9 +29,6 @@ from .graphfile import (
     read_payload_view,
 )
 from .manifest import MANIFEST_NAME, Manifest, read_manifest
-from .metadata import GraphMeta
-from .reads import PathLike, read_regular
-from .values import RegionSpec
 
 __all__ = [
     "GraphJson",

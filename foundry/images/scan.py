@@ -1,5 +1,5 @@
-"""Kernel images of an archive (``<archive>/images/<sha256>.bin``): storing and reading them, and
-what an image is, read from its bytes (its format, the kernels and the module variables it defines).
+"""What a kernel image is, read from its bytes: its format, the kernels and the module variables it defines
+(foundry.storage stores and reads the image files themselves).
 
 The scan readers are strict and never raise: anything they cannot read with certainty (a fatbin entry
 that cannot be decompressed, an ELF file without a symbol table) is reported as "not known", never
@@ -10,87 +10,37 @@ variables of every image a saved graph uses with ``module_variables``.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from enum import Enum
 
-from foundry.errors import ArchiveCorruptError
+from foundry.records.layout import FATBIN_HEADER
 
-from ._layout import FATBIN_HEADER
 from .elf import STT_OBJECT, Section, Symbol, elf_code_relocations, elf_sections, elf_symbols
 from .fatbin import FatbinKind, fatbin_entries, fatbin_header
-from .files import IMAGES_DIR, read_stored, write_addressed
-from .jsonfields import is_sha256
 from .kparams import KernelParams, elf_kernel_params
-from .reads import PathLike
-from .values import ImageFormat, ImageRef
 
 __all__ = [
+    "ImageFormat",
     "KernelNames",
     "ModuleVariables",
     "VariableDecl",
     "detect_format",
-    "image_path",
-    "image_relpath",
     "kernel_names",
     "module_variables",
-    "open_image",
     "scan_image",
-    "write_image",
 ]
 
 
-def image_relpath(sha256: str) -> str:
-    """``images/<sha256>.bin``, the path the manifest records (``ValueError`` for a bad hash)."""
-    if not is_sha256(sha256):
-        raise ValueError(f"{sha256!r:.80} is not a lower-case hex SHA-256")
-    return f"{IMAGES_DIR}/{sha256}.bin"
+class ImageFormat(str, Enum):
+    """Kind of a kernel image file, as the manifest names it."""
+
+    FATBIN = "fatbin"
+    ELF = "elf"
+    PTX = "ptx"
 
 
-def image_path(archive_dir: PathLike, sha256: str) -> Path:
-    """The file of image ``sha256`` in ``archive_dir`` (``ValueError`` for a malformed hash)."""
-    return Path(archive_dir) / image_relpath(sha256)
-
-
-def write_image(
-    archive_dir: PathLike,
-    data: bytes | bytearray | memoryview,
-    fmt: ImageFormat | str,
-    sha256: str | None = None,
-    durable: bool = True,
-) -> ImageRef:
-    """Store ``data`` under its SHA-256 and describe it. ``sha256`` skips hashing when the caller
-    has just computed it; ``durable`` as for write_atomic.
-
-    If the file already exists with the right size it is left alone (content addressing: same name,
-    same bytes); otherwise it is written atomically, creating ``images/`` if needed. ``fmt`` must be
-    an ``ImageFormat`` or its value, and ``data`` must not be empty (``ValueError`` otherwise).
-    """
-    fmt = ImageFormat(fmt)
-    size = memoryview(data).nbytes
-    if size == 0:
-        raise ValueError("a kernel image cannot be empty")
-    sha = sha256 or hashlib.sha256(data).hexdigest()
-    write_addressed(image_path(archive_dir, sha), data, size, sha, durable)
-    return ImageRef(sha, size, fmt)
-
-
-def open_image(archive_dir: PathLike, sha256: str, verify: bool, size: int | None = None) -> bytearray:
-    """Image ``sha256`` of ``archive_dir``, read into a bytearray (``read_stored``: only a regular file
-    inside the archive, ``size`` bytes exactly when the archive states it, and with ``verify`` of that hash;
-    LOAD hands the buffer's address to the driver). An empty file raises ``ArchiveCorruptError`` too; a
-    malformed hash ``ValueError``.
-    """
-    what = f"kernel image {sha256}"
-    data = read_stored(archive_dir, image_relpath(sha256), what, size, sha256, verify)
-    if not data:
-        raise ArchiveCorruptError(f"{image_path(archive_dir, sha256)}: {what} is empty: save the graph again")
-    return data
-
-
-# ------------------------------------------------------------------ what an image holds
 _PTX_ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$]*)")
 # A module-scope variable definition: directives, the state space, what lies between it and the name
 # (attributes, alignment, vector width, type), the name, array dimensions, then "=" or ";".

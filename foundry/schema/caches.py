@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .files import PathLike
 from .jsonfields import At, check_format, field, field_int, field_sha256, field_str, get_list, get_obj, get_str
 
 __all__ = [
@@ -30,7 +28,6 @@ __all__ = [
     "CacheFile",
     "CachePayload",
     "CacheTree",
-    "cache_blob_path",
     "cache_name_problem",
     "cache_path_problem",
 ]
@@ -78,11 +75,6 @@ def cache_path_problem(path: str) -> str | None:
         if len(part.encode("utf-8", "surrogatepass")) > _MAX_COMPONENT_BYTES:
             return f"has a component longer than {_MAX_COMPONENT_BYTES} bytes"
     return None
-
-
-def cache_blob_path(archive_dir: PathLike, sha256: str) -> Path:
-    """Where the bytes of a cached file with this SHA-256 are stored in the archive."""
-    return Path(archive_dir) / CACHES_DIR / f"{sha256}.bin"
 
 
 @dataclass(frozen=True)

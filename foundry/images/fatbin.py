@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._layout import (
+from foundry.records.layout import (
     FATBIN_COMPRESSED_LZ4,
     FATBIN_COMPRESSED_ZSTD,
     FATBIN_ENTRY,
@@ -29,9 +29,9 @@ from ._layout import (
     FATBIN_MAGIC,
     FatbinHeader,
     FatbinKind,
+    offsets,
 )
-from ._layout import FatbinEntry as EntryHeader
-from .layout import offsets
+from foundry.records.layout import FatbinEntry as EntryHeader
 
 __all__ = [
     "FATBIN_COMPRESSED_LZ4",

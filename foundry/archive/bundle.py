@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
-
-from .files import inside, write_atomic_parts
-from .reads import PathLike, read_range, read_regular
+from foundry.storage import PathLike, inside, read_range, read_regular, write_atomic_parts
 
 __all__ = [
     "BUNDLE_NAME",

@@ -35,20 +35,24 @@ from pathlib import Path
 from typing import Any
 
 from foundry.errors import ArchiveCorruptError
+from foundry.images import ImageFormat
+from foundry.schema import CACHES_DIR, ImageRef, image_relpath
+from foundry.schema.jsonfields import At, check_format, field_int, load_sealed, relative_path_problem, seal
 
-from .jsonfields import At, check_format, field_int, load_sealed, relative_path_problem, seal
 from .reads import PathLike, read_regular, sha256_file
 
 __all__ = [
-    "IMAGES_DIR",
     "MAX_HINT_BYTES",
     "MEMORY_DIR",
     "REGION_HINT",
     "TEMP_SUFFIX",
     "PathLike",
+    "cache_blob_path",
+    "image_path",
     "inside",
     "inside_name",
     "memory_path",
+    "open_image",
     "read_memory",
     "read_region_hint",
     "read_stored",
@@ -61,13 +65,13 @@ __all__ = [
     "write_addressed",
     "write_atomic",
     "write_atomic_parts",
+    "write_image",
     "write_memory",
     "write_region_hint",
 ]
 
 TEMP_SUFFIX = ".foundry-tmp"
 """Suffix of the temporary files ``write_atomic`` creates (and removes) next to its target."""
-IMAGES_DIR = "images"
 """Where kernel images live in an archive (docs/FORMAT.md, "Kernel images")."""
 MEMORY_DIR = "memory"
 """Where state memory snapshots live in an archive (docs/FORMAT.md, "State memory")."""
@@ -338,3 +342,50 @@ def read_region_hint(archive_dir: PathLike) -> tuple[int, int] | None:
     )
     at = At(str(path))
     return field_int(obj, "base", at), field_int(obj, "size", at)
+
+
+# ------------------------------------------------------------------ kernel images and cached files
+def image_path(archive_dir: PathLike, sha256: str) -> Path:
+    """The file of image ``sha256`` in ``archive_dir`` (``ValueError`` for a malformed hash)."""
+    return Path(archive_dir) / image_relpath(sha256)
+
+
+def write_image(
+    archive_dir: PathLike,
+    data: bytes | bytearray | memoryview,
+    fmt: ImageFormat | str,
+    sha256: str | None = None,
+    durable: bool = True,
+) -> ImageRef:
+    """Store ``data`` under its SHA-256 and describe it. ``sha256`` skips hashing when the caller
+    has just computed it; ``durable`` as for write_atomic.
+
+    If the file already exists with the right size it is left alone (content addressing: same name,
+    same bytes); otherwise it is written atomically, creating ``images/`` if needed. ``fmt`` must be
+    an ``ImageFormat`` or its value, and ``data`` must not be empty (``ValueError`` otherwise).
+    """
+    fmt = ImageFormat(fmt)
+    size = memoryview(data).nbytes
+    if size == 0:
+        raise ValueError("a kernel image cannot be empty")
+    sha = sha256 or hashlib.sha256(data).hexdigest()
+    write_addressed(image_path(archive_dir, sha), data, size, sha, durable)
+    return ImageRef(sha, size, fmt)
+
+
+def open_image(archive_dir: PathLike, sha256: str, verify: bool, size: int | None = None) -> bytearray:
+    """Image ``sha256`` of ``archive_dir``, read into a bytearray (``read_stored``: only a regular file
+    inside the archive, ``size`` bytes exactly when the archive states it, and with ``verify`` of that hash;
+    LOAD hands the buffer's address to the driver). An empty file raises ``ArchiveCorruptError`` too; a
+    malformed hash ``ValueError``.
+    """
+    what = f"kernel image {sha256}"
+    data = read_stored(archive_dir, image_relpath(sha256), what, size, sha256, verify)
+    if not data:
+        raise ArchiveCorruptError(f"{image_path(archive_dir, sha256)}: {what} is empty: save the graph again")
+    return data
+
+
+def cache_blob_path(archive_dir: PathLike, sha256: str) -> Path:
+    """Where the bytes of a cached file with this SHA-256 are stored in the archive."""
+    return Path(archive_dir) / CACHES_DIR / f"{sha256}.bin"

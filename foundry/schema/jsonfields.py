@@ -28,6 +28,7 @@ __all__ = [
     "U32",
     "U64",
     "At",
+    "Parts",
     "check_format",
     "dump_json",
     "field",

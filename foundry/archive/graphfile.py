@@ -12,18 +12,20 @@ from pathlib import Path, PurePath
 from typing import Protocol
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
-
-from .container import container_header, read_container_header, record_view
-from .delta import Delta, parse_delta
-from .files import inside, inside_name, write_atomic, write_atomic_parts
-from .jsonfields import load_sealed, seal
-from .layout import CONTAINER_RECORD_OFFSET
-from .metadata import GRAPH_FORMAT, GraphMeta, Parts
-from .nodes import GraphRecord
-from .parse import parse_record
-from .reads import PathLike, read_regular
-from .values import RecordRef, RegionSpec
-from .walk import topology_key
+from foundry.records import (
+    Delta,
+    GraphRecord,
+    container_header,
+    parse_delta,
+    parse_record,
+    read_container_header,
+    record_view,
+    topology_key,
+)
+from foundry.records.layout import CONTAINER_RECORD_OFFSET
+from foundry.schema import GRAPH_FORMAT, GraphMeta, RecordRef, RegionSpec
+from foundry.schema.jsonfields import Parts, load_sealed, seal
+from foundry.storage import PathLike, inside, inside_name, read_regular, write_atomic, write_atomic_parts
 
 __all__ = [
     "DeltaFacts",
@@ -129,7 +131,7 @@ def write_graph(
 
     ``record`` is a graph record, or a delta when ``meta.template`` is set (a template member).
     ``known`` is what the caller proved of it already (its facts: the record or delta is then not
-    parsed again). ``durable=False`` skips the fsyncs (see foundry.format.files; SAVE makes a whole
+    parsed again). ``durable=False`` skips the fsyncs (see foundry.storage.files; SAVE makes a whole
     archive durable at once). ``record_sha256`` is the record's digest where the caller has it (else it
     is computed here); the container is written as its header and then ``record``, never joined.
 

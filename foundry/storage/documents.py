@@ -13,10 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from foundry.schema import RecordRef
+from foundry.schema.jsonfields import At, load_sealed, relative_path_problem, seal
+
 from .files import REGION_HINT, inside, read_stored, sha256_bytes, write_atomic
-from .jsonfields import At, load_sealed, relative_path_problem, seal
 from .reads import PathLike, read_regular
-from .values import RecordRef
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",

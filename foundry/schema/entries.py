@@ -1,6 +1,6 @@
 """The entries of the archive manifest (docs/FORMAT.md, "Manifest"): its images, its graphs with where each is
 stored, the graph bundle it names and the groups of graphs that share a topology, each as a frozen value with
-its JSON form. The manifest document itself (format/manifest.py) holds them, in order, with what binds them."""
+its JSON form. The manifest document itself (archive/manifest.py) holds them, in order, with what binds them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from .images import image_relpath
+from foundry.images import ImageFormat
+
 from .jsonfields import (
     U32,
     U64,
@@ -23,10 +24,12 @@ from .jsonfields import (
     get_obj,
     get_sha256,
     get_str,
+    is_sha256,
 )
-from .values import ImageFormat, ImageRef, VariableRef
+from .values import ImageRef, VariableRef
 
 __all__ = [
+    "IMAGES_DIR",
     "BundleRef",
     "GraphEntry",
     "GraphRole",
@@ -37,7 +40,18 @@ __all__ = [
     "group_entry",
     "image_entry",
     "image_json",
+    "image_relpath",
 ]
+
+IMAGES_DIR = "images"
+"""Where an archive's kernel images are: ``images/<sha256>.bin``, content-addressed."""
+
+
+def image_relpath(sha256: str) -> str:
+    """``images/<sha256>.bin``, the path the manifest records (``ValueError`` for a bad hash)."""
+    if not is_sha256(sha256):
+        raise ValueError(f"{sha256!r:.80} is not a lower-case hex SHA-256")
+    return f"{IMAGES_DIR}/{sha256}.bin"
 
 
 class GraphStorage(str, Enum):
@@ -96,7 +110,7 @@ class GraphEntry:
 class BundleRef:
     """The graph bundle a manifest names: its file (always ``graph_bundle.bin``) and its size. No hash of its
     own: every byte of it is a graph's (proven by its manifest entry and its JSON) or laid out from their
-    sizes (format/bundle.py)."""
+    sizes (archive/bundle.py)."""
 
     file: str
     bytes: int
