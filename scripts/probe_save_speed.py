@@ -22,7 +22,7 @@ import torch
 
 import foundry
 from foundry.capture.cudagraph import _torch_exec
-from foundry.native import codec, exec_update
+from foundry.probe import codec, exec_update
 from foundry_bench import probes
 from foundry_bench.model import QwenDecoder
 from foundry_bench.shapes import SHAPES
