@@ -2,7 +2,7 @@
 where time goes: is a loaded exec as fast as the native one in the same process, does graph building
 run in parallel, what does the driver charge per image and kernel, does the process itself change
 replay speed. Used by foundry_bench.worker; results land in cold-start.json. They look inside LOAD only
-through foundry.load.probe."""
+through the probe surface, foundry.probe."""
 
 from __future__ import annotations
 
