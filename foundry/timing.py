@@ -1,5 +1,5 @@
 """Where SAVE's and LOAD's time goes: seconds per phase, summed over the threads that ran it, each
-span for a timeline, and the page faults taken in each. The benchmark reports them (foundry.bench).
+span for a timeline, and the page faults taken in each. The benchmark reports them (foundry_bench).
 
 Timing wraps the logic it measures (``with phases.span("extract"): ...``); the logic never carries
 clocks around.

@@ -20,25 +20,25 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from foundry.archive import read_graph, read_manifest
-from foundry.records import KernelNode, iter_nodes, parse_record
-from foundry.schema import GraphMeta
+from foundry.probe import archive, records, schema
 
 WORD = 8
 
 
-def _graphs(archive: Path) -> dict[str, Path]:
-    manifest = read_manifest(archive)
-    return {entry.name: archive / entry.json for entry in manifest.graphs}
+def _graphs(directory: Path) -> dict[str, Path]:
+    manifest = archive.read_manifest(directory)
+    return {entry.name: directory / entry.json for entry in manifest.graphs}
 
 
-def _place(value: int, meta: GraphMeta) -> int | None:
+def _place(value: int, meta: schema.GraphMeta) -> int | None:
     """The region offset ``value`` points at, or None outside the region."""
     base, size = meta.region.base, meta.region.size
     return value - base if base <= value < base + size else None
 
 
-def _words(a: KernelNode, b: KernelNode, meta_a: GraphMeta, meta_b: GraphMeta) -> list[dict[str, Any]]:
+def _words(
+    a: records.KernelNode, b: records.KernelNode, meta_a: schema.GraphMeta, meta_b: schema.GraphMeta
+) -> list[dict[str, Any]]:
     out = []
     for at in range(0, max(len(a.args), len(b.args)), WORD):
         wa, wb = a.args[at : at + WORD], b.args[at : at + WORD]
@@ -58,12 +58,12 @@ def _words(a: KernelNode, b: KernelNode, meta_a: GraphMeta, meta_b: GraphMeta) -
 
 
 def diff_graph(path_a: Path, path_b: Path) -> dict[str, Any]:
-    meta_a, payload_a = read_graph(path_a)
-    meta_b, payload_b = read_graph(path_b)
+    meta_a, payload_a = archive.read_graph(path_a)
+    meta_b, payload_b = archive.read_graph(path_b)
     if meta_a.template is not None or meta_b.template is not None:
         return {"member": True, "delta_identical": payload_a == payload_b}
-    rec_a, rec_b = parse_record(payload_a), parse_record(payload_b)
-    nodes_a, nodes_b = list(iter_nodes(rec_a)), list(iter_nodes(rec_b))
+    rec_a, rec_b = records.parse_record(payload_a), records.parse_record(payload_b)
+    nodes_a, nodes_b = list(records.iter_nodes(rec_a)), list(records.iter_nodes(rec_b))
     out: dict[str, Any] = {
         "nodes": [len(nodes_a), len(nodes_b)],
         "types_identical": [type(n).__name__ for _, n in nodes_a] == [type(n).__name__ for _, n in nodes_b],
@@ -71,7 +71,7 @@ def diff_graph(path_a: Path, path_b: Path) -> dict[str, Any]:
         "kernels": [],
     }
     for (path, a), (_, b) in zip(nodes_a, nodes_b, strict=False):
-        if not isinstance(a, KernelNode) or not isinstance(b, KernelNode):
+        if not isinstance(a, records.KernelNode) or not isinstance(b, records.KernelNode):
             continue
         name_a, name_b = meta_a.functions[a.function_index].name, meta_b.functions[b.function_index].name
         words = _words(a, b, meta_a, meta_b)
@@ -89,7 +89,7 @@ def diff_graph(path_a: Path, path_b: Path) -> dict[str, Any]:
     return out
 
 
-def _variables(meta: GraphMeta) -> dict[str, str]:
+def _variables(meta: schema.GraphMeta) -> dict[str, str]:
     return {f"{img.sha256[:12]}:{v.name}": v.sha256 for img in meta.images for v in img.variables or ()}
 
 
@@ -107,8 +107,8 @@ def diff_archives(a: Path, b: Path) -> dict[str, Any]:
     variables_b: dict[str, str] = {}
     for name in both:
         out["graphs"][name] = diff_graph(graphs_a[name], graphs_b[name])
-        meta_a, _ = read_graph(graphs_a[name], verify=False)
-        meta_b, _ = read_graph(graphs_b[name], verify=False)
+        meta_a, _ = archive.read_graph(graphs_a[name], verify=False)
+        meta_b, _ = archive.read_graph(graphs_b[name], verify=False)
         images_a |= {i.sha256 for i in meta_a.images}
         images_b |= {i.sha256 for i in meta_b.images}
         variables_a |= _variables(meta_a)

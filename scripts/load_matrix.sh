@@ -12,10 +12,10 @@ if [ -z "${FOUNDRY_LIB:-}" ]; then
   cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 && cmake --build build/gpu >> "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
   export FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so
 fi
-[ -f "$W/native.json" ] || python3 -m foundry.cli run -- python3 -m foundry.bench.worker native "$SHAPE" "$VARIANT" "$W" > "$OUT/native.log" 2>&1 || { tail -30 "$OUT/native.log"; exit 1; }
+[ -f "$W/native.json" ] || python3 -m foundry.cli run -- python3 -m foundry_bench.worker native "$SHAPE" "$VARIANT" "$W" > "$OUT/native.log" 2>&1 || { tail -30 "$OUT/native.log"; exit 1; }
 for setting in "$@"; do
   # shellcheck disable=SC2086 # a setting is VAR=value words
-  env $setting FOUNDRY_BENCH_LOAD_ONLY=1 python3 -m foundry.cli run -- python3 -m foundry.bench.worker load "$SHAPE" "$VARIANT" "$W" > "$OUT/load.log" 2>&1 || { tail -30 "$OUT/load.log"; continue; }
+  env $setting FOUNDRY_BENCH_LOAD_ONLY=1 python3 -m foundry.cli run -- python3 -m foundry_bench.worker load "$SHAPE" "$VARIANT" "$W" > "$OUT/load.log" 2>&1 || { tail -30 "$OUT/load.log"; continue; }
   cp "$W/load.json" "$OUT/load-$(echo "$setting" | tr -c 'A-Za-z0-9_\n' '-').json"
   python3 - "$W/load.json" "$setting" <<'PY'
 import json, sys

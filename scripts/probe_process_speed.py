@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from foundry.bench import probes
-from foundry.bench.model import QwenDecoder
-from foundry.bench.shapes import SHAPES
+from foundry_bench import probes
+from foundry_bench.model import QwenDecoder
+from foundry_bench.shapes import SHAPES
 
 BASE = 0x600000000000
 

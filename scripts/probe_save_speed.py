@@ -21,11 +21,11 @@ from pathlib import Path
 import torch
 
 import foundry
-from foundry.bench import probes
-from foundry.bench.model import QwenDecoder
-from foundry.bench.shapes import SHAPES
 from foundry.capture.cudagraph import _torch_exec
-from foundry.native import codec, exec_update
+from foundry.probe import codec, exec_update
+from foundry_bench import probes
+from foundry_bench.model import QwenDecoder
+from foundry_bench.shapes import SHAPES
 
 BASE = 0x600000000000
 

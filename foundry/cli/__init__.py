@@ -1,4 +1,5 @@
-"""The `foundry` command line: `run`, `inspect`, `verify`, `bench` (one module each)."""
+"""The `foundry` command line: `run`, `inspect`, `verify` (one module each), and the commands added through
+the ``foundry.commands`` entry point group (`bench`, from foundry_bench)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ the manifest's graphs there for LOAD to take (from the graph bundle, or the grap
 reads and checks a graph's files before the GPU is touched; ``build`` does the driver work for one
 graph; ``loader`` runs many in the background, group by group (``groups``), on LOAD's ``threads``;
 ``variables`` writes the module variables SAVE carried into each loaded image before its graphs run;
-``probe`` is what measurements (the benchmark) may look at inside LOAD, and nothing else is.
+``probe`` is what measurements (the benchmark) may look at inside LOAD, and nothing else is; they reach it
+through the probe surface, foundry.probe.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The one interface through which measurements look inside LOAD (the cold-start benchmark,
-foundry.bench.probes): what it asks, answered with LOAD's own steps, so that no caller reaches into a
-``Loader``'s groups and handles. Everything here is for measuring: it builds extra graphs and execs
-(destroyed by ``close``), loads images a second time under another key, and never changes what the
-``Loader`` hands out. Timing of replays stays with the caller (it needs torch's events); build and load
-times are measured here, around LOAD's own calls.
+foundry_bench.probes, which reaches it through the probe surface, foundry.probe): what it asks, answered
+with LOAD's own steps, so that no caller reaches into a ``Loader``'s groups and handles. Everything here
+is for measuring: it builds extra graphs and execs (destroyed by ``close``), loads images a second time
+under another key, and never changes what the ``Loader`` hands out. Timing of replays stays with the
+caller (it needs torch's events); build and load times are measured here, around LOAD's own calls.
 """
 
 from __future__ import annotations

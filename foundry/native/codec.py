@@ -35,7 +35,7 @@ __all__ = [
 # PyTorch instantiates with it, and kernel nodes keep their priority launch attribute, so loaded graphs
 # do the same.
 INSTANTIATE_USE_NODE_PRIORITY = InstantiateFlag.USE_NODE_PRIORITY
-INSTANTIATE_DEVICE_LAUNCH = InstantiateFlag.DEVICE_LAUNCH  # measured only (foundry.load.probe)
+INSTANTIATE_DEVICE_LAUNCH = InstantiateFlag.DEVICE_LAUNCH  # measured only (foundry.load.probe, through foundry.probe)
 
 
 NodeHandles: TypeAlias = "ctypes.Array[ctypes.c_uint64]"

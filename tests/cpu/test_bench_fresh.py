@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from foundry.bench.serving.fresh import FRESH_VARIABLES
-from foundry.bench.sglang import SglangBenchConfig, run_sglang_bench
-from foundry.bench.vllm import VllmBenchConfig, run_vllm_bench
+from foundry_bench.serving.fresh import FRESH_VARIABLES
+from foundry_bench.sglang import SglangBenchConfig, run_sglang_bench
+from foundry_bench.vllm import VllmBenchConfig, run_vllm_bench
 
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
 ALL = ("native_cold", "save", "native_fresh", "load_fresh", "native", "load")

@@ -18,16 +18,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from foundry.bench.serving import runs as serving_runs
-from foundry.bench.serving import stats
-from foundry.bench.serving.process import ChildEngine
-from foundry.bench.serving.stats import alternate, summary
-from foundry.bench.sglang import SglangBenchConfig, log_numbers, run_sglang_bench
-from foundry.bench.sglang.engines import cli_flags
-from foundry.bench.sglang.report import render, segments
-from foundry.bench.sglang.runs import NEEDS
-from foundry.bench.sglang.targets import targets
 from foundry.cli.main import main as cli_main
+from foundry_bench.serving import runs as serving_runs
+from foundry_bench.serving import stats
+from foundry_bench.serving.process import ChildEngine
+from foundry_bench.serving.stats import alternate, summary
+from foundry_bench.sglang import SglangBenchConfig, log_numbers, run_sglang_bench
+from foundry_bench.sglang.engines import cli_flags
+from foundry_bench.sglang.report import render, segments
+from foundry_bench.sglang.runs import NEEDS
+from foundry_bench.sglang.targets import targets
 from tests.support.ports import held
 
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry.bench import summarize
-from foundry.bench.runner import _cold_table
+from foundry_bench import summarize
+from foundry_bench.runner import _cold_table
 
 
 def _workers(same_process: bool) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from foundry.bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
-from foundry.bench.vllm.report import load_phases, render
+from foundry_bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
+from foundry_bench.vllm.report import load_phases, render
 from tests.support.ports import held
 
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
@@ -104,7 +104,7 @@ def test_a_failed_run_is_reported_not_raised() -> None:
 
 
 def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work() -> None:
-    from foundry.bench.serving.report import foundry_rows as rows_of
+    from foundry_bench.serving.report import foundry_rows as rows_of
 
     def foundry_rows(r: dict[str, Any]) -> list[list[str]]:
         return rows_of(r, "vLLM")
@@ -150,7 +150,7 @@ def test_foundry_seconds_split_into_the_wait_for_builds_and_the_per_graph_work()
 def test_without_a_native_run_load_is_compared_with_save() -> None:
     """`--modes save,load`: SAVE's tokens (its graphs captured natively in its own process) are the reference,
     so the table says what LOAD was compared with instead of a bare "NO"."""
-    from foundry.bench.serving.compare import compare_runs
+    from foundry_bench.serving.compare import compare_runs
 
     same, other = [[[1, 2, 3]], [[4, 5], [6, 7]]], [[[1, 2, 3]], [[4, 5], [6, 8]]]
     compare = compare_runs({"save": {"tokens": same}, "load": {"tokens": same}})
@@ -190,7 +190,7 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     assert "NO: tokens yes, logprobs differ" in render(doc)
     # SAVE is the reference here; its digests are in the document, and a document rendered again (no lists in
     # hand) still tells the runs apart by them
-    from foundry.bench.serving.compare import compare_runs
+    from foundry_bench.serving.compare import compare_runs
 
     again = compare_runs(doc["results"])["load"]
     assert again["tokens_identical"] and not again["identical"]
@@ -198,8 +198,8 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
 
 
 def test_prompts_stay_inside_a_small_vocabulary() -> None:
-    from foundry.bench.serving.shapes import MATRIX, SHAPES, prompt_vocab
-    from foundry.bench.serving.workload import decode_request, prefill_request, token_requests
+    from foundry_bench.serving.shapes import MATRIX, SHAPES, prompt_vocab
+    from foundry_bench.serving.workload import decode_request, prefill_request, token_requests
 
     assert set(MATRIX) <= set(SHAPES)
     vocab = prompt_vocab("mistral-small")
@@ -215,8 +215,8 @@ def test_the_matrix_runs_every_architecture_and_writes_one_table(
 ) -> None:
     """`--matrix` with two of its shapes named: `vllm serve` by default, one row per shape, the verdicts read
     from the runs' own comparisons."""
-    from foundry.bench.serving.matrix import HEADER
     from foundry.cli.main import main
+    from foundry_bench.serving.matrix import HEADER
 
     monkeypatch.syspath_prepend(str(FAKE))  # the command looks for vLLM before it starts any run
 
@@ -254,7 +254,7 @@ def test_a_save_whose_memory_profile_differs_from_natives_is_caught(
 ) -> None:
     """The stand-in engine sizes its KV cache one block smaller under SAVE (as a SAVE process whose own memory
     shows in the engine's profile would): outputs agree, and the comparison and the matrix still say so."""
-    from foundry.bench.serving.matrix import matrix_rows
+    from foundry_bench.serving.matrix import matrix_rows
 
     monkeypatch.setenv("FAKE_ENGINE_KV", "save")
     cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), batches=(1,), logprobs=2)

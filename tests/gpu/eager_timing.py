@@ -5,7 +5,7 @@ import time
 
 import torch
 
-from foundry.bench import SHAPES, QwenDecoder
+from foundry_bench import SHAPES, QwenDecoder
 
 torch.cuda.init()
 model = QwenDecoder(SHAPES["tiny"], seed=0)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from foundry.bench import SHAPES, QwenDecoder
+from foundry_bench import SHAPES, QwenDecoder
 
 __all__ = ["WORKLOADS", "Workload", "WorkloadState"]
 

@@ -1,4 +1,4 @@
-"""The vLLM benchmark's runs (foundry/bench/serving/runs.py says their order and what is measured): vLLM 0.26
+"""The vLLM benchmark's runs (foundry_bench/serving/runs.py says their order and what is measured): vLLM 0.26
 as ``LLM()`` or ``vllm serve``, its compile cache cold for native_cold and warm after, empty for the fresh-node
 runs (with those, every run sets VLLM_USE_MEGA_AOT_ARTIFACT=1: the compile cache SAVE packs)."""
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from foundry.bench.serving.process import Engine, free_port
-from foundry.bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
-from foundry.bench.serving.stats import compare_tokens
+from foundry_bench.serving.process import Engine, free_port
+from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
+from foundry_bench.serving.stats import compare_tokens
 
 from .engines import OfflineEngine, ServerEngine
 

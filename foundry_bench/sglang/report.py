@@ -1,6 +1,6 @@
 """The SGLang benchmark's document as tables and a plot: start-up per run with the graphs' capture or restore,
 LOAD's start-up by phase, the targets, and decode/prefill parity. ``write_report(doc, OUT)`` writes OUT.json,
-OUT.txt (also printed) and OUT.png (where matplotlib is installed); ``python -m foundry.bench.sglang.report
+OUT.txt (also printed) and OUT.png (where matplotlib is installed); ``python -m foundry_bench.sglang.report
 OUT.json`` renders a committed document again."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from foundry.bench.serving.report import (
+from foundry.probe import table
+from foundry_bench.serving.report import (
     fmt,
     foundry_rows,
     foundry_seconds,
@@ -22,7 +23,6 @@ from foundry.bench.serving.report import (
     wrap,
     write_files,
 )
-from foundry.tables import table
 
 from .targets import targets
 

@@ -1,7 +1,7 @@
-"""One side of the cold-start benchmark, in a process of its own (started by foundry.bench.runner).
+"""One side of the cold-start benchmark, in a process of its own (started by foundry_bench.runner).
 
-    python -m foundry.bench.worker native SHAPE VARIANT OUT   warm up, capture, SAVE, measure
-    python -m foundry.bench.worker load   SHAPE VARIANT OUT   LOAD in the background, measure
+    python -m foundry_bench.worker native SHAPE VARIANT OUT   warm up, capture, SAVE, measure
+    python -m foundry_bench.worker load   SHAPE VARIANT OUT   LOAD in the background, measure
 
 Both build the same model with the same seed, so their allocations land at the same addresses. The
 environment variable FOUNDRY_BENCH_SPAWN carries the parent's clock at spawn time, so "process start
@@ -35,10 +35,8 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.capture import tensor_at
-from foundry.load import LIMITS, probe, startup_phases
-from foundry.native import codec
-from foundry.save import save_phases
+from foundry import probe, save_phases, startup_phases
+from foundry.probe import LIMITS, codec, tensor_at
 
 from . import probes
 from .model import QwenDecoder

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from foundry.bench.serving.process import ChildEngine, HttpEngine
-from foundry.bench.serving.workload import Request
-from foundry.bench.sglang.child import top_logprobs
+from foundry_bench.serving.process import ChildEngine, HttpEngine
+from foundry_bench.serving.workload import Request
+from foundry_bench.sglang.child import top_logprobs
 
 __all__ = ["EngineProcess", "ServerProcess", "cli_flags"]
 
@@ -36,7 +36,7 @@ class EngineProcess(ChildEngine):
 
     def __init__(self, kwargs: dict[str, Any], prefix: list[str], env: dict[str, str], log: Path, cwd: Path) -> None:
         super().__init__(
-            [*prefix, sys.executable, "-m", "foundry.bench.sglang.child", json.dumps(kwargs)], env, log, cwd
+            [*prefix, sys.executable, "-m", "foundry_bench.sglang.child", json.dumps(kwargs)], env, log, cwd
         )
 
 

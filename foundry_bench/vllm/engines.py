@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from foundry.bench.serving.logprobs import canonical
-from foundry.bench.serving.process import ChildEngine, HttpEngine
-from foundry.bench.serving.workload import Request
+from foundry_bench.serving.logprobs import canonical
+from foundry_bench.serving.process import ChildEngine, HttpEngine
+from foundry_bench.serving.workload import Request
 
 __all__ = ["OfflineEngine", "ServerEngine"]
 
@@ -19,7 +19,7 @@ class OfflineEngine(ChildEngine):
     """``LLM(**kwargs)`` in a child process (offline.py)."""
 
     def __init__(self, kwargs: dict[str, Any], prefix: list[str], env: dict[str, str], log: Path, cwd: Path) -> None:
-        cmd = [*prefix, sys.executable, "-m", "foundry.bench.vllm.offline", json.dumps(kwargs)]
+        cmd = [*prefix, sys.executable, "-m", "foundry_bench.vllm.offline", json.dumps(kwargs)]
         super().__init__(cmd, env, log, cwd)
 
 

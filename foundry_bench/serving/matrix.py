@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from foundry.tables import table
+from foundry.probe import table
 
 from .report import fmt
 from .shapes import MATRIX, SHAPES

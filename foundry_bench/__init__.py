@@ -43,5 +43,5 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name not in _MODEL:
-        raise AttributeError(f"module 'foundry.bench' has no attribute {name!r}")
+        raise AttributeError(f"module 'foundry_bench' has no attribute {name!r}")
     return getattr(importlib.import_module(".model", __name__), name)

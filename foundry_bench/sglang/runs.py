@@ -1,4 +1,4 @@
-"""The SGLang benchmark's runs (foundry/bench/serving/runs.py says their order, what is measured and how the
+"""The SGLang benchmark's runs (foundry_bench/serving/runs.py says their order, what is measured and how the
 time budget is kept): SGLang 0.5.17 as ``sglang.Engine`` or ``python -m sglang.launch_server``, on a
 weightless model folder (``load_format="dummy"``), triton attention (the GPU bundle has no FlashAttention-3),
 CUDA graphs as SGLang sizes them by default (36 decode batch sizes up to 256; 58 prefill token counts up to
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from foundry.bench.serving.process import Engine, free_port
-from foundry.bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
+from foundry_bench.serving.process import Engine, free_port
+from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
 
 from .engines import EngineProcess, ServerProcess
 from .targets import targets

@@ -1,6 +1,6 @@
 """The vLLM benchmark's document as tables and a plot: start-up per run, LOAD's start-up by phase, and
 decode/prefill parity. ``write_report(doc, OUT)`` writes OUT.json, OUT.txt (also printed) and OUT.png (where
-matplotlib is installed); ``python -m foundry.bench.vllm.report OUT.json`` renders a committed document again.
+matplotlib is installed); ``python -m foundry_bench.vllm.report OUT.json`` renders a committed document again.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from foundry.bench.serving.report import fmt as _s
-from foundry.bench.serving.report import (
+from foundry.probe import table
+from foundry_bench.serving.report import fmt as _s
+from foundry_bench.serving.report import (
     foundry_rows,
     foundry_seconds,
     parity_lines,
@@ -22,7 +23,6 @@ from foundry.bench.serving.report import (
     wrap,
     write_files,
 )
-from foundry.tables import table
 
 __all__ = ["foundry_rows", "load_phases", "render", "write_report"]
 

@@ -1,7 +1,7 @@
 """The child process behind the vLLM benchmark's ``LLM()`` engine: ``LLM(...)`` built once, then answering
-the benchmark's requests (foundry/bench/serving/protocol.py).
+the benchmark's requests (foundry_bench/serving/protocol.py).
 
-    python -m foundry.bench.vllm.offline '{"model": "...", ...LLM kwargs}'
+    python -m foundry_bench.vllm.offline '{"model": "...", ...LLM kwargs}'
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 import time
 from typing import Any
 
-from foundry.bench.serving.logprobs import canonical
-from foundry.bench.serving.protocol import answer_requests, say
+from foundry_bench.serving.logprobs import canonical
+from foundry_bench.serving.protocol import answer_requests, say
 
 __all__ = ["main"]
 

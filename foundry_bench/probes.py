@@ -1,8 +1,8 @@
 """Measurements beside the cold-start benchmark's headline figures, each answering one question about
 where time goes: is a loaded exec as fast as the native one in the same process, does graph building
 run in parallel, what does the driver charge per image and kernel, does the process itself change
-replay speed. Used by foundry.bench.worker; results land in cold-start.json. They look inside LOAD only
-through foundry.load.probe."""
+replay speed. Used by foundry_bench.worker; results land in cold-start.json. They look inside LOAD only
+through the probe surface, foundry.probe."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 import foundry
-from foundry.load import Loader, probe
+from foundry import probe
+from foundry.probe import Loader
 
 from .model import QwenDecoder
 
@@ -289,7 +290,7 @@ def probe_module_api(blobs: list[bytes], names: list[list[str]]) -> dict[str, fl
     """The same images through cuModuleLoadData + cuModuleGetFunction (the driver directly), to compare
     with the library API LOAD uses."""
     from foundry.errors import DriverError
-    from foundry.native import module_function, module_load
+    from foundry.probe import module_function, module_load
 
     module_s = get_s = 0.0
     for blob, kernel_names in zip(blobs, names, strict=True):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from foundry.bench import SHAPES, VARIANTS, vllm_batch_sizes
+from foundry_bench import SHAPES, VARIANTS, vllm_batch_sizes
 
 __all__ = ["add_parser"]
 
@@ -35,8 +35,8 @@ def _serving_problems(
     args: argparse.Namespace, shapes: list[str], modes: list[str]
 ) -> tuple[dict[str, Any], list[str]]:
     """The serving engines' common arguments, checked: the settings they give and what is wrong with them."""
-    from foundry.bench import VLLM_MODES as MODES
-    from foundry.bench import VLLM_SHAPES as SHAPES
+    from foundry_bench import VLLM_MODES as MODES
+    from foundry_bench import VLLM_SHAPES as SHAPES
 
     problems = [f"unknown shape {s!r} (choose from {sorted(SHAPES)})" for s in shapes if s not in SHAPES]
     problems += [f"unknown mode {m!r} (choose from {list(MODES)})" for m in modes if m not in MODES]
@@ -88,20 +88,20 @@ def _identical(doc: dict[str, Any]) -> bool:
 
 def _matrix(args: argparse.Namespace, default: str) -> str:
     """The shapes to run: --shapes, else every architecture of the matrix with --matrix, else ``default``."""
-    from foundry.bench import MATRIX
+    from foundry_bench import MATRIX
 
     return args.shapes or (",".join(MATRIX) if args.matrix else default)
 
 
 def _write_matrix(args: argparse.Namespace, engine: str) -> None:
     if args.matrix:
-        from foundry.bench import write_matrix
+        from foundry_bench import write_matrix
 
         print(write_matrix(Path(args.out), engine), end="")
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
-    from foundry.bench import VllmBenchConfig, run_vllm_bench
+    from foundry_bench import VllmBenchConfig, run_vllm_bench
 
     # The matrix runs `vllm serve`, as users serve (its defaults differ from LLM()'s).
     api = args.api or ("serve" if args.matrix else "llm")
@@ -126,7 +126,7 @@ def _run_vllm(args: argparse.Namespace) -> int:
 
 
 def _run_sglang(args: argparse.Namespace) -> int:
-    from foundry.bench import SglangBenchConfig, run_sglang_bench
+    from foundry_bench import SglangBenchConfig, run_sglang_bench
 
     shapes, apis = _csv(_matrix(args, "qwen3-0.6b")), _csv(args.api or "engine")
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
@@ -168,10 +168,10 @@ def _run(args: argparse.Namespace) -> int:
 
     if not torch.cuda.is_available():
         return _fail("no CUDA GPU is visible; run the benchmark on a machine with an NVIDIA GPU")
-    from foundry.bench import run_bench
+    from foundry_bench import run_bench
 
     sizes = vllm_batch_sizes()[: args.graphs] if args.graphs else None
-    # The workers read these (foundry/bench/worker.py); they are inherited by the processes run_bench starts.
+    # The workers read these (foundry_bench/worker.py); they are inherited by the processes run_bench starts.
     os.environ["FOUNDRY_BENCH_THREADS"] = str(args.threads)
     os.environ["FOUNDRY_BENCH_MODULES_FIRST"] = "0" if args.images_after_start else "1"
     run_bench(Path(args.out), shapes, args.variants, sizes)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from foundry.tables import table
+from foundry.probe import table
 
 __all__ = [
     "fmt",
@@ -231,6 +231,6 @@ def write_files(doc: dict[str, Any], out: Path, render: Callable[[dict[str, Any]
 
 
 def render_again(argv: list[str], write_report: Callable[[dict[str, Any], Path], str]) -> None:
-    """``python -m foundry.bench.<engine>.report OUT.json``: the table and the plot of a committed document."""
+    """``python -m foundry_bench.<engine>.report OUT.json``: the table and the plot of a committed document."""
     source = Path(argv[0])
     write_report(json.loads(source.read_text()), source.parent / source.name.removesuffix(".json"))

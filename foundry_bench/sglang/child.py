@@ -1,8 +1,8 @@
 """The child process behind the SGLang benchmark's ``sglang.Engine``: the engine built once, then answering
-the benchmark's requests (foundry/bench/serving/protocol.py) with greedy, ``ignore_eos`` generations of
+the benchmark's requests (foundry_bench/serving/protocol.py) with greedy, ``ignore_eos`` generations of
 ``input_ids``.
 
-    python -m foundry.bench.sglang.child '{"model_path": "...", ...Engine kwargs}'
+    python -m foundry_bench.sglang.child '{"model_path": "...", ...Engine kwargs}'
 
 SGLang spawns its scheduler, which imports this module again as ``__mp_main__``: everything runs under the
 ``__main__`` guard. No CUDA call is made in this process: the model runs in SGLang's scheduler process, and a
@@ -16,15 +16,15 @@ import sys
 import time
 from typing import Any
 
-from foundry.bench.serving.logprobs import canonical
-from foundry.bench.serving.protocol import answer_requests, say
+from foundry_bench.serving.logprobs import canonical
+from foundry_bench.serving.protocol import answer_requests, say
 
 __all__ = ["main", "top_logprobs"]
 
 
 def top_logprobs(outs: list[Any]) -> list[Any]:
     """SGLang's ``meta_info["output_top_logprobs"]`` (per position, ``(logprob, token_id, text)`` triples) of
-    each answer, in the canonical form (foundry/bench/serving/logprobs.py)."""
+    each answer, in the canonical form (foundry_bench/serving/logprobs.py)."""
     return [[canonical((t, lp) for lp, t, *_ in pos) for pos in o["meta_info"]["output_top_logprobs"]] for o in outs]
 
 

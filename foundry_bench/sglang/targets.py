@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry.bench.serving.report import foundry_seconds
+from foundry_bench.serving.report import foundry_seconds
 
 __all__ = ["TARGETS", "capture_seconds", "startup_seconds", "targets"]
 

@@ -16,18 +16,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from foundry.tables import table
+from foundry.probe import table
 
 __all__ = ["run_bench", "summarize"]
 
 
 def _worker(mode: str, shape: str, variant: str, out: Path, sizes: list[int] | None, log: Path) -> dict[str, Any]:
-    from foundry.native import preload_env
+    from foundry.probe import preload_env
 
     env = preload_env()
     env["FOUNDRY_BENCH_SPAWN"] = repr(time.time())
     env.setdefault("PYTHONUNBUFFERED", "1")
-    cmd = [sys.executable, "-m", "foundry.bench.worker", mode, shape, variant, str(out)]
+    cmd = [sys.executable, "-m", "foundry_bench.worker", mode, shape, variant, str(out)]
     if sizes:
         cmd.append(",".join(map(str, sizes)))
     with log.open("a") as sink:
@@ -159,7 +159,7 @@ def cold_path(row: dict[str, Any], native: dict[str, Any], loaded: dict[str, Any
 
 
 def first_replay_breakdown(detail: dict[str, dict[str, Any]], native_us: dict[str, float]) -> dict[str, Any]:
-    """What the first replays after LOAD were made of (foundry.bench.probes.first_replays): the largest
+    """What the first replays after LOAD were made of (foundry_bench.probes.first_replays): the largest
     ratio to native's warm median among graphs that replayed on an exec of their own or on the shared
     exec as it stood (no switch), and among those switched; the same for the second replay right after
     (no first-launch cost left); and the slowest graph, whole. The reference is the native process's warm
@@ -183,7 +183,7 @@ def first_replay_breakdown(detail: dict[str, dict[str, Any]], native_us: dict[st
 
 
 def own_first_replays(detail: dict[str, dict[str, Any]], native_us: dict[str, float]) -> dict[str, Any]:
-    """Each graph's first replay once every graph has its own exec (foundry.bench.probes.first_replays after
+    """Each graph's first replay once every graph has its own exec (foundry_bench.probes.first_replays after
     ``wait_all``): what a program's first step at each batch size costs once LOAD's background builds are
     done, the state a server is in from ``own_execs_s`` after LOAD on. Each such exec was built, instantiated
     and uploaded in the background and never launched before (a template whose shared exec was never

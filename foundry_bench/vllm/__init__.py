@@ -5,7 +5,7 @@ report (report.py) renders anywhere."""
 
 from __future__ import annotations
 
-from foundry.bench.serving.shapes import SHAPES
+from foundry_bench.serving.shapes import SHAPES
 
 from .runs import MODES, VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 
