@@ -95,6 +95,14 @@ class ServingConfig:
         raise NotImplementedError
 
 
+def checkout_root() -> Path:
+    """The directory the ``foundry`` package is imported from (the checkout on a machine that runs it without
+    installing it): the engines' processes get it first on their path, so that they load the same Foundry."""
+    import foundry
+
+    return Path(foundry.__file__).resolve().parents[1]
+
+
 def plugin_shim(root: Path, engine: str, group: str) -> Path | None:
     """A dist-info declaring Foundry's ``group`` entry point (``foundry.integration.<engine>:register``), for a
     foundry that is importable but not pip-installed (the GPU machine runs the checkout); None when the entry
@@ -159,7 +167,7 @@ class BenchRuns:
         self.out = (cfg.out / cfg.tag()).resolve()  # this configuration's logs and the plugin's reports
         self.out.mkdir(parents=True, exist_ok=True)
         self.model = make_model(cfg.models / cfg.shape, cfg.shape)
-        self.cwd = Path(__file__).resolve().parents[3]  # the checkout foundry is imported from
+        self.cwd = checkout_root()
         shim = plugin_shim(Path(f"/tmp/foundry-{self.engine}-entrypoint"), self.engine, self.group)
         paths = [str(self.cwd), *([str(shim)] if shim else []), os.environ.get("PYTHONPATH", "")]
         self.env = {**os.environ, **self.env_defaults, **cfg.extra_env, "PYTHONPATH": ":".join(p for p in paths if p)}

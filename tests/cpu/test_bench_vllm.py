@@ -293,3 +293,19 @@ def test_tensor_parallel_runs_every_mode_on_n_gpus_with_nccl_as_the_all_reduce(
         assert line["args"]["tensor_parallel_size"] == 2 and line["args"]["disable_custom_all_reduce"] is True
         assert set(line["nccl"].values()) == {"0"}, line["nccl"]  # runtime connect, NVLS, symmetric memory: off
     assert (tmp_path / "out" / "vllm-qwen3-0.6b-llm-v2-default-tp2.json").is_file()
+
+
+def test_the_engines_get_the_foundry_this_benchmark_imports_first_on_their_path(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the GPU machine the checkout runs uninstalled: each engine process must find the same foundry."""
+    import foundry
+    from foundry_bench.serving.runs import checkout_root
+
+    root = checkout_root()
+    assert (root / "foundry" / "__init__.py").resolve() == Path(foundry.__file__).resolve()
+    probe = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
+    run_vllm_bench(_tokens_only(tmp_path, modes=("save",)))
+    (line,) = [json.loads(x) for x in probe.read_text().splitlines()]
+    assert line["pythonpath"].split(os.pathsep)[0] == str(root)

@@ -61,6 +61,7 @@ def probe_caches(engine: str) -> None:
         # how many GPUs, and with which all-reduce settings, the engine was started (tensor parallel)
         "args": json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}")),
         "nccl": {name: os.environ.get(name) for name in PARALLEL_VARIABLES},
+        "pythonpath": os.environ.get("PYTHONPATH", ""),
     }
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
