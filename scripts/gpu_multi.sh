@@ -42,33 +42,10 @@ if [ -f "$WORK/rank_0/graph_manifest.json" ] && [ -f "$WORK/rank_1/graph_manifes
   RC=$?
   tail -1 "$OUT/multi-load.log" > "$OUT/multi-load.json"
 fi
-python3 - "$OUT" > "$OUT/multi-rank.json" <<'PY'
-import json, sys
-from pathlib import Path
-def last(name):
-    p = Path(sys.argv[1]) / name
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return {}
-save, load = last("multi-save.json"), last("multi-load.json")
-print(json.dumps({"skipped": save["skipped"]} if "skipped" in save else {"save": save.get("save", []), "load": load.get("load", [])}))
-PY
+python3 scripts/multi_summary.py join "$OUT" > "$OUT/multi-rank.json"
 
 echo "=== summary (exit $RC; full logs: multi-save.log, multi-load.log) ==="
-python3 - "$OUT/multi-rank.json" <<'PY' || { tail -30 "$OUT/multi-save.log" "$OUT/multi-load.log"; }
-import json, sys
-out = json.loads(open(sys.argv[1]).read())
-if "skipped" in out:
-    print("skipped:", out["skipped"]); sys.exit(0)
-for o in out["save"]:
-    print("save rank", o.get("rank"), "saved" if o.get("saved") else f"{o.get('error')}: {o.get('message')}",
-          f"peers={o.get('peers')} bytes={o.get('peer_bytes')} types={o.get('handle_types')}" if o.get("saved") else "",
-          f"exit={o.get('exitcode')}")
-for o in out["load"]:
-    print("load rank", o.get("rank"), "identical" if o.get("identical") else f"{o.get('error') or 'DIFFERS'}: {o.get('message', '')[:300]}",
-          f"eager_after_load={o.get('eager_after_load')} exit={o.get('exitcode')}")
-PY
+python3 scripts/multi_summary.py show "$OUT/multi-rank.json" || tail -30 "$OUT/multi-save.log" "$OUT/multi-load.log"
 grep -h "module variables LOAD writes" -A6 "$OUT"/inspect-rank_0.txt 2>/dev/null | head -8
 cat "$OUT/diff.txt" 2>/dev/null | head -30
 # The device tool brings back at most 8 files: the logs and comparisons travel as one archive.

@@ -1,0 +1,65 @@
+"""The two-GPU run's report (scripts/gpu_multi.sh): the phases' JSON lines joined into one document, and its
+summary, a line per rank and phase.
+
+    python3 scripts/multi_summary.py join OUT       OUT/multi-save.json + OUT/multi-load.json -> stdout
+    python3 scripts/multi_summary.py show FILE      the summary of a joined document
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _last(path: Path) -> dict[str, Any]:
+    """The JSON line a phase printed last, or {} when it printed none (it failed, or ran out of time)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def join(out: Path) -> dict[str, Any]:
+    save, load = _last(out / "multi-save.json"), _last(out / "multi-load.json")
+    if "skipped" in save:
+        return {"skipped": save["skipped"]}
+    return {"save": save.get("save", []), "load": load.get("load", [])}
+
+
+def show(doc: dict[str, Any]) -> list[str]:
+    if "skipped" in doc:
+        return [f"skipped: {doc['skipped']}"]
+    lines = []
+    for o in doc.get("save", []):
+        what = (
+            f"saved peers={o.get('peers')} bytes={o.get('peer_bytes')} types={o.get('handle_types')}"
+            if o.get("saved")
+            else f"{o.get('error')}: {o.get('message')}"
+        )
+        lines.append(f"save rank {o.get('rank')} {what} exit={o.get('exitcode')}")
+    for o in doc.get("load", []):
+        failed = f"{o.get('error') or 'DIFFERS'}: {str(o.get('message', ''))[:300]}"
+        what = "identical" if o.get("identical") else failed
+        eager = o.get("eager_after_load")
+        lines.append(f"load rank {o.get('rank')} {what} eager_after_load={eager} exit={o.get('exitcode')}")
+    if not lines:
+        lines.append("no phase reported: see multi-save.log and multi-load.log")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("join", "show"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    if argv[0] == "join":
+        print(json.dumps(join(Path(argv[1]))))
+    else:
+        print("\n".join(show(_last(Path(argv[1])))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
