@@ -28,7 +28,7 @@ build_native_if_stale() {
 # machine_info OUT: the GPU, driver, Python and torch, into OUT/machine.txt and the log.
 machine_info() {
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)'
+    python3 "$(dirname "${BASH_SOURCE[0]}")/tier_summary.py" machine
   } | tee "$1/machine.txt"
 }
 

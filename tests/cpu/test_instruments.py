@@ -144,10 +144,6 @@ def test_no_instrument_runs_python_held_in_a_string(path: Path) -> None:
 
 SHELL = sorted((ROOT / "scripts").rglob("*.sh"))
 SHELL_EXCEPTIONS = {
-    "scripts/gpu_tier.sh": "prints the machine's Python and torch versions and checks the codec packages with "
-    "`python3 -c`, and summarizes gpu-tier.json and cold-start.json with heredocs: not yet moved into a module",
-    "scripts/gpu_setup.sh": "machine_info prints the Python and torch versions with a `python3 -c` one-liner: "
-    "not yet moved into a module",
     "scripts/load_matrix.sh": "prints each setting's LOAD timings with a heredoc: not yet moved into a module",
     "scripts/bundle/install.sh": "decompresses the bundle with `python3 -c` where no zstd program is installed: "
     "not yet moved into a module",

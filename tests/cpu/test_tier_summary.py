@@ -1,0 +1,61 @@
+"""scripts/tier_summary.py, what scripts/gpu_tier.sh prints last, over JSON the GPU tier and the decoder benchmark
+wrote on H200s (results/): the tier's outcome with the test that failed, each benchmark result's LOAD timings and
+ratios, and two runs side by side."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "results"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "scripts/tier_summary.py"), *args], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+
+
+def test_the_tier_names_what_did_not_pass_and_prints_its_figures() -> None:
+    proc = _run("tier", str(RESULTS / "gpu-tier-h200x2-82d6d55.json"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "GPU tier: 38 passed, 1 failed"
+    assert lines[1].split() == [
+        "failed",
+        "tests/gpu/test_multi_rank.py::test_an_all_reduce_graph_saved_per_rank_loads_bit_identically",
+    ]
+    assert any(line.startswith("  roundtrip: ") for line in lines)
+
+
+def test_a_missing_tier_file_is_said_and_fails() -> None:
+    proc = _run("tier", str(RESULTS / "no-such.json"))
+    assert proc.returncode == 1 and "no-such.json" in proc.stderr
+
+
+def test_each_benchmark_result_and_two_runs_side_by_side() -> None:
+    new, base = (
+        RESULTS / "cold-start-0.6b-eager-h200-698437d.json",
+        RESULTS / "cold-start-0.6b-eager-h200-71d2dfe-same-call-698437d.json",
+    )
+    cold = _run("cold", str(new))
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stdout.startswith("qwen3-0.6b eager load timings {")
+    assert "  replay max/median: same process " in cold.stdout and "  cold path {" in cold.stdout
+    both = _run("compare", str(new), str(base))
+    assert both.returncode == 0, both.stderr
+    lines = both.stdout.splitlines()
+    assert lines[:2] == ["side by side, this checkout vs the baseline, in this call", "  qwen3-0.6b eager"]
+    assert lines[2].split()[0] == "native_warmup_capture_s" and len(lines[2].split()) == 3
+
+
+def test_the_machine_line_and_the_codec_check() -> None:
+    machine = _run("machine")
+    assert machine.returncode == 0 and machine.stdout.startswith(f"python {sys.version.split()[0]} torch ")
+    codecs = _run("codecs")
+    missing = [m for m in ("lz4", "zstandard") if importlib.util.find_spec(m) is None]
+    assert codecs.returncode == (1 if missing else 0)
+    assert all(m in codecs.stdout for m in missing) and (("WARNING" in codecs.stdout) == bool(missing))
+    assert _run("nonsense").returncode == 2
