@@ -59,9 +59,9 @@ class _Startup:
     jobs: dict[Path, Future[None]] = field(default_factory=dict)  # by resolved archive directory
     # Set by a LOAD that takes the graphs over: the background reading of graphs stops after the one in hand.
     graphs_cut: dict[Path, threading.Event] = field(default_factory=dict)
-    # The device whose context was current when each archive's images were loaded (its variables written, its
-    # kernels looked up): LOAD must run on the same one (``wait_for_startup``).
-    devices: dict[Path, str] = field(default_factory=dict)
+    # The context current when each archive's images were loaded (its variables written, its kernels looked up),
+    # and its device's name for a refusal: LOAD must run in the same one (``wait_for_startup``).
+    contexts: dict[Path, tuple[int, str]] = field(default_factory=dict)
     phases: Phases = field(default_factory=lambda: Phases(max_spans=_MAX_SPANS))
 
 
@@ -85,11 +85,11 @@ def wait_for_startup(take_graphs: bool = False) -> None:
     state = _STATE.get()
     with state.lock:
         jobs = list(state.jobs.values())
-        devices = dict(state.devices)
+        contexts = dict(state.contexts)
         if take_graphs:
             for cut in state.graphs_cut.values():
                 cut.set()
-    _same_device(devices)
+    _same_context(contexts)
     for job in jobs:
         try:
             job.result()
@@ -165,9 +165,9 @@ def load_cuda_modules_and_libraries(
         readers.shutdown(wait=False)
     try:
         context: int | None = current_context()
-        device: str | None = _device_here()
+        device = _device_here()
     except DriverError:
-        context = device = None  # CUDA not initialised: the images still load; LOAD looks the kernels up itself
+        context = None  # CUDA not initialised: the images still load; LOAD looks the kernels up itself
     with phases.span("warm"):
         warm_builders(sum(g.nodes for g in graphs if g.role == GraphRole.TEMPLATE), LIMITS.builders)
     with phases.span("launch"):
@@ -182,10 +182,10 @@ def load_cuda_modules_and_libraries(
         with state.lock:  # a later call for the same archive (repaired, say) stands for it from now on
             state.jobs[archive.resolve()] = job
             state.graphs_cut[archive.resolve()] = cut
-            if device is not None:
-                state.devices[archive.resolve()] = device
+            if context is not None:
+                state.contexts[archive.resolve()] = (context, device)
             else:
-                state.devices.pop(archive.resolve(), None)
+                state.contexts.pop(archive.resolve(), None)
         worker.start()
     if wait:
         wait_for_startup()
@@ -198,22 +198,24 @@ def _device_here() -> str:
     return f"{name} at PCI {bus}"
 
 
-def _same_device(devices: dict[Path, str]) -> None:
-    """Refuses a LOAD on another device than the one whose context ``load_cuda_modules_and_libraries`` used
+def _same_context(contexts: dict[Path, tuple[int, str]]) -> None:
+    """Refuses a LOAD in another context than the one ``load_cuda_modules_and_libraries`` used
     (``DeviceMismatchError``). That call makes a context on device 0 when none is current, so a rank of a
     multi-GPU job that calls it before selecting its device would otherwise build its graphs from device 0's
-    kernels and write its module variables into device 0's copies."""
-    if not devices:
+    kernels and write its module variables into device 0's copies. One driver call when they agree (LOAD's
+    path); the devices are named only for the refusal."""
+    if not contexts:
         return
     try:
-        here = _device_here()
+        here = current_context()
     except DriverError:
         return  # no context on this thread: the builders set one up and meet the driver's own error first
-    for archive, device in devices.items():
-        if device != here:
+    for archive, (context, device) in contexts.items():
+        if context != here:
+            where = _device_here()
             raise DeviceMismatchError(
                 f"load_cuda_modules_and_libraries({str(archive)!r}) loaded the kernel images with the CUDA context of "
-                f"the {device} current, and this LOAD runs on the {here}: kernels and module variables belong to a "
+                f"the {device} current, and this LOAD runs on the {where}: kernels and module variables belong to a "
                 "context, so the graphs would run on the other device's copies. Select the device first "
                 "(torch.cuda.set_device(rank), or cudaSetDevice), then call load_cuda_modules_and_libraries."
             )
