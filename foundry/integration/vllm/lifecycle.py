@@ -4,7 +4,7 @@ same way (shared/steps.py) where vLLM's start-up reaches them.
 
 Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
-  init_device          refuse unsupported settings; just before distributed set-up: compare the archive
+  init_device          refuse unsupported settings (support.py); just before distributed set-up: compare the archive
                        (LOAD), load its kernel images (LOAD), set the allocation region (both)
   load_model           weights: LOAD checks it allocated exactly what SAVE did, then starts building the
                        graphs in the background
@@ -38,14 +38,14 @@ from . import session as sessions
 from . import workspace
 from .config import ENV_WARM_UP, VLLM, Mode, PluginConfig
 from .fingerprint import describe, runner_name
-from .graphs import BREAKABLE, graphs_for, key_text
+from .graphs import graphs_for, key_text
 from .metadata import VllmMetadata
 from .pieces import PieceId, captured_pieces, install_pieces, piece_of, piece_wrappers
+from .support import check_supported
 
 __all__ = [
     "before_distributed",
     "capture_model",
-    "check_supported",
     "determine_available_memory",
     "init_device_end",
     "init_device_start",
@@ -55,85 +55,11 @@ __all__ = [
     "wrapper_created",
 ]
 
-# The cudagraph modes whose graphs SAVE writes and LOAD restores, all of them: FULL graphs (decode only, or every
-# batch) and the compiled model's piecewise graphs.
-SAVED_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
-
 # A child of vLLM's logger: these lines go where vLLM's go, at vLLM's level (VLLM_LOGGING_LEVEL).
 log = logging.getLogger(VLLM.logger)
 
 
 # ---------------------------------------------------------------------------------------------- init_device
-def check_supported(vllm_config: Any) -> None:
-    """Refuses settings the adapter cannot save or load, all of them in one message."""
-    model = vllm_config.model_config
-    parallel = vllm_config.parallel_config
-    problems = []
-    if getattr(model, "enable_sleep_mode", False) or getattr(model, "enable_cumem_allocator", False):
-        problems.append(
-            "vLLM's cumem allocator (enable_sleep_mode / enable_cumem_allocator) maps device memory itself, outside "
-            "Foundry's region, so LOAD could not put weights and KV cache where SAVE had them: turn both off"
-        )
-    problems += _parallel_problems(parallel)
-    if getattr(vllm_config, "speculative_config", None) is not None:
-        problems.append("speculative decoding: its drafter's graphs are not saved")
-    if getattr(vllm_config, "lora_config", None) is not None:
-        problems.append("LoRA: adapter-dependent graphs are not saved")
-    if getattr(model, "enforce_eager", False):
-        problems.append("enforce_eager: there are no CUDA graphs to save or load")
-    compilation = vllm_config.compilation_config
-    mode = getattr(getattr(compilation, "cudagraph_mode", None), "name", None)
-    if mode not in SAVED_MODES:
-        problems.append(
-            f"cudagraph_mode {mode}: there are no CUDA graphs to save or load; use one of {', '.join(SAVED_MODES)} "
-            "(FULL_AND_PIECEWISE is vLLM's default)"
-        )
-    if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") and getattr(compilation, "use_inductor_graph_partition", False):
-        problems.append(
-            "use_inductor_graph_partition: Inductor captures its partitions through its own CUDA graph wrapper, which "
-            "the adapter does not save; turn it off (vLLM's piecewise graphs are saved)"
-        )
-    if os.environ.get("VLLM_USE_BREAKABLE_CUDAGRAPH", "0").strip().lower() not in ("", "0", "false"):
-        problems.append(BREAKABLE)
-    if problems:
-        raise UnsupportedConfigError(
-            "the Foundry vLLM adapter cannot run with these settings:\n  - "
-            + "\n  - ".join(problems)
-            + "\nChange them, or start vLLM with FOUNDRY_VLLM_MODE=off."
-        )
-
-
-def _parallel_problems(parallel: Any) -> list[str]:
-    """What the adapter refuses of vLLM's parallel settings. Tensor parallelism is saved and loaded per rank
-    (shared/ranks.py) with NCCL as the only all-reduce inside the graphs: vLLM's custom all-reduce keeps peer
-    pointers it opened from CUDA IPC handles in a table it fills after capture, and torch symmetric memory
-    keeps peer windows and signal pads; neither is restored yet (docs/DESIGN.md, "Many GPUs")."""
-    problems = []
-    for name, what in (("pipeline_parallel_size", "pipeline"), ("data_parallel_size", "data"),
-                       ("prefill_context_parallel_size", "prefill context"),
-                       ("decode_context_parallel_size", "decode context")):  # fmt: skip
-        if (getattr(parallel, name, 1) or 1) > 1:
-            size = getattr(parallel, name)
-            problems.append(f"{what} parallelism ({name}={size}): the adapter saves tensor parallel only")
-    if getattr(parallel, "enable_expert_parallel", False):
-        problems.append("expert parallelism (enable_expert_parallel): its all-to-all buffers are not saved yet")
-    if (getattr(parallel, "tensor_parallel_size", 1) or 1) > 1:
-        if not getattr(parallel, "disable_custom_all_reduce", False):
-            problems.append(
-                "tensor parallel with vLLM's custom all-reduce, whose captured kernels read peer pointers opened from "
-                "CUDA IPC handles after capture: start vLLM with --disable-custom-all-reduce (NCCL then all-reduces "
-                "inside the graphs), and run native with the same flag to compare"
-            )
-        for var in ("VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER", "VLLM_USE_NCCL_SYMM_MEM"):
-            default = "1" if var == "VLLM_ALLREDUCE_USE_SYMM_MEM" else "0"
-            if os.environ.get(var, default).strip() not in ("0", ""):
-                problems.append(
-                    f"tensor parallel with {var}={os.environ.get(var, default)} (an all-reduce over symmetric memory, "
-                    f"whose peer windows are not restored): set {var}=0"
-                )
-    return problems
-
-
 def init_device_start(worker: Any) -> None:
     s = sessions.current()
     if s.config.enabled:
@@ -143,7 +69,7 @@ def init_device_start(worker: Any) -> None:
 
 def before_distributed(vllm_config: Any, rank: int = 0) -> None:
     """Runs after the worker picked its device and before NCCL (or anything else) allocates device memory;
-    ``rank`` is the worker's rank in vLLM's world (tensor parallel only: ``_parallel_problems``)."""
+    ``rank`` is the worker's rank in vLLM's world (tensor parallel only: support.py)."""
     s = sessions.current()
     if not s.config.enabled:
         return

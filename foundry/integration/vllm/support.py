@@ -1,0 +1,86 @@
+"""The vLLM settings the adapter refuses, checked in each worker before anything is allocated, all named in one
+message with what to change (SGLang's are in ../sglang/support.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..shared.errors import UnsupportedConfigError
+from .graphs import BREAKABLE
+
+__all__ = ["SAVED_MODES", "check_supported"]
+
+# The cudagraph modes whose graphs SAVE writes and LOAD restores, all of them: FULL graphs (decode only, or every
+# batch) and the compiled model's piecewise graphs.
+SAVED_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
+
+
+def check_supported(vllm_config: Any) -> None:
+    """Refuses settings the adapter cannot save or load, all of them in one message."""
+    model = vllm_config.model_config
+    parallel = vllm_config.parallel_config
+    problems = []
+    if getattr(model, "enable_sleep_mode", False) or getattr(model, "enable_cumem_allocator", False):
+        problems.append(
+            "vLLM's cumem allocator (enable_sleep_mode / enable_cumem_allocator) maps device memory itself, outside "
+            "Foundry's region, so LOAD could not put weights and KV cache where SAVE had them: turn both off"
+        )
+    problems += _parallel_problems(parallel)
+    if getattr(vllm_config, "speculative_config", None) is not None:
+        problems.append("speculative decoding: its drafter's graphs are not saved")
+    if getattr(vllm_config, "lora_config", None) is not None:
+        problems.append("LoRA: adapter-dependent graphs are not saved")
+    if getattr(model, "enforce_eager", False):
+        problems.append("enforce_eager: there are no CUDA graphs to save or load")
+    compilation = vllm_config.compilation_config
+    mode = getattr(getattr(compilation, "cudagraph_mode", None), "name", None)
+    if mode not in SAVED_MODES:
+        problems.append(
+            f"cudagraph_mode {mode}: there are no CUDA graphs to save or load; use one of {', '.join(SAVED_MODES)} "
+            "(FULL_AND_PIECEWISE is vLLM's default)"
+        )
+    if mode in ("PIECEWISE", "FULL_AND_PIECEWISE") and getattr(compilation, "use_inductor_graph_partition", False):
+        problems.append(
+            "use_inductor_graph_partition: Inductor captures its partitions through its own CUDA graph wrapper, which "
+            "the adapter does not save; turn it off (vLLM's piecewise graphs are saved)"
+        )
+    if os.environ.get("VLLM_USE_BREAKABLE_CUDAGRAPH", "0").strip().lower() not in ("", "0", "false"):
+        problems.append(BREAKABLE)
+    if problems:
+        raise UnsupportedConfigError(
+            "the Foundry vLLM adapter cannot run with these settings:\n  - "
+            + "\n  - ".join(problems)
+            + "\nChange them, or start vLLM with FOUNDRY_VLLM_MODE=off."
+        )
+
+
+def _parallel_problems(parallel: Any) -> list[str]:
+    """What the adapter refuses of vLLM's parallel settings. Tensor parallelism is saved and loaded per rank
+    (shared/ranks.py) with NCCL as the only all-reduce inside the graphs: vLLM's custom all-reduce keeps peer
+    pointers it opened from CUDA IPC handles in a table it fills after capture, and torch symmetric memory
+    keeps peer windows and signal pads; neither is restored yet (docs/DESIGN.md, "Many GPUs")."""
+    problems = []
+    for name, what in (("pipeline_parallel_size", "pipeline"), ("data_parallel_size", "data"),
+                       ("prefill_context_parallel_size", "prefill context"),
+                       ("decode_context_parallel_size", "decode context")):  # fmt: skip
+        if (getattr(parallel, name, 1) or 1) > 1:
+            size = getattr(parallel, name)
+            problems.append(f"{what} parallelism ({name}={size}): the adapter saves tensor parallel only")
+    if getattr(parallel, "enable_expert_parallel", False):
+        problems.append("expert parallelism (enable_expert_parallel): its all-to-all buffers are not saved yet")
+    if (getattr(parallel, "tensor_parallel_size", 1) or 1) > 1:
+        if not getattr(parallel, "disable_custom_all_reduce", False):
+            problems.append(
+                "tensor parallel with vLLM's custom all-reduce, whose captured kernels read peer pointers opened from "
+                "CUDA IPC handles after capture: start vLLM with --disable-custom-all-reduce (NCCL then all-reduces "
+                "inside the graphs), and run native with the same flag to compare"
+            )
+        for var in ("VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER", "VLLM_USE_NCCL_SYMM_MEM"):
+            default = "1" if var == "VLLM_ALLREDUCE_USE_SYMM_MEM" else "0"
+            if os.environ.get(var, default).strip() not in ("0", ""):
+                problems.append(
+                    f"tensor parallel with {var}={os.environ.get(var, default)} (an all-reduce over symmetric memory, "
+                    f"whose peer windows are not restored): set {var}=0"
+                )
+    return problems
