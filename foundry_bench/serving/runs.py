@@ -41,6 +41,7 @@ from foundry.integration.shared import NCCL_SETTINGS
 from .compare import compare_runs
 from .fresh import FRESH_MODES, fresh_env, fresh_root, signing_key
 from .logprobs import Top, Values, digests, values
+from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
 from .stats import alternate, summary
@@ -54,7 +55,6 @@ __all__ = [
     "ServingConfig",
     "commit",
     "machine",
-    "plugin_shim",
     "run_bench",
 ]
 
@@ -93,30 +93,6 @@ class ServingConfig:
 
     def tag(self) -> str:
         raise NotImplementedError
-
-
-def checkout_root() -> Path:
-    """The directory the ``foundry`` package is imported from (the checkout on a machine that runs it without
-    installing it): the engines' processes get it first on their path, so that they load the same Foundry."""
-    import foundry
-
-    return Path(foundry.__file__).resolve().parents[1]
-
-
-def plugin_shim(root: Path, engine: str, group: str) -> Path | None:
-    """A dist-info declaring Foundry's ``group`` entry point (``foundry.integration.<engine>:register``), for a
-    foundry that is importable but not pip-installed (the GPU machine runs the checkout); None when the entry
-    point is installed."""
-    from importlib.metadata import entry_points
-
-    plugin = f"foundry.integration.{engine}"
-    if any(ep.value.startswith(plugin) for ep in entry_points(group=group)):
-        return None
-    info = root / f"foundry_{engine}_plugin-0.0.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: foundry-{engine}-plugin\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\nfoundry = {plugin}:register\n")
-    return root
 
 
 def commit(checkout: Path) -> str:

@@ -300,7 +300,7 @@ def test_the_engines_get_the_foundry_this_benchmark_imports_first_on_their_path(
 ) -> None:
     """On the GPU machine the checkout runs uninstalled: each engine process must find the same foundry."""
     import foundry
-    from foundry_bench.serving.runs import checkout_root
+    from foundry_bench.serving.plugin import checkout_root
 
     root = checkout_root()
     assert (root / "foundry" / "__init__.py").resolve() == Path(foundry.__file__).resolve()
