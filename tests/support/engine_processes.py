@@ -55,7 +55,9 @@ def vllm_process(runner: str = "v2", cudagraph_mode: str = "FULL_AND_PIECEWISE",
     ones (piecewise graphs)."""
     faketorch.install()
     from foundry.integration.vllm.plugin import register
-    from tests.support.fakevllm import CUDAGraphMode, build, make_config
+    from tests.support.fakevllm import build
+    from tests.support.fakevllm_compile import CUDAGraphMode
+    from tests.support.fakevllm_config import make_config
 
     device = faketorch.DeviceMemory()
     fake = build(device)

@@ -22,8 +22,8 @@ from foundry.schema import CACHES_DOCUMENT, CachePayload
 from tests.support import faketriton
 from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang import server_args
-from tests.support.fakevllm import make_config
 from tests.support.fakevllm_cache import AOT_HASH
+from tests.support.fakevllm_config import make_config
 
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TRITON_CACHE_MANAGER", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR",
                    "XDG_CACHE_HOME", "VLLM_USE_MEGA_AOT_ARTIFACT", "FOUNDRY_SIGNING_KEY")  # fmt: skip

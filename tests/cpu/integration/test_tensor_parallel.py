@@ -24,7 +24,7 @@ from foundry.integration.shared.ranks import (
 )
 from foundry.integration.vllm import read_metadata
 from tests.support.fakefoundry import FakeFoundry
-from tests.support.fakevllm import make_config
+from tests.support.fakevllm_config import make_config
 
 ENGINE = Engine(name="Fake", key="fake", version="1", logger="fake")
 TP_READY = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}

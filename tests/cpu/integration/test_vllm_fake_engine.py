@@ -18,7 +18,8 @@ from foundry.integration.vllm import (
 )
 from foundry.integration.vllm.plugin import register
 from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
-from tests.support.fakevllm import CUDAGraphMode, make_config
+from tests.support.fakevllm_compile import CUDAGraphMode
+from tests.support.fakevllm_config import make_config
 
 SAVE_PHASES = ["init_device", "load_model", "profile", "kv_cache_start", "kv_cache", "warmup", "capture"]
 

@@ -18,7 +18,7 @@ from foundry.integration.vllm import PatchTargetError, PhaseLayoutError
 from foundry.integration.vllm.config import VLLM
 from foundry.integration.vllm.fingerprint import describe, runner_name
 from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph
-from tests.support.fakevllm import make_config
+from tests.support.fakevllm_config import make_config
 
 
 def test_tracker_attributes_allocations_to_the_phase_they_happened_in() -> None:

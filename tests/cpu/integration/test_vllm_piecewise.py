@@ -15,7 +15,8 @@ from foundry.integration.vllm import (
     read_metadata,
 )
 from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph, forge_document
-from tests.support.fakevllm import CUDAGraphMode, make_config
+from tests.support.fakevllm_compile import CUDAGraphMode
+from tests.support.fakevllm_config import make_config
 
 DEFAULT = CUDAGraphMode.FULL_AND_PIECEWISE
 SIZES = (1, 2, 4, 8)

@@ -12,7 +12,7 @@ import pytest
 from foundry.integration.vllm import ArchiveMetadataError, read_metadata
 from foundry.integration.vllm.workspace import Workspace
 from tests.support.fakefoundry import FakeFoundry
-from tests.support.fakevllm import make_config
+from tests.support.fakevllm_config import make_config
 
 WORKSPACE = 7 << 20  # no other fake allocation has this size
 
