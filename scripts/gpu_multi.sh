@@ -43,11 +43,15 @@ if [ -f "$WORK/rank_0/graph_manifest.json" ] && [ -f "$WORK/rank_1/graph_manifes
   tail -1 "$OUT/multi-load.log" > "$OUT/multi-load.json"
 fi
 python3 scripts/multi_summary.py join "$OUT" > "$OUT/multi-rank.json"
+# Where the NCCL kernel reads, SAVE's process against LOAD's (before and after CUDAGraph.load).
+python3 scripts/multi_state.py "$WORK" > "$OUT/state.txt" 2>&1
+cp "$WORK"/state_*.json "$OUT"/ 2>/dev/null
 
 echo "=== summary (exit $RC; full logs: multi-save.log, multi-load.log) ==="
 python3 scripts/multi_summary.py show "$OUT/multi-rank.json" || tail -30 "$OUT/multi-save.log" "$OUT/multi-load.log"
 grep -h "module variables LOAD writes" -A6 "$OUT"/inspect-rank_0.txt 2>/dev/null | head -8
 cat "$OUT/diff.txt" 2>/dev/null | head -30
+head -60 "$OUT/state.txt"
 # The device tool brings back at most 8 files: the logs and comparisons travel as one archive.
-(cd "$OUT" && tar -czf multi-logs.tgz --remove-files multi-*.log build.log diff-*.json 2>/dev/null)
+(cd "$OUT" && tar -czf multi-logs.tgz --remove-files multi-*.log multi-save.json multi-load.json build.log diff-*.json state_*.json 2>/dev/null)
 exit $RC

@@ -89,6 +89,38 @@ def _peers(arch: Path) -> dict[str, Any]:
     }
 
 
+COMM_BYTES = 4096
+
+
+def _dump_state(arch: Path, name: str) -> None:
+    """What the NCCL kernel reads, as this process has it: the bytes at the kernel's first argument (the
+    communicator's device structure, ncclDevKernelArgs.comm, with its channels after it) and the region's
+    allocation log, into arch/../state_<name>.json, so that SAVE and LOAD (before and after CUDAGraph.load)
+    can be compared word by word (scripts/multi_state.py). A diagnostic: failures are recorded, not raised."""
+    from foundry.native import memcpy_dtoh
+    from foundry.probe import archive, records
+    from foundry.region import allocation_events
+
+    doc: dict[str, Any] = {"name": name}
+    try:
+        meta, payload = archive.read_graph(arch / "g.json", verify=False)
+        kernels = []
+        for path, node in records.iter_nodes(records.parse_record(payload)):
+            if isinstance(node, records.KernelNode):
+                fn = meta.functions[node.function_index].name
+                kernels.append({"node": list(path), "kernel": fn, "args": node.args[:64].hex()})
+                if "nccl" in fn.lower() and "comm" not in doc:
+                    doc["comm"] = int.from_bytes(node.args[:8], "little")
+        doc["kernels"] = kernels
+        torch.cuda.synchronize()
+        if "comm" in doc:
+            doc["comm_bytes"] = memcpy_dtoh(doc["comm"], COMM_BYTES).hex()
+        doc["events"] = [[int(e.kind), e.offset, e.size, e.span] for e in allocation_events()]
+    except Exception as exc:
+        doc["error"] = f"{type(exc).__name__}: {exc}"[:600]
+    (arch.parent / f"state_{name}.json").write_text(json.dumps(doc))
+
+
 def _report_and_tear_down(out: dict[str, Any], results: Any) -> None:
     """The outcome is reported before the communicator is torn down, so that a crash at teardown (reported
     by the parent as the rank's exit code) does not hide what the phase did."""
@@ -128,6 +160,7 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
         torch.save(native, Path(work) / f"native_{rank}{suffix}.pt")
         g.save(arch / "g.json", output_tensors=result, archive_dir=arch)
         foundry.save_graph_manifest(arch)
+        _dump_state(arch, f"save{suffix}_{rank}")
         out.update(_peers(arch), saved=True)
     except Exception as exc:  # reported, not raised: the parent prints every rank's outcome
         out.update(error=type(exc).__name__, message=str(exc)[:600], trace=traceback.format_exc()[-1500:])
@@ -146,7 +179,9 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         torch.cuda.init()
         foundry.load_cuda_modules_and_libraries(arch)
         _set_up(rank, port)
+        _dump_state(arch, f"load_before_{rank}")
         g, result = foundry.CUDAGraph.load(arch / "g.json")
+        _dump_state(arch, f"load_after_{rank}")
         check = torch.full((4,), float(rank + 1), device="cuda")
         dist.all_reduce(check)
         torch.cuda.synchronize()
