@@ -143,12 +143,12 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
 _FLAGS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
-def env_flag(env: Mapping[str, str], name: str) -> bool:
-    """A plugin's on/off setting: unset or empty is off; 1/0, true/false, yes/no, on/off; anything else is refused
-    naming the variable."""
+def env_flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """A plugin's on/off setting: unset or empty is ``default``; 1/0, true/false, yes/no, on/off; anything else is
+    refused naming the variable."""
     text = env.get(name, "").strip().lower()
     if not text:
-        return False
+        return default
     if text not in _FLAGS:
         raise PluginConfigError(f"{name}={env[name]!r} is not 1 or 0 (true/false, yes/no, on/off); fix or unset it")
     return _FLAGS[text]

@@ -2,9 +2,11 @@
 FOUNDRY_VLLM_REGION_SIZE, FOUNDRY_VLLM_THREADS, FOUNDRY_VLLM_ALLOW_MISMATCH, FOUNDRY_VLLM_REPORT,
 FOUNDRY_VLLM_PACK_CACHES (what each means: shared/config.py), and vLLM's own:
 
-    FOUNDRY_VLLM_WARM_UP      1 (or true/yes/on): LOAD runs the warm-up vLLM runs natively before its first request (the
-                              profile's forward passes, then its kernel warm-up), without measuring memory or
-                              capturing; 0 (default): LOAD skips both
+    FOUNDRY_VLLM_WARM_UP      1 (default; or true/yes/on): LOAD runs the warm-up vLLM runs natively before its first
+                              request (the profile's forward passes, then its kernel warm-up), without measuring
+                              memory or capturing: kernels that settle state at their first launch (autotuning by
+                              timing) settle it as natively, on the same shapes; 0: LOAD skips both (faster, and
+                              on a Gemma2 shape no longer within native's own run-to-run agreement)
 
 vLLM starts its engine core and workers as child processes, which inherit them."""
 
@@ -30,9 +32,10 @@ ENV_WARM_UP = VLLM.var("WARM_UP")
 class PluginConfig(EngineConfig):
     ENGINE = VLLM
 
-    warm_up: bool = False
+    warm_up: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginConfig:
         config = super().from_env(environ)
-        return dataclasses.replace(config, warm_up=env_flag(os.environ if environ is None else environ, ENV_WARM_UP))
+        env = os.environ if environ is None else environ
+        return dataclasses.replace(config, warm_up=env_flag(env, ENV_WARM_UP, default=True))

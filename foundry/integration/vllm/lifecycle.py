@@ -15,7 +15,7 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
                        SAVE began this phase, both allocate from a fresh pool, LOAD checks the result and then
                        moves the cursor past everything SAVE used, and gives vLLM back the workspace SAVE's
                        profiling grew (workspace.py)
-  kernel_warmup        LOAD skips it, or with FOUNDRY_VLLM_WARM_UP=1 runs vLLM's profile forward passes and then it
+  kernel_warmup        LOAD runs vLLM's profile forward passes and then it (FOUNDRY_VLLM_WARM_UP=0 skips both)
   capture_model        SAVE captures with Foundry and writes the archive (with the workspace as capture left
                        it); LOAD hands vLLM the loaded graphs and locks the workspace where SAVE's was locked
 """
@@ -153,7 +153,7 @@ def kernel_warmup(original: Any, worker: Any) -> Any:
     if s.config.mode is not Mode.LOAD:
         return original(worker)
     if not (isinstance(s.config, PluginConfig) and s.config.warm_up):
-        log.info("Foundry load: kernel warm-up skipped")
+        log.info("Foundry load: kernel warm-up skipped (%s=0)", ENV_WARM_UP)
         return None
     # What native ran before its first request, but the memory measurement and the capture: the profile's
     # forward passes (the largest batch, then the sampler's), then vLLM's kernel warm-up. Choices kernels make
@@ -164,8 +164,7 @@ def kernel_warmup(original: Any, worker: Any) -> Any:
     worker.model_runner.profile_run()
     result = original(worker)
     s.timings["warm_up_s"] = time.perf_counter() - t0
-    log.info("Foundry load: vLLM's profile forward and kernel warm-up run (%s=1), %.2f s", ENV_WARM_UP,
-             s.timings["warm_up_s"])  # fmt: skip
+    log.info("Foundry load: vLLM's profile forward and kernel warm-up run, %.2f s", s.timings["warm_up_s"])
     return result
 
 

@@ -68,8 +68,11 @@ def test_save_writes_phases_kv_size_and_one_entry_per_graph(engines: Any) -> Non
     assert [size for _, size in kv.allocations] == [8192, 100 << 16]
 
 
-def test_load_skips_profiling_warmup_and_capture_and_serves_the_loaded_graphs(engines: Any) -> None:
+def test_load_with_warm_up_off_skips_profiling_warmup_and_capture_and_serves_the_loaded_graphs(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, saved_worker = _save(engines)
+    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "0")
     fake, saved = _load(engines)
     worker = fake.start_engine(make_config())
     for skipped in ("profile_run", "kernel_warmup", "v2.capture_model", "torch.cuda.graph"):
@@ -97,11 +100,11 @@ def test_load_skips_profiling_warmup_and_capture_and_serves_the_loaded_graphs(en
 
 
 @pytest.mark.parametrize("runner", ["v2", "v1"])
-def test_load_with_warm_up_runs_the_profile_forward_and_kernel_warm_up_past_saves_memory(
+def test_load_runs_the_profile_forward_and_kernel_warm_up_past_saves_memory_by_default(
     engines: Any, monkeypatch: pytest.MonkeyPatch, runner: str
 ) -> None:
     _, saved_worker = _save(engines, runner, fake_workspace=1 << 20)
-    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "1")
+    monkeypatch.delenv("FOUNDRY_VLLM_WARM_UP", raising=False)
     fake, saved = _load(engines, runner)
     worker = fake.start_engine(make_config(runner, fake_workspace=1 << 20))
     events = fake.trace.events
@@ -116,10 +119,11 @@ def test_load_with_warm_up_runs_the_profile_forward_and_kernel_warm_up_past_save
     assert worker.model_runner.kv_cache.address == saved_worker.model_runner.kv_cache.address
 
 
-def test_load_without_warm_up_skips_it_and_a_bad_warm_up_value_is_refused_by_name(
+def test_load_with_warm_up_off_skips_it_and_a_bad_warm_up_value_is_refused_by_name(
     engines: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _save(engines)
+    monkeypatch.setenv("FOUNDRY_VLLM_WARM_UP", "0")
     fake, _ = _load(engines)
     fake.start_engine(make_config())
     assert "profile_run" not in fake.trace.events and "kernel_warmup" not in fake.trace.events
