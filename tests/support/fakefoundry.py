@@ -28,6 +28,7 @@ from typing import Any
 
 import foundry
 from foundry.archive import Manifest, now_iso, read_manifest, write_manifest
+from foundry.errors import DriverError
 from foundry.schema import RegionSpec
 from foundry.schema.jsonfields import load_sealed
 from foundry.storage import document_ref
@@ -104,7 +105,8 @@ class FakeFoundry:
 
     def set_cursor(self, offset: int) -> None:
         live_end = max((o + -(-n // GRANULARITY) * GRANULARITY for k, o, n in self.log if k == "ALLOC"), default=0)
-        assert offset >= live_end, f"set_cursor({offset:#x}) below live allocations (to {live_end:#x})"
+        if offset < live_end:  # as Foundry's region refuses it (csrc/region_api.c)
+            raise DriverError(f"set_current_alloc_offset({offset:#x}): live allocations reach offset {live_end:#x}")
         self.calls.append(f"set_cursor:{offset:#x}")
         self.log.append(("CURSOR", offset, 0))
         self.cursor_at = offset

@@ -3,6 +3,7 @@ call through, and SAVE and LOAD do what lifecycle.py says, for both model runner
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -228,3 +229,19 @@ def test_registering_twice_wraps_once(engines: Any) -> None:
     assert not hooks.is_wrapped(hooks.original_of(first))
     assert hooks.is_wrapped(module.init_worker_distributed_environment)
     assert hooks.is_wrapped(module.kernel_warmup)
+
+
+def test_load_that_allocates_between_phases_is_refused_naming_what_it_allocated(engines: Any) -> None:
+    _save(engines)
+    fake, _ = _load(engines)
+    worker = fake.module("vllm.v1.worker.gpu_worker").Worker(make_config(), 0)
+    worker.init_device()
+    worker.load_model()
+    available = worker.determine_available_memory()
+    # past SAVE's memory, where Foundry's restore left the cursor: something SAVE never ran between the phases
+    stray = fake.memory.allocate(3 << 20)
+    with pytest.raises(
+        PhaseLayoutError,
+        match=rf"phase 'kv_cache' at SAVE's offset .*{3 << 20} bytes at {stray.address - fake.memory.base:#x}",
+    ):
+        worker.initialize_from_config(SimpleNamespace(num_blocks=100, available=available))
