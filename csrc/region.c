@@ -233,12 +233,29 @@ static int rg_refuse_mapping(int rc, uint64_t off, size_t size, uint64_t span, C
   return 1;
 }
 
+/* The first offset at or after `off`, a multiple of `align`, where `span` bytes overlap no live chunk.
+ * Above the cursor nothing is live unless the cursor was moved back below live memory (LOAD resuming at
+ * SAVE's phase boundary, with memory of its own allocated past SAVE's in between): placement then steps
+ * over what is live, so no memory is handed out twice, and where a step changes an offset SAVE recorded,
+ * LOAD's phase check names it. Chunks are sorted by offset and do not overlap. */
+static uint64_t rg_skip_live(uint64_t off, uint64_t span, uint64_t align) {
+  size_t i = rg_chunk_lower(off);
+  if (i > 0 && R.chunks[i - 1].off + R.chunks[i - 1].span > off) i--; /* one that starts below and reaches in */
+  for (; i < R.nchunks; i++) {
+    uint64_t start = R.chunks[i].off, end = start + R.chunks[i].span;
+    if (end <= off) continue;
+    if (start >= off + span) break;
+    off = rg_round_up(end, align);
+  }
+  return off;
+}
+
 /* Where an allocation of `size` bytes goes (*off, *span), mapping what it needs; 1 with *res set when it is
  * refused. Caller holds R.lock. */
 static int rg_place(size_t size, uint64_t *off, uint64_t *span, CUresult *res) {
   if (size >= R.gran) {
     *span = rg_round_up(size, R.gran);
-    *off = rg_round_up(R.cursor, R.gran);
+    *off = rg_skip_live(rg_round_up(R.cursor, R.gran), *span, R.gran);
     if (*off > R.size || *span > R.size - *off) return rg_refuse_full(*off, size, *span, res);
     int rc = rg_map_gaps(*off, *span, OWN_CHUNK, *off);
     if (rc != 0) return rg_refuse_mapping(rc, *off, size, *span, res);
@@ -247,7 +264,7 @@ static int rg_place(size_t size, uint64_t *off, uint64_t *span, CUresult *res) {
   }
   *span = rg_round_up(size, FDY_REGION_SMALL_ALIGN);
   if (!R.pack_open || *span > R.gran - R.pack_used) {
-    uint64_t g = rg_round_up(R.cursor, R.gran); /* a refusal logs the granule it would have opened */
+    uint64_t g = rg_skip_live(rg_round_up(R.cursor, R.gran), R.gran, R.gran); /* a refusal logs it */
     if (g > R.size || R.gran > R.size - g) return rg_refuse_full(g, size, R.gran, res);
     int rc = rg_map_gaps(g, R.gran, OWN_PACK, g);
     if (rc != 0) return rg_refuse_mapping(rc, g, size, R.gran, res);
@@ -367,7 +384,7 @@ int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdevice
     return 0;
   }
   uint64_t a = align > R.gran ? rg_round_up(align, R.gran) : R.gran;
-  uint64_t off = rg_round_up(R.cursor, a), span = rg_round_up(size ? size : 1, R.gran);
+  uint64_t span = rg_round_up(size ? size : 1, R.gran), off = rg_skip_live(rg_round_up(R.cursor, a), span, a);
   if (off > R.size || span > R.size - off) {
     rg_log_event(FDY_EV_REFUSED, off, size, span);
     fdy_fail(FDY_ERR_REGION_FULL,

@@ -192,28 +192,15 @@ FDY_EXPORT int fdy_region_set_cursor(uint64_t offset) {
   if (!R.reserved) {
     rc = fdy_fail(FDY_ERR_REGION_STATE, "set_current_alloc_offset(): no region is set");
   } else {
-    uint64_t off = rg_round_up(offset, R.gran), live_end = 0;
-    size_t last = 0; /* the chunk that reaches furthest: named in the refusal, so that its maker can be found */
-    for (size_t i = 0; i < R.nchunks; i++)
-      if (R.chunks[i].off + R.chunks[i].span > live_end) {
-        live_end = R.chunks[i].off + R.chunks[i].span;
-        last = i;
-      }
+    uint64_t off = rg_round_up(offset, R.gran);
     if (off > R.size) {
       rc = fdy_fail(FDY_ERR_INVALID, "set_current_alloc_offset(0x%llx): beyond the region size %llu",
                     (unsigned long long)offset, (unsigned long long)R.size);
-    } else if (off < live_end) {
-      rc = fdy_fail(FDY_ERR_INVALID,
-                    "set_current_alloc_offset(0x%llx): live allocations reach offset 0x%llx (the furthest: %s of %llu "
-                    "bytes at offset 0x%llx); moving the cursor below them would hand out memory twice",
-                    (unsigned long long)offset, (unsigned long long)live_end,
-                    R.chunks[last].kind == FDY_EV_VMM_RESERVE ? "an address reservation" : "an allocation",
-                    (unsigned long long)R.chunks[last].size, (unsigned long long)R.chunks[last].off);
     } else {
-      /* Small allocations start a fresh granule after a cursor move, even one to where the cursor is: a
-       * program that moves the cursor in one run (LOAD resuming at SAVE's phase boundary) and marks the same
-       * boundary with a move to the cursor itself in the other places the next phase's small allocations
-       * alike in both. */
+      /* Below live memory too: placement steps over it (rg_skip_live). Small allocations start a fresh
+       * granule after a cursor move, even one to where the cursor is: a program that moves the cursor in one
+       * run (LOAD resuming at SAVE's phase boundary) and marks the same boundary with a move to the cursor
+       * itself in the other places the next phase's small allocations alike in both. */
       R.cursor = off;
       R.pack_open = 0;
       rg_log_event(FDY_EV_CURSOR, off, 0, 0);

@@ -152,7 +152,8 @@ def get_current_alloc_offset() -> int:
 
 
 def set_current_alloc_offset(offset: int) -> None:
-    """Moves the cursor (forward, or back over nothing live); LOAD uses it to skip SAVE's span."""
+    """Moves the cursor, forward or back; LOAD uses it to skip SAVE's span and to resume at SAVE's phase
+    boundaries. Allocations are placed at the cursor, or just past memory still live there: never on it."""
     native.region_set_cursor(int(offset))
 
 

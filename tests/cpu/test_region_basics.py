@@ -11,7 +11,6 @@ from tests.support.scenarios import (
     CUDA_ERROR_INVALID_VALUE,
     CUDA_ERROR_NOT_FOUND,
     EV_ALLOC,
-    EV_CURSOR,
     EV_FREE,
     GRAN,
     MIB,
@@ -101,7 +100,7 @@ def test_allocation_region_context_manager_stops_the_region_on_exit(app_json: Ap
     assert r["active"] is False and r["after_in_region"] is False and r["inside_data_ok"] == 0
 
 
-def test_set_current_alloc_offset_moves_forward_and_refuses_to_move_below_live_allocations(
+def test_set_current_alloc_offset_moves_either_way_and_placement_steps_over_live_memory(
     app_json: AppJson,
 ) -> None:
     r = app_json(
@@ -113,33 +112,30 @@ def test_set_current_alloc_offset_moves_forward_and_refuses_to_move_below_live_a
         a = cu.malloc(3 * MIB)                       # [0, 4 MiB)
         region.set_current_alloc_offset(10 * MIB + 1)  # rounded up to the granularity
         res["cursor"] = region.get_current_alloc_offset()
-        b = cu.malloc(10)
+        b = cu.malloc(10)                            # a granule of small allocations at 12 MiB
         res["b"] = b - BASE
-        res["below_live"] = error_of(region.set_current_alloc_offset, 2 * MIB)
-        res["cursor_kept"] = region.get_current_alloc_offset()
+        region.set_current_alloc_offset(2 * MIB)     # back below a, which is live
+        res["moved_back"] = region.get_current_alloc_offset()
+        res["c"] = cu.malloc(3 * MIB) - BASE         # steps over a: [4, 8 MiB)
+        res["d"] = cu.malloc(6 * MIB) - BASE         # [8, 14) would hold b: past it
+        region.set_current_alloc_offset(12 * MIB)
+        res["e"] = cu.malloc(10) - BASE              # b's granule, then d, are live: a fresh granule past d
         res["beyond"] = error_of(region.set_current_alloc_offset, 2 << 30)
         cu.free(b)
-        region.set_current_alloc_offset(4 * MIB)     # back, over nothing live, is allowed
+        region.set_current_alloc_offset(12 * MIB)    # b's granule was given back with b: free again
         res["back"] = cu.malloc(10) - BASE
-        res["events"] = events()
+        res["ranges"] = [address_range(BASE + x)[:2] for x in (res["c"], res["d"], res["e"], res["back"])]
         out(**res)
         """)
     )
     assert r["no_region"][0] == "RegionStateError"
     assert r["cursor"] == 12 * MIB and r["b"] == 12 * MIB
-    name, msg = r["below_live"]
-    assert name == "DriverError" and f"live allocations reach offset {12 * MIB + SMALL_ALIGN:#x}" in msg
-    assert r["cursor_kept"] == 14 * MIB
+    assert r["moved_back"] == 2 * MIB
+    # nothing handed out twice: each allocation lands at the cursor or, where live memory is, just past it
+    assert r["c"] == 4 * MIB and r["d"] == 14 * MIB and r["e"] == 20 * MIB
     assert "beyond the region size" in r["beyond"][1]
-    assert r["back"] == 4 * MIB
-    assert r["events"] == [
-        [EV_ALLOC, 0, 3 * MIB, 4 * MIB],
-        [EV_CURSOR, 12 * MIB, 0, 0],
-        [EV_ALLOC, 12 * MIB, 10, SMALL_ALIGN],
-        [EV_FREE, 12 * MIB, 10, SMALL_ALIGN],
-        [EV_CURSOR, 4 * MIB, 0, 0],
-        [EV_ALLOC, 4 * MIB, 10, SMALL_ALIGN],
-    ]
+    assert r["back"] == 12 * MIB
+    assert r["ranges"] == [[0, BASE + r[k]] for k in ("c", "d", "e", "back")]  # each its own allocation
 
 
 def test_address_range_of_region_pointers_names_the_allocation(app_json: AppJson) -> None:

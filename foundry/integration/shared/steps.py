@@ -27,8 +27,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from foundry.errors import DriverError
-
 from . import caches
 from .config import Mode
 from .errors import PhaseLayoutError
@@ -125,20 +123,7 @@ def resume_at(s: Session[Any, Any], mark: str) -> None:
     """LOAD: moves the cursor to where SAVE's phase ``mark`` ended, so that the next phase allocates at SAVE's
     offsets (after Foundry's restore moved the cursor past SAVE's memory, or after LOAD skipped work SAVE did
     there). What the allocation log holds since the last boundary belongs to no phase."""
-    offset = s.require_saved().phase(mark).cursor
-    try:
-        s.api.set_cursor(offset)
-    except DriverError as exc:
-        # The last allocations of the process, not only those since the last boundary: LOAD leaves out of its
-        # phases what it logged while Foundry mapped SAVE's memory, and the stray one may lie there.
-        made = s.api.allocations_from(0)[0][-6:]
-        listed = ", ".join(f"{size} bytes at {off:#x}" for off, size in made) or "none"
-        raise PhaseLayoutError(
-            f"LOAD cannot begin phase {mark.removesuffix('_start')!r} at SAVE's offset {offset:#x}: {exc}. The "
-            f"process's last allocations: {listed}. Something ran before this phase under LOAD that did not run there "
-            "in SAVE (or allocated elsewhere): start LOAD with exactly SAVE's engine settings; if they are the same, "
-            "report this message."
-        ) from exc
+    s.api.set_cursor(s.require_saved().phase(mark).cursor)
     s.tracker.skip()
 
 

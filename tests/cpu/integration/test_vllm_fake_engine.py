@@ -231,17 +231,19 @@ def test_registering_twice_wraps_once(engines: Any) -> None:
     assert hooks.is_wrapped(module.kernel_warmup)
 
 
-def test_load_that_allocates_between_phases_is_refused_naming_what_it_allocated(engines: Any) -> None:
-    _save(engines)
-    fake, _ = _load(engines)
+def test_load_that_allocates_between_phases_past_saves_memory_still_builds_the_kv_cache_at_saves_offsets(
+    engines: Any,
+) -> None:
+    _, saved_worker = _save(engines)
+    fake, saved = _load(engines)
     worker = fake.module("vllm.v1.worker.gpu_worker").Worker(make_config(), 0)
     worker.init_device()
     worker.load_model()
     available = worker.determine_available_memory()
-    # past SAVE's memory, where Foundry's restore left the cursor: something SAVE never ran between the phases
+    # Past SAVE's memory, where Foundry's restore left the cursor: a tensor SAVE made in its profile phase, which
+    # LOAD skips (seen with vLLM's tensor parallel workers). The KV cache phase resumes below it, at SAVE's offset.
     stray = fake.memory.allocate(3 << 20)
-    with pytest.raises(
-        PhaseLayoutError,
-        match=rf"phase 'kv_cache' at SAVE's offset .*{3 << 20} bytes at {stray.address - fake.memory.base:#x}",
-    ):
-        worker.initialize_from_config(SimpleNamespace(num_blocks=100, available=available))
+    assert stray.address - fake.memory.base >= saved.high_water
+    worker.initialize_from_config(SimpleNamespace(num_blocks=100, available=available))
+    worker.compile_or_warm_up_model()
+    assert worker.model_runner.kv_cache.address == saved_worker.model_runner.kv_cache.address
