@@ -14,7 +14,9 @@ compared by its delta's bytes only. Reads the archives' files, no GPU.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -129,6 +131,41 @@ def diff_archives(a: Path, b: Path) -> dict[str, Any]:
     return out
 
 
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _files(directory: Path) -> dict[str, tuple[int, Path]]:
+    out = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = Path(root) / name
+            out[str(path.relative_to(directory))] = (path.stat().st_size, path)
+    return out
+
+
+def shared_bytes(a: Path, b: Path) -> dict[str, Any]:
+    """How much of two archives is the same file, byte for byte (by path and content): what one copy per
+    deployment would store once. Sizes and contents are compared; the files are read only where sizes agree."""
+    files_a, files_b = _files(a), _files(b)
+    same = [rel for rel in set(files_a) & set(files_b)
+            if files_a[rel][0] == files_b[rel][0] and _digest(files_a[rel][1]) == _digest(files_b[rel][1])]  # fmt: skip
+    kinds: Counter[str] = Counter()
+    for rel in set(files_a) - set(same):
+        kinds[rel.split(os.sep, 1)[0] if os.sep in rel else "top level"] += files_a[rel][0]
+    return {
+        "bytes": [sum(n for n, _ in files_a.values()), sum(n for n, _ in files_b.values())],
+        "files": [len(files_a), len(files_b)],
+        "identical_files": len(same),
+        "identical_bytes": sum(files_a[rel][0] for rel in same),
+        "differing_bytes_of_a_by_folder": dict(kinds.most_common()),
+    }
+
+
 def summary(report: dict[str, Any]) -> str:
     kinds: Counter[str] = Counter()
     kernels = nodes = identical = members = members_identical = 0
@@ -152,6 +189,16 @@ def summary(report: dict[str, Any]) -> str:
         + (", ".join(report["variables"]) or "none"),
         f"rank: {report.get('rank')}, peer mappings identical: {report.get('peers_identical')}",
     ]
+    files = report.get("files")
+    if files:
+        total_a, total_b = files["bytes"]
+        together = (total_a + total_b - files["identical_bytes"]) / max(total_a, 1)
+        lines.append(
+            f"files: {files['identical_files']} of {files['files'][0]} / {files['files'][1]} identical, "
+            f"{files['identical_bytes'] / 2**20:.1f} MiB of {total_a / 2**20:.1f} / {total_b / 2**20:.1f} MiB; "
+            f"both with one copy of what is shared: {together:.2f}x A's size; A's differing bytes by folder: "
+            f"{files['differing_bytes_of_a_by_folder']}"
+        )
     for name, graph in sorted(report["graphs"].items()):
         for k in graph.get("kernels", [])[:8]:
             shown = "; ".join(f"+{w['offset']} {w['a']} / {w['b']} ({w['kind']})" for w in k["words"][:6])
@@ -166,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the whole comparison here")
     args = parser.parse_args(argv)
     report = diff_archives(args.a, args.b)
+    report["files"] = shared_bytes(args.a, args.b)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     print(summary(report))

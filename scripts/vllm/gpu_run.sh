@@ -29,6 +29,13 @@ rm -rf "$WORK"; mkdir -p "$WORK"
 # The call's limit is 600 s: stop in time to bring the report and the logs back.
 timeout --signal=TERM --kill-after=20 "${BENCH_SECONDS:-540}" python3 -m foundry.cli bench --engine vllm --out "$WORK" "$@"
 rc=$?
+# Tensor parallel: how the ranks' archives differ, node by node and file by file (one capture for every rank),
+# in what is left of the call's 600 s.
+if [ -d /tmp/foundry-vllm-archive/rank_1 ]; then
+  timeout "$(( SECONDS < 560 ? 580 - SECONDS : 10 ))" python3 scripts/diff_archives.py /tmp/foundry-vllm-archive/rank_0 /tmp/foundry-vllm-archive/rank_1 \
+    --json "$WORK/diff-ranks.json" > "$OUT/diff-ranks.txt" 2>&1
+  head -12 "$OUT/diff-ranks.txt"
+fi
 cp "$WORK"/vllm-*.json "$WORK"/vllm-*.txt "$WORK"/vllm-*.png "$OUT"/ 2>/dev/null
 tar czf "$OUT/logs.tgz" -C "$WORK" . 2>/dev/null
 exit $rc

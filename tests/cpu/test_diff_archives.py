@@ -56,3 +56,16 @@ def test_other_region_offsets_are_found_word_by_word(archives: dict[str, Path], 
     assert {w["kind"] for w in words} == {"region, other offset"}
     assert all(int(w["b"], 16) - int(w["a"], 16) == 1 << 22 for w in words), words
     assert "region, other offset" in text and "node [" in text
+
+
+def test_the_files_both_archives_hold_alike_are_counted_once(archives: dict[str, Path], tmp_path: Path) -> None:
+    same, text = _diff(archives["one"], archives["again"], tmp_path)
+    shifted, _ = _diff(archives["one"], archives["shifted"], tmp_path)
+    files = same["files"]
+    images = sum(p.stat().st_size for p in (archives["one"] / "images").iterdir())
+    assert images and files["identical_bytes"] >= images  # the kernel images are the same files in both
+    assert files["bytes"][0] == sum(p.stat().st_size for p in archives["one"].rglob("*") if p.is_file())
+    assert "images" not in shifted["files"]["differing_bytes_of_a_by_folder"]
+    # the shifted program's records hold other offsets: less of it is shared than of a second SAVE
+    assert shifted["files"]["identical_bytes"] < files["identical_bytes"]
+    assert "both with one copy of what is shared" in text
