@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from foundry.archive import RecordFacts, read_graph, read_manifest, template_path, write_graph
-from foundry.native import scan_record
+from foundry.native.records import scan_record
 from foundry.records import parse_delta, parse_record, topology_key_of
 from foundry.save import SavedGraph
 from foundry.save.templates import plan_groups, write_member_deltas

@@ -37,13 +37,13 @@ def current_identity() -> tuple[Identity | None, str]:
     """This machine's identity, or None and why it is unavailable: the current CUDA context's device, else
     device 0 asked of the driver directly (a CLI process has no context); never raises."""
     try:
-        from foundry.native import current_identity as from_context
+        from foundry.native.machine import current_identity as from_context
 
         return from_context(), ""
     except Exception:  # any failure only means "no CUDA context here"; the driver is tried next
         pass
     try:
-        from foundry.native import device_zero_identity
+        from foundry.native.machine import device_zero_identity
 
         return device_zero_identity(), ""
     except (OSError, FoundryError) as exc:

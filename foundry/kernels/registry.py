@@ -12,10 +12,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from foundry import native
 from foundry._state import ProcessState
 from foundry.errors import KernelNotFoundError, RegistryError
-from foundry.native import ImageRecord, NativeImageFormat
+from foundry.native import NativeImageFormat
+from foundry.native import registry as native
+from foundry.native.registry import ImageRecord
 from foundry.records import FuncAttr
 
 __all__ = [

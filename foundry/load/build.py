@@ -17,7 +17,8 @@ from foundry import kernels
 from foundry._state import ProcessState
 from foundry.gate import check_identity as identity_rule
 from foundry.gate import manifests_read_once
-from foundry.native import codec, current_identity
+from foundry.native import codec
+from foundry.native.machine import current_identity
 from foundry.ranks import check_peers, check_rank
 from foundry.records import FUNC_ATTR_UNKNOWN, FuncAttrs
 from foundry.region import own_chunks, region_epoch, restore_region, restore_snapshot

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from foundry.errors import CodecError
-from foundry.native import codec, set_current_context
+from foundry.native import codec
+from foundry.native.driver import set_current_context
 
 from .build import build_exec, graph_label, member_graph
 from .source import GraphSource

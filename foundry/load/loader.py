@@ -22,7 +22,7 @@ from typing import Any
 
 from foundry import kernels
 from foundry.errors import LoadError
-from foundry.native import current_context, set_current_context
+from foundry.native.driver import current_context, set_current_context
 from foundry.storage import open_image
 from foundry.timing import Phases
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from foundry import kernels
-from foundry.native import codec, current_context, exec_update, graph_upload, set_current_context
+from foundry.native import codec
+from foundry.native.driver import current_context, exec_update, graph_upload, set_current_context
 from foundry.records import KernelNode, delta_bytes, delta_header, override_spans, parse_delta
 from foundry.schema import OutputSpec
 from foundry.storage import open_image

@@ -29,7 +29,8 @@ from foundry._state import ProcessState
 from foundry.archive import MANIFEST_NAME, Manifest, archive_region, read_manifest
 from foundry.errors import ArchiveError, DeviceMismatchError, DriverError, KernelNotFoundError, LoadError
 from foundry.gate import authenticate_manifest, missing_kernel
-from foundry.native import current_context, current_device_place, set_current_context
+from foundry.native.driver import current_context, set_current_context
+from foundry.native.machine import current_device_place
 from foundry.region import ensure_cuda_context, hold_allocation_region
 from foundry.schema import IMAGES_DIR, GraphEntry, GraphRole, ImageEntry
 from foundry.schema.jsonfields import is_sha256, relative_path_problem

@@ -31,7 +31,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from foundry._state import ProcessState
-from foundry.native import heap_release, heap_warm
+from foundry.native.region import heap_release, heap_warm
 
 __all__ = ["LIMITS", "Builders", "Limits", "PriorityPool", "take_builders", "warm_builders"]
 

@@ -22,7 +22,7 @@ from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import VariableConflictError
 from foundry.gate import undefined_variable, variable_of_other_size
-from foundry.native import memcpy_htod, module_globals
+from foundry.native.driver import memcpy_htod, module_globals
 from foundry.schema import VariableRef
 from foundry.storage import read_value
 

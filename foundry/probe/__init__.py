@@ -41,7 +41,8 @@ from foundry.load.probe import (
     template_builds,
     varying_differences,
 )
-from foundry.native import codec, exec_update, module_function, module_load, preload_env
+from foundry.native import codec, preload_env
+from foundry.native.driver import exec_update, module_function, module_load
 from foundry.tables import table
 
 if TYPE_CHECKING:

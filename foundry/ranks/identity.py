@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from foundry._state import ProcessState
 from foundry.errors import RankMismatchError
-from foundry.native import current_device_place
+from foundry.native.machine import current_device_place
 from foundry.schema import RankSpec
 
 __all__ = ["check_rank", "current_rank", "rank_here", "set_rank"]

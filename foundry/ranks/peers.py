@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from foundry.errors import PeerMappingError, PeerMemoryError
-from foundry.native import ImportedMapping, open_imports
+from foundry.native.imports import ImportedMapping, open_imports
 from foundry.schema import PeerMapping
 
 from .identity import current_rank

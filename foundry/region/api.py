@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from foundry import native
 from foundry._state import ProcessState
 from foundry.native import AllocKind, require_interposer
+from foundry.native import region as native
 from foundry.sizes import parse_size
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 
 from foundry._state import ProcessState
 from foundry.errors import RegionStateError
-from foundry.native import region_event_count
+from foundry.native.region import region_event_count
 from foundry.schema import RegionSpec
 
 from .api import AllocationEvent, AllocKind, RegionState, allocation_events, region_epoch, region_state

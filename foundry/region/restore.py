@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from foundry._state import ProcessState
 from foundry.errors import LayoutMismatchError, RegionStateError
-from foundry.native import region_map_range
+from foundry.native.region import region_map_range
 from foundry.schema import RegionSpec
 
 from .api import region_epoch, region_state, set_current_alloc_offset

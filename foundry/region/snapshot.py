@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from foundry._state import ProcessState
-from foundry.native import context_synchronize, memcpy_dtoh, memcpy_htod_from, region_event_count
+from foundry.native.driver import context_synchronize, memcpy_dtoh, memcpy_htod_from
+from foundry.native.region import region_event_count
 from foundry.schema import MemorySpec
 from foundry.storage import read_memory, write_memory
 

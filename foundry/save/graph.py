@@ -22,7 +22,9 @@ from foundry._state import ProcessState
 from foundry.archive import RecordFacts, template_path, write_graph
 from foundry.errors import RegionStateError, SaveError, VariableConflictError
 from foundry.images import ImageFormat
-from foundry.native import RecordScan, codec, current_identity, scan_record
+from foundry.native import codec
+from foundry.native.machine import current_identity
+from foundry.native.records import RecordScan, scan_record
 from foundry.ranks import peers_for_save, rank_here
 from foundry.records import parse_record, topology_key, topology_key_of
 from foundry.region import region_spec, take_snapshot

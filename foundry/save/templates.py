@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 
 from foundry.archive import DeltaFacts, graph_files, write_graph
 from foundry.errors import CodecError
-from foundry.native import RecordComparison, codec, compare_records
+from foundry.native import codec
+from foundry.native.records import RecordComparison, compare_records
 from foundry.records import delta_bytes
 from foundry.schema import FunctionRef, GraphMeta, TemplateRef
 from foundry.schema.jsonfields import relative_path_problem

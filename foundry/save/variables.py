@@ -41,7 +41,7 @@ from foundry import kernels
 from foundry._state import ProcessState
 from foundry.errors import DriverError, ModuleAddressError, SaveError, VariableConflictError, VariablesUnknownError
 from foundry.images import ImageFormat, ModuleVariables, module_variables
-from foundry.native import library_load, library_unload
+from foundry.native.driver import library_load, library_unload
 from foundry.schema import VariableRef
 from foundry.timing import Phases
 

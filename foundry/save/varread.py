@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from foundry.images import ModuleVariables
-from foundry.native import module_globals, read_device
+from foundry.native.copies import read_device
+from foundry.native.driver import module_globals
 from foundry.timing import Phases
 
 __all__ = ["Reading", "Reads", "Run", "Value", "add", "locate", "plan", "read_located", "refresh"]

@@ -27,7 +27,7 @@ def no_batch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # with one synchronous copy per span (after the read: a synchronous copy is what a capture forbids).
 PRELUDE = """
 from array import array
-from foundry.native import read_device
+from foundry.native.copies import read_device
 cu = Cuda()
 a, b, c = cu.malloc(8192), cu.malloc(64), cu.malloc(3000)
 cu.memcpy_htod(a, bytes(range(256)) * 32)

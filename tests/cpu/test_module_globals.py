@@ -10,7 +10,7 @@ from tests.support.fakecuda_helpers import run
 
 BODY = """
 from foundry.errors import DriverError
-from foundry.native import module_globals
+from foundry.native.driver import module_globals
 cu = Cuda()
 img = make_cubin(["fk_fill_f32"], variables=[Variable("ctab", 64, "constant"), Variable("dval", 12)])
 lib, mod = cu.load_library(img), cu.load_module(img)

@@ -11,7 +11,7 @@ pytestmark = SKIPS
 DEVICE_READS = """
 import random
 from array import array
-from foundry.native import read_device
+from foundry.native.copies import read_device
 cu = Cuda()
 THREADS, ROUNDS = 6, 25
 problems = []

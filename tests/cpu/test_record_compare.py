@@ -12,7 +12,7 @@ import pytest
 
 from foundry.archive import read_graph
 from foundry.errors import ArchiveCorruptError
-from foundry.native import compare_records
+from foundry.native.records import compare_records
 from foundry.records import (
     ChildGraphNode,
     GraphRecord,

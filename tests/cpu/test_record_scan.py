@@ -17,8 +17,7 @@ import pytest
 
 from foundry.archive import read_graph
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.native import scan_record
-from foundry.native.records import COUNT_KEYS
+from foundry.native.records import COUNT_KEYS, scan_record
 from foundry.records import (
     ArgMode,
     ChildGraphNode,
@@ -162,7 +161,7 @@ DAMAGED_UNDER_SANITIZERS = """
 import random
 from tests.support.random_records import mutations, random_graph
 from foundry.errors import ArchiveCorruptError
-from foundry.native import compare_records, scan_record
+from foundry.native.records import compare_records, scan_record
 rng = random.Random(11)
 ids, scanned, compared = [0] * 256, 0, 0
 for _ in range(40):

@@ -11,7 +11,8 @@ import pytest
 
 from foundry.archive import read_graph
 from foundry.errors import ArchiveCorruptError, CodecError
-from foundry.native import codec, scan_record
+from foundry.native import codec
+from foundry.native.records import scan_record
 from foundry.records import delta_header, override_spans, parse_delta, parse_record
 from foundry.save import SavedGraph
 from foundry.save.templates import _verify_bytes

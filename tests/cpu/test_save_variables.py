@@ -12,7 +12,7 @@ import pytest
 
 from foundry.errors import DriverError, ModuleAddressError
 from foundry.images import ImageFormat
-from foundry.native import DeviceRead, ReadPath
+from foundry.native.copies import DeviceRead, ReadPath
 from foundry.save import variables as sv
 from foundry.save import varread
 from foundry.timing import Phases

@@ -8,7 +8,7 @@ import dataclasses
 import random
 from pathlib import Path
 
-from foundry.native import compare_records, scan_record
+from foundry.native.records import compare_records, scan_record
 from foundry.records import GraphRecord, KernelNode
 from foundry.save import SavedGraph
 from foundry.save.templates import _Functions, plan_groups, template_key

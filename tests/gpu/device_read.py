@@ -16,8 +16,8 @@ from array import array
 
 import torch
 
-from foundry.native import memcpy_dtoh, read_device
-from foundry.native.driver import driver_version
+from foundry.native.copies import read_device
+from foundry.native.driver import driver_version, memcpy_dtoh
 
 SPANS = 1000
 

@@ -20,6 +20,7 @@ Fewer than 2 GPUs: prints {"skipped": ...} and exits 0."""
 from __future__ import annotations
 
 import faulthandler
+import gc
 import json
 import os
 import queue
@@ -97,7 +98,7 @@ def _dump_state(arch: Path, name: str) -> None:
     communicator's device structure, ncclDevKernelArgs.comm, with its channels after it) and the region's
     allocation log, into arch/../state_<name>.json, so that SAVE and LOAD (before and after CUDAGraph.load)
     can be compared word by word (scripts/multi_state.py). A diagnostic: failures are recorded, not raised."""
-    from foundry.native import memcpy_dtoh
+    from foundry.native.driver import memcpy_dtoh
     from foundry.probe import archive, records
     from foundry.region import allocation_events
 
@@ -141,26 +142,35 @@ def _child(target: Any, rank: int, port: int, work: str, results: Any) -> None:
     target(rank, port, work, results)
 
 
-def save_rank(rank: int, port: int, work: str, results: Any) -> None:
+def _capture_and_save(rank: int, port: int, work: str) -> Path:
+    """The graph lives only in here: NCCL's communicator counts the graphs that captured its collectives and
+    its destruction waits until they are gone (a graph still alive at destroy_process_group hangs it)."""
     import foundry
 
+    x = _set_up(rank, port)
+    suffix = os.environ.get("FOUNDRY_MULTI_SUFFIX", "")
+    arch = Path(work) / f"rank_{rank}{suffix}"
+    g = foundry.CUDAGraph()
+    with foundry.graph(g):
+        y = x * 2
+        dist.all_reduce(y)
+        result = y + 1
+    g.replay()
+    torch.cuda.synchronize()
+    native = result.cpu()
+    torch.save(native, Path(work) / f"native_{rank}{suffix}.pt")
+    g.save(arch / "g.json", output_tensors=result, archive_dir=arch)
+    foundry.save_graph_manifest(arch)
+    _dump_state(arch, f"save{suffix}_{rank}")
+    return arch
+
+
+def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     out: dict[str, Any] = {"rank": rank, "phase": "save"}
     try:
-        x = _set_up(rank, port)
-        suffix = os.environ.get("FOUNDRY_MULTI_SUFFIX", "")
-        arch = Path(work) / f"rank_{rank}{suffix}"
-        g = foundry.CUDAGraph()
-        with foundry.graph(g):
-            y = x * 2
-            dist.all_reduce(y)
-            result = y + 1
-        g.replay()
+        arch = _capture_and_save(rank, port, work)
+        gc.collect()  # the graph and its exec, before the communicator is torn down
         torch.cuda.synchronize()
-        native = result.cpu()
-        torch.save(native, Path(work) / f"native_{rank}{suffix}.pt")
-        g.save(arch / "g.json", output_tensors=result, archive_dir=arch)
-        foundry.save_graph_manifest(arch)
-        _dump_state(arch, f"save{suffix}_{rank}")
         out.update(_peers(arch), saved=True)
     except Exception as exc:  # reported, not raised: the parent prints every rank's outcome
         out.update(error=type(exc).__name__, message=str(exc)[:600], trace=traceback.format_exc()[-1500:])
