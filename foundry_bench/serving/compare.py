@@ -28,7 +28,7 @@ def compare_runs(
     reference = next((m for m in order if "tokens" in results.get(m, {})), None)
     out: dict[str, dict[str, Any]] = {}
     for mode, r in results.items():
-        if mode not in ("save", "load", "native_cold", *FRESH_MODES):
+        if mode not in ("save", "load", "native_cold", "load_replica", *FRESH_MODES):
             continue
         if mode == reference:
             out[mode] = {"identical": None, "reference": True}

@@ -9,6 +9,9 @@ Order (each a fresh process tree, one after another):
   native_fresh  the engine as on a new machine: every cache folder empty (fresh.py), nothing of the runs before
   load_fresh    LOAD as on a new machine: caches empty but for what the archive carries (SAVE packs the engine's
                 caches, signed, when this run is asked for)
+  load_replica  LOAD on the next GPUs of the machine (``CUDA_VISIBLE_DEVICES``: GPU 1 at one GPU an engine, 2 and 3
+                at two): a data-parallel replica started from the archive SAVE wrote on the first ones, copied, not
+                saved again; only when asked for, and skipped where the machine has too few GPUs
   native        the engine again, its caches now warm: the baseline LOAD is compared with
   load          under Foundry (``..._MODE=load``), beside the warm native process
 
@@ -58,9 +61,10 @@ __all__ = [
     "run_bench",
 ]
 
-MODES = ("native_cold", "save", "native_fresh", "load_fresh", "native", "load")  # every run there is
-DEFAULT_MODES = ("native_cold", "save", "native", "load")  # the fresh-node runs only when asked for
-PLUGIN_MODES = {"save": "save", "load": "load", "load_fresh": "load"}  # a run's mode -> the plugin's
+MODES = ("native_cold", "save", "native_fresh", "load_fresh", "load_replica", "native", "load")  # every run there is
+DEFAULT_MODES = ("native_cold", "save", "native", "load")  # the fresh-node and replica runs only when asked for
+PLUGIN_MODES = {"save": "save", "load": "load", "load_fresh": "load", "load_replica": "load"}  # a run's -> the plugin's
+REPLICA = "load_replica"
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
 
 
@@ -90,6 +94,7 @@ class ServingConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     plugin_env: dict[str, str] = field(default_factory=dict)  # FOUNDRY_<ENGINE>_<NAME> of SAVE and LOAD, by NAME
     tp: int = 1  # GPUs per engine, tensor parallel (native runs with the NCCL settings SAVE and LOAD need)
+    gpus: int | None = None  # the machine's GPUs (None: as nvidia-smi counts them); the replica run needs 2 x tp
 
     def tag(self) -> str:
         raise NotImplementedError
@@ -116,6 +121,15 @@ def machine() -> dict[str, str]:
         return {}
     name, _, driver = out.splitlines()[0].partition(",") if out.strip() else ("", "", "")
     return {"gpu": name.strip(), "driver": driver.strip()}
+
+
+def gpu_count() -> int:
+    """How many GPUs nvidia-smi lists (0 where there is none)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 class BenchRuns:
@@ -191,6 +205,8 @@ class BenchRuns:
         if mode in FRESH_MODES:
             self.fresh[mode] = fresh_root(mode)
             env.update(fresh_env(self.fresh[mode]))
+        if mode == REPLICA:  # the next tp GPUs, which the engine then numbers from 0 as SAVE's own
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(self.cfg.tp, 2 * self.cfg.tp))
         if mode in PLUGIN_MODES:
             report = self.out / f"report-{mode}.json"
             report.unlink(missing_ok=True)
@@ -211,7 +227,12 @@ class BenchRuns:
     def bring_up(self, mode: str) -> tuple[Engine | None, dict[str, Any]]:
         """Starts ``mode`` (unless the budget is short), waits until it serves, times its first request, and
         asks it the token requests."""
-        need = self.needs.get(mode, 0.0)
+        need = self.needs.get(mode, self.needs.get("load", 0.0) if mode == REPLICA else 0.0)
+        gpus = self.cfg.gpus if self.cfg.gpus is not None else gpu_count()
+        if mode == REPLICA and gpus < 2 * self.cfg.tp:
+            why = f"a replica needs {2 * self.cfg.tp} GPUs ({self.cfg.tp} for SAVE's, {self.cfg.tp} more); {gpus} here"
+            self.say(f"{mode}: skipped ({why})")
+            return None, {"mode": mode, "skipped": why}
         if self.left() - STOP_RESERVE_S < need:
             why = f"{max(self.left(), 0):.0f} s of the budget left, needs ~{need:.0f} s"
             self.say(f"{mode}: skipped ({why})")
@@ -300,7 +321,7 @@ class BenchRuns:
         cfg = self.cfg
         if "save" in cfg.modes:
             shutil.rmtree(cfg.archive, ignore_errors=True)
-        for mode in ("native_cold", "save", *FRESH_MODES):
+        for mode in ("native_cold", "save", *FRESH_MODES, REPLICA):
             if mode in cfg.modes:
                 engine, result = self.bring_up(mode)
                 self.results[mode] = result if engine is None else self.finish(engine, result)

@@ -28,10 +28,11 @@ from .targets import targets
 
 __all__ = ["render", "segments", "write_report"]
 
-LOADS = ("load", "load_fresh")  # the runs under LOAD: warm, and on a fresh node
+LOADS = ("load", "load_fresh", "load_replica")  # the runs under LOAD: warm, on a fresh node, on the next GPUs
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
           "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
-          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)"}  # fmt: skip
+          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)",
+          "load_replica": "Foundry LOAD, a replica on the next GPUs"}  # fmt: skip
 PHASES = {
     "distributed": "torch.distributed (region set)",
     "load_model": "weights (graphs start building)",

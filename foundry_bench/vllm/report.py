@@ -26,10 +26,11 @@ from foundry_bench.serving.report import (
 
 __all__ = ["foundry_rows", "load_phases", "render", "write_report"]
 
-LOADS = ("load", "load_fresh")  # the runs under LOAD: warm, and on a fresh node
+LOADS = ("load", "load_fresh", "load_replica")  # the runs under LOAD: warm, on a fresh node, on the next GPUs
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
           "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
-          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)"}  # fmt: skip
+          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)",
+          "load_replica": "Foundry LOAD, a replica on the next GPUs"}  # fmt: skip
 
 
 def _graphs(mode: str, r: dict[str, Any]) -> str:

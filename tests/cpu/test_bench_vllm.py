@@ -309,3 +309,30 @@ def test_the_engines_get_the_foundry_this_benchmark_imports_first_on_their_path(
     run_vllm_bench(_tokens_only(tmp_path, modes=("save",)))
     (line,) = [json.loads(x) for x in probe.read_text().splitlines()]
     assert line["pythonpath"].split(os.pathsep)[0] == str(root)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_a_replica_loads_the_same_archive_on_the_next_gpus_and_is_compared_with_native(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tp: int
+) -> None:
+    """Data parallel from one archive: the replica run is LOAD of SAVE's archive, copied not saved again, in a
+    process that sees only the next ``tp`` GPUs, compared bit for bit with native like LOAD."""
+    probe = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
+    cfg = _tokens_only(tmp_path, modes=("save", "load_replica", "native", "load"), tp=tp, gpus=2 * tp)
+    doc = run_vllm_bench(cfg)
+    assert all("error" not in r for r in doc["results"].values()), doc["results"]
+    seen = {line["mode"]: line["visible"] for line in map(json.loads, probe.read_text().splitlines())}
+    assert seen["load"] is None and seen["save"] is None  # the engine's own GPUs, numbered from 0
+    lines = [json.loads(line) for line in probe.read_text().splitlines()]
+    replica = [line["visible"] for line in lines if line["mode"] == "load"]
+    assert ",".join(str(i) for i in range(tp, 2 * tp)) in replica  # one of the two LOAD processes: the replica
+    compared = doc["compare"]["load_replica"]
+    assert compared["identical"] is True and compared["against"] == "native"
+    assert "a replica on the next GPUs" in (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
+
+
+def test_a_replica_on_a_machine_without_enough_gpus_is_skipped_and_said_so(fake_vllm: None, tmp_path: Path) -> None:
+    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "load_replica", "native"), gpus=1))
+    assert doc["results"]["load_replica"]["skipped"] == "a replica needs 2 GPUs (1 for SAVE's, 1 more); 1 here"
+    assert doc["compare"]["load_replica"]["identical"] is False

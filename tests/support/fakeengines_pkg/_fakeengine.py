@@ -62,6 +62,7 @@ def probe_caches(engine: str) -> None:
         "args": json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}")),
         "nccl": {name: os.environ.get(name) for name in PARALLEL_VARIABLES},
         "pythonpath": os.environ.get("PYTHONPATH", ""),
+        "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),  # which GPUs (a replica runs on the next ones)
     }
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
