@@ -9,6 +9,7 @@ refused on every rank alike, before any communicator exists that a rank could wa
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import MutableMapping
@@ -18,7 +19,16 @@ from pathlib import Path
 from .engine import Engine
 from .errors import ArchiveMismatchError, PluginConfigError, UnsupportedConfigError
 
-__all__ = ["NCCL_SETTINGS", "SINGLE", "Place", "check_load_dir", "check_save_dir", "nccl_settings", "rank_dir"]
+__all__ = [
+    "NCCL_SETTINGS",
+    "SINGLE",
+    "Place",
+    "check_load_dir",
+    "check_save_dir",
+    "nccl_settings",
+    "rank_dir",
+    "share_with_other_ranks",
+]
 
 # What every rank's process runs with, SAVE and LOAD alike, set before the first communicator exists (where the
 # user set none; a user's other value is refused by name):
@@ -41,6 +51,7 @@ NCCL_SETTINGS = {
 }
 
 _RANK_DIR = re.compile(r"rank_(0|[1-9][0-9]{0,5})")
+_ADDRESSED = re.compile(r"[0-9a-f]{64}\.bin")  # a content-addressed file: named by its bytes' SHA-256
 
 
 @dataclass(frozen=True)
@@ -129,3 +140,57 @@ def check_load_dir(archive: Path, place: Place, engine: Engine) -> Path:
             f"{engine.name} with the same tensor-parallel size as SAVE, or SAVE again"
         )
     return rank_dir(archive, place)
+
+
+def share_with_other_ranks(archive: Path, place: Place) -> int:
+    """After this rank's SAVE: each content-addressed file of its archive (kernel images, state memory, cached
+    files: ``<sha256>.bin``) that another rank's folder holds at the same place with the same bytes becomes a hard
+    link to that one, so that a deployment's ranks keep one copy of what they share (the ranks run the same
+    kernels). Returns the bytes now shared.
+
+    The format is unchanged: every rank's folder still holds all it needs, and LOAD reads and checks it as
+    before. The other file must hash to its name, so a damaged copy is never spread; each replacement is one
+    atomic rename, so ranks finishing at once leave either copy, whole. Where the file system makes no hard
+    links, the copies stay. ``tar`` and ``rsync -H`` keep the links when the deployment is shipped; ``cp -r``
+    does not (the copies are then whole again, and as valid)."""
+    if place.world == 1:
+        return 0
+    shared = 0
+    others = [archive.parent / f"rank_{r}" for r in range(place.world) if r != place.rank]
+    for path in sorted(archive.rglob("*.bin")):
+        if not _ADDRESSED.fullmatch(path.name) or path.is_symlink() or not path.is_file():
+            continue
+        rel = path.relative_to(archive)
+        mine = path.stat()
+        for other in (o / rel for o in others):
+            try:
+                theirs = other.stat()
+            except OSError:
+                continue
+            if (theirs.st_dev, theirs.st_ino) == (mine.st_dev, mine.st_ino):
+                shared += mine.st_size
+                break
+            if theirs.st_size != mine.st_size or theirs.st_dev != mine.st_dev or not _holds_its_name(other):
+                continue
+            temp = path.with_name(f".{path.name}.link-{os.getpid()}")
+            try:
+                os.link(other, temp)
+                os.replace(temp, path)
+            except OSError:
+                temp.unlink(missing_ok=True)
+                continue
+            shared += mine.st_size
+            break
+    return shared
+
+
+def _holds_its_name(path: Path) -> bool:
+    """Whether a content-addressed file's bytes hash to its name."""
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 22):
+                digest.update(chunk)
+    except OSError:
+        return False
+    return digest.hexdigest() == path.name.removesuffix(".bin")

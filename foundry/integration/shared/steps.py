@@ -33,7 +33,7 @@ from .errors import PhaseLayoutError
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, PhaseMark
 from .outputs import as_flat, rebuild, shape_of
 from .phases import check_phase, process_started_at
-from .ranks import SINGLE, Place, check_load_dir, check_save_dir, nccl_settings
+from .ranks import SINGLE, Place, check_load_dir, check_save_dir, nccl_settings, share_with_other_ranks
 from .session import Session
 
 __all__ = [
@@ -190,6 +190,14 @@ def save_graphs(
     s.metadata.write(archive, meta, s.api)
     s.api.save_manifest(archive, documents=[s.metadata.name, *caches.pack(s, s.caches)])
     s.timings["save_s"] = time.perf_counter() - t0  # graph files, metadata and manifest
+    shared = share_with_other_ranks(archive, s.place)
+    if shared:
+        s.timings["shared_with_other_ranks_bytes"] = shared
+        logging.getLogger(s.config.engine.logger or s.config.engine.key).info(
+            "Foundry save: %.1f MiB of rank %d's files kept once with the other ranks' (hard links)",
+            shared / 2**20,
+            s.place.rank,
+        )
     return meta
 
 

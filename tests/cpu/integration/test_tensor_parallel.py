@@ -5,6 +5,7 @@ adapter cannot restore refused by name at start-up (the fake vLLM 0.26 start-up,
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from foundry.integration.shared.ranks import (
     check_save_dir,
     nccl_settings,
     rank_dir,
+    share_with_other_ranks,
 )
 from foundry.integration.vllm import read_metadata
 from tests.support.fakefoundry import FakeFoundry
@@ -217,3 +219,33 @@ def test_vllm_rank_folders_swapped_are_refused_on_both_ranks_before_the_gpu_is_t
         with pytest.raises(ArchiveMismatchError, match=rf"rank: saved '{1 - rank} of 2', here '{rank} of 2'"):
             fake.start_engine(make_config(tp=2, disable_custom_all_reduce=True), rank=rank)
         assert not fake.memory.log and "load_modules" not in fake.memory.calls
+
+
+def _addressed(folder: Path, data: bytes) -> Path:
+    path = folder / "images" / f"{hashlib.sha256(data).hexdigest()}.bin"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def test_a_rank_keeps_one_copy_of_the_files_another_rank_holds_alike(tmp_path: Path) -> None:
+    rank0, rank1 = tmp_path / "rank_0", tmp_path / "rank_1"
+    kernels, own = b"the same kernels" * 1000, b"rank 1 only" * 100
+    first, mine = _addressed(rank0, kernels), _addressed(rank1, kernels)
+    only = _addressed(rank1, own)
+    (rank1 / "g.json").write_text("{}")  # not content-addressed: never shared
+    (rank0 / "g.json").write_text("{}")
+    assert share_with_other_ranks(rank1, Place(0, 1)) == 0  # a world of one has no one to share with
+    assert share_with_other_ranks(rank1, Place(1, 2)) == len(kernels)
+    assert mine.stat().st_ino == first.stat().st_ino and mine.read_bytes() == kernels
+    assert only.stat().st_nlink == 1 and (rank1 / "g.json").stat().st_ino != (rank0 / "g.json").stat().st_ino
+    assert share_with_other_ranks(rank1, Place(1, 2)) == len(kernels)  # again: already one copy, nothing changes
+    assert sorted(p.name for p in (rank1 / "images").iterdir()) == sorted([mine.name, only.name])  # no temp left
+
+
+def test_a_damaged_copy_of_another_rank_is_never_spread(tmp_path: Path) -> None:
+    data = b"kernels" * 500
+    theirs, mine = _addressed(tmp_path / "rank_0", data), _addressed(tmp_path / "rank_1", data)
+    theirs.write_bytes(b"K" + data[1:])  # same size, bytes that no longer hash to the name
+    assert share_with_other_ranks(tmp_path / "rank_1", Place(1, 2)) == 0
+    assert mine.read_bytes() == data and mine.stat().st_ino != theirs.stat().st_ino
