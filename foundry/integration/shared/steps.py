@@ -192,7 +192,6 @@ def save_graphs(
     s.timings["save_s"] = time.perf_counter() - t0  # graph files, metadata and manifest
     shared = share_with_other_ranks(archive, s.place)
     if shared:
-        s.timings["shared_with_other_ranks_bytes"] = shared
         logging.getLogger(s.config.engine.logger or s.config.engine.key).info(
             "Foundry save: %.1f MiB of rank %d's files kept once with the other ranks' (hard links)",
             shared / 2**20,
