@@ -1,4 +1,4 @@
-"""Spans of device memory read with one native call on the GPU (foundry.native.read_device; run by
+"""Spans of device memory read with one native call on the GPU (foundry.native.copies.read_device; run by
 tests/gpu/test_device_read_gpu.py, without the interposer). Prints one JSON line:
 
 - ``same``: a thousand spans of a few bytes each, in two tensors, hold what one synchronous copy per span
