@@ -69,6 +69,14 @@ def _serving_problems(
         else:
             plugin_env[name] = value
     settings["plugin_env"] = plugin_env
+    native_env: dict[str, str] = {}
+    for item in _csv(args.native_env):
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier() or name.startswith("FOUNDRY_"):
+            problems.append(f"--native-env {item!r}: give NAME=VALUE, an environment variable (not a FOUNDRY_ one)")
+        else:
+            native_env[name] = value
+    settings["native_env"] = native_env
     if args.tp < 1:
         problems.append(f"--tp {args.tp}: give the GPUs per engine, at least 1")
     settings["tp"] = args.tp
@@ -276,6 +284,9 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--plugin-env", default="", help="the plugin's settings for the SAVE and LOAD runs, comma-separated "
                    "NAME=VALUE without the FOUNDRY_<ENGINE>_ prefix, e.g. WARM_UP=1 (the engines are started with "
                    "none of the caller's own)")  # fmt: skip
+    v.add_argument("--native-env", default="", help="environment for the native runs only, comma-separated NAME=VALUE "
+                   "(e.g. NCCL_RUNTIME_CONNECT=1 at --tp 2, to time what a setting Foundry needs costs natively; the "
+                   "reference then runs otherwise than SAVE and LOAD, and the report says so)")  # fmt: skip
     v.add_argument(
         "--tp",
         type=int,

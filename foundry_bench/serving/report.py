@@ -16,6 +16,7 @@ __all__ = [
     "fmt",
     "foundry_rows",
     "foundry_seconds",
+    "native_env_lines",
     "parity_lines",
     "phase_steps",
     "plot_startup",
@@ -116,6 +117,16 @@ def phase_steps(r: dict[str, Any], first: list[tuple[str, Any]], names: dict[str
     steps.append(("ready (the engine built, or /health)", r.get("ready_wall_s")))
     steps.append(("first request answered", r.get("first_answer_wall_s")))
     return [(name, t) for name, t in steps if isinstance(t, int | float)]
+
+
+def native_env_lines(cfg: dict[str, Any]) -> list[str]:
+    """The note a report carries when the native runs were started otherwise than SAVE and LOAD (--native-env)."""
+    env = cfg.get("native_env") or {}
+    if not env:
+        return []
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    return wrap(f"The native runs ran with {settings}, SAVE and LOAD without: a timing control, and a reference that "
+                "runs otherwise than they do.")  # fmt: skip
 
 
 def wrap(text: str) -> list[str]:

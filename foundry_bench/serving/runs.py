@@ -93,6 +93,9 @@ class ServingConfig:
     models: Path = Path("/tmp/foundry-bench-models")
     extra_env: dict[str, str] = field(default_factory=dict)
     plugin_env: dict[str, str] = field(default_factory=dict)  # FOUNDRY_<ENGINE>_<NAME> of SAVE and LOAD, by NAME
+    # Set in the native runs only, over everything else (e.g. NCCL_RUNTIME_CONNECT=1 at --tp 2: what a setting
+    # Foundry needs costs natively). The reference then runs otherwise than SAVE and LOAD; the report says so.
+    native_env: dict[str, str] = field(default_factory=dict)
     tp: int = 1  # GPUs per engine, tensor parallel (native runs with the NCCL settings SAVE and LOAD need)
     gpus: int | None = None  # the machine's GPUs (None: as nvidia-smi counts them); the replica run needs 2 x tp
 
@@ -205,6 +208,8 @@ class BenchRuns:
         if mode in FRESH_MODES:
             self.fresh[mode] = fresh_root(mode)
             env.update(fresh_env(self.fresh[mode]))
+        if mode not in PLUGIN_MODES:
+            env.update(self.cfg.native_env)
         if mode == REPLICA:  # the next tp GPUs, which the engine then numbers from 0 as SAVE's own
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(self.cfg.tp, 2 * self.cfg.tp))
         if mode in PLUGIN_MODES:

@@ -14,6 +14,7 @@ from foundry_bench.serving.report import (
     fmt,
     foundry_rows,
     foundry_seconds,
+    native_env_lines,
     parity_lines,
     phase_steps,
     plot_startup,
@@ -110,6 +111,7 @@ def render(doc: dict[str, Any]) -> str:
     lines = [
         f"SGLang {first.get('sglang', '0.5.17')} {api}, {cfg['shape']} (dummy weights), triton attention, {graphs}, "
         f"{gpu}; greedy, {cfg['max_tokens']} tokens at batch sizes {cfg['batches']}",
+        *native_env_lines(cfg),
         "",
         table(header, startup_rows(doc)),
         *wrap(

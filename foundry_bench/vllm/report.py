@@ -14,6 +14,7 @@ from foundry_bench.serving.report import fmt as _s
 from foundry_bench.serving.report import (
     foundry_rows,
     foundry_seconds,
+    native_env_lines,
     parity_lines,
     phase_steps,
     plot_startup,
@@ -92,6 +93,7 @@ def render(doc: dict[str, Any]) -> str:
         f"vLLM {first.get('vllm', '0.26')} {api}, {cfg['shape']} (dummy weights), runner {cfg['runner']}, cudagraph "
         f"mode {cfg['cudagraph_mode']}, {first.get('gpu', '')}; greedy, {cfg['max_tokens']} tokens at batch sizes "
         f"{cfg['batches']}",
+        *native_env_lines(cfg),
         "",
         table(STARTUP_HEADER, startup_rows(doc)),
         *wrap(

@@ -336,3 +336,20 @@ def test_a_replica_on_a_machine_without_enough_gpus_is_skipped_and_said_so(fake_
     doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "load_replica", "native"), gpus=1))
     assert doc["results"]["load_replica"]["skipped"] == "a replica needs 2 GPUs (1 for SAVE's, 1 more); 1 here"
     assert doc["compare"]["load_replica"]["identical"] is False
+
+
+def test_native_env_reaches_the_native_runs_only_and_the_report_says_so(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--native-env: a timing control at --tp 2 (what NCCL_RUNTIME_CONNECT=0, which SAVE and LOAD need, costs
+    natively): the native runs get the setting over the benchmark's own, SAVE and LOAD keep Foundry's."""
+    probe = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
+    cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), tp=2, native_env={"NCCL_RUNTIME_CONNECT": "1"})
+    doc = run_vllm_bench(cfg)
+    assert all("error" not in r for r in doc["results"].values())
+    connect = {json.loads(line)["mode"]: json.loads(line)["nccl"]["NCCL_RUNTIME_CONNECT"] for line in
+               probe.read_text().splitlines()}  # fmt: skip
+    assert connect == {"save": "0", "native": "1", "load": "0"}
+    text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
+    assert "The native runs ran with NCCL_RUNTIME_CONNECT=1, SAVE and LOAD without" in text

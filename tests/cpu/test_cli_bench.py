@@ -47,3 +47,10 @@ def test_cli_refuses_bad_arguments_before_looking_for_vllm(capsys: pytest.Captur
     assert "--plugin-env 'threads': give NAME=VALUE" in err and "WARM_UP" not in err
     assert "--plugin-env 'FOUNDRY_VLLM_THREADS=2': give NAME=VALUE, NAME without the FOUNDRY_<ENGINE>_ prefix" in err
     assert "--plugin-env 'MODE=off': the benchmark sets MODE" in err
+
+
+def test_cli_refuses_a_native_env_that_is_not_name_value(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = cli_main(["bench", "--engine", "vllm", "--native-env", "NCCL_RUNTIME_CONNECT=1,nothing,FOUNDRY_VLLM_MODE=off"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "NCCL_RUNTIME_CONNECT" not in err
+    assert "--native-env 'nothing': give NAME=VALUE" in err and "--native-env 'FOUNDRY_VLLM_MODE=off'" in err
