@@ -9,13 +9,18 @@ cudaMemGetInfo's free memory, in a process of its own per variant (run them in o
   graphs    300 graphs of 20 small kernels captured into one shared pool with torch.cuda.CUDAGraph(keep_graph=...)
             and replayed once, or with foundry.graph (variant foundry): Foundry captures with keep_graph=True, so
             the captured graph lives beside its exec; vLLM's capture under SAVE took 0.17-0.31 GiB more than
-            native's in every row at 48cf88b, and this says whether Foundry's capture alone does
+            native's in every row at 48cf88b, and this says whether Foundry's capture alone does. Variant
+            reinstantiate: keep_graph=True and each graph instantiated a second time after its replay (SAVE
+            replaces the exec it probed, so each graph's exec is made twice: does the driver give the first one's
+            memory back?); variant saved: foundry.graph and every graph saved as SAVE does (its whole path)
 
     python3 scripts/probe_save_memory.py small plain OUT.json
     python3 -m foundry.cli run -- python3 scripts/probe_save_memory.py small region OUT.json
     python3 scripts/probe_save_memory.py graphs keep OUT.json
     python3 scripts/probe_save_memory.py graphs nokeep OUT.json
     python3 -m foundry.cli run -- python3 scripts/probe_save_memory.py graphs foundry OUT.json   (foundry.graph)
+    python3 scripts/probe_save_memory.py graphs reinstantiate OUT.json
+    python3 -m foundry.cli run -- python3 scripts/probe_save_memory.py graphs saved OUT.json     (and saved)
 
 Each appends {"probe", "variant", "bytes"} to OUT.json (a JSON list).
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +72,8 @@ def small(variant: str) -> dict[str, Any]:
 
 def graphs(variant: str) -> int:
     torch.cuda.init()
-    if variant == "foundry":
+    archive = Path(tempfile.mkdtemp(prefix="probe-save-memory-"))
+    if variant in ("foundry", "saved"):
         import foundry
 
         foundry.set_allocation_region(BASE, "64GB")
@@ -76,20 +83,25 @@ def graphs(variant: str) -> int:
     before = _free()
     kept: list[Any] = []
     pool = torch.cuda.graph_pool_handle()  # one pool for every graph, as vLLM and Foundry's graph() share one
-    for _ in range(300):
-        if variant == "foundry":
+    for i in range(300):
+        if variant in ("foundry", "saved"):
             import foundry
 
             g: Any = foundry.CUDAGraph()
             ctx: Any = foundry.graph(g)
         else:
-            g = torch.cuda.CUDAGraph(keep_graph=variant == "keep")
+            g = torch.cuda.CUDAGraph(keep_graph=variant in ("keep", "reinstantiate"))
             ctx = torch.cuda.graph(g, pool=pool)
         with ctx:
             y = x
             for _ in range(20):
                 y = torch.tanh(y * 1.0001)
         g.replay()
+        if variant == "reinstantiate":
+            g.instantiate()  # the first exec destroyed, a second made: what SAVE's probe does to each graph
+            g.replay()
+        if variant == "saved":
+            g.save(archive / f"g{i}.json", output_tensors=y, archive_dir=archive)
         kept.append((g, y))
     return before - _free()
 
