@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from foundry.integration.shared import NCCL_SETTINGS
 
 from .compare import compare_runs
 from .fresh import FRESH_MODES, fresh_env, fresh_root, signing_key
+from .host import commit, gpu_count, machine
 from .logprobs import Top, Values, digests, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
@@ -56,8 +56,6 @@ __all__ = [
     "PLUGIN_MODES",
     "BenchRuns",
     "ServingConfig",
-    "commit",
-    "machine",
     "run_bench",
 ]
 
@@ -101,38 +99,6 @@ class ServingConfig:
 
     def tag(self) -> str:
         raise NotImplementedError
-
-
-def commit(checkout: Path) -> str:
-    """The commit the benchmark ran: ``$FOUNDRY_COMMIT`` (a copied tree has no .git), else git's, else "-"."""
-    named = os.environ.get("FOUNDRY_COMMIT", "").strip()
-    if named:
-        return named
-    try:
-        return subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10, check=True).stdout.strip() or "-"  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return "-"
-
-
-def machine() -> dict[str, str]:
-    """The GPU and driver as nvidia-smi names them (empty where there is none)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    name, _, driver = out.splitlines()[0].partition(",") if out.strip() else ("", "", "")
-    return {"gpu": name.strip(), "driver": driver.strip()}
-
-
-def gpu_count() -> int:
-    """How many GPUs nvidia-smi lists (0 where there is none)."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 class BenchRuns:
@@ -233,11 +199,12 @@ class BenchRuns:
         """Starts ``mode`` (unless the budget is short), waits until it serves, times its first request, and
         asks it the token requests."""
         need = self.needs.get(mode, self.needs.get("load", 0.0) if mode == REPLICA else 0.0)
-        gpus = self.cfg.gpus if self.cfg.gpus is not None else gpu_count()
-        if mode == REPLICA and gpus < 2 * self.cfg.tp:
-            why = f"a replica needs {2 * self.cfg.tp} GPUs ({self.cfg.tp} for SAVE's, {self.cfg.tp} more); {gpus} here"
-            self.say(f"{mode}: skipped ({why})")
-            return None, {"mode": mode, "skipped": why}
+        if mode == REPLICA:
+            gpus, tp = (self.cfg.gpus if self.cfg.gpus is not None else gpu_count()), self.cfg.tp
+            if gpus < 2 * tp:
+                why = f"a replica needs {2 * tp} GPUs ({tp} for SAVE's, {tp} more); {gpus} here"
+                self.say(f"{mode}: skipped ({why})")
+                return None, {"mode": mode, "skipped": why}
         if self.left() - STOP_RESERVE_S < need:
             why = f"{max(self.left(), 0):.0f} s of the budget left, needs ~{need:.0f} s"
             self.say(f"{mode}: skipped ({why})")
