@@ -4,7 +4,8 @@ communicator's device structure, and the region's allocation logs side by side.
 
     python3 scripts/multi_state.py WORK_DIR
 
-Reads the state_<phase>_<rank>.json files tests/gpu/multi_rank.py writes; no GPU.
+Reads the state_<phase>_<rank>.json files tests/gpu/multi_rank.py writes (allocation-log kinds by name, as
+foundry.allocation_events names them); no GPU.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from pathlib import Path
 from typing import Any
 
 WORD = 8
-# enum fdy_alloc_kind (csrc/include/format.h): the names, for the report only.
-KINDS = {1: "alloc", 2: "free", 3: "async", 4: "async_free", 5: "reserve", 6: "vmm_free", 7: "map", 8: "unmap",
-         9: "prealloc", 10: "prealloc_free", 11: "restore", 12: "cursor"}  # fmt: skip
 
 
 def _load(work: Path, name: str) -> dict[str, Any] | None:
@@ -42,7 +40,7 @@ def _words(a: str, b: str, limit: int = 40) -> list[str]:
 
 
 def _events(a: list[list[int]], b: list[list[int]]) -> list[str]:
-    count = lambda ev: dict(Counter(KINDS.get(e[0], str(e[0])) for e in ev))  # noqa: E731
+    count = lambda ev: dict(Counter(e[0] for e in ev))  # noqa: E731
     lines = [f"  events {len(a)} vs {len(b)}; kinds {count(a)} vs {count(b)}"]
     first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
     if first is not None:
@@ -50,9 +48,9 @@ def _events(a: list[list[int]], b: list[list[int]]) -> list[str]:
         for i in range(max(first - 2, 0), min(first + 6, max(len(a), len(b)))):
             ea = a[i] if i < len(a) else None
             eb = b[i] if i < len(b) else None
-            show = lambda e: "-" if e is None else f"{KINDS.get(e[0], e[0])} {e[1]:#x} size={e[2]:#x}"  # noqa: E731
+            show = lambda e: "-" if e is None else f"{e[0]} {e[1]:#x} size={e[2]:#x}"  # noqa: E731
             lines.append(f"   [{i}] {show(ea)} | {show(eb)}")
-    maps = lambda ev: {(e[1], e[2]) for e in ev if e[0] == 7}  # noqa: E731
+    maps = lambda ev: {(e[1], e[2]) for e in ev if e[0] == "vmm_map"}  # noqa: E731
     only_a, only_b = sorted(maps(a) - maps(b)), sorted(maps(b) - maps(a))
     lines.append(f"  maps only in the first: {[(hex(o), hex(n)) for o, n in only_a[:12]]}")
     lines.append(f"  maps only in the second: {[(hex(o), hex(n)) for o, n in only_b[:12]]}")

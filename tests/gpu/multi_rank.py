@@ -116,7 +116,7 @@ def _dump_state(arch: Path, name: str) -> None:
         torch.cuda.synchronize()
         if "comm" in doc:
             doc["comm_bytes"] = memcpy_dtoh(doc["comm"], COMM_BYTES).hex()
-        doc["events"] = [[int(e.kind), e.offset, e.size, e.span] for e in allocation_events()]
+        doc["events"] = [[e.kind.name.lower(), e.offset, e.size, e.span] for e in allocation_events()]
     except Exception as exc:
         doc["error"] = f"{type(exc).__name__}: {exc}"[:600]
     (arch.parent / f"state_{name}.json").write_text(json.dumps(doc))
