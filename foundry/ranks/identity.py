@@ -5,10 +5,18 @@ creates a communicator, and LOAD must refuse a wrong archive before any collecti
 says it. The device is read from the driver at SAVE and LOAD: its name and PCI bus id are compared
 (which GPU of the machine the rank ran on: its NVLink and PCIe neighbours follow from it); its UUID is
 recorded for the reader but not compared, so that an archive copied to an identical machine loads.
+
+``FOUNDRY_RANK_GPUS=alike`` compares the GPU model only, for a data-parallel replica of a tensor-parallel
+group started on other GPUs of the same kind (GPUs 2 and 3 from the archive GPUs 0 and 1 saved). NCCL picks
+its channels, and so its peer buffers, from the topology; where the other GPUs give it another choice, the
+checks after this one refuse it (another count or size of peer mappings: ``PeerMappingError``; another
+layout: ``LayoutMismatchError``). Where they give the same choice, the replica is what native gives on those
+GPUs only if NCCL's reduction order is the same too, which the benchmark's replica run compares bit for bit.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 
@@ -27,6 +35,9 @@ class _Rank:
 
 
 _STATE = ProcessState("ranks.rank", _Rank)
+
+GPUS_ENV = "FOUNDRY_RANK_GPUS"  # "same" (the default): the GPU model and PCI bus id; "alike": the model only
+GPUS_CHOICES = ("same", "alike")
 
 
 def set_rank(rank: int, world_size: int) -> None:
@@ -78,10 +89,23 @@ def check_rank(saved: RankSpec | None, source: str) -> None:
             f"{here[1]}. Load each rank's own archive folder (rank_{here[0]}) with the world size it was saved "
             "with."
         )
+    choice = os.environ.get(GPUS_ENV, "same")
+    if choice not in GPUS_CHOICES:
+        raise RankMismatchError(
+            f"{GPUS_ENV}={choice!r} is not one of {', '.join(GPUS_CHOICES)}: 'same' asks each rank for the GPU it "
+            "saved on, 'alike' for a GPU of the same model (a replica of the group on other GPUs)."
+        )
     name, bus, _ = current_device_place()
-    if (saved.device_name, saved.pci_bus_id) != (name, bus):
+    if saved.device_name != name:
+        raise RankMismatchError(
+            f"{source} was saved by rank {saved.rank} on {saved.device_name}; this rank runs on {name}. An archive "
+            "loads on the GPU model it was saved on: SAVE again on this one."
+        )
+    if choice == "same" and saved.pci_bus_id != bus:
         raise RankMismatchError(
             f"{source} was saved by rank {saved.rank} on {saved.device_name} at PCI bus {saved.pci_bus_id}; this "
             f"rank runs on {name} at PCI bus {bus}. Give each rank the GPU it saved on (the same "
-            "CUDA_VISIBLE_DEVICES and torch.cuda.set_device), or SAVE again."
+            f"CUDA_VISIBLE_DEVICES and torch.cuda.set_device), or, for a replica of the group on other GPUs of "
+            f"this model, set {GPUS_ENV}=alike (NCCL's choices are then checked through the peer mappings and the "
+            "layout), or SAVE again."
         )

@@ -11,7 +11,8 @@ Order (each a fresh process tree, one after another):
                 caches, signed, when this run is asked for)
   load_replica  LOAD on the next GPUs of the machine (``CUDA_VISIBLE_DEVICES``: GPU 1 at one GPU an engine, 2 and 3
                 at two): a data-parallel replica started from the archive SAVE wrote on the first ones, copied, not
-                saved again; only when asked for, and skipped where the machine has too few GPUs
+                saved again (above one GPU with ``FOUNDRY_RANK_GPUS=alike``, since a rank's archive names its GPU);
+                only when asked for, and skipped where the machine has too few GPUs
   native        the engine again, its caches now warm: the baseline LOAD is compared with
   load          under Foundry (``..._MODE=load``), beside the warm native process
 
@@ -178,6 +179,8 @@ class BenchRuns:
             env.update(self.cfg.native_env)
         if mode == REPLICA:  # the next tp GPUs, which the engine then numbers from 0 as SAVE's own
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(self.cfg.tp, 2 * self.cfg.tp))
+            if self.cfg.tp > 1:  # a rank's archive names its GPU; a replica of the group asks for one alike
+                env["FOUNDRY_RANK_GPUS"] = "alike"
         if mode in PLUGIN_MODES:
             report = self.out / f"report-{mode}.json"
             report.unlink(missing_ok=True)

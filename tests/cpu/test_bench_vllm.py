@@ -325,8 +325,9 @@ def test_a_replica_loads_the_same_archive_on_the_next_gpus_and_is_compared_with_
     seen = {line["mode"]: line["visible"] for line in map(json.loads, probe.read_text().splitlines())}
     assert seen["load"] is None and seen["save"] is None  # the engine's own GPUs, numbered from 0
     lines = [json.loads(line) for line in probe.read_text().splitlines()]
-    replica = [line["visible"] for line in lines if line["mode"] == "load"]
-    assert ",".join(str(i) for i in range(tp, 2 * tp)) in replica  # one of the two LOAD processes: the replica
+    replica = [line for line in lines if line["mode"] == "load" and line["visible"] is not None]
+    assert [line["visible"] for line in replica] == [",".join(str(i) for i in range(tp, 2 * tp))]
+    assert [line["rank_gpus"] for line in replica] == ["alike" if tp > 1 else None]  # a rank's archive names its GPU
     compared = doc["compare"]["load_replica"]
     assert compared["identical"] is True and compared["against"] == "native"
     assert "a replica on the next GPUs" in (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()

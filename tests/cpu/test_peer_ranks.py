@@ -118,10 +118,15 @@ def _save(app_json: JsonRunner, arch: Path) -> dict[str, Any]:
 
 
 def _load(
-    app_json: JsonRunner, arch: Path, rank: tuple[int, int] | None, reimport: bool, device: int = 0
+    app_json: JsonRunner,
+    arch: Path,
+    rank: tuple[int, int] | None,
+    reimport: bool,
+    device: int = 0,
+    env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     head = f"RANK = {rank!r}\nREIMPORT = {reimport!r}\ncu = Cuda({device})\n"
-    out: dict[str, Any] = app_json(prelude(arch) + head + SETUP + LOAD, env=TWO_DEVICES)
+    out: dict[str, Any] = app_json(prelude(arch) + head + SETUP + LOAD, env={**TWO_DEVICES, **(env or {})})
     return dict(out["load"])
 
 
@@ -203,7 +208,7 @@ def test_load_refuses_when_the_peer_is_not_mapped_again(
         ((1, 2), 0, "this process is rank 1 of 2"),
         ((0, 4), 0, "this process is rank 0 of 4"),
         (None, 0, "declared no rank"),
-        ((0, 2), 1, "at PCI bus 0000:19:00.0"),
+        ((0, 2), 1, "at PCI bus 0000:19:00.0. Give each rank the GPU it saved on"),
     ],
 )
 def test_load_refuses_another_rank_world_size_or_device(
@@ -217,3 +222,29 @@ def test_load_refuses_another_rank_world_size_or_device(
     loaded = _load(app_json_module, arch, rank, reimport=True, device=device)
     assert loaded.get("error") == "RankMismatchError", loaded
     assert says in loaded["message"] and "LoadError" in loaded["bases"]
+
+
+def test_a_replica_on_another_gpu_of_the_model_loads_when_asked(
+    saved: tuple[Path, dict[str, Any]], app_json_module: JsonRunner
+) -> None:
+    """FOUNDRY_RANK_GPUS=alike: a replica of the group on other GPUs of the same model (a data-parallel copy of a
+    tensor-parallel deployment) loads the group's archive and replays as saved."""
+    arch, out = saved
+    loaded = _load(app_json_module, arch, (0, 2), reimport=True, device=1, env={"FOUNDRY_RANK_GPUS": "alike"})
+    assert loaded == {"ok": out["native"]}
+
+
+@pytest.mark.parametrize(
+    ("env", "error", "says"),
+    [
+        ({"FOUNDRY_RANK_GPUS": "alike", "FAKECUDA_DEVICE_NAME": "Other GPU"}, "IdentityMismatchError", "Other GPU"),
+        ({"FOUNDRY_RANK_GPUS": "any"}, "RankMismatchError", "FOUNDRY_RANK_GPUS='any' is not one of same, alike"),
+    ],
+)
+def test_a_replica_is_refused_on_another_gpu_model_or_an_unknown_choice(
+    saved: tuple[Path, dict[str, Any]], app_json_module: JsonRunner, env: dict[str, str], error: str, says: str
+) -> None:
+    arch, _ = saved
+    loaded = _load(app_json_module, arch, (0, 2), reimport=True, device=1, env=env)
+    assert loaded.get("error") == error, loaded
+    assert says in loaded["message"]

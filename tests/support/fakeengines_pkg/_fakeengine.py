@@ -63,6 +63,7 @@ def probe_caches(engine: str) -> None:
         "nccl": {name: os.environ.get(name) for name in PARALLEL_VARIABLES},
         "pythonpath": os.environ.get("PYTHONPATH", ""),
         "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),  # which GPUs (a replica runs on the next ones)
+        "rank_gpus": os.environ.get("FOUNDRY_RANK_GPUS"),  # a replica of a group asks for GPUs alike
     }
     with open(path, "a") as f:
         f.write(json.dumps(line) + "\n")
