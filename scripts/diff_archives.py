@@ -38,6 +38,13 @@ def _place(value: int, meta: schema.GraphMeta) -> int | None:
     return value - base if base <= value < base + size else None
 
 
+def _halves(xor: int) -> str:
+    """Which 32-bit half of a word differs: "high" alone is what 4 bytes of padding the host never wrote beside a
+    32-bit field look like (or a 32-bit field's neighbour), not a pointer."""
+    high, low = xor >> 32, xor & 0xFFFFFFFF
+    return "both" if high and low else "high" if high else "low"
+
+
 def _words(
     a: records.KernelNode, b: records.KernelNode, meta_a: schema.GraphMeta, meta_b: schema.GraphMeta
 ) -> list[dict[str, Any]]:
@@ -55,7 +62,12 @@ def _words(
             if pa is not None and pb is not None
             else "other"
         )
-        out.append({"offset": at, "a": f"{va:#x}", "b": f"{vb:#x}", "kind": kind})
+        word: dict[str, Any] = {"offset": at, "a": f"{va:#x}", "b": f"{vb:#x}", "kind": kind}
+        if pa is not None and pb is not None:
+            word["shift"] = pb - pa  # the same shift over every word: one rule derives B's record from A's
+        else:  # a 32-bit field beside 4 bytes the host never wrote differs in one half only
+            word["halves"] = _halves(va ^ vb)
+        out.append(word)
     return out
 
 
@@ -84,6 +96,7 @@ def diff_graph(path_a: Path, path_b: Path) -> dict[str, Any]:
                     "node": list(path),
                     "kernel": name_a if name_a == name_b else [name_a, name_b],
                     "launch_identical": launch,
+                    **({} if launch else {"launch": [[x.grid, x.block, x.shared_mem] for x in (a, b)]}),
                     "arg_bytes": [len(a.args), len(b.args)],
                     "words": words,
                 }
@@ -168,7 +181,9 @@ def shared_bytes(a: Path, b: Path) -> dict[str, Any]:
 
 def summary(report: dict[str, Any]) -> str:
     kinds: Counter[str] = Counter()
-    kernels = nodes = identical = members = members_identical = 0
+    shifts: Counter[int] = Counter()
+    halves: Counter[str] = Counter()
+    kernels = nodes = identical = members = members_identical = launches = 0
     for graph in report["graphs"].values():
         if graph.get("member"):
             members += 1
@@ -178,12 +193,20 @@ def summary(report: dict[str, Any]) -> str:
         identical += graph["record_identical"]
         for k in graph["kernels"]:
             kernels += 1
+            launches += not k["launch_identical"]
             kinds.update(w["kind"] for w in k["words"])
+            shifts.update(w["shift"] for w in k["words"] if "shift" in w)
+            halves.update(w["halves"] for w in k["words"] if "halves" in w)
     lines = [
         f"graphs compared {len(report['graphs']) - members} (records identical {identical}), nodes {nodes}, "
         f"kernel nodes that differ {kernels}; members compared by their deltas {members} (identical "
         f"{members_identical})",
         "differing argument words: " + (", ".join(f"{n} {kind}" for kind, n in kinds.most_common()) or "none"),
+        "region words moved, by shift (B's offset - A's): "
+        + (", ".join(f"{n} by {shift:+#x}" for shift, n in shifts.most_common(6)) or "none")
+        + "; other words, which half differs: "
+        + (", ".join(f"{n} {half}" for half, n in halves.most_common()) or "none")
+        + f"; kernel nodes launched otherwise (grid, block, shared memory): {launches}",
         f"images: {report['images']['both']} in both, {len(report['images']['only_a'])} only in A, "
         f"{len(report['images']['only_b'])} only in B; module variables that differ: "
         + (", ".join(report["variables"]) or "none"),
@@ -202,6 +225,8 @@ def summary(report: dict[str, Any]) -> str:
     for name, graph in sorted(report["graphs"].items()):
         for k in graph.get("kernels", [])[:8]:
             shown = "; ".join(f"+{w['offset']} {w['a']} / {w['b']} ({w['kind']})" for w in k["words"][:6])
+            if "launch" in k:
+                shown = f"launch {k['launch'][0]} / {k['launch'][1]}; " + shown
             lines.append(f"  {name} node {k['node']} {str(k['kernel'])[:60]}: {shown}")
     return "\n".join(lines)
 
