@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     # many processes, one GPU each
     "set_rank": ".ranks",
     "current_rank": ".ranks",
+    "store_bundle_against": ".archive",
     "startup_phases": ".load",
     # errors: every exception Foundry raises on purpose
     "ArchiveCorruptError": ".errors",

@@ -37,6 +37,7 @@ from .manifest import (
     read_manifest,
     write_manifest,
 )
+from .rankbundle import store_bundle_against, stored_against
 from .stored import (
     GraphJson,
     GraphStore,
@@ -87,6 +88,8 @@ __all__ = [
     "read_meta_digest",
     "record_path",
     "resolve_archive_dir",
+    "store_bundle_against",
+    "stored_against",
     "stray_files",
     "template_path",
     "write_bundle",

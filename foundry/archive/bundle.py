@@ -4,7 +4,9 @@ their files.
 
 Why: an engine's piecewise graphs number in the thousands, and LOAD reading two files a graph, each read
 letting the interpreter lock go, is what kept start-up's reading from finishing beside the engine's own
-Python work. The bundle is read with one read (or one part at a time, ``BundleFile``).
+Python work. The bundle is read with one read (or one part at a time, ``BundleFile``). A rank's bundle may be
+stored against another rank's of the same deployment (bundle_delta.py); the readers here rebuild it first, and
+it is then read and checked as any other.
 
 Layout, little-endian: ``magic`` (8 bytes), ``version`` (u32), ``count`` (u32: the bundled graphs, in the
 manifest's order), then ``count`` entries of four u64 (JSON offset and size, container offset and size, from
@@ -16,6 +18,7 @@ hash of its own. Pure bytes: no CUDA, no torch, no process state.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +26,8 @@ from pathlib import Path
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 from foundry.storage import PathLike, inside, read_range, read_regular, write_atomic_parts
+
+from .bundle_delta import base_of, is_delta, rebuild, sibling_rank
 
 __all__ = [
     "BUNDLE_NAME",
@@ -68,16 +73,22 @@ class BundleFile:
     path: Path
     size: int
     slots: tuple[BundleSlot, ...]
+    rebuilt: bytearray | None = None  # a bundle stored against another rank's, rebuilt: its parts are read here
+
+    def _part(self, at: int, n: int) -> bytearray:
+        if self.rebuilt is not None:
+            return bytearray(memoryview(self.rebuilt)[at : at + n])
+        return read_range(self.path, "graph bundle", self.size, at, n)
 
     def json(self, i: int) -> bytearray:
         """Bundled graph ``i``'s JSON bytes (unproven: its manifest entry states their SHA-256)."""
         s = self.slots[i]
-        return read_range(self.path, "graph bundle", self.size, s.json_at, s.json_bytes)
+        return self._part(s.json_at, s.json_bytes)
 
     def container(self, i: int) -> bytearray:
         """Bundled graph ``i``'s container bytes (unproven: its JSON states its record's SHA-256)."""
         s = self.slots[i]
-        return read_range(self.path, "graph bundle", self.size, s.container_at, s.container_bytes)
+        return self._part(s.container_at, s.container_bytes)
 
 
 @dataclass(frozen=True)
@@ -175,28 +186,68 @@ def _bundle_path(archive_dir: PathLike, file: str) -> Path:
     return inside(archive_dir, BUNDLE_NAME, "graph bundle")
 
 
+def _rebuilt(path: Path, size: int) -> bytearray | None:
+    """The bundle at ``path`` (the manifest's, real path) rebuilt, where the file is stored against another rank's
+    (bundle_delta.py), else None (the file is the bundle itself, read as such and refused there if it is not)."""
+    try:
+        on_disk = os.stat(path).st_size
+    except OSError:
+        return None
+    if on_disk == size or on_disk < 12:
+        return None
+    if not is_delta(read_range(path, "graph bundle", on_disk, 0, 12)):
+        return None
+    data = read_regular(path, "graph bundle", limit=size)  # smaller than the bundle it stands for: SAVE made it so
+    base_rank = base_of(data, str(path))[0]
+    here = sibling_rank(path.parent)
+    if here is None or here == base_rank:
+        raise ArchiveCorruptError(
+            f"{path}: stored against rank {base_rank}'s graph bundle, but {path.parent.name!r} is not another rank's "
+            "folder of a deployment (rank_<r>): copy the deployment's folder whole, with every rank_<r> in it."
+        )
+    base = path.parent.parent / f"rank_{base_rank}" / BUNDLE_NAME
+    base_size = base_of(data, str(path))[1]
+    try:
+        base_bytes = read_regular(base, "graph bundle", size=base_size)
+    except ArchiveCorruptError as exc:
+        if os.path.isfile(base) and os.stat(base).st_size != base_size:  # there, but not the one: as rebuild says
+            base_bytes = bytearray()
+        else:
+            raise ArchiveCorruptError(
+                f"{path}: stored against rank {base_rank}'s graph bundle {base}, which cannot be read ({exc}). Copy "
+                "the deployment's folder whole, with every rank_<r> in it, or save the deployment again."
+            ) from None
+    return rebuild(data, base_bytes, size, str(path), str(base))
+
+
 def read_bundle(archive_dir: PathLike, file: str, size: int, count: int) -> Bundle:
     """The whole bundle the manifest names (``file`` of ``size`` bytes, ``count`` graphs) with one read, laid
-    out (``bundle_slots``). ``ArchiveCorruptError`` for a missing or resized file, errors as ``bundle_slots``
-    for its layout."""
+    out (``bundle_slots``); one stored against another rank's is rebuilt first. ``ArchiveCorruptError`` for a
+    missing or resized file, errors as ``bundle_slots`` for its layout."""
     path = _bundle_path(archive_dir, file)
-    return parse_bundle(read_regular(path, "graph bundle", size=size), count, str(path))
+    rebuilt = _rebuilt(path, size)
+    data = rebuilt if rebuilt is not None else read_regular(path, "graph bundle", size=size)
+    return parse_bundle(data, count, str(path), rebuilt is not None)
 
 
-def parse_bundle(data: bytearray, count: int, source: str) -> Bundle:
-    """``read_bundle``'s layout of bytes already read (errors as there)."""
+def parse_bundle(data: bytearray, count: int, source: str, rebuilt: bool = False) -> Bundle:
+    """``read_bundle``'s layout of bytes already read (errors as there); ``rebuilt``: the bytes were rebuilt from
+    a file stored against another rank's, so the layout reads its parts from them."""
     slots = bundle_slots(data, count, len(data), source)
     view = memoryview(data)
     return Bundle(
         tuple(view[s.json_at : s.json_at + s.json_bytes] for s in slots),
         tuple(view[s.container_at : s.container_at + s.container_bytes] for s in slots),
-        BundleFile(Path(source), len(data), slots),
+        BundleFile(Path(source), len(data), slots, data if rebuilt else None),
     )
 
 
 def open_bundle(archive_dir: PathLike, file: str, size: int, count: int) -> BundleFile:
     """The layout of the bundle the manifest names, read from its header and table (errors as
-    ``read_bundle``)."""
+    ``read_bundle``); one stored against another rank's is rebuilt whole, and its parts read from that."""
     path = _bundle_path(archive_dir, file)
+    rebuilt = _rebuilt(path, size)
+    if rebuilt is not None:
+        return BundleFile(path, size, bundle_slots(rebuilt, count, size, str(path)), rebuilt)
     head = read_range(path, "graph bundle", size, 0, min(size, _HEAD.size + _ENTRY.size * count))
     return BundleFile(path, size, bundle_slots(head, count, size, str(path)))

@@ -9,7 +9,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from foundry.archive import MANIFEST_NAME, GraphStore, manifest_if_any, read_manifest, read_meta, resolve_archive_dir
+from foundry.archive import (
+    MANIFEST_NAME,
+    GraphStore,
+    manifest_if_any,
+    read_manifest,
+    read_meta,
+    resolve_archive_dir,
+    stored_against,
+)
 from foundry.errors import ArchiveError
 from foundry.schema import GraphMeta
 from foundry.schema.jsonfields import relative_path_problem
@@ -96,6 +104,8 @@ def summarize(path: Path) -> dict[str, Any]:
         # The graph bundle, the one copy of the graphs saved in the archive directory (docs/FORMAT.md); None: the
         # manifest names none (every graph is stored in its files).
         "bundle_bytes": manifest.bundle.bytes if manifest is not None and manifest.bundle is not None else None,
+        # The rank the bundle is stored against, and its file's bytes on disk; None: stored in full.
+        "bundle_against": stored_against(path) if manifest is not None and manifest.bundle is not None else None,
         "outside": outside,
         "nodes": dict(totals),
         "images": [{"sha256": sha, "bytes": b, "format": fmt} for sha, (b, fmt) in images.items()],
@@ -134,6 +144,9 @@ def _print(summary: dict[str, Any], kernels: int) -> None:
     if summary["bundle_bytes"] is not None:
         size = format_size(summary["bundle_bytes"])
         print(f"bundle    {size}: the graphs saved in the archive directory, stored once, in one file")
+        if summary["bundle_against"] is not None:
+            rank, on_disk = summary["bundle_against"]
+            print(f"          stored against rank_{rank}'s: {format_size(on_disk)} on disk (ship the deployment whole)")
     print()
     rows = [
         [g["name"], g["nodes"], g["kernels"], format_size(g["record_bytes"]), g["topology"], "yes" if g["rng"] else ""]

@@ -68,6 +68,7 @@ class FakeFoundry:
     high: int = 0
     log: list[tuple[str, int, int]] = field(default_factory=list)  # (kind, offset, size)
     calls: list[str] = field(default_factory=list)
+    bundles_stored: list[tuple[Path, Path]] = field(default_factory=list)  # (rank folder, base), in order
     boundaries: int = 0  # phase marks: each closes the region's shared small-allocation granule
     graphs_made: int = 0
     captures: int = 0
@@ -149,6 +150,11 @@ class FakeFoundry:
     def save_manifest(self, archive: Path, documents: Sequence[str] = ()) -> None:
         write_fake_manifest(archive, documents, self.base or 0, self.size, self.high)
         self.calls.append("save_manifest")
+
+    def store_bundle_against(self, archive: Path, base: Path) -> int:
+        self.calls.append("store_bundle_against")
+        self.bundles_stored.append((archive, base))
+        return 0  # the fake's archives hold no graph bundle
 
     def read_document(self, archive: Path, name: str) -> dict[str, Any]:
         doc: dict[str, Any] = foundry.read_archive_document(archive, name)

@@ -62,6 +62,10 @@ class FoundryApi(Protocol):
         """Writes the manifest, the archive's commit point, listing the documents named (each written before)."""
         ...
 
+    def store_bundle_against(self, archive: Path, base: Path) -> int:
+        """After the ranks' SAVEs: stores a finished rank folder's graph bundle against another's; the bytes saved."""
+        ...
+
     def read_document(self, archive: Path, name: str) -> dict[str, Any]:
         """A document as the archive's manifest lists it, proven (hash, seal, signature with a key in force);
         raises Foundry's ArchiveError otherwise."""
@@ -157,6 +161,9 @@ class PublicFoundryApi:
 
     def save_manifest(self, archive: Path, documents: Sequence[str] = ()) -> None:
         foundry.save_graph_manifest(archive, documents=list(documents))
+
+    def store_bundle_against(self, archive: Path, base: Path) -> int:
+        return int(foundry.store_bundle_against(archive, base))
 
     def read_document(self, archive: Path, name: str) -> dict[str, Any]:
         return foundry.read_archive_document(archive, name)

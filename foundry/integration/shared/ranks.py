@@ -23,6 +23,7 @@ __all__ = [
     "NCCL_SETTINGS",
     "SINGLE",
     "Place",
+    "bundles_to_store",
     "check_load_dir",
     "check_save_dir",
     "nccl_settings",
@@ -194,3 +195,24 @@ def _holds_its_name(path: Path) -> bool:
     except OSError:
         return False
     return digest.hexdigest() == path.name.removesuffix(".bin")
+
+
+_FINISHED = "graph_manifest.json"  # SAVE's commit point: a rank folder holding it is finished (docs/FORMAT.md)
+
+
+def bundles_to_store(archive: Path, place: Place) -> list[tuple[Path, Path]]:
+    """After this rank's SAVE: the (rank folder, base) pairs whose graph bundle to store against rank 0's
+    (``foundry.store_bundle_against``): a rank above 0 its own, once rank 0 has finished; rank 0 every other rank's
+    that finished before it. Whatever order the ranks finish in, every bundle but rank 0's is stored so once the
+    last one finishes: a rank that finds rank 0 unfinished wrote its manifest before rank 0 wrote its own, so rank 0
+    finds it finished."""
+    if place.world == 1:
+        return []
+    top = archive.parent
+    base = top / "rank_0"
+    if not (base / _FINISHED).is_file():
+        return []
+    if place.rank:
+        return [(archive, base)]
+    others = (top / f"rank_{r}" for r in range(1, place.world))
+    return [(other, base) for other in others if (other / _FINISHED).is_file()]

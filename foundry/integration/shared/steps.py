@@ -33,7 +33,15 @@ from .errors import PhaseLayoutError
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, PhaseMark
 from .outputs import as_flat, rebuild, shape_of
 from .phases import check_phase, process_started_at
-from .ranks import SINGLE, Place, check_load_dir, check_save_dir, nccl_settings, share_with_other_ranks
+from .ranks import (
+    SINGLE,
+    Place,
+    bundles_to_store,
+    check_load_dir,
+    check_save_dir,
+    nccl_settings,
+    share_with_other_ranks,
+)
 from .session import Session
 
 __all__ = [
@@ -191,12 +199,15 @@ def save_graphs(
     s.api.save_manifest(archive, documents=[s.metadata.name, *caches.pack(s, s.caches)])
     s.timings["save_s"] = time.perf_counter() - t0  # graph files, metadata and manifest
     shared = share_with_other_ranks(archive, s.place)
+    log = logging.getLogger(s.config.engine.logger or s.config.engine.key)
     if shared:
-        logging.getLogger(s.config.engine.logger or s.config.engine.key).info(
-            "Foundry save: %.1f MiB of rank %d's files kept once with the other ranks' (hard links)",
-            shared / 2**20,
-            s.place.rank,
-        )
+        log.info("Foundry save: %.1f MiB of rank %d's files kept once with the other ranks' (hard links)",
+                 shared / 2**20, s.place.rank)  # fmt: skip
+    for folder, base in bundles_to_store(archive, s.place):
+        stored = s.api.store_bundle_against(folder, base)
+        if stored:
+            log.info("Foundry save: %s's graph bundle stored against %s's, %.1f MiB less", folder.name, base.name,
+                     stored / 2**20)  # fmt: skip
     return meta
 
 

@@ -18,6 +18,7 @@ from foundry.integration.shared.ranks import (
     NCCL_SETTINGS,
     SINGLE,
     Place,
+    bundles_to_store,
     check_load_dir,
     check_save_dir,
     nccl_settings,
@@ -160,6 +161,8 @@ def test_vllm_tensor_parallel_saves_and_loads_one_folder_per_rank(
         assert (engines.archive / f"rank_{rank}" / "graph_manifest.json").is_file()
     assert sorted(p.name for p in engines.archive.iterdir()) == ["rank_0", "rank_1"]
     assert {k: os.environ[k] for k in NCCL_SETTINGS} == NCCL_SETTINGS  # what each rank's NCCL was made with
+    # rank 0 finished first, so rank 1 stores its graph bundle against rank 0's once it has finished
+    assert [f.memory.bundles_stored for f in saved] == [[], [(engines.archive / "rank_1", engines.archive / "rank_0")]]
     high_water = read_metadata(engines.archive / "rank_0").high_water
     loaded = _ranks(engines, "load", 2, high_water_saved=high_water)
     for rank, fake in enumerate(loaded):
@@ -249,3 +252,17 @@ def test_a_damaged_copy_of_another_rank_is_never_spread(tmp_path: Path) -> None:
     theirs.write_bytes(b"K" + data[1:])  # same size, bytes that no longer hash to the name
     assert share_with_other_ranks(tmp_path / "rank_1", Place(1, 2)) == 0
     assert mine.read_bytes() == data and mine.stat().st_ino != theirs.stat().st_ino
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 1, 0, 2), (1, 2, 3, 0)])
+def test_every_bundle_but_rank_0s_is_stored_against_it_whatever_order_the_ranks_finish_in(
+    tmp_path: Path, order: tuple[int, ...]
+) -> None:
+    stored: list[tuple[Path, Path]] = []
+    for rank in order:  # each rank's SAVE ends with its manifest, then asks which bundles to store
+        folder = tmp_path / f"rank_{rank}"
+        folder.mkdir()
+        (folder / "graph_manifest.json").write_text("{}")
+        stored += bundles_to_store(folder, Place(rank, 4))
+    assert sorted(stored) == [(tmp_path / f"rank_{r}", tmp_path / "rank_0") for r in (1, 2, 3)]
+    assert bundles_to_store(tmp_path, SINGLE) == []

@@ -1,0 +1,167 @@
+"""A rank's graph bundle stored against another rank's (docs/FORMAT.md, "Graph bundle stored against another
+rank's"): the file ``graph_bundle.bin`` of ``rank_<r>`` holding, in place of the bundle, what rebuilds it from
+``rank_<k>/graph_bundle.bin`` of the same deployment.
+
+Why: the ranks of a tensor-parallel deployment capture the same graphs, and their records differ in a few
+thousand argument words of tens of MB (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"); stored
+whole, every rank's bundle is a copy. Stored against rank 0's, a rank keeps only what differs.
+
+How: the bundle rebuilt, T, and the base bundle, B, are laid out alike (header, table, then each graph's JSON
+and container end to end). Each part of T (a graph's JSON or its container) whose part at the same place in B
+has the same length is XORed with it; T's header, table and every other part are kept as they are. The result
+has T's length and is zero wherever the ranks agree, which zstd stores in almost nothing. Rebuilding is the
+same XOR: T's table comes back first (it was not XORed), and with it and B's table the same parts are XORed
+again. The rule needs no list of its own: both tables say which parts it applies to.
+
+What proves the result: the rebuilt bytes must have the SHA-256 the header states and the manifest's size, and
+then they are a bundle like any other, read and checked graph by graph (bundle.py). The base must hold the
+bytes the header names (its size and SHA-256) and be a bundle itself, not one stored against a third: a rank
+folder copied without the deployment around it, or a base saved again since, is refused by name.
+
+Layout, little-endian: magic ``FDYBNDL\\0`` (the bundle's), version u32 = 3, base rank u32, base size u64, base
+SHA-256 (32 bytes), rebuilt size u64, rebuilt SHA-256 (32 bytes), then one zstd frame of the XORed bytes, its
+content size stated (the rebuilt size). Pure bytes: no CUDA, no torch, no process state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+from foundry.errors import ArchiveCorruptError
+
+__all__ = ["DELTA_VERSION", "HEAD_BYTES", "base_of", "is_delta", "pack_delta", "rebuild", "sibling_rank"]
+
+DELTA_VERSION = 3
+_HEAD = struct.Struct("<8sIIQ32sQ32s")
+HEAD_BYTES = _HEAD.size
+_MAGIC = b"FDYBNDL\0"
+_BUNDLE_HEAD = struct.Struct("<8sII")
+_ENTRY = struct.Struct("<QQQQ")
+_LEVEL = 3  # the XORed bytes are zeros but for a few words: any level stores them in almost nothing
+_RANK = re.compile(r"rank_(0|[1-9][0-9]{0,8})")
+
+
+def _zstd() -> Any:
+    try:
+        import zstandard
+    except ImportError:
+        raise ImportError("the 'zstandard' package is not installed (pip install zstandard)") from None
+    return zstandard
+
+
+def is_delta(head: bytes | bytearray | memoryview) -> bool:
+    """Whether a graph bundle file beginning with ``head`` (at least 12 bytes) is stored against another's."""
+    return len(head) >= 12 and bytes(head[:8]) == _MAGIC and int.from_bytes(head[8:12], "little") == DELTA_VERSION
+
+
+def sibling_rank(directory: Path) -> int | None:
+    """The rank a deployment's rank folder (``rank_<r>``) is for, or None for a folder of another name."""
+    m = _RANK.fullmatch(directory.name)
+    return int(m.group(1)) if m else None
+
+
+def _parts(bundle: bytes | bytearray | memoryview, source: str) -> list[tuple[int, int]]:
+    """(offset, size) of each part of a laid-out bundle (each graph's JSON, then its container), in order."""
+    if len(bundle) < _BUNDLE_HEAD.size:
+        raise ArchiveCorruptError(f"{source}: truncated: {len(bundle)} bytes, a bundle header is {_BUNDLE_HEAD.size}")
+    magic, version, n = _BUNDLE_HEAD.unpack_from(bundle)
+    start = _BUNDLE_HEAD.size + _ENTRY.size * n
+    if magic != _MAGIC or version == DELTA_VERSION or start > len(bundle):
+        raise ArchiveCorruptError(
+            f"{source}: not a graph bundle laid out in full (magic {magic!r}, version {version}, {n} graphs in "
+            f"{len(bundle)} bytes): a bundle is stored against one laid out in full, never against another stored so"
+        )
+    parts = []
+    for j_at, j_len, c_at, c_len in _ENTRY.iter_unpack(memoryview(bundle)[_BUNDLE_HEAD.size : start]):
+        if j_at + j_len > len(bundle) or c_at + c_len > len(bundle):
+            raise ArchiveCorruptError(f"{source}: its table points past its {len(bundle)} bytes")
+        parts += [(j_at, j_len), (c_at, c_len)]
+    return parts
+
+
+def _mask(target_parts: list[tuple[int, int]], base: bytes | bytearray | memoryview, size: int, source: str) -> int:
+    """The base's bytes placed where the target's parts of the same length lie, zero elsewhere, as an integer
+    of ``size`` bytes (little-endian): what the target is XORed with."""
+    base_parts = _parts(base, source)
+    mask = bytearray(size)
+    for (t_at, t_len), (b_at, b_len) in zip(target_parts, base_parts, strict=False):
+        if t_len == b_len and t_len:
+            mask[t_at : t_at + t_len] = base[b_at : b_at + b_len]
+    return int.from_bytes(mask, "little")
+
+
+def pack_delta(bundle: bytes | bytearray | memoryview, base: bytes | bytearray | memoryview, base_rank: int) -> bytes:
+    """The bytes that store ``bundle`` against ``base`` (rank ``base_rank``'s bundle): the file that replaces the
+    bundle in its rank folder. Both must be bundles laid out in full."""
+    size = len(bundle)
+    xored = int.from_bytes(bundle, "little") ^ _mask(_parts(bundle, "the bundle"), base, size, "the base bundle")
+    frame = _zstd().ZstdCompressor(level=_LEVEL, write_content_size=True).compress(xored.to_bytes(size, "little"))
+    head = _HEAD.pack(
+        _MAGIC,
+        DELTA_VERSION,
+        base_rank,
+        len(base),
+        hashlib.sha256(base).digest(),
+        size,
+        hashlib.sha256(bundle).digest(),
+    )
+    return head + frame
+
+
+def base_of(data: bytes | bytearray | memoryview, source: str) -> tuple[int, int, bytes, int, bytes]:
+    """(base rank, base size, base SHA-256, rebuilt size, rebuilt SHA-256) from a stored-against file's header."""
+    if len(data) < _HEAD.size:
+        raise ArchiveCorruptError(f"{source}: truncated: {len(data)} bytes, its header needs {_HEAD.size}")
+    _, _, rank, base_size, base_sha, size, sha = _HEAD.unpack_from(data)
+    return rank, base_size, base_sha, size, sha
+
+
+def rebuild(
+    data: bytes | bytearray | memoryview,
+    base: bytes | bytearray | memoryview,
+    size: int,
+    source: str,
+    base_source: str,
+) -> bytearray:
+    """The bundle that ``data`` (a graph bundle file stored against ``base``) stands for, ``size`` bytes (the
+    manifest's): checked against the header's base and result hashes. ``ArchiveCorruptError`` names ``source`` or
+    ``base_source`` otherwise; the output is bounded by ``size`` before anything is decompressed."""
+    _, base_size, base_sha, stated, sha = base_of(data, source)
+    if stated != size:
+        raise ArchiveCorruptError(
+            f"{source}: stands for a bundle of {stated} bytes, the manifest says {size}: it is from another save. "
+            "Save the archive again."
+        )
+    if len(base) != base_size or hashlib.sha256(base).digest() != base_sha:
+        raise ArchiveCorruptError(
+            f"{base_source}: is not the bundle {source} was stored against ({base_size} bytes, SHA-256 "
+            f"{base_sha.hex()[:16]}...): that rank folder was saved again or changed since. Keep the deployment's "
+            "rank folders together as SAVE wrote them, or save the deployment again."
+        )
+    zstd = _zstd()
+    frame = memoryview(data)[_HEAD.size :]
+    try:
+        declared = zstd.frame_content_size(frame)
+    except zstd.ZstdError as exc:
+        raise ArchiveCorruptError(f"{source}: its zstd frame cannot be read ({exc}). Save the archive again.") from None
+    if declared != size:
+        raise ArchiveCorruptError(f"{source}: its zstd frame holds {declared} bytes, not {size}. Save it again.")
+    try:
+        xored = zstd.ZstdDecompressor().decompress(frame, max_output_size=size)
+    except zstd.ZstdError as exc:
+        raise ArchiveCorruptError(f"{source}: its zstd frame is damaged ({exc}). Save the archive again.") from None
+    if len(xored) != size:
+        raise ArchiveCorruptError(f"{source}: rebuilds {len(xored)} bytes, not {size}. Save the archive again.")
+    # The table was not XORed: the rebuilt bundle's parts are laid out by it.
+    parts = _parts(xored, source)
+    out = bytearray((int.from_bytes(xored, "little") ^ _mask(parts, base, size, base_source)).to_bytes(size, "little"))
+    if hashlib.sha256(out).digest() != sha:
+        raise ArchiveCorruptError(
+            f"{source}: the bundle it rebuilds from {base_source} does not have the SHA-256 it states: one of the two "
+            "files was changed after SAVE. Save the deployment again."
+        )
+    return out
