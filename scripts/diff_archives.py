@@ -71,9 +71,12 @@ def _words(
     return out
 
 
-def diff_graph(path_a: Path, path_b: Path) -> dict[str, Any]:
-    meta_a, payload_a = archive.read_graph(path_a)
-    meta_b, payload_b = archive.read_graph(path_b)
+def diff_graph(path_a: Path, path_b: Path, stores: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """``stores``: one ``archive.GraphStore`` per archive, so that each reads its graph bundle once (a bundle
+    stored against another rank's is rebuilt where it is opened)."""
+    store_a, store_b = stores if stores is not None else (archive.GraphStore(), archive.GraphStore())
+    meta_a, payload_a = archive.read_graph(path_a, store=store_a)
+    meta_b, payload_b = archive.read_graph(path_b, store=store_b)
     if meta_a.template is not None or meta_b.template is not None:
         return {"member": True, "delta_identical": payload_a == payload_b}
     rec_a, rec_b = records.parse_record(payload_a), records.parse_record(payload_b)
@@ -120,10 +123,11 @@ def diff_archives(a: Path, b: Path) -> dict[str, Any]:
     images_b: set[str] = set()
     variables_a: dict[str, str] = {}
     variables_b: dict[str, str] = {}
+    stores = (archive.GraphStore(), archive.GraphStore())
     for name in both:
-        out["graphs"][name] = diff_graph(graphs_a[name], graphs_b[name])
-        meta_a, _ = archive.read_graph(graphs_a[name], verify=False)
-        meta_b, _ = archive.read_graph(graphs_b[name], verify=False)
+        out["graphs"][name] = diff_graph(graphs_a[name], graphs_b[name], stores)
+        meta_a, _ = archive.read_graph(graphs_a[name], verify=False, store=stores[0])
+        meta_b, _ = archive.read_graph(graphs_b[name], verify=False, store=stores[1])
         images_a |= {i.sha256 for i in meta_a.images}
         images_b |= {i.sha256 for i in meta_b.images}
         variables_a |= _variables(meta_a)

@@ -189,3 +189,13 @@ def test_a_base_saved_again_is_refused_by_name(
     run_save(app_json_module, SHIFTED, copy / "rank_0")  # another program's graphs in rank 0's place
     with pytest.raises(ArchiveCorruptError, match=r"is not the bundle .* was stored against .* saved again"):
         read_bundle(copy / "rank_1", BUNDLE_NAME, len(stored[1]), len(read_manifest(copy / "rank_1").bundled()))
+
+
+def test_the_ranks_compared_graph_by_graph_with_rank_1_stored_against_rank_0(stored: tuple[Path, bytes, int]) -> None:
+    top = stored[0]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/diff_archives.py"), str(top / "rank_0"), str(top / "rank_1")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "region words moved, by shift (B's offset - A's):" in proc.stdout and "by +0x400000" in proc.stdout
