@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from tests.support.graphs import JsonRunner
 from tests.support.sanitized import Sanitized, build_sanitized
+from tests.support.subproc import run_python
 
 
 @pytest.fixture(scope="session")
 def sanitized(tmp_path_factory: pytest.TempPathFactory) -> Sanitized:
     """libfoundry and the fake driver under AddressSanitizer + UBSan, built once for the session."""
     return build_sanitized(tmp_path_factory.mktemp("sanitized"))
+
+
+@pytest.fixture(scope="module")
+def app_json_module(fakecuda_dir: Path, foundry_lib: Path) -> JsonRunner:
+    """``app_json`` (tests/conftest.py) for a module whose tests share what one process saved (a module-scoped
+    fixture cannot take the function-scoped ``app_json``)."""
+
+    def run(code: str, env: dict[str, str] | None = None) -> Any:
+        return json.loads(run_python(code, lib_dir=fakecuda_dir, env=env, preload=foundry_lib).strip().splitlines()[-1])
+
+    return run

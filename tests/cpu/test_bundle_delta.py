@@ -25,7 +25,6 @@ from foundry.errors import ArchiveCorruptError
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
 from tests.support.graphs import JsonRunner, RoundTrip, run_load, run_save
 from tests.support.roundtrip_fake import check_roundtrip
-from tests.support.subproc import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,16 +80,6 @@ def test_a_bundle_is_never_stored_against_one_stored_so() -> None:
 # ------------------------------------------------------------------ two rank folders the fake driver saved
 Deployment = tuple[Path, dict[str, Any], dict[str, Any]]  # the folder, rank 0's and rank 1's SAVE reports
 SHIFTED = dataclasses.replace(VARIANTS, alloc='buf("pad", 1 << 22)\n' + textwrap.dedent(VARIANTS.alloc))
-
-
-@pytest.fixture(scope="module")
-def app_json_module(fakecuda_dir: Path, foundry_lib: Path) -> JsonRunner:
-    """``app_json`` for the module: one deployment serves every test below."""
-
-    def run(code: str, env: dict[str, str] | None = None) -> Any:
-        return json.loads(run_python(code, lib_dir=fakecuda_dir, env=env, preload=foundry_lib).strip().splitlines()[-1])
-
-    return run
 
 
 @pytest.fixture(scope="module")

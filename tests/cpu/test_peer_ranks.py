@@ -8,7 +8,6 @@ creates its buffer on device 1 and exports it; this rank imports it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from foundry.errors import ArchiveVersionError
 from foundry.schema import GRAPH_FORMAT
 from foundry.schema.jsonfields import check_format, load_sealed
 from tests.support.graphs import JsonRunner, prelude
-from tests.support.subproc import run_python
 
 TWO_DEVICES = {"FAKECUDA_DEVICE_COUNT": "2"}
 
@@ -128,16 +126,6 @@ def _load(
     head = f"RANK = {rank!r}\nREIMPORT = {reimport!r}\ncu = Cuda({device})\n"
     out: dict[str, Any] = app_json(prelude(arch) + head + SETUP + LOAD, env={**TWO_DEVICES, **(env or {})})
     return dict(out["load"])
-
-
-@pytest.fixture(scope="module")
-def app_json_module(fakecuda_dir: Path, foundry_lib: Path) -> JsonRunner:
-    """``app_json`` for the module: one SAVE serves every LOAD below."""
-
-    def run(code: str, env: dict[str, str] | None = None) -> Any:
-        return json.loads(run_python(code, lib_dir=fakecuda_dir, env=env, preload=foundry_lib).strip().splitlines()[-1])
-
-    return run
 
 
 @pytest.fixture(scope="module")
