@@ -83,23 +83,27 @@ def _parts(bundle: bytes | bytearray | memoryview, source: str) -> list[tuple[in
     return parts
 
 
-def _mask(target_parts: list[tuple[int, int]], base: bytes | bytearray | memoryview, size: int, source: str) -> int:
-    """The base's bytes placed where the target's parts of the same length lie, zero elsewhere, as an integer
-    of ``size`` bytes (little-endian): what the target is XORed with."""
-    base_parts = _parts(base, source)
-    mask = bytearray(size)
-    for (t_at, t_len), (b_at, b_len) in zip(target_parts, base_parts, strict=False):
+Bytes = bytes | bytearray | memoryview
+
+
+def _xor_with_base(out: bytearray, parts: list[tuple[int, int]], base: Bytes, source: str) -> None:
+    """XORs, in place, each of ``out``'s parts (``parts``: its table's) with the base's part at the same place in
+    the base's table where the two have the same length; one part at a time, so that no more than the two bundles
+    is held at once."""
+    for (t_at, t_len), (b_at, b_len) in zip(parts, _parts(base, source), strict=False):
         if t_len == b_len and t_len:
-            mask[t_at : t_at + t_len] = base[b_at : b_at + b_len]
-    return int.from_bytes(mask, "little")
+            mine = int.from_bytes(out[t_at : t_at + t_len], "little")
+            theirs = int.from_bytes(base[b_at : b_at + b_len], "little")
+            out[t_at : t_at + t_len] = (mine ^ theirs).to_bytes(t_len, "little")
 
 
 def pack_delta(bundle: bytes | bytearray | memoryview, base: bytes | bytearray | memoryview, base_rank: int) -> bytes:
     """The bytes that store ``bundle`` against ``base`` (rank ``base_rank``'s bundle): the file that replaces the
     bundle in its rank folder. Both must be bundles laid out in full."""
     size = len(bundle)
-    xored = int.from_bytes(bundle, "little") ^ _mask(_parts(bundle, "the bundle"), base, size, "the base bundle")
-    frame = _zstd().ZstdCompressor(level=_LEVEL, write_content_size=True).compress(xored.to_bytes(size, "little"))
+    xored = bytearray(bundle)
+    _xor_with_base(xored, _parts(bundle, "the bundle"), base, "the base bundle")
+    frame = _zstd().ZstdCompressor(level=_LEVEL, write_content_size=True).compress(xored)
     head = _HEAD.pack(
         _MAGIC,
         DELTA_VERSION,
@@ -157,8 +161,9 @@ def rebuild(
     if len(xored) != size:
         raise ArchiveCorruptError(f"{source}: rebuilds {len(xored)} bytes, not {size}. Save the archive again.")
     # The table was not XORed: the rebuilt bundle's parts are laid out by it.
-    parts = _parts(xored, source)
-    out = bytearray((int.from_bytes(xored, "little") ^ _mask(parts, base, size, base_source)).to_bytes(size, "little"))
+    out = bytearray(xored)
+    del xored
+    _xor_with_base(out, _parts(out, source), base, base_source)
     if hashlib.sha256(out).digest() != sha:
         raise ArchiveCorruptError(
             f"{source}: the bundle it rebuilds from {base_source} does not have the SHA-256 it states: one of the two "
