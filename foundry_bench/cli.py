@@ -127,7 +127,8 @@ def _run_vllm(args: argparse.Namespace) -> int:
         for api in apis:
             for runner in runners:
                 cfg = VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
-                                      gpu_memory_utilization=args.gpu_memory_utilization, **settings)  # fmt: skip
+                                      gpu_memory_utilization=args.gpu_memory_utilization,
+                                      expert_parallel=args.expert_parallel, **settings)  # fmt: skip
                 failed += not _identical(run_vllm_bench(cfg))
     _write_matrix(args, "vllm")
     return 1 if failed else 0
@@ -149,6 +150,8 @@ def _run_sglang(args: argparse.Namespace) -> int:
     configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args, **settings)
                for shape in shapes for api in apis]  # fmt: skip
     problems += [p for cfg in configs for p in cfg.problems()]
+    if args.expert_parallel:
+        problems.append("--expert-parallel is vLLM's (SGLang's plugin refuses ep_size above 1 for now)")
     if problems:
         return _report_problems(problems)
     if importlib.util.find_spec("sglang") is None:
@@ -294,6 +297,8 @@ def add_parser(sub: Any) -> None:
         help="GPUs per engine, tensor parallel (NCCL all-reduces inside the "
         "graphs; every run, native too, with the NCCL settings SAVE and LOAD need)",
     )
+    v.add_argument("--expert-parallel", action="store_true", help="vllm: --enable-expert-parallel, the experts "
+                   "split over the --tp GPUs (data parallel 1: their outputs summed by NCCL's all-reduce)")  # fmt: skip
     v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
     v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
     v.add_argument("--gpu-memory-utilization", type=float, default=0.35, help="vllm, per engine (two side by side)")

@@ -50,11 +50,12 @@ class VllmBenchConfig(ServingConfig):
     cudagraph_mode: str = "default"  # vLLM's own (FULL_AND_PIECEWISE) unless named
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
+    expert_parallel: bool = False  # vLLM's --enable-expert-parallel (over the --tp group)
     archive: Path = Path("/tmp/foundry-vllm-archive")
     models: Path = Path("/tmp/foundry-vllm-models")
 
     def tag(self) -> str:
-        tp = f"-tp{self.tp}" if self.tp > 1 else ""
+        tp = (f"-tp{self.tp}" if self.tp > 1 else "") + ("-ep" if self.expert_parallel else "")
         return f"vllm-{self.shape}-{self.api}-{self.runner}-{self.cudagraph_mode.lower()}{tp}"
 
 
@@ -101,6 +102,8 @@ class _Runs(BenchRuns):
                 kwargs["compilation_config"] = {"cudagraph_mode": cfg.cudagraph_mode}
             if cfg.tp > 1:  # the custom all-reduce's IPC peer tables are not restored: NCCL all-reduces
                 kwargs.update(tensor_parallel_size=cfg.tp, disable_custom_all_reduce=True)
+            if cfg.expert_parallel:
+                kwargs["enable_expert_parallel"] = True
             return OfflineEngine(kwargs, prefix, env, log, self.cwd)
         args = [str(self.model), "--load-format", "dummy", "--skip-tokenizer-init", "--seed", "0"]
         args += ["--max-model-len", str(cfg.max_model_len), "--no-enable-prefix-caching"]
@@ -109,6 +112,8 @@ class _Runs(BenchRuns):
             args += ["--compilation-config", json.dumps({"cudagraph_mode": cfg.cudagraph_mode})]
         if cfg.tp > 1:
             args += ["--tensor-parallel-size", str(cfg.tp), "--disable-custom-all-reduce"]
+        if cfg.expert_parallel:
+            args += ["--enable-expert-parallel"]
         return ServerEngine(args, free_port(), prefix, env, log, self.cwd)
 
 

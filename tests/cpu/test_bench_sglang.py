@@ -256,6 +256,7 @@ def test_targets_and_plot_parts_from_a_document() -> None:
         (["--decode-steps", "4096"], "more than --context-length 2048"),
         (["--seconds", "0"], "--seconds must be positive"),
         (["--shapes", "qwen3-1t"], "unknown shape 'qwen3-1t'"),
+        (["--tp", "2", "--expert-parallel"], "--expert-parallel is vLLM's"),
     ],
 )
 def test_sglang_arguments_are_refused_before_looking_for_sglang(

@@ -295,6 +295,20 @@ def test_tensor_parallel_runs_every_mode_on_n_gpus_with_nccl_as_the_all_reduce(
     assert (tmp_path / "out" / "vllm-qwen3-0.6b-llm-v2-default-tp2.json").is_file()
 
 
+@pytest.mark.parametrize("api", ["llm", "serve"])
+def test_expert_parallel_is_asked_of_every_run_and_named_in_the_report(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str
+) -> None:
+    probe = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
+    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "native", "load"), tp=2, expert_parallel=True, api=api))
+    assert all("error" not in r for r in doc["results"].values()), doc["results"]
+    lines = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert sorted(line["mode"] for line in lines) == ["load", "native", "save"]
+    assert all(line["args"]["enable_expert_parallel"] is True for line in lines), lines
+    assert (tmp_path / "out" / f"vllm-qwen3-0.6b-{api}-v2-default-tp2-ep.json").is_file()
+
+
 def test_the_engines_get_the_foundry_this_benchmark_imports_first_on_their_path(
     fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -50,6 +50,8 @@ def describe(vllm_config: Any, device_name: str | None = None) -> Fingerprint:
             "attention_backend": _name(_get(vllm_config, "attention_config.backend", None)),
             "tensor_parallel_size": _get(vllm_config, "parallel_config.tensor_parallel_size"),
             "pipeline_parallel_size": _get(vllm_config, "parallel_config.pipeline_parallel_size"),
+            # which experts a rank holds, and so its graphs' expert maps and weights' shapes
+            "expert_parallel": bool(_get(vllm_config, "parallel_config.enable_expert_parallel", False)),
             "runner": runner_name(vllm_config),
             "vllm_config_hash": _call(vllm_config, "compute_hash"),
         }

@@ -67,8 +67,16 @@ def _parallel_problems(parallel: Any) -> list[str]:
         if (getattr(parallel, name, 1) or 1) > 1:
             size = getattr(parallel, name)
             problems.append(f"{what} parallelism ({name}={size}): the adapter saves tensor parallel only")
-    if getattr(parallel, "enable_expert_parallel", False):
-        problems.append("expert parallelism (enable_expert_parallel): its all-to-all buffers are not saved yet")
+    # Expert parallel over the tensor-parallel group (data parallel 1): each rank holds its share of the experts,
+    # and vLLM's MoE layer sums their outputs with the same NCCL all-reduce as tensor parallel; no all-to-all
+    # kernel runs (FusedMoEParallelConfig.use_all2all_kernels needs data, context or sequence parallel above 1,
+    # refused above), so nothing beyond what tensor parallel saves is in the graphs. The expert load balancer
+    # moves experts between ranks while serving, which a saved graph cannot follow.
+    if getattr(parallel, "enable_expert_parallel", False) and getattr(parallel, "enable_eplb", False):
+        problems.append(
+            "expert load balancing (enable_eplb): it moves experts between ranks while serving, and the graphs saved "
+            "read the placement SAVE had; serve without --enable-eplb (expert parallel itself is supported)"
+        )
     if (getattr(parallel, "tensor_parallel_size", 1) or 1) > 1:
         if not getattr(parallel, "disable_custom_all_reduce", False):
             problems.append(

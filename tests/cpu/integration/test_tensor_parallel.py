@@ -129,13 +129,41 @@ def test_vllm_tensor_parallel_with_an_all_reduce_that_is_not_restored_is_refused
     assert not fake.memory.log  # refused before anything was allocated
 
 
-def test_vllm_pipeline_and_expert_parallel_are_refused_by_name(engines: Any) -> None:
+def test_vllm_pipeline_parallel_and_the_expert_load_balancer_are_refused_by_name(engines: Any) -> None:
     config = make_config(tp=2, disable_custom_all_reduce=True)
     config.parallel_config.pipeline_parallel_size = 2
     config.parallel_config.enable_expert_parallel = True
+    config.parallel_config.enable_eplb = True
     fake = engines.prepare("save")
-    with pytest.raises(UnsupportedConfigError, match=r"pipeline parallelism.*\n.*expert parallelism"):
+    with pytest.raises(
+        UnsupportedConfigError, match=r"pipeline parallelism.*\n.*expert load balancing \(enable_eplb\)"
+    ):
         fake.start_engine(config)
+    assert not fake.memory.log
+
+
+def test_vllm_expert_parallel_over_the_tensor_parallel_group_saves_and_loads_per_rank(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expert parallel with data parallel 1: the experts' outputs are summed by the tensor-parallel all-reduce,
+    so it is saved and loaded like tensor parallel, one folder per rank."""
+    for k, v in TP_READY.items():
+        monkeypatch.setenv(k, v)
+    for mode in ("save", "load"):
+        for rank in range(2):
+            config = make_config(tp=2, disable_custom_all_reduce=True)
+            config.parallel_config.enable_expert_parallel = True
+            config.parallel_config.enable_eplb = False
+            fake = engines.prepare(mode, FakeFoundry(high_water_saved=_high_water(engines)) if mode == "load" else None)
+            fake.start_engine(config, rank=rank)
+            assert fake.memory.rank == (rank, 2)
+            if mode == "load":
+                assert fake.memory.loaded_from == engines.archive / f"rank_{rank}"
+                assert "v2.capture_model" not in fake.trace.events
+
+
+def _high_water(engines: Any) -> int:
+    return int(read_metadata(engines.archive / "rank_0").high_water)
 
 
 def _ranks(engines: Any, mode: str, world: int, **memory: Any) -> list[Any]:

@@ -96,3 +96,24 @@ def test_written_file_is_sealed_json(tmp_path: Path) -> None:
     assert list(doc)[:2] == ["format", "format_version"] and doc["format"] == "foundry-vllm-plugin"
     assert doc["kv_cache"] == {"bytes": 40 << 30, "num_gpu_blocks": 18724}
     assert doc["phases"][0]["allocations"] == [[0, 4096], [0x200000, 8192]]
+
+
+def test_the_fingerprint_names_expert_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An archive saved with expert parallel holds each rank's share of the experts: LOAD without it (or the other
+    way round) is refused by name, before the GPU is touched."""
+    import sys
+    from types import SimpleNamespace
+
+    from foundry.integration.vllm.fingerprint import describe
+    from tests.support.fakevllm_config import make_config
+
+    monkeypatch.setitem(
+        sys.modules, "torch", SimpleNamespace(__version__="2.11.0", version=SimpleNamespace(cuda="13.0"))
+    )
+    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(__version__="0.26.0"))
+    plain = make_config(tp=2, disable_custom_all_reduce=True)
+    expert = make_config(tp=2, disable_custom_all_reduce=True)
+    expert.parallel_config.enable_expert_parallel = True
+    saved, here = describe(expert, "Fake H200"), describe(plain, "Fake H200")
+    assert saved.as_dict()["expert_parallel"] == "True"
+    assert ("expert_parallel", "True", "False") in saved.differences(here)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from typing import Any
 
@@ -26,6 +28,13 @@ def main() -> None:
     args = sys.argv[1:]
     assert args[0] == "serve"
     port = int(args[args.index("--port") + 1])
+    # The flags as LLM()'s keyword arguments (--tensor-parallel-size 2 -> tensor_parallel_size=2), for the probe.
+    flags: dict[str, int | bool] = {}
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            value = args[i + 1] if i + 1 < len(args) else "--"
+            flags[arg[2:].replace("-", "_")] = int(value) if value.isdigit() else True
+    os.environ["FAKE_ENGINE_ARGS"] = json.dumps(flags)
     print("INFO init engine (profile, create kv cache, warmup model) took 2.50 s", flush=True)
     write_report()
     serve_http(port, completions)
