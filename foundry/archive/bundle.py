@@ -198,7 +198,7 @@ def _rebuilt(path: Path, size: int) -> bytearray | None:
     if not is_delta(read_range(path, "graph bundle", on_disk, 0, 12)):
         return None
     data = read_regular(path, "graph bundle", limit=size)  # smaller than the bundle it stands for: SAVE made it so
-    base_rank = base_of(data, str(path))[0]
+    base_rank, base_size = base_of(data, str(path))[:2]
     here = sibling_rank(path.parent)
     if here is None or here == base_rank:
         raise ArchiveCorruptError(
@@ -206,7 +206,6 @@ def _rebuilt(path: Path, size: int) -> bytearray | None:
             "folder of a deployment (rank_<r>): copy the deployment's folder whole, with every rank_<r> in it."
         )
     base = path.parent.parent / f"rank_{base_rank}" / BUNDLE_NAME
-    base_size = base_of(data, str(path))[1]
     try:
         base_bytes = read_regular(base, "graph bundle", size=base_size)
     except ArchiveCorruptError as exc:

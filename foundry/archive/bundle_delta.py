@@ -43,6 +43,7 @@ _BUNDLE_HEAD = struct.Struct("<8sII")
 _ENTRY = struct.Struct("<QQQQ")
 _LEVEL = 3  # the XORed bytes are zeros but for a few words: any level stores them in almost nothing
 _RANK = re.compile(r"rank_(0|[1-9][0-9]{0,8})")
+Bytes = bytes | bytearray | memoryview
 
 
 def _zstd() -> Any:
@@ -53,7 +54,7 @@ def _zstd() -> Any:
     return zstandard
 
 
-def is_delta(head: bytes | bytearray | memoryview) -> bool:
+def is_delta(head: Bytes) -> bool:
     """Whether a graph bundle file beginning with ``head`` (at least 12 bytes) is stored against another's."""
     return len(head) >= 12 and bytes(head[:8]) == _MAGIC and int.from_bytes(head[8:12], "little") == DELTA_VERSION
 
@@ -64,7 +65,7 @@ def sibling_rank(directory: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _parts(bundle: bytes | bytearray | memoryview, source: str) -> list[tuple[int, int]]:
+def _parts(bundle: Bytes, source: str) -> list[tuple[int, int]]:
     """(offset, size) of each part of a laid-out bundle (each graph's JSON, then its container), in order."""
     if len(bundle) < _BUNDLE_HEAD.size:
         raise ArchiveCorruptError(f"{source}: truncated: {len(bundle)} bytes, a bundle header is {_BUNDLE_HEAD.size}")
@@ -83,9 +84,6 @@ def _parts(bundle: bytes | bytearray | memoryview, source: str) -> list[tuple[in
     return parts
 
 
-Bytes = bytes | bytearray | memoryview
-
-
 def _xor_with_base(out: bytearray, parts: list[tuple[int, int]], base: Bytes, source: str) -> None:
     """XORs, in place, each of ``out``'s parts (``parts``: its table's) with the base's part at the same place in
     the base's table where the two have the same length; one part at a time, so that no more than the two bundles
@@ -97,7 +95,7 @@ def _xor_with_base(out: bytearray, parts: list[tuple[int, int]], base: Bytes, so
             out[t_at : t_at + t_len] = (mine ^ theirs).to_bytes(t_len, "little")
 
 
-def pack_delta(bundle: bytes | bytearray | memoryview, base: bytes | bytearray | memoryview, base_rank: int) -> bytes:
+def pack_delta(bundle: Bytes, base: Bytes, base_rank: int) -> bytes:
     """The bytes that store ``bundle`` against ``base`` (rank ``base_rank``'s bundle): the file that replaces the
     bundle in its rank folder. Both must be bundles laid out in full."""
     size = len(bundle)
@@ -116,7 +114,7 @@ def pack_delta(bundle: bytes | bytearray | memoryview, base: bytes | bytearray |
     return head + frame
 
 
-def base_of(data: bytes | bytearray | memoryview, source: str) -> tuple[int, int, bytes, int, bytes]:
+def base_of(data: Bytes, source: str) -> tuple[int, int, bytes, int, bytes]:
     """(base rank, base size, base SHA-256, rebuilt size, rebuilt SHA-256) from a stored-against file's header."""
     if len(data) < _HEAD.size:
         raise ArchiveCorruptError(f"{source}: truncated: {len(data)} bytes, its header needs {_HEAD.size}")
@@ -125,8 +123,8 @@ def base_of(data: bytes | bytearray | memoryview, source: str) -> tuple[int, int
 
 
 def rebuild(
-    data: bytes | bytearray | memoryview,
-    base: bytes | bytearray | memoryview,
+    data: Bytes,
+    base: Bytes,
     size: int,
     source: str,
     base_source: str,

@@ -11,7 +11,8 @@ group started on other GPUs of the same kind (GPUs 2 and 3 from the archive GPUs
 its channels, and so its peer buffers, from the topology; where the other GPUs give it another choice, the
 checks after this one refuse it (another count or size of peer mappings: ``PeerMappingError``; another
 layout: ``LayoutMismatchError``). Where they give the same choice, the replica is what native gives on those
-GPUs only if NCCL's reduction order is the same too, which the benchmark's replica run compares bit for bit.
+GPUs only if NCCL's reduction order is the same too, which those checks do not see: the benchmark's replica run
+compares it bit for bit (identical at TP=2 on 4x H200, docs/RESULTS.md), and the setting stays the user's choice.
 """
 
 from __future__ import annotations
