@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import foundry
 from foundry.archive import BUNDLE_NAME, read_manifest
@@ -188,3 +190,26 @@ def test_the_ranks_compared_graph_by_graph_with_rank_1_stored_against_rank_0(sto
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "region words moved, by shift (B's offset - A's):" in proc.stdout and "by +0x400000" in proc.stdout
+
+
+_BASE = pack_bundle(_graphs(3, 6))
+_DELTA = pack_delta(pack_bundle(_graphs(5, 6)), _BASE, 0)
+_SIZE = len(pack_bundle(_graphs(5, 6)))
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(_DELTA) - 1), st.integers(0, 255)), min_size=1, max_size=6), st.integers(0, 8)
+)
+def test_a_damaged_stored_bundle_is_refused_as_corrupt_and_nothing_else(flips: list[tuple[int, int]], cut: int) -> None:
+    """Bytes changed anywhere in a stored bundle (header, frame), or its end cut off: rebuilding gives the bundle
+    back exactly or raises ArchiveCorruptError, never another error, and never other bytes."""
+    data = bytearray(_DELTA)
+    for at, value in flips:
+        data[at] = value
+    data = data[: len(data) - cut]
+    try:
+        out = rebuild(data, _BASE, _SIZE, "mine", "base")
+    except ArchiveCorruptError:
+        return
+    assert out == pack_bundle(_graphs(5, 6))
