@@ -38,6 +38,10 @@ timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK
   echo "== rank 0 against rank 0 saved again"; python3 scripts/diff_archives.py "$WORK/rank_0" "$WORK/rank_0.again" --json "$OUT/diff-resave.json"
 } > "$OUT/diff.txt" 2>&1
 if [ -f "$WORK/rank_0/graph_manifest.json" ] && [ -f "$WORK/rank_1/graph_manifest.json" ]; then
+  # Rank 1's graph bundle stored against rank 0's, as the engine plugins store it: rank 1's LOAD below then reads
+  # its graphs through the rebuilt bundle.
+  python3 -c "import sys, foundry; print('rank_1 bundle stored against rank_0:', foundry.store_bundle_against(sys.argv[1], sys.argv[2]), 'bytes saved')" \
+    "$WORK/rank_1" "$WORK/rank_0" | tee "$OUT/bundle-stored.txt"
   timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" load > "$OUT/multi-load.log" 2>&1
   RC=$?
   tail -1 "$OUT/multi-load.log" > "$OUT/multi-load.json"
@@ -50,8 +54,8 @@ cp "$WORK"/state_*.json "$OUT"/ 2>/dev/null
 echo "=== summary (exit $RC; full logs: multi-save.log, multi-load.log) ==="
 python3 scripts/multi_summary.py show "$OUT/multi-rank.json" || tail -30 "$OUT/multi-save.log" "$OUT/multi-load.log"
 grep -h "module variables LOAD writes" -A6 "$OUT"/inspect-rank_0.txt 2>/dev/null | head -8
-cat "$OUT/diff.txt" 2>/dev/null | head -30
+cat "$OUT/diff.txt" "$OUT/bundle-stored.txt" 2>/dev/null | head -32
 head -60 "$OUT/state.txt"
 # The device tool brings back at most 8 files: the logs and comparisons travel as one archive.
-(cd "$OUT" && tar -czf multi-logs.tgz --remove-files multi-*.log multi-save.json multi-load.json build.log diff-*.json state_*.json 2>/dev/null)
+(cd "$OUT" && tar -czf multi-logs.tgz --remove-files multi-*.log multi-save.json multi-load.json build.log diff-*.json state_*.json bundle-stored.txt 2>/dev/null)
 exit $RC
