@@ -40,8 +40,7 @@ timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK
 if [ -f "$WORK/rank_0/graph_manifest.json" ] && [ -f "$WORK/rank_1/graph_manifest.json" ]; then
   # Rank 1's graph bundle stored against rank 0's, as the engine plugins store it: rank 1's LOAD below then reads
   # its graphs through the rebuilt bundle.
-  python3 -c "import sys, foundry; print('rank_1 bundle stored against rank_0:', foundry.store_bundle_against(sys.argv[1], sys.argv[2]), 'bytes saved')" \
-    "$WORK/rank_1" "$WORK/rank_0" | tee "$OUT/bundle-stored.txt"
+  python3 scripts/store_rank_bundle.py "$WORK/rank_1" "$WORK/rank_0" | tee "$OUT/bundle-stored.txt"
   timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$WORK" load > "$OUT/multi-load.log" 2>&1
   RC=$?
   tail -1 "$OUT/multi-load.log" > "$OUT/multi-load.json"

@@ -138,6 +138,11 @@ def test_storing_again_changes_nothing(stored: tuple[Path, bytes, int]) -> None:
     before = (top / "rank_1" / BUNDLE_NAME).read_bytes()
     assert foundry.store_bundle_against(top / "rank_1", top / "rank_0") == 0
     assert foundry.store_bundle_against(top / "rank_0", top / "rank_1") == 0  # its base is not a full bundle now
+    script = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/store_rank_bundle.py"), str(top / "rank_1"), str(top / "rank_0")],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert script.returncode == 0 and "0 bytes saved" in script.stdout, script.stdout + script.stderr
     assert (top / "rank_1" / BUNDLE_NAME).read_bytes() == before
 
 
