@@ -49,10 +49,12 @@ def _refused(exc: Exception, trace: list[str]) -> dict[str, Any]:
     return {"refused": f"{type(exc).__name__}: {exc}", "trace": trace}
 
 
-def vllm_process(runner: str = "v2", cudagraph_mode: str = "FULL_AND_PIECEWISE", workspace: int = 0) -> dict[str, Any]:
-    """A vLLM worker (V2 or V1 model runner; ``workspace``: the bytes its MoE layers ask of vLLM's workspace)
-    through start-up, then each batch size on each input set, uniform decode batches (FULL graphs) and mixed
-    ones (piecewise graphs)."""
+def vllm_process(
+    runner: str = "v2", cudagraph_mode: str = "FULL_AND_PIECEWISE", workspace: int = 0, tp: int = 1, rank: int = 0
+) -> dict[str, Any]:
+    """A vLLM worker (V2 or V1 model runner; ``workspace``: the bytes its MoE layers ask of vLLM's workspace;
+    ``tp``, ``rank``: the worker of rank ``rank`` of a tensor-parallel engine) through start-up, then each batch
+    size on each input set, uniform decode batches (FULL graphs) and mixed ones (piecewise graphs)."""
     faketorch.install()
     from foundry.integration.vllm.plugin import register
     from tests.support.fakevllm import build
@@ -63,9 +65,15 @@ def vllm_process(runner: str = "v2", cudagraph_mode: str = "FULL_AND_PIECEWISE",
     fake = build(device)
     sys.modules.update(fake.modules)
     register()  # what vLLM calls in each process it starts
-    config = make_config(runner, cudagraph_mode=CUDAGraphMode[cudagraph_mode], workspace=workspace)
+    config = make_config(
+        runner,
+        cudagraph_mode=CUDAGraphMode[cudagraph_mode],
+        workspace=workspace,
+        tp=tp,
+        disable_custom_all_reduce=tp > 1,
+    )
     try:
-        worker = fake.start_engine(config)
+        worker = fake.start_engine(config, rank=rank)
     except Exception as exc:
         return _refused(exc, fake.trace.events)
     model_runner = worker.model_runner

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from foundry.archive import read_manifest
+from foundry.archive import BUNDLE_NAME, read_manifest
+from foundry.archive.bundle_delta import is_delta
 from foundry.integration.sglang import read_metadata as read_sglang_metadata
 from foundry.integration.shared.backend import FoundryApi, PublicFoundryApi
 from foundry.integration.vllm import read_metadata as read_vllm_metadata
@@ -51,13 +52,15 @@ class Processes:
         self.root, self.lib_dir, self.preload = root, lib_dir, preload
         self.saved: dict[str, Saved] = {}
 
-    def run(self, engine: str, mode: str, archive: Path, args: dict[str, Any]) -> dict[str, Any]:
+    def run(
+        self, engine: str, mode: str, archive: Path, args: dict[str, Any], more_env: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         code = (
             "import json\n"
             f"from tests.support.engine_processes import {engine}_process\n"
             f"print(json.dumps({engine}_process(**{args!r})))\n"
         )
-        env = {f"{PREFIX[engine]}MODE": mode, f"{PREFIX[engine]}ARCHIVE": str(archive)}
+        env = {f"{PREFIX[engine]}MODE": mode, f"{PREFIX[engine]}ARCHIVE": str(archive), **(more_env or {})}
         result: dict[str, Any] = run_json(code, lib_dir=self.lib_dir, preload=self.preload, env=env)
         return result
 
@@ -170,3 +173,25 @@ def test_the_stand_in_foundry_takes_the_calls_the_real_one_does() -> None:
         real = inspect.signature(getattr(PublicFoundryApi, name)).parameters
         assert inspect.signature(getattr(FakeFoundry, name)).parameters == real, name
         assert inspect.signature(getattr(FoundryApi, name)).parameters == real, name
+
+
+def test_tensor_parallel_ranks_share_a_bundle_and_each_loads_as_saved(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    """Two ranks of a tensor-parallel vLLM, each SAVE in its own process on Foundry itself: once both have
+    finished, rank 1's graph bundle is stored against rank 0's (the plugin's own step), and each rank's LOAD in a
+    fresh process replays what its SAVE wrote, rank 1 through the rebuilt bundle."""
+    processes = Processes(tmp_path, fakecuda_dir, foundry_lib)
+    archive = tmp_path / "tp2"
+    args = [{"runner": "v2", "tp": 2, "rank": rank} for rank in (0, 1)]
+    env = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+    saved = [processes.run("vllm", "save", archive, a, env) for a in args]
+    assert all("refused" not in r for r in saved), saved
+    rank0, rank1 = archive / "rank_0" / BUNDLE_NAME, archive / "rank_1" / BUNDLE_NAME
+    assert not is_delta(rank0.read_bytes()[:12]) and is_delta(rank1.read_bytes()[:12])
+    assert rank1.stat().st_size * 4 < rank0.stat().st_size
+    for a, report in zip(args, saved, strict=True):
+        load = processes.run("vllm", "load", archive, a, env)
+        assert "refused" not in load, load["refused"]
+        assert {kind: ["loaded"] for kind in report["graphs"]} == load["graphs"]
+        assert load["outputs"] == report["outputs"]
