@@ -13,6 +13,8 @@ from typing import Any
 from foundry.probe import table
 
 __all__ = [
+    "LABELS",
+    "LOADS",
     "fmt",
     "foundry_rows",
     "foundry_seconds",
@@ -26,6 +28,13 @@ __all__ = [
     "wrap",
     "write_files",
 ]
+
+LOADS = ("load", "load_fresh", "load_replica")  # the runs under LOAD: warm, on a fresh node, on the next GPUs
+# Each run's name in the tables and the plot, in the order the benchmark runs them.
+LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
+          "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
+          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)",
+          "load_replica": "Foundry LOAD, a replica on the next GPUs"}  # fmt: skip
 
 Segments = Callable[[str, dict[str, Any]], list[tuple[str, float]]]
 

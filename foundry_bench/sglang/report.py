@@ -11,6 +11,8 @@ from typing import Any
 
 from foundry.probe import table
 from foundry_bench.serving.report import (
+    LABELS,
+    LOADS,
     fmt,
     foundry_rows,
     foundry_seconds,
@@ -29,11 +31,6 @@ from .targets import targets
 
 __all__ = ["render", "segments", "write_report"]
 
-LOADS = ("load", "load_fresh", "load_replica")  # the runs under LOAD: warm, on a fresh node, on the next GPUs
-LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
-          "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
-          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)",
-          "load_replica": "Foundry LOAD, a replica on the next GPUs"}  # fmt: skip
 PHASES = {
     "distributed": "torch.distributed (region set)",
     "load_model": "weights (graphs start building)",

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from foundry.probe import table
-from foundry_bench.serving.report import fmt as _s
 from foundry_bench.serving.report import (
+    LABELS,
+    LOADS,
     foundry_rows,
     foundry_seconds,
     native_env_lines,
@@ -24,14 +25,9 @@ from foundry_bench.serving.report import (
     wrap,
     write_files,
 )
+from foundry_bench.serving.report import fmt as _s
 
 __all__ = ["foundry_rows", "load_phases", "render", "write_report"]
-
-LOADS = ("load", "load_fresh", "load_replica")  # the runs under LOAD: warm, on a fresh node, on the next GPUs
-LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
-          "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
-          "load_fresh": "Foundry LOAD, fresh node (the archive's caches)",
-          "load_replica": "Foundry LOAD, a replica on the next GPUs"}  # fmt: skip
 
 
 def _graphs(mode: str, r: dict[str, Any]) -> str:
