@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +34,7 @@ __all__ = [
     "Bundle",
     "BundleFile",
     "BundleSlot",
+    "RebuiltBundles",
     "bundle_parts",
     "bundle_slots",
     "open_bundle",
@@ -53,6 +54,12 @@ _HEAD = struct.Struct("<8sII")
 _ENTRY = struct.Struct("<QQQQ")
 
 Part = bytes | bytearray | memoryview
+RebuiltBundles = MutableMapping[tuple[str, int, int, int, int], bytearray]
+"""Bundles rebuilt from a file stored against another rank's, by that file's real path, device, inode, size and
+modification time (ns): a reader that passes one to ``read_bundle`` and ``open_bundle`` rebuilds each such file
+once, not once per call. The rebuilt bytes are immutable facts of the file they came from (its header states
+their SHA-256, checked when they were rebuilt), and each graph read from them is checked against its manifest as
+ever; a file replaced or rewritten has another key. The owner keeps it (this package keeps no process state)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,17 +193,31 @@ def _bundle_path(archive_dir: PathLike, file: str) -> Path:
     return inside(archive_dir, BUNDLE_NAME, "graph bundle")
 
 
-def _rebuilt(path: Path, size: int) -> bytearray | None:
+def _rebuilt(path: Path, size: int, cache: RebuiltBundles | None = None) -> bytearray | None:
     """The bundle at ``path`` (the manifest's, real path) rebuilt, where the file is stored against another rank's
-    (bundle_delta.py), else None (the file is the bundle itself, read as such and refused there if it is not)."""
+    (bundle_delta.py), else None (the file is the bundle itself, read as such and refused there if it is not).
+    ``cache``: bundles rebuilt before, taken where the file is the same one (``RebuiltBundles``)."""
     try:
-        on_disk = os.stat(path).st_size
+        st = os.stat(path)
     except OSError:
         return None
+    on_disk = st.st_size
     if on_disk == size or on_disk < 12:
         return None
+    key = (str(path), st.st_dev, st.st_ino, on_disk, st.st_mtime_ns)
+    known = cache.get(key) if cache is not None else None
+    if known is not None and len(known) == size:
+        return known
     if not is_delta(read_range(path, "graph bundle", on_disk, 0, 12)):
         return None
+    out = _rebuild_file(path, size)
+    if cache is not None:
+        cache[key] = out
+    return out
+
+
+def _rebuild_file(path: Path, size: int) -> bytearray:
+    """``_rebuilt``'s rebuild: the file stored against another rank's, its base read beside it."""
     data = read_regular(path, "graph bundle", limit=size)  # smaller than the bundle it stands for: SAVE made it so
     base_rank, base_size = base_of(data, str(path))[:2]
     here = sibling_rank(path.parent)
@@ -219,12 +240,12 @@ def _rebuilt(path: Path, size: int) -> bytearray | None:
     return rebuild(data, base_bytes, size, str(path), str(base))
 
 
-def read_bundle(archive_dir: PathLike, file: str, size: int, count: int) -> Bundle:
+def read_bundle(archive_dir: PathLike, file: str, size: int, count: int, cache: RebuiltBundles | None = None) -> Bundle:
     """The whole bundle the manifest names (``file`` of ``size`` bytes, ``count`` graphs) with one read, laid
-    out (``bundle_slots``); one stored against another rank's is rebuilt first. ``ArchiveCorruptError`` for a
-    missing or resized file, errors as ``bundle_slots`` for its layout."""
+    out (``bundle_slots``); one stored against another rank's is rebuilt first (or taken from ``cache``).
+    ``ArchiveCorruptError`` for a missing or resized file, errors as ``bundle_slots`` for its layout."""
     path = _bundle_path(archive_dir, file)
-    rebuilt = _rebuilt(path, size)
+    rebuilt = _rebuilt(path, size, cache)
     data = rebuilt if rebuilt is not None else read_regular(path, "graph bundle", size=size)
     return parse_bundle(data, count, str(path), rebuilt is not None)
 
@@ -241,11 +262,14 @@ def parse_bundle(data: bytearray, count: int, source: str, rebuilt: bool = False
     )
 
 
-def open_bundle(archive_dir: PathLike, file: str, size: int, count: int) -> BundleFile:
+def open_bundle(
+    archive_dir: PathLike, file: str, size: int, count: int, cache: RebuiltBundles | None = None
+) -> BundleFile:
     """The layout of the bundle the manifest names, read from its header and table (errors as
-    ``read_bundle``); one stored against another rank's is rebuilt whole, and its parts read from that."""
+    ``read_bundle``); one stored against another rank's is rebuilt whole (or taken from ``cache``), and its parts
+    read from that."""
     path = _bundle_path(archive_dir, file)
-    rebuilt = _rebuilt(path, size)
+    rebuilt = _rebuilt(path, size, cache)
     if rebuilt is not None:
         return BundleFile(path, size, bundle_slots(rebuilt, count, size, str(path)), rebuilt)
     head = read_range(path, "graph bundle", size, 0, min(size, _HEAD.size + _ENTRY.size * count))

@@ -20,7 +20,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveError
 from foundry.schema import GraphEntry, GraphMeta, RegionSpec
 from foundry.storage import PathLike, inside, read_regular, sha256_bytes
 
-from .bundle import BundleFile, open_bundle
+from .bundle import BundleFile, RebuiltBundles, open_bundle
 from .graphfile import (
     MetaCache,
     container_path,
@@ -101,11 +101,18 @@ class GraphStore:
     bundle: a reader of many graphs keeps one (within one batch of LOAD, one run of verify). ``manifest_of``
     reads a directory's manifest (None where it has none; raises for one that cannot be read): LOAD's proves
     its signature where a key is configured. ``mismatch``: what a JSON whose bytes are not the listed ones
-    raises (LOAD: ``ArchiveSignatureError`` under a key)."""
+    raises (LOAD: ``ArchiveSignatureError`` under a key). ``bundles``: bundles rebuilt before from files stored
+    against another rank's (bundle.py's ``RebuiltBundles``), kept by the caller beyond this store."""
 
-    def __init__(self, manifest_of: ManifestOf | None = None, mismatch: type[ArchiveError] = ArchiveCorruptError):
+    def __init__(
+        self,
+        manifest_of: ManifestOf | None = None,
+        mismatch: type[ArchiveError] = ArchiveCorruptError,
+        bundles: RebuiltBundles | None = None,
+    ):
         self._manifest_of = manifest_of if manifest_of is not None else manifest_if_any
         self._mismatch = mismatch
+        self._bundles = bundles  # bundles rebuilt from files stored against another rank's, shared past this store
         self._dirs: dict[str, _Directory | None] = {}
 
     def listing(self, json_path: PathLike) -> Listing | None:
@@ -125,7 +132,7 @@ class GraphStore:
             ref = d.manifest.bundle
             assert ref is not None  # a manifest that stores a graph in its bundle names one (Manifest.problem)
             try:
-                d.bundle = open_bundle(archive, ref.file, ref.bytes, len(d.slots))
+                d.bundle = open_bundle(archive, ref.file, ref.bytes, len(d.slots), self._bundles)
             except ArchiveError as exc:
                 d.bundle = exc
         if isinstance(d.bundle, ArchiveError):

@@ -22,6 +22,7 @@ from .graph import (
     check_template_path,
     graph_meta,
     graph_store,
+    rebuilt_bundles,
 )
 from .identity import check_identity
 from .manifests import authenticate_manifest, manifests_read_once, read_archive_region
@@ -72,6 +73,7 @@ __all__ = [
     "open_engine_caches",
     "read_archive_document",
     "read_archive_region",
+    "rebuilt_bundles",
     "undefined_variable",
     "variable_of_other_size",
     "verify_archive",

@@ -7,8 +7,11 @@ its delta was made against."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
+from foundry._state import ProcessState
 from foundry.archive import (
     MANIFEST_NAME,
     GraphJson,
@@ -39,7 +42,35 @@ __all__ = [
     "graph_store",
     "manifest_disagreement",
     "read_graph_meta",
+    "rebuilt_bundles",
 ]
+
+
+class _Rebuilt(OrderedDict[tuple[str, int, int, int, int], bytearray]):
+    """The bundles this process rebuilt from files stored against another rank's (archive's ``RebuiltBundles``),
+    the last ``KEPT`` of them: a rank's LOAD reads one, and each store, each lone graph read and start-up's reading
+    would otherwise rebuild it again (tens of MB, a tenth of a second or more each)."""
+
+    KEPT = 2
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def __setitem__(self, key: tuple[str, int, int, int, int], value: bytearray) -> None:
+        with self.lock:
+            super().__setitem__(key, value)
+            while len(self) > self.KEPT:
+                self.popitem(last=False)
+
+
+_REBUILT = ProcessState("gate.rebuilt_bundles", _Rebuilt)
+
+
+def rebuilt_bundles() -> _Rebuilt:
+    """This process's bundles rebuilt from files stored against another rank's, for ``read_bundle`` and every
+    ``GraphStore`` LOAD makes: each such file is rebuilt once a process."""
+    return _REBUILT.get()
 
 
 def graph_store(key: SigningKey | None) -> GraphStore:
@@ -49,6 +80,7 @@ def graph_store(key: SigningKey | None) -> GraphStore:
     return GraphStore(
         lambda directory: archive_manifest(directory, key),
         ArchiveSignatureError if key is not None else ArchiveCorruptError,
+        rebuilt_bundles(),
     )
 
 

@@ -27,7 +27,7 @@ from foundry.archive import (
     template_path,
 )
 from foundry.errors import ArchiveCorruptError, ArchiveError
-from foundry.gate import check_agrees, check_template, graph_meta, graph_store, manifests_read_once
+from foundry.gate import check_agrees, check_template, graph_meta, graph_store, manifests_read_once, rebuilt_bundles
 from foundry.schema import GraphRole
 from foundry.storage import real_name, sha256_holding
 from foundry.trust import configured_key
@@ -131,7 +131,7 @@ def prepare_bundle(archive: Path, manifest: Manifest, stop: threading.Event | No
         return 0
     bundled = manifest.bundled()
     try:
-        bundle = read_bundle(archive, ref.file, ref.bytes, len(bundled))
+        bundle = read_bundle(archive, ref.file, ref.bytes, len(bundled), rebuilt_bundles())
     except (ArchiveError, OSError):
         return 0
     present = directory_entries(archive)  # graph files beside the bundle: left to LOAD, which refuses them

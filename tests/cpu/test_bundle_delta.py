@@ -25,7 +25,7 @@ from foundry.archive.bundle import open_bundle, pack_bundle, parse_bundle, read_
 from foundry.archive.bundle_delta import is_delta, pack_delta, rebuild
 from foundry.errors import ArchiveCorruptError
 from tests.cpu.test_roundtrip_fake_manifest import VARIANTS
-from tests.support.graphs import JsonRunner, RoundTrip, run_load, run_save
+from tests.support.graphs import JsonRunner, RoundTrip, load_script, run_load, run_save
 from tests.support.roundtrip_fake import check_roundtrip
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +131,30 @@ def test_the_second_rank_keeps_only_what_differs_and_loads_as_saved(
         [sys.executable, "-m", "foundry.cli", "inspect", str(top / "rank_1")], capture_output=True, text=True, cwd=ROOT
     )
     assert inspect.returncode == 0 and "stored against rank_0's" in inspect.stdout, inspect.stdout + inspect.stderr
+
+
+COUNT_REBUILDS = """
+import json as _json
+import foundry.archive.bundle as _bundle
+_rebuilds = []
+_rebuild_file = _bundle._rebuild_file
+def _counted(*args, **kwargs):
+    _rebuilds.append(1)
+    return _rebuild_file(*args, **kwargs)
+_bundle._rebuild_file = _counted
+"""
+
+
+def test_a_process_rebuilds_a_stored_bundle_once_however_many_graphs_it_reads(
+    deployment: Deployment, stored: tuple[Path, bytes, int], app_json_module: JsonRunner
+) -> None:
+    """Start-up's reading and each graph LOAD reads on its own take the one rebuild (gate.rebuilt_bundles), not a
+    rebuild each: the bundle is tens of MB on an engine's rank."""
+    top, _, save1 = deployment
+    names = list(save1["native"])
+    assert len(names) > 1
+    code = COUNT_REBUILDS + load_script(SHIFTED, top / "rank_1", names) + "\nprint(_json.dumps(len(_rebuilds)))\n"
+    assert app_json_module(code) == 1
 
 
 def test_storing_again_changes_nothing(stored: tuple[Path, bytes, int]) -> None:
