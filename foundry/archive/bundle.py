@@ -19,15 +19,15 @@ hash of its own. Pure bytes: no CUDA, no torch, no process state.
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
+from foundry.errors import ArchiveCorruptError
 from foundry.storage import PathLike, inside, read_range, read_regular, write_atomic_parts
 
 from .bundle_delta import base_of, is_delta, rebuild, sibling_rank
+from .bundle_layout import BUNDLE_MAGIC, BUNDLE_VERSION, ENTRY, HEAD, BundleSlot, bundle_slots
 
 __all__ = [
     "BUNDLE_NAME",
@@ -45,14 +45,6 @@ __all__ = [
 ]
 
 BUNDLE_NAME = "graph_bundle.bin"
-BUNDLE_MAGIC = b"FDYBNDL\0"
-BUNDLE_VERSION = 2
-"""2: the only copy of the graphs the manifest (format version 3) stores in it, laid out end to end. Version 1
-was a second copy of graph files that are there too, written beside version-2 manifests; it is not read."""
-BUNDLE_VERSIONS: tuple[int, ...] = (BUNDLE_VERSION,)
-_HEAD = struct.Struct("<8sII")
-_ENTRY = struct.Struct("<QQQQ")
-
 Part = bytes | bytearray | memoryview
 RebuiltBundles = MutableMapping[tuple[str, int, int, int, int], bytearray]
 """Bundles rebuilt from a file stored against another rank's, by that file's real path, device, inode, size and
@@ -60,16 +52,6 @@ modification time (ns): a reader that passes one to ``read_bundle`` and ``open_b
 once, not once per call. The rebuilt bytes are immutable facts of the file they came from (its header states
 their SHA-256, checked when they were rebuilt), and each graph read from them is checked against its manifest as
 ever; a file replaced or rewritten has another key. The owner keeps it (this package keeps no process state)."""
-
-
-@dataclass(frozen=True, slots=True)
-class BundleSlot:
-    """Where one bundled graph's JSON and container lie in the bundle file (offsets from its start)."""
-
-    json_at: int
-    json_bytes: int
-    container_at: int
-    container_bytes: int
 
 
 @dataclass(frozen=True)
@@ -114,13 +96,13 @@ def bundle_parts(files: Sequence[Sequence[Part]]) -> list[Part]:
     """The bundle of ``files`` (per bundled graph, in the manifest's order: its JSON bytes, then its container's
     in one part or more, as a header and a record) as the buffers to lay end to end: its head and table, then
     the files as given (not copied, not joined)."""
-    at = _HEAD.size + _ENTRY.size * len(files)
+    at = HEAD.size + ENTRY.size * len(files)
     table = bytearray()
     for json_bytes, *container in files:
         size = sum(len(p) for p in container)
-        table += _ENTRY.pack(at, len(json_bytes), at + len(json_bytes), size)
+        table += ENTRY.pack(at, len(json_bytes), at + len(json_bytes), size)
         at += len(json_bytes) + size
-    parts: list[Part] = [_HEAD.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(files)), table]
+    parts: list[Part] = [HEAD.pack(BUNDLE_MAGIC, BUNDLE_VERSION, len(files)), table]
     for graph in files:
         parts += graph
     return parts
@@ -145,46 +127,6 @@ def write_bundle(
     if written is not None:
         written()
     return sum(len(p) for p in parts)
-
-
-def bundle_slots(head: Part, count: int, size: int, source: str) -> tuple[BundleSlot, ...]:
-    """The slots of a bundle of ``size`` bytes whose first bytes are ``head`` (at least its header and table,
-    or the whole file), holding ``count`` graphs: its magic, version and count checked, and its table the one
-    that lays the graphs end to end from the table's end to the file's. ``ArchiveForeignError`` for another
-    kind of file, ``ArchiveVersionError`` for another version, ``ArchiveCorruptError`` otherwise (``source``
-    names the file)."""
-    if len(head) < _HEAD.size:
-        raise ArchiveCorruptError(f"{source}: truncated: {len(head)} bytes, a bundle header needs {_HEAD.size}")
-    magic, version, n = _HEAD.unpack_from(head)
-    if magic != BUNDLE_MAGIC:
-        raise ArchiveForeignError(f"{source}: not a Foundry graph bundle: bytes 0-7 are {magic!r}")
-    if version not in BUNDLE_VERSIONS:
-        raise ArchiveVersionError(
-            f"{source}: bundle version {version}; this Foundry reads version(s) "
-            f"{', '.join(map(str, BUNDLE_VERSIONS))}. Save the archive again."
-        )
-    if n != count:
-        raise ArchiveCorruptError(f"{source}: holds {n} graphs, the manifest stores {count} in it")
-    start = _HEAD.size + _ENTRY.size * n
-    if start > min(size, len(head)):
-        raise ArchiveCorruptError(f"{source}: its table of {n} graphs runs past the end of the file")
-    slots = []
-    at = start
-    for i, (j_at, j_len, c_at, c_len) in enumerate(_ENTRY.iter_unpack(memoryview(head)[_HEAD.size : start])):
-        if j_at != at or c_at != j_at + j_len or c_at + c_len > size:
-            raise ArchiveCorruptError(
-                f"{source}: bundled graph {i}'s JSON ({j_len} bytes at {j_at}) and container ({c_len} bytes at "
-                f"{c_at}) are not where the bundle's layout puts them (from byte {at}, end to end, inside the "
-                f"{size}-byte file): it was changed after SAVE wrote it. Save the archive again."
-            )
-        slots.append(BundleSlot(j_at, j_len, c_at, c_len))
-        at = c_at + c_len
-    if at != size:
-        raise ArchiveCorruptError(
-            f"{source}: {size - at} bytes after its last graph (byte {at} on), which no graph holds: it was "
-            "changed after SAVE wrote it. Save the archive again."
-        )
-    return tuple(slots)
 
 
 def _bundle_path(archive_dir: PathLike, file: str) -> Path:
@@ -272,5 +214,5 @@ def open_bundle(
     rebuilt = _rebuilt(path, size, cache)
     if rebuilt is not None:
         return BundleFile(path, size, bundle_slots(rebuilt, count, size, str(path)), rebuilt)
-    head = read_range(path, "graph bundle", size, 0, min(size, _HEAD.size + _ENTRY.size * count))
+    head = read_range(path, "graph bundle", size, 0, min(size, HEAD.size + ENTRY.size * count))
     return BundleFile(path, size, bundle_slots(head, count, size, str(path)))

@@ -31,16 +31,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from foundry.errors import ArchiveCorruptError
+from foundry.errors import ArchiveCorruptError, ArchiveError
+
+from .bundle_layout import BUNDLE_MAGIC, HEAD, bundle_slots
 
 __all__ = ["DELTA_VERSION", "HEAD_BYTES", "base_of", "is_delta", "pack_delta", "rebuild", "sibling_rank"]
 
 DELTA_VERSION = 3
 _HEAD = struct.Struct("<8sIIQ32sQ32s")
 HEAD_BYTES = _HEAD.size
-_MAGIC = b"FDYBNDL\0"
-_BUNDLE_HEAD = struct.Struct("<8sII")
-_ENTRY = struct.Struct("<QQQQ")
 _LEVEL = 3  # the XORed bytes are zeros but for a few words: any level stores them in almost nothing
 _RANK = re.compile(r"rank_(0|[1-9][0-9]{0,8})")
 Bytes = bytes | bytearray | memoryview
@@ -56,7 +55,7 @@ def _zstd() -> Any:
 
 def is_delta(head: Bytes) -> bool:
     """Whether a graph bundle file beginning with ``head`` (at least 12 bytes) is stored against another's."""
-    return len(head) >= 12 and bytes(head[:8]) == _MAGIC and int.from_bytes(head[8:12], "little") == DELTA_VERSION
+    return len(head) >= 12 and bytes(head[:8]) == BUNDLE_MAGIC and int.from_bytes(head[8:12], "little") == DELTA_VERSION
 
 
 def sibling_rank(directory: Path) -> int | None:
@@ -66,22 +65,19 @@ def sibling_rank(directory: Path) -> int | None:
 
 
 def _parts(bundle: Bytes, source: str) -> list[tuple[int, int]]:
-    """(offset, size) of each part of a laid-out bundle (each graph's JSON, then its container), in order."""
-    if len(bundle) < _BUNDLE_HEAD.size:
-        raise ArchiveCorruptError(f"{source}: truncated: {len(bundle)} bytes, a bundle header is {_BUNDLE_HEAD.size}")
-    magic, version, n = _BUNDLE_HEAD.unpack_from(bundle)
-    start = _BUNDLE_HEAD.size + _ENTRY.size * n
-    if magic != _MAGIC or version == DELTA_VERSION or start > len(bundle):
+    """(offset, size) of each part of a bundle laid out in full (each graph's JSON, then its container), in order,
+    its layout checked as its readers check it (bundle_layout.py). ``ArchiveCorruptError`` otherwise."""
+    if is_delta(bundle):
         raise ArchiveCorruptError(
-            f"{source}: not a graph bundle laid out in full (magic {magic!r}, version {version}, {n} graphs in "
-            f"{len(bundle)} bytes): a bundle is stored against one laid out in full, never against another stored so"
+            f"{source}: stored against another rank's bundle itself: a bundle is stored against one laid out in "
+            "full, never against another stored so"
         )
-    parts = []
-    for j_at, j_len, c_at, c_len in _ENTRY.iter_unpack(memoryview(bundle)[_BUNDLE_HEAD.size : start]):
-        if j_at + j_len > len(bundle) or c_at + c_len > len(bundle):
-            raise ArchiveCorruptError(f"{source}: its table points past its {len(bundle)} bytes")
-        parts += [(j_at, j_len), (c_at, c_len)]
-    return parts
+    try:
+        count = HEAD.unpack_from(bundle)[2] if len(bundle) >= HEAD.size else 0
+        slots = bundle_slots(bundle, count, len(bundle), source)
+    except ArchiveError as exc:
+        raise ArchiveCorruptError(f"{source}: not a graph bundle laid out in full ({exc})") from None
+    return [part for s in slots for part in ((s.json_at, s.json_bytes), (s.container_at, s.container_bytes))]
 
 
 def _xor_with_base(out: bytearray, parts: list[tuple[int, int]], base: Bytes, source: str) -> None:
@@ -103,7 +99,7 @@ def pack_delta(bundle: Bytes, base: Bytes, base_rank: int) -> bytes:
     _xor_with_base(xored, _parts(bundle, "the bundle"), base, "the base bundle")
     frame = _zstd().ZstdCompressor(level=_LEVEL, write_content_size=True).compress(xored)
     head = _HEAD.pack(
-        _MAGIC,
+        BUNDLE_MAGIC,
         DELTA_VERSION,
         base_rank,
         len(base),
