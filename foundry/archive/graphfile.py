@@ -24,7 +24,8 @@ from foundry.records import (
 )
 from foundry.records.layout import CONTAINER_RECORD_OFFSET
 from foundry.schema import GRAPH_FORMAT, GraphMeta, RecordRef, RegionSpec
-from foundry.schema.jsonfields import Parts, load_sealed, seal
+from foundry.schema.jsondocs import load_sealed, seal
+from foundry.schema.jsonfields import Parts
 from foundry.storage import PathLike, inside, inside_name, read_regular, write_atomic, write_atomic_parts
 
 __all__ = [

@@ -30,18 +30,16 @@ from foundry.schema import (
     image_entry,
     image_json,
 )
+from foundry.schema.jsondocs import check_format, load_sealed, seal
 from foundry.schema.jsonfields import (
     At,
-    check_format,
     field,
     field_relpath,
     field_str,
     get_list,
     get_obj,
     get_str,
-    load_sealed,
     relative_path_problem,
-    seal,
 )
 from foundry.storage import REGION_HINT, PathLike, inside, listed_document, read_region_hint, read_regular, write_atomic
 

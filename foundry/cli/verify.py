@@ -18,7 +18,7 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError, ArchiveError, FoundryError
 from foundry.schema import Identity
-from foundry.schema.jsonfields import load_json
+from foundry.schema.jsondocs import load_json
 from foundry.storage import read_regular
 from foundry.tables import plural, table
 from foundry.trust import KEY_ENV, configured_key

@@ -1,13 +1,13 @@
 """What an archive's JSON files say (docs/FORMAT.md): the values of a graph's metadata (``GraphMeta``), the
 entries of the manifest, the machine identity, a rank's peers, and the listing of an engine's caches, each a
 frozen value with its strict reader and its JSON form. No file is opened here (foundry.storage and
-foundry.archive read and write the files); ``jsonfields`` is the one JSON dialect they all are written in
-and the strict readers of its values.
+foundry.archive read and write the files); ``jsondocs`` is the one JSON dialect they all are written in, with
+its seal, and ``jsonfields`` the strict readers of its values.
 """
 
 from __future__ import annotations
 
-from . import jsonfields
+from . import jsondocs, jsonfields
 from .caches import (
     CACHES_DIR,
     CACHES_DOCUMENT,
@@ -87,5 +87,6 @@ __all__ = [
     "image_entry",
     "image_json",
     "image_relpath",
+    "jsondocs",
     "jsonfields",
 ]

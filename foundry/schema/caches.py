@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonfields import At, check_format, field, field_int, field_sha256, field_str, get_list, get_obj, get_str
+from .jsondocs import check_format
+from .jsonfields import At, field, field_int, field_sha256, field_str, get_list, get_obj, get_str
 
 __all__ = [
     "CACHES_DIR",

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .identity import Identity
+from .jsondocs import check_format
 from .jsonfields import (
     U32,
     At,
-    check_format,
     field,
     field_int,
     field_relpath,

@@ -1,7 +1,7 @@
 """Decoding archive JSON text: one decoder for every file, and, for a reader of many graph files, the lines
 they repeat decoded once.
 
-SAVE writes each top-level key of a graph JSON on a line of its own (``jsonfields.dump_json``), and the graphs
+SAVE writes each top-level key of a graph JSON on a line of its own (``jsondocs.dump_json``), and the graphs
 of an archive repeat some of those lines byte for byte: the allocation region (most of a small graph's file),
 the machine identity, the images, and often the kernels. ``decode`` with ``Parts`` decodes such a value once
 while its text stays the same and hands every file that same decoded value, which a reader's ``Parts`` then

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from foundry.schema import RecordRef
-from foundry.schema.jsonfields import At, load_sealed, relative_path_problem, seal
+from foundry.schema.jsondocs import load_sealed, seal
+from foundry.schema.jsonfields import At, relative_path_problem
 
 from .files import REGION_HINT, inside, read_stored, sha256_bytes, write_atomic
 from .reads import PathLike, read_regular

@@ -37,7 +37,8 @@ from typing import Any
 from foundry.errors import ArchiveCorruptError
 from foundry.images import ImageFormat
 from foundry.schema import CACHES_DIR, ImageRef, image_relpath
-from foundry.schema.jsonfields import At, check_format, field_int, load_sealed, relative_path_problem, seal
+from foundry.schema.jsondocs import check_format, load_sealed, seal
+from foundry.schema.jsonfields import At, field_int, relative_path_problem
 
 from .reads import PathLike, read_regular, sha256_file
 

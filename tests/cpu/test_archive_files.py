@@ -1,4 +1,4 @@
-"""Atomic writes, the .cugraph container, and one graph's pair of files."""
+"""The .cugraph container and one graph's pair of files (atomic writes and paths: test_storage_files.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVers
 from foundry.records import parse_record, read_container_header, topology_key
 from foundry.records.container import pack_container, unpack_container
 from foundry.schema import GraphMeta
-from foundry.storage import TEMP_SUFFIX, read_region_hint, sha256_bytes, sha256_file, write_atomic
+from foundry.storage import TEMP_SUFFIX, read_region_hint, sha256_bytes
 from tests.support.archive_damage import load_doc, write_doc
 from tests.support.encode import encode_record
 from tests.support.samples import random_record, sample_meta, sample_record
@@ -28,73 +28,6 @@ IMAGES = (b"\x7fELF image one" * 10, b"\x7fELF image two" * 10)
 
 def leftovers(directory: Path) -> list[str]:
     return [p.name for p in directory.iterdir() if p.name.endswith(TEMP_SUFFIX)]
-
-
-# ---------------------------------------------------------------- atomic
-
-
-def test_write_atomic_creates_and_replaces(tmp_path: Path) -> None:
-    target = tmp_path / "f.bin"
-    write_atomic(target, b"one")
-    write_atomic(target, memoryview(b"two-two"))
-    assert target.read_bytes() == b"two-two"
-    assert leftovers(tmp_path) == []
-    assert (target.stat().st_mode & 0o777) == 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def test_failed_rename_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "f.bin"
-    target.write_bytes(b"old content")
-
-    def broken_replace(src: object, dst: object) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="No space"):
-        write_atomic(target, b"new content that never lands")
-    assert target.read_bytes() == b"old content"
-    assert leftovers(tmp_path) == []
-
-
-def test_failed_write_midway_leaves_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "f.bin"
-    target.write_bytes(b"old content")
-
-    def failing_fsync(fd: int) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(os, "fsync", failing_fsync)
-    with pytest.raises(OSError, match="Input/output"):
-        write_atomic(target, b"x" * 100_000)
-    assert target.read_bytes() == b"old content"
-    assert leftovers(tmp_path) == []
-
-
-def test_any_exception_during_write_cleans_up(tmp_path: Path) -> None:
-    class Exploding:
-        def __buffer__(self, flags: int) -> memoryview:  # pragma: no cover - 3.12+ protocol only
-            raise KeyboardInterrupt
-
-    target = tmp_path / "f.bin"
-    target.write_bytes(b"old")
-    with pytest.raises((KeyboardInterrupt, TypeError)):
-        write_atomic(target, Exploding())  # type: ignore[arg-type]
-    assert target.read_bytes() == b"old"
-    assert leftovers(tmp_path) == []
-
-
-def test_sha256_helpers(tmp_path: Path) -> None:
-    data = os.urandom(3 * (1 << 20) + 17)  # spans several read chunks
-    path = tmp_path / "big"
-    path.write_bytes(data)
-    expected = hashlib.sha256(data).hexdigest()
-    assert sha256_file(path) == sha256_bytes(data) == sha256_bytes(memoryview(data)) == expected
 
 
 # ---------------------------------------------------------------- container
@@ -349,38 +282,13 @@ def test_an_unsealed_file_of_a_version_before_sealing_is_a_version_error(tmp_pat
             read(path)
 
 
-def test_memoized_real_paths_resolve_as_realpath_does(tmp_path: Path) -> None:
-    """Inside a batch a plain name resolves through its directory's memoized real path (one lstat): links
-    anywhere, relative links, '..' after a link, missing files and doubled slashes all still resolve as
-    os.path.realpath resolves them."""
-    from foundry.storage import real_path, real_paths_memoized
-
-    d = tmp_path
-    (d / "x" / "y").mkdir(parents=True)
-    (d / "x" / "y" / "f").write_text("")
-    (d / "ly").symlink_to(d / "x" / "y")
-    (d / "x" / "lf").symlink_to(d / "x" / "y" / "f")
-    (d / "x" / "y" / "rel").symlink_to("../y/f")
-    cases = [f"{d}/ly/f", f"{d}/x/lf", f"{d}/x/y/rel", f"{d}/ly/../x", f"{d}/x/./y/f", f"{d}/x/y/missing",
-             f"{d}/ly/", f"{d}//x//y//f", f"{d}/ly/rel"]  # fmt: skip
-    with real_paths_memoized():
-        for case in cases:
-            assert real_path(case) == Path(os.path.realpath(case)), case
-        # Memoized: a link changed within the batch is not seen again there, and is outside it.
-        (d / "x" / "lf").unlink()
-        (d / "x" / "lf").symlink_to(d / "x")
-        real = Path(os.path.realpath(d))
-        assert real_path(f"{d}/x/lf") == real / "x" / "y" / "f"
-    assert real_path(f"{d}/x/lf") == real / "x"
-
-
 @pytest.mark.parametrize("ranked", [False, True])
 def test_a_listed_graph_leaves_its_regions_range_to_the_manifest(tmp_path: Path, ranked: bool) -> None:
     """Format version 5, what SAVE writes for a graph its directory's manifest lists (the bundle's): no base,
     size, granularity or slot size in its region (peers and rank only where it has them), read back whole with the
     manifest's range, and refused without one."""
     from foundry.schema import RankSpec, RegionSpec
-    from foundry.schema.jsonfields import load_sealed, seal
+    from foundry.schema.jsondocs import load_sealed, seal
 
     meta = GraphMeta.from_json(load_doc(write_sample(tmp_path)[0]), "g.json")
     if ranked:

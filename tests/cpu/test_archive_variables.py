@@ -19,7 +19,7 @@ from foundry.archive import read_manifest, read_meta, write_graph, write_manifes
 from foundry.errors import ArchiveCorruptError, ArchiveVersionError
 from foundry.schema import GRAPH_FORMAT, ImageEntry, VariableRef
 from foundry.schema.graphmeta import GRAPH_FORMAT_VERSION
-from foundry.schema.jsonfields import check_format
+from foundry.schema.jsondocs import check_format
 from tests.support.archive_damage import edit_doc, load_doc
 from tests.support.encode import encode_record
 from tests.support.samples import sample_meta, sample_record, write_sample_archive

@@ -15,7 +15,7 @@ import pytest
 import foundry
 from foundry.errors import ArchiveCorruptError, CachesRefusedError, SaveError
 from foundry.schema import CACHES_DOCUMENT, MAX_CACHE_BYTES, MAX_CACHE_FILE_BYTES, CachePayload
-from foundry.schema.jsonfields import load_sealed
+from foundry.schema.jsondocs import load_sealed
 from foundry.storage import cache_blob_path
 from foundry.verify import verify_archive
 from tests.support.fakefoundry import write_fake_manifest

@@ -15,7 +15,7 @@ import pytest
 from foundry.errors import ArchiveCorruptError
 from foundry.load.source import _Sources
 from foundry.schema import GraphMeta
-from foundry.schema.jsonfields import seal
+from foundry.schema.jsondocs import seal
 from foundry.schema.jsontext import DECODER, SHARED_KEYS, decode
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_archive" / "ew_bs32.json"

@@ -18,7 +18,7 @@ from foundry.errors import ArchiveCorruptError
 from foundry.load import preflight
 from foundry.load.source import _Sources, read_sources
 from foundry.schema import GraphMeta
-from foundry.schema.jsonfields import load_sealed
+from foundry.schema.jsondocs import load_sealed
 from foundry.verify import verify_archive
 from tests.support.archive_damage import edit_doc, relist
 from tests.support.verify_archives import build_archive

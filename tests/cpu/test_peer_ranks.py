@@ -16,7 +16,7 @@ import pytest
 from foundry.archive import read_meta
 from foundry.errors import ArchiveVersionError
 from foundry.schema import GRAPH_FORMAT
-from foundry.schema.jsonfields import check_format, load_sealed
+from foundry.schema.jsondocs import check_format, load_sealed
 from tests.support.graphs import JsonRunner, prelude
 
 TWO_DEVICES = {"FAKECUDA_DEVICE_COUNT": "2"}

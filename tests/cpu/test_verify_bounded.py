@@ -22,8 +22,8 @@ from foundry.errors import ArchiveCorruptError
 from foundry.gate.findings import MAX_LISTED, MAX_NOTES, MAX_PER_FILE, Findings
 from foundry.load import preflight
 from foundry.load.source import read_source
-from foundry.schema import jsonfields
-from foundry.schema.jsonfields import seal
+from foundry.schema import jsondocs
+from foundry.schema.jsondocs import seal
 from foundry.verify import Check, ProblemKind, Report, verify_archive, verify_graphs
 from tests.support.archive_damage import edit_doc, load_doc, relist, write_doc
 from tests.support.steps import steps
@@ -108,13 +108,13 @@ def test_a_graph_json_its_manifest_does_not_commit_to_is_never_decoded(
     doc["functions"] = doc["functions"] * 20_000
     (arch / "ew_bs64.json").write_bytes(seal(doc))
     decoded: list[int] = []
-    real = jsonfields.decode
+    real = jsondocs.decode
 
     def spy(text: str, parts: Any = None) -> Any:
         decoded.append(len(text))
         return real(text, parts)
 
-    monkeypatch.setattr(jsonfields, "decode", spy)
+    monkeypatch.setattr(jsondocs, "decode", spy)
     with pytest.raises(ArchiveCorruptError) as refused:
         read_source(arch / "ew_bs64.json", lazy=True)
     assert all(n < 1_000_000 for n in decoded), "LOAD decoded a JSON the manifest does not list"

@@ -16,7 +16,7 @@ from typing import Any
 from foundry.archive import BUNDLE_NAME, MANIFEST_NAME, GraphStore, container_path, read_bundle, read_manifest
 from foundry.archive.bundle import pack_bundle
 from foundry.errors import ArchiveError
-from foundry.schema.jsonfields import load_sealed, seal
+from foundry.schema.jsondocs import load_sealed, seal
 
 
 def archive_files(root: Path) -> dict[str, str]:

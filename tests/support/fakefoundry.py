@@ -29,7 +29,7 @@ from typing import Any
 import foundry
 from foundry.archive import Manifest, now_iso, read_manifest, write_manifest
 from foundry.schema import RegionSpec
-from foundry.schema.jsonfields import load_sealed
+from foundry.schema.jsondocs import load_sealed
 from foundry.storage import document_ref
 from foundry.trust import configured_key, sign_manifest
 from tests.support.faketensor import FakeTensor

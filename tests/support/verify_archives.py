@@ -14,7 +14,7 @@ from foundry.images import ImageFormat
 from foundry.records import Delta, GraphRecord, KernelNode, read_container_header
 from foundry.records.container import pack_container
 from foundry.schema import GraphEntry, GraphRole, Group, ImageEntry, RecordRef, TemplateRef
-from foundry.schema.jsonfields import seal
+from foundry.schema.jsondocs import seal
 from foundry.storage import sha256_file, write_image
 from foundry.trust import SigningKey, sign_manifest
 from foundry.verify import Check, ProblemKind, Report

@@ -31,7 +31,7 @@ from foundry.integration.shared import (
 )
 from foundry.integration.shared.outputs import shape_of
 from foundry.schema import RecordRef
-from foundry.schema.jsonfields import load_sealed
+from foundry.schema.jsondocs import load_sealed
 from foundry.storage import sha256_bytes
 from tests.support.fakeengine import FILE, SGLANG, SglangMetadata
 from tests.support.fakefoundry import FakeFoundry, FakeTensor, forge_document, write_fake_manifest

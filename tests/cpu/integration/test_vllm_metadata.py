@@ -15,7 +15,7 @@ from foundry.integration.vllm.metadata import (
     check_fingerprint,
     write_metadata,
 )
-from foundry.schema.jsonfields import load_sealed
+from foundry.schema.jsondocs import load_sealed
 from tests.support.fakefoundry import forge_document, write_fake_manifest
 
 OUT = 0x600000200000
