@@ -80,6 +80,10 @@ def _serving_problems(
     if args.tp < 1:
         problems.append(f"--tp {args.tp}: give the GPUs per engine, at least 1")
     settings["tp"] = args.tp
+    if args.scratch:  # the archive and model folders of this benchmark, apart from another's on the same machine
+        engine = args.engine
+        settings["archive"] = Path(args.scratch) / f"foundry-{engine}-archive"
+        settings["models"] = Path(args.scratch) / f"foundry-{engine}-models"
     return settings, problems
 
 
@@ -277,6 +281,8 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--matrix", action="store_true", help="every architecture of the matrix (Llama, Qwen3, Gemma2, "
                    "Mistral, Qwen3-MoE, Mixtral, DeepSeek-V2-Lite shapes) unless --shapes names some; vllm: `vllm "
                    "serve` unless --api names another; then OUT/<engine>-matrix.txt from every run in OUT")  # fmt: skip
+    v.add_argument("--scratch", help="the folder of the benchmark's archive and model folders (default /tmp); two "
+                   "benchmarks side by side on one machine, each on its own GPUs, each need their own")  # fmt: skip
     v.add_argument("--batches", default="1,8,64,256", help="batch sizes whose greedy tokens and logprobs are compared")
     v.add_argument("--logprobs", type=int, default=20, help="top log-probabilities compared at every token (0: none)")
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")

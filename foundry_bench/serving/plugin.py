@@ -4,6 +4,7 @@ dist-info that declares the plugin's entry point, which the engines look for."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = ["checkout_root", "plugin_shim"]
@@ -28,6 +29,16 @@ def plugin_shim(root: Path, engine: str, group: str) -> Path | None:
         return None
     info = root / f"foundry_{engine}_plugin-0.0.dist-info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: foundry-{engine}-plugin\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[{group}]\nfoundry = {plugin}:register\n")
+    _write_once(info / "METADATA", f"Metadata-Version: 2.1\nName: foundry-{engine}-plugin\nVersion: 0.0\n")
+    _write_once(info / "entry_points.txt", f"[{group}]\nfoundry = {plugin}:register\n")
     return root
+
+
+def _write_once(path: Path, text: str) -> None:
+    # Benchmarks side by side on one machine share the shim: a file already right is left alone, and a new one
+    # appears whole (renamed into place), so that no engine starting meanwhile reads it half written.
+    if path.exists() and path.read_text() == text:
+        return
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    part.write_text(text)
+    os.replace(part, path)

@@ -31,8 +31,12 @@ install_engine_bundle sglang "${PARTS[@]}" || exit 3
 build_native_if_stale "$OUT"
 machine_info "$OUT"
 python3 scripts/sglang/check_targets.py /tmp/sglang-site/sglang || exit 1
-WORK=/tmp/foundry-sglang-bench
+# LANE (scripts/gpu_lanes.sh): benchmarks side by side on one machine, each on its GPUs, each with its own folders.
+SCRATCH=/tmp${LANE:+/lane-$LANE}
+WORK=$SCRATCH/foundry-sglang-bench
+ARCHIVE=$SCRATCH/foundry-sglang-archive
 rm -rf "$WORK"; mkdir -p "$WORK"
+set -- --scratch "$SCRATCH" "$@"
 # What is left of the call, less the time to pack the files.
 BENCH_SECONDS=${BENCH_SECONDS:-$(( ${CALL_SECONDS:-520} - ($(date +%s) - T0) - 10 ))}
 echo "setup took $(( $(date +%s) - T0 )) s; the benchmark keeps to ${BENCH_SECONDS} s"
@@ -41,8 +45,8 @@ timeout --signal=TERM --kill-after=20 "$(( BENCH_SECONDS + 20 ))" \
 rc=$?
 # Tensor parallel: how the ranks' archives differ, node by node and file by file (one capture for every rank),
 # in what is left of the call's 600 s.
-if [ -d /tmp/foundry-sglang-archive/rank_1 ]; then
-  timeout "$(( SECONDS < 560 ? 580 - SECONDS : 10 ))" python3 scripts/diff_archives.py /tmp/foundry-sglang-archive/rank_0 /tmp/foundry-sglang-archive/rank_1 \
+if [ -d "$ARCHIVE/rank_1" ]; then
+  timeout "$(( SECONDS < 560 ? 580 - SECONDS : 10 ))" python3 scripts/diff_archives.py "$ARCHIVE/rank_0" "$ARCHIVE/rank_1" \
     --json "$WORK/diff-ranks.json" > "$OUT/diff-ranks.txt" 2>&1
   head -12 "$OUT/diff-ranks.txt"
 fi

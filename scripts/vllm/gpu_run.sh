@@ -24,15 +24,19 @@ install_engine_bundle vllm "${PARTS[@]}" || exit 3
 build_native_if_stale "$OUT"
 machine_info "$OUT"
 python3 scripts/vllm/check_targets.py /tmp/vllm-site/vllm || exit 1
-WORK=/tmp/foundry-vllm-bench
+# LANE (scripts/gpu_lanes.sh): benchmarks side by side on one machine, each on its GPUs, each with its own folders.
+SCRATCH=/tmp${LANE:+/lane-$LANE}
+WORK=$SCRATCH/foundry-vllm-bench
+ARCHIVE=$SCRATCH/foundry-vllm-archive
 rm -rf "$WORK"; mkdir -p "$WORK"
+set -- --scratch "$SCRATCH" "$@"
 # The call's limit is 600 s: stop in time to bring the report and the logs back.
 timeout --signal=TERM --kill-after=20 "${BENCH_SECONDS:-540}" python3 -m foundry.cli bench --engine vllm --out "$WORK" "$@"
 rc=$?
 # Tensor parallel: how the ranks' archives differ, node by node and file by file (one capture for every rank),
 # in what is left of the call's 600 s.
-if [ -d /tmp/foundry-vllm-archive/rank_1 ]; then
-  timeout "$(( SECONDS < 560 ? 580 - SECONDS : 10 ))" python3 scripts/diff_archives.py /tmp/foundry-vllm-archive/rank_0 /tmp/foundry-vllm-archive/rank_1 \
+if [ -d "$ARCHIVE/rank_1" ]; then
+  timeout "$(( SECONDS < 560 ? 580 - SECONDS : 10 ))" python3 scripts/diff_archives.py "$ARCHIVE/rank_0" "$ARCHIVE/rank_1" \
     --json "$WORK/diff-ranks.json" > "$OUT/diff-ranks.txt" 2>&1
   head -12 "$OUT/diff-ranks.txt"
 fi

@@ -54,3 +54,45 @@ def test_cli_refuses_a_native_env_that_is_not_name_value(capsys: pytest.CaptureF
     err = capsys.readouterr().err
     assert rc == 2 and "NCCL_RUNTIME_CONNECT" not in err
     assert "--native-env 'nothing': give NAME=VALUE" in err and "--native-env 'FOUNDRY_VLLM_MODE=off'" in err
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_scratch_gives_each_benchmark_its_own_archive_and_models(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two benchmarks side by side on one machine (one GPU each) must not write one archive: --scratch separates
+    # them, and without it the engine's own default folders stay as they were.
+    import importlib.util
+
+    import foundry_bench
+
+    seen: list[object] = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == engine else real(name, *a))
+    runner = f"run_{engine}_bench"
+    monkeypatch.setattr(foundry_bench, runner, lambda cfg: seen.append(cfg) or {"compare": {}})
+    assert cli_main(["bench", "--engine", engine, "--shapes", "qwen3-0.6b", "--out", str(tmp_path / "out"),
+                     "--scratch", str(tmp_path / "lane1")]) == 0  # fmt: skip
+    assert cli_main(["bench", "--engine", engine, "--shapes", "qwen3-0.6b", "--out", str(tmp_path / "out")]) == 0
+    lane, default = seen
+    assert lane.archive == tmp_path / "lane1" / f"foundry-{engine}-archive"  # type: ignore[attr-defined]
+    assert lane.models == tmp_path / "lane1" / f"foundry-{engine}-models"  # type: ignore[attr-defined]
+    assert default.archive == Path(f"/tmp/foundry-{engine}-archive")  # type: ignore[attr-defined]
+    assert default.models == Path(f"/tmp/foundry-{engine}-models")  # type: ignore[attr-defined]
+
+
+def test_plugin_shim_declares_the_entry_point_and_leaves_a_right_one_alone(tmp_path: Path) -> None:
+    from importlib.metadata import distributions
+
+    from foundry_bench.serving.plugin import plugin_shim
+
+    root = plugin_shim(tmp_path / "shim", "vllm", "foundry.no_such_group")  # a group no installed package declares
+    assert root == tmp_path / "shim"
+    (dist,) = [d for d in distributions(path=[str(root)])]
+    (ep,) = dist.entry_points
+    assert (ep.group, ep.name, ep.value) == ("foundry.no_such_group", "foundry", "foundry.integration.vllm:register")
+    info = root / "foundry_vllm_plugin-0.0.dist-info" / "entry_points.txt"
+    before = info.stat().st_ino
+    plugin_shim(tmp_path / "shim", "vllm", "foundry.no_such_group")
+    assert info.stat().st_ino == before  # not rewritten: a benchmark beside this one may be reading it
+    assert not list(info.parent.glob("*.part"))

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# On a GPU machine of several GPUs, in one call: benchmarks side by side, each on GPUs of its own ("lanes"), so
+# that one lease runs the one-GPU rows of several engines and shapes at once (a multi-GPU machine's whole time
+# counts, whatever its GPUs do). Each lane is a fresh process tree with its own folders; exactness rows are
+# unaffected by the neighbours, timing rows share the host's CPUs with them (the summary says which lanes ran).
+#
+#   bash scripts/gpu_lanes.sh 'GPUS ENGINE [NAME=VALUE...] [ARGS...]' ...
+#
+#   GPUS    CUDA_VISIBLE_DEVICES of the lane, e.g. 0 or 2,3
+#   ENGINE  vllm or sglang: scripts/ENGINE/gpu_run.sh -- ARGS (the bundle staged and installed first, once);
+#           tier: scripts/gpu_tier.sh ARGS (the GPU test tier; one such lane a call)
+#   NAME=VALUE  set in that lane only (e.g. BASELINE=/root/build-prev for a tier lane's --bench)
+#   ARGS    as a shell would split them ('--decode-batches ""' keeps the empty argument)
+#
+# Example (4 GPUs): bash scripts/gpu_lanes.sh '0 vllm --shapes mistral-small --api serve --modes save,native,load'
+#                   '1 sglang --shapes qwen3-moe-small --modes native,save,load' '2,3 vllm --tp 2 ...' ...
+# What comes back: OUT/lane-N.tgz (the lane's report, logs and run.log) and OUT/lanes.txt, the summary also
+# printed last. LANES_SECONDS (default 570): the call's bound for every lane, setup included.
+set -u -o pipefail
+T0=$(date +%s)
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+[ $# -ge 1 ] || { echo "usage: bash scripts/gpu_lanes.sh 'GPUS ENGINE [ARGS...]' ..." >&2; exit 2; }
+if [ $# -gt 7 ]; then echo "at most 7 lanes: a call brings back 8 files" >&2; exit 2; fi
+
+# shellcheck source=scripts/gpu_setup.sh
+. scripts/gpu_setup.sh
+install_carried_wheels
+INSTALLED=""
+# Each engine once, and the native library once, before any lane starts: lanes then find both ready.
+for spec in "$@"; do
+  read -r _ engine _ <<<"$spec"
+  case "$engine" in
+    vllm | sglang) echo "$INSTALLED" | grep -qw "$engine" && continue
+      ( install_engine_bundle "$engine" >/dev/null ) || { echo "lanes: the $engine bundle is not installed"; exit 3; }
+      INSTALLED="$INSTALLED $engine" ;;
+    tier) ;;
+    *) echo "lanes: unknown engine '$engine' in '$spec' (vllm, sglang or tier)" >&2; exit 2 ;;
+  esac
+done 2>&1
+build_native_if_stale "$OUT"
+BOUND=${LANES_SECONDS:-570}
+
+i=0
+for spec in "$@"; do
+  i=$((i + 1))
+  dir=$OUT/lane-$i
+  mkdir -p "$dir"
+  echo "$spec" >"$dir/spec.txt"
+  (
+    read -r gpus engine rest <<<"$spec"
+    eval "set -- $rest"
+    while [ $# -gt 0 ] && [[ "$1" =~ ^[A-Z_][A-Z0-9_]*= ]]; do export "${1?}"; shift; done
+    left=$(( BOUND - ($(date +%s) - T0) - 20 ))
+    export CUDA_VISIBLE_DEVICES=$gpus LANE=$i OUT=$dir BENCH_SECONDS=${BENCH_SECONDS:-$left}
+    case "$engine" in
+      vllm | sglang) exec timeout --kill-after=15 "$((left + 10))" bash "scripts/$engine/gpu_run.sh" -- "$@" ;;
+      tier) exec timeout --kill-after=15 "$left" bash scripts/gpu_tier.sh "$@" ;;
+    esac
+  ) >"$dir/run.log" 2>&1 &
+  echo "$!" >"$dir/pid"
+  sleep 3  # the lanes' engines do not all pick their ports and write their caches in the same second
+done
+
+i=0
+for spec in "$@"; do
+  i=$((i + 1))
+  wait "$(cat "$OUT/lane-$i/pid")"
+  echo $? >"$OUT/lane-$i/rc"
+done
+{
+  echo "lanes, $(nvidia-smi -L | wc -l) GPUs, $(( $(date +%s) - T0 )) s in all:"
+  i=0
+  for spec in "$@"; do
+    i=$((i + 1))
+    echo "== lane $i (rc $(cat "$OUT/lane-$i/rc")): $spec"
+    grep -v '^\[' "$OUT/lane-$i/run.log" | tail -n "${LANE_TAIL:-14}"
+  done
+} >"$OUT/lanes.txt"
+i=0
+for spec in "$@"; do
+  i=$((i + 1))
+  rm -f "$OUT/lane-$i/pid"
+  tar czf "$OUT/lane-$i.tgz" -C "$OUT/lane-$i" . && rm -rf "$OUT/lane-$i"
+done
+cat "$OUT/lanes.txt"
