@@ -18,6 +18,7 @@
 # printed last. LANES_SECONDS (default 570): the call's bound for every lane, setup included.
 set -u -o pipefail
 T0=$(date +%s)
+export PYTHONPATH=${PYTHONPATH:-}
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
