@@ -63,6 +63,8 @@ def matrix_rows(docs: list[dict[str, Any]]) -> list[list[str]]:
         problems = [f"{m}: {r['error'][:80]}" for m, r in results.items() if "error" in r]
         native, load = results.get("native", {}), results.get("load", {})
         capture = native.get("capture_s", (native.get("plugin") or {}).get("timings", {}).get("capture_s"))
+        if capture is None and "decode_graphs_s" in native:  # SGLang logs its two captures apart
+            capture = native["decode_graphs_s"] + native.get("prefill_graphs_s", 0.0)
         rows.append([
             shape, (SHAPES.get(shape) or doc.get("model") or {}).get("architectures", ["?"])[0], run_as,
             _verdict(doc, "save"), _verdict(doc, "load"), _verdict(doc, "native_cold"), _profile(doc, "save"),

@@ -101,6 +101,8 @@ SHAPES.update(
             "max_position_embeddings": 8192,
             "rope_theta": 10000.0,
             "rms_norm_eps": 1e-06,
+            # Both names, as the published config.json has them: vLLM reads the second, SGLang the first.
+            "hidden_act": "gelu_pytorch_tanh",
             "hidden_activation": "gelu_pytorch_tanh",
             "query_pre_attn_scalar": 256,
             "attn_logit_softcapping": 50.0,

@@ -288,3 +288,22 @@ def test_a_last_bit_logprob_difference_fails_the_tokens_target(
     assert [r["identical"] for r in c["logprobs"]["requests"]] == [0, 0]
     assert not targets(doc)["tokens"]["met"]
     assert "NO: tokens yes, logprobs differ" in render(doc)
+
+
+def test_the_matrix_counts_both_of_sglangs_captures() -> None:
+    """SGLang logs its prefill and decode captures apart; the matrix's capture column is their sum, the seconds
+    LOAD's init is held against (native warm's init less its capture)."""
+    from foundry_bench.serving.matrix import HEADER, matrix_rows
+
+    doc = {
+        "config": {"shape": "mixtral-small", "api": "engine"},
+        "results": {
+            "native": {"engine_init_s": 23.88, "prefill_graphs_s": 4.31, "decode_graphs_s": 2.15},
+            "load": {"engine_init_s": 21.71},
+        },
+        "compare": {"load": {"identical": True, "logprobs": {}}},
+    }
+    (row,) = matrix_rows([doc])
+    cells = dict(zip(HEADER, row, strict=True))
+    assert cells["capture s"] == "6.46" and cells["init LOAD s"] == "21.71"
+    assert cells["LOAD identical"] == "yes (tokens, logprobs)" and cells["architecture"] == "MixtralForCausalLM"

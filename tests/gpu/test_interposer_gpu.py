@@ -53,15 +53,18 @@ def test_hooks_cost_under_one_percent_on_launch_and_allocation_paths(figures: di
     assert result["alloc_overhead"] < 0.01, result
 
 
-def test_eager_step_time_with_and_without_the_interposer(figures: dict[str, Any]) -> None:
-    """End to end, in separate processes: informative (process-to-process spread is several percent,
-    larger than what is being measured), so it only guards against a gross slowdown. Five runs each,
-    interleaved, medians compared: two slow processes of one setting cannot fail it (processes of either
-    setting were seen at 17.9-30.4 ms in one call, while the paired in-process hook cost read +0.2%)."""
+def test_an_eager_step_under_the_interposer_computes_what_it_computes_without(figures: dict[str, Any]) -> None:
+    """End to end, in separate processes: the interposer is really mapped into the preloaded ones and leaves an
+    eager decoder step's output unchanged, bit for bit. The step's time is recorded, not asserted: process to
+    process it spreads by more than what it would measure (17.9-30.4 ms in one call, where the paired in-process
+    hook cost above read +0.2%), and more on a machine whose CPUs other work shares; the paired measurement
+    above is the one that guards the hooks' cost."""
     plain, hooked = [], []
     for _ in range(5):
-        plain.append(float(run_foundry(["tests/gpu/eager_timing.py"], preload=False).split()[-1]))
-        hooked.append(float(run_foundry(["tests/gpu/eager_timing.py"]).split()[-1]))
-    overhead = statistics.median(hooked) / statistics.median(plain) - 1
-    figures["eager_overhead"] = {"plain_ms": plain, "preloaded_ms": hooked, "median_overhead": overhead}
-    assert overhead < 0.10
+        plain.append(run_foundry(["tests/gpu/eager_timing.py"], preload=False).split()[-3:])
+        hooked.append(run_foundry(["tests/gpu/eager_timing.py"]).split()[-3:])
+    assert {p[0] for p in plain} == {"0"} and {h[0] for h in hooked} == {"1"}, (plain, hooked)
+    assert len({r[1] for r in plain + hooked}) == 1, (plain, hooked)
+    plain_ms, hooked_ms = [float(p[2]) for p in plain], [float(h[2]) for h in hooked]
+    overhead = statistics.median(hooked_ms) / statistics.median(plain_ms) - 1
+    figures["eager_overhead"] = {"plain_ms": plain_ms, "preloaded_ms": hooked_ms, "median_overhead": overhead}
