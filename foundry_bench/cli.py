@@ -151,11 +151,13 @@ def _run_sglang(args: argparse.Namespace) -> int:
         engine_args, problems = {}, [*problems, "--engine-args must be a JSON object of Engine keyword arguments"]
     if args.mem_fraction_static is not None:
         settings["mem_fraction_static"] = args.mem_fraction_static
+    if args.expert_parallel:  # SGLang's expert parallel over the tensor-parallel GPUs: ep_size = tp_size
+        if args.tp < 2:
+            problems.append("--expert-parallel needs --tp 2 or more: the experts are split over those GPUs")
+        engine_args = {**engine_args, "ep_size": args.tp}
     configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args, **settings)
                for shape in shapes for api in apis]  # fmt: skip
     problems += [p for cfg in configs for p in cfg.problems()]
-    if args.expert_parallel:
-        problems.append("--expert-parallel is vLLM's (SGLang's plugin refuses ep_size above 1 for now)")
     if problems:
         return _report_problems(problems)
     if importlib.util.find_spec("sglang") is None:
@@ -303,8 +305,9 @@ def add_parser(sub: Any) -> None:
         help="GPUs per engine, tensor parallel (NCCL all-reduces inside the "
         "graphs; every run, native too, with the NCCL settings SAVE and LOAD need)",
     )
-    v.add_argument("--expert-parallel", action="store_true", help="vllm: --enable-expert-parallel, the experts "
-                   "split over the --tp GPUs (data parallel 1: their outputs summed by NCCL's all-reduce)")  # fmt: skip
+    v.add_argument("--expert-parallel", action="store_true", help="the experts split over the --tp GPUs (vllm: "
+                   "--enable-expert-parallel; sglang: ep_size = --tp), data parallel 1: their outputs summed by "
+                   "NCCL's all-reduce")  # fmt: skip
     v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
     v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
     v.add_argument("--gpu-memory-utilization", type=float, default=0.35, help="vllm, per engine (two side by side)")

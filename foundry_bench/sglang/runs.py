@@ -55,7 +55,8 @@ class SglangBenchConfig(ServingConfig):
     models: Path = Path("/tmp/foundry-sglang-models")
 
     def tag(self) -> str:
-        return f"sglang-{self.shape}-{self.api}" + (f"-tp{self.tp}" if self.tp > 1 else "")
+        ep = "-ep" if int(self.engine_args.get("ep_size", 1) or 1) > 1 else ""
+        return f"sglang-{self.shape}-{self.api}" + (f"-tp{self.tp}" if self.tp > 1 else "") + ep
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, each named (empty when they can run)."""

@@ -256,7 +256,7 @@ def test_targets_and_plot_parts_from_a_document() -> None:
         (["--decode-steps", "4096"], "more than --context-length 2048"),
         (["--seconds", "0"], "--seconds must be positive"),
         (["--shapes", "qwen3-1t"], "unknown shape 'qwen3-1t'"),
-        (["--tp", "2", "--expert-parallel"], "--expert-parallel is vLLM's"),
+        (["--expert-parallel"], "--expert-parallel needs --tp 2 or more"),
     ],
 )
 def test_sglang_arguments_are_refused_before_looking_for_sglang(
@@ -307,3 +307,20 @@ def test_the_matrix_counts_both_of_sglangs_captures() -> None:
     cells = dict(zip(HEADER, row, strict=True))
     assert cells["capture s"] == "6.46" and cells["init LOAD s"] == "21.71"
     assert cells["LOAD identical"] == "yes (tokens, logprobs)" and cells["architecture"] == "MixtralForCausalLM"
+
+
+def test_expert_parallel_asks_sglang_for_ep_size_equal_to_tp_and_names_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    import foundry_bench
+
+    seen: list[SglangBenchConfig] = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "sglang" else real(name, *a))
+    monkeypatch.setattr(foundry_bench, "run_sglang_bench", lambda cfg: seen.append(cfg) or {"compare": {}})
+    assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path), "--tp", "4", "--expert-parallel"]) == 0
+    (cfg,) = seen
+    assert cfg.engine_args == {"ep_size": 4} and cfg.tp == 4
+    assert cfg.tag() == "sglang-qwen3-0.6b-engine-tp4-ep"

@@ -9,8 +9,10 @@ start-up, ``Scheduler.init_model_worker``: ``ModelRunner.__init__`` (``init_torc
 ``load_model``), ``alloc_memory_pool`` (``KVCacheConfigurator._profile_available_bytes``, which releases the
 allocator's cache through its module's ``get_available_gpu_memory``), ``init_attention_backends`` and
 ``init_cuda_graphs`` (``cuda_graph_setup.capture_cuda_graphs``: shared logits buffer, eager runner, the prefill
-runner unless disabled or refused by ``should_skip_auto_prefill_cuda_graph_for_memory``, the decode runner).
-Device memory and the model's layers are the ``EngineDevice`` it is built with (tests/support/faketensor.py).
+runner unless disabled or refused by ``should_skip_auto_prefill_cuda_graph_for_memory``, the decode runner);
+the model's MoE layers, whose ``StandardDispatcher`` makes its expert map on its first dispatch under expert
+parallel (the decode runner's warm-up forward). Device memory and the model's layers are the ``EngineDevice``
+it is built with (tests/support/faketensor.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pkgutil
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from tests.support.fakesglang_graphs import DECODE, PREFILL, fake_torch, graph_modules, mod
 from tests.support.faketensor import EngineDevice
@@ -30,6 +32,8 @@ SCHEDULER = "sglang.srt.managers.scheduler"
 RUNNER = "sglang.srt.model_executor.model_runner"
 KV = "sglang.srt.mem_cache.kv_cache_configurator"
 SETUP = "sglang.srt.model_executor.model_runner_components.cuda_graph_setup"
+DISPATCHER = "sglang.srt.layers.moe.token_dispatcher.standard"
+TOPK = "sglang.srt.layers.moe.topk"
 CELL = 1 << 12  # bytes of KV cache per token
 
 
@@ -56,6 +60,9 @@ class ServerArgs:
     dp_size: int = 1
     pp_size: int = 1
     ep_size: int = 1
+    moe_a2a_backend: str = "none"
+    moe_runner_backend: str = "auto"
+    enable_eplb: bool = False
     enable_dp_attention: bool = False
     disable_custom_all_reduce: bool = False
     enable_torch_symm_mem: bool = False
@@ -186,6 +193,46 @@ def build(
         capture_cuda_graphs=capture_cuda_graphs,
     )
 
+    # layers/moe: the standard dispatcher, which maps global to local experts on its first dispatch (expert
+    # parallel), and the top-k output it takes --------------------------------------------------------------
+    class StandardTopKOutput(NamedTuple):
+        topk_weights: Any
+        topk_ids: Any
+        router_logits: Any
+
+    class StandardDispatcher:
+        def __init__(self, server_args: Any, rank: int, num_experts: int = 8) -> None:
+            self.moe_ep_size, self.moe_ep_rank = server_args.ep_size, rank
+            self.num_experts = num_experts
+            self.skip_local_expert_mapping = False
+            self.local_expert_mapping: Any = None
+
+        def dispatch(self, hidden_states: Any, topk_output: Any) -> Any:
+            standard = isinstance(topk_output, StandardTopKOutput)
+            if self.moe_ep_size > 1 and standard and self.local_expert_mapping is None:
+                trace("expert_map")
+                self.local_expert_mapping = memory.allocate(self.num_experts * 4)
+            return hidden_states
+
+    class MoeLayer:
+        def __init__(self, server_args: Any, rank: int) -> None:
+            self.dispatcher = StandardDispatcher(server_args, rank)
+
+    class Model:
+        """The model's modules (``modules()`` as a torch module lists them): the MoE layers' dispatchers."""
+
+        def __init__(self, server_args: Any, rank: int) -> None:
+            self.layers = [MoeLayer(server_args, rank) for _ in range(2)]
+
+        def modules(self) -> list[Any]:
+            return [self, *self.layers]
+
+        def forward(self) -> None:
+            """What the MoE layers do of a forward that the adapter depends on: dispatch (each layer's first
+            makes its expert map under expert parallel)."""
+            for layer in self.layers:
+                layer.dispatcher.dispatch(None, StandardTopKOutput(None, None, None))
+
     # model_executor/model_runner -----------------------------------------------------------------------------
     class AttentionBackend:
         def __init__(self) -> None:
@@ -215,6 +262,7 @@ def build(
         def load_model(self) -> None:
             trace("load_model")
             self.weights = [memory.allocate(3 << 20) for _ in range(3)]
+            self.model = Model(self.server_args, self.ps.tp_rank)
 
         def alloc_memory_pool(self) -> None:
             configurator = KVCacheConfigurator(self.device, self.gpu_id)
@@ -264,6 +312,8 @@ def build(
             RUNNER: mod(RUNNER, ModelRunner=ModelRunner),
             KV: kv,
             SETUP: setup,
+            DISPATCHER: mod(DISPATCHER, StandardDispatcher=StandardDispatcher),
+            TOPK: mod(TOPK, StandardTopKOutput=StandardTopKOutput),
         }
     )
     # every package on the way, so that SGLang's dotted names resolve (pkgutil.resolve_name imports each prefix)

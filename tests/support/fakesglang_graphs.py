@@ -294,6 +294,7 @@ def graph_modules(memory: EngineDevice, trace: Any) -> dict[str, ModuleType]:
             for bs in reversed(self.capture_bs):
 
                 def forward(bs: int = bs) -> Any:
+                    self.model_runner.model.forward()  # the MoE layers' dispatch
                     activations = memory.allocate(bs * 4096)
                     memory.compute(activations, self.input_ids, self.model_runner.weights[0])
                     logits = FakeTensor(self.logits.address, bs * 4)

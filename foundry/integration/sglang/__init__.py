@@ -1,5 +1,6 @@
 """Foundry for SGLang 0.5.17: a ``sglang.srt.plugins`` entry point that makes SGLang save its decode and
-prefill CUDA graphs (FOUNDRY_SGLANG_MODE=save) and start from them (FOUNDRY_SGLANG_MODE=load), on one GPU.
+prefill CUDA graphs (FOUNDRY_SGLANG_MODE=save) and start from them (FOUNDRY_SGLANG_MODE=load), on one GPU or
+on several in tensor parallel (expert parallel over the same GPUs included).
 
     FOUNDRY_SGLANG_MODE=save FOUNDRY_SGLANG_ARCHIVE=/tmp/arch foundry run -- python -m sglang.launch_server ...
     FOUNDRY_SGLANG_MODE=load FOUNDRY_SGLANG_ARCHIVE=/tmp/arch foundry run -- python -m sglang.launch_server ...

@@ -14,7 +14,8 @@ Scheduler.init_model_worker, and what each mode does there (phases in quotes, SA
                           would, and answers SAVE's number
   ModelRunner.alloc_memory_pool        KV cache and request pools, "memory_pool"; LOAD checks the pool's size
   ModelRunner.init_attention_backends  "attention_backends"
-  ModelRunner.init_cuda_graphs         SAVE captures with Foundry, then writes the archive; LOAD checks every
+  ModelRunner.init_cuda_graphs         expert parallel: the MoE layers' expert maps (moe.py), "expert_maps";
+                                       SAVE captures with Foundry, then writes the archive; LOAD checks every
                                        saved graph went to a runner
     should_skip_auto_prefill_cuda_graph_for_memory   LOAD answers what SAVE's gate answered
     PrefillCudaGraphRunner.capture     "prefill_buffers" (the eager and prefill runners' buffers, the shared
@@ -44,7 +45,7 @@ from ..shared import steps
 from ..shared.capture import foundry_capture, foundry_device_module
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
-from . import graphs
+from . import graphs, moe
 from . import session as sessions
 from .config import SGLANG, Mode
 from .fingerprint import describe
@@ -91,8 +92,8 @@ def init_model_worker(original: Any, scheduler: Any, *args: Any, **kwargs: Any) 
 
 
 def _place(runner: Any) -> Place:
-    """The runner's rank in tensor parallel (the only parallelism support.py lets through): SGLang keeps it in
-    the runner's parallel state (``ps``), with the server arguments' ``tp_size``."""
+    """The runner's rank in tensor parallel (with expert parallel over it, the only parallelism support.py lets
+    through): SGLang keeps it in the runner's parallel state (``ps``), with the server arguments' ``tp_size``."""
     state = getattr(runner, "ps", runner)
     world = int(getattr(state, "tp_size", None) or getattr(runner.server_args, "tp_size", 1) or 1)
     return Place(int(getattr(state, "tp_rank", 0) or 0), world)
@@ -181,6 +182,10 @@ def init_cuda_graphs(original: Any, runner: Any, *args: Any, **kwargs: Any) -> A
     s = _active(runner)
     if s is None:
         return original(runner, *args, **kwargs)
+    if (getattr(runner.server_args, "ep_size", 1) or 1) > 1:
+        made = moe.build_expert_maps(runner.model)
+        steps.end_phase(s, "expert_maps")
+        log.info("Foundry %s: %d MoE layers' expert maps built before the graphs", s.config.mode.value, made)
     if s.config.mode is Mode.LOAD:
         result = original(runner, *args, **kwargs)
         _check_all_installed(s)

@@ -2,8 +2,9 @@
 all named in one message with what still works.
 
 The adapter saves the decode runner's ``full`` graphs and the prefill runner's ``breakable`` graphs of one
-model on one GPU, or on several in tensor parallel (one archive folder per rank: shared/ranks.py) with NCCL
-as the only all-reduce inside the graphs, with PyTorch's caching allocator allocating inside Foundry's region.
+model on one GPU, or on several in tensor parallel (one archive folder per rank: shared/ranks.py), expert
+parallel over them included, with NCCL as the only all-reduce inside the graphs, with PyTorch's caching
+allocator allocating inside Foundry's region.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from ..shared.errors import UnsupportedConfigError
 
 __all__ = ["check_supported", "problems"]
 
-PARALLEL = ("dp_size", "pp_size", "ep_size", "attn_cp_size", "dcp_size", "moe_dp_size", "nnodes")
+PARALLEL = ("dp_size", "pp_size", "attn_cp_size", "dcp_size", "moe_dp_size", "nnodes")
+# Expert parallel over the tensor-parallel GPUs (ep_size = tp_size) with SGLang's standard dispatcher: no
+# all-to-all, the experts' outputs summed by the NCCL all-reduce inside the graphs, and one piece of lazy state,
+# each dispatcher's map of global to local experts, which moe.py has built before capture and before LOAD's
+# graphs replay. The MoE runners measured so far with it: Triton's ("auto" picks it on NVIDIA GPUs).
+EP_RUNNERS = ("auto", "triton")
 # All-reduce paths other than NCCL, each on by its server argument; their peer state is not restored yet: the
 # custom all-reduce keeps peer pointers opened from CUDA IPC handles, the others symmetric-memory windows.
 ALL_REDUCE = {
@@ -44,7 +50,11 @@ def problems(server_args: Any, environ: Mapping[str, str]) -> list[str]:
     many = {name: getattr(sa, name) for name in PARALLEL if (getattr(sa, name, 1) or 1) > 1}
     if many or getattr(sa, "enable_dp_attention", False):
         named = ", ".join(f"{k}={v}" for k, v in many.items()) or "enable_dp_attention"
-        found.append(f"more than one GPU other than tensor parallel ({named}): the adapter saves tensor parallel only")
+        found.append(
+            f"more than one GPU other than tensor parallel ({named}): the adapter saves tensor parallel, and "
+            "expert parallel over it, only"
+        )
+    found += _expert_parallel_problems(sa)
     if (getattr(sa, "tp_size", 1) or 1) > 1:
         if not getattr(sa, "disable_custom_all_reduce", False):
             found.append(
@@ -95,6 +105,34 @@ def problems(server_args: Any, environ: Mapping[str, str]) -> list[str]:
             "SGLANG_ENABLE_POST_CAPTURE_KV_SIZING sizes the KV cache from the memory left after capture, which LOAD "
             "does not do; unset it"
         )
+    return found
+
+
+def _expert_parallel_problems(sa: Any) -> list[str]:
+    ep, tp = getattr(sa, "ep_size", 1) or 1, getattr(sa, "tp_size", 1) or 1
+    if ep <= 1:
+        return []
+    found = []
+    if ep != tp:
+        found.append(
+            f"ep_size={ep} with tp_size={tp}: the adapter saves expert parallel over the tensor-parallel GPUs "
+            "(ep_size = tp_size)"
+        )
+    a2a = str(getattr(sa, "moe_a2a_backend", "none") or "none")
+    if a2a != "none":
+        found.append(
+            f"moe_a2a_backend={a2a!r} with ep_size={ep}: its all-to-all kernels keep peer buffers and state of "
+            "their own, which LOAD does not restore; the adapter saves the standard dispatcher (moe_a2a_backend "
+            "'none', the default)"
+        )
+    runner = str(getattr(sa, "moe_runner_backend", "auto") or "auto")
+    if runner not in EP_RUNNERS:
+        found.append(
+            f"moe_runner_backend={runner!r} with ep_size={ep}: not measured with expert parallel under Foundry "
+            f"(measured: {', '.join(EP_RUNNERS)})"
+        )
+    if getattr(sa, "enable_eplb", False):
+        found.append("enable_eplb (the expert load balancer moves experts while serving; the graphs hold them fixed)")
     return found
 
 

@@ -47,6 +47,26 @@ def _edit_metadata(engines: Any, edit: Any) -> None:
             r"tp_size=2 with enable_torch_symm_mem \(torch symmetric memory\)",
         ),
         ({"dp_size": 2, "enable_dp_attention": True}, {}, r"other than tensor parallel \(dp_size=2\)"),
+        (
+            {"tp_size": 4, "ep_size": 2, "disable_custom_all_reduce": True},
+            {},
+            r"ep_size=2 with tp_size=4: the adapter saves expert parallel over the tensor-parallel GPUs",
+        ),
+        (
+            {"tp_size": 2, "ep_size": 2, "disable_custom_all_reduce": True, "moe_a2a_backend": "deepep"},
+            {},
+            r"moe_a2a_backend='deepep' with ep_size=2: its all-to-all kernels keep peer buffers",
+        ),
+        (
+            {"tp_size": 2, "ep_size": 2, "disable_custom_all_reduce": True, "moe_runner_backend": "deep_gemm"},
+            {},
+            r"moe_runner_backend='deep_gemm' with ep_size=2: not measured",
+        ),
+        (
+            {"tp_size": 2, "ep_size": 2, "disable_custom_all_reduce": True, "enable_eplb": True},
+            {},
+            r"enable_eplb \(the expert load balancer moves experts while serving",
+        ),
         ({"enable_lora": True}, {}, "LoRA"),
         (
             {"prefill_backend": "tc_piecewise"},
@@ -239,3 +259,22 @@ def test_prefill_graphs_whose_eager_steps_load_cannot_redo_are_refused_before_wr
     with pytest.raises(UnsupportedConfigError, match=rf"(?s){message}.*--cuda-graph-backend-prefill disabled"):
         fake.start_scheduler(server_args())
     assert list(sglang_engines.archive.iterdir()) == []
+
+
+def test_a_dispatcher_that_makes_no_expert_map_is_refused_by_name(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expert parallel needs each MoE layer's expert map before the graphs; an SGLang whose dispatcher makes none
+    where 0.5.17's does is another SGLang: refused, naming it, before anything is captured."""
+    import sys
+    from types import SimpleNamespace
+
+    from foundry.integration.sglang import PatchTargetError
+    from foundry.integration.sglang.moe import DISPATCHER
+
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(empty=lambda *a, **k: None, int32=0, float32=1))
+    fake = sglang_engines.prepare("save")
+    monkeypatch.setattr(fake.module(DISPATCHER).StandardDispatcher, "dispatch", lambda self, h, t: h)
+    with pytest.raises(PatchTargetError, match=r"StandardDispatcher made no expert map .* SGLang 0.5.17"):
+        fake.start_scheduler(server_args(tp_size=2, ep_size=2, disable_custom_all_reduce=True))
+    assert "torch.capture" not in fake.trace.events and not fake.memory.captures

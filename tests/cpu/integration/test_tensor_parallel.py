@@ -294,3 +294,45 @@ def test_every_bundle_but_rank_0s_is_stored_against_it_whatever_order_the_ranks_
         stored += bundles_to_store(folder, Place(rank, 4))
     assert sorted(stored) == [(tmp_path / f"rank_{r}", tmp_path / "rank_0") for r in (1, 2, 3)]
     assert bundles_to_store(tmp_path, SINGLE) == []
+
+
+def _torch_for_empty_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the adapter asks of torch to dispatch an empty batch (the fake SGLang's dispatcher reads none of it)."""
+    import sys
+    from types import SimpleNamespace
+
+    monkeypatch.setitem(
+        sys.modules, "torch", SimpleNamespace(empty=lambda *a, **k: ("empty", a), int32="int32", float32="float32")
+    )
+
+
+def test_sglang_expert_parallel_builds_the_expert_maps_where_save_had_them_on_every_rank(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ep_size = tp_size: natively each MoE layer's dispatcher makes its expert map on its first dispatch, the
+    first warm-up forward of capture, which LOAD never runs. Under the adapter SAVE and LOAD both have it made
+    before the graphs (a phase of its own, checked), so LOAD's map lies where SAVE's graphs read it."""
+    from foundry.integration.sglang.metadata import read_metadata as read_sglang
+    from tests.support.fakesglang import server_args
+
+    _torch_for_empty_batches(monkeypatch)
+    args = {"tp_size": 2, "ep_size": 2, "disable_custom_all_reduce": True}
+    native = sglang_engines.prepare("off")
+    native.start_scheduler(server_args(**args))
+    events = native.trace.events
+    assert events.count("expert_map") == 2 and events.index("expert_map") > events.index("init_cuda_graphs")
+    saved: dict[int, list[int]] = {}
+    for rank in range(2):
+        fake = sglang_engines.prepare("save")
+        runner = fake.start_scheduler(server_args(**args), tp_rank=rank)
+        events = fake.trace.events
+        assert events.count("expert_map") == 2 and events.index("expert_map") < events.index("init_cuda_graphs")
+        saved[rank] = [layer.dispatcher.local_expert_mapping.address for layer in runner.model.layers]
+        phases = [p.name for p in read_sglang(sglang_engines.archive / f"rank_{rank}").phases]
+        assert phases[phases.index("attention_backends") + 1] == "expert_maps", phases
+    for rank in range(2):
+        meta = read_sglang(sglang_engines.archive / f"rank_{rank}")
+        fake = sglang_engines.prepare("load", FakeFoundry(high_water_saved=meta.high_water))
+        runner = fake.start_scheduler(server_args(**args), tp_rank=rank)
+        assert [layer.dispatcher.local_expert_mapping.address for layer in runner.model.layers] == saved[rank]
+        assert fake.trace.events.count("expert_map") == 2 and "torch.capture" not in fake.trace.events
