@@ -272,9 +272,11 @@ class BenchRuns:
             end = self.deadline()
             if end is not None:
                 end = time.perf_counter() + (end - time.perf_counter()) / (len(measurements) - i)
-            request = (decode_request(size, cfg.decode_steps, self.vocab) if what == "decode"
-                       else prefill_request(size, self.vocab))  # fmt: skip
-            ask = {n: self._asker(e, request, what == "decode") for n, e in engines.items()}
+            if what == "decode":
+                ask = {n: self._asker(e, decode_request(size, cfg.decode_steps, self.vocab), True)
+                       for n, e in engines.items()}  # fmt: skip
+            else:  # a new prompt each time (the k-th of both sides the same), so that no prefix cache answers it
+                ask = {n: self._prefill_asker(e, size) for n, e in engines.items()}
             result = summary(alternate(ask, cfg.reps, end))
             if what == "decode":
                 out["decode"][str(size)] = result
@@ -289,6 +291,16 @@ class BenchRuns:
         def ask() -> float:
             seconds = engine.generate(request, self._wait())[1]
             return request.batch * request.max_tokens / seconds if rate else seconds
+
+        return ask
+
+    def _prefill_asker(self, engine: Engine, tokens: int) -> Callable[[], float]:
+        """Seconds of one prefill of ``tokens`` by ``engine``, each call on the next prompt."""
+        asked = [0]
+
+        def ask() -> float:
+            asked[0] += 1
+            return engine.generate(prefill_request(tokens, self.vocab, asked[0]), self._wait())[1]
 
         return ask
 

@@ -51,6 +51,8 @@ def decode_request(batch: int, steps: int, vocab: int = VOCAB) -> Request:
     return Request(tuple(_prompt(rng, 8, vocab) for _ in range(batch)), steps)
 
 
-def prefill_request(length: int, vocab: int = VOCAB) -> Request:
-    """One prompt of ``length`` tokens and one new token: the time is the prefill's."""
-    return Request((_prompt(random.Random(11), length, vocab),), 1)
+def prefill_request(length: int, vocab: int = VOCAB, index: int = 0) -> Request:
+    """One prompt of ``length`` tokens and one new token: the time is the prefill's. Each ``index`` draws another
+    prompt: asked twice for one prompt, an engine that caches prefixes (SGLang's radix cache, on by default)
+    would answer the second from its cache and prefill one token."""
+    return Request((_prompt(random.Random(11 + 7919 * index), length, vocab),), 1)

@@ -368,3 +368,31 @@ def test_native_env_reaches_the_native_runs_only_and_the_report_says_so(
     assert connect == {"save": "0", "native": "1", "load": "0"}
     text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
     assert "The native runs ran with NCCL_RUNTIME_CONNECT=1, SAVE and LOAD without" in text
+
+
+def test_each_prefill_measurement_asks_a_new_prompt_the_same_of_both_engines(tmp_path: Path) -> None:
+    """A prefill asked twice of one prompt is answered from a prefix cache where the engine keeps one (SGLang's
+    radix cache, on by default): the second call prefills one token. Each call draws the next prompt; the k-th
+    call of native and of LOAD the same one, so that their times stay paired."""
+    from foundry_bench.serving.runs import BenchRuns
+    from foundry_bench.serving.stats import alternate
+
+    asked: dict[str, list[tuple[int, ...]]] = {"native": [], "load": []}
+
+    class Stub:
+        def __init__(self, side: str) -> None:
+            self.side = side
+
+        def generate(self, request: Any, timeout: float) -> tuple[list[Any], float]:
+            (prompt,) = request.prompts
+            assert len(prompt) == 300 and request.max_tokens == 1
+            asked[self.side].append(prompt)
+            return [], 0.01
+
+    class Runs(BenchRuns):
+        engine, group = "vllm", "vllm.general_plugins"
+
+    runs = Runs(_tokens_only(tmp_path))
+    ask = {side: runs._prefill_asker(Stub(side), 300) for side in asked}  # type: ignore[arg-type]
+    alternate(ask, reps=3)  # a warm-up call of each, then three rounds
+    assert asked["native"] == asked["load"] and len(set(asked["native"])) == 4
