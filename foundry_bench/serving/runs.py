@@ -273,8 +273,8 @@ class BenchRuns:
             if end is not None:
                 end = time.perf_counter() + (end - time.perf_counter()) / (len(measurements) - i)
             if what == "decode":
-                ask = {n: self._asker(e, decode_request(size, cfg.decode_steps, self.vocab), True)
-                       for n, e in engines.items()}  # fmt: skip
+                request = decode_request(size, cfg.decode_steps, self.vocab)
+                ask = {n: self._decode_asker(e, request) for n, e in engines.items()}
             else:  # a new prompt each time (the k-th of both sides the same), so that no prefix cache answers it
                 ask = {n: self._prefill_asker(e, size) for n, e in engines.items()}
             result = summary(alternate(ask, cfg.reps, end))
@@ -285,12 +285,11 @@ class BenchRuns:
             self.say(f"{what} {size}: {_brief(result)}")
         return out
 
-    def _asker(self, engine: Engine, request: Request, rate: bool) -> Callable[[], float]:
-        """One measurement of ``engine``: tokens/s of the whole request (``rate``), or its seconds."""
+    def _decode_asker(self, engine: Engine, request: Request) -> Callable[[], float]:
+        """Tokens/s of ``engine`` over the whole ``request``, one measurement a call."""
 
         def ask() -> float:
-            seconds = engine.generate(request, self._wait())[1]
-            return request.batch * request.max_tokens / seconds if rate else seconds
+            return request.batch * request.max_tokens / engine.generate(request, self._wait())[1]
 
         return ask
 
