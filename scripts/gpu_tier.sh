@@ -8,6 +8,8 @@
 #   FIXTURE=1 bash scripts/gpu_tier.sh                   (also save tests/fixtures/gpu_archive as fixture.tar.gz)
 #   ARCHIVE_META=1 ... --bench                           (also bring back the benchmark archives' metadata and
 #                                                         records, without images and memory, to profile on a CPU)
+#   BASELINE=DIR ROUNDS=3 ... --bench                    (and two more rounds of both, the order swapped each round;
+#                                                         medians printed last, every report in rounds.tgz)
 #   BASELINE=DIR ... --bench                             (also run the same benchmark with the checkout in DIR, e.g.
 #                                                         `git archive REV | tar -x -C DIR`, in the same call, and
 #                                                         print both side by side; DIR/ is built there too)
@@ -46,16 +48,39 @@ if [ "${SKIP_TIER:-0}" != 1 ]; then
   TIER=$?
 fi
 
+# baseline_bench [DIR]: the benchmark of the checkout in $BASELINE, its report into DIR (default $OUT/baseline).
 baseline_bench() {
-  mkdir -p "$OUT/baseline"
+  local dir=${1:-$OUT/baseline}
+  mkdir -p "$dir"
   if build_native "$BASELINE" "$OUT/baseline-build.log"; then
     # shellcheck disable=SC2086
     (cd "$BASELINE" && FOUNDRY_LIB=$PWD/build/gpu/libfoundry.so PYTHONPATH=$PWD FOUNDRY_BENCH_WORK=/tmp/foundry-bench-baseline \
-      python3 -m foundry.cli bench --out "$OUT/baseline" ${FOUNDRY_BENCH_ARGS:-}) > "$OUT/baseline-bench.log" 2>&1 \
+      python3 -m foundry.cli bench --out "$dir" ${FOUNDRY_BENCH_ARGS:-}) > "$OUT/baseline-bench.log" 2>&1 \
       || echo "BASELINE BENCH FAILED (see baseline-bench.log)"
   else
     echo "BASELINE BUILD FAILED"; tail -20 "$OUT/baseline-build.log"
   fi
+}
+
+# ROUNDS=N (with BASELINE): N - 1 more rounds after the first, each checkout's benchmark once a round, the order
+# swapped every round; one process each is below the machine's process-to-process noise. Every round's two
+# reports go to OUT/rounds (this-R.json, base-R.json), packed as rounds.tgz; the summary prints the medians.
+more_rounds() {
+  local r dir
+  mkdir -p "$OUT/rounds"
+  cp "$OUT/cold-start.json" "$OUT/rounds/this-1.json" 2>/dev/null
+  cp "$OUT/baseline/cold-start.json" "$OUT/rounds/base-1.json" 2>/dev/null
+  for r in $(seq 2 "$ROUNDS"); do
+    dir=/tmp/foundry-round-$r
+    rm -rf "$dir"; mkdir -p "$dir/this"
+    if [ $(( (r + ${BASELINE_FIRST:-0}) % 2 )) = 0 ]; then baseline_bench "$dir/base"; fi
+    # shellcheck disable=SC2086
+    python3 -m foundry.cli bench --out "$dir/this" ${FOUNDRY_BENCH_ARGS:-} >> "$OUT/bench.log" 2>&1
+    if [ $(( (r + ${BASELINE_FIRST:-0}) % 2 )) = 1 ]; then baseline_bench "$dir/base"; fi
+    cp "$dir/this/cold-start.json" "$OUT/rounds/this-$r.json" 2>/dev/null
+    cp "$dir/base/cold-start.json" "$OUT/rounds/base-$r.json" 2>/dev/null
+  done
+  tar -C "$OUT" -czf "$OUT/rounds.tgz" rounds
 }
 
 if [ "$BENCH" = 1 ]; then
@@ -65,6 +90,7 @@ if [ "$BENCH" = 1 ]; then
   # shellcheck disable=SC2086 # the arguments are meant to split
   python3 -m foundry.cli bench --out "$OUT" ${FOUNDRY_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
   if [ -n "${BASELINE:-}" ] && [ "${BASELINE_FIRST:-0}" != 1 ]; then baseline_bench; fi
+  if [ -n "${BASELINE:-}" ] && [ "${ROUNDS:-1}" -gt 1 ]; then more_rounds; fi
 fi
 
 if [ "${FIXTURE:-0}" = 1 ]; then
@@ -88,4 +114,5 @@ if [ -f "$OUT/baseline/cold-start.json" ] && [ -f "$OUT/cold-start.json" ]; then
   python3 scripts/tier_summary.py compare "$OUT/cold-start.json" "$OUT/baseline/cold-start.json"
 fi
 [ -f "$OUT/cold-start.json" ] && python3 scripts/tier_summary.py cold "$OUT/cold-start.json"
+if [ -d "$OUT/rounds" ]; then python3 scripts/tier_summary.py rounds "$OUT/rounds" && rm -rf "$OUT/rounds"; fi
 exit $TIER

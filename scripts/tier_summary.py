@@ -6,12 +6,15 @@ and figures, the decoder benchmark's results, and this checkout beside a baselin
     python3 scripts/tier_summary.py tier GPU_TIER_JSON      passed / failed, the tests that did not pass, figures
     python3 scripts/tier_summary.py cold COLD_START_JSON    each result's LOAD timings, replay ratios, cold path
     python3 scripts/tier_summary.py compare NEW BASE        two cold-start.json side by side, key by key
+    python3 scripts/tier_summary.py rounds DIR              this-R.json against base-R.json of every round R in
+                                                            DIR: medians (min-max) and this over the baseline
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,6 +97,30 @@ def compare(new: dict[str, Any], base: dict[str, Any]) -> list[str]:
     return lines
 
 
+def rounds(folder: Path) -> list[str]:
+    """Every round's this-R.json against base-R.json: each compared figure's median over the rounds on both
+    sides (min-max), and the median's ratio, this checkout over the baseline."""
+    sides: dict[str, list[dict[str, Any]]] = {"this": [], "base": []}
+    for side in sides:
+        paths = sorted(folder.glob(f"{side}-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+        sides[side] = [_doc(str(p)) for p in paths]
+    count = min(len(sides["this"]), len(sides["base"]))
+    lines = [f"rounds: {count} of each checkout, medians (min-max), this checkout over the baseline"]
+    if not count:
+        return [*lines, "  no round has both reports"]
+    for i, first in enumerate(sides["this"][0]["results"]):
+        lines.append(f"  {first['shape']} {first['variant']}")
+        for k in COMPARED:
+            got = {s: [d["results"][i].get(k) for d in docs[:count]] for s, docs in sides.items()}
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) for vs in got.values() for v in vs):
+                continue
+            med = {s: statistics.median(vs) for s, vs in got.items()}
+            cells = [f"{med[s]:.4f} ({min(got[s]):.4f}-{max(got[s]):.4f})" for s in ("this", "base")]
+            ratio = f"{med['this'] / med['base']:.3f}" if med["base"] else "-"
+            lines.append(f"    {k:28s} {cells[0]:>26s} {cells[1]:>26s} {ratio:>7s}")
+    return lines
+
+
 def _doc(path: str) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(Path(path).read_text())
     return doc
@@ -101,7 +128,7 @@ def _doc(path: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     command, args = (argv[0], argv[1:]) if argv else ("", [])
-    wanted = {"machine": 0, "codecs": 0, "tier": 1, "cold": 1, "compare": 2}
+    wanted = {"machine": 0, "codecs": 0, "tier": 1, "cold": 1, "compare": 2, "rounds": 1}
     if wanted.get(command) != len(args):
         print(__doc__, file=sys.stderr)
         return 2
@@ -112,6 +139,7 @@ def main(argv: list[str]) -> int:
             "tier": lambda: tier(_doc(args[0])),
             "cold": lambda: cold(_doc(args[0])),
             "compare": lambda: compare(_doc(args[0]), _doc(args[1])),
+            "rounds": lambda: rounds(Path(args[0])),
         }[command]()
     except OSError as exc:
         print(f"tier_summary {command}: {exc}", file=sys.stderr)

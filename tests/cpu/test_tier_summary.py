@@ -59,3 +59,28 @@ def test_the_machine_line_and_the_codec_check() -> None:
     assert codecs.returncode == (1 if missing else 0)
     assert all(m in codecs.stdout for m in missing) and (("WARNING" in codecs.stdout) == bool(missing))
     assert _run("nonsense").returncode == 2
+
+
+def test_rounds_print_each_figures_median_of_both_checkouts_and_their_ratio(tmp_path: Path) -> None:
+    """Two rounds of the eager row (c8f8d34 against bf1bee2, two calls on one H200): the medians of two values
+    are their means, and the ratio is this checkout's median over the baseline's."""
+    import shutil
+
+    pairs = [("c8f8d34-same-call-bf1bee2-cold-machine", "bf1bee2-same-call-c8f8d34-cold-machine"),
+             ("c8f8d34-same-call-bf1bee2", "bf1bee2-same-call-c8f8d34")]  # fmt: skip
+    for r, (this, base) in enumerate(pairs, start=1):
+        shutil.copy(RESULTS / f"cold-start-0.6b-eager-h200-{this}.json", tmp_path / f"this-{r}.json")
+        shutil.copy(RESULTS / f"cold-start-0.6b-eager-h200-{base}.json", tmp_path / f"base-{r}.json")
+    (tmp_path / "this-3.json").write_text((tmp_path / "this-1.json").read_text())  # a round without its baseline
+    proc = _run("rounds", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["rounds: 2 of each checkout, medians (min-max), this checkout over the baseline",
+                         "  qwen3-0.6b eager"]  # fmt: skip
+    row = {line.split()[0]: line.split()[1:] for line in lines[2:]}
+    assert row["load_all_s"][0] == "0.1383" and row["load_all_s"][1] == "(0.1093-0.1673)"
+    assert row["load_all_s"][2] == "0.1329" and row["load_all_s"][4] == "1.041"
+    assert "bit_identical" not in row  # not a number
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _run("rounds", str(empty)).stdout.splitlines()[1] == "  no round has both reports"
