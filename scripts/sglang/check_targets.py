@@ -62,6 +62,13 @@ READ = [
     ("srt/layers/logits_processor.py", "LogitsProcessorOutput", "global"),
     ("srt/layers/radix_attention.py", "unified_attention_with_output", "global"),
     ("srt/plugins/hook_registry.py", "HookRegistry", "global"),
+    # expert parallel's lazy expert maps (foundry/integration/sglang/moe.py)
+    (E + "model_runner.py", "ModelRunner.model", "attribute"),
+    ("srt/layers/moe/token_dispatcher/standard.py", "StandardDispatcher.dispatch", "method"),
+    ("srt/layers/moe/token_dispatcher/standard.py", "StandardDispatcher.local_expert_mapping", "attribute"),
+    ("srt/layers/moe/token_dispatcher/standard.py", "StandardDispatcher.moe_ep_size", "attribute"),
+    ("srt/layers/moe/token_dispatcher/standard.py", "StandardDispatcher.skip_local_expert_mapping", "attribute"),
+    ("srt/layers/moe/topk.py", "StandardTopKOutput", "global"),
     ("srt/plugins/hook_registry.py", "HookType", "global"),
 ]
 # Text the capture routing and the eager steps rely on.
