@@ -55,6 +55,31 @@ SHAPES: dict[str, dict[str, Any]] = {
     },
 }
 
+# Qwen3-235B-A22B (the paper's headline model): its published config, 94 layers of 128 experts, top 8, for eight
+# GPUs (attention tensor parallel, experts parallel over the same GPUs; 470 GB of bf16 weights, 59 GB a GPU), and
+# its rehearsal on four: the same layers, 24 of them (120 GB, 30 GB a GPU), everything else alike.
+SHAPES["qwen3-235b-a22b"] = {
+    **_QWEN3,
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "moe_intermediate_size": 1536,
+    "num_hidden_layers": 94,
+    "max_window_layers": 94,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 4,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "norm_topk_prob": True,
+    "router_aux_loss_coef": 0.001,
+    "output_router_logits": False,
+    "tie_word_embeddings": False,
+}
+SHAPES["qwen3-235b-a22b-24l"] = {**SHAPES["qwen3-235b-a22b"], "num_hidden_layers": 24, "max_window_layers": 24}
+
 # The architecture matrix: small shapes of the architectures users serve, each with its features on (a few layers
 # and dummy weights keep every run short; what LOAD must reproduce is the architecture's kernels and state, not
 # its size). Hidden sizes and head layouts are the published models'.

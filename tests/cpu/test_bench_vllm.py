@@ -396,3 +396,15 @@ def test_each_prefill_measurement_asks_a_new_prompt_the_same_of_both_engines(tmp
     ask = {side: runs._prefill_asker(Stub(side), 300) for side in asked}  # type: ignore[arg-type]
     alternate(ask, reps=3)  # a warm-up call of each, then three rounds
     assert asked["native"] == asked["load"] and len(set(asked["native"])) == 4
+
+
+def test_the_headline_models_rehearsal_differs_from_it_in_its_layer_count_alone() -> None:
+    """The eight-GPU run's Qwen3-235B-A22B shape and its four-GPU rehearsal: the same layers, fewer of them."""
+    from foundry_bench.serving.shapes import SHAPES
+
+    full, rehearsal = SHAPES["qwen3-235b-a22b"], SHAPES["qwen3-235b-a22b-24l"]
+    assert (full["num_hidden_layers"], rehearsal["num_hidden_layers"]) == (94, 24)
+    differ = {k for k in full.keys() | rehearsal.keys() if full.get(k) != rehearsal.get(k)}
+    assert differ == {"num_hidden_layers", "max_window_layers"}
+    assert full["architectures"] == ["Qwen3MoeForCausalLM"]
+    assert (full["num_experts"], full["num_experts_per_tok"], full["moe_intermediate_size"]) == (128, 8, 1536)
