@@ -25,6 +25,17 @@ mkdir -p "$OUT"
 [ $# -ge 1 ] || { echo "usage: bash scripts/gpu_lanes.sh 'GPUS ENGINE [ARGS...]' ..." >&2; exit 2; }
 if [ $# -gt 7 ]; then echo "at most 7 lanes: a call brings back 8 files" >&2; exit 2; fi
 
+# Each GPU in one lane at most: two lanes on one GPU would share its memory, each sized for the GPU alone.
+USED=" "
+for spec in "$@"; do
+  read -r gpus _ <<<"$spec"
+  [[ "$gpus" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "lanes: '$spec' does not start with GPU numbers (e.g. 0 or 2,3)" >&2; exit 2; }
+  for g in ${gpus//,/ }; do
+    case "$USED" in *" $g "*) echo "lanes: GPU $g is in two lanes ('$spec' and an earlier one)" >&2; exit 2 ;; esac
+    USED="$USED$g "
+  done
+done
+
 # shellcheck source=scripts/gpu_setup.sh
 . scripts/gpu_setup.sh
 install_carried_wheels
