@@ -99,17 +99,19 @@ def vllm_process(
     }
 
 
-def sglang_process() -> dict[str, Any]:
-    """An SGLang scheduler through start-up, then each prefill token count and decode batch size on each
-    input set (prefill: graph segments with eager attention between them)."""
+def sglang_process(tp: int = 1, rank: int = 0, ep: int = 1) -> dict[str, Any]:
+    """An SGLang scheduler (of rank ``rank`` of ``tp``, the experts over ``ep`` of them) through start-up, then each
+    prefill token count and decode batch size on each input set (prefill: graph segments with eager attention
+    between them)."""
     faketorch.install()
     from tests.support.fakesglang import build, server_args
 
     device = faketorch.DeviceMemory()
     fake = build(device)
     sys.modules.update(fake.modules)
+    args = server_args(tp_size=tp, ep_size=ep, disable_custom_all_reduce=tp > 1)
     try:
-        runner = fake.start_scheduler(server_args())  # loads the plugins, as SGLang's scheduler does
+        runner = fake.start_scheduler(args, tp_rank=rank)  # loads the plugins, as SGLang's scheduler does
     except Exception as exc:
         return _refused(exc, fake.trace.events)
     prefill, decode = runner.prefill_cuda_graph_runner, runner.decode_cuda_graph_runner
@@ -122,8 +124,10 @@ def sglang_process() -> dict[str, Any]:
         for bs in decode.capture_bs:
             outputs[f"decode{bs}/{k}"] = _output(device, lambda bs=bs: decode.execute(bs).next_token_logits)
     segments = [s for g in prefill.backend._graphs.values() for s in g._segments]
+    maps = [layer.dispatcher.local_expert_mapping for layer in runner.model.layers]
     return {
         "outputs": outputs,
+        "expert_maps": [m.address if m is not None else None for m in maps],
         "trace": [e for e in fake.trace.events if not e.startswith("attention:")],
         "graphs": {"decode": _graph_kinds(decode.backend._graphs.values()), "prefill": _graph_kinds(segments)},
     }

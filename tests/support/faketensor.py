@@ -22,7 +22,7 @@ class FakeDtype:
 UINT8 = FakeDtype("uint8", 1)
 INT64 = FakeDtype("int64", 8)
 FLOAT32 = FakeDtype("float32", 4)
-DTYPES = (UINT8, INT64, FLOAT32, FakeDtype("bfloat16", 2))
+DTYPES = (UINT8, FakeDtype("int32", 4), INT64, FLOAT32, FakeDtype("bfloat16", 2))
 
 
 @dataclass

@@ -195,3 +195,24 @@ def test_tensor_parallel_ranks_share_a_bundle_and_each_loads_as_saved(
         assert "refused" not in load, load["refused"]
         assert {kind: ["loaded"] for kind in report["graphs"]} == load["graphs"]
         assert load["outputs"] == report["outputs"]
+
+
+def test_sglang_expert_parallel_ranks_build_their_expert_maps_where_save_had_them(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    """Two ranks of an SGLang with its experts over both (ep_size = tp_size), on Foundry itself, each process its
+    own: every MoE layer's expert map is made before the graphs (phase ``expert_maps``, which LOAD's region
+    checks against SAVE's), so each rank's LOAD has them at SAVE's addresses, and replays what SAVE wrote."""
+    processes = Processes(tmp_path, fakecuda_dir, foundry_lib)
+    archive = tmp_path / "ep2"
+    args = [{"tp": 2, "rank": rank, "ep": 2} for rank in (0, 1)]
+    saved = [processes.run("sglang", "save", archive, a) for a in args]
+    assert all("refused" not in r for r in saved), saved
+    for rank, (a, report) in enumerate(zip(args, saved, strict=True)):
+        phases = [p.name for p in read_sglang_metadata(archive / f"rank_{rank}").phases]
+        assert "expert_maps" in phases and None not in report["expert_maps"]
+        load = processes.run("sglang", "load", archive, a)
+        assert "refused" not in load, load["refused"]
+        assert load["expert_maps"] == report["expert_maps"]
+        assert {kind: ["loaded"] for kind in report["graphs"]} == load["graphs"]
+        assert load["outputs"] == report["outputs"]
