@@ -1,10 +1,10 @@
 """Expert parallel's lazy state in SGLang (ep_size = tp_size, the standard dispatcher; support.py refuses the
 rest): each MoE layer's ``StandardDispatcher`` makes its map of global to local expert IDs on its first
-dispatch. Natively that is the first warm-up forward of capture, so the map lies in memory SAVE's capture
-allocated and the graphs read it there; LOAD runs no warm-up, and its first eager forward would make a second
-map elsewhere. Built here instead, by the dispatcher's own code, at the same step of start-up in SAVE and in
-LOAD (before capture, before LOAD hands over the graphs), the map lies at one address that the graphs and the
-eager forwards share, with the bytes SGLang writes into it.
+dispatch. Natively that is the first warm-up forward of capture, so the map would lie in memory capture's
+warm-up allocated, read there by the graphs; LOAD runs no warm-up, and its first eager forward would make a
+second map elsewhere. Built here instead, by the dispatcher's own code, at the same step of start-up in SAVE
+and in LOAD (before capture, before LOAD hands over the graphs), the map lies at one address that the graphs and
+the eager forwards share, with the bytes SGLang writes into it.
 """
 
 from __future__ import annotations
