@@ -272,9 +272,19 @@ def graph_modules(memory: EngineDevice, trace: Any) -> dict[str, ModuleType]:
                 self._next_token_logits_buffer(1)  # capture_prepare's dummy batch asks for it
                 self.backend.capture_one(ShapeKey(n), lambda n=n: body(n, self.input_ids, weight))
 
-        def execute(self, num_tokens: int) -> Any:
+        def capture_prepare(self, num_tokens: int) -> tuple[Any, Any]:
+            """The dummy batch capture runs a shape on (SGLang's: a ForwardBatch over the static buffers)."""
+            return ForwardBatch(input_ids=FakeTensor(self.input_ids.address, num_tokens * 8)), None
+
+        def execute(self, forward_batch: Any) -> Any:
+            """Replays the graph of the smallest captured size that holds the batch (an int: that many tokens)."""
+            num_tokens = forward_batch if isinstance(forward_batch, int) else forward_batch.input_ids.nbytes // 8
             bucket = self.capture_num_tokens[bisect.bisect_left(self.capture_num_tokens, num_tokens)]
             return self.backend.replay(ShapeKey(bucket))
+
+    @dataclass
+    class ForwardBatch:
+        input_ids: Any
 
     @dataclass
     class DecodeCudaGraphRunner:

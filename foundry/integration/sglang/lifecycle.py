@@ -16,7 +16,8 @@ Scheduler.init_model_worker, and what each mode does there (phases in quotes, SA
   ModelRunner.init_attention_backends  "attention_backends"
   ModelRunner.init_cuda_graphs         expert parallel: the MoE layers' expert maps (moe.py), "expert_maps";
                                        SAVE captures with Foundry, then writes the archive; LOAD checks every
-                                       saved graph went to a runner
+                                       saved graph went to a runner, then (FOUNDRY_SGLANG_WARM_UP=1) replays the
+                                       smallest prefill graph once (warmup.py)
     should_skip_auto_prefill_cuda_graph_for_memory   LOAD answers what SAVE's gate answered
     PrefillCudaGraphRunner.capture     "prefill_buffers" (the eager and prefill runners' buffers, the shared
                                        logits buffer); SAVE captures, "prefill_capture"; LOAD installs the
@@ -45,9 +46,9 @@ from ..shared import steps
 from ..shared.capture import foundry_capture, foundry_device_module
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
-from . import graphs, moe
+from . import graphs, moe, warmup
 from . import session as sessions
-from .config import SGLANG, Mode
+from .config import SGLANG, Mode, PluginConfig
 from .fingerprint import describe
 from .support import check_supported
 
@@ -190,6 +191,11 @@ def init_cuda_graphs(original: Any, runner: Any, *args: Any, **kwargs: Any) -> A
         result = original(runner, *args, **kwargs)
         _check_all_installed(s)
         steps.past_saved_memory(s)
+        if isinstance(s.config, PluginConfig) and s.config.warm_up:
+            seconds = warmup.warm_prefill(runner)
+            if seconds is not None:
+                s.timings["warm_up_s"] = seconds
+                log.info("Foundry load: prefill warm-up (one replay of the smallest graph) in %.3f s", seconds)
         _report(s)
         return result
     with ExitStack() as stack:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from foundry.integration.sglang import read_metadata
 from tests.support.fakefoundry import FakeFoundryGraph
 from tests.support.fakesglang import server_args
@@ -157,3 +159,30 @@ def test_sglang_default_graph_sizes_save_and_load(sglang_engines: Any) -> None:
     assert load.prefill_cuda_graph_runner.execute(8000).data_ptr() == out.address  # bucket 8192
     logits = load.decode_cuda_graph_runner.execute(250).next_token_logits  # bucket 256
     assert logits.address == saved.graph_shared_output.buffer.address
+
+
+def test_load_warms_the_prefill_graphs_eager_steps_only_when_asked(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FOUNDRY_SGLANG_WARM_UP=1: once every graph is SGLang's, LOAD replays the smallest prefill graph on the
+    dummy batch SGLang's capture builds, so that its eager steps (attention) run before the first request, as
+    capture's warm-up runs them natively; off by default, and nothing is replayed then."""
+    from foundry.integration.sglang import session as sessions
+
+    _save(sglang_engines)
+    for asked in (False, True):
+        if asked:
+            monkeypatch.setenv("FOUNDRY_SGLANG_WARM_UP", "1")
+        fake = sglang_engines.prepare_load()
+        runner = fake.start_scheduler(server_args())
+        prefill = runner.prefill_cuda_graph_runner
+        replays = {k.size: [seg.replays for seg in g._segments] for k, g in prefill.backend._graphs.items()}
+        attention = [e for e in fake.trace.events if e.startswith("attention:")]
+        timings = sessions.current().timings
+        if not asked:
+            assert set(map(tuple, replays.values())) == {(0,) * (LAYERS + 1)} and attention == []
+            assert "warm_up_s" not in timings
+        else:  # the smallest of 16, 64, 128 tokens, every segment once, the eager step between each pair
+            assert replays == {16: [1] * (LAYERS + 1), 64: [0] * (LAYERS + 1), 128: [0] * (LAYERS + 1)}
+            assert len(attention) == LAYERS and timings["warm_up_s"] >= 0
+            assert fake.trace.events.index(attention[0]) > fake.trace.events.index("init_cuda_graphs")
