@@ -69,6 +69,10 @@ READ = [
     ("srt/layers/moe/token_dispatcher/standard.py", "StandardDispatcher.moe_ep_size", "attribute"),
     ("srt/layers/moe/token_dispatcher/standard.py", "StandardDispatcher.skip_local_expert_mapping", "attribute"),
     ("srt/layers/moe/topk.py", "StandardTopKOutput", "global"),
+    # LOAD's warm-up (foundry/integration/sglang/warmup.py)
+    (E + "runner/prefill_cuda_graph_runner.py", "PrefillCudaGraphRunner.capture_prepare", "method"),
+    (E + "runner/prefill_cuda_graph_runner.py", "PrefillCudaGraphRunner.execute", "method"),
+    (E + "runner/base_runner.py", "BaseRunner.device_module", "attribute"),
     ("srt/plugins/hook_registry.py", "HookType", "global"),
 ]
 # Text the capture routing and the eager steps rely on.

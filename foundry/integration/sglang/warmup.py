@@ -28,5 +28,5 @@ def warm_prefill(model_runner: Any) -> float | None:
     t0 = time.perf_counter()
     forward_batch, _ = runner.capture_prepare(sizes[0])
     runner.execute(forward_batch)
-    model_runner.device_module.synchronize()
+    runner.device_module.synchronize()  # the replay's own time, not what follows it
     return time.perf_counter() - t0
