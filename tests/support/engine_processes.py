@@ -125,7 +125,10 @@ def sglang_process(tp: int = 1, rank: int = 0, ep: int = 1) -> dict[str, Any]:
             outputs[f"decode{bs}/{k}"] = _output(device, lambda bs=bs: decode.execute(bs).next_token_logits)
     segments = [s for g in prefill.backend._graphs.values() for s in g._segments]
     maps = [layer.dispatcher.local_expert_mapping for layer in runner.model.layers]
+    from foundry.integration.sglang import session as sessions
+
     return {
+        "warm_up_s": sessions.current().timings.get("warm_up_s"),  # LOAD's warm-up, when it ran
         "outputs": outputs,
         "expert_maps": [m.address if m is not None else None for m in maps],
         "trace": [e for e in fake.trace.events if not e.startswith("attention:")],

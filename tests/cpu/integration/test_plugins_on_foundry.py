@@ -112,6 +112,18 @@ def test_load_in_a_fresh_process_replays_saves_graphs_with_saves_outputs(process
         assert load["workspace"] == saved.report["workspace"] is not None
 
 
+def test_sglang_load_warm_up_replays_before_serving_and_changes_no_output(processes: Processes) -> None:
+    """FOUNDRY_SGLANG_WARM_UP=1 on Foundry itself: LOAD replays the smallest prefill graph once at start-up (its
+    eager attention steps run before the first request), and every graph then still writes what SAVE's wrote."""
+    saved = processes.save("sglang")
+    plain = processes.load(saved)
+    warmed = processes.run("sglang", "load", saved.archive, saved.args, {"FOUNDRY_SGLANG_WARM_UP": "1"})
+    assert "refused" not in warmed, warmed["refused"]
+    assert plain["warm_up_s"] is None and warmed["warm_up_s"] is not None
+    assert warmed["outputs"] == saved.report["outputs"]
+    assert warmed["graphs"] == plain["graphs"]
+
+
 GPU = {"vllm": "Fake H200", "sglang": "Fake GPU"}  # vLLM asks its platform; SGLang asks torch (the fake driver)
 READ_METADATA: dict[str, Callable[[Path], Any]] = {"vllm": read_vllm_metadata, "sglang": read_sglang_metadata}
 
