@@ -11,11 +11,7 @@ SGLang starts its scheduler (which holds the model) as a spawned child process, 
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Mapping
-
-from ..shared.config import EngineConfig, Mode, env_flag
+from ..shared.config import EngineConfig, Mode
 from ..shared.engine import Engine
 
 __all__ = ["ENV_ARCHIVE", "ENV_MODE", "ENV_WARM_UP", "SGLANG", "Mode", "PluginConfig"]
@@ -27,14 +23,5 @@ ENV_ARCHIVE = SGLANG.var("ARCHIVE")
 ENV_WARM_UP = SGLANG.var("WARM_UP")
 
 
-@dataclasses.dataclass(frozen=True)
 class PluginConfig(EngineConfig):
     ENGINE = SGLANG
-
-    warm_up: bool = False
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginConfig:
-        config = super().from_env(environ)
-        env = os.environ if environ is None else environ
-        return dataclasses.replace(config, warm_up=env_flag(env, ENV_WARM_UP, default=False))

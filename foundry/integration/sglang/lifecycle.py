@@ -48,7 +48,7 @@ from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
 from . import graphs, moe, warmup
 from . import session as sessions
-from .config import SGLANG, Mode, PluginConfig
+from .config import SGLANG, Mode
 from .fingerprint import describe
 from .support import check_supported
 
@@ -191,7 +191,7 @@ def init_cuda_graphs(original: Any, runner: Any, *args: Any, **kwargs: Any) -> A
         result = original(runner, *args, **kwargs)
         _check_all_installed(s)
         steps.past_saved_memory(s)
-        if isinstance(s.config, PluginConfig) and s.config.warm_up:
+        if s.config.warm_up:
             seconds = warmup.warm_prefill(runner)
             if seconds is not None:
                 s.timings["warm_up_s"] = seconds

@@ -12,6 +12,8 @@ FOUNDRY_SGLANG_*); below, <E> stands for it.
     FOUNDRY_<E>_REPORT        if set, the process that captures writes a JSON report of its start-up phases here
     FOUNDRY_<E>_PACK_CACHES   1: SAVE packs the engine's compile and JIT caches into the archive, for a fresh
                               node (shared/caches.py; needs a signing key, since LOAD uses them only signed)
+    FOUNDRY_<E>_WARM_UP       1/0: LOAD runs the warm-up the engine runs natively before its first request, or not
+                              (what it runs, and its default: each engine's config.py)
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class EngineConfig:
     allow_mismatch: tuple[str, ...]
     report: Path | None = None
     pack_caches: bool = False  # SAVE: pack the engine's caches (LOAD uses an archive's caches whenever it may)
+    warm_up: bool = False  # LOAD: run the engine's warm-up (FOUNDRY_<E>_WARM_UP; an engine's config may default it on)
 
     def __post_init__(self) -> None:
         if not isinstance(getattr(type(self), "ENGINE", None), Engine):
@@ -121,6 +124,7 @@ class EngineConfig:
             allow_mismatch=tuple(s.strip() for s in env.get(var("ALLOW_MISMATCH"), "").split(",") if s.strip()),
             report=Path(env[env_report]).expanduser() if env.get(env_report, "").strip() else None,
             pack_caches=env_flag(env, var("PACK_CACHES")),
+            warm_up=env_flag(env, var("WARM_UP"), default=cls.warm_up),  # the class's field default
         )
 
 

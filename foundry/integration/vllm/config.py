@@ -13,10 +13,8 @@ vLLM starts its engine core and workers as child processes, which inherit them."
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Mapping
 
-from ..shared.config import EngineConfig, Mode, env_flag
+from ..shared.config import EngineConfig, Mode
 from ..shared.engine import Engine
 
 __all__ = ["ENV_ARCHIVE", "ENV_MODE", "ENV_WARM_UP", "VLLM", "Mode", "PluginConfig"]
@@ -33,9 +31,3 @@ class PluginConfig(EngineConfig):
     ENGINE = VLLM
 
     warm_up: bool = True
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginConfig:
-        config = super().from_env(environ)
-        env = os.environ if environ is None else environ
-        return dataclasses.replace(config, warm_up=env_flag(env, ENV_WARM_UP, default=True))

@@ -36,7 +36,7 @@ from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
 from . import session as sessions
 from . import workspace
-from .config import ENV_WARM_UP, VLLM, Mode, PluginConfig
+from .config import ENV_WARM_UP, VLLM, Mode
 from .fingerprint import describe, runner_name
 from .graphs import graphs_for, key_text
 from .metadata import VllmMetadata
@@ -152,7 +152,7 @@ def kernel_warmup(original: Any, worker: Any) -> Any:
     s = sessions.current()
     if s.config.mode is not Mode.LOAD:
         return original(worker)
-    if not (isinstance(s.config, PluginConfig) and s.config.warm_up):
+    if not s.config.warm_up:
         log.info("Foundry load: kernel warm-up skipped (%s=0)", ENV_WARM_UP)
         return None
     # What native ran before its first request, but the memory measurement and the capture: the profile's
