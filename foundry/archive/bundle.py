@@ -26,8 +26,8 @@ from pathlib import Path
 from foundry.errors import ArchiveCorruptError
 from foundry.storage import PathLike, inside, read_range, read_regular, write_atomic_parts
 
-from .bundle_delta import base_of, is_delta, rebuild, sibling_rank
-from .bundle_layout import BUNDLE_MAGIC, BUNDLE_VERSION, ENTRY, HEAD, BundleSlot, bundle_slots
+from .bundle_delta import MARK_BYTES, base_of, is_delta, rebuild, sibling_rank
+from .bundle_layout import BUNDLE_MAGIC, BUNDLE_VERSION, ENTRY, HEAD, BundleSlot, Part, bundle_slots
 
 __all__ = [
     "BUNDLE_NAME",
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 BUNDLE_NAME = "graph_bundle.bin"
-Part = bytes | bytearray | memoryview
 RebuiltBundles = MutableMapping[tuple[str, int, int, int, int], bytearray]
 """Bundles rebuilt from a file stored against another rank's, by that file's real path, device, inode, size and
 modification time (ns): a reader that passes one to ``read_bundle`` and ``open_bundle`` rebuilds each such file
@@ -144,13 +143,13 @@ def _rebuilt(path: Path, size: int, cache: RebuiltBundles | None = None) -> byte
     except OSError:
         return None
     on_disk = st.st_size
-    if on_disk == size or on_disk < 12:
+    if on_disk == size or on_disk < MARK_BYTES:
         return None
     key = (str(path), st.st_dev, st.st_ino, on_disk, st.st_mtime_ns)
     known = cache.get(key) if cache is not None else None
     if known is not None and len(known) == size:
         return known
-    if not is_delta(read_range(path, "graph bundle", on_disk, 0, 12)):
+    if not is_delta(read_range(path, "graph bundle", on_disk, 0, MARK_BYTES)):
         return None
     out = _rebuild_file(path, size)
     if cache is not None:

@@ -33,16 +33,16 @@ from typing import Any
 
 from foundry.errors import ArchiveCorruptError, ArchiveError
 
-from .bundle_layout import BUNDLE_MAGIC, HEAD, bundle_slots
+from .bundle_layout import BUNDLE_MAGIC, HEAD, Part, bundle_slots
 
-__all__ = ["DELTA_VERSION", "HEAD_BYTES", "base_of", "is_delta", "pack_delta", "rebuild", "sibling_rank"]
+__all__ = ["DELTA_VERSION", "HEAD_BYTES", "MARK_BYTES", "base_of", "is_delta", "pack_delta", "rebuild", "sibling_rank"]
 
 DELTA_VERSION = 3
 _HEAD = struct.Struct("<8sIIQ32sQ32s")
 HEAD_BYTES = _HEAD.size
+MARK_BYTES = 12  # the magic and the version: what tells a file stored so from a bundle laid out in full
 _LEVEL = 3  # the XORed bytes are zeros but for a few words: any level stores them in almost nothing
 _RANK = re.compile(r"rank_(0|[1-9][0-9]{0,8})")
-Bytes = bytes | bytearray | memoryview
 
 
 def _zstd() -> Any:
@@ -53,9 +53,13 @@ def _zstd() -> Any:
     return zstandard
 
 
-def is_delta(head: Bytes) -> bool:
-    """Whether a graph bundle file beginning with ``head`` (at least 12 bytes) is stored against another's."""
-    return len(head) >= 12 and bytes(head[:8]) == BUNDLE_MAGIC and int.from_bytes(head[8:12], "little") == DELTA_VERSION
+def is_delta(head: Part) -> bool:
+    """Whether a graph bundle file beginning with ``head`` (at least ``MARK_BYTES``) is stored against another's."""
+    return (
+        len(head) >= MARK_BYTES
+        and bytes(head[:8]) == BUNDLE_MAGIC
+        and int.from_bytes(head[8:MARK_BYTES], "little") == DELTA_VERSION
+    )
 
 
 def sibling_rank(directory: Path) -> int | None:
@@ -64,7 +68,7 @@ def sibling_rank(directory: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _parts(bundle: Bytes, source: str) -> list[tuple[int, int]]:
+def _parts(bundle: Part, source: str) -> list[tuple[int, int]]:
     """(offset, size) of each part of a bundle laid out in full (each graph's JSON, then its container), in order,
     its layout checked as its readers check it (bundle_layout.py). ``ArchiveCorruptError`` otherwise."""
     if is_delta(bundle):
@@ -80,7 +84,7 @@ def _parts(bundle: Bytes, source: str) -> list[tuple[int, int]]:
     return [part for s in slots for part in ((s.json_at, s.json_bytes), (s.container_at, s.container_bytes))]
 
 
-def _xor_with_base(out: bytearray, parts: list[tuple[int, int]], base: Bytes, source: str) -> None:
+def _xor_with_base(out: bytearray, parts: list[tuple[int, int]], base: Part, source: str) -> None:
     """XORs, in place, each of ``out``'s parts (``parts``: its table's) with the base's part at the same place in
     the base's table where the two have the same length; one part at a time, so that no more than the two bundles
     is held at once."""
@@ -91,7 +95,7 @@ def _xor_with_base(out: bytearray, parts: list[tuple[int, int]], base: Bytes, so
             out[t_at : t_at + t_len] = (mine ^ theirs).to_bytes(t_len, "little")
 
 
-def pack_delta(bundle: Bytes, base: Bytes, base_rank: int) -> bytes:
+def pack_delta(bundle: Part, base: Part, base_rank: int) -> bytes:
     """The bytes that store ``bundle`` against ``base`` (rank ``base_rank``'s bundle): the file that replaces the
     bundle in its rank folder. Both must be bundles laid out in full."""
     size = len(bundle)
@@ -110,7 +114,7 @@ def pack_delta(bundle: Bytes, base: Bytes, base_rank: int) -> bytes:
     return head + frame
 
 
-def base_of(data: Bytes, source: str) -> tuple[int, int, bytes, int, bytes]:
+def base_of(data: Part, source: str) -> tuple[int, int, bytes, int, bytes]:
     """(base rank, base size, base SHA-256, rebuilt size, rebuilt SHA-256) from a stored-against file's header."""
     if len(data) < _HEAD.size:
         raise ArchiveCorruptError(f"{source}: truncated: {len(data)} bytes, its header needs {_HEAD.size}")
@@ -119,8 +123,8 @@ def base_of(data: Bytes, source: str) -> tuple[int, int, bytes, int, bytes]:
 
 
 def rebuild(
-    data: Bytes,
-    base: Bytes,
+    data: Part,
+    base: Part,
     size: int,
     source: str,
     base_source: str,

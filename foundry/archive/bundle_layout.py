@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from foundry.errors import ArchiveCorruptError, ArchiveForeignError, ArchiveVersionError
 
-__all__ = ["BUNDLE_MAGIC", "BUNDLE_VERSION", "BUNDLE_VERSIONS", "ENTRY", "HEAD", "BundleSlot", "bundle_slots"]
+__all__ = ["BUNDLE_MAGIC", "BUNDLE_VERSION", "BUNDLE_VERSIONS", "ENTRY", "HEAD", "BundleSlot", "Part", "bundle_slots"]
 
 BUNDLE_MAGIC = b"FDYBNDL\0"
 BUNDLE_VERSION = 2
