@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-__all__ = ["commit", "gpu_count", "machine"]
+__all__ = ["commit", "machine", "visible_gpus"]
 
 
 def commit(checkout: Path) -> str:
@@ -33,10 +33,14 @@ def machine() -> dict[str, str]:
     return {"gpu": name.strip(), "driver": driver.strip()}
 
 
-def gpu_count() -> int:
-    """How many GPUs nvidia-smi lists (0 where there is none)."""
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (a benchmark in a lane of
+    scripts/gpu_lanes.sh sees its lane's), else every GPU nvidia-smi lists, by index (none where there is none)."""
+    named = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if named is not None:
+        return [g.strip() for g in named.split(",") if g.strip()]
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        return []
+    return [str(i) for i in range(sum(1 for line in out.splitlines() if line.startswith("GPU ")))]

@@ -9,7 +9,7 @@ Order (each a fresh process tree, one after another):
   native_fresh  the engine as on a new machine: every cache folder empty (fresh.py), nothing of the runs before
   load_fresh    LOAD as on a new machine: caches empty but for what the archive carries (SAVE packs the engine's
                 caches, signed, when this run is asked for)
-  load_replica  LOAD on the next GPUs of the machine (``CUDA_VISIBLE_DEVICES``: GPU 1 at one GPU an engine, 2 and 3
+  load_replica  LOAD on the next GPUs the benchmark sees (``CUDA_VISIBLE_DEVICES``: GPU 1 at one GPU an engine, 2 and 3
                 at two): a data-parallel replica started from the archive SAVE wrote on the first ones, copied, not
                 saved again (above one GPU with ``FOUNDRY_RANK_GPUS=alike``, since a rank's archive names its GPU);
                 only when asked for, and skipped where the machine has too few GPUs
@@ -43,7 +43,7 @@ from foundry.integration.shared import NCCL_SETTINGS
 
 from .compare import compare_runs
 from .fresh import FRESH_MODES, fresh_env, fresh_root, signing_key
-from .host import commit, gpu_count, machine
+from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
@@ -96,7 +96,7 @@ class ServingConfig:
     # Foundry needs costs natively). The reference then runs otherwise than SAVE and LOAD; the report says so.
     native_env: dict[str, str] = field(default_factory=dict)
     tp: int = 1  # GPUs per engine, tensor parallel (native runs with the NCCL settings SAVE and LOAD need)
-    gpus: int | None = None  # the machine's GPUs (None: as nvidia-smi counts them); the replica run needs 2 x tp
+    gpus: int | None = None  # the GPUs seen (None: CUDA_VISIBLE_DEVICES's, else nvidia-smi's); a replica needs 2 x tp
 
     def tag(self) -> str:
         raise NotImplementedError
@@ -177,8 +177,9 @@ class BenchRuns:
             env.update(fresh_env(self.fresh[mode]))
         if mode not in PLUGIN_MODES:
             env.update(self.cfg.native_env)
-        if mode == REPLICA:  # the next tp GPUs, which the engine then numbers from 0 as SAVE's own
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(self.cfg.tp, 2 * self.cfg.tp))
+        if mode == REPLICA:  # the next tp GPUs of those this benchmark sees, which the engine numbers from 0
+            gpus = visible_gpus() if self.cfg.gpus is None else [str(i) for i in range(self.cfg.gpus)]
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[self.cfg.tp : 2 * self.cfg.tp])
             if self.cfg.tp > 1:  # a rank's archive names its GPU; a replica of the group asks for one alike
                 env["FOUNDRY_RANK_GPUS"] = "alike"
         if mode in PLUGIN_MODES:
@@ -203,7 +204,7 @@ class BenchRuns:
         asks it the token requests."""
         need = self.needs.get(mode, self.needs.get("load", 0.0) if mode == REPLICA else 0.0)
         if mode == REPLICA:
-            gpus, tp = (self.cfg.gpus if self.cfg.gpus is not None else gpu_count()), self.cfg.tp
+            gpus, tp = (self.cfg.gpus if self.cfg.gpus is not None else len(visible_gpus())), self.cfg.tp
             if gpus < 2 * tp:
                 why = f"a replica needs {2 * tp} GPUs ({tp} for SAVE's, {tp} more); {gpus} here"
                 self.say(f"{mode}: skipped ({why})")

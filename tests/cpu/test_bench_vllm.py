@@ -197,19 +197,6 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     assert [len(d) for d in doc["results"]["load"]["logprob_digests"]] == [1, 3]
 
 
-def test_prompts_stay_inside_a_small_vocabulary() -> None:
-    from foundry_bench.serving.shapes import MATRIX, SHAPES, prompt_vocab
-    from foundry_bench.serving.workload import decode_request, prefill_request, token_requests
-
-    assert set(MATRIX) <= set(SHAPES)
-    vocab = prompt_vocab("mistral-small")
-    assert vocab == SHAPES["mistral-small"]["vocab_size"] == 32000
-    requests = [*token_requests([1, 8, 64], 4, vocab=vocab), decode_request(4, 4, vocab), prefill_request(500, vocab)]
-    assert max(t for r in requests for p in r.prompts for t in p) < vocab
-    # the Qwen3 shapes' prompts are the ones every earlier result was measured with
-    assert token_requests([8], 4, vocab=prompt_vocab("qwen3-0.6b")) == token_requests([8], 4)
-
-
 def test_the_matrix_runs_every_architecture_and_writes_one_table(
     fake_vllm: None, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -347,6 +334,20 @@ def test_a_replica_loads_the_same_archive_on_the_next_gpus_and_is_compared_with_
     assert "a replica on the next GPUs" in (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
 
 
+def test_a_replica_takes_the_next_gpus_of_those_the_benchmark_is_given(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A benchmark given GPUs 4 to 7 (a lane of scripts/gpu_lanes.sh) counts four and starts the TP=2 replica on 6
+    and 7, not on the machine's 2 and 3, which another lane holds."""
+    probe = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "load_replica"), tp=2))
+    assert all("error" not in r and "skipped" not in r for r in doc["results"].values()), doc["results"]
+    lines = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert [line["visible"] for line in lines] == ["4,5,6,7", "6,7"]
+
+
 def test_a_replica_on_a_machine_without_enough_gpus_is_skipped_and_said_so(fake_vllm: None, tmp_path: Path) -> None:
     doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "load_replica", "native"), gpus=1))
     assert doc["results"]["load_replica"]["skipped"] == "a replica needs 2 GPUs (1 for SAVE's, 1 more); 1 here"
@@ -368,43 +369,3 @@ def test_native_env_reaches_the_native_runs_only_and_the_report_says_so(
     assert connect == {"save": "0", "native": "1", "load": "0"}
     text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
     assert "The native runs ran with NCCL_RUNTIME_CONNECT=1, SAVE and LOAD without" in text
-
-
-def test_each_prefill_measurement_asks_a_new_prompt_the_same_of_both_engines(tmp_path: Path) -> None:
-    """A prefill asked twice of one prompt is answered from a prefix cache where the engine keeps one (SGLang's
-    radix cache, on by default): the second call prefills one token. Each call draws the next prompt; the k-th
-    call of native and of LOAD the same one, so that their times stay paired."""
-    from foundry_bench.serving.runs import BenchRuns
-    from foundry_bench.serving.stats import alternate
-
-    asked: dict[str, list[tuple[int, ...]]] = {"native": [], "load": []}
-
-    class Stub:
-        def __init__(self, side: str) -> None:
-            self.side = side
-
-        def generate(self, request: Any, timeout: float) -> tuple[list[Any], float]:
-            (prompt,) = request.prompts
-            assert len(prompt) == 300 and request.max_tokens == 1
-            asked[self.side].append(prompt)
-            return [], 0.01
-
-    class Runs(BenchRuns):
-        engine, group = "vllm", "vllm.general_plugins"
-
-    runs = Runs(_tokens_only(tmp_path))
-    ask = {side: runs._prefill_asker(Stub(side), 300) for side in asked}  # type: ignore[arg-type]
-    alternate(ask, reps=3)  # a warm-up call of each, then three rounds
-    assert asked["native"] == asked["load"] and len(set(asked["native"])) == 4
-
-
-def test_the_headline_models_rehearsal_differs_from_it_in_its_layer_count_alone() -> None:
-    """The eight-GPU run's Qwen3-235B-A22B shape and its four-GPU rehearsal: the same layers, fewer of them."""
-    from foundry_bench.serving.shapes import SHAPES
-
-    full, rehearsal = SHAPES["qwen3-235b-a22b"], SHAPES["qwen3-235b-a22b-24l"]
-    assert (full["num_hidden_layers"], rehearsal["num_hidden_layers"]) == (94, 24)
-    differ = {k for k in full.keys() | rehearsal.keys() if full.get(k) != rehearsal.get(k)}
-    assert differ == {"num_hidden_layers", "max_window_layers"}
-    assert full["architectures"] == ["Qwen3MoeForCausalLM"]
-    assert (full["num_experts"], full["num_experts_per_tok"], full["moe_intermediate_size"]) == (128, 8, 1536)
