@@ -178,8 +178,7 @@ class BenchRuns:
         if mode not in PLUGIN_MODES:
             env.update(self.cfg.native_env)
         if mode == REPLICA:  # the next tp GPUs of those this benchmark sees, which the engine numbers from 0
-            gpus = visible_gpus() if self.cfg.gpus is None else [str(i) for i in range(self.cfg.gpus)]
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[self.cfg.tp : 2 * self.cfg.tp])
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self._gpus()[self.cfg.tp : 2 * self.cfg.tp])
             if self.cfg.tp > 1:  # a rank's archive names its GPU; a replica of the group asks for one alike
                 env["FOUNDRY_RANK_GPUS"] = "alike"
         if mode in PLUGIN_MODES:
@@ -204,7 +203,7 @@ class BenchRuns:
         asks it the token requests."""
         need = self.needs.get(mode, self.needs.get("load", 0.0) if mode == REPLICA else 0.0)
         if mode == REPLICA:
-            gpus, tp = (self.cfg.gpus if self.cfg.gpus is not None else len(visible_gpus())), self.cfg.tp
+            gpus, tp = len(self._gpus()), self.cfg.tp
             if gpus < 2 * tp:
                 why = f"a replica needs {2 * tp} GPUs ({tp} for SAVE's, {tp} more); {gpus} here"
                 self.say(f"{mode}: skipped ({why})")
@@ -237,6 +236,10 @@ class BenchRuns:
             self.say(f"{mode}: FAILED {result['error'][-2000:]}")
         self.say(f"{mode}: ready after {result.get('ready_wall_s', float('nan')):.1f} s")
         return engine, result
+
+    def _gpus(self) -> list[str]:
+        """The GPUs this benchmark may use: the configured count's, else those it sees (host.visible_gpus)."""
+        return visible_gpus() if self.cfg.gpus is None else [str(i) for i in range(self.cfg.gpus)]
 
     def _wait(self) -> float:
         """How long one request may take: the configured timeout, or what is left of the budget."""
