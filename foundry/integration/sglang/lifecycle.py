@@ -16,7 +16,7 @@ Scheduler.init_model_worker, and what each mode does there (phases in quotes, SA
   ModelRunner.init_attention_backends  "attention_backends"
   ModelRunner.init_cuda_graphs         expert parallel: the MoE layers' expert maps (moe.py), "expert_maps";
                                        SAVE captures with Foundry, then writes the archive; LOAD checks every
-                                       saved graph went to a runner, then (FOUNDRY_SGLANG_WARM_UP=1) replays the
+                                       saved graph went to a runner, then (unless FOUNDRY_SGLANG_WARM_UP=0) replays the
                                        smallest prefill graph once (warmup.py)
     should_skip_auto_prefill_cuda_graph_for_memory   LOAD answers what SAVE's gate answered
     PrefillCudaGraphRunner.capture     "prefill_buffers" (the eager and prefill runners' buffers, the shared

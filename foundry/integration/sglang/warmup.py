@@ -1,5 +1,5 @@
-"""LOAD's warm-up (FOUNDRY_SGLANG_WARM_UP=1): one replay of the smallest prefill graph, on the dummy batch SGLang's
-own capture builds for it, once every graph is SGLang's and past SAVE's memory.
+"""LOAD's warm-up (on unless FOUNDRY_SGLANG_WARM_UP=0): one replay of the smallest prefill graph, on the dummy
+batch SGLang's own capture builds for it, once every graph is SGLang's and past SAVE's memory.
 
 Natively, capture runs each prefill shape's forward eagerly before it captures it: the kernels that the prefill
 graphs' eager steps launch between segments (attention) and the eager code after them are loaded and, for

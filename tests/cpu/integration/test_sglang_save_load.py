@@ -161,18 +161,17 @@ def test_sglang_default_graph_sizes_save_and_load(sglang_engines: Any) -> None:
     assert logits.address == saved.graph_shared_output.buffer.address
 
 
-def test_load_warms_the_prefill_graphs_eager_steps_only_when_asked(
+def test_load_warms_the_prefill_graphs_eager_steps_unless_told_not_to(
     sglang_engines: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """FOUNDRY_SGLANG_WARM_UP=1: once every graph is SGLang's, LOAD replays the smallest prefill graph on the
-    dummy batch SGLang's capture builds, so that its eager steps (attention) run before the first request, as
-    capture's warm-up runs them natively; off by default, and nothing is replayed then."""
+    """By default, once every graph is SGLang's, LOAD replays the smallest prefill graph on the dummy batch
+    SGLang's capture builds, so that its eager steps (attention) run before the first request, as capture's
+    warm-up runs them natively; with FOUNDRY_SGLANG_WARM_UP=0 nothing is replayed."""
     from foundry.integration.sglang import session as sessions
 
     _save(sglang_engines)
     for asked in (False, True):
-        if asked:
-            monkeypatch.setenv("FOUNDRY_SGLANG_WARM_UP", "1")
+        monkeypatch.setenv("FOUNDRY_SGLANG_WARM_UP", "1" if asked else "0")
         fake = sglang_engines.prepare_load()
         runner = fake.start_scheduler(server_args())
         prefill = runner.prefill_cuda_graph_runner
