@@ -7,6 +7,7 @@ memory pools and RNG bookkeeping work as usual) or loaded from an archive (it wr
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import weakref
@@ -361,6 +362,17 @@ def graph(
     torch.cuda.synchronize()
     # Graphs captured before are let go by their workers first: the shared pool's users count them.
     wait_beside()
+    # What torch.cuda.graph does before its capture, so that a SAVE process holds the memory a native one
+    # holds: the caching allocator's free blocks go back to the driver (an engine's capture measures its
+    # memory as the drop in free memory, and vLLM's profile sizes the KV cache from it), and the pinned host
+    # cache likewise. Each is looked up at the call, so an engine that switches them off for all but its first
+    # capture (vLLM patches torch.cuda.empty_cache and gc.collect) switches off Foundry's too.
+    if getattr(getattr(getattr(torch, "compiler", None), "config", None), "force_cudagraph_gc", False):
+        gc.collect()
+    torch.cuda.empty_cache()
+    host_empty_cache = getattr(getattr(torch, "_C", None), "_host_emptyCache", None)
+    if host_empty_cache is not None:
+        host_empty_cache()
     device = torch.cuda.current_device()
     if stream is None:
         s = _STATE.get()

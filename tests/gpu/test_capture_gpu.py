@@ -14,6 +14,16 @@ def test_capture_after_every_graph_of_the_shared_pool_was_reset_or_deleted() -> 
     assert results == {"after_reset": True, "after_delete": True, "shared_while_alive": True}
 
 
+def test_a_capture_empties_the_allocator_cache_as_torch_does_and_as_the_program_has_it() -> None:
+    """foundry.graph gives the caching allocator's free blocks back before a capture, as torch.cuda.graph does
+    (so that SAVE's capture holds native's memory), and not when the program switched torch.cuda.empty_cache
+    off (vLLM, for every capture but its first): then both keep the 256 MiB freed before the capture."""
+    out = json.loads(run_foundry(["tests/gpu/capture_empties_cache.py"], timeout=300).strip().splitlines()[-1])
+    mib = 1 << 20
+    assert out["torch"] < 256 * mib and out["foundry"] < 256 * mib, out
+    assert out["torch_patched"] >= 256 * mib and out["foundry_patched"] >= 256 * mib, out
+
+
 def test_saving_a_graph_never_runs_it_nor_slows_it(figures: dict[str, Any]) -> None:
     """SAVE finds a graph's generator state by replays whose launches the interposer drops: the program's
     memory is as it was (a replay would have advanced the counter), the graph still replays in full

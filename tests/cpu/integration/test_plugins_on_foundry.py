@@ -113,11 +113,12 @@ def test_load_in_a_fresh_process_replays_saves_graphs_with_saves_outputs(process
 
 
 def test_sglang_load_warm_up_replays_before_serving_and_changes_no_output(processes: Processes) -> None:
-    """FOUNDRY_SGLANG_WARM_UP=1 on Foundry itself: LOAD replays the smallest prefill graph once at start-up (its
-    eager attention steps run before the first request), and every graph then still writes what SAVE's wrote."""
+    """SGLang's LOAD on Foundry itself, by default: it replays the smallest prefill graph once at start-up (its
+    eager attention steps run before the first request), and every graph then still writes what SAVE's wrote;
+    FOUNDRY_SGLANG_WARM_UP=0 skips the replay."""
     saved = processes.save("sglang")
-    plain = processes.load(saved)
-    warmed = processes.run("sglang", "load", saved.archive, saved.args, {"FOUNDRY_SGLANG_WARM_UP": "1"})
+    warmed = processes.load(saved)
+    plain = processes.run("sglang", "load", saved.archive, saved.args, {"FOUNDRY_SGLANG_WARM_UP": "0"})
     assert "refused" not in warmed, warmed["refused"]
     assert plain["warm_up_s"] is None and warmed["warm_up_s"] is not None
     assert warmed["outputs"] == saved.report["outputs"]
@@ -228,3 +229,42 @@ def test_sglang_expert_parallel_ranks_build_their_expert_maps_where_save_had_the
         assert load["expert_maps"] == report["expert_maps"]
         assert {kind: ["loaded"] for kind in report["graphs"]} == load["graphs"]
         assert load["outputs"] == report["outputs"]
+
+
+def test_foundry_graph_empties_the_allocator_cache_before_each_capture_as_the_program_has_it(
+    fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    """foundry.graph prepares a capture as torch.cuda.graph does: torch.cuda.empty_cache before each one, so that
+    a SAVE process holds native's memory (an engine measures its capture's memory as the drop in free memory).
+    It looks the function up at each capture, so a program that switches it off (vLLM does, for every capture
+    but its first) switches it off for Foundry too."""
+    code = """
+import json
+from unittest import mock
+from tests.support import faketorch
+faketorch.install()
+import torch
+import foundry
+from tests.support.faketorch import DeviceMemory
+
+calls = []
+torch.cuda.empty_cache = lambda: calls.append("empty_cache")
+foundry.set_allocation_region(0x600000000000, "1GB")
+device = DeviceMemory()
+a, b, out = device.allocate(4096), device.allocate(4096), device.allocate(4096)
+
+def capture():
+    g = foundry.CUDAGraph()
+    with foundry.graph(g):
+        calls.append("capture")
+        device.compute(out, a, b)
+    return g
+
+graphs = [capture()]
+with mock.patch("torch.cuda.empty_cache", lambda: calls.append("patched")):
+    graphs += [capture(), capture()]
+graphs.append(capture())
+print(json.dumps(calls))
+"""
+    calls = run_json(code, lib_dir=fakecuda_dir, preload=foundry_lib)
+    assert calls == ["empty_cache", "capture", "patched", "capture", "patched", "capture", "empty_cache", "capture"]
