@@ -65,7 +65,9 @@ for spec in "$@"; do
     eval "set -- $rest"
     while [ $# -gt 0 ] && [[ "$1" =~ ^[A-Z_][A-Z0-9_]*= ]]; do export "${1?}"; shift; done
     left=$(( BOUND - ($(date +%s) - T0) - 20 ))
-    export CUDA_VISIBLE_DEVICES=$gpus LANE=$i OUT=$dir BENCH_SECONDS=${BENCH_SECONDS:-$left}
+    # The benchmark's own bound ends 45 s before the lane's: it then stops its engines and writes its report,
+    # and the engine script copies it out, before the lane's timeout could cut either short.
+    export CUDA_VISIBLE_DEVICES=$gpus LANE=$i OUT=$dir BENCH_SECONDS=${BENCH_SECONDS:-$((left - 45))}
     case "$engine" in
       vllm | sglang) exec timeout --kill-after=15 "$((left + 10))" bash "scripts/$engine/gpu_run.sh" -- "$@" ;;
       tier) exec timeout --kill-after=15 "$left" bash scripts/gpu_tier.sh "$@" ;;
@@ -80,6 +82,14 @@ for spec in "$@"; do
   i=$((i + 1))
   wait "$(cat "$OUT/lane-$i/pid")"
   echo $? >"$OUT/lane-$i/rc"
+  # A lane its timeout stopped has not copied its reports out: the benchmark writes each shape's document after
+  # every run, so what the lane finished is in its scratch folder (gpu_run.sh's WORK); bring that back.
+  for f in /tmp/lane-"$i"/foundry-*-bench/*.json /tmp/lane-"$i"/foundry-*-bench/*.txt /tmp/lane-"$i"/foundry-*-bench/*.png; do
+    [ -f "$f" ] && [ ! -e "$OUT/lane-$i/$(basename "$f")" ] && cp "$f" "$OUT/lane-$i/"
+  done
+  if [ ! -e "$OUT/lane-$i/logs.tgz" ] && compgen -G "/tmp/lane-$i/foundry-*-bench" >/dev/null; then
+    tar czf "$OUT/lane-$i/logs.tgz" -C "/tmp/lane-$i" --exclude='*.png' $(cd "/tmp/lane-$i" && ls -d foundry-*-bench) 2>/dev/null
+  fi
 done
 {
   echo "lanes, $(nvidia-smi -L | wc -l) GPUs, $(( $(date +%s) - T0 )) s in all:"

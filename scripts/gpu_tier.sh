@@ -9,7 +9,8 @@
 #   ARCHIVE_META=1 ... --bench                           (also bring back the benchmark archives' metadata and
 #                                                         records, without images and memory, to profile on a CPU)
 #   BASELINE=DIR ROUNDS=3 ... --bench                    (and two more rounds of both, the order swapped each round;
-#                                                         medians printed last, every report in rounds.tgz)
+#                                                         medians printed last, every report in rounds.tgz;
+#                                                         ROUNDS_SECONDS=S: no round that would end past S s)
 #   BASELINE=DIR ... --bench                             (also run the same benchmark with the checkout in DIR, e.g.
 #                                                         `git archive REV | tar -x -C DIR`, in the same call, and
 #                                                         print both side by side; DIR/ is built there too)
@@ -65,12 +66,20 @@ baseline_bench() {
 # ROUNDS=N (with BASELINE): N - 1 more rounds after the first, each checkout's benchmark once a round, the order
 # swapped every round; one process each is below the machine's process-to-process noise. Every round's two
 # reports go to OUT/rounds (this-R.json, base-R.json), packed as rounds.tgz; the summary prints the medians.
+# ROUNDS_SECONDS=S: no round starts that would end, at the last round's pace, more than S seconds after the
+# benchmark began, so that a bounded call still ends with the summary and rounds.tgz (a call cut short by its
+# own bound leaves them on the machine).
 more_rounds() {
-  local r dir
+  local r dir t took=$(( $(date +%s) - BENCH_T0 ))
   mkdir -p "$OUT/rounds"
   cp "$OUT/cold-start.json" "$OUT/rounds/this-1.json" 2>/dev/null
   cp "$OUT/baseline/cold-start.json" "$OUT/rounds/base-1.json" 2>/dev/null
   for r in $(seq 2 "$ROUNDS"); do
+    if [ -n "${ROUNDS_SECONDS:-}" ] && [ $(( $(date +%s) - BENCH_T0 + took )) -gt "$ROUNDS_SECONDS" ]; then
+      echo "rounds: $((r - 1)) of $ROUNDS run; round $r (about $took s) would end past ROUNDS_SECONDS=$ROUNDS_SECONDS"
+      break
+    fi
+    t=$(date +%s)
     dir=/tmp/foundry-round-$r
     rm -rf "$dir"; mkdir -p "$dir/this"
     if [ $(( (r + ${BASELINE_FIRST:-0}) % 2 )) = 0 ]; then baseline_bench "$dir/base"; fi
@@ -79,11 +88,13 @@ more_rounds() {
     if [ $(( (r + ${BASELINE_FIRST:-0}) % 2 )) = 1 ]; then baseline_bench "$dir/base"; fi
     cp "$dir/this/cold-start.json" "$OUT/rounds/this-$r.json" 2>/dev/null
     cp "$dir/base/cold-start.json" "$OUT/rounds/base-$r.json" 2>/dev/null
+    took=$(( $(date +%s) - t ))
   done
   tar -C "$OUT" -czf "$OUT/rounds.tgz" rounds
 }
 
 if [ "$BENCH" = 1 ]; then
+  BENCH_T0=$(date +%s)
   # BASELINE_FIRST=1 runs the baseline before this checkout: the first of the two compiles the compiled
   # variant with a cold inductor cache (and runs slower for it), so each order favours the second run.
   if [ -n "${BASELINE:-}" ] && [ "${BASELINE_FIRST:-0}" = 1 ]; then baseline_bench; fi
