@@ -30,7 +30,23 @@ def _verdict(doc: dict[str, Any], mode: str) -> str:
         return "reference"
     if c.get("identical"):
         return "yes (tokens, logprobs)" if "logprobs" in c else "yes (tokens)"
-    return "NO: logprobs differ" if c.get("tokens_identical") else "NO"
+    verdict = "NO: logprobs differ" if c.get("tokens_identical") else "NO"
+    return f"{verdict} ({_counts(c)})" if c.get("requests") else verdict
+
+
+def _counts(c: dict[str, Any]) -> str:
+    """How many sequences were identical at each batch: tokens, then (where compared) log-probabilities, and the
+    largest log-probability difference, e.g. ``tokens 1/1, 8/8, 62/64; logprobs 0/1, 0/8, 2/64, max 0.0039``."""
+
+    def per_batch(requests: list[dict[str, Any]]) -> str:
+        return ", ".join(f"{r['identical']}/{r['of']}" for r in requests)
+
+    text = f"tokens {per_batch(c['requests'])}"
+    logprobs = (c.get("logprobs") or {}).get("requests")
+    if logprobs:
+        worst = max((r.get("max_abs_diff") or 0.0) for r in logprobs)
+        text += f"; logprobs {per_batch(logprobs)}, max {worst:.2g}"
+    return text
 
 
 def _profile(doc: dict[str, Any], mode: str) -> str:

@@ -188,6 +188,11 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     assert [(r["identical"], r["of"], r["first_diff"]) for r in requests] == [(0, 1, 0), (0, 3, 0)]
     assert all(0 < r["max_abs_diff"] < 1e-15 for r in requests)
     assert "NO: tokens yes, logprobs differ" in render(doc)
+    # the matrix says how much: every batch's sequences, tokens then logprobs, and the largest difference
+    from foundry_bench.serving.matrix import matrix_rows
+
+    (row,) = matrix_rows([doc])
+    assert row[4].startswith("NO: logprobs differ (tokens 1/1, 3/3; logprobs 0/1, 0/3, max "), row[4]
     # SAVE is the reference here; its digests are in the document, and a document rendered again (no lists in
     # hand) still tells the runs apart by them
     from foundry_bench.serving.compare import compare_runs
