@@ -34,6 +34,8 @@ LOG_NUMBERS = {
     "weights_s": r"Load weight end\. elapsed=([\d.]+) s",
     "prefill_graphs_s": r"Capture target prefill CUDA graph end\. elapsed=([\d.]+) s",
     "decode_graphs_s": r"Capture target decode CUDA graph end\. elapsed=([\d.]+) s",
+    # its "Engine startup timings": the scheduler process's start-up from its own start, graphs included
+    "scheduler_s": r"Engine startup timings \(s\):.*?scheduler_e2e=([\d.]+)",
     "max_total_num_tokens": r"max_total_num_tokens=(\d+)",
     "max_running_requests": r"max_running_requests=(\d+)",
 }

@@ -25,7 +25,7 @@ from foundry_bench.serving.process import ChildEngine
 from foundry_bench.serving.stats import alternate, summary
 from foundry_bench.sglang import SglangBenchConfig, log_numbers, run_sglang_bench
 from foundry_bench.sglang.engines import cli_flags
-from foundry_bench.sglang.report import render, segments
+from foundry_bench.sglang.report import render, scheduler_less_graphs, segments
 from foundry_bench.sglang.runs import NEEDS
 from foundry_bench.sglang.targets import targets
 from tests.support.ports import held
@@ -211,9 +211,14 @@ def test_summary_pairs_repetitions_and_reports_spread() -> None:
 def test_sglang_log_figures_and_server_flags() -> None:
     text = ("Load weight end. elapsed=0.24 s, type=Qwen3\nCapture target prefill CUDA graph end. elapsed=86.14 s\n"
             "Capture target decode CUDA graph end. elapsed=5.51 s\n"
-            "max_total_num_tokens=1234, chunked_prefill_size=8192, max_running_requests=64\n")  # fmt: skip
-    assert log_numbers(text) == {"weights_s": 0.24, "prefill_graphs_s": 86.14, "decode_graphs_s": 5.51,
-                                 "max_total_num_tokens": 1234.0, "max_running_requests": 64.0}  # fmt: skip
+            "max_total_num_tokens=1234, chunked_prefill_size=8192, max_running_requests=64\n"
+            "[2026-11-28 18:43:29] Engine startup timings (s): load_weight=0.13, kv_cache_allocation=0.02, "
+            "scheduler_e2e=93.04, cuda_graph={prefill=86.14, decode=5.51}, tokenizer_e2e=121.19\n")  # fmt: skip
+    figures = log_numbers(text)
+    assert figures == {"weights_s": 0.24, "prefill_graphs_s": 86.14, "decode_graphs_s": 5.51, "scheduler_s": 93.04,
+                       "max_total_num_tokens": 1234.0, "max_running_requests": 64.0}  # fmt: skip
+    assert scheduler_less_graphs(figures) == pytest.approx(1.39)
+    assert scheduler_less_graphs({"prefill_graphs_s": 1.0}) is None  # an older log without the timings line
     flags = cli_flags({"skip_tokenizer_init": True, "enable_x": False, "mem_fraction_static": 0.35, "a": [1, 2],
                        "json_arg": {"k": 1}, "none": None})  # fmt: skip
     assert flags == ["--skip-tokenizer-init", "--mem-fraction-static", "0.35", "--a", "1", "2", "--json-arg",
