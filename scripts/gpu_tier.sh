@@ -115,8 +115,9 @@ fi
 python3 scripts/collect_artifacts.py "$FOUNDRY_GPU_ARTIFACTS" "$OUT/debug.json"
 # The device tool brings back at most 8 files: the results stay apart, everything else goes into one archive.
 rm -f "$OUT/baseline/cold-start.png"
+# run.log is not this script's: a lane of scripts/gpu_lanes.sh writes its own output there, into this $OUT.
 tar -C "$OUT" -czf "$OUT/logs.tar.gz" --remove-files \
-  $(cd "$OUT" && ls *.log machine.txt debug.json baseline/*.log baseline/cold-start.txt 2>/dev/null) 2>/dev/null
+  $(cd "$OUT" && ls *.log machine.txt debug.json baseline/*.log baseline/cold-start.txt 2>/dev/null | grep -vx run.log) 2>/dev/null
 echo "================ summary"
 cat /tmp/foundry-machine.txt
 python3 scripts/tier_summary.py tier "$OUT/gpu-tier.json" || echo "no gpu-tier.json written"
