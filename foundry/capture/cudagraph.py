@@ -7,13 +7,12 @@ memory pools and RNG bookkeeping work as usual) or loaded from an archive (it wr
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -362,29 +361,49 @@ def graph(
     torch.cuda.synchronize()
     # Graphs captured before are let go by their workers first: the shared pool's users count them.
     wait_beside()
-    # What torch.cuda.graph does before its capture, so that a SAVE process holds the memory a native one
-    # holds: the caching allocator's free blocks go back to the driver (an engine's capture measures its
-    # memory as the drop in free memory, and vLLM's profile sizes the KV cache from it), and the pinned host
-    # cache likewise. Each is looked up at the call, so an engine that switches them off for all but its first
-    # capture (vLLM patches torch.cuda.empty_cache and gc.collect) switches off Foundry's too.
-    if getattr(getattr(getattr(torch, "compiler", None), "config", None), "force_cudagraph_gc", False):
-        gc.collect()
-    torch.cuda.empty_cache()
-    host_empty_cache = getattr(getattr(torch, "_C", None), "_host_emptyCache", None)
-    if host_empty_cache is not None:
-        host_empty_cache()
     device = torch.cuda.current_device()
     if stream is None:
         s = _STATE.get()
         with s.lock:
             stream = s.streams.setdefault(device, torch.cuda.Stream(device))
-    capture_stream = stream
     chosen_pool = pool if pool is not None else shared_pool()
-    with torch.cuda.stream(capture_stream), capture_window():
-        cuda_graph.capture_begin(pool=chosen_pool, capture_error_mode=capture_error_mode)
-        if pool is None:
-            _claim_shared_pool(device, cuda_graph._require_torch())
+    # torch's own context manager prepares and enters the capture, so that what it does before one is this
+    # torch's (it gives the caching allocator's free blocks back to the driver, and the pinned host cache: a SAVE
+    # process then holds the memory a native one holds, which engines measure as the drop in free memory), and an
+    # engine that switches part of it off (vLLM patches gc.collect and empty_cache for all but its first
+    # capture) switches Foundry's off alike. It calls capture_begin and capture_end on the object it is given.
+    with torch.cuda.graph(
+        _TorchCapture(cuda_graph, device, claim_shared=pool is None),
+        pool=chosen_pool,
+        stream=stream,
+        capture_error_mode=capture_error_mode,
+    ):
+        yield cuda_graph
+
+
+class _TorchCapture:
+    """The graph ``torch.cuda.graph`` captures into: its capture_begin and capture_end, forwarded to a Foundry
+    CUDAGraph inside the region's capture window."""
+
+    def __init__(self, cuda_graph: CUDAGraph, device: int, claim_shared: bool) -> None:
+        self._graph = cuda_graph
+        self._device = device
+        self._claim_shared = claim_shared
+        self._window = ExitStack()
+
+    def capture_begin(self, pool: Any = None, capture_error_mode: str = "global", **_later_options: Any) -> None:
+        # _later_options: what newer torch passes on (check_input_liveness) for its own graphs' bookkeeping.
+        self._window.enter_context(capture_window())
         try:
-            yield cuda_graph
+            self._graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode)
+            if self._claim_shared:
+                _claim_shared_pool(self._device, self._graph._require_torch())
+        except BaseException:
+            self._window.close()
+            raise
+
+    def capture_end(self) -> None:
+        try:
+            self._graph.capture_end()
         finally:
-            cuda_graph.capture_end()
+            self._window.close()

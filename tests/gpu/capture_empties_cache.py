@@ -1,11 +1,13 @@
-"""foundry.graph prepares a capture as torch.cuda.graph does: the caching allocator's free blocks go back to the
-driver before the capture, unless the program switched torch.cuda.empty_cache off (vLLM does for every capture
-but its first). Measures, for torch.cuda.graph and foundry.graph alike, the memory the allocator still reserves
-just after a capture begins when 256 MiB were freed (cached) before it, with empty_cache as it is and patched out.
-Prints one JSON line."""
+"""foundry.graph prepares a capture through torch.cuda.graph itself: the caching allocator's free blocks go back
+to the driver before the capture, unless the program switched empty_cache off (vLLM does for every capture but
+its first; torch.cuda.graph calls torch.cuda.empty_cache or, in newer torch, torch.accelerator.empty_cache, so
+both are patched). Measures, for torch.cuda.graph and foundry.graph alike, the memory the allocator still
+reserves just after a capture begins when 256 MiB were freed (cached) before it, with empty_cache as it is and
+patched out. Prints one JSON line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -43,7 +45,10 @@ def main() -> None:
         ("foundry", foundry.CUDAGraph, foundry.graph),
     ):
         out[name] = cached_at_capture(new_graph, graph)
-        with mock.patch("torch.cuda.empty_cache", lambda: None):
+        with contextlib.ExitStack() as patched:
+            patched.enter_context(mock.patch("torch.cuda.empty_cache", lambda *a, **k: None))
+            if hasattr(torch, "accelerator") and hasattr(torch.accelerator, "empty_cache"):
+                patched.enter_context(mock.patch("torch.accelerator.empty_cache", lambda *a, **k: None))
             out[f"{name}_patched"] = cached_at_capture(new_graph, graph)
     print(json.dumps(out))
 

@@ -91,6 +91,30 @@ def _capturing(stream: int) -> bool:
     return status.value != 0
 
 
+class _Graph:
+    """torch.cuda.graph as torch has it: synchronize, give the caching allocator's cache back (looked up at the
+    call, as torch does, so that a program's patch of ``torch.cuda.empty_cache`` applies), enter the capture
+    stream, then ``capture_begin(*pool, capture_error_mode=...)`` on the graph it is given; ``capture_end`` on
+    leaving."""
+
+    def __init__(
+        self, cuda_graph: Any, pool: Any = None, stream: Stream | None = None, capture_error_mode: str = "global"
+    ) -> None:
+        self.cuda_graph, self.pool, self.mode = cuda_graph, () if pool is None else (pool,), capture_error_mode
+        self.stream_ctx = _stream(stream)
+
+    def __enter__(self) -> None:
+        cuda = sys.modules["torch"].cuda
+        cuda.synchronize()
+        cuda.empty_cache()
+        self.stream_ctx.__enter__()
+        self.cuda_graph.capture_begin(*self.pool, capture_error_mode=self.mode)
+
+    def __exit__(self, *exc: object) -> None:
+        self.cuda_graph.capture_end()
+        self.stream_ctx.__exit__(*exc)
+
+
 class CUDAGraph:
     """torch.cuda.CUDAGraph over the driver: capture on the current stream, instantiate, launch."""
 
@@ -190,6 +214,7 @@ def _module() -> ModuleType:
         current_stream=lambda device=None: _Current(_driver().current()),
         stream=_stream,
         CUDAGraph=CUDAGraph,
+        graph=_Graph,
         graph_pool_handle=object,
         memory_snapshot=_memory_snapshot,
         default_generators=[_Generator()],

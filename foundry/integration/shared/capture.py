@@ -4,9 +4,9 @@ Engines capture through the names ``torch.cuda.CUDAGraph`` and ``torch.cuda.grap
 holds their capture loop (vLLM: ``cudagraph_utils`` for the V2 runner, ``cuda_graph`` for V1). For the
 duration of the capture the module's ``torch`` is replaced by a view of torch in which those two names
 are Foundry's (``foundry.CUDAGraph``, a saveable graph wrapping ``torch.cuda.CUDAGraph(keep_graph=True)``,
-and ``foundry.graph``, which prepares each capture as ``torch.cuda.graph`` does, the caching allocator emptied
-through ``torch.cuda.empty_cache`` as the engine has it at that moment). Everything else the module reads from
-torch is torch itself; no other module is affected.
+and ``foundry.graph``, which enters ``torch.cuda.graph`` itself for each capture, so that torch's preparation
+of it, as the engine has patched it at that moment, is the same under SAVE). Everything else the module reads
+from torch is torch itself; no other module is affected.
 
 Some capture code reaches ``graph`` through an object's reference to the ``torch.cuda`` module (SGLang's
 backends keep ``self._device_module``): ``foundry_device_module`` routes that one reference the same way.

@@ -234,10 +234,10 @@ def test_sglang_expert_parallel_ranks_build_their_expert_maps_where_save_had_the
 def test_foundry_graph_empties_the_allocator_cache_before_each_capture_as_the_program_has_it(
     fakecuda_dir: Path, foundry_lib: Path
 ) -> None:
-    """foundry.graph prepares a capture as torch.cuda.graph does: torch.cuda.empty_cache before each one, so that
-    a SAVE process holds native's memory (an engine measures its capture's memory as the drop in free memory).
-    It looks the function up at each capture, so a program that switches it off (vLLM does, for every capture
-    but its first) switches it off for Foundry too."""
+    """foundry.graph prepares a capture through torch.cuda.graph itself (the stand-in's is torch's: empty_cache
+    before each capture, looked up at the call), so that a SAVE process holds native's memory (an engine measures
+    its capture's memory as the drop in free memory), and a program that switches it off (vLLM does, for every
+    capture but its first) switches it off for Foundry too."""
     code = """
 import json
 from unittest import mock
