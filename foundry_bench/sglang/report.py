@@ -27,9 +27,10 @@ from foundry_bench.serving.report import (
     write_files,
 )
 
+from .logsteps import STEPS
 from .targets import targets
 
-__all__ = ["render", "scheduler_less_graphs", "segments", "write_report"]
+__all__ = ["log_step_lines", "render", "scheduler_less_graphs", "segments", "write_report"]
 
 PHASES = {
     "distributed": "torch.distributed (region set)",
@@ -68,6 +69,25 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
             fmt(r.get("first_request_s"), 3), same if "error" not in r else "NO (failed)",
         ])  # fmt: skip
     return out
+
+
+def log_step_lines(doc: dict[str, Any]) -> list[str]:
+    """SGLang's start-up step by step from its log (logsteps.py), native warm beside LOAD (and SAVE): the steps
+    LOAD leaves to SGLang must take no longer than native's; nothing where the logs had no such timestamps."""
+    results = doc["results"]
+    modes = [m for m in ("native", "save", "load") if any(k.startswith("step_") for k in results.get(m, {}))]
+    if "native" not in modes or "load" not in modes:
+        return []
+    rows = []
+    for key, _, _, what in STEPS:
+        got = [results[m].get(f"step_{key}_s") for m in modes]
+        if all(v is None for v in got):
+            continue
+        native, load = got[0], got[-1]
+        rows.append([what, *(fmt(v, 3) for v in got), fmt(load - native, 3) if None not in (native, load) else "-"])
+    labels = {"native": "native warm s", "save": "SAVE s", "load": "LOAD s"}
+    return ["", "SGLang's start-up by its own log (millisecond timestamps), step by step:",
+            table(["step", *(labels[m] for m in modes), "LOAD - native s"], rows)]  # fmt: skip
 
 
 def scheduler_less_graphs(r: dict[str, Any]) -> float | None:
@@ -131,6 +151,7 @@ def render(doc: dict[str, Any]) -> str:
             "ready."
         ),
     ]
+    lines += log_step_lines(doc)
     load = doc["results"].get("load")
     if load:
         first_steps = [("imports (torch, sglang)", load.get("import_s"))]

@@ -16,6 +16,7 @@ from foundry_bench.serving.process import Engine, free_port
 from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
 
 from .engines import EngineProcess, ServerProcess
+from .logsteps import log_steps
 from .targets import targets
 
 __all__ = ["APIS", "MODES", "NEEDS", "SglangBenchConfig", "log_numbers", "run_sglang_bench"]
@@ -27,6 +28,7 @@ ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "PYTHONUNBUFFERED": "1",
     "SGLANG_IS_FLASHINFER_AVAILABLE": "false",
+    "SGLANG_LOG_MS": "1",  # millisecond timestamps: the start-up's steps from the log (logsteps.py)
 }
 # What SGLang logs, by name: the last value of each.
 LOG_NUMBERS = {
@@ -97,12 +99,13 @@ class SglangBenchConfig(ServingConfig):
 
 
 def log_numbers(text: str) -> dict[str, float]:
-    """The figures SGLang logged (LOG_NUMBERS), the last of each."""
+    """The figures SGLang logged (LOG_NUMBERS), the last of each, and its start-up's steps (logsteps.py)."""
     out = {}
     for name, pattern in LOG_NUMBERS.items():
         values = re.findall(pattern, text)
         if values:
             out[name] = float(values[-1])
+    out.update(log_steps(text))
     return out
 
 

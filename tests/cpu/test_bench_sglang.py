@@ -329,3 +329,50 @@ def test_expert_parallel_asks_sglang_for_ep_size_equal_to_tp_and_names_the_repor
     (cfg,) = seen
     assert cfg.engine_args == {"ep_size": 4} and cfg.tp == 4
     assert cfg.tag() == "sglang-qwen3-0.6b-engine-tp4-ep"
+
+
+LOG_MS = """[2026-11-28 18:43:27.100] Foundry load: region set, archive /tmp/a
+[2026-11-28 18:43:27.200] Init torch distributed begin.
+[2026-11-28 18:43:27.320] Init torch distributed ends. elapsed=0.12 s, mem usage=0.09 GB
+[2026-11-28 18:43:29.000] Load weight begin. avail mem=88.16 GB
+[2026-11-28 18:43:29.130] Load weight end. elapsed=0.13 s, type=MistralForCausalLM
+[2026-11-28 18:43:29.250] Memory pool end. avail mem=38.01 GB
+[2026-11-28 18:43:29.450] Capture target prefill CUDA graph begin. backend=breakable
+[2026-11-28 18:43:29.490] Capture target prefill CUDA graph end. elapsed=0.04 s
+[2026-11-28 18:43:29.491 TP0] Capture target decode CUDA graph begin. backend=full
+[2026-11-28 18:43:29.501 TP0] Capture target decode CUDA graph end. elapsed=0.01 s
+[2026-11-28 18:43:29.501 TP1] Capture target decode CUDA graph end. elapsed=0.01 s
+[2026-11-28 18:43:30.190] Engine startup timings (s): load_weight=0.13, scheduler_e2e=3.04
+"""
+
+
+def test_sglang_start_up_steps_from_its_millisecond_log_lines() -> None:
+    """With SGLANG_LOG_MS=1 (the benchmark sets it) each step is the time between the lines SGLang logs at its
+    start and end, each line's first occurrence (rank 0's at tensor parallel); a log with one-second stamps
+    gives none."""
+    from foundry_bench.sglang.logsteps import log_steps
+    from foundry_bench.sglang.runs import ENV
+
+    assert ENV["SGLANG_LOG_MS"] == "1"
+    steps = log_steps(LOG_MS)
+    assert steps == {"step_distributed_s": 0.12, "step_to_weights_s": 1.68, "step_weights_s": 0.13,
+                     "step_kv_pool_s": 0.12, "step_to_graphs_s": 0.2, "step_prefill_graphs_s": 0.04,
+                     "step_between_graphs_s": 0.001, "step_decode_graphs_s": 0.01,
+                     "step_to_ready_s": 0.689}  # fmt: skip
+    assert log_numbers(LOG_MS)["step_to_weights_s"] == 1.68  # in the figures every run's result keeps
+    seconds_only = "\n".join(line.replace(line[20:24], "", 1) for line in LOG_MS.splitlines())
+    assert "[2026-11-28 18:43:27] Init torch distributed begin." in seconds_only
+    assert log_steps(seconds_only) == {}
+
+
+def test_sglang_report_sets_loads_steps_beside_natives() -> None:
+    from foundry_bench.sglang.report import log_step_lines
+
+    native = {"step_distributed_s": 0.02, "step_to_weights_s": 0.9, "step_weights_s": 0.1}
+    load = {"step_distributed_s": 0.12, "step_to_weights_s": 1.68, "step_weights_s": 0.13}
+    doc = {"results": {"native": native, "load": load, "save": {}}}
+    text = "\n".join(log_step_lines(doc))
+    rows = {line.split("  ")[0]: line.split() for line in text.splitlines() if line.startswith(("torch", "to the"))}
+    assert rows["torch.distributed"][-3:] == ["0.020", "0.120", "0.100"]
+    assert rows["to the weights (the model's class and modules)"][-3:] == ["0.900", "1.680", "0.780"]
+    assert log_step_lines({"results": {"native": native, "load": {"import_s": 1.0}}}) == []  # LOAD's log had none
