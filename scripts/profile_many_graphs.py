@@ -3,7 +3,7 @@ graphs pay (vLLM's default mode saves one graph per compiled piece and batch siz
 model), measured without a GPU.
 
     python scripts/profile_many_graphs.py [--graphs 1530] [--pieces 30] [--nodes 12] [--profile save|load]
-        [--model-s S [--busy]] [--no-bundle]
+        [--model-s S [--busy]] [--no-bundle] [--main-work N]
 
 A SAVE process captures ``--graphs`` graphs of ``--nodes`` kernel launches each, grouped like an engine's
 pieces (``--pieces`` per batch size: the middle ones alike but for their pointers), saves each with
@@ -73,9 +73,16 @@ if NO_BUNDLE:  # the archive as one that stores every graph in its files: start-
     from pathlib import Path
     from tests.support.archive_damage import unbundle
     unbundle(Path(ARCH))
+def main_work():  # the engine's own Python on its thread (MAIN_WORK rounds), timed
+    t, x = time.perf_counter(), 0
+    for _ in range(MAIN_WORK):
+        x += sum(i * i for i in range(2000))
+    return round(time.perf_counter() - t, 3)
+alone = main_work() if MAIN_WORK else None
 t_modules = time.perf_counter()
 foundry.load_cuda_modules_and_libraries(ARCH)
 t_modules = time.perf_counter() - t_modules
+beside = main_work() if MAIN_WORK else None  # while start-up reads and prepares the graphs on its threads
 if prof:
     prof.disable()
     pstats.Stats(prof, stream=sys.stdout).sort_stats(os.environ.get("PSORT", "cumulative")).print_stats(40)
@@ -113,7 +120,8 @@ t3 = time.perf_counter()
 if prof:
     prof.disable()
     pstats.Stats(prof, stream=sys.stdout).sort_stats(os.environ.get("PSORT", "cumulative")).print_stats(40)
-emit(side="load", prepared_by_s=dict(list(prepared_by.items())[::5]),
+emit(side="load", prepared_by_s=dict(list(prepared_by.items())[::5]), main_work_alone_s=alone,
+     main_work_beside_startup_s=beside,
      modules_s=t_modules, start_s=t1 - t0, all_replayable_s=t2 - t0, install_s=t_install,
      all_own_execs_s=t3 - t0,
      timings={k: round(v, 4) for k, v in sorted(loader.timings.items())})
@@ -133,13 +141,15 @@ def main() -> int:
     )
     parser.add_argument("--busy", action="store_true", help="those seconds running Python, not sleeping: how many "
                         "graphs start-up prepared by when (prepared_by_s)")  # fmt: skip
+    parser.add_argument("--main-work", type=int, default=0, help="rounds of Python work on the main thread, timed "
+                        "alone and right after start-up began (what its threads take from the engine's)")  # fmt: skip
     parser.add_argument("--no-bundle", action="store_true", help="LOAD from an archive that stores every graph in its "
                         "files, not in the graph bundle")  # fmt: skip
     args = parser.parse_args()
     settings = f"""
         GRAPHS, PIECES, NODES, PROFILE = {args.graphs}, {args.pieces}, {args.nodes}, {args.profile!r}
         MODEL_S, DEFER, INSTALL_WORK = {args.model_s}, {args.defer}, {args.install_work}
-        BUSY, NO_BUNDLE = {args.busy}, {args.no_bundle}
+        BUSY, NO_BUNDLE, MAIN_WORK = {args.busy}, {args.no_bundle}, {args.main_work}
         """
     run_profiles(settings, [SAVE, LOAD], env={"FOUNDRY_SNAPSHOT_LIMIT": "0"})  # as the engine plugins run SAVE
     return 0
