@@ -25,7 +25,7 @@ from foundry_bench.serving.process import ChildEngine
 from foundry_bench.serving.stats import alternate, summary
 from foundry_bench.sglang import SglangBenchConfig, log_numbers, run_sglang_bench
 from foundry_bench.sglang.engines import cli_flags
-from foundry_bench.sglang.report import render, scheduler_less_graphs, segments
+from foundry_bench.sglang.report import render, scheduler_less_graphs, segments, target_lines
 from foundry_bench.sglang.runs import NEEDS
 from foundry_bench.sglang.targets import targets
 from tests.support.ports import held
@@ -244,6 +244,17 @@ def test_targets_and_plot_parts_from_a_document() -> None:
     assert t["restore"]["speedup_warm"] == pytest.approx(11.0)
     assert t["startup"]["ratio"] == pytest.approx(0.15) and t["startup"]["met"] is True
     assert t["decode"]["worst_batch"] == "256" and t["decode"]["met"] is False
+    # init under LOAD within native warm's less its capture (40 - 11 = 29 s); no first requests timed here
+    assert t["startup_less_capture"]["bound_s"] == pytest.approx(29.0) and t["startup_less_capture"]["met"] is True
+    assert t["first_request"]["met"] is None
+    doc["results"]["native"]["first_request_s"], doc["results"]["load"]["first_request_s"] = 0.08, 0.8
+    doc["results"]["load"]["engine_init_s"] = 29.5
+    t = targets(doc)
+    assert t["first_request"]["ratio"] == pytest.approx(10.0) and t["first_request"]["met"] is False
+    assert t["startup_less_capture"]["met"] is False
+    assert "- Engine() under LOAD <= native warm's less its capture: 29.50 s against 40.00 - 11.00 = 29.00 s: " \
+           "NOT met" in "\n".join(target_lines({**doc, "targets": t}))  # fmt: skip
+    doc["results"]["load"]["engine_init_s"] = 6.0
     parts = dict(segments("load", doc["results"]["load"]))
     assert parts["imports"] == 20.0 and parts["CUDA graphs: capture, or Foundry's restore"] == pytest.approx(0.21)
     assert sum(parts.values()) == pytest.approx(30.0)
