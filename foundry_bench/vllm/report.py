@@ -27,7 +27,7 @@ from foundry_bench.serving.report import (
 )
 from foundry_bench.serving.report import fmt as _s
 
-__all__ = ["foundry_rows", "load_phases", "render", "write_report"]
+__all__ = ["foundry_rows", "load_phases", "render", "target_lines", "write_report"]
 
 
 def _graphs(mode: str, r: dict[str, Any]) -> str:
@@ -104,8 +104,33 @@ def render(doc: dict[str, Any]) -> str:
         lines += step_table(load_phases(load), "LOAD's start-up, seconds from process start:")
         own = table(["step", "s"], foundry_rows(load, "vLLM"))
         lines += ["", "Foundry's own seconds in LOAD, on vLLM's thread:", own]
+    lines += target_lines(doc)
     lines += parity_lines(doc)
     return "\n".join(lines) + "\n"
+
+
+FIRST_REQUEST_RATIO = 1.1
+
+
+def target_lines(doc: dict[str, Any]) -> list[str]:
+    """The start-up targets, judged where the runs they need are in the document: vLLM's "init engine" under
+    LOAD at most native warm's less native's capture (LOAD replaces the capture and must add nothing else), and
+    the first request after LOAD at most 1.1x native warm's."""
+    native, load = doc["results"].get("native") or {}, doc["results"].get("load") or {}
+    lines = []
+    init, capture, load_init = native.get("init_engine_s"), native.get("capture_s"), load.get("init_engine_s")
+    if isinstance(init, int | float) and isinstance(capture, int | float) and isinstance(load_init, int | float):
+        bound = init - capture
+        verdict = "met" if load_init <= bound else "NOT met"
+        lines.append(f"- init engine under LOAD <= native warm's less its capture: {_s(load_init)} s against "
+                     f"{_s(init)} - {_s(capture)} = {_s(bound)} s: {verdict}")  # fmt: skip
+    first, load_first = native.get("first_request_s"), load.get("first_request_s")
+    if isinstance(first, int | float) and isinstance(load_first, int | float) and first > 0:
+        ratio = load_first / first
+        verdict = "met" if ratio <= FIRST_REQUEST_RATIO else "NOT met"
+        lines.append(f"- first request after LOAD <= {FIRST_REQUEST_RATIO}x native warm's: {_s(load_first, 3)} s / "
+                     f"{_s(first, 3)} s = {_s(ratio)}: {verdict}")  # fmt: skip
+    return ["", "Targets:", *lines] if lines else []
 
 
 def segments(mode: str, r: dict[str, Any]) -> list[tuple[str, float]]:

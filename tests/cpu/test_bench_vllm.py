@@ -374,3 +374,22 @@ def test_native_env_reaches_the_native_runs_only_and_the_report_says_so(
     assert connect == {"save": "0", "native": "1", "load": "0"}
     text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
     assert "The native runs ran with NCCL_RUNTIME_CONNECT=1, SAVE and LOAD without" in text
+
+
+def test_the_start_up_targets_are_judged_from_natives_and_loads_figures() -> None:
+    """vLLM's "init engine" under LOAD at most native warm's less its capture, and the first request after LOAD
+    at most 1.1x native warm's; a target whose figures a run lacks is left out, not guessed."""
+    from foundry_bench.vllm.report import target_lines
+
+    native = {"init_engine_s": 28.81, "capture_s": 4.0, "first_request_s": 0.058}
+    doc = {"results": {"native": native, "load": {"init_engine_s": 8.89, "first_request_s": 0.069}}}
+    lines = target_lines(doc)
+    assert lines[:2] == ["", "Targets:"]
+    assert (
+        lines[2]
+        == "- init engine under LOAD <= native warm's less its capture: 8.89 s against 28.81 - 4.00 = 24.81 s: met"
+    )
+    assert lines[3] == "- first request after LOAD <= 1.1x native warm's: 0.069 s / 0.058 s = 1.19: NOT met"
+    doc["results"]["load"]["init_engine_s"] = 25.0
+    assert target_lines(doc)[2].endswith("= 24.81 s: NOT met")
+    assert target_lines({"results": {"native": {"init_engine_s": 10.0}, "load": {"init_engine_s": 3.0}}}) == []
