@@ -24,6 +24,8 @@ __all__ = [
     "plot_startup",
     "render_again",
     "sameness",
+    "start_up_check_lines",
+    "start_up_checks",
     "step_table",
     "wrap",
     "write_files",
@@ -126,6 +128,59 @@ def phase_steps(r: dict[str, Any], first: list[tuple[str, Any]], names: dict[str
     steps.append(("ready (the engine built, or /health)", r.get("ready_wall_s")))
     steps.append(("first request answered", r.get("first_answer_wall_s")))
     return [(name, t) for name, t in steps if isinstance(t, int | float)]
+
+
+FIRST_REQUEST_RATIO = 1.1  # the first request after LOAD, at most this much native warm's
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def start_up_checks(native: dict[str, Any], load: dict[str, Any], init_key: str, capture_s: Any) -> dict[str, Any]:
+    """The start-up targets both engines' reports judge: LOAD's init (``init_key``: vLLM's "init engine",
+    SGLang's ``Engine()``) at most native warm's less native's capture (``capture_s``), since LOAD replaces the
+    capture and must add nothing else; and the first request after LOAD at most 1.1x native warm's. A check
+    whose figures a run lacks is None (not measured), never guessed."""
+    native_init, load_init, capture = _num(native.get(init_key)), _num(load.get(init_key)), _num(capture_s)
+    bound = native_init - capture if native_init is not None and capture is not None else None
+    native_first, load_first = _num(native.get("first_request_s")), _num(load.get("first_request_s"))
+    ratio = load_first / native_first if load_first is not None and native_first else None
+    return {
+        "startup_less_capture": {
+            "native_s": native_init,
+            "native_capture_s": capture,
+            "bound_s": bound,
+            "load_s": load_init,
+            "met": None if bound is None or load_init is None else load_init <= bound,
+        },
+        "first_request": {
+            "native_s": native_first,
+            "load_s": load_first,
+            "ratio": ratio,
+            "target": FIRST_REQUEST_RATIO,
+            "met": None if ratio is None else ratio <= FIRST_REQUEST_RATIO,
+        },
+    }
+
+
+def start_up_check_lines(checks: dict[str, Any], what: str) -> list[str]:
+    """``start_up_checks``' verdicts as report lines (``what``: the init's name); those not measured left out."""
+    lines = []
+    b = checks.get("startup_less_capture") or {}
+    if b.get("met") is not None:
+        lines.append(
+            f"- {what} under LOAD <= native warm's less its capture: {fmt(b['load_s'])} s against "
+            f"{fmt(b['native_s'])} - {fmt(b['native_capture_s'])} = {fmt(b['bound_s'])} s: "
+            f"{'met' if b['met'] else 'NOT met'}"
+        )
+    f = checks.get("first_request") or {}
+    if f.get("met") is not None:
+        lines.append(
+            f"- first request after LOAD <= {f['target']}x native warm's: {fmt(f['load_s'], 3)} s / "
+            f"{fmt(f['native_s'], 3)} s = {fmt(f['ratio'], 2)}: {'met' if f['met'] else 'NOT met'}"
+        )
+    return lines
 
 
 def native_env_lines(cfg: dict[str, Any]) -> list[str]:

@@ -22,6 +22,7 @@ from foundry_bench.serving.report import (
     plot_startup,
     render_again,
     sameness,
+    start_up_check_lines,
     step_table,
     wrap,
     write_files,
@@ -116,31 +117,13 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
         f"{restore['against']} ({fmt(restore['speedup_warm'], 1)}x against warm): {_verdict(restore['met'])}",
         f"- {what} under LOAD <= {startup['target']}x native's with warm caches: {fmt(startup['load_s'])} s / "
         f"{fmt(startup['native_s'])} s = {fmt(startup['ratio'], 3)}: {_verdict(startup['met'])}",
-        *_issue_target_lines(t, what),
+        *start_up_check_lines(t, what),
         f"- decode tokens/s within {decode['target'] * 100:.0f}% of native: worst paired ratio "
         f"{fmt(decode['worst_paired_ratio'], 4)} (batch {decode['worst_batch']}): {_verdict(decode['met'])}",
         f"- greedy tokens and top-{doc['config'].get('logprobs', 0)} logprobs identical to native's at batch "
         f"{', '.join(map(str, doc['config']['batches']))}: "
         f"{_verdict(t['tokens']['met'])}",
     ]
-
-
-def _issue_target_lines(t: dict[str, Any], what: str) -> list[str]:
-    """The start-up targets a document written before them lacks: nothing for those."""
-    lines = []
-    if "startup_less_capture" in t:
-        b = t["startup_less_capture"]
-        lines.append(
-            f"- {what} under LOAD <= native warm's less its capture: {fmt(b['load_s'])} s against "
-            f"{fmt(b['native_s'])} - {fmt(b['native_capture_s'])} = {fmt(b['bound_s'])} s: {_verdict(b['met'])}"
-        )
-    if "first_request" in t:
-        f = t["first_request"]
-        lines.append(
-            f"- first request after LOAD <= {f['target']}x native warm's: {fmt(f['load_s'], 3)} s / "
-            f"{fmt(f['native_s'], 3)} s = {fmt(f['ratio'], 2)}: {_verdict(f['met'])}"
-        )
-    return lines
 
 
 HEADER = ["run", "import s", "Engine() s", "weights s", "prefill graphs s", "decode graphs s",

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry_bench.serving.report import foundry_seconds
+from foundry_bench.serving.report import foundry_seconds, start_up_checks
 
 __all__ = ["TARGETS", "capture_seconds", "startup_seconds", "targets"]
 
-TARGETS = {"restore_speedup": 50.0, "startup_ratio": 0.2, "decode_parity": 0.01, "first_request_ratio": 1.1}
+TARGETS = {"restore_speedup": 50.0, "startup_ratio": 0.2, "decode_parity": 0.01}
 
 
 def capture_seconds(r: dict[str, Any]) -> float | None:
@@ -46,9 +46,8 @@ def targets(doc: dict[str, Any]) -> dict[str, Any]:
     ratios = {b: m.get("paired_ratio_median") for b, m in decode.items() if m.get("paired_ratio_median")}
     worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1.0)) if ratios else None
     compare = doc.get("compare") or {}
-    warm_capture = capture_seconds(results.get("native", {}))
-    less_capture = native_start - warm_capture if native_start is not None and warm_capture is not None else None
-    first = _ratio(load.get("first_request_s"), results.get("native", {}).get("first_request_s"))
+    native = results.get("native", {})
+    init_key = "engine_init_s" if "engine_init_s" in native else "health_s"
     return {
         "restore": {
             "native_cold_capture_s": cold,
@@ -68,20 +67,7 @@ def targets(doc: dict[str, Any]) -> dict[str, Any]:
             "target": TARGETS["startup_ratio"],
             "met": None if startup is None else startup <= TARGETS["startup_ratio"],
         },
-        "startup_less_capture": {
-            "native_s": native_start,
-            "native_capture_s": warm_capture,
-            "bound_s": less_capture,
-            "load_s": load_start,
-            "met": None if less_capture is None or load_start is None else load_start <= less_capture,
-        },
-        "first_request": {
-            "native_s": results.get("native", {}).get("first_request_s"),
-            "load_s": load.get("first_request_s"),
-            "ratio": first,
-            "target": TARGETS["first_request_ratio"],
-            "met": None if first is None else first <= TARGETS["first_request_ratio"],
-        },
+        **start_up_checks(native, load, init_key, capture_seconds(native)),
         "decode": {
             "worst_batch": worst[0] if worst else None,
             "worst_paired_ratio": worst[1] if worst else None,

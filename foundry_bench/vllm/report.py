@@ -21,6 +21,8 @@ from foundry_bench.serving.report import (
     plot_startup,
     render_again,
     sameness,
+    start_up_check_lines,
+    start_up_checks,
     step_table,
     wrap,
     write_files,
@@ -109,27 +111,11 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-FIRST_REQUEST_RATIO = 1.1
-
-
 def target_lines(doc: dict[str, Any]) -> list[str]:
-    """The start-up targets, judged where the runs they need are in the document: vLLM's "init engine" under
-    LOAD at most native warm's less native's capture (LOAD replaces the capture and must add nothing else), and
-    the first request after LOAD at most 1.1x native warm's."""
+    """The start-up targets (serving/report.py's ``start_up_checks``) on vLLM's "init engine", judged where the
+    runs hold their figures."""
     native, load = doc["results"].get("native") or {}, doc["results"].get("load") or {}
-    lines = []
-    init, capture, load_init = native.get("init_engine_s"), native.get("capture_s"), load.get("init_engine_s")
-    if isinstance(init, int | float) and isinstance(capture, int | float) and isinstance(load_init, int | float):
-        bound = init - capture
-        verdict = "met" if load_init <= bound else "NOT met"
-        lines.append(f"- init engine under LOAD <= native warm's less its capture: {_s(load_init)} s against "
-                     f"{_s(init)} - {_s(capture)} = {_s(bound)} s: {verdict}")  # fmt: skip
-    first, load_first = native.get("first_request_s"), load.get("first_request_s")
-    if isinstance(first, int | float) and isinstance(load_first, int | float) and first > 0:
-        ratio = load_first / first
-        verdict = "met" if ratio <= FIRST_REQUEST_RATIO else "NOT met"
-        lines.append(f"- first request after LOAD <= {FIRST_REQUEST_RATIO}x native warm's: {_s(load_first, 3)} s / "
-                     f"{_s(first, 3)} s = {_s(ratio)}: {verdict}")  # fmt: skip
+    lines = start_up_check_lines(start_up_checks(native, load, "init_engine_s", native.get("capture_s")), "init engine")
     return ["", "Targets:", *lines] if lines else []
 
 
