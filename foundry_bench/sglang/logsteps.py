@@ -49,7 +49,10 @@ def log_steps(text: str) -> dict[str, float]:
             continue
         for key, words in MARKERS.items():
             if key not in seen and m.group(2).startswith(words):
-                seen[key] = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f")
+                try:
+                    seen[key] = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f")
+                except ValueError:  # digits that are no date (a line some other program wrote): not a step's
+                    continue
     return {
         f"step_{key}_s": round((seen[end] - seen[start]).total_seconds(), 3)
         for key, start, end, _ in STEPS

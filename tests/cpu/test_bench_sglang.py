@@ -374,6 +374,9 @@ def test_sglang_start_up_steps_from_its_millisecond_log_lines() -> None:
     seconds_only = "\n".join(line.replace(line[20:24], "", 1) for line in LOG_MS.splitlines())
     assert "[2026-11-28 18:43:27] Init torch distributed begin." in seconds_only
     assert log_steps(seconds_only) == {}
+    # a line shaped like SGLang's whose stamp is no date is passed over, not raised on
+    garbled = LOG_MS.replace("[2026-11-28 18:43:27.200] Init", "[2026-13-45 18:43:27.200] Init")
+    assert "step_distributed_s" not in log_steps(garbled) and log_steps(garbled)["step_weights_s"] == 0.13
 
 
 def test_sglang_report_sets_loads_steps_beside_natives() -> None:
