@@ -25,6 +25,7 @@ from foundry_bench.serving.process import ChildEngine
 from foundry_bench.serving.stats import alternate, summary
 from foundry_bench.sglang import SglangBenchConfig, log_numbers, run_sglang_bench
 from foundry_bench.sglang.engines import cli_flags
+from foundry_bench.sglang.logsteps import STEPS
 from foundry_bench.sglang.report import render, scheduler_less_graphs, segments, target_lines
 from foundry_bench.sglang.runs import NEEDS
 from foundry_bench.sglang.targets import targets
@@ -70,6 +71,9 @@ def test_every_run_answers_and_the_report_judges_the_targets(fake_sglang: None, 
     # SGLang's logged figures, per mode
     assert results["native"]["prefill_graphs_s"] == 7.5 and results["load"]["prefill_graphs_s"] == 0.05
     assert results["native"]["max_total_num_tokens"] == 200000
+    assert results["load"]["scheduler_s"] == 0.5 and results["native"]["scheduler_s"] == 11.5
+    # its start-up step by step, from the millisecond stamps SGLANG_LOG_MS=1 gives every run's log
+    assert all({f"step_{k}_s" for k, *_ in STEPS} <= set(results[m]) for m in ("native", "save", "load"))
     # the settings every engine got: triton attention, dummy weights, SGLang's own graph sizes
     kwargs = doc["engine_kwargs"]
     assert kwargs["attention_backend"] == "triton" and kwargs["load_format"] == "dummy"
@@ -92,6 +96,8 @@ def test_every_run_answers_and_the_report_judges_the_targets(fake_sglang: None, 
     assert "Foundry LOAD" in text and "decode tokens/s, batch 4" in text and "Targets:" in text
     assert "restore >= 50x faster" in text and "19.5x against native_cold" in text
     assert ("to /health s" in text) == (api == "serve")
+    assert "SGLang's start-up by its own log (millisecond timestamps), step by step:" in text
+    assert "first request after LOAD <= 1.1x native warm's" in text
     if api == "engine":
         assert results["native"]["engine_init_s"] > 0 and results["native"]["import_s"] > 0
         assert "LOAD's start-up" in text and "graphs ready, handed to SGLang" in text

@@ -19,6 +19,16 @@ __version__ = "0.5.17-fake"
 __all__ = ["answer", "next_tokens", "start_up"]
 
 
+def log(message: str) -> None:
+    """A line as SGLang logs it: with SGLANG_LOG_MS=1 a millisecond timestamp in its format, else a level."""
+    if os.environ.get("SGLANG_LOG_MS") == "1":
+        now = time.time()
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+        print(f"[{stamp}] {message}", flush=True)
+    else:
+        print(f"INFO {message}", flush=True)
+
+
 def start_up(settings: dict[str, Any]) -> None:
     """What the fake engine does before it serves: checks the settings as the bundle would, logs SGLang's
     figures, writes the plugin's report; slow, hanging or refused as the FAKE_SGLANG_* variables ask."""
@@ -35,11 +45,19 @@ def start_up(settings: dict[str, Any]) -> None:
         raise SystemExit(1)
     time.sleep(float(os.environ.get("FAKE_SGLANG_SLEEP", "0")))
     loaded = mode == "load"
-    print("INFO Load weight end. elapsed=0.10 s, type=Qwen3ForCausalLM", flush=True)
-    print(f"INFO Capture target prefill CUDA graph end. elapsed={0.05 if loaded else 7.5:.2f} s", flush=True)
-    print(f"INFO Capture target decode CUDA graph end. elapsed={0.01 if loaded else 3.25:.2f} s", flush=True)
-    print("INFO max_total_num_tokens=200000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-          "max_running_requests=2048, context_len=2048, available_gpu_mem=40.00 GB", flush=True)  # fmt: skip
+    log("Init torch distributed begin.")
+    log("Init torch distributed ends. elapsed=0.02 s, mem usage=0.09 GB")
+    log("Load weight begin. avail mem=139.13 GB")
+    log("Load weight end. elapsed=0.10 s, type=Qwen3ForCausalLM")
+    log("Memory pool end. avail mem=90.42 GB")
+    log("Capture target prefill CUDA graph begin. backend=breakable")
+    log(f"Capture target prefill CUDA graph end. elapsed={0.05 if loaded else 7.5:.2f} s")
+    log("Capture target decode CUDA graph begin. backend=full")
+    log(f"Capture target decode CUDA graph end. elapsed={0.01 if loaded else 3.25:.2f} s")
+    log("max_total_num_tokens=200000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=2048, context_len=2048, available_gpu_mem=40.00 GB")  # fmt: skip
+    log(f"Engine startup timings (s): load_weight=0.10, scheduler_e2e={0.5 if loaded else 11.5:.2f}, "
+        f"cuda_graph={{prefill={0.05 if loaded else 7.5:.2f}, decode={0.01 if loaded else 3.25:.2f}}}")  # fmt: skip
     timings = (
         {"load_modules_s": 0.1, "start_graph_builds_s": 0.2, "graphs_ready_s": 0.25}
         if loaded
