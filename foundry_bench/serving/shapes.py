@@ -58,10 +58,21 @@ SHAPES: dict[str, dict[str, Any]] = {
 # Qwen3-235B-A22B (the paper's headline model): its published config, 94 layers of 128 experts, top 8, for eight
 # GPUs (attention tensor parallel, experts parallel over the same GPUs; 470 GB of bf16 weights, 59 GB a GPU), and
 # its rehearsal on four: the same layers, 24 of them (120 GB, 30 GB a GPU), everything else alike.
-SHAPES["qwen3-235b-a22b"] = {
+# What every Qwen3-MoE shape here shares with the published Qwen3-MoE configs: the router's settings, every
+# layer an MoE one.
+_QWEN3_MOE = {
     **_QWEN3,
     "architectures": ["Qwen3MoeForCausalLM"],
     "model_type": "qwen3_moe",
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "norm_topk_prob": True,
+    "router_aux_loss_coef": 0.001,
+    "output_router_logits": False,
+    "tie_word_embeddings": False,
+}
+SHAPES["qwen3-235b-a22b"] = {
+    **_QWEN3_MOE,
     "hidden_size": 4096,
     "intermediate_size": 12288,
     "moe_intermediate_size": 1536,
@@ -71,12 +82,6 @@ SHAPES["qwen3-235b-a22b"] = {
     "num_key_value_heads": 4,
     "num_experts": 128,
     "num_experts_per_tok": 8,
-    "decoder_sparse_step": 1,
-    "mlp_only_layers": [],
-    "norm_topk_prob": True,
-    "router_aux_loss_coef": 0.001,
-    "output_router_logits": False,
-    "tie_word_embeddings": False,
 }
 SHAPES["qwen3-235b-a22b-24l"] = {**SHAPES["qwen3-235b-a22b"], "num_hidden_layers": 24, "max_window_layers": 24}
 
@@ -162,9 +167,7 @@ SHAPES.update(
         },
         # Qwen3-MoE (Qwen3-30B-A3B's experts: 128 of them, top 8, at its hidden size), fewer layers and experts.
         "qwen3-moe-small": {
-            **_QWEN3,
-            "architectures": ["Qwen3MoeForCausalLM"],
-            "model_type": "qwen3_moe",
+            **_QWEN3_MOE,
             "hidden_size": 2048,
             "intermediate_size": 6144,
             "moe_intermediate_size": 768,
@@ -174,12 +177,6 @@ SHAPES.update(
             "num_key_value_heads": 4,
             "num_experts": 64,
             "num_experts_per_tok": 8,
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [],
-            "norm_topk_prob": True,
-            "router_aux_loss_coef": 0.001,
-            "output_router_logits": False,
-            "tie_word_embeddings": False,
         },
         # Mixtral: 8 experts, top 2 (Mixtral-8x7B's hidden size), fewer layers.
         "mixtral-small": {
