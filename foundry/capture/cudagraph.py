@@ -38,27 +38,11 @@ from foundry.save import (
 )
 from foundry.schema import GraphMeta, RngSpec
 
+from .pool import capture_stream, claim_shared_pool, release_shared_pool, shared_pool
 from .rng import RngState, probe_rng
 from .tensors import flatten_outputs, output_spec, tensor_at
 
 __all__ = ["CUDAGraph", "graph", "shared_pool"]
-
-
-@dataclass
-class _Pools:
-    """Per device: the memory pool Foundry's captures share, the torch graphs captured into it, whether
-    it has had a capture, and the stream captures run on. PyTorch drops a pool's use count to zero
-    when the last graph using it is reset or deleted, and then refuses (an internal assert) any
-    capture that names the old handle: once no graph uses it, the next capture gets a new pool."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    pools: dict[int, Any] = field(default_factory=dict)
-    users: dict[int, weakref.WeakSet[Any]] = field(default_factory=dict)
-    used: set[int] = field(default_factory=set)
-    streams: dict[int, torch.cuda.Stream] = field(default_factory=dict)
-
-
-_STATE = ProcessState("capture.pools", _Pools)
 
 
 @dataclass
@@ -73,33 +57,6 @@ class _HandedOut:
 
 
 _HANDED_OUT = ProcessState("capture.handed_out", _HandedOut)
-
-
-def shared_pool(device: int | None = None) -> Any:
-    """The memory pool Foundry's captures share by default (one per device), as vLLM shares one."""
-    dev = torch.cuda.current_device() if device is None else device
-    s = _STATE.get()
-    with s.lock:
-        users = s.users.setdefault(dev, weakref.WeakSet())
-        if dev not in s.pools or (dev in s.used and not users):
-            s.pools[dev] = torch.cuda.graph_pool_handle()
-            s.used.discard(dev)
-        return s.pools[dev]
-
-
-def _claim_shared_pool(dev: int, torch_graph: Any) -> None:
-    s = _STATE.get()
-    with s.lock:
-        s.users.setdefault(dev, weakref.WeakSet()).add(torch_graph)
-        s.used.add(dev)
-
-
-def _release_shared_pool(dev: int, torch_graph: Any) -> None:
-    s = _STATE.get()
-    with s.lock:
-        users = s.users.get(dev)
-        if users is not None:
-            users.discard(torch_graph)
 
 
 def _stream_of(device: int) -> int:
@@ -210,7 +167,7 @@ class CUDAGraph:
             self._extracted = None
         if self._torch is not None:
             self._torch.reset()
-            _release_shared_pool(self._device, self._torch)
+            release_shared_pool(self._device, self._torch)
             self._torch = None
         if isinstance(self._runner, LoadedGraph):
             codec.destroy_exec(self._runner.exec)
@@ -358,20 +315,17 @@ def graph(
     Unlike torch.cuda.graph, captures share one memory pool by default (``shared_pool()``), so that
     many graphs (one per batch size) do not each hold their own activations; pass ``pool`` to choose.
     """
-    torch.cuda.synchronize()
     # Graphs captured before are let go by their workers first: the shared pool's users count them.
     wait_beside()
     device = torch.cuda.current_device()
-    if stream is None:
-        s = _STATE.get()
-        with s.lock:
-            stream = s.streams.setdefault(device, torch.cuda.Stream(device))
+    stream = stream if stream is not None else capture_stream(device)
     chosen_pool = pool if pool is not None else shared_pool()
-    # torch's own context manager prepares and enters the capture, so that what it does before one is this
-    # torch's (it gives the caching allocator's free blocks back to the driver, and the pinned host cache: a SAVE
-    # process then holds the memory a native one holds, which engines measure as the drop in free memory), and an
-    # engine that switches part of it off (vLLM patches gc.collect and empty_cache for all but its first
-    # capture) switches Foundry's off alike. It calls capture_begin and capture_end on the object it is given.
+    # torch's own context manager prepares and enters the capture (it synchronizes first), so that what it does
+    # before one is this torch's (it gives the caching allocator's free blocks back to the driver, and the pinned
+    # host cache: a SAVE process then holds the memory a native one holds, which engines measure as the drop in
+    # free memory), and an engine that switches part of it off (vLLM patches gc.collect and empty_cache for all
+    # but its first capture) switches Foundry's off alike. It calls capture_begin and capture_end on the object
+    # it is given.
     with torch.cuda.graph(
         _TorchCapture(cuda_graph, device, claim_shared=pool is None),
         pool=chosen_pool,
@@ -397,7 +351,7 @@ class _TorchCapture:
         try:
             self._graph.capture_begin(pool=pool, capture_error_mode=capture_error_mode)
             if self._claim_shared:
-                _claim_shared_pool(self._device, self._graph._require_torch())
+                claim_shared_pool(self._device, self._graph._require_torch())
         except BaseException:
             self._window.close()
             raise
