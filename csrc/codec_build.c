@@ -71,10 +71,15 @@ static int add_node(build_t *b, CUgraph g, const uint8_t *p, uint32_t bytes, uns
     case CU_GRAPH_NODE_TYPE_KERNEL: {
       if ((rc = fdy_decode_node(d, p, bytes, &b->funcs))) return rc;
       const CUDA_KERNEL_NODE_PARAMS_v2 *k = &d->kernel;
-      if ((r = fdy_drv.cuGraphAddKernelNode_v2(node, g, NULL, 0, k)) != CUDA_SUCCESS)
-        return fdy_fail_cu(r, "cuGraphAddKernelNode", "kernel %s, grid (%u,%u,%u), block (%u,%u,%u), %u bytes shared",
+      FDY_WITH_SMEM_LIMIT(r, k, fdy_drv.cuGraphAddKernelNode_v2(node, g, NULL, 0, k));
+      if (r != CUDA_SUCCESS) {
+        int limit = -1;
+        fdy_raise_smem_limit(k->func, 0, &limit); /* only read, for the message */
+        return fdy_fail_cu(r, "cuGraphAddKernelNode",
+                           "kernel %s, grid (%u,%u,%u), block (%u,%u,%u), %u bytes shared (the kernel's limit now %d)",
                            fdy_func_name(k->func), k->gridDimX, k->gridDimY, k->gridDimZ, k->blockDimX, k->blockDimY,
-                           k->blockDimZ, k->sharedMemBytes);
+                           k->blockDimZ, k->sharedMemBytes, limit);
+      }
       return fdy_set_kernel_attrs(*node, d, 1);
     }
     case CU_GRAPH_NODE_TYPE_MEMSET:

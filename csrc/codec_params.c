@@ -1,6 +1,7 @@
 /* Node records -> driver parameter structs, shared by graph building and exec updates. Every length
  * and index is checked against the record, and a kernel node's parameter table against the parameters its
  * kernel takes: a damaged or altered record is an error, never a crash. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,20 @@ int fdy_functions_init(fdy_functions *f, const uint64_t *handles, size_t count) 
 void fdy_functions_free(fdy_functions *f) {
   free(f->params);
   f->params = NULL;
+}
+
+/* One raiser at a time: two threads raising one function for different nodes must end at the larger size. */
+static pthread_mutex_t smem_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int fdy_raise_smem_limit(CUfunction f, unsigned need, int *now) {
+  int limit = -1, raised = 0;
+  pthread_mutex_lock(&smem_lock);
+  if (fdy_drv.cuFuncGetAttribute(&limit, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f) == CUDA_SUCCESS &&
+      limit >= 0 && (unsigned)limit < need)
+    raised = fdy_drv.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)need) == CUDA_SUCCESS;
+  pthread_mutex_unlock(&smem_lock);
+  if (now) *now = limit;
+  return raised;
 }
 
 const char *fdy_func_name(CUfunction f) {

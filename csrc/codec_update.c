@@ -24,11 +24,12 @@ static int apply_one(CUgraphExec exec, CUgraphNode node, const uint8_t *p, uint3
   CUresult r;
   switch (p[0]) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
+      /* The kernel's shared-memory limit as when a node is added (FDY_WITH_SMEM_LIMIT, record.h). */
       if (exec) {
-        r = fdy_drv.cuGraphExecKernelNodeSetParams_v2(exec, node, &d->kernel);
+        FDY_WITH_SMEM_LIMIT(r, &d->kernel, fdy_drv.cuGraphExecKernelNodeSetParams_v2(exec, node, &d->kernel));
         return r ? fdy_fail_cu(r, "cuGraphExecKernelNodeSetParams", "node %u", index) : 0;
       }
-      r = fdy_drv.cuGraphKernelNodeSetParams_v2(node, &d->kernel);
+      FDY_WITH_SMEM_LIMIT(r, &d->kernel, fdy_drv.cuGraphKernelNodeSetParams_v2(node, &d->kernel));
       return r ? fdy_fail_cu(r, "cuGraphKernelNodeSetParams", "node %u", index) : fdy_set_kernel_attrs(node, d, 0);
     case CU_GRAPH_NODE_TYPE_MEMSET:
       if (exec && !fdy_drv.cuGraphExecMemsetNodeSetParams)

@@ -49,6 +49,25 @@ typedef struct {
  * driver reads the kernel's own parameter list from whatever the node gives it. */
 int fdy_decode_node(fdy_decoded *d, const uint8_t *rec, uint32_t bytes, fdy_functions *functions);
 void fdy_decoded_free(fdy_decoded *d);
+
+/* A kernel's dynamic shared-memory limit is the function's, process-wide, and the driver checks a node against
+ * it where the node is made (cuGraphAddKernelNode, *KernelNodeSetParams), not at instantiation or replay. A
+ * program may lower it after a capture: FlashInfer sets it to each launch's exact size, so one kernel launched
+ * for two row widths leaves the smaller limit while its graph holds a node that needs the larger. Natively that
+ * node was made while the limit allowed it; LOAD makes it under the limit of the moment, which the program's own
+ * launches on other threads may lower at any time. So a refused kernel node whose limit is below its size has the
+ * limit raised to that size (never lowered: a limit only decides which launches are refused) and is made again,
+ * a few times at most. fdy_raise_smem_limit: 1 when it raised the limit, else 0 (*now: the limit it found). */
+int fdy_raise_smem_limit(CUfunction f, unsigned need, int *now);
+#define FDY_SMEM_TRIES 4
+#define FDY_WITH_SMEM_LIMIT(r, params, call)                                                                     \
+  do {                                                                                                           \
+    (r) = (call);                                                                                                \
+    for (int try_ = 1; (r) == CUDA_ERROR_INVALID_VALUE && (params)->sharedMemBytes && try_ < FDY_SMEM_TRIES &&   \
+                       fdy_raise_smem_limit((params)->func, (params)->sharedMemBytes, NULL);                     \
+         try_++)                                                                                                 \
+      (r) = (call);                                                                                              \
+  } while (0)
 /* Sets a decoded kernel record's launch attributes on a graph node (codec_build.c). fresh: the node
  * was just added, so values equal to a new node's defaults need not be set. */
 int fdy_set_kernel_attrs(CUgraphNode node, const fdy_decoded *d, int fresh);

@@ -243,6 +243,8 @@ FDY_EXPORT int fdy_func_get_attrs(uint64_t function, int32_t *values);
  * many were described. */
 FDY_EXPORT int fdy_functions_describe(size_t count, const uint64_t *functions, size_t *image_indices,
                                       int32_t *attrs, char *names, size_t cap, size_t *needed, size_t *done);
+/* Sets the attributes SAVE recorded (FDY_FUNC_ATTR_UNKNOWN: left alone) where they differ, except that the
+ * dynamic shared-memory limit is only raised, never lowered. */
 FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values);
 
 /* ---------------------------------------------------------------- graph records, checked (record_scan.c) */

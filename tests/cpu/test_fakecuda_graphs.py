@@ -144,10 +144,16 @@ def test_instantiate_validation_and_snapshot(fakecuda_dir: Path) -> None:
     arr2 = (c_void_p * 2)(*[ctypes.cast(ctypes.pointer(x), c_void_p) for x in objs2])
     kp3 = CUDA_KERNEL_NODE_PARAMS(F["fk_bigsmem_f32"], 1, 1, 1, 4, 1, 1, 64 * 1024, arr2, None, None, None)
     g4 = c_void_p(); call("cuGraphCreate", byref(g4), 0)
-    nd4 = c_void_p(); call("cuGraphAddKernelNode_v2", byref(nd4), g4, None, 0, byref(kp3))
-    res["smem"] = fn("cuGraphInstantiateWithFlags")(byref(e), g4, 0)
+    nd4 = c_void_p()
+    # The limit is checked where a node is made, as the driver does, not at instantiation: a node made while
+    # the limit allowed it still instantiates after the program lowered the limit again.
+    res["smem"] = fn("cuGraphAddKernelNode_v2")(byref(nd4), g4, None, 0, byref(kp3))
     cu.set_func_attr(F["fk_bigsmem_f32"], 8, 64 * 1024)
+    res["smem_add"] = fn("cuGraphAddKernelNode_v2")(byref(nd4), g4, None, 0, byref(kp3))
+    cu.set_func_attr(F["fk_bigsmem_f32"], 8, 32)
     res["smem_ok"] = fn("cuGraphInstantiateWithFlags")(byref(e), g4, 0)
+    res["smem_set_lowered"] = fn("cuGraphKernelNodeSetParams_v2")(nd4, byref(kp3))
+    cu.set_func_attr(F["fk_bigsmem_f32"], 8, 48 * 1024)
     # a function whose module was unloaded
     m2 = cu.load_module(make_cubin(["fk_fill_f32"]))
     f2 = cu.module_function(m2, "fk_fill_f32")
@@ -168,7 +174,8 @@ def test_instantiate_validation_and_snapshot(fakecuda_dir: Path) -> None:
     assert r["cluster"] == INVALID_CLUSTER_SIZE and r["cluster_ok"] == 0
     assert r["exec_set_add"] == 0
     assert r["exec_set_cluster"] == INVALID_CLUSTER_SIZE and r["exec_set_foreign"] == INVALID_VALUE
-    assert r["smem"] == INVALID_VALUE and r["smem_ok"] == 0
+    assert r["smem"] == INVALID_VALUE and r["smem_add"] == 0 and r["smem_ok"] == 0
+    assert r["smem_set_lowered"] == INVALID_VALUE
     assert r["unloaded"] == INVALID_HANDLE and r["unloaded_launch"] == INVALID_HANDLE
 
 

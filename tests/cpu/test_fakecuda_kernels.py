@@ -115,7 +115,7 @@ def test_param_info_and_function_attributes(fakecuda_dir: Path) -> None:
     assert info["fk_copy_bytes"] == [[0, 8], [8, 8], [16, 8]]
     assert info["fk_struct_arg"] == [[0, 24]]
     assert info["fk_unknown_kernel"] == []
-    assert r["attrs"] == {"0": 1024, "8": 0, "9": -1, "10": 0, "11": 0, "12": 0, "13": 0, "14": 0, "15": 0}
+    assert r["attrs"] == {"0": 1024, "8": 48 * 1024, "9": -1, "10": 0, "11": 0, "12": 0, "13": 0, "14": 0, "15": 0}
     assert r["carveout"] == 50 and r["ro"] == INVALID_VALUE and r["cluster_must"] == 1
 
 

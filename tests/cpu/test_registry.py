@@ -303,6 +303,10 @@ def test_function_attributes_round_trip(app_json: AppJson) -> None:
         skip = [FUNC_ATTR_UNKNOWN] * registry.FUNC_ATTR_COUNT
         registry.set_function_attrs(f, skip)                 # "unknown" values are never applied
         res["after_skip"] = list(registry.function_attrs(f))
+        lower = list(res["after"])
+        lower[0] = 1024                                      # the shared-memory limit is only ever raised
+        registry.set_function_attrs(f, lower)
+        res["after_lower"] = list(registry.function_attrs(f))
         bad = list(res["after"])
         bad[0] = 10 ** 9
         res["bad"] = error_of(registry.set_function_attrs, f, bad)
@@ -313,12 +317,13 @@ def test_function_attributes_round_trip(app_json: AppJson) -> None:
         """)
     )
     assert r["ids"] == [8, 9, 11, 12, 13, 14, 15]  # the attributes FORMAT.md lists, in its order
-    assert r["initial"][0] == 0 and r["initial"][1] == -1
+    assert r["initial"][0] == 48 * 1024 and r["initial"][1] == -1
     expected = list(r["initial"])
     expected[0], expected[1], expected[5] = 100 * 1024, 50, 1
     assert r["after"] == expected and r["driver_view"] == expected
     assert r["other_untouched"]
     assert r["after_skip"] == expected
+    assert r["after_lower"] == expected
     name, message = r["bad"]
     assert name == "DriverError" and "fk_bigsmem_f32" in message and "cuFuncSetAttribute" in message
     assert r["launch"] == 0

@@ -116,7 +116,7 @@ def test_cluster_cooperative_priority_and_big_shared_memory_restored(app_json: J
     assert big["max_dynamic_shared"] == 64 * 1024
     assert by_function["cluster"] == [0, 0, 0]
     functions = rt.meta("cluster")["functions"]
-    assert [f[2][0] for f in functions] == [0, 64 * 1024, 0, 0]
+    assert [f[2][0] for f in functions] == [48 * 1024, 64 * 1024, 48 * 1024, 48 * 1024]
     assert [f[2][2:5] for f in functions] == [[0, 0, 0], [0, 0, 0], [2, 1, 1], [0, 0, 0]]
     assert scale["attrs"]["8"][0] == 3 and scale["attrs"]["10"][0] == 1  # priority, mem sync domain
     assert cooperative["attrs"]["2"][0] == 1  # cuLaunchCooperativeKernel

@@ -126,8 +126,8 @@ emit(runs=runs)
 
 def test_function_attributes_recorded_as_they_are_at_each_save(app_json: JsonRunner, tmp_path: Path) -> None:
     save = run_save(app_json, SMEM_GROWS, tmp_path / "arch", manifest=False)
-    assert [f[2][0] for f in save["metas"]["small"]["functions"]] == [0, 0]
-    assert [f[2][0] for f in save["metas"]["big"]["functions"]] == [64 * 1024, 0]
+    assert [f[2][0] for f in save["metas"]["small"]["functions"]] == [48 * 1024, 48 * 1024]
+    assert [f[2][0] for f in save["metas"]["big"]["functions"]] == [64 * 1024, 48 * 1024]
 
 
 @pytest.mark.parametrize(
@@ -145,3 +145,47 @@ def test_kernel_attribute_raised_between_saves_serves_every_loaded_graph(
     r = app_json(load_prefix(SMEM_GROWS, tmp_path / "arch") + f"ORDER = {order!r}\n" + LOAD_ALL_THEN_RUN)
     for name in order:
         assert r["runs"][name] == [{"ok": out} for out in save["native"][name]], name
+
+
+def _smem_set_per_launch(first: int, second: int) -> Scenario:
+    """One capture launching one kernel twice, the program setting the kernel's dynamic shared-memory limit to
+    each launch's exact size first, as FlashInfer does for one norm kernel over two row widths: the limit SAVE
+    reads after the capture is the second size, below what the first node needs."""
+    return Scenario(
+        alloc=f"""
+    n = {N}
+    buf("out", 4 * n); buf("x", 4 * n)
+    def set_inputs(k):
+        cu.write_f32(B["x"], [float(i * (k + 1)) for i in range(n)])
+    READS["g"] = [("out", n)]
+    """,
+        capture=f"""
+    K = module("fk_bigsmem_f32", "fk_add_f32")
+    s = cu.stream_create()
+    cu.begin_capture(s)
+    for shared, threads in (({first}, 100), ({second}, 200)):
+        cu.set_func_attr(K["fk_bigsmem_f32"], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+        cu.launch(K["fk_bigsmem_f32"], (1, 1, 1), (threads, 1, 1), [("ptr", B["out"]), (c_int, n)], shared=shared,
+                  stream=s)
+        cu.launch(K["fk_add_f32"], (1, 1, 1), (n, 1, 1), [("ptr", B["out"]), ("ptr", B["x"]), ("ptr", B["out"]),
+                  (c_int, n)], stream=s)
+    save_now("g", cu.end_capture(s))
+    """,
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param(32, 8, id="both-below-the-default"),  # the limit SAVE read is below LOAD's fresh default
+        pytest.param(64 * 1024, 16 * 1024, id="first-above-the-default"),  # LOAD raises it for the first node
+    ],
+)
+def test_kernel_limit_lowered_after_its_first_launch_in_a_capture_loads_and_replays(
+    app_json: JsonRunner, tmp_path: Path, first: int, second: int
+) -> None:
+    scenario = _smem_set_per_launch(first, second)
+    save = run_save(app_json, scenario, tmp_path / "arch", manifest=False)
+    assert save["metas"]["g"]["functions"][0][2][0] == second  # what the program left, as SAVE read it
+    r = app_json(load_prefix(scenario, tmp_path / "arch") + 'ORDER = ["g"]\n' + LOAD_ALL_THEN_RUN)
+    assert r["runs"]["g"] == [{"ok": out} for out in save["native"]["g"]]

@@ -227,6 +227,7 @@ static CUresult exec_kernel_set_impl(CUgraphExec h, CUgraphNode nh, const CUDA_K
   const unsigned g[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, b[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
   if (r == CUDA_SUCCESS) r = fc_kparams_set(&k, f, g, b, p->sharedMemBytes, p->kernelParams, p->extra);
   if (r == CUDA_SUCCESS) r = fc_kparams_validate(&k);
+  if (r == CUDA_SUCCESS) r = fc_check_smem(k.func, k.smem);
   if (r) {
     fc_kparams_clear(&k);
     return r;

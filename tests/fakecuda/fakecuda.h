@@ -293,6 +293,7 @@ void fc_kparams_clear(fc_kparams *k);
 CUresult fc_kparams_set_attr(fc_kparams *k, const CUlaunchAttribute *a);
 const CUlaunchAttribute *fc_kparams_get_attr(const fc_kparams *k, CUlaunchAttributeID id);
 CUresult fc_kparams_validate(const fc_kparams *k);
+CUresult fc_check_smem(const fc_func *f, unsigned smem);
 CUresult fc_kparams_run(const fc_kparams *k);
 
 /* ------------------------------------------------------------------ streams & capture (stream.c) */

@@ -1,7 +1,6 @@
 /* fakecuda: kernel launches, launch validation, kernel-parameter storage, host functions. */
 #include "fakecuda.h"
 
-#define SMEM_DEFAULT_MAX 49152u
 #define SMEM_OPTIN_MAX 232448u
 
 static void kparams_fixup(fc_kparams *k) {
@@ -159,6 +158,17 @@ const CUlaunchAttribute *fc_kparams_get_attr(const fc_kparams *k, CUlaunchAttrib
   return NULL;
 }
 
+/* The function's dynamic shared-memory limit, as the driver checks it: where a kernel node is made (a launch,
+ * captured or not, cuGraphAddKernelNode, a node's or an exec's SetParams), not at instantiation or replay. A
+ * program may lower the limit after a capture (FlashInfer sets it to each launch's exact size) and its graphs
+ * still instantiate and replay; the hardware driver does the same. */
+CUresult fc_check_smem(const fc_func *f, unsigned smem) {
+  if (!f) return CUDA_ERROR_INVALID_HANDLE;
+  if (smem > SMEM_OPTIN_MAX || smem > (unsigned)f->attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
 CUresult fc_kparams_validate(const fc_kparams *k) {
   const fc_func *f = k->func;
   if (!f || !f->loaded) return CUDA_ERROR_INVALID_HANDLE;
@@ -166,9 +176,6 @@ CUresult fc_kparams_validate(const fc_kparams *k) {
     if (!k->grid[i] || !k->block[i]) return CUDA_ERROR_INVALID_VALUE;
   if ((unsigned long long)k->block[0] * k->block[1] * k->block[2] > 1024 || k->block[2] > 64 || k->grid[1] > 65535 ||
       k->grid[2] > 65535)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (k->smem > SMEM_OPTIN_MAX) return CUDA_ERROR_INVALID_VALUE;
-  if (k->smem > SMEM_DEFAULT_MAX && k->smem > (unsigned)f->attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES])
     return CUDA_ERROR_INVALID_VALUE;
   /* Cluster shape: the launch attribute, else the function's required cluster dimensions. */
   unsigned c[3] = {0, 0, 0};
@@ -244,6 +251,7 @@ CUresult fc_launch_kernel(CUfunction fh, const unsigned grid[3], const unsigned 
     r = fc_kparams_set_attr(&w->k, &attrs[i]);
   }
   if (r == CUDA_SUCCESS) r = fc_kparams_validate(&w->k);
+  if (r == CUDA_SUCCESS) r = fc_check_smem(w->k.func, w->k.smem);
   if (r) {
     fc_node_free(w);
     return r;

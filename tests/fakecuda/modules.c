@@ -28,6 +28,7 @@ static fc_func *func_new(fc_module *m, const char *name) {
   f->attr[CU_FUNC_ATTRIBUTE_PTX_VERSION] = fc_g.cc_major * 10 + fc_g.cc_minor;
   f->attr[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = fc_g.cc_major * 10 + fc_g.cc_minor;
   f->attr[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+  f->attr[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 48 * 1024; /* 48 KiB less static (none here) */
   f->attr[CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET] = f->bi && (f->bi->flags & FC_BI_CLUSTER2) ? 1 : 0;
   fc_handle_add(f, FC_K_FUNC);
   return f;

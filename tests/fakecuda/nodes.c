@@ -19,7 +19,8 @@ static CUresult kernel_node_fill(fc_node *node, const CUDA_KERNEL_NODE_PARAMS *p
   if (!f) return CUDA_ERROR_INVALID_VALUE;
   if (!f->loaded) return CUDA_ERROR_INVALID_HANDLE;
   const unsigned g[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, b[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
-  return fc_kparams_set(&node->k, f, g, b, p->sharedMemBytes, p->kernelParams, p->extra);
+  CUresult r = fc_check_smem(f, p->sharedMemBytes); /* before the node changes: a refused SetParams leaves it */
+  return r ? r : fc_kparams_set(&node->k, f, g, b, p->sharedMemBytes, p->kernelParams, p->extra);
 }
 
 static void params_v1_to_v2(CUDA_KERNEL_NODE_PARAMS *d, const CUDA_KERNEL_NODE_PARAMS_v1 *s) {
