@@ -31,6 +31,13 @@ ENV = {
 # vLLM's compile cache moves to a fresh node only as its mega AOT artifact (foundry/integration/vllm/caches.py)
 PACK_ENV = {"VLLM_USE_MEGA_AOT_ARTIFACT": "1"}
 
+# Two of vLLM's settings that key its compiled model (vllm.envs.compile_factors) are paths it derives from the home
+# and XDG folders: its config root and XLA's cache. A fresh node has its folders empty but at the paths SAVE's
+# machine had; the fresh runs move the home instead, so every run of a configuration is given the same two
+# values (folders in the benchmark's own), and the fresh runs' keys stay SAVE's. Without this, LOAD on a "fresh
+# node" compiled again (23.7 s, Qwen3-0.6B, H200, 43711a5).
+PINNED_PATHS = {"VLLM_CONFIG_ROOT": "vllm-config", "VLLM_XLA_CACHE_PATH": "vllm-xla-cache"}
+
 # Figures vLLM logs, by name: the pattern and whether repeated lines add up.
 LOG_NUMBERS: dict[str, tuple[str, bool]] = {
     "model_load_s": (r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds", False),
@@ -80,6 +87,7 @@ class _Runs(BenchRuns):
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)
         self.vcfg = cfg
+        self.env.update({name: str(self.out / sub) for name, sub in PINNED_PATHS.items()})
         if cfg.runner == "v1":
             self.env["VLLM_USE_V2_MODEL_RUNNER"] = "0"
 

@@ -79,6 +79,9 @@ def test_vllm_fresh_rows_start_with_empty_caches_and_load_ships_the_signed_archi
     doc = run_vllm_bench(VllmBenchConfig(**_common(tmp_path, ALL)))
     lines = _check_fresh_rows(doc, warm_machine, tmp_path)
     assert all(p["mega"] == "1" for p in lines)  # every run compiles as SAVE's packed cache needs
+    # vLLM's compile key holds two paths it would derive from the home the fresh runs move: every run has SAVE's
+    paths = {json.dumps(p["compile_paths"], sort_keys=True) for p in lines}
+    assert len(paths) == 1 and all(lines[0]["compile_paths"].values()), paths
     text = (tmp_path / "out" / f"{VllmBenchConfig(out=tmp_path).tag()}.txt").read_text()
     assert "native, fresh node (empty caches)" in text and "Foundry LOAD, fresh node" in text
 
@@ -87,6 +90,7 @@ def test_sglang_fresh_rows_start_with_empty_caches(warm_machine: Path, tmp_path:
     doc = run_sglang_bench(SglangBenchConfig(**_common(tmp_path, ALL)))
     lines = _check_fresh_rows(doc, warm_machine, tmp_path)
     assert all(p["mega"] is None for p in lines)
+    assert all(not any(p["compile_paths"].values()) for p in lines)  # vLLM's alone
 
 
 def test_without_a_fresh_load_save_packs_nothing_and_nothing_is_signed(warm_machine: Path, tmp_path: Path) -> None:

@@ -4,7 +4,10 @@ torch.compile cache for the saved configuration.
 vLLM 0.26 with torch 2.10 or newer compiles the model ahead of time (``VLLM_USE_AOT_COMPILE``, on by default)
 and keeps the result under ``$VLLM_CACHE_ROOT/torch_compile_cache/torch_aot_compile/<hash>/``
 (vllm/compilation/decorators.py), the hash made of vLLM's compile-relevant settings and environment, the model
-configuration and Inductor's own factors, none of them a path. With ``VLLM_USE_MEGA_AOT_ARTIFACT=1`` that folder
+configuration and Inductor's own factors. Two of those settings are paths vLLM derives from the home and XDG
+folders unless set (``VLLM_CONFIG_ROOT``, ``VLLM_XLA_CACHE_PATH``; ``VLLM_CACHE_ROOT`` is left out of the hash): a
+node whose home lies elsewhere computes another hash and compiles, so a fresh node keeps SAVE's paths or sets
+those two to SAVE's values. With ``VLLM_USE_MEGA_AOT_ARTIFACT=1`` that folder
 holds the whole compiled model in one artifact (``rank_<r>_<dp>/model``) beside Inductor's cache: it can move
 to another machine. Without it, the artifact leaves the compiled pieces in
 ``torch_compile_cache/<hash>/rank_*/`` and names them by absolute path (vllm/compilation/backends.py,

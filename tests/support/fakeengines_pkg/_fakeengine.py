@@ -58,6 +58,8 @@ def probe_caches(engine: str) -> None:
         "pack": os.environ.get(prefix + "PACK_CACHES"),
         "key": os.environ.get("FOUNDRY_SIGNING_KEY"),
         "mega": os.environ.get("VLLM_USE_MEGA_AOT_ARTIFACT"),
+        # vLLM's settings that are paths and key its compiled model
+        "compile_paths": {name: os.environ.get(name) for name in ("VLLM_CONFIG_ROOT", "VLLM_XLA_CACHE_PATH")},
         # how many GPUs, and with which all-reduce settings, the engine was started (tensor parallel)
         "args": json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}")),
         "nccl": {name: os.environ.get(name) for name in PARALLEL_VARIABLES},
