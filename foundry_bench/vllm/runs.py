@@ -4,6 +4,7 @@ runs (with those, every run sets VLLM_USE_MEGA_AOT_ARTIFACT=1: the compile cache
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -55,6 +56,10 @@ class VllmBenchConfig(ServingConfig):
     api: str = "llm"  # "llm" (offline LLM()) or "serve" (vllm serve)
     runner: str = "v2"
     cudagraph_mode: str = "default"  # vLLM's own (FULL_AND_PIECEWISE) unless named
+    # More of vLLM's compilation config, for every run alike, as canonical JSON ("": none), e.g.
+    # '{"inductor_compile_config": {"benchmark_combo_kernel": false}}' to take one of vLLM's per-process timed
+    # choices away when a shape's native runs disagree with each other
+    compilation: str = ""
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
     expert_parallel: bool = False  # vLLM's --enable-expert-parallel (over the --tp group)
@@ -63,7 +68,16 @@ class VllmBenchConfig(ServingConfig):
 
     def tag(self) -> str:
         tp = (f"-tp{self.tp}" if self.tp > 1 else "") + ("-ep" if self.expert_parallel else "")
-        return f"vllm-{self.shape}-{self.api}-{self.runner}-{self.cudagraph_mode.lower()}{tp}"
+        # another compilation config is another configuration: its files beside, not over, the default's
+        cc = f"-cc{hashlib.sha256(self.compilation.encode()).hexdigest()[:8]}" if self.compilation else ""
+        return f"vllm-{self.shape}-{self.api}-{self.runner}-{self.cudagraph_mode.lower()}{tp}{cc}"
+
+    def compilation_config(self) -> dict[str, Any]:
+        """vLLM's compilation config for every run: ``compilation`` with ``cudagraph_mode`` where one is named."""
+        config: dict[str, Any] = json.loads(self.compilation) if self.compilation else {}
+        if self.cudagraph_mode != "default":
+            config["cudagraph_mode"] = self.cudagraph_mode
+        return config
 
 
 def log_numbers(text: str) -> dict[str, float]:
@@ -106,8 +120,8 @@ class _Runs(BenchRuns):
                 "gpu_memory_utilization": cfg.gpu_memory_utilization,
                 "enable_prefix_caching": False,
             }
-            if cfg.cudagraph_mode != "default":
-                kwargs["compilation_config"] = {"cudagraph_mode": cfg.cudagraph_mode}
+            if cfg.compilation_config():
+                kwargs["compilation_config"] = cfg.compilation_config()
             if cfg.tp > 1:  # the custom all-reduce's IPC peer tables are not restored: NCCL all-reduces
                 kwargs.update(tensor_parallel_size=cfg.tp, disable_custom_all_reduce=True)
             if cfg.expert_parallel:
@@ -116,8 +130,8 @@ class _Runs(BenchRuns):
         args = [str(self.model), "--load-format", "dummy", "--skip-tokenizer-init", "--seed", "0"]
         args += ["--max-model-len", str(cfg.max_model_len), "--no-enable-prefix-caching"]
         args += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
-        if cfg.cudagraph_mode != "default":
-            args += ["--compilation-config", json.dumps({"cudagraph_mode": cfg.cudagraph_mode})]
+        if cfg.compilation_config():
+            args += ["--compilation-config", json.dumps(cfg.compilation_config())]
         if cfg.tp > 1:
             args += ["--tensor-parallel-size", str(cfg.tp), "--disable-custom-all-reduce"]
         if cfg.expert_parallel:

@@ -56,6 +56,22 @@ def test_cli_refuses_a_native_env_that_is_not_name_value(capsys: pytest.CaptureF
     assert "--native-env 'nothing': give NAME=VALUE" in err and "--native-env 'FOUNDRY_VLLM_MODE=off'" in err
 
 
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("{broken", "--compilation-config '{broken': not JSON"),
+        ("[1, 2]", "give a JSON object"),
+        ('{"cudagraph_mode": "PIECEWISE"}', "give the graph mode with --cudagraph-mode"),
+    ],
+)
+def test_cli_refuses_a_compilation_config_it_cannot_pass_on(
+    capsys: pytest.CaptureFixture[str], value: str, complaint: str
+) -> None:
+    rc = cli_main(["bench", "--engine", "vllm", "--compilation-config", value])
+    err = capsys.readouterr().err
+    assert rc == 2 and complaint in err, err
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_scratch_gives_each_benchmark_its_own_archive_and_models(
     engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -37,7 +37,9 @@ class SamplingParams:
 
 class LLM:
     def __init__(self, **kwargs: Any) -> None:
-        os.environ["FAKE_ENGINE_ARGS"] = json.dumps({k: v for k, v in kwargs.items() if isinstance(v, (int, bool))})
+        os.environ["FAKE_ENGINE_ARGS"] = json.dumps(
+            {k: v for k, v in kwargs.items() if isinstance(v, (int, bool)) or k == "compilation_config"}
+        )
         print("INFO Model loading took 1.00 GiB and 0.50 seconds", flush=True)
         print("INFO torch.compile took 1.25 s in total", flush=True)
         print(f"INFO GPU KV cache size: {kv_cache_tokens():,} tokens", flush=True)

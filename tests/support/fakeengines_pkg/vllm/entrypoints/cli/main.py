@@ -29,11 +29,13 @@ def main() -> None:
     assert args[0] == "serve"
     port = int(args[args.index("--port") + 1])
     # The flags as LLM()'s keyword arguments (--tensor-parallel-size 2 -> tensor_parallel_size=2), for the probe.
-    flags: dict[str, int | bool] = {}
+    flags: dict[str, Any] = {}
     for i, arg in enumerate(args):
         if arg.startswith("--"):
             value = args[i + 1] if i + 1 < len(args) else "--"
             flags[arg[2:].replace("-", "_")] = int(value) if value.isdigit() else True
+            if arg == "--compilation-config":  # a JSON object, as vLLM's CLI takes it
+                flags["compilation_config"] = json.loads(value)
     os.environ["FAKE_ENGINE_ARGS"] = json.dumps(flags)
     print("INFO init engine (profile, create kv cache, warmup model) took 2.50 s", flush=True)
     write_report()
