@@ -112,19 +112,17 @@ def _write_matrix(args: argparse.Namespace, engine: str) -> None:
         print(write_matrix(Path(args.out), engine), end="")
 
 
-def _compilation_config(text: str) -> tuple[str, str | None]:
-    """--compilation-config as canonical JSON (sorted keys, so that one config names one set of files), or the
+def _json_object(flag: str, text: str) -> tuple[str, str | None]:
+    """A JSON-object option as canonical JSON (sorted keys, so that one config names one set of files), or the
     problem with it."""
     if not text.strip():
         return "", None
     try:
         value = json.loads(text)
     except ValueError as exc:
-        return "", f"--compilation-config {text!r}: not JSON ({exc})"
+        return "", f"{flag} {text!r}: not JSON ({exc})"
     if not isinstance(value, dict):
-        return "", f"--compilation-config {text!r}: give a JSON object, vLLM's compilation config fields"
-    if "cudagraph_mode" in value:
-        return "", "--compilation-config: give the graph mode with --cudagraph-mode (it names the report's files)"
+        return "", f"{flag} {text!r}: give a JSON object, vLLM's config fields"
     return (json.dumps(value, sort_keys=True) if value else ""), None
 
 
@@ -137,8 +135,11 @@ def _run_vllm(args: argparse.Namespace) -> int:
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
     problems += [f"unknown --api {a!r} (llm or serve)" for a in apis if a not in ("llm", "serve")]
     problems += [f"unknown --runner {r!r} (v2 or v1)" for r in runners if r not in ("v2", "v1")]
-    compilation, problem = _compilation_config(args.compilation_config)
-    problems += [problem] if problem else []
+    compilation, problem = _json_object("--compilation-config", args.compilation_config)
+    kernel, kernel_problem = _json_object("--kernel-config", args.kernel_config)
+    problems += [p for p in (problem, kernel_problem) if p]
+    if "cudagraph_mode" in json.loads(compilation or "{}"):
+        problems.append("--compilation-config: give the graph mode with --cudagraph-mode (it names the report's files)")
     if problems:
         return _report_problems(problems)
     if importlib.util.find_spec("vllm") is None:
@@ -149,7 +150,8 @@ def _run_vllm(args: argparse.Namespace) -> int:
         for api in apis:
             for runner in runners:
                 cfg = VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
-                                      compilation=compilation, gpu_memory_utilization=args.gpu_memory_utilization,
+                                      compilation=compilation, kernel=kernel,
+                                      gpu_memory_utilization=args.gpu_memory_utilization,
                                       expert_parallel=args.expert_parallel, **settings)  # fmt: skip
                 failed += not _identical(run_vllm_bench(cfg))
     _write_matrix(args, "vllm")
@@ -331,6 +333,8 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--compilation-config", default="", help="vllm: more of its compilation config as a JSON "
                    "object, for every run alike, e.g. "
                    "'{\"inductor_compile_config\": {\"benchmark_combo_kernel\": false}}'")  # fmt: skip
+    v.add_argument("--kernel-config", default="", help="vllm: its kernel config as a JSON object, for every run "
+                   "alike, e.g. '{\"enable_flashinfer_autotune\": false}'")  # fmt: skip
     v.add_argument("--gpu-memory-utilization", type=float, default=0.35, help="vllm, per engine (two side by side)")
     v.add_argument("--mem-fraction-static", type=float, help="sglang, per engine (two side by side; default 0.35)")
     v.add_argument("--engine-args", default="{}", help="sglang: more Engine keyword arguments as a JSON object "

@@ -92,6 +92,7 @@ def render(doc: dict[str, Any]) -> str:
         f"mode {cfg['cudagraph_mode']}, {first.get('gpu', '')}; greedy, {cfg['max_tokens']} tokens at batch sizes "
         f"{cfg['batches']}",
         *([f"compilation config (every run): {cfg['compilation']}"] if cfg.get("compilation") else []),
+        *([f"kernel config (every run): {cfg['kernel']}"] if cfg.get("kernel") else []),
         *native_env_lines(cfg),
         "",
         table(STARTUP_HEADER, startup_rows(doc)),

@@ -60,6 +60,7 @@ class VllmBenchConfig(ServingConfig):
     # '{"inductor_compile_config": {"benchmark_combo_kernel": false}}' to take one of vLLM's per-process timed
     # choices away when a shape's native runs disagree with each other
     compilation: str = ""
+    kernel: str = ""  # vLLM's kernel config alike, e.g. '{"enable_flashinfer_autotune": false}'
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
     expert_parallel: bool = False  # vLLM's --enable-expert-parallel (over the --tp group)
@@ -68,8 +69,9 @@ class VllmBenchConfig(ServingConfig):
 
     def tag(self) -> str:
         tp = (f"-tp{self.tp}" if self.tp > 1 else "") + ("-ep" if self.expert_parallel else "")
-        # another compilation config is another configuration: its files beside, not over, the default's
-        cc = f"-cc{hashlib.sha256(self.compilation.encode()).hexdigest()[:8]}" if self.compilation else ""
+        # another compilation or kernel config is another configuration: its files beside, not over, the default's
+        extra = self.compilation + "|" + self.kernel if self.kernel else self.compilation
+        cc = f"-cc{hashlib.sha256(extra.encode()).hexdigest()[:8]}" if extra else ""
         return f"vllm-{self.shape}-{self.api}-{self.runner}-{self.cudagraph_mode.lower()}{tp}{cc}"
 
     def compilation_config(self) -> dict[str, Any]:
@@ -122,6 +124,8 @@ class _Runs(BenchRuns):
             }
             if cfg.compilation_config():
                 kwargs["compilation_config"] = cfg.compilation_config()
+            if cfg.kernel:
+                kwargs["kernel_config"] = json.loads(cfg.kernel)
             if cfg.tp > 1:  # the custom all-reduce's IPC peer tables are not restored: NCCL all-reduces
                 kwargs.update(tensor_parallel_size=cfg.tp, disable_custom_all_reduce=True)
             if cfg.expert_parallel:
@@ -132,6 +136,8 @@ class _Runs(BenchRuns):
         args += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
         if cfg.compilation_config():
             args += ["--compilation-config", json.dumps(cfg.compilation_config())]
+        if cfg.kernel:
+            args += ["--kernel-config", cfg.kernel]
         if cfg.tp > 1:
             args += ["--tensor-parallel-size", str(cfg.tp), "--disable-custom-all-reduce"]
         if cfg.expert_parallel:

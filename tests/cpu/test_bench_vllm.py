@@ -397,23 +397,26 @@ def test_the_start_up_targets_are_judged_from_natives_and_loads_figures() -> Non
 
 
 @pytest.mark.parametrize("api", ["llm", "serve"])
-def test_a_compilation_config_reaches_every_run_and_names_its_own_files(
+def test_a_compilation_and_kernel_config_reach_every_run_and_name_their_own_files(
     fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str
 ) -> None:
     probe = tmp_path / "probe.jsonl"
     monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
     extra = {"inductor_compile_config": {"benchmark_combo_kernel": False}}
     cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), api=api, cudagraph_mode="PIECEWISE",
-                       compilation=json.dumps(extra, sort_keys=True))  # fmt: skip
+                       compilation=json.dumps(extra, sort_keys=True),
+                       kernel='{"enable_flashinfer_autotune": false}')  # fmt: skip
     doc = run_vllm_bench(cfg)
     assert all("error" not in r for r in doc["results"].values()), doc["results"]
     lines = [json.loads(line) for line in probe.read_text().splitlines()]
     assert sorted(line["mode"] for line in lines) == ["load", "native", "save"]
     for line in lines:  # the reference runs as SAVE and LOAD do
         assert line["args"]["compilation_config"] == {**extra, "cudagraph_mode": "PIECEWISE"}, line["args"]
+        assert line["args"]["kernel_config"] == {"enable_flashinfer_autotune": False}, line["args"]
     assert (
         cfg.tag().startswith(f"vllm-qwen3-0.6b-{api}-v2-piecewise-cc")
-        and cfg.tag() != replace(cfg, compilation="").tag()
+        and len({cfg.tag(), replace(cfg, compilation="").tag(), replace(cfg, kernel="").tag()}) == 3
     )
     text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
     assert "compilation config (every run): " + cfg.compilation in text
+    assert "kernel config (every run): " + cfg.kernel in text

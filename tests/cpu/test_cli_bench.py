@@ -67,9 +67,9 @@ def test_cli_refuses_a_native_env_that_is_not_name_value(capsys: pytest.CaptureF
 def test_cli_refuses_a_compilation_config_it_cannot_pass_on(
     capsys: pytest.CaptureFixture[str], value: str, complaint: str
 ) -> None:
-    rc = cli_main(["bench", "--engine", "vllm", "--compilation-config", value])
+    rc = cli_main(["bench", "--engine", "vllm", "--compilation-config", value, "--kernel-config", "[]"])
     err = capsys.readouterr().err
-    assert rc == 2 and complaint in err, err
+    assert rc == 2 and complaint in err and "--kernel-config '[]': give a JSON object" in err, err
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

@@ -38,7 +38,11 @@ class SamplingParams:
 class LLM:
     def __init__(self, **kwargs: Any) -> None:
         os.environ["FAKE_ENGINE_ARGS"] = json.dumps(
-            {k: v for k, v in kwargs.items() if isinstance(v, (int, bool)) or k == "compilation_config"}
+            {
+                k: v
+                for k, v in kwargs.items()
+                if isinstance(v, (int, bool)) or k in ("compilation_config", "kernel_config")
+            }
         )
         print("INFO Model loading took 1.00 GiB and 0.50 seconds", flush=True)
         print("INFO torch.compile took 1.25 s in total", flush=True)

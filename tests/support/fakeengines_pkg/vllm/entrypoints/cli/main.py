@@ -34,8 +34,8 @@ def main() -> None:
         if arg.startswith("--"):
             value = args[i + 1] if i + 1 < len(args) else "--"
             flags[arg[2:].replace("-", "_")] = int(value) if value.isdigit() else True
-            if arg == "--compilation-config":  # a JSON object, as vLLM's CLI takes it
-                flags["compilation_config"] = json.loads(value)
+            if arg in ("--compilation-config", "--kernel-config"):  # a JSON object, as vLLM's CLI takes it
+                flags[arg[2:].replace("-", "_")] = json.loads(value)
     os.environ["FAKE_ENGINE_ARGS"] = json.dumps(flags)
     print("INFO init engine (profile, create kv cache, warmup model) took 2.50 s", flush=True)
     write_report()
