@@ -51,16 +51,18 @@ def point_triton(directory: Path) -> dict[str, str]:
 @dataclass(frozen=True)
 class CachePlan:
     """What an engine's plugin packs and how it points the engine at the copies: ``point`` maps each cache name
-        the plugin knows to the switches that point the engine at a directory (an archive naming another cache is
-        refused: its names choose only from this table); ``files`` lists each cache's files at SAVE (path in the
-        cache directory -> file); ``settings`` are the engine's own values the caches depend on, compared at LOAD
-        with the versions; ``check_save`` refuses, before start-up, settings whose caches cannot be packed. Each
-    takes the process's session."""
+    the plugin knows to the switches that point the engine at a directory (an archive naming another cache is
+    refused: its names choose only from this table); ``files`` lists each cache's files at SAVE (path in the
+    cache directory -> file); ``settings`` are the engine's own values the caches depend on, compared at LOAD
+    with the versions; ``check_save`` refuses, before start-up, settings whose caches cannot be packed;
+    ``copied`` notes, at LOAD, what the copies hold that the plugin checks later (the engine keys some of them
+    by settings the versions do not cover). Each takes the process's session."""
 
     point: Mapping[str, Point] = field(default_factory=lambda: {TRITON: point_triton})
     files: Callable[[Any], dict[str, dict[str, Path]]] = lambda s: {TRITON: triton_files()}
     settings: Callable[[Any], dict[str, str]] = lambda s: {}
     check_save: Callable[[Any], None] = lambda s: None
+    copied: Callable[[Any, Mapping[str, Path]], None] = lambda s, dirs: None
 
 
 def identity(fingerprint: Fingerprint | None, engine_key: str, settings: Mapping[str, str]) -> dict[str, str]:
@@ -164,4 +166,5 @@ def use(s: Any, plan: CachePlan) -> None:
         os.environ.update(plan.point[name](directory))
     s.timings["caches_s"] = time.perf_counter() - t0
     s.timings["caches"] = {"used": sorted(dirs), "directory": str(scratch)}
+    plan.copied(s, dirs)
     log.info("Foundry load: engine caches %s copied from the archive in %.2f s", sorted(dirs), s.timings["caches_s"])

@@ -17,12 +17,14 @@ cache only as the mega artifact, and refuses ``FOUNDRY_VLLM_PACK_CACHES=1`` for 
 SAVE finds the folder where vLLM points Inductor for it (``TORCHINDUCTOR_CACHE_DIR`` =
 ``<folder>/inductor_cache``, set process-wide when vLLM compiles or loads the model) and packs it under its
 path below ``VLLM_CACHE_ROOT``; LOAD sets ``VLLM_CACHE_ROOT`` to the copy, and vLLM, computing the same hash,
-loads the artifact from there (another hash: it compiles, as it would anyway).
+loads the artifact from there (another hash: it compiles, as it would anyway, and LOAD says so, naming the two
+paths: ``check_found``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,7 @@ from ..shared.caches import TRITON, CachePlan, point_triton, triton_files
 from ..shared.errors import UnsupportedConfigError
 from .config import VLLM
 
-__all__ = ["AOT_DIR", "PLAN", "VLLM_CACHE", "aot_folder"]
+__all__ = ["AOT_DIR", "PLAN", "VLLM_CACHE", "aot_folder", "check_found"]
 
 VLLM_CACHE = "vllm"
 AOT_DIR = ("torch_compile_cache", "torch_aot_compile")  # below VLLM_CACHE_ROOT: vLLM's AOT artifacts by hash
@@ -99,6 +101,42 @@ def files(s: Any) -> dict[str, dict[str, Path]]:
     return out
 
 
+def copied(s: Any, dirs: Mapping[str, Path]) -> None:
+    """LOAD, the caches copied: the keys of the compiled models the copy holds (their folders' names), which
+    ``check_found`` compares with the one vLLM computes here."""
+    directory = dirs.get(VLLM_CACHE)
+    if directory is not None:
+        aot = directory.joinpath(*AOT_DIR)
+        s.timings["caches"]["compiled_model_keys"] = sorted(p.name for p in aot.iterdir()) if aot.is_dir() else []
+
+
+def check_found(s: Any) -> str | None:
+    """LOAD, after vLLM compiled or loaded the model: when the archive carried a compiled model and vLLM keyed
+    this one otherwise (it then compiled again, as on a machine without it), the warning that says which of
+    vLLM's settings can differ unseen, also in the report; else None. vLLM's key holds its environment settings
+    (``vllm.envs.compile_factors()``), two of them paths it derives from the home and XDG folders unless set."""
+    caches = s.timings.get("caches") or {}
+    keys = caches.get("compiled_model_keys")
+    if not keys or not s.state.compiles:
+        return None
+    folder = aot_folder(Path(_envs().VLLM_CACHE_ROOT), os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
+    if folder is None or folder.name in keys:
+        return None
+    caches["compiled_again"] = folder.name
+    paths = ", ".join(f"{name}={getattr(_envs(), name, '?')!r}" for name in _PATH_FACTORS)
+    carried = ", ".join(k[:12] + "..." for k in keys)
+    return (
+        f"vLLM keyed the compiled model {folder.name[:12]}..., and the archive carries {carried}: "
+        "vLLM compiled it again, as on a machine without it. vLLM's key holds its settings and environment; the "
+        f"versions and switches are SAVE's here, so look first at the two paths it derives from the home and XDG "
+        f"folders ({paths} here): start LOAD with SAVE's values of both, or SAVE's home."
+    )
+
+
+# vLLM's compile factors that are paths derived from the home and XDG folders (vllm/envs.py)
+_PATH_FACTORS = ("VLLM_CONFIG_ROOT", "VLLM_XLA_CACHE_PATH")
+
+
 def _point_vllm(directory: Path) -> dict[str, str]:
     return {"VLLM_CACHE_ROOT": str(directory)}
 
@@ -108,4 +146,5 @@ PLAN = CachePlan(
     files=files,
     settings=settings,
     check_save=check_save,
+    copied=copied,
 )

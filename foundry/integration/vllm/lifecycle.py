@@ -34,8 +34,8 @@ from ..shared import steps
 from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
+from . import caches, workspace
 from . import session as sessions
-from . import workspace
 from .config import ENV_WARM_UP, VLLM, Mode
 from .fingerprint import describe, runner_name
 from .graphs import graphs_for, key_text
@@ -229,6 +229,9 @@ def _graph_file(index: int, key: dict[str, Any]) -> str:
 def _load(runner: Any) -> int:
     s = sessions.current()
     saved = s.require_saved()
+    compiled_again = caches.check_found(s)  # vLLM has compiled or loaded the model by now
+    if compiled_again:
+        log.warning("Foundry load: %s", compiled_again)
     graphs = graphs_for(s.state.runner or saved.runner)
     full = [g for g in saved.graphs if g.key_dict().get("graph") == "full"]
     piece_ids = _check_saved_keys(graphs, runner, saved)

@@ -22,12 +22,19 @@ from foundry.schema import CACHES_DOCUMENT, CachePayload
 from tests.support import faketriton
 from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang import server_args
-from tests.support.fakevllm_cache import AOT_HASH
+from tests.support.fakevllm_cache import aot_hash
 from tests.support.fakevllm_config import make_config
 
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TRITON_CACHE_MANAGER", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR",
                    "XDG_CACHE_HOME", "VLLM_USE_MEGA_AOT_ARTIFACT", "FOUNDRY_SIGNING_KEY")  # fmt: skip
-AOT = f"torch_compile_cache/torch_aot_compile/{AOT_HASH}"
+AOT_DIR = "torch_compile_cache/torch_aot_compile"
+
+
+def _saves_paths(home: Path) -> dict[str, str]:
+    """vLLM's two settings that are paths below the home, with SAVE's values: what a node whose home lies
+    elsewhere sets for LOAD to find the compiled model (README, "Ship one artifact to a new node")."""
+    return {"VLLM_CONFIG_ROOT": str(home / ".config" / "vllm"),
+            "VLLM_XLA_CACHE_PATH": str(home / ".cache" / "vllm" / "xla_cache")}  # fmt: skip
 
 
 def _machine(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
@@ -89,7 +96,8 @@ def test_save_packs_vllms_aot_artifact_and_only_the_triton_kernels_the_engine_us
     fake = _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
     assert "aot_compiled" in fake.trace.events and "triton:compiled" in fake.trace.events
     listed = _listing(engines.archive)
-    assert sorted(listed["vllm"]) == [f"{AOT}/inductor_cache/fxgraph.bin", f"{AOT}/rank_0_0/model"]
+    aot = f"{AOT_DIR}/{aot_hash()}"
+    assert sorted(listed["vllm"]) == [f"{aot}/inductor_cache/fxgraph.bin", f"{aot}/rank_0_0/model"]
     assert sorted(p.rsplit("/", 1)[1] for p in listed["triton"]) == [
         "__grp__triton_poi_fused_add.json", "triton_poi_fused_add.cubin", "triton_poi_fused_add.json",
     ]  # fmt: skip
@@ -101,8 +109,9 @@ def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archiv
     engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
+    aot = f"{AOT_DIR}/{aot_hash()}"
     caplog.set_level(logging.INFO)
-    fake = _load_vllm(engines, monkeypatch, tmp_path / "fresh-home", key)
+    fake = _load_vllm(engines, monkeypatch, tmp_path / "fresh-home", key, **_saves_paths(tmp_path / "save-home"))
     # vLLM loaded its artifact and Triton found its kernel: nothing compiled on the fresh node
     assert "aot_loaded" in fake.trace.events and "aot_compiled" not in fake.trace.events
     assert "triton:hit" in fake.trace.events
@@ -111,7 +120,8 @@ def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archiv
     assert str(copy).startswith(tempfile_root())
     assert Path(os.environ["TRITON_CACHE_DIR"]) == copy.parent / "triton"
     assert os.environ["TRITON_CACHE_MANAGER"] == tritoncache.MANAGER
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(copy / AOT / "inductor_cache")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(copy / aot / "inductor_cache")
+    assert "compiled_again" not in fake_session_timings()["caches"] and "compiled it again" not in caplog.text
     # the kernel's files come from the copy, though SAVE's Triton cache is still on this machine
     assert faketriton.jit("triton_poi_fused_add", "inductor kernel") == (
         "hit", str(copy.parent / "triton" / _entry(copy.parent / "triton") / "triton_poi_fused_add.cubin")
@@ -128,6 +138,22 @@ def tempfile_root() -> str:
     import tempfile
 
     return tempfile.gettempdir()
+
+
+def test_load_under_another_home_says_vllm_compiled_again_and_names_the_two_paths(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node whose home lies elsewhere, without SAVE's two paths: vLLM keys the model otherwise and compiles
+    it, which LOAD cannot prevent but says, naming the settings to give (the benchmark's first fresh-node run)."""
+    _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
+    saved = aot_hash()
+    fake = _load_vllm(engines, monkeypatch, tmp_path / "fresh-home", key)
+    assert "aot_compiled" in fake.trace.events and "triton:hit" in fake.trace.events  # the kernels still serve
+    caches = fake_session_timings()["caches"]
+    assert caches["compiled_model_keys"] == [saved] and caches["compiled_again"] == aot_hash() != saved
+    here = str(tmp_path / "fresh-home" / ".config" / "vllm")
+    assert re_search(rf"vLLM compiled it again.*VLLM_CONFIG_ROOT={here!r}.*VLLM_XLA_CACHE_PATH=.*SAVE's values",
+                     caplog.text), caplog.text  # fmt: skip
 
 
 def test_load_without_the_key_refuses_the_caches_by_name_and_starts_compiling(
