@@ -112,18 +112,23 @@ def _write_matrix(args: argparse.Namespace, engine: str) -> None:
         print(write_matrix(Path(args.out), engine), end="")
 
 
-def _json_object(flag: str, text: str) -> tuple[str, str | None]:
-    """A JSON-object option as canonical JSON (sorted keys, so that one config names one set of files), or the
-    problem with it."""
+def _json_object(flag: str, text: str, what: str) -> tuple[dict[str, Any], str | None]:
+    """An option that takes a JSON object (``what``: of what), or ``{}`` and the problem with it; empty: ``{}``."""
     if not text.strip():
-        return "", None
+        return {}, None
     try:
         value = json.loads(text)
     except ValueError as exc:
-        return "", f"{flag} {text!r}: not JSON ({exc})"
+        return {}, f"{flag} is not JSON ({exc})"
     if not isinstance(value, dict):
-        return "", f"{flag} {text!r}: give a JSON object, vLLM's config fields"
-    return (json.dumps(value, sort_keys=True) if value else ""), None
+        return {}, f"{flag} must be a JSON object of {what}"
+    return value, None
+
+
+def _canonical(value: dict[str, Any]) -> str:
+    """A JSON object as the vLLM benchmark's configuration holds it: sorted keys, so that one config names one set
+    of files; "" for none."""
+    return json.dumps(value, sort_keys=True) if value else ""
 
 
 def _run_vllm(args: argparse.Namespace) -> int:
@@ -135,10 +140,10 @@ def _run_vllm(args: argparse.Namespace) -> int:
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
     problems += [f"unknown --api {a!r} (llm or serve)" for a in apis if a not in ("llm", "serve")]
     problems += [f"unknown --runner {r!r} (v2 or v1)" for r in runners if r not in ("v2", "v1")]
-    compilation, problem = _json_object("--compilation-config", args.compilation_config)
-    kernel, kernel_problem = _json_object("--kernel-config", args.kernel_config)
+    compilation, problem = _json_object("--compilation-config", args.compilation_config, "vLLM's compilation config")
+    kernel, kernel_problem = _json_object("--kernel-config", args.kernel_config, "vLLM's kernel config")
     problems += [p for p in (problem, kernel_problem) if p]
-    if "cudagraph_mode" in json.loads(compilation or "{}"):
+    if "cudagraph_mode" in compilation:
         problems.append("--compilation-config: give the graph mode with --cudagraph-mode (it names the report's files)")
     if problems:
         return _report_problems(problems)
@@ -150,7 +155,7 @@ def _run_vllm(args: argparse.Namespace) -> int:
         for api in apis:
             for runner in runners:
                 cfg = VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
-                                      compilation=compilation, kernel=kernel,
+                                      compilation=_canonical(compilation), kernel=_canonical(kernel),
                                       gpu_memory_utilization=args.gpu_memory_utilization,
                                       expert_parallel=args.expert_parallel, **settings)  # fmt: skip
                 failed += not _identical(run_vllm_bench(cfg))
@@ -163,12 +168,8 @@ def _run_sglang(args: argparse.Namespace) -> int:
 
     shapes, apis = _csv(_matrix(args, "qwen3-0.6b")), _csv(args.api or "engine")
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
-    try:
-        engine_args = json.loads(args.engine_args)
-    except ValueError as exc:
-        engine_args, problems = {}, [*problems, f"--engine-args is not JSON ({exc})"]
-    if not isinstance(engine_args, dict):
-        engine_args, problems = {}, [*problems, "--engine-args must be a JSON object of Engine keyword arguments"]
+    engine_args, problem = _json_object("--engine-args", args.engine_args, "Engine keyword arguments")
+    problems += [problem] if problem else []
     if args.mem_fraction_static is not None:
         settings["mem_fraction_static"] = args.mem_fraction_static
     if args.expert_parallel:  # SGLang's expert parallel over the tensor-parallel GPUs: ep_size = tp_size

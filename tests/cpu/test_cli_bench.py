@@ -59,8 +59,8 @@ def test_cli_refuses_a_native_env_that_is_not_name_value(capsys: pytest.CaptureF
 @pytest.mark.parametrize(
     ("value", "complaint"),
     [
-        ("{broken", "--compilation-config '{broken': not JSON"),
-        ("[1, 2]", "give a JSON object"),
+        ("{broken", "--compilation-config is not JSON"),
+        ("[1, 2]", "--compilation-config must be a JSON object"),
         ('{"cudagraph_mode": "PIECEWISE"}', "give the graph mode with --cudagraph-mode"),
     ],
 )
@@ -69,7 +69,7 @@ def test_cli_refuses_a_compilation_config_it_cannot_pass_on(
 ) -> None:
     rc = cli_main(["bench", "--engine", "vllm", "--compilation-config", value, "--kernel-config", "[]"])
     err = capsys.readouterr().err
-    assert rc == 2 and complaint in err and "--kernel-config '[]': give a JSON object" in err, err
+    assert rc == 2 and complaint in err and "--kernel-config must be a JSON object" in err, err
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
