@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.benchvllm import FAKE_ENGINES, Probe
 from tests.support.graphs import JsonRunner
 from tests.support.sanitized import Sanitized, build_sanitized
 from tests.support.subproc import run_python
@@ -28,3 +30,18 @@ def app_json_module(fakecuda_dir: Path, foundry_lib: Path) -> JsonRunner:
         return json.loads(run_python(code, lib_dir=fakecuda_dir, env=env, preload=foundry_lib).strip().splitlines()[-1])
 
     return run
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in vLLM first on the engine processes' path (tests/support/fakeengines_pkg)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE_ENGINES), os.environ.get("PYTHONPATH")])))
+
+
+@pytest.fixture
+def engine_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Probe:
+    """Each stand-in engine process notes what it saw as it started, one JSON line each: those notes, read when
+    called."""
+    path = tmp_path / "probe.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(path))
+    return lambda: [json.loads(line) for line in path.read_text().splitlines()]

@@ -5,8 +5,6 @@ each run is its own process tree (LLM() children, `vllm serve` servers over HTTP
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +12,8 @@ import pytest
 
 from foundry_bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 from foundry_bench.vllm.report import load_phases, render
+from tests.support.benchvllm import FAKE_ENGINES, tokens_only
 from tests.support.ports import held
-
-FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE), os.environ.get("PYTHONPATH")])))
-
-
-def _tokens_only(tmp_path: Path, **changes: Any) -> VllmBenchConfig:
-    """A configuration that only answers the token requests (no steady-state measurements)."""
-    settings: dict[str, Any] = dict(
-        out=tmp_path / "out", modes=("save", "load"), batches=(1, 3), max_tokens=4, logprobs=5,
-        archive=tmp_path / "arch", models=tmp_path / "models", timeout=60, decode_batches=(), reps=1,
-        prefill_tokens=0, short_prefill_tokens=0,
-    )  # fmt: skip
-    return VllmBenchConfig(**{**settings, **changes})
 
 
 @pytest.mark.parametrize("api", ["llm", "serve"])
@@ -181,7 +163,7 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     """The stand-in engine moves LOAD's first logprob by one unit in the last place: every greedy token still
     agrees, and the run must not be called identical."""
     monkeypatch.setenv("FAKE_ENGINE_NUDGE", "load")
-    cfg = _tokens_only(tmp_path, api=api)
+    cfg = tokens_only(tmp_path, api=api)
     doc = run_vllm_bench(cfg)
     c = doc["compare"]["load"]
     assert c["tokens_identical"] is True and c["identical"] is False
@@ -211,7 +193,7 @@ def test_the_matrix_runs_every_architecture_and_writes_one_table(
     from foundry.cli.main import main
     from foundry_bench.serving.matrix import HEADER
 
-    monkeypatch.syspath_prepend(str(FAKE))  # the command looks for vLLM before it starts any run
+    monkeypatch.syspath_prepend(str(FAKE_ENGINES))  # the command looks for vLLM before it starts any run
 
     out = tmp_path / "out"
     args = ["bench", "--engine", "vllm", "--matrix", "--shapes", "qwen3-moe-small,gemma2-small", "--out", str(out),
@@ -233,7 +215,7 @@ def test_tokens_tied_at_the_edge_of_the_top_k_do_not_count_as_a_difference(
     """Two tokens with exactly the same logprob at the edge of the top k: LOAD's engine lists the other one. Every
     value is still equal bit for bit, so the run is identical; the token IDs' difference is reported beside it."""
     monkeypatch.setenv("FAKE_ENGINE_TIE", "load")
-    cfg = _tokens_only(tmp_path)
+    cfg = tokens_only(tmp_path)
     c = run_vllm_bench(cfg)["compare"]["load"]
     assert c["identical"] is True
     assert [(r["identical"], r["ids_identical"], r["max_abs_diff"]) for r in c["logprobs"]["requests"]] == [
@@ -250,7 +232,7 @@ def test_a_save_whose_memory_profile_differs_from_natives_is_caught(
     from foundry_bench.serving.matrix import matrix_rows
 
     monkeypatch.setenv("FAKE_ENGINE_KV", "save")
-    cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), batches=(1,), logprobs=2)
+    cfg = tokens_only(tmp_path, modes=("save", "native", "load"), batches=(1,), logprobs=2)
     doc = run_vllm_bench(cfg)
     save = doc["compare"]["save"]
     assert save["identical"] is True and save["same_memory_profile"] is False
@@ -258,123 +240,6 @@ def test_a_save_whose_memory_profile_differs_from_natives_is_caught(
     assert doc["compare"]["load"]["same_memory_profile"] is True  # the fake LOAD sizes its own
     (row,) = matrix_rows([doc])
     assert row[6] == "kv_cache_tokens 1,000,000 vs 1,000,016"
-
-
-def test_plugin_settings_reach_save_and_load_and_nothing_else(fake_vllm: None, tmp_path: Path) -> None:
-    cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), plugin_env={"WARM_UP": "1"})
-    doc = run_vllm_bench(cfg)
-    results = doc["results"]
-    assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
-    for mode in ("save", "load"):
-        settings = results[mode]["plugin"]["settings"]
-        assert settings["WARM_UP"] == "1" and settings["MODE"] == mode, settings
-    assert "plugin" not in results["native"]
-
-
-def test_tensor_parallel_runs_every_mode_on_n_gpus_with_nccl_as_the_all_reduce(
-    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """--tp 2: native, SAVE and LOAD alike get the GPUs, the custom all-reduce off, and NCCL's settings (the
-    reference runs as SAVE and LOAD do); the report is its own configuration."""
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
-    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "native", "load"), tp=2))
-    assert all("error" not in r for r in doc["results"].values())
-    lines = [json.loads(line) for line in probe.read_text().splitlines()]
-    assert sorted(line["mode"] for line in lines) == ["load", "native", "save"]
-    for line in lines:
-        assert line["args"]["tensor_parallel_size"] == 2 and line["args"]["disable_custom_all_reduce"] is True
-        assert set(line["nccl"].values()) == {"0"}, line["nccl"]  # runtime connect, NVLS, symmetric memory: off
-    assert (tmp_path / "out" / "vllm-qwen3-0.6b-llm-v2-default-tp2.json").is_file()
-
-
-@pytest.mark.parametrize("api", ["llm", "serve"])
-def test_expert_parallel_is_asked_of_every_run_and_named_in_the_report(
-    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str
-) -> None:
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
-    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "native", "load"), tp=2, expert_parallel=True, api=api))
-    assert all("error" not in r for r in doc["results"].values()), doc["results"]
-    lines = [json.loads(line) for line in probe.read_text().splitlines()]
-    assert sorted(line["mode"] for line in lines) == ["load", "native", "save"]
-    assert all(line["args"]["enable_expert_parallel"] is True for line in lines), lines
-    assert (tmp_path / "out" / f"vllm-qwen3-0.6b-{api}-v2-default-tp2-ep.json").is_file()
-
-
-def test_the_engines_get_the_foundry_this_benchmark_imports_first_on_their_path(
-    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On the GPU machine the checkout runs uninstalled: each engine process must find the same foundry."""
-    import foundry
-    from foundry_bench.serving.plugin import checkout_root
-
-    root = checkout_root()
-    assert (root / "foundry" / "__init__.py").resolve() == Path(foundry.__file__).resolve()
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
-    run_vllm_bench(_tokens_only(tmp_path, modes=("save",)))
-    (line,) = [json.loads(x) for x in probe.read_text().splitlines()]
-    assert line["pythonpath"].split(os.pathsep)[0] == str(root)
-
-
-@pytest.mark.parametrize("tp", [1, 2])
-def test_a_replica_loads_the_same_archive_on_the_next_gpus_and_is_compared_with_native(
-    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tp: int
-) -> None:
-    """Data parallel from one archive: the replica run is LOAD of SAVE's archive, copied not saved again, in a
-    process that sees only the next ``tp`` GPUs, compared bit for bit with native like LOAD."""
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
-    cfg = _tokens_only(tmp_path, modes=("save", "load_replica", "native", "load"), tp=tp, gpus=2 * tp)
-    doc = run_vllm_bench(cfg)
-    assert all("error" not in r for r in doc["results"].values()), doc["results"]
-    seen = {line["mode"]: line["visible"] for line in map(json.loads, probe.read_text().splitlines())}
-    assert seen["load"] is None and seen["save"] is None  # the engine's own GPUs, numbered from 0
-    lines = [json.loads(line) for line in probe.read_text().splitlines()]
-    replica = [line for line in lines if line["mode"] == "load" and line["visible"] is not None]
-    assert [line["visible"] for line in replica] == [",".join(str(i) for i in range(tp, 2 * tp))]
-    assert [line["rank_gpus"] for line in replica] == ["alike" if tp > 1 else None]  # a rank's archive names its GPU
-    compared = doc["compare"]["load_replica"]
-    assert compared["identical"] is True and compared["against"] == "native"
-    assert "a replica on the next GPUs" in (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
-
-
-def test_a_replica_takes_the_next_gpus_of_those_the_benchmark_is_given(
-    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A benchmark given GPUs 4 to 7 (a lane of scripts/gpu_lanes.sh) counts four and starts the TP=2 replica on 6
-    and 7, not on the machine's 2 and 3, which another lane holds."""
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
-    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "load_replica"), tp=2))
-    assert all("error" not in r and "skipped" not in r for r in doc["results"].values()), doc["results"]
-    lines = [json.loads(line) for line in probe.read_text().splitlines()]
-    assert [line["visible"] for line in lines] == ["4,5,6,7", "6,7"]
-
-
-def test_a_replica_on_a_machine_without_enough_gpus_is_skipped_and_said_so(fake_vllm: None, tmp_path: Path) -> None:
-    doc = run_vllm_bench(_tokens_only(tmp_path, modes=("save", "load_replica", "native"), gpus=1))
-    assert doc["results"]["load_replica"]["skipped"] == "a replica needs 2 GPUs (1 for SAVE's, 1 more); 1 here"
-    assert doc["compare"]["load_replica"]["identical"] is False
-
-
-def test_native_env_reaches_the_native_runs_only_and_the_report_says_so(
-    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """--native-env: a timing control at --tp 2 (what NCCL_RUNTIME_CONNECT=0, which SAVE and LOAD need, costs
-    natively): the native runs get the setting over the benchmark's own, SAVE and LOAD keep Foundry's."""
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
-    cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), tp=2, native_env={"NCCL_RUNTIME_CONNECT": "1"})
-    doc = run_vllm_bench(cfg)
-    assert all("error" not in r for r in doc["results"].values())
-    connect = {json.loads(line)["mode"]: json.loads(line)["nccl"]["NCCL_RUNTIME_CONNECT"] for line in
-               probe.read_text().splitlines()}  # fmt: skip
-    assert connect == {"save": "0", "native": "1", "load": "0"}
-    text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
-    assert "The native runs ran with NCCL_RUNTIME_CONNECT=1, SAVE and LOAD without" in text
 
 
 def test_the_start_up_targets_are_judged_from_natives_and_loads_figures() -> None:
@@ -394,29 +259,3 @@ def test_the_start_up_targets_are_judged_from_natives_and_loads_figures() -> Non
     doc["results"]["load"]["init_engine_s"] = 25.0
     assert target_lines(doc)[2].endswith("= 24.81 s: NOT met")
     assert target_lines({"results": {"native": {"init_engine_s": 10.0}, "load": {"init_engine_s": 3.0}}}) == []
-
-
-@pytest.mark.parametrize("api", ["llm", "serve"])
-def test_a_compilation_and_kernel_config_reach_every_run_and_name_their_own_files(
-    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str
-) -> None:
-    probe = tmp_path / "probe.jsonl"
-    monkeypatch.setenv("FAKE_ENGINE_CACHE_PROBE", str(probe))
-    extra = {"inductor_compile_config": {"benchmark_combo_kernel": False}}
-    cfg = _tokens_only(tmp_path, modes=("save", "native", "load"), api=api, cudagraph_mode="PIECEWISE",
-                       compilation=json.dumps(extra, sort_keys=True),
-                       kernel='{"enable_flashinfer_autotune": false}')  # fmt: skip
-    doc = run_vllm_bench(cfg)
-    assert all("error" not in r for r in doc["results"].values()), doc["results"]
-    lines = [json.loads(line) for line in probe.read_text().splitlines()]
-    assert sorted(line["mode"] for line in lines) == ["load", "native", "save"]
-    for line in lines:  # the reference runs as SAVE and LOAD do
-        assert line["args"]["compilation_config"] == {**extra, "cudagraph_mode": "PIECEWISE"}, line["args"]
-        assert line["args"]["kernel_config"] == {"enable_flashinfer_autotune": False}, line["args"]
-    assert (
-        cfg.tag().startswith(f"vllm-qwen3-0.6b-{api}-v2-piecewise-cc")
-        and len({cfg.tag(), replace(cfg, compilation="").tag(), replace(cfg, kernel="").tag()}) == 3
-    )
-    text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
-    assert "compilation config (every run): " + cfg.compilation in text
-    assert "kernel config (every run): " + cfg.kernel in text
