@@ -75,6 +75,14 @@ def run_foundry(
     return proc.stdout
 
 
+def run_mode(script: str, mode: str, out: Path) -> dict[str, Any]:
+    """``python SCRIPT MODE OUT`` under the interposer (tests/gpu/cupy_processes.py's ``main``): its JSON line,
+    the test failed with the process's trace where the mode raised."""
+    result: dict[str, Any] = json.loads(run_foundry([script, mode, str(out)]).strip().splitlines()[-1])
+    assert "failed" not in result, result.get("trace")
+    return result
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         _outcomes.append({"test": report.nodeid, "outcome": report.outcome, "seconds": round(report.duration, 3)})

@@ -12,16 +12,12 @@
     python module_variables.py refuse DIR    a __device__ pointer set from the host to another module
                                              variable's address: SAVE must refuse (ModuleAddressError)
 
-Each mode prints one JSON line and writes it to DIR/<mode>.json. Only torch allocates (cupy wraps torch's
-tensors), so LOAD's allocations land where SAVE's did.
+Each mode prints one JSON line and writes it to DIR/<mode>.json (tests/gpu/cupy_processes.py).
 """
 
 from __future__ import annotations
 
 import ctypes
-import json
-import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +25,7 @@ import torch
 
 import foundry
 from foundry.errors import FoundryError
+from tests.gpu.cupy_processes import compare_replays, launch, main, seeded
 
 BASE = 0x600000000000
 REGION = "4GB"
@@ -55,11 +52,6 @@ def _tensors() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.empty(N, device="cuda"), torch.empty(N, device="cuda")
 
 
-def _inputs(x: torch.Tensor, seed: int) -> None:
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x.copy_(torch.randn(N, device="cuda", generator=g))
-
-
 def _tables() -> tuple[Any, Any]:
     import numpy as np
 
@@ -74,14 +66,6 @@ def _module() -> Any:
     return module, module.get_function("read_tables"), module.get_function("read_pointer")
 
 
-def _launch(kernel: Any, args: tuple[Any, ...], grid: int, block: int) -> None:
-    """Launches a cupy kernel on torch's current stream (the capture stream inside foundry.graph)."""
-    import cupy
-
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-        kernel((grid,), (block,), args)
-
-
 def save(out: Path) -> dict[str, Any]:
     import cupy
 
@@ -93,16 +77,16 @@ def save(out: Path) -> dict[str, Any]:
     module.get_global("dtab").copy_from_host(ctypes.c_void_p(dtab.ctypes.data), dtab.nbytes)
     cx, cy = cupy.asarray(x), cupy.asarray(y)
     args = (cx, cy, cupy.int32(N))
-    _inputs(x, 0)
-    _launch(read_tables, args, N // 256, 256)  # warm-up
+    seeded(x, 0)
+    launch(read_tables, N // 256, 256, args)  # warm-up
     torch.cuda.synchronize()
     g = foundry.CUDAGraph()
     with foundry.graph(g):
-        _launch(read_tables, args, N // 256, 256)
+        launch(read_tables, N // 256, 256, args)
     expected, formula = [], []
     i = torch.arange(N)
     for seed in (0, 1):
-        _inputs(x, seed)
+        seeded(x, seed)
         g.replay()
         torch.cuda.synchronize()
         expected.append(y.cpu())
@@ -119,23 +103,13 @@ def save(out: Path) -> dict[str, Any]:
     }
 
 
-def _compare(g: Any, x: torch.Tensor, y: torch.Tensor, expected: list[torch.Tensor]) -> list[bool]:
-    same = []
-    for seed in (0, 1):
-        _inputs(x, seed)
-        g.replay()
-        torch.cuda.synchronize()
-        same.append(torch.equal(y.cpu(), expected[seed]))
-    return same
-
-
 def load(out: Path) -> dict[str, Any]:
     archive = out / "archive"
     x, y = _tensors()
     expected = torch.load(out / "tables.expected.pt")["expected"]
     g, loaded_y = foundry.CUDAGraph.load(archive / "tables.json")
     same_output = loaded_y.data_ptr() == y.data_ptr()
-    return {"loaded": True, "same_output": same_output, "identical": _compare(g, x, y, expected)}
+    return {"loaded": True, "same_output": same_output, "identical": compare_replays(g, x, y, expected)}
 
 
 def load_background(out: Path) -> dict[str, Any]:
@@ -144,10 +118,10 @@ def load_background(out: Path) -> dict[str, Any]:
     expected = torch.load(out / "tables.expected.pt")["expected"]
     pending = foundry.CUDAGraph.start_graph_builds([archive / "tables.json"], defer_dedicated=True)
     ((g, _),) = foundry.CUDAGraph.finish_graph_loads(pending)
-    shared = _compare(g, x, y, expected)
+    shared = compare_replays(g, x, y, expected)
     pending.build_dedicated()
     pending.wait_all()
-    return {"loaded": True, "template": shared, "dedicated": _compare(g, x, y, expected)}
+    return {"loaded": True, "template": shared, "dedicated": compare_replays(g, x, y, expected)}
 
 
 def refuse(out: Path) -> dict[str, Any]:
@@ -161,11 +135,11 @@ def refuse(out: Path) -> dict[str, Any]:
     value = np.array([target.ptr], dtype=np.uint64)
     module.get_global("dptr").copy_from_host(ctypes.c_void_p(value.ctypes.data), 8)  # a module address, from the host
     cy = cupy.asarray(y)
-    _launch(read_pointer, (cy,), 1, 4)
+    launch(read_pointer, 1, 4, (cy,))
     torch.cuda.synchronize()
     g = foundry.CUDAGraph()
     with foundry.graph(g):
-        _launch(read_pointer, (cy,), 1, 4)
+        launch(read_pointer, 1, 4, (cy,))
     try:
         g.save(archive / "pointer.json", output_tensors=y, archive_dir=archive)
         result: dict[str, Any] = {"error": None}
@@ -177,21 +151,5 @@ def refuse(out: Path) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    mode, out = sys.argv[1], Path(sys.argv[2])
-    out.mkdir(parents=True, exist_ok=True)
-    torch.cuda.init()
-    if mode == "load":  # as the seed README does: images first, then the region
-        foundry.load_cuda_modules_and_libraries(out / "archive")
-    foundry.set_allocation_region(BASE, REGION)
-    run = {"save": save, "load": load, "loadbg": load_background, "refuse": refuse}[mode]
-    try:
-        result = run(out)
-    except Exception as exc:  # reported, so that the test shows what went wrong
-        result = {"failed": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
-    (out / f"{mode}.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result))
-
-
 if __name__ == "__main__":
-    main()
+    main({"save": save, "load": load, "loadbg": load_background, "refuse": refuse}, BASE, REGION, images_first={"load"})

@@ -8,21 +8,18 @@ that the limit SAVE reads after the capture is below what the graph's first node
     python smem_limit.py load DIR      fresh process: CUDAGraph.load, replay, compare bit for bit
     python smem_limit.py loadbg DIR    the same through start_graph_builds (the loader thread builds the graph)
 
-Each mode prints one JSON line and writes it to DIR/<mode>.json. Only torch allocates (cupy wraps torch's
-tensors), so LOAD's allocations land where SAVE's did.
+Each mode prints one JSON line and writes it to DIR/<mode>.json (tests/gpu/cupy_processes.py).
 """
 
 from __future__ import annotations
 
-import json
-import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import foundry
+from tests.gpu.cupy_processes import compare_replays, launch, main, seeded
 
 BASE = 0x610000000000
 REGION = "4GB"
@@ -47,18 +44,10 @@ def _tensors() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     return tuple(torch.empty(N, device="cuda") for _ in range(3))  # type: ignore[return-value]
 
 
-def _inputs(x: torch.Tensor, seed: int) -> None:
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    x.copy_(torch.randn(N, device="cuda", generator=g))
-
-
 def _launch(kernel: Any, shared: int, args: tuple[Any, ...]) -> None:
-    """As FlashInfer does: the kernel's limit set to this launch's size, then the launch, on torch's stream."""
-    import cupy
-
+    """As FlashInfer does: the kernel's limit set to this launch's size, then the launch."""
     kernel.max_dynamic_shared_size_bytes = shared
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
-        kernel((N // BLOCK,), (BLOCK,), args, shared_mem=shared)
+    launch(kernel, N // BLOCK, BLOCK, args, shared_mem=shared)
 
 
 def save(out: Path) -> dict[str, Any]:
@@ -69,7 +58,7 @@ def save(out: Path) -> dict[str, Any]:
     kernel = cupy.RawModule(code=SOURCE).get_function("reverse_in_shared")
     cx, cy, cz = cupy.asarray(x), cupy.asarray(y), cupy.asarray(z)
     first, second = (cx, cy, cupy.float32(2.0)), (cy, cz, cupy.float32(0.5))
-    _inputs(x, 0)
+    seeded(x, 0)
     _launch(kernel, BIG, first)  # warm-up
     _launch(kernel, SMALL, second)
     torch.cuda.synchronize()
@@ -79,7 +68,7 @@ def save(out: Path) -> dict[str, Any]:
         _launch(kernel, SMALL, second)
     expected = []
     for seed in (0, 1):
-        _inputs(x, seed)
+        seeded(x, seed)
         g.replay()
         torch.cuda.synchronize()
         expected.append(z.cpu())
@@ -90,21 +79,11 @@ def save(out: Path) -> dict[str, Any]:
     return {"saved": True, "limit_after_capture": kernel.max_dynamic_shared_size_bytes, "recorded": limits}
 
 
-def _compare(g: Any, x: torch.Tensor, z: torch.Tensor, expected: list[torch.Tensor]) -> list[bool]:
-    same = []
-    for seed in (0, 1):
-        _inputs(x, seed)
-        g.replay()
-        torch.cuda.synchronize()
-        same.append(torch.equal(z.cpu(), expected[seed]))
-    return same
-
-
 def load(out: Path) -> dict[str, Any]:
     x, _, z = _tensors()
     expected = torch.load(out / "shared.expected.pt")["expected"]
     g, _ = foundry.CUDAGraph.load(out / "archive" / "shared.json")
-    return {"loaded": True, "identical": _compare(g, x, z, expected)}
+    return {"loaded": True, "identical": compare_replays(g, x, z, expected)}
 
 
 def load_background(out: Path) -> dict[str, Any]:
@@ -113,24 +92,8 @@ def load_background(out: Path) -> dict[str, Any]:
     pending = foundry.CUDAGraph.start_graph_builds([out / "archive" / "shared.json"])
     ((g, _),) = foundry.CUDAGraph.finish_graph_loads(pending)
     pending.wait_all()
-    return {"loaded": True, "identical": _compare(g, x, z, expected)}
-
-
-def main() -> None:
-    mode, out = sys.argv[1], Path(sys.argv[2])
-    out.mkdir(parents=True, exist_ok=True)
-    torch.cuda.init()
-    if mode != "save":  # as the seed README does: images first, then the region
-        foundry.load_cuda_modules_and_libraries(out / "archive")
-    foundry.set_allocation_region(BASE, REGION)
-    run = {"save": save, "load": load, "loadbg": load_background}[mode]
-    try:
-        result = run(out)
-    except Exception as exc:  # reported, so that the test shows what went wrong
-        result = {"failed": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()}
-    (out / f"{mode}.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result))
+    return {"loaded": True, "identical": compare_replays(g, x, z, expected)}
 
 
 if __name__ == "__main__":
-    main()
+    main({"save": save, "load": load, "loadbg": load_background}, BASE, REGION, images_first={"load", "loadbg"})

@@ -6,29 +6,22 @@ under `foundry run`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import run_foundry
+from .conftest import run_mode
 
 pytest.importorskip("cupy", reason="needs cupy (cupy-cuda13x) for RawModule")
 
 SCRIPT = "tests/gpu/module_variables.py"
 
 
-def _run(mode: str, out: Path) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(run_foundry([SCRIPT, mode, str(out)]).strip().splitlines()[-1])
-    assert "failed" not in result, result.get("trace")
-    return result
-
-
 @pytest.fixture(scope="module")
 def saved(artifacts: Path) -> tuple[Path, dict[str, Any]]:
     out = artifacts / "module_variables"
-    return out, _run("save", out)
+    return out, run_mode(SCRIPT, "save", out)
 
 
 def test_host_written_tables_are_carried(saved: tuple[Path, dict[str, Any]]) -> None:
@@ -40,19 +33,19 @@ def test_host_written_tables_are_carried(saved: tuple[Path, dict[str, Any]]) -> 
 
 def test_loaded_graph_reads_the_tables_bit_identically(saved: tuple[Path, dict[str, Any]]) -> None:
     out, _ = saved
-    result = _run("load", out)
+    result = run_mode(SCRIPT, "load", out)
     assert result["same_output"]
     assert result["identical"] == [True, True], "outputs differ from the native replay (inputs of seed 0, 1)"
 
 
 def test_background_load_reads_the_tables_bit_identically(saved: tuple[Path, dict[str, Any]]) -> None:
     out, _ = saved
-    result = _run("loadbg", out)
+    result = run_mode(SCRIPT, "loadbg", out)
     assert result["template"] == [True, True] and result["dedicated"] == [True, True]
 
 
 def test_a_module_address_in_a_variable_is_refused_at_save(artifacts: Path, figures: dict[str, Any]) -> None:
-    result = _run("refuse", artifacts / "module_variables")
+    result = run_mode(SCRIPT, "refuse", artifacts / "module_variables")
     figures["module_address_refusal"] = {k: result.get(k) for k in ("error", "variable", "offset")}
     assert result["error"] == "ModuleAddressError", result
     assert "SaveError" in result["bases"] and "ModuleVariableError" in result["bases"]

@@ -5,29 +5,22 @@ limit"). The processes run tests/gpu/smem_limit.py under `foundry run`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import run_foundry
+from .conftest import run_mode
 
 pytest.importorskip("cupy", reason="needs cupy (cupy-cuda13x) for RawModule")
 
 SCRIPT = "tests/gpu/smem_limit.py"
 
 
-def _run(mode: str, out: Path) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(run_foundry([SCRIPT, mode, str(out)]).strip().splitlines()[-1])
-    assert "failed" not in result, result.get("trace")
-    return result
-
-
 @pytest.fixture(scope="module")
 def saved(artifacts: Path) -> tuple[Path, dict[str, Any]]:
     out = artifacts / "smem_limit"
-    return out, _run("save", out)
+    return out, run_mode(SCRIPT, "save", out)
 
 
 def test_save_records_the_limit_the_program_left(saved: tuple[Path, dict[str, Any]]) -> None:
@@ -40,4 +33,4 @@ def test_a_node_above_the_recorded_limit_loads_and_replays_bit_identically(
     saved: tuple[Path, dict[str, Any]], mode: str
 ) -> None:
     out, _ = saved
-    assert _run(mode, out)["identical"] == [True, True]
+    assert run_mode(SCRIPT, mode, out)["identical"] == [True, True]
