@@ -134,15 +134,12 @@ def load_images(
 
 
 def _merge_attrs(old: FuncAttrs | None, new: FuncAttrs) -> FuncAttrs:
-    """One kernel's attributes across the graphs that use it. A program may raise the kernel's
-    dynamic shared-memory limit between two captures: the highest limit serves every graph, and a
-    lower one would make the other graphs fail at launch. Other attributes follow the graph loaded
-    last; an attribute SAVE could not read (INT32_MIN) never overrides a known one."""
+    """One kernel's attributes across the graphs that use it: the graph loaded last's, but that an attribute SAVE
+    could not read (INT32_MIN) never overrides a known one. The dynamic shared-memory limit needs no rule here:
+    the native side only ever raises it (``fdy_func_set_attrs``), so the highest any graph asked for stays."""
     if old is None:
         return new
-    merged = {f: o if n == FUNC_ATTR_UNKNOWN else n for f, o, n in zip(FuncAttrs._fields, old, new, strict=True)}
-    limit = max(old.max_dynamic_shared_size_bytes, new.max_dynamic_shared_size_bytes)
-    return FuncAttrs(**{**merged, "max_dynamic_shared_size_bytes": limit})
+    return FuncAttrs(*(o if n == FUNC_ATTR_UNKNOWN else n for o, n in zip(old, new, strict=True)))
 
 
 def resolve_functions(meta: GraphMeta) -> list[int]:
@@ -153,8 +150,7 @@ def resolve_functions(meta: GraphMeta) -> list[int]:
     for ref in meta.functions:
         key = (ref.image, ref.name)
         f = kernels.loaded_function(kernels.KernelRef(ref.image, ref.name))
-        # Set under the lock: templates are built on several threads, and a lower limit set after a
-        # higher one would leave the kernel below what another graph needs.
+        # Under the lock: templates are built on several threads, and what was applied is noted once.
         with state.lock:
             applied = state.attrs.get(key)
             merged = _merge_attrs(applied, ref.attrs)
