@@ -41,3 +41,15 @@ install_engine_bundle() {
   env_line=$(bash scripts/bundle/install.sh "$engine" "$@") || { echo "$engine bundle not installed (see above)"; return 3; }
   eval "$env_line"
 }
+
+# The benchmark's own bound (its --seconds), never past the call's timeout: the caller's --seconds where it is
+# the smaller, else BOUND. Passed last, it is the one the benchmark reads.
+bench_seconds() {  # BOUND ARGS...
+  local bound=$1 prev="" given="" a
+  shift
+  for a in "$@"; do
+    [ "$prev" = "--seconds" ] && given=$a
+    prev=$a
+  done
+  if [ -n "$given" ] && awk -v g="$given" -v b="$bound" 'BEGIN { exit !(g + 0 < b + 0) }'; then echo "$given"; else echo "$bound"; fi
+}

@@ -41,7 +41,7 @@ set -- --scratch "$SCRATCH" "$@"
 BENCH_SECONDS=${BENCH_SECONDS:-$(( ${CALL_SECONDS:-520} - ($(date +%s) - T0) - 10 ))}
 echo "setup took $(( $(date +%s) - T0 )) s; the benchmark keeps to ${BENCH_SECONDS} s"
 timeout --signal=TERM --kill-after=20 "$(( BENCH_SECONDS + 20 ))" \
-  python3 -m foundry.cli bench --engine sglang --out "$WORK" --seconds "$BENCH_SECONDS" "$@"
+  python3 -m foundry.cli bench --engine sglang --out "$WORK" "$@" --seconds "$(bench_seconds "$BENCH_SECONDS" "$@")"
 rc=$?
 # Tensor parallel: how the ranks' archives differ, node by node and file by file (one capture for every rank),
 # in what is left of the call's 600 s.

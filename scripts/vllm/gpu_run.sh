@@ -31,7 +31,9 @@ ARCHIVE=$SCRATCH/foundry-vllm-archive
 rm -rf "$WORK"; mkdir -p "$WORK"
 set -- --scratch "$SCRATCH" "$@"
 # The call's limit is 600 s: stop in time to bring the report and the logs back.
-timeout --signal=TERM --kill-after=20 "${BENCH_SECONDS:-540}" python3 -m foundry.cli bench --engine vllm --out "$WORK" "$@"
+# The benchmark's own bound ends 20 s before the timeout: it then stops its engines and writes its report.
+timeout --signal=TERM --kill-after=20 "${BENCH_SECONDS:-540}" python3 -m foundry.cli bench --engine vllm --out "$WORK" "$@" \
+  --seconds "$(bench_seconds $(( ${BENCH_SECONDS:-540} - 20 )) "$@")"
 rc=$?
 # Tensor parallel: how the ranks' archives differ, node by node and file by file (one capture for every rank),
 # in what is left of the call's 600 s.
