@@ -2,7 +2,9 @@
 directory the engine plugin names is copied byte for byte into ``caches/<sha256>.bin`` and listed, under its
 path in that directory, in the document ``engine_caches.json``; the caller lists the document in the
 manifest it writes next (``save_graph_manifest(..., documents=[..., name])``), which makes the files durable
-with the rest and covers them with its seal and signature.
+with the rest and covers them with its seal and signature. Packed again into a finished archive
+(``update_manifest``: the engine compiled more kernels since), the listing is rewritten and the manifest lists
+it again (``relist_documents``); a file already copied and unchanged since is not read again.
 
 Only regular files are copied, each streamed (never whole in memory) and bounded as a reader bounds them
 (foundry.schema.caches), so what SAVE writes LOAD can read.
@@ -18,7 +20,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from foundry.errors import SaveError
+from foundry.errors import ArchiveError, SaveError
 from foundry.schema import (
     CACHES_DIR,
     CACHES_DOCUMENT,
@@ -31,17 +33,24 @@ from foundry.schema import (
     cache_name_problem,
     cache_path_problem,
 )
-from foundry.storage import TEMP_SUFFIX, cache_blob_path, write_document
+from foundry.schema.jsondocs import load_sealed
+from foundry.storage import TEMP_SUFFIX, cache_blob_path, write_atomic, write_document
+
+from .manifest import relist_documents
 
 __all__ = ["pack_engine_caches"]
 
 _CHUNK = 1 << 20
+# What this process copied, by (archive, source path): the source's (device, inode, size, mtime) and the listing
+# it gave, so that packing the same caches again reads only what changed (the blob still present).
+_COPIED: dict[tuple[str, str], tuple[tuple[int, int, int, int], CacheFile]] = {}
 
 
 def pack_engine_caches(
     archive_dir: str | os.PathLike[str],
     identity: Mapping[str, str],
     trees: Mapping[str, Mapping[str, str | os.PathLike[str]]],
+    update_manifest: bool = False,
 ) -> str:
     """Copies each cache of ``trees`` (``name -> {path in the cache directory: the file to copy}``) into
     ``archive_dir`` and writes the listing with ``identity`` (what the caches were made with: the reader uses
@@ -49,7 +58,11 @@ def pack_engine_caches(
 
     A name or path a reader would refuse, a file that is not a regular file (a symbolic link, a device), one
     that changes while copied, or files past the bounds of foundry.schema.caches raise ``SaveError`` naming it;
-    the archive then holds no listing (files already copied are content-addressed and harmless)."""
+    the archive then holds no listing (files already copied are content-addressed and harmless).
+
+    ``update_manifest``: the archive is finished (its manifest written), and this packs its caches again: the
+    new listing replaces the old one and the manifest lists it (signed again with the key in force). Anything
+    refused leaves the archive as it was, the old listing and manifest included."""
     archive = Path(archive_dir)
     (archive / CACHES_DIR).mkdir(parents=True, exist_ok=True)
     listed: list[CacheTree] = []
@@ -66,7 +79,7 @@ def pack_engine_caches(
             count += 1
             if count > MAX_CACHE_FILES:
                 raise SaveError(f"the engine caches hold more than {MAX_CACHE_FILES} files, more than LOAD reads")
-            file = _copy(Path(sources[rel]), rel, archive)
+            file = _copied(Path(sources[rel]), rel, archive)
             total += file.bytes
             if total > MAX_CACHE_BYTES:
                 raise SaveError(
@@ -77,8 +90,60 @@ def pack_engine_caches(
         listed.append(CacheTree(name, tuple(files)))
     payload = CachePayload(tuple((str(k), str(v)) for k, v in identity.items()), tuple(listed))
     CachePayload.from_json(payload.to_json(), CACHES_DOCUMENT)  # what LOAD would refuse is refused here
+    if not update_manifest:
+        write_document(archive, CACHES_DOCUMENT, payload.to_json())
+        return CACHES_DOCUMENT
+    listing = archive / CACHES_DOCUMENT
+    try:
+        before: bytes | None = listing.read_bytes()
+    except FileNotFoundError:
+        before = None
     write_document(archive, CACHES_DOCUMENT, payload.to_json())
+    try:
+        relist_documents(archive, [CACHES_DOCUMENT])
+    except BaseException:
+        # The manifest still lists the old listing: its bytes go back, so that the caches packed before stay usable.
+        if before is None:
+            listing.unlink(missing_ok=True)
+        else:
+            write_atomic(listing, before)
+        raise
+    _drop_unlisted(archive, before, payload)
     return CACHES_DOCUMENT
+
+
+def _drop_unlisted(archive: Path, before: bytes | None, now: CachePayload) -> None:
+    """Removes the stored files the old listing (``before``) held and the new one does not (a cached file that
+    changed between two packs): every stored file of the archive stays a listed one."""
+    if before is None:
+        return
+    try:
+        old = CachePayload.from_json(load_sealed(before, CACHES_DOCUMENT), CACHES_DOCUMENT)
+    except (ArchiveError, ValueError):
+        return  # not one this Foundry wrote: its files are left as they are
+    kept = {f.sha256 for tree in now.trees for f in tree.files}
+    for sha in {f.sha256 for tree in old.trees for f in tree.files} - kept:
+        with contextlib.suppress(OSError):
+            cache_blob_path(archive, sha).unlink()
+
+
+def _copied(source: Path, rel: str, archive: Path) -> CacheFile:
+    """``_copy``, unless this process copied ``source`` into ``archive`` before and it has not changed since."""
+    memo = (str(archive.resolve()), str(source))
+    try:
+        st = os.stat(source, follow_symlinks=False)
+        stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None
+    seen = _COPIED.get(memo)
+    if stamp is not None and seen is not None and seen[0] == stamp:
+        file = seen[1]
+        if cache_blob_path(archive, file.sha256).is_file():
+            return CacheFile(rel, file.bytes, file.sha256)
+    file = _copy(source, rel, archive)
+    if stamp is not None:
+        _COPIED[memo] = (stamp, file)
+    return file
 
 
 def _copy(source: Path, rel: str, archive: Path) -> CacheFile:

@@ -20,11 +20,13 @@ from foundry.archive import (
     Manifest,
     container_path,
     graph_files,
+    manifest_document,
     now_iso,
     write_bundle,
     write_manifest,
 )
-from foundry.errors import ArchiveError, FoundryError, SaveError, VariableConflictError
+from foundry.errors import ArchiveError, ArchiveSignatureError, FoundryError, SaveError, VariableConflictError
+from foundry.gate import check_signature
 from foundry.region import region_spec, region_state
 from foundry.schema import BundleRef, GraphEntry, GraphRole, GraphStorage, Group, ImageEntry, RecordRef
 from foundry.storage import REGION_HINT, document_ref, sha256_bytes
@@ -36,7 +38,7 @@ from .gcpause import gc_paused
 from .graph import SavedGraph, replace_saved, save_phases, saved_graphs
 from .templates import GroupPlan, plan_groups, write_member_deltas
 
-__all__ = ["save_graph_manifest"]
+__all__ = ["relist_documents", "save_graph_manifest"]
 
 
 @gc_paused()
@@ -133,6 +135,38 @@ def _remove_copies(archive: Path, graphs: list[SavedGraph], in_bundle: list[bool
     if not any(in_bundle):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(archive / BUNDLE_NAME)
+
+
+def relist_documents(
+    archive_dir: str | os.PathLike[str], names: Sequence[str], signing_key: KeySource | None = None
+) -> Manifest:
+    """Lists the documents ``names`` again in the finished archive's manifest, as they are now (each rewritten
+    since ``save_graph_manifest``, or new), everything else in it unchanged, and writes it atomically: a reader
+    finds the old manifest or the new one, never neither.
+
+    A signed manifest is proven with the key in force first and signed with it again; one signed with another
+    key, or signed with no key in force, raises ``SaveError`` and nothing is written, as does an unsigned
+    manifest under a key (signing it now would vouch for graphs this process did not save)."""
+    archive = Path(archive_dir)
+    key = configured_key(signing_key)
+    listed = _documents(archive, names)
+    shown = archive / MANIFEST_NAME
+    try:
+        doc = manifest_document(archive)
+        manifest = Manifest.from_json(doc, str(shown))
+        if manifest.signature is not None or key is not None:
+            if key is None:
+                raise ArchiveSignatureError(f"{shown} is signed, and no signing key is configured to sign it again")
+            check_signature(doc, key, str(shown))
+    except ArchiveError as exc:
+        raise SaveError(f"the documents {list(names)} cannot be listed in the archive again: {exc}") from None
+    kept = {d.file: d for d in manifest.documents}
+    kept.update({d.file: d for d in listed})
+    manifest = replace(manifest, documents=tuple(kept.values()), signature=None)
+    if key is not None:
+        manifest = sign_manifest(manifest, key)
+    write_manifest(archive, manifest)
+    return manifest
 
 
 def _documents(archive: Path, names: Sequence[str]) -> tuple[RecordRef, ...]:

@@ -224,3 +224,70 @@ def test_the_listing_is_sealed_and_covered_by_the_manifest(tmp_path: Path, key: 
     doc.write_bytes(doc.read_bytes().replace(b"3.6.0", b"3.6.1"))
     with pytest.raises((CachesRefusedError, ArchiveCorruptError)):
         foundry.open_engine_caches(archive, {**IDENTITY, "triton": "3.6.1"}, tmp_path / "dest")
+
+
+def test_packing_again_into_the_finished_archive_lists_the_new_files_and_signs_the_manifest_again(
+    tmp_path: Path, key: Path
+) -> None:
+    files = _cache_dir(tmp_path / "triton")
+    archive = _archive(tmp_path, {"triton": files})
+    before = foundry.read_archive_document(archive, CACHES_DOCUMENT)
+    (tmp_path / "triton" / "K3").mkdir()
+    (tmp_path / "triton" / "K3" / "late.cubin").write_bytes(b"compiled at the first request")
+    files["K3/late.cubin"] = tmp_path / "triton" / "K3" / "late.cubin"
+    assert foundry.pack_engine_caches(archive, IDENTITY, {"triton": files}, update_manifest=True) == CACHES_DOCUMENT
+    dest = tmp_path / "node"
+    dirs = foundry.open_engine_caches(archive, IDENTITY, dest)  # proven under the key: signed again
+    assert dirs is not None and (dirs["triton"] / "K3" / "late.cubin").read_bytes() == b"compiled at the first request"
+    after = foundry.read_archive_document(archive, CACHES_DOCUMENT)
+    assert after != before and len(after["caches"][0]["files"]) == len(before["caches"][0]["files"]) + 1
+
+
+def test_packing_again_that_is_refused_leaves_the_listing_and_manifest_as_they_were(
+    tmp_path: Path, key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = _cache_dir(tmp_path / "triton")
+    archive = _archive(tmp_path, {"triton": files})
+    listing, manifest = (archive / CACHES_DOCUMENT).read_bytes(), (archive / "graph_manifest.json").read_bytes()
+    link = tmp_path / "triton" / "K1" / "link.so"
+    link.symlink_to(files["K2/launcher.so"])
+    with pytest.raises(SaveError, match=r"link\.so: the engine cache file cannot be read"):
+        foundry.pack_engine_caches(archive, IDENTITY, {"triton": {**files, "K1/link.so": link}}, update_manifest=True)
+    other = tmp_path / "other.key"
+    other.write_bytes(b"another key, of thirty-two bytes")
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(other))  # the manifest is signed with the first key
+    with pytest.raises(SaveError, match=r"cannot be listed in the archive again: .*signed with key"):
+        foundry.pack_engine_caches(archive, IDENTITY, {"triton": files}, update_manifest=True)
+    monkeypatch.delenv("FOUNDRY_SIGNING_KEY")
+    with pytest.raises(SaveError, match=r"is signed, and no signing key is configured to sign it again"):
+        foundry.pack_engine_caches(archive, IDENTITY, {"triton": files}, update_manifest=True)
+    assert (archive / CACHES_DOCUMENT).read_bytes() == listing
+    assert (archive / "graph_manifest.json").read_bytes() == manifest
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    assert foundry.open_engine_caches(archive, IDENTITY, tmp_path / "node") is not None
+
+
+def test_an_unsigned_archive_is_not_signed_by_packing_again_under_a_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = _archive(tmp_path)  # no key in force: the manifest is sealed, not signed
+    manifest = (archive / "graph_manifest.json").read_bytes()
+    path = tmp_path / "foundry.key"
+    path.write_bytes(b"a signing key of thirty-two byte")
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(path))
+    with pytest.raises(SaveError, match=r"is not signed"):
+        foundry.pack_engine_caches(archive, IDENTITY, {"triton": _cache_dir(tmp_path / "t2")}, update_manifest=True)
+    assert (archive / "graph_manifest.json").read_bytes() == manifest
+
+
+def test_a_file_that_changed_between_two_packs_leaves_no_unlisted_stored_file(tmp_path: Path, key: Path) -> None:
+    files = _cache_dir(tmp_path / "triton")
+    archive = _archive(tmp_path, {"triton": files})
+    stored = {p.name for p in (archive / "caches").iterdir()}
+    (tmp_path / "triton" / "K2" / "launcher.so").write_bytes(b"so, built again")
+    foundry.pack_engine_caches(archive, IDENTITY, {"triton": files}, update_manifest=True)
+    now = {p.name for p in (archive / "caches").iterdir()}
+    assert len(now) == len(stored) and now != stored  # the old launcher's bytes went with its listing
+    assert not [p for p in verify_archive(archive, key=key).problems if p.check.value in ("files", "foreign")]
+    dirs = foundry.open_engine_caches(archive, IDENTITY, tmp_path / "node")
+    assert dirs is not None and (dirs["triton"] / "K2" / "launcher.so").read_bytes() == b"so, built again"
