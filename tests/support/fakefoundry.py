@@ -168,9 +168,15 @@ class FakeFoundry:
     def signing_key_id(self) -> str | None:
         return foundry.signing_key_id()
 
-    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
-        self.calls.append("pack_caches")
-        return foundry.pack_engine_caches(archive, identity, trees)
+    def pack_caches(
+        self,
+        archive: Path,
+        identity: Mapping[str, str],
+        trees: Mapping[str, Mapping[str, Path]],
+        update_manifest: bool = False,
+    ) -> str:
+        self.calls.append("pack_caches again" if update_manifest else "pack_caches")
+        return foundry.pack_engine_caches(archive, identity, trees, update_manifest=update_manifest)
 
     def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
         opened = foundry.open_engine_caches(archive, here, dest)

@@ -348,6 +348,10 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
             self.model_runner.capture_model()
             trace("sampler_warmup")
             self.model_runner.model(BatchDescriptor(16), CUDAGraphMode.NONE)  # eager: compiles if not yet
+            if "triton.runtime.cache" in sys.modules:  # V2's warm-up step JIT-compiles the sampler's kernels
+                from tests.support.faketriton import jit
+
+                trace(f"triton:{jit('_topk_log_softmax_kernel', 'sampler')[0]}")
             if self.vllm_config.fake_workspace:
                 current_workspace_manager().get(self.vllm_config.fake_workspace // 4)  # an eager MoE layer
 

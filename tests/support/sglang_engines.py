@@ -14,6 +14,7 @@ from foundry.integration.sglang import lifecycle
 from foundry.integration.sglang import session as sessions
 from foundry.integration.sglang.config import PluginConfig
 from foundry.integration.sglang.metadata import read_metadata
+from foundry.integration.shared import caches
 from foundry.integration.shared.metadata import Fingerprint
 from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang import FakeSglang, build, inject
@@ -45,6 +46,7 @@ class SglangEngines:
         self.monkeypatch.setenv("FOUNDRY_SGLANG_MODE", mode)
         self.monkeypatch.setenv("FOUNDRY_SGLANG_ARCHIVE", str(self.archive))
         self.monkeypatch.setattr(lifecycle, "describe", fingerprint)
+        caches.stop_keeping()  # an earlier SAVE's keeper ended with its process
         sessions.reset()
         if mode in ("save", "load"):
             sessions.install(sessions.Session(PluginConfig.from_env(), fake.memory, isolate=self._isolate))

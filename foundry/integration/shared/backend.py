@@ -80,9 +80,16 @@ class FoundryApi(Protocol):
         """The id of the signing key in force (SAVE signs with it, LOAD proves with it), None without one."""
         ...
 
-    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
+    def pack_caches(
+        self,
+        archive: Path,
+        identity: Mapping[str, str],
+        trees: Mapping[str, Mapping[str, Path]],
+        update_manifest: bool = False,
+    ) -> str:
         """SAVE: copies each cache's files into the archive and writes their listing; the document's name, for
-        ``save_manifest`` to list."""
+        ``save_manifest`` to list. ``update_manifest``: into the finished archive, whose manifest lists the new
+        listing."""
         ...
 
     def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
@@ -175,8 +182,14 @@ class PublicFoundryApi:
     def signing_key_id(self) -> str | None:
         return foundry.signing_key_id()
 
-    def pack_caches(self, archive: Path, identity: Mapping[str, str], trees: Mapping[str, Mapping[str, Path]]) -> str:
-        return foundry.pack_engine_caches(archive, identity, trees)
+    def pack_caches(
+        self,
+        archive: Path,
+        identity: Mapping[str, str],
+        trees: Mapping[str, Mapping[str, Path]],
+        update_manifest: bool = False,
+    ) -> str:
+        return foundry.pack_engine_caches(archive, identity, trees, update_manifest=update_manifest)
 
     def open_caches(self, archive: Path, here: Mapping[str, str], dest: Path) -> dict[str, Path] | None:
         return foundry.open_engine_caches(archive, here, dest)

@@ -4,12 +4,19 @@ handed back to the engine at LOAD (docs/FORMAT.md and docs/TRUST.md, "Engine cac
 SAVE (``FOUNDRY_<E>_PACK_CACHES=1``): from the start of the engine's start-up, Triton's cache entries the
 engine opens are noted (tritoncache.py); after capture, the plugin packs them and its engine's own caches for
 this configuration (``CachePlan.files``), stored as they are, with what they were made with (torch, Triton,
-the engine, CUDA, the GPU and the engine's own compile settings). The caches are code, and LOAD uses them only
-from a signed archive: SAVE refuses to pack them without a signing key in force.
+the engine, CUDA, the GPU and the engine's own compile settings). The engine goes on compiling after capture:
+vLLM's kernel warm-up after its graphs, both engines' first requests (sampling, log-probabilities, eager
+kernels at new shapes). A fresh node would compile those again, so SAVE keeps packing (``Keeper``): where the
+engine's start-up ends (``flush``, where the plugin can tell), and otherwise once Triton has been quiet for a
+second after a compile, the caches are packed again into the finished archive and its manifest lists them
+(signed again). The caches are code, and LOAD uses them only from a signed archive: SAVE refuses to pack them
+without a signing key in force.
 
 LOAD: before the engine compiles anything, the caches are copied out of the archive, every byte checked against
 the signed listing, into a new directory of this process (removed when it exits), and the engine is pointed at
-it through its own switches (``CachePlan.point``: TRITON_CACHE_DIR, VLLM_CACHE_ROOT). Caches that may not be used
+it through its own switches (``CachePlan.point``: Triton's entries through Foundry's cache manager, which reads
+an entry from the copy where the copy holds it and from Triton's own cache otherwise; VLLM_CACHE_ROOT). Caches
+that may not be used
 (no key in force, another version, damaged) are refused by name in the engine's log and the report, and LOAD
 goes on without them: they only spare the engine's compilers work it then does itself, as on any fresh machine,
 while the archive's graphs are checked and loaded as always. Failing the start instead would turn a cache that
@@ -26,6 +33,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,14 +46,27 @@ from . import tritoncache
 from .errors import PluginConfigError
 from .metadata import Fingerprint
 
-__all__ = ["TRITON", "CachePlan", "identity", "pack", "point_triton", "prepare_save", "triton_files", "use"]
+__all__ = [
+    "TRITON",
+    "CachePlan",
+    "Keeper",
+    "identity",
+    "keep",
+    "pack",
+    "point_triton",
+    "prepare_save",
+    "stop_keeping",
+    "triton_files",
+    "use",
+]
 
 TRITON = "triton"
 Point = Callable[[Path], dict[str, str]]  # a cache's directory -> the environment that points the engine at it
 
 
 def point_triton(directory: Path) -> dict[str, str]:
-    return {"TRITON_CACHE_DIR": str(directory), tritoncache.MANAGER_ENV: tritoncache.MANAGER}
+    # Not TRITON_CACHE_DIR: the machine's own cache stays Triton's, the copy is read first where it holds an entry.
+    return {tritoncache.COPY_ENV: str(directory), tritoncache.MANAGER_ENV: tritoncache.MANAGER}
 
 
 @dataclass(frozen=True)
@@ -124,17 +145,131 @@ def triton_files() -> dict[str, Path]:
     return out
 
 
-def pack(s: Any, plan: CachePlan) -> list[str]:
-    """SAVE, after capture: the caches into the archive; the documents for the manifest to list."""
+def pack(s: Any, plan: CachePlan, update_manifest: bool = False) -> list[str]:
+    """SAVE, after capture: the caches into the archive; the documents for the manifest to list. Again into the
+    finished archive with ``update_manifest`` (the manifest then lists them itself)."""
     if not s.config.pack_caches:
         return []
     t0 = time.perf_counter()
     trees = {name: files for name, files in plan.files(s).items() if files}
     made_with = identity(s.fingerprint, s.config.engine.key, plan.settings(s))
-    document = s.api.pack_caches(s.archive, made_with, trees)
-    s.timings["pack_caches_s"] = time.perf_counter() - t0
-    s.timings["caches"] = {"packed": {name: len(files) for name, files in trees.items()}}
+    document = s.api.pack_caches(s.archive, made_with, trees, update_manifest=update_manifest)
+    packed = {name: len(files) for name, files in trees.items()}
+    if update_manifest:
+        s.timings["repack_caches_s"] = s.timings.get("repack_caches_s", 0.0) + time.perf_counter() - t0
+        s.timings.setdefault("caches", {})["packed_last"] = packed
+    else:
+        s.timings["pack_caches_s"] = time.perf_counter() - t0
+        s.timings["caches"] = {"packed": packed}
     return [document]
+
+
+class Keeper:
+    """SAVE, once the archive is written with its caches: packs them again whenever the engine compiled or
+    opened Triton kernels since (``tritoncache.activity``), so that a fresh node finds those too.
+
+    ``flush`` packs at once (the plugin calls it where the engine's start-up ends, and it runs when the process
+    exits); a daemon thread does so on its own once the activity has stayed the same for ``quiet_s`` after a
+    change, so that a compile's files are all written and a burst of compiles is packed once. A failure is
+    logged by name and ends the keeping: the archive keeps the caches packed before, and serves as it is."""
+
+    def __init__(
+        self,
+        s: Any,
+        plan: CachePlan,
+        on_packed: Callable[[], None] = lambda: None,
+        quiet_s: float = 1.0,
+        poll_s: float = 0.25,
+    ) -> None:
+        self._s, self._plan, self._on_packed, self._quiet_s, self._poll_s = s, plan, on_packed, quiet_s, poll_s
+        self._lock = threading.Lock()
+        self._packed = tritoncache.activity()  # what the archive's caches hold
+        self._seen, self._changed_at = self._packed, time.monotonic()
+        self._stop = threading.Event()  # ends the thread
+        self._halted = False  # a pack was refused: the archive keeps what it holds
+        self._log = logging.getLogger(s.config.engine.logger or s.config.engine.key)
+        self.repacks = 0
+
+    def start(self) -> None:
+        with _KEEPING_LOCK:
+            if not _KEEPING:
+                atexit.register(_flush_all)
+            _KEEPING.append(self)
+        threading.Thread(target=self._run, name="foundry-caches", daemon=True).start()
+
+    def flush(self) -> bool:
+        """Packs the caches again if the engine's Triton activity changed since the last pack; whether it did."""
+        with self._lock:
+            now = tritoncache.activity()
+            if self._halted or now == self._packed:
+                return False
+            try:
+                pack(self._s, self._plan, update_manifest=True)
+            except Exception as exc:
+                self._halted = True
+                self._stop.set()
+                self._log.warning(
+                    "Foundry save: the kernels the engine compiled after the archive was written are not added to its "
+                    "caches: %s. The archive keeps the caches packed before.", exc,
+                )  # fmt: skip
+                return False
+            self._packed = now
+            self.repacks += 1
+            packed = self._s.timings["caches"]["packed_last"]
+            self._log.info("Foundry save: engine caches packed again (%s files), with what the engine compiled since",
+                           ", ".join(f"{name} {n}" for name, n in packed.items()))  # fmt: skip
+            self._on_packed()
+            return True
+
+    def poll(self, now: float) -> bool:
+        """One look at the activity at time ``now`` (monotonic seconds): packs once it has been quiet long enough
+        after a change; whether it packed."""
+        seen = tritoncache.activity()
+        if seen != self._seen:
+            self._seen, self._changed_at = seen, now
+            return False
+        if seen != self._packed and now - self._changed_at >= self._quiet_s:
+            return self.flush()
+        return False
+
+    def stop(self) -> None:
+        """Ends the thread; ``flush`` still packs when called."""
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._poll_s):
+            self.poll(time.monotonic())
+
+
+_KEEPING: list[Keeper] = []  # this process's keepers, flushed when it exits
+_KEEPING_LOCK = threading.Lock()
+
+
+def _flush_all() -> None:
+    with _KEEPING_LOCK:
+        keepers = list(_KEEPING)
+    for keeper in keepers:
+        keeper.flush()
+
+
+def stop_keeping() -> None:
+    """Stops every keeper of this process, without a last pack (an engine stopped in the middle of a compile,
+    or tests that end the fake engines' sessions)."""
+    with _KEEPING_LOCK:
+        keepers = list(_KEEPING)
+        _KEEPING.clear()
+    for keeper in keepers:
+        keeper.stop()
+
+
+def keep(s: Any, plan: CachePlan, on_packed: Callable[[], None] = lambda: None) -> Keeper | None:
+    """SAVE, the archive just written: starts keeping its caches (``Keeper``; ``on_packed`` after each pack);
+    None when SAVE packs none."""
+    if not s.config.pack_caches:
+        return None
+    keeper = Keeper(s, plan, on_packed)
+    keeper.start()
+    return keeper
 
 
 def use(s: Any, plan: CachePlan) -> None:

@@ -55,6 +55,7 @@ class Session(Generic[E, M]):
     watching: bool = False  # LOAD: a thread waits for the own execs' builds (steps._release_own_execs)
     report_fields: dict[str, Any] = field(default_factory=dict)  # what the engine last put in its report
     place: Place = SINGLE  # this process's rank (steps.begin sets it): which folder of the archive is its own
+    keeper: Any = None  # SAVE: what keeps the archive's caches up to date once it is written (caches.Keeper)
 
     def __post_init__(self) -> None:
         self.tracker = PhaseTracker(self.api)

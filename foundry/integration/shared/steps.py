@@ -48,6 +48,7 @@ __all__ = [
     "Captured",
     "begin",
     "end_phase",
+    "engine_ready",
     "isolated_phase",
     "load_graphs",
     "past_saved_memory",
@@ -198,6 +199,7 @@ def save_graphs(
     s.metadata.write(archive, meta, s.api)
     s.api.save_manifest(archive, documents=[s.metadata.name, *caches.pack(s, s.caches)])
     s.timings["save_s"] = time.perf_counter() - t0  # graph files, metadata and manifest
+    s.keeper = caches.keep(s, s.caches, on_packed=lambda: write_report(s, **s.report_fields))
     shared = share_with_other_ranks(archive, s.place)
     log = logging.getLogger(s.config.engine.logger or s.config.engine.key)
     if shared:
@@ -209,6 +211,13 @@ def save_graphs(
             log.info("Foundry save: %s's graph bundle stored against %s's, %.1f MiB less", folder.name, base.name,
                      stored / 2**20)  # fmt: skip
     return meta
+
+
+def engine_ready(s: Session[Any, Any]) -> None:
+    """SAVE: the engine's start-up ended (it compiled what its own warm-up compiles): the archive's caches get
+    those kernels now, not a second after (caches.Keeper)."""
+    if s.keeper is not None:
+        s.keeper.flush()
 
 
 def load_graphs(

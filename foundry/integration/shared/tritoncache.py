@@ -12,6 +12,14 @@ as Triton lays them out, with two differences:
   SAVE's directory is still there, load the files from it rather than from the copy. Every file of a group
   lies in the group's own entry directory (FileCacheManager.put writes nowhere else), so its name is enough.
 
+- at LOAD, with the archive's caches copied out (``COPY_ENV`` names the copy's Triton directory), an entry the
+  copy holds is read from the copy, every other one from Triton's own cache directory, where Triton also writes
+  what it compiles: a warm machine keeps finding its own kernels (a LOAD is never colder than native there), a
+  fresh one finds the archive's, and what it compiles besides stays for the next start, as natively.
+
+SAVE counts what goes through the manager (``activity``: entries opened, files written), so that kernels the
+engine compiles after the archive was written can be added to it (caches.py, ``Keeper``).
+
 Triton is imported when Triton asks for the class (``__getattr__``), never when this module is: the engine
 plugins import it without Triton.
 """
@@ -24,14 +32,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MANAGER", "MANAGER_ENV", "used_dirs"]
+__all__ = ["COPY_ENV", "MANAGER", "MANAGER_ENV", "activity", "used_dirs"]
 
 MANAGER_ENV = "TRITON_CACHE_MANAGER"
 MANAGER = f"{__name__}:FoundryCacheManager"
+COPY_ENV = "FOUNDRY_TRITON_CACHE_COPY"  # LOAD: the archive's Triton entries, copied out (caches.py)
 _CLASS_NAME = "FoundryCacheManager"
 
 _LOCK = threading.Lock()
 _USED: set[str] = set()
+_WRITES = [0]  # files this process wrote through the manager
 
 
 def used_dirs() -> list[Path]:
@@ -40,18 +50,59 @@ def used_dirs() -> list[Path]:
         return sorted(Path(d) for d in _USED)
 
 
+def activity() -> tuple[int, int]:
+    """(entries opened, files written) through Foundry's manager in this process so far: it changes whenever
+    the engine compiles a kernel or opens one it had not opened before."""
+    with _LOCK:
+        return len(_USED), _WRITES[0]
+
+
+def from_copy(copy_entry: str, own_entry: str) -> bool:
+    """Whether an entry is read from the archive's copy (``copy_entry``) rather than from Triton's own cache
+    (``own_entry``): where the copy holds it, unless the copy's entry has no group file (a kernel's list of files,
+    written last) and the machine's own has one."""
+    try:
+        copied = os.listdir(copy_entry)
+    except OSError:
+        return False
+    if not copied:
+        return False
+    if any(name.startswith("__grp__") for name in copied):
+        return True
+    try:
+        return not any(name.startswith("__grp__") for name in os.listdir(own_entry))
+    except OSError:
+        return True
+
+
 def _build() -> type:
     from triton.runtime.cache import FileCacheManager
 
     class FoundryCacheManager(FileCacheManager):
+        cache_dir: Any  # Triton's: the entry's directory (a str), where every get and put of the entry goes
+
         def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
             super().__init__(key, override=override, dump=dump)
-            if not override and not dump and self.cache_dir:
-                with _LOCK:
-                    _USED.add(str(self.cache_dir))
+            if override or dump or not self.cache_dir:
+                return
+            copy = os.environ.get(COPY_ENV)
+            if copy:
+                entry = os.path.join(copy, key)
+                if from_copy(entry, str(self.cache_dir)):
+                    self.cache_dir = entry
+                    if getattr(self, "lock_path", None):
+                        self.lock_path = os.path.join(entry, "lock")
+            with _LOCK:
+                _USED.add(str(self.cache_dir))
 
         def get_group(self, filename: str) -> dict[str, str] | None:
             return relocated_group(str(self.cache_dir), filename)
+
+        def put(self, data: Any, filename: str, binary: bool = True) -> str:
+            path: str = super().put(data, filename, binary=binary)
+            with _LOCK:
+                _WRITES[0] += 1
+            return path
 
     FoundryCacheManager.__qualname__ = _CLASS_NAME
     return FoundryCacheManager

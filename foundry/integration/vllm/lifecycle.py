@@ -18,6 +18,8 @@ Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
   kernel_warmup        LOAD runs vLLM's profile forward passes and then it (FOUNDRY_VLLM_WARM_UP=0 skips both)
   capture_model        SAVE captures with Foundry and writes the archive (with the workspace as capture left
                        it); LOAD hands vLLM the loaded graphs and locks the workspace where SAVE's was locked
+  compile_or_warm_up_model (its end)
+                       SAVE packs into the archive's caches what vLLM's warm-up after capture compiled
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ __all__ = [
     "initialize_from_config",
     "kernel_warmup",
     "load_model_end",
+    "warmed_up",
     "wrapper_created",
 ]
 
@@ -219,6 +222,14 @@ def _save(runner: Any, original: Any) -> Any:
         len(meta.graphs), pieces, s.archive, s.timings["capture_s"], s.timings["save_s"],
     )  # fmt: skip
     return result
+
+
+def warmed_up() -> None:
+    """The worker's compile_or_warm_up_model returned: vLLM ran its kernel warm-up after capture (the V2 runner
+    runs a whole step to JIT-compile its Triton kernels), the last of its start-up."""
+    s = sessions.current()
+    if s.config.enabled and s.config.mode is Mode.SAVE:
+        steps.engine_ready(s)
 
 
 def _graph_file(index: int, key: dict[str, Any]) -> str:

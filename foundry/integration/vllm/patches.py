@@ -9,6 +9,8 @@ vllm/v1/worker/gpu_worker.py
   Worker.determine_available_memory          SAVE keeps the answer; LOAD answers from the archive
   Worker.initialize_from_config              the KV-cache phase (see lifecycle.initialize_from_config)
   kernel_warmup                              (module global, called by compile_or_warm_up_model) LOAD skips it
+  Worker.compile_or_warm_up_model            end: the engine's start-up is over (SAVE packs what its warm-up
+                                             compiled after capture into the archive's caches)
 vllm/v1/worker/gpu/model_runner.py           (V2 runner)
   GPUModelRunner.capture_model               SAVE: capture with Foundry, save; LOAD: install loaded graphs
 vllm/v1/worker/gpu_model_runner.py           (V1 runner, VLLM_USE_V2_MODEL_RUNNER=0)
@@ -85,6 +87,15 @@ def _instead_of_kernel_warmup(original: Fn) -> Fn:
     return kernel_warmup
 
 
+def _after_warm_up(original: Fn) -> Fn:
+    def compile_or_warm_up_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        lifecycle.warmed_up()
+        return result
+
+    return compile_or_warm_up_model
+
+
 def _instead_of_capture(original: Fn) -> Fn:
     def capture_model(self: Any) -> Any:
         return lifecycle.capture_model(self, original)
@@ -108,6 +119,7 @@ def install_gpu_worker(module: ModuleType) -> None:
     wrap(worker, "determine_available_memory", _instead_of_memory_profile)
     wrap(worker, "initialize_from_config", _around_kv_cache)
     wrap(module, "kernel_warmup", _instead_of_kernel_warmup)
+    wrap(worker, "compile_or_warm_up_model", _after_warm_up)
 
 
 def install_runner_v2(module: ModuleType) -> None:

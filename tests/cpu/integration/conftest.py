@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from foundry.integration.shared import hooks
+from foundry.integration.shared import caches, hooks
 from foundry.integration.vllm import lifecycle
 from foundry.integration.vllm import session as sessions
 from foundry.integration.vllm.config import PluginConfig
@@ -34,6 +34,7 @@ def clean_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     sessions.reset()
     hooks.forget_pending()
     yield
+    caches.stop_keeping()  # a SAVE's keeper ends with its "process"
     sessions.reset()
     hooks.forget_pending()
 
@@ -52,6 +53,7 @@ class Engines:
         self.monkeypatch.setenv("FOUNDRY_VLLM_MODE", mode)
         self.monkeypatch.setenv("FOUNDRY_VLLM_ARCHIVE", str(self.archive))
         config = PluginConfig.from_env()
+        caches.stop_keeping()  # an earlier SAVE's keeper ended with its process
         sessions.reset()
         hooks.forget_pending()
         sessions.install(sessions.Session(config, fake.memory, isolate=self._isolate))
@@ -90,3 +92,11 @@ def sglang_engines(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     sglang_sessions.reset()
     yield SglangEngines(monkeypatch, tmp_path / "archive")
     sglang_sessions.reset()
+
+
+@pytest.fixture
+def key(tmp_path: Path) -> Path:
+    """A signing key file (the engine caches are packed and used only signed)."""
+    path = tmp_path / "foundry.key"
+    path.write_bytes(b"a signing key of thirty-two byte")
+    return path

@@ -14,19 +14,16 @@ from typing import Any
 
 import pytest
 
-import foundry
 from foundry.integration.sglang import read_metadata as read_sglang_metadata
 from foundry.integration.shared import tritoncache
 from foundry.integration.vllm import PluginConfigError, UnsupportedConfigError, read_metadata
-from foundry.schema import CACHES_DOCUMENT, CachePayload
 from tests.support import faketriton
+from tests.support.enginecaches import listing, machine, packing
 from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang import server_args
 from tests.support.fakevllm_cache import aot_hash
 from tests.support.fakevllm_config import make_config
 
-CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TRITON_CACHE_MANAGER", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR",
-                   "XDG_CACHE_HOME", "VLLM_USE_MEGA_AOT_ARTIFACT", "FOUNDRY_SIGNING_KEY")  # fmt: skip
 AOT_DIR = "torch_compile_cache/torch_aot_compile"
 
 
@@ -37,35 +34,8 @@ def _saves_paths(home: Path) -> dict[str, str]:
             "VLLM_XLA_CACHE_PATH": str(home / ".cache" / "vllm" / "xla_cache")}  # fmt: skip
 
 
-def _machine(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
-    """A process of a machine whose home is ``home``: caches where the engines keep them by default, none of
-    the switches set (monkeypatch puts back what the plugin sets), no Triton entries noted yet."""
-    home.mkdir(parents=True, exist_ok=True)
-    monkeypatch.setenv("HOME", str(home))
-    for name in CACHE_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(tritoncache, "_USED", set())
-    faketriton.inject(monkeypatch)
-
-
-def _packing(monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None, engine: str = "VLLM", **env: str) -> None:
-    """A SAVE process of a machine at ``home`` asked to pack the engine's caches (signed with ``key``, if any)."""
-    _machine(monkeypatch, home)
-    if key is not None:
-        monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
-    for name, value in {f"FOUNDRY_{engine}_PACK_CACHES": "1", **env}.items():
-        monkeypatch.setenv(name, value)
-
-
-@pytest.fixture
-def key(tmp_path: Path) -> Path:
-    path = tmp_path / "foundry.key"
-    path.write_bytes(b"a signing key of thirty-two byte")
-    return path
-
-
 def _save_vllm(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None) -> Any:
-    _packing(monkeypatch, home, key, VLLM_USE_MEGA_AOT_ARTIFACT="1")
+    packing(monkeypatch, home, key, VLLM_USE_MEGA_AOT_ARTIFACT="1")
     faketriton.jit("other_kernel", "another program")  # another program's kernel, in the same Triton cache
     fake = engines.prepare("save")
     fake.start_engine(make_config(compile_mode="VLLM_COMPILE"))
@@ -74,7 +44,7 @@ def _save_vllm(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: P
 
 
 def _load_vllm(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path | None, **env: str) -> Any:
-    _machine(monkeypatch, home)
+    machine(monkeypatch, home)
     if key is not None:
         monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
     monkeypatch.setenv("VLLM_USE_MEGA_AOT_ARTIFACT", "1")
@@ -85,24 +55,25 @@ def _load_vllm(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: P
     return fake
 
 
-def _listing(archive: Path) -> dict[str, list[str]]:
-    payload = CachePayload.from_json(foundry.read_archive_document(archive, CACHES_DOCUMENT), CACHES_DOCUMENT)
-    return {t.name: [f.path for f in t.files] for t in payload.trees}
-
-
 def test_save_packs_vllms_aot_artifact_and_only_the_triton_kernels_the_engine_used(
     engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
     fake = _save_vllm(engines, monkeypatch, tmp_path / "save-home", key)
     assert "aot_compiled" in fake.trace.events and "triton:compiled" in fake.trace.events
-    listed = _listing(engines.archive)
+    listed = listing(engines.archive)
     aot = f"{AOT_DIR}/{aot_hash()}"
     assert sorted(listed["vllm"]) == [f"{aot}/inductor_cache/fxgraph.bin", f"{aot}/rank_0_0/model"]
+    # the model's kernel, and the sampler's that vLLM's warm-up compiles after capture (packed where start-up ends)
     assert sorted(p.rsplit("/", 1)[1] for p in listed["triton"]) == [
-        "__grp__triton_poi_fused_add.json", "triton_poi_fused_add.cubin", "triton_poi_fused_add.json",
+        "__grp___topk_log_softmax_kernel.json", "__grp__triton_poi_fused_add.json",
+        "_topk_log_softmax_kernel.cubin", "_topk_log_softmax_kernel.json",
+        "triton_poi_fused_add.cubin", "triton_poi_fused_add.json",
     ]  # fmt: skip
-    assert "pack_caches" in fake.memory.calls
-    assert fake.memory.calls[-1] == "save_manifest"  # the listing is written before the manifest that lists it
+    calls = fake.memory.calls
+    # the listing is written before the manifest that lists it, and packed again into the finished archive
+    assert calls.index("pack_caches") < calls.index("save_manifest") < calls.index("pack_caches again")
+    assert fake_session_timings()["caches"]["packed"]["triton"] == 3
+    assert fake_session_timings()["caches"]["packed_last"]["triton"] == 6
 
 
 def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archives_copy(
@@ -118,7 +89,8 @@ def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archiv
     copy = Path(os.environ["VLLM_CACHE_ROOT"])
     assert copy.name == "vllm" and copy.parent.name.startswith("foundry-caches-")
     assert str(copy).startswith(tempfile_root())
-    assert Path(os.environ["TRITON_CACHE_DIR"]) == copy.parent / "triton"
+    assert "TRITON_CACHE_DIR" not in os.environ  # Triton's own cache stays the machine's; the copy is read first
+    assert Path(os.environ[tritoncache.COPY_ENV]) == copy.parent / "triton"
     assert os.environ["TRITON_CACHE_MANAGER"] == tritoncache.MANAGER
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(copy / aot / "inductor_cache")
     assert "compiled_again" not in fake_session_timings()["caches"] and "compiled it again" not in caplog.text
@@ -126,7 +98,7 @@ def test_load_on_a_fresh_node_finds_the_compiled_model_and_kernels_in_the_archiv
     assert faketriton.jit("triton_poi_fused_add", "inductor kernel") == (
         "hit", str(copy.parent / "triton" / _entry(copy.parent / "triton") / "triton_poi_fused_add.cubin")
     )  # fmt: skip
-    assert not list((tmp_path / "fresh-home").rglob("*"))  # the fresh node's own caches stay empty
+    assert not [p for p in (tmp_path / "fresh-home").rglob("*") if p.is_file()]  # nothing compiled on this node
     assert "engine caches ['triton', 'vllm'] copied from the archive" in caplog.text
 
 
@@ -188,7 +160,7 @@ def test_save_refuses_to_pack_without_a_signing_key_before_start_up(
 def test_save_refuses_a_compile_cache_that_cannot_move(
     engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
-    _packing(monkeypatch, tmp_path / "save-home", key)
+    packing(monkeypatch, tmp_path / "save-home", key)
     fake = engines.prepare("save")
     with pytest.raises(UnsupportedConfigError, match=r"mega AOT artifact: set VLLM_USE_MEGA_AOT_ARTIFACT=1"):
         fake.start_engine(make_config(compile_mode="VLLM_COMPILE"))
@@ -197,7 +169,7 @@ def test_save_refuses_a_compile_cache_that_cannot_move(
 def test_save_refuses_another_triton_cache_manager(
     engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
-    _packing(monkeypatch, tmp_path / "save-home", key, TRITON_CACHE_MANAGER="remote.cache:Manager")
+    packing(monkeypatch, tmp_path / "save-home", key, TRITON_CACHE_MANAGER="remote.cache:Manager")
     fake = engines.prepare("save")
     with pytest.raises(PluginConfigError, match=r"TRITON_CACHE_MANAGER='remote\.cache:Manager' replaces"):
         fake.start_engine(make_config())
@@ -212,21 +184,21 @@ def test_a_bad_pack_setting_is_named(engines: Any, monkeypatch: pytest.MonkeyPat
 def test_sglang_packs_its_triton_kernels_and_a_fresh_load_finds_them(
     sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
-    _packing(monkeypatch, tmp_path / "save-home", key, "SGLANG")
+    packing(monkeypatch, tmp_path / "save-home", key, "SGLANG")
     fake = sglang_engines.prepare("save")
     fake.start_scheduler(server_args())
     assert "triton:compiled" in fake.trace.events
-    assert sorted(p.rsplit("/", 1)[1] for p in _listing(sglang_engines.archive)["triton"]) == [
+    assert sorted(p.rsplit("/", 1)[1] for p in listing(sglang_engines.archive)["triton"]) == [
         "__grp___fwd_kernel.json", "_fwd_kernel.cubin", "_fwd_kernel.json",
     ]  # fmt: skip
     monkeypatch.delenv("FOUNDRY_SGLANG_PACK_CACHES")
-    _machine(monkeypatch, tmp_path / "fresh-home")
+    machine(monkeypatch, tmp_path / "fresh-home")
     monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
     high_water = read_sglang_metadata(sglang_engines.archive).high_water
     fake = sglang_engines.prepare("load", FakeFoundry(high_water_saved=high_water))
     fake.start_scheduler(server_args())
     assert "triton:hit" in fake.trace.events and "open_caches" in fake.memory.calls
-    assert Path(os.environ["TRITON_CACHE_DIR"]).name == "triton"
+    assert Path(os.environ[tritoncache.COPY_ENV]).name == "triton"
 
 
 def re_search(pattern: str, text: str) -> bool:

@@ -1,0 +1,130 @@
+"""The engine caches past the archive's writing, in the fake engines with the stand-in Triton (faketriton.py):
+kernels the engine compiles after capture (SGLang's first request here; vLLM's warm-up step in
+test_engine_caches_plugins.py) are packed into the finished archive, whose manifest lists them signed, so a fresh
+node finds them; a LOAD on a warm machine reads its own Triton cache beside the archive's copy and keeps what it
+compiles, as native does; a pack that is refused leaves the archive as it was."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import foundry
+from foundry.integration.sglang import read_metadata
+from foundry.integration.sglang import session as sessions
+from foundry.integration.shared import caches, tritoncache
+from foundry.schema import CACHES_DOCUMENT
+from tests.support import faketriton
+from tests.support.enginecaches import listing, machine, packing
+from tests.support.fakefoundry import FakeFoundry
+from tests.support.fakesglang import server_args
+
+
+def _save(sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path) -> caches.Keeper:
+    packing(monkeypatch, home, key, "SGLANG")
+    sglang_engines.prepare("save").start_scheduler(server_args())
+    keeper = sessions.current().keeper
+    assert isinstance(keeper, caches.Keeper)
+    keeper.stop()  # its thread ends: the test decides when it packs (poll, flush)
+    return keeper
+
+
+def _load(sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path) -> Any:
+    monkeypatch.delenv("FOUNDRY_SGLANG_PACK_CACHES", raising=False)
+    machine(monkeypatch, home)
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    memory = FakeFoundry(high_water_saved=read_metadata(sglang_engines.archive).high_water)
+    fake = sglang_engines.prepare("load", memory)
+    fake.start_scheduler(server_args())
+    return fake
+
+
+def _names(archive: Path) -> list[str]:
+    return sorted(p.rsplit("/", 1)[1] for p in listing(archive)["triton"])
+
+
+def test_a_kernel_compiled_at_the_first_request_is_packed_into_the_finished_archive_for_a_fresh_node(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    keeper = _save(sglang_engines, monkeypatch, tmp_path / "save-home", key)
+    assert _names(sglang_engines.archive) == ["__grp___fwd_kernel.json", "_fwd_kernel.cubin", "_fwd_kernel.json"]
+    assert keeper.poll(0.0) is False  # nothing compiled since the archive was written
+    assert faketriton.jit("_sample_kernel", "sampling")[0] == "compiled"  # the first request's sampling kernel
+    assert keeper.poll(10.0) is False  # the compile just seen: its files may still be coming
+    assert keeper.poll(10.5) is False  # not quiet for a second yet
+    assert keeper.poll(11.0) is True and keeper.repacks == 1
+    assert keeper.poll(20.0) is False  # nothing new
+    assert _names(sglang_engines.archive) == [
+        "__grp___fwd_kernel.json", "__grp___sample_kernel.json", "_fwd_kernel.cubin", "_fwd_kernel.json",
+        "_sample_kernel.cubin", "_sample_kernel.json",
+    ]  # fmt: skip
+    assert read_metadata(sglang_engines.archive).graphs  # the graphs' metadata still listed, under the same key
+    report = sessions.current().timings["caches"]
+    assert report["packed"] == {"triton": 3} and report["packed_last"] == {"triton": 6}
+
+    fake = _load(sglang_engines, monkeypatch, tmp_path / "fresh-home", key)
+    assert "triton:hit" in fake.trace.events
+    assert faketriton.jit("_sample_kernel", "sampling")[0] == "hit"  # the first request compiles nothing here
+    assert not [p for p in (tmp_path / "fresh-home").rglob("*") if p.is_file()]
+
+
+def test_load_on_a_warm_machine_reads_its_own_kernels_beside_the_archives_and_keeps_what_it_compiles(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    home = tmp_path / "home"
+    _save(sglang_engines, monkeypatch, home, key).flush()
+    machine(monkeypatch, home)
+    _, own = faketriton.jit("_decode_kernel", "compiled natively, after SAVE")  # on this machine, not in the archive
+    fake = _load(sglang_engines, monkeypatch, home, key)
+    copy = Path(os.environ[tritoncache.COPY_ENV])
+    assert "triton:hit" in fake.trace.events
+    assert faketriton.jit("_fwd_kernel", "triton attention")[1].startswith(str(copy))  # the archive's, from the copy
+    assert faketriton.jit("_decode_kernel", "compiled natively, after SAVE") == ("hit", own)  # the machine's own
+    status, path = faketriton.jit("_new_kernel", "first compiled under LOAD")
+    assert status == "compiled" and path.startswith(str(home)) and not path.startswith(str(copy))
+    assert Path(path).is_file()  # in the machine's own cache: it outlives the copy, as a native compile does
+
+
+def test_an_entry_the_copy_holds_only_in_part_is_read_from_the_machines_own_cache(tmp_path: Path) -> None:
+    own, copy = tmp_path / "own", tmp_path / "copy"
+    for d in (own, copy):
+        d.mkdir()
+    assert tritoncache.from_copy(str(tmp_path / "absent"), str(own)) is False
+    assert tritoncache.from_copy(str(copy), str(own)) is False  # empty
+    (copy / "k.cubin").write_bytes(b"cubin")
+    assert tritoncache.from_copy(str(copy), str(own)) is True  # the machine has nothing better
+    (own / "__grp__k.json").write_text("{}")
+    assert tritoncache.from_copy(str(copy), str(own)) is False  # the machine's entry is whole, the copy's is not
+    (copy / "__grp__k.json").write_text("{}")
+    assert tritoncache.from_copy(str(copy), str(own)) is True
+
+
+def test_a_pack_that_is_refused_is_named_and_the_archive_keeps_the_caches_packed_before(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    keeper = _save(sglang_engines, monkeypatch, tmp_path / "save-home", key)
+    listed, manifest = (sglang_engines.archive / CACHES_DOCUMENT).read_bytes(), _manifest(sglang_engines.archive)
+    faketriton.jit("_sample_kernel", "sampling")
+    monkeypatch.delenv("FOUNDRY_SIGNING_KEY")  # the key file went away: the manifest cannot be signed again
+    caplog.set_level(logging.WARNING)
+    assert keeper.flush() is False
+    assert "not added to its caches" in caplog.text and "no signing key is configured" in caplog.text
+    assert (sglang_engines.archive / CACHES_DOCUMENT).read_bytes() == listed
+    assert _manifest(sglang_engines.archive) == manifest
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    faketriton.jit("_other_kernel", "later")
+    assert keeper.flush() is False  # keeping ended with the refusal
+    dest = tmp_path / "node"
+    assert foundry.open_engine_caches(sglang_engines.archive, _identity(sglang_engines.archive), dest) is not None
+
+
+def _manifest(archive: Path) -> bytes:
+    return (archive / "graph_manifest.json").read_bytes()
+
+
+def _identity(archive: Path) -> dict[str, str]:
+    return dict(foundry.read_archive_document(archive, CACHES_DOCUMENT)["identity"])
