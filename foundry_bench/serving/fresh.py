@@ -13,7 +13,15 @@ import secrets
 import tempfile
 from pathlib import Path
 
-__all__ = ["FRESH_MODES", "FRESH_VARIABLES", "fresh_env", "fresh_root", "signing_key"]
+__all__ = [
+    "FRESH_MODES",
+    "FRESH_VARIABLES",
+    "compiled_on_node",
+    "fresh_env",
+    "fresh_lines",
+    "fresh_root",
+    "signing_key",
+]
 
 FRESH_MODES = ("native_fresh", "load_fresh")
 # Where the engines and their compilers keep what they build once per machine, each pointed into the new folder:
@@ -50,3 +58,41 @@ def signing_key(out: Path) -> Path:
         with open(fd, "wb") as f:
             f.write(secrets.token_bytes(32))
     return path
+
+
+# Folders of a fresh root whose children are each a program's cache (the home, its ~/.cache, XDG's cache home):
+# files are counted by that child, the rest by their folder below the root. The deepest prefix first.
+_SHARED = (("home", ".cache"), ("home",), ("cache",))
+
+
+def compiled_on_node(root: Path) -> dict[str, dict[str, int]]:
+    """What a fresh run left in its folders (what the engine and its compilers wrote because no cache held it):
+    files and bytes by cache (``triton``, ``cache/flashinfer``, ``home/.nv``, ...), largest first. Read before
+    the folder is removed: it tells which cache a fresh node still fills, beside what the archive carried."""
+    out: dict[str, dict[str, int]] = {}
+    for top, _dirs, names in os.walk(root):
+        rel = Path(top).relative_to(root).parts
+        for name in names:
+            path = Path(top) / name
+            try:
+                size = path.lstat().st_size
+            except OSError:
+                continue
+            depth = next((len(s) + 1 for s in _SHARED if rel[: len(s)] == s and len(rel) > len(s)), 1)
+            key = "/".join(rel[:depth]) or "."
+            entry = out.setdefault(key, {"files": 0, "bytes": 0})
+            entry["files"] += 1
+            entry["bytes"] += size
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["bytes"]))
+
+
+def fresh_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -> list[str]:
+    """The report's lines on what each fresh run compiled (``compiled_on_node``), one a run, five caches at most."""
+    lines = []
+    for mode in FRESH_MODES:
+        left = (results.get(mode) or {}).get("compiled_on_node")
+        if isinstance(left, dict):
+            parts = [f"{k} {v['files']} files, {v['bytes'] / 2**20:.1f} MiB" for k, v in list(left.items())[:5]]
+            lines.append(f"- {labels.get(mode, mode)}: {'; '.join(parts) or 'nothing'}")
+    title = "What the fresh runs wrote into their empty caches (compiled there, not carried):"
+    return ["", title, *lines] if lines else []

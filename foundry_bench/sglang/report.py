@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from foundry.probe import table
+from foundry_bench.serving.fresh import fresh_lines
 from foundry_bench.serving.report import (
     LABELS,
     LOADS,
@@ -162,6 +163,7 @@ def render(doc: dict[str, Any]) -> str:
                   table(["step", "s"], foundry_rows(load, "SGLang"))]  # fmt: skip
     lines += target_lines(doc)
     lines += parity_lines(doc)
+    lines += fresh_lines(doc["results"], LABELS)
     if doc.get("wall_s") is not None:
         lines += ["", f"The benchmark took {doc['wall_s']:.0f} s."]
     return "\n".join(lines) + "\n"

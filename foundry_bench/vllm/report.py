@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from foundry.probe import table
+from foundry_bench.serving.fresh import fresh_lines
 from foundry_bench.serving.report import (
     LABELS,
     LOADS,
@@ -110,6 +111,7 @@ def render(doc: dict[str, Any]) -> str:
         lines += ["", "Foundry's own seconds in LOAD, on vLLM's thread:", own]
     lines += target_lines(doc)
     lines += parity_lines(doc)
+    lines += fresh_lines(doc["results"], LABELS)
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from foundry_bench.serving.fresh import FRESH_VARIABLES
+from foundry_bench.serving.fresh import FRESH_VARIABLES, compiled_on_node
 from foundry_bench.sglang import SglangBenchConfig, run_sglang_bench
 from foundry_bench.vllm import VllmBenchConfig, run_vllm_bench
 
@@ -84,6 +84,24 @@ def test_vllm_fresh_rows_start_with_empty_caches_and_load_ships_the_signed_archi
     assert len(paths) == 1 and all(lines[0]["compile_paths"].values()), paths
     text = (tmp_path / "out" / f"{VllmBenchConfig(out=tmp_path).tag()}.txt").read_text()
     assert "native, fresh node (empty caches)" in text and "Foundry LOAD, fresh node" in text
+    # what each fresh run compiled into its empty caches, read before its folder went
+    assert doc["results"]["native_fresh"]["compiled_on_node"] == {"triton": {"files": 1, "bytes": 4096}}
+    assert doc["results"]["load_fresh"]["compiled_on_node"] == {}
+    assert "- native, fresh node (empty caches): triton 1 files, 0.0 MiB" in text
+    assert "- Foundry LOAD, fresh node (the archive's caches): nothing" in text
+
+
+def test_what_a_fresh_run_compiled_is_counted_by_cache(tmp_path: Path) -> None:
+    files = {"triton/abc/k.cubin": 10, "triton/def/k.json": 5, "cache/flashinfer/90a/x.so": 100,
+             "home/.cache/torch/kernels/y": 7, "home/.nv/ComputeCache/z": 1, "inductor/fx/w": 3}  # fmt: skip
+    for rel, size in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"x" * size)
+    assert compiled_on_node(tmp_path) == {
+        "cache/flashinfer": {"files": 1, "bytes": 100}, "triton": {"files": 2, "bytes": 15},
+        "home/.cache/torch": {"files": 1, "bytes": 7}, "inductor": {"files": 1, "bytes": 3},
+        "home/.nv": {"files": 1, "bytes": 1},
+    }  # fmt: skip
 
 
 def test_sglang_fresh_rows_start_with_empty_caches(warm_machine: Path, tmp_path: Path) -> None:
