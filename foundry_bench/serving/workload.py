@@ -18,6 +18,9 @@ class Request:
     prompts: tuple[tuple[int, ...], ...]
     max_tokens: int
     logprobs: int = 0
+    # The prompts must start together, in one engine step, in every process: what is compared bit for bit is
+    # then computed on the same batches (a server that takes them one by one may start on the first alone).
+    together: bool = False
 
     @property
     def batch(self) -> int:
@@ -41,7 +44,7 @@ def token_requests(
     for batch in batches:
         rng = random.Random(seed * 1000 + batch)
         prompts = tuple(_prompt(rng, 4 + (i * 37 + batch) % 196, vocab) for i in range(batch))
-        out.append(Request(prompts, max_tokens, logprobs))
+        out.append(Request(prompts, max_tokens, logprobs, together=True))
     return out
 
 

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from foundry_bench.serving.logprobs import canonical
-from foundry_bench.serving.process import ChildEngine, HttpEngine
+from foundry_bench.serving.process import Answer, ChildEngine, HttpEngine
 from foundry_bench.serving.workload import Request
 
-__all__ = ["OfflineEngine", "ServerEngine"]
+__all__ = ["HOLD_S", "OfflineEngine", "ServerEngine"]
+
+# How long the paused server is given to take a held batch's prompts into its queue (it turns a prompt into a
+# request in well under a millisecond; nothing is scheduled meanwhile, so a longer wait changes no output).
+HOLD_S = 1.0
 
 
 class OfflineEngine(ChildEngine):
@@ -25,7 +30,14 @@ class OfflineEngine(ChildEngine):
 
 class ServerEngine(HttpEngine):
     """``vllm serve MODEL`` (vLLM's CLI module; the bundle installs no console script) on 127.0.0.1:port; one
-    /v1/completions request with token-ID prompts holds the whole batch."""
+    /v1/completions request with token-ID prompts holds the whole batch.
+
+    vLLM's server hands such a request's prompts to its engine one by one, and an idle engine starts a step on
+    the first to arrive: which prompts a step holds then depends on the processes' timing, and a batch's
+    numbers with it (a matrix multiply's kernel depends on its rows). A batch whose prompts must start together
+    (``Request.together``: those compared bit for bit) is held: the scheduler paused with its queue kept
+    (``/pause?mode=keep``), the request posted, ``HOLD_S`` later the scheduler resumed, which then schedules the
+    whole queue in one step, in every process alike (``VLLM_SERVER_DEV_MODE=1``, runs.py)."""
 
     path = "/v1/completions"
 
@@ -33,6 +45,41 @@ class ServerEngine(HttpEngine):
                  cwd: Path) -> None:  # fmt: skip
         cmd = [*prefix, sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", *args, "--port", str(port)]
         super().__init__([*cmd, "--host", "127.0.0.1", "--served-model-name", "m"], port, env, log, cwd)
+
+    def generate(self, request: Request, timeout: float = 600) -> Answer:
+        if not request.together or request.batch < 2:
+            return super().generate(request, timeout)
+        self._control("/pause?mode=keep&clear_cache=false")
+        got: list[Answer] = []
+        failed: list[BaseException] = []
+
+        def post() -> None:
+            try:
+                got.append(HttpEngine.generate(self, request, timeout))
+            except BaseException as exc:
+                failed.append(exc)
+
+        poster = threading.Thread(target=post, name="held-batch", daemon=True)
+        poster.start()
+        poster.join(HOLD_S)  # ends early only where the post failed: a paused server answers nothing
+        self._control("/resume")
+        poster.join(timeout)
+        if failed:
+            raise failed[0]
+        if not got:
+            raise self.fail(f"{self.path} did not answer batch {request.batch} within {timeout:.0f} s after /resume")
+        return got[0]
+
+    def _control(self, path: str) -> None:
+        try:
+            status, doc = self._http(path, {}, 60)
+        except OSError as exc:
+            raise self.fail(f"{path} did not answer: {exc}") from None
+        if status != 200:
+            raise self.fail(
+                f"{path} answered {status}: {str(doc)[:200]}. The benchmark holds a batch's prompts with vLLM's "
+                "/pause and /resume, which vLLM serves with VLLM_SERVER_DEV_MODE=1 (set for every run)"
+            )
 
     def body(self, request: Request) -> dict[str, Any]:
         return {

@@ -37,6 +37,9 @@ PACK_ENV = {"VLLM_USE_MEGA_AOT_ARTIFACT": "1"}
 # machine had; the fresh runs move the home instead, so every run of a configuration is given the same two
 # values (folders in the benchmark's own), and the fresh runs' keys stay SAVE's. Without this, LOAD on a "fresh
 # node" compiled again (23.7 s, Qwen3-0.6B, H200, 43711a5).
+# vLLM's /pause and /resume (engines.py holds a batch's prompts with them) exist in its development mode only; it is
+# no compile factor (vllm/envs.py compile_factors), so the compiled model's cache key stays the same.
+SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 PINNED_PATHS = {"VLLM_CONFIG_ROOT": "vllm-config", "VLLM_XLA_CACHE_PATH": "vllm-xla-cache"}
 
 # Figures vLLM logs, by name: the pattern and whether repeated lines add up.
@@ -131,6 +134,7 @@ class _Runs(BenchRuns):
             if cfg.expert_parallel:
                 kwargs["enable_expert_parallel"] = True
             return OfflineEngine(kwargs, prefix, env, log, self.cwd)
+        env = {**env, **SERVER_ENV}
         args = [str(self.model), "--load-format", "dummy", "--skip-tokenizer-init", "--seed", "0"]
         args += ["--max-model-len", str(cfg.max_model_len), "--no-enable-prefix-caching"]
         args += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]

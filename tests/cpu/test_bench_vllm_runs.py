@@ -142,3 +142,31 @@ def test_a_compilation_and_kernel_config_reach_every_run_and_name_their_own_file
     text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
     assert "compilation config (every run): " + cfg.compilation in text
     assert "kernel config (every run): " + cfg.kernel in text
+
+
+def test_under_vllm_serve_each_compared_batch_is_held_until_all_its_prompts_are_queued(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vllm serve hands a request's prompts to its engine one by one: the benchmark pauses the scheduler (queue
+    kept), posts the batch and resumes it, in every run alike, so each batch starts in one step everywhere; a
+    batch of one and the timed steady-state requests go straight through."""
+    held = tmp_path / "held.jsonl"
+    monkeypatch.setenv("FAKE_ENGINE_HELD", str(held))
+    cfg = tokens_only(tmp_path, modes=("save", "native", "load"), api="serve", decode_batches=(2,), decode_steps=4)
+    doc = run_vllm_bench(cfg)
+    assert all("error" not in r for r in doc["results"].values()), doc["results"]
+    lines = [json.loads(line) for line in held.read_text().splitlines()]
+    compared = [line for line in lines if line["batch"] == 3]  # the token requests' batch of three
+    assert len(compared) == 3 and all(line["held"] for line in compared), lines  # one per run
+    assert not any(line["held"] for line in lines if line["batch"] != 3), lines  # batch 1, the decode requests
+
+
+def test_a_server_without_the_pause_route_is_named(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foundry_bench.vllm import runs
+
+    monkeypatch.setattr(runs, "SERVER_ENV", {"VLLM_SERVER_DEV_MODE": "0"})
+    doc = run_vllm_bench(tokens_only(tmp_path, modes=("native",), api="serve"))
+    error = doc["results"]["native"]["error"]
+    assert "/pause?mode=keep&clear_cache=false answered 404" in error and "VLLM_SERVER_DEV_MODE=1" in error, error

@@ -7,7 +7,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
@@ -98,8 +98,12 @@ def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]
         json.dump(doc, f)
 
 
-def serve_http(port: int, answer: Callable[[dict[str, Any]], object]) -> None:
-    """A server on 127.0.0.1:port: GET /health answers 200, POST answers ``answer(request body)`` as JSON."""
+Route = Callable[[str], tuple[int, object]]  # the POST's path (with its query) -> status and JSON answer
+
+
+def serve_http(port: int, answer: Callable[[dict[str, Any]], object], routes: dict[str, Route] | None = None) -> None:
+    """A server on 127.0.0.1:port, one thread a request: GET /health answers 200, a POST to a path ``routes``
+    names (without its query) answers what that route returns, any other POST ``answer(request body)``."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
@@ -117,6 +121,11 @@ def serve_http(port: int, answer: Callable[[dict[str, Any]], object]) -> None:
             self._answer(200 if self.path == "/health" else 404, {})
 
         def do_POST(self) -> None:
-            self._answer(200, answer(json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            route = (routes or {}).get(self.path.split("?", 1)[0])
+            if route is not None:
+                self._answer(*route(self.path))
+                return
+            self._answer(200, answer(json.loads(body)))
 
-    HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()

@@ -1,19 +1,41 @@
 """`python -m vllm.entrypoints.cli.main serve MODEL --port P ...` of the stand-in vLLM: /health, then
-/v1/completions with token-ID prompts and return_token_ids."""
+/v1/completions with token-ID prompts and return_token_ids; with VLLM_SERVER_DEV_MODE=1, /pause?mode=keep and
+/resume as vLLM's: a completion posted while paused is answered only after /resume. Under
+``FAKE_ENGINE_HELD=<file>`` each completion appends whether it arrived while the server was paused."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+import threading
 from typing import Any
 
 from _fakeengine import serve_http
 
 from vllm import next_logprobs, next_tokens, write_report
 
+RUNNING = threading.Event()  # cleared while paused
+RUNNING.set()
+
+
+def control(path: str) -> tuple[int, object]:
+    if os.environ.get("VLLM_SERVER_DEV_MODE") != "1":
+        return 404, {"detail": "Not Found"}  # vLLM serves its development routes only in that mode
+    if path.startswith("/pause"):
+        assert "mode=keep" in path, path
+        RUNNING.clear()
+        return 200, {"status": "paused"}
+    RUNNING.set()
+    return 200, {"status": "resumed"}
+
 
 def completions(request: dict[str, Any]) -> object:
+    held = not RUNNING.is_set()
+    if os.environ.get("FAKE_ENGINE_HELD"):
+        with open(os.environ["FAKE_ENGINE_HELD"], "a") as f:
+            f.write(json.dumps({"batch": len(request["prompt"]), "held": held}) + "\n")
+    RUNNING.wait(60)
     prompts, count, k = request["prompt"], request["max_tokens"], request.get("logprobs")
     choices = [{"index": i, "token_ids": next_tokens(p, count)} for i, p in enumerate(prompts)]
     if k:  # top_logprobs keyed "token_id:N", as vLLM's with return_tokens_as_token_ids
@@ -39,7 +61,7 @@ def main() -> None:
     os.environ["FAKE_ENGINE_ARGS"] = json.dumps(flags)
     print("INFO init engine (profile, create kv cache, warmup model) took 2.50 s", flush=True)
     write_report()
-    serve_http(port, completions)
+    serve_http(port, completions, {"/pause": control, "/resume": control})
 
 
 if __name__ == "__main__":
