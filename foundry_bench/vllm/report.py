@@ -95,6 +95,14 @@ def render(doc: dict[str, Any]) -> str:
         *([f"compilation config (every run): {cfg['compilation']}"] if cfg.get("compilation") else []),
         *([f"kernel config (every run): {cfg['kernel']}"] if cfg.get("kernel") else []),
         *native_env_lines(cfg),
+        *(
+            [
+                "each compared batch held until all its prompts were queued, so that it starts in one step in every "
+                "run (vLLM's /pause and /resume)"
+            ]
+            if cfg.get("batches_held")
+            else []
+        ),
         "",
         table(STARTUP_HEADER, startup_rows(doc)),
         *wrap(

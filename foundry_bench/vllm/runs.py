@@ -32,14 +32,15 @@ ENV = {
 # vLLM's compile cache moves to a fresh node only as its mega AOT artifact (foundry/integration/vllm/caches.py)
 PACK_ENV = {"VLLM_USE_MEGA_AOT_ARTIFACT": "1"}
 
+# vLLM's /pause and /resume (engines.py holds a batch's prompts with them) exist in its development mode only, which
+# is no compile factor (vllm/envs.py compile_factors): the compiled model's cache key stays the same.
+SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+
 # Two of vLLM's settings that key its compiled model (vllm.envs.compile_factors) are paths it derives from the home
 # and XDG folders: its config root and XLA's cache. A fresh node has its folders empty but at the paths SAVE's
 # machine had; the fresh runs move the home instead, so every run of a configuration is given the same two
 # values (folders in the benchmark's own), and the fresh runs' keys stay SAVE's. Without this, LOAD on a "fresh
 # node" compiled again (23.7 s, Qwen3-0.6B, H200, 43711a5).
-# vLLM's /pause and /resume (engines.py holds a batch's prompts with them) exist in its development mode only; it is
-# no compile factor (vllm/envs.py compile_factors), so the compiled model's cache key stays the same.
-SERVER_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 PINNED_PATHS = {"VLLM_CONFIG_ROOT": "vllm-config", "VLLM_XLA_CACHE_PATH": "vllm-xla-cache"}
 
 # Figures vLLM logs, by name: the pattern and whether repeated lines add up.
@@ -112,6 +113,10 @@ class _Runs(BenchRuns):
 
     def log_numbers(self, text: str) -> dict[str, float]:
         return log_numbers(text)
+
+    def config_doc(self) -> dict[str, Any]:
+        # Recorded, not assumed by the report: documents of earlier commits were measured without it.
+        return {**super().config_doc(), "batches_held": self.vcfg.api == "serve"}
 
     def start(self, mode: str, env: dict[str, str], prefix: list[str], log: Path) -> Engine:
         cfg = self.vcfg

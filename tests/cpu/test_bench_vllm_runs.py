@@ -159,6 +159,9 @@ def test_under_vllm_serve_each_compared_batch_is_held_until_all_its_prompts_are_
     compared = [line for line in lines if line["batch"] == 3]  # the token requests' batch of three
     assert len(compared) == 3 and all(line["held"] for line in compared), lines  # one per run
     assert not any(line["held"] for line in lines if line["batch"] != 3), lines  # batch 1, the decode requests
+    assert doc["config"]["batches_held"] is True
+    text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
+    assert "each compared batch held until all its prompts were queued" in text
 
 
 def test_a_server_without_the_pause_route_is_named(
