@@ -137,13 +137,20 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def start_up_checks(native: dict[str, Any], load: dict[str, Any], init_key: str, capture_s: Any) -> dict[str, Any]:
+def start_up_checks(
+    native: dict[str, Any], load: dict[str, Any], init_key: str, capture_s: Any, capture_rounding_s: float = 0.0
+) -> dict[str, Any]:
     """The start-up targets both engines' reports judge: LOAD's init (``init_key``: vLLM's "init engine",
     SGLang's ``Engine()``) at most native warm's less native's capture (``capture_s``), since LOAD replaces the
     capture and must add nothing else; and the first request after LOAD at most 1.1x native warm's. A check
-    whose figures a run lacks is None (not measured), never guessed."""
+    whose figures a run lacks is None (not measured), never guessed. ``capture_rounding_s``: how far the capture's
+    figure may be from the real one (vLLM logs it in whole seconds: 0.5); a LOAD within that of the bound is
+    judged neither way ("undecided")."""
     native_init, load_init, capture = _num(native.get(init_key)), _num(load.get(init_key)), _num(capture_s)
     bound = native_init - capture if native_init is not None and capture is not None else None
+    met: bool | str | None = None if bound is None or load_init is None else load_init <= bound
+    if met is not None and bound is not None and load_init is not None and abs(load_init - bound) < capture_rounding_s:
+        met = "undecided"
     native_first, load_first = _num(native.get("first_request_s")), _num(load.get("first_request_s"))
     ratio = load_first / native_first if load_first is not None and native_first else None
     return {
@@ -152,7 +159,8 @@ def start_up_checks(native: dict[str, Any], load: dict[str, Any], init_key: str,
             "native_capture_s": capture,
             "bound_s": bound,
             "load_s": load_init,
-            "met": None if bound is None or load_init is None else load_init <= bound,
+            "capture_rounding_s": capture_rounding_s,
+            "met": met,
         },
         "first_request": {
             "native_s": native_first,
@@ -169,10 +177,14 @@ def start_up_check_lines(checks: dict[str, Any], what: str) -> list[str]:
     lines = []
     b = checks.get("startup_less_capture") or {}
     if b.get("met") is not None:
+        rounding = b.get("capture_rounding_s") or 0
+        verdict = {True: "met", False: "NOT met"}.get(b["met"], "undecided")
+        if b["met"] == "undecided":
+            verdict += f": within the {rounding:g} s the capture's figure is rounded by"
         lines.append(
             f"- {what} under LOAD <= native warm's less its capture: {fmt(b['load_s'])} s against "
-            f"{fmt(b['native_s'])} - {fmt(b['native_capture_s'])} = {fmt(b['bound_s'])} s: "
-            f"{'met' if b['met'] else 'NOT met'}"
+            f"{fmt(b['native_s'])} - {fmt(b['native_capture_s'])}{f' (+-{rounding:g})' if rounding else ''} = "
+            f"{fmt(b['bound_s'])} s: {verdict}"
         )
     f = checks.get("first_request") or {}
     if f.get("met") is not None:
