@@ -60,9 +60,10 @@ def signing_key(out: Path) -> Path:
     return path
 
 
-# Folders of a fresh root whose children are each a program's cache (the home, its ~/.cache, XDG's cache home):
-# files are counted by that child, the rest by their folder below the root. The deepest prefix first.
-_SHARED = (("home", ".cache"), ("home",), ("cache",))
+# Folders of a fresh root whose children are each a cache of their own (the home, its ~/.cache, XDG's cache home,
+# vLLM's cache root: its model-info cache beside its compiled models): files are counted by that child, the rest
+# by their folder below the root. The deepest prefix first.
+_SHARED = (("home", ".cache", "vllm"), ("home", ".cache"), ("home",), ("cache", "vllm"), ("cache",))
 
 
 def compiled_on_node(root: Path) -> dict[str, dict[str, int]]:

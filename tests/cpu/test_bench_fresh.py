@@ -93,14 +93,15 @@ def test_vllm_fresh_rows_start_with_empty_caches_and_load_ships_the_signed_archi
 
 def test_what_a_fresh_run_compiled_is_counted_by_cache(tmp_path: Path) -> None:
     files = {"triton/abc/k.cubin": 10, "triton/def/k.json": 5, "cache/flashinfer/90a/x.so": 100,
-             "home/.cache/torch/kernels/y": 7, "home/.nv/ComputeCache/z": 1, "inductor/fx/w": 3}  # fmt: skip
+             "home/.cache/torch/kernels/y": 7, "home/.nv/ComputeCache/z": 1, "inductor/fx/w": 3,
+             "cache/vllm/modelinfos/m.json": 2}  # fmt: skip
     for rel, size in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(b"x" * size)
     assert compiled_on_node(tmp_path) == {
         "cache/flashinfer": {"files": 1, "bytes": 100}, "triton": {"files": 2, "bytes": 15},
         "home/.cache/torch": {"files": 1, "bytes": 7}, "inductor": {"files": 1, "bytes": 3},
-        "home/.nv": {"files": 1, "bytes": 1},
+        "cache/vllm/modelinfos": {"files": 1, "bytes": 2}, "home/.nv": {"files": 1, "bytes": 1},
     }  # fmt: skip
 
 
