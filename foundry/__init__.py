@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "read_archive_region": ".gate",
     "pack_engine_caches": ".save",
     "open_engine_caches": ".gate",
+    "read_engine_cache_files": ".gate",
     "signing_key_id": ".trust",
     "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .caches import open_engine_caches
+from .caches import open_engine_caches, read_engine_cache_files
 from .documents import read_archive_document
 from .graph import (
     authenticate_graph,
@@ -73,6 +73,7 @@ __all__ = [
     "open_engine_caches",
     "read_archive_document",
     "read_archive_region",
+    "read_engine_cache_files",
     "rebuilt_bundles",
     "undefined_variable",
     "variable_of_other_size",

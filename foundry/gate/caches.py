@@ -14,17 +14,21 @@ the engine plugins then start the engine without them (docs/TRUST.md, "Engine ca
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from foundry.errors import ArchiveError, CachesRefusedError
 from foundry.schema import CACHES_DOCUMENT, CachePayload
 from foundry.trust import KEY_ENV, KeySource, configured_key
 
-from .cachecopy import copy_out
+from .cachecopy import copy_out, read_cache_file
 from .documents import listed_names, read_archive_document
 
-__all__ = ["caches_refused", "open_engine_caches"]
+__all__ = ["caches_refused", "open_engine_caches", "read_engine_cache_files"]
+
+# The most bytes ``read_engine_cache_files`` returns: it hands out small files whole (the engine's metadata), never
+# compiled artifacts, which go through ``open_engine_caches``' copy.
+READ_FILES_MAX_BYTES = 1 << 20
 
 
 def open_engine_caches(
@@ -74,3 +78,51 @@ def caches_refused(archive: Path, exc: ArchiveError) -> CachesRefusedError:
     refuses them and ``foundry verify`` reports them."""
     refused = CachesRefusedError(f"{archive / CACHES_DOCUMENT}: the engine caches cannot be used: {exc}")
     return refused.as_kind(exc.kind)
+
+
+def read_engine_cache_files(
+    archive_dir: str | os.PathLike[str],
+    cache: str,
+    select: Callable[[str], bool],
+    signing_key: KeySource | None = None,
+) -> dict[str, bytes]:
+    """The bytes of the files of the archive's engine cache ``cache`` whose path ``select`` takes, by path; {} when
+    the archive carries no caches or none such. For what an engine reads before the process that copies the
+    caches out exists (vLLM's front end resolves the model's class from its model-info cache): small files, read
+    whole (``READ_FILES_MAX_BYTES`` in all).
+
+    Proven as ``open_engine_caches`` proves the caches, but for their identity (the caller holds no GPU to compare
+    with, and takes only files the engine checks itself): the manifest signed with the key in force (none in force
+    refuses them), the listing the signed one, each file of the listed size and SHA-256. ``CachesRefusedError``
+    names what is wrong."""
+    archive = Path(archive_dir)
+    key = configured_key(signing_key)
+    try:
+        if CACHES_DOCUMENT not in listed_names(archive, key):
+            return {}
+        if key is None:
+            raise CachesRefusedError(
+                f"{archive / CACHES_DOCUMENT}: the engine caches are read only from an archive signed with a key in "
+                f"force, and no key is configured. Set {KEY_ENV} to the key the archive was signed with."
+            )
+        payload = CachePayload.from_json(read_archive_document(archive, CACHES_DOCUMENT, key), CACHES_DOCUMENT)
+    except ArchiveError as exc:
+        raise caches_refused(archive, exc) from None
+    out: dict[str, bytes] = {}
+    total = 0
+    for tree in payload.trees:
+        if tree.name != cache:
+            continue
+        for file in tree.files:
+            if not select(file.path):
+                continue
+            total += file.bytes
+            if total > READ_FILES_MAX_BYTES:
+                raise CachesRefusedError(
+                    f"{archive / CACHES_DOCUMENT}: the files asked of cache {cache!r} hold more than "
+                    f"{READ_FILES_MAX_BYTES} bytes, more than are read whole; open the caches instead"
+                )
+            data = bytearray()
+            read_cache_file(archive, file, data.extend)
+            out[file.path] = bytes(data)
+    return out

@@ -291,3 +291,23 @@ def test_a_file_that_changed_between_two_packs_leaves_no_unlisted_stored_file(tm
     assert not [p for p in verify_archive(archive, key=key).problems if p.check.value in ("files", "foreign")]
     dirs = foundry.open_engine_caches(archive, IDENTITY, tmp_path / "node")
     assert dirs is not None and (dirs["triton"] / "K2" / "launcher.so").read_bytes() == b"so, built again"
+
+
+def test_small_files_of_one_cache_are_read_whole_as_listed_and_signed(
+    tmp_path: Path, key: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = _archive(tmp_path)
+    wanted = foundry.read_engine_cache_files(archive, "triton", lambda path: path.startswith("K1/"))
+    assert wanted == {"K1/k.cubin": b"\x7fELF cubin", "K1/__grp__k.json": b'{"child_paths": {}}'}
+    assert foundry.read_engine_cache_files(archive, "vllm", lambda path: True) == {}  # no such cache
+    blob = next(p for p in (archive / "caches").iterdir() if p.read_bytes() == b"so")
+    blob.write_bytes(b"SO")
+    with pytest.raises(CachesRefusedError, match=r"has SHA-256"):
+        foundry.read_engine_cache_files(archive, "triton", lambda path: path == "K2/launcher.so")
+    monkeypatch.delenv("FOUNDRY_SIGNING_KEY")
+    with pytest.raises(CachesRefusedError, match=r"only from an archive signed with a key in force"):
+        foundry.read_engine_cache_files(archive, "triton", lambda path: True)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    write_fake_manifest(bare, [])
+    assert foundry.read_engine_cache_files(bare, "triton", lambda path: True) == {}  # an archive without caches

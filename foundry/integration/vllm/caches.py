@@ -14,6 +14,14 @@ to another machine. Without it, the artifact leaves the compiled pieces in
 ``vllm_compile_cache.py``): moved, they would be looked for where SAVE's machine had them. So SAVE packs vLLM's
 cache only as the mega artifact, and refuses ``FOUNDRY_VLLM_PACK_CACHES=1`` for a compiled model without it.
 
+vLLM also keeps, below ``VLLM_CACHE_ROOT``, what it learned of each model class (``modelinfos/<module>-<class>.json``,
+vllm/model_executor/models/registry.py): a few flags, with the hash of the model's source file, which vLLM checks.
+Its front end (the API server) reads it before anything else, to resolve the model's class, and on a miss inspects
+the class in a subprocess that imports vLLM and the model again: 20-23 s on a fresh node (H200, 83b94d9). SAVE packs
+the files of the model's classes with the compiled model; LOAD puts them where the front end looks
+(``seed_model_info``, as the plugin is registered there, before vLLM resolves the model), where none is: the
+machine's own model-info cache, as vLLM's inspection would have. The engine process gets them in the copy too.
+
 SAVE finds the folder where vLLM points Inductor for it (``TORCHINDUCTOR_CACHE_DIR`` =
 ``<folder>/inductor_cache``, set process-wide when vLLM compiles or loads the model) and packs it under its
 path below ``VLLM_CACHE_ROOT``; LOAD sets ``VLLM_CACHE_ROOT`` to the copy, and vLLM, computing the same hash,
@@ -23,16 +31,23 @@ paths: ``check_found``).
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import foundry
+
 from ..shared.caches import TRITON, CachePlan, point_triton, triton_files
+from ..shared.config import EngineConfig
 from ..shared.errors import UnsupportedConfigError
 from .config import VLLM
 
-__all__ = ["AOT_DIR", "PLAN", "VLLM_CACHE", "aot_folder", "check_found"]
+__all__ = ["AOT_DIR", "MODEL_INFO_DIR", "PLAN", "VLLM_CACHE", "aot_folder", "check_found", "seed_model_info"]
+
+MODEL_INFO_DIR = "modelinfos"  # below VLLM_CACHE_ROOT: vLLM's model-info cache, a file per model class
 
 VLLM_CACHE = "vllm"
 AOT_DIR = ("torch_compile_cache", "torch_aot_compile")  # below VLLM_CACHE_ROOT: vLLM's AOT artifacts by hash
@@ -80,24 +95,72 @@ def aot_folder(cache_root: Path, inductor_dir: str | None) -> Path | None:
     return folder
 
 
+def model_info_files(root: Path, architectures: tuple[str, ...]) -> dict[str, Path]:
+    """vLLM's model-info files of the model's classes below ``root`` (its cache root), by their path there."""
+    folder = root / MODEL_INFO_DIR
+    out = {}
+    for arch in architectures:
+        for path in sorted(folder.glob(f"*-{arch}.json")):
+            if path.is_file() and not path.is_symlink():
+                out[f"{MODEL_INFO_DIR}/{path.name}"] = path
+    return out
+
+
+def _is_model_info(path: str) -> bool:
+    head, _, name = path.partition("/")
+    return head == MODEL_INFO_DIR and name.endswith(".json") and "/" not in name
+
+
+def seed_model_info(config: EngineConfig) -> list[str]:
+    """LOAD, as the plugin is registered (in every vLLM process, the front end first, before it resolves the model's
+    class): the archive's model-info files written into vLLM's own model-info cache where it has none of that name,
+    so that the front end finds the class without inspecting it in a subprocess; the names written. Anything that
+    keeps them from being read is logged by name and LOAD goes on: vLLM then inspects the class, as on any machine."""
+    log = logging.getLogger(VLLM.logger)
+    archive = config.require_archive()
+    folder = archive if (archive / "graph_manifest.json").exists() else archive / "rank_0"  # ranks carry the same
+    if foundry.signing_key_id() is None or not folder.is_dir():
+        return []  # the caches are used only signed: LOAD says so where it opens them
+    root = Path(_envs().VLLM_CACHE_ROOT) / MODEL_INFO_DIR
+    written = []
+    try:
+        found = foundry.read_engine_cache_files(folder, VLLM_CACHE, _is_model_info)
+        for path, data in sorted(found.items()):
+            target = root / path.partition("/")[2]
+            if target.exists():
+                continue  # this machine's own, which vLLM checks against its model file as it would the archive's
+            root.mkdir(parents=True, exist_ok=True)
+            tmp = root / f".{target.name}.{secrets.token_hex(4)}.tmp"
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+            written.append(target.name)
+    except (foundry.ArchiveError, OSError) as exc:
+        log.warning("Foundry load: vLLM's model-info cache is not seeded from the archive: %s. vLLM inspects the "
+                    "model's class itself, as on a machine without it.", exc)  # fmt: skip
+        return written
+    if written:
+        log.info("Foundry load: vLLM's model-info cache seeded from the archive (%s)", ", ".join(written))
+    return written
+
+
 def files(s: Any) -> dict[str, dict[str, Path]]:
-    """SAVE, after capture: Triton's entries and the AOT artifact folder of this configuration."""
-    out = {TRITON: triton_files()}
+    """SAVE, after capture: Triton's entries, vLLM's model-info files of the model and the AOT artifact folder of
+    this configuration."""
+    root = Path(_envs().VLLM_CACHE_ROOT)
+    out = {TRITON: triton_files(), VLLM_CACHE: model_info_files(root, s.state.architectures)}
     if not s.state.compiles:
         return out
-    root = Path(_envs().VLLM_CACHE_ROOT)
     folder = aot_folder(root, os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
     if folder is None or not any(folder.glob("rank_*/model")):
         raise UnsupportedConfigError(
             f"{VLLM.var('PACK_CACHES')}=1: vLLM compiled the model without leaving its AOT artifact below "
             f"{root.joinpath(*AOT_DIR)} (Inductor's cache is {os.environ.get('TORCHINDUCTOR_CACHE_DIR')!r}). {_NEEDED}"
         )
-    tree: dict[str, Path] = {}
+    tree = out[VLLM_CACHE]
     for top, _dirs, names in os.walk(folder):
         for name in names:
             path = Path(top) / name
             tree[path.relative_to(root).as_posix()] = path  # a link among them: pack refuses it by name
-    out[VLLM_CACHE] = tree
     return out
 
 

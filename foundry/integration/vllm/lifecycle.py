@@ -78,6 +78,7 @@ def before_distributed(vllm_config: Any, rank: int = 0) -> None:
         return
     s.state.runner = runner_name(vllm_config)
     s.state.compiles = compiles(vllm_config)
+    s.state.architectures = tuple(getattr(vllm_config.model_config, "architectures", None) or ())
     world = int(getattr(vllm_config.parallel_config, "world_size", 1) or 1)
     steps.begin(s, describe(vllm_config), Place(rank, world))
     log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.archive, s.state.runner)

@@ -24,6 +24,7 @@ class VllmState:
     kv_cache_bytes: int | None = None  # SAVE: what determine_available_memory returned
     num_gpu_blocks: int | None = None  # SAVE: the KV cache's block count
     compiles: bool = False  # the model runs torch.compiled (its compile cache is one of the caches SAVE packs)
+    architectures: tuple[str, ...] = ()  # the model's classes (vLLM's model-info cache holds a file for each)
     # LOAD: each compiled piece's loaded graphs, (piece, batch key, graph, outputs), for wrappers made later
     loaded_pieces: dict[Any, list[tuple[Any, dict[str, Any], Any, Any]]] | None = None
 

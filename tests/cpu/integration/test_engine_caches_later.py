@@ -2,7 +2,8 @@
 kernels the engine compiles after capture (SGLang's first request here; vLLM's warm-up step in
 test_engine_caches_plugins.py) are packed into the finished archive, whose manifest lists them signed, so a fresh
 node finds them; a LOAD on a warm machine reads its own Triton cache beside the archive's copy and keeps what it
-compiles, as native does; a pack that is refused leaves the archive as it was."""
+compiles, as native does; a pack that is refused leaves the archive as it was. And before the engine process: vLLM's
+model-info file of the model, packed by SAVE, is where vLLM's front end looks for it as LOAD registers the plugin."""
 
 from __future__ import annotations
 
@@ -128,3 +129,53 @@ def _manifest(archive: Path) -> bytes:
 
 def _identity(archive: Path) -> dict[str, str]:
     return dict(foundry.read_archive_document(archive, CACHES_DOCUMENT)["identity"])
+
+
+QWEN3_INFO = "vllm-model_executor-models-qwen3-Qwen3ForCausalLM.json"
+
+
+def _save_vllm_with_model_info(engines: Any, monkeypatch: pytest.MonkeyPatch, home: Path, key: Path) -> None:
+    """A vLLM SAVE whose front end resolved the model's class into vLLM's model-info cache, beside another model's."""
+    from tests.support.fakevllm_config import make_config
+
+    infos = home / ".cache" / "vllm" / "modelinfos"
+    infos.mkdir(parents=True)
+    (infos / QWEN3_INFO).write_text('{"hash": "abc", "modelinfo": {"is_text_generation_model": true}}')
+    (infos / "vllm-model_executor-models-llama-LlamaForCausalLM.json").write_text('{"hash": "other"}')
+    packing(monkeypatch, home, key, VLLM_USE_MEGA_AOT_ARTIFACT="1")
+    engines.prepare("save").start_engine(make_config(compile_mode="VLLM_COMPILE", architectures=["Qwen3ForCausalLM"]))
+    monkeypatch.delenv("FOUNDRY_VLLM_PACK_CACHES")
+
+
+def test_vllms_model_info_is_packed_and_a_fresh_front_end_finds_it_before_it_resolves_the_model(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from foundry.integration.vllm.plugin import register
+
+    _save_vllm_with_model_info(engines, monkeypatch, tmp_path / "save-home", key)
+    assert [p for p in listing(engines.archive)["vllm"] if p.startswith("modelinfos/")] == [f"modelinfos/{QWEN3_INFO}"]
+
+    fresh = tmp_path / "fresh-home"
+    machine(monkeypatch, fresh)
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    caplog.set_level(logging.INFO, logger="vllm.foundry")
+    # a LOAD process: vLLM registers the plugin while it parses its arguments, before it resolves the model's class
+    engines.prepare("load")
+    seeded = fresh / ".cache" / "vllm" / "modelinfos" / QWEN3_INFO
+    assert seeded.read_bytes() == (tmp_path / "save-home" / ".cache" / "vllm" / "modelinfos" / QWEN3_INFO).read_bytes()
+    assert sorted(p.name for p in seeded.parent.iterdir()) == [QWEN3_INFO]
+    assert f"model-info cache seeded from the archive ({QWEN3_INFO})" in caplog.text
+
+    seeded.write_text("this machine's own")
+    register()  # every vLLM process registers the plugin: a file already there is the machine's, left as it is
+    assert seeded.read_text() == "this machine's own"
+
+
+def test_without_a_key_the_model_info_is_not_read_and_vllm_inspects_the_class_itself(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    _save_vllm_with_model_info(engines, monkeypatch, tmp_path / "save-home", key)
+    fresh = tmp_path / "fresh-home"
+    machine(monkeypatch, fresh)  # no FOUNDRY_SIGNING_KEY
+    engines.prepare("load")  # registers the plugin, as vLLM does
+    assert not (fresh / ".cache" / "vllm" / "modelinfos").exists()
