@@ -121,9 +121,9 @@ def seed_model_info(config: EngineConfig) -> list[str]:
     folder = archive if (archive / "graph_manifest.json").exists() else archive / "rank_0"  # ranks carry the same
     if foundry.signing_key_id() is None or not folder.is_dir():
         return []  # the caches are used only signed: LOAD says so where it opens them
-    root = Path(_envs().VLLM_CACHE_ROOT) / MODEL_INFO_DIR
-    written = []
+    written: list[str] = []
     try:
+        root = Path(_envs().VLLM_CACHE_ROOT) / MODEL_INFO_DIR
         found = foundry.read_engine_cache_files(folder, VLLM_CACHE, _is_model_info)
         for path, data in sorted(found.items()):
             target = root / path.partition("/")[2]
@@ -134,7 +134,7 @@ def seed_model_info(config: EngineConfig) -> list[str]:
             tmp.write_bytes(data)
             os.replace(tmp, target)
             written.append(target.name)
-    except (foundry.ArchiveError, OSError) as exc:
+    except (foundry.FoundryError, OSError, ImportError, AttributeError) as exc:  # another vLLM: its own lookup
         log.warning("Foundry load: vLLM's model-info cache is not seeded from the archive: %s. vLLM inspects the "
                     "model's class itself, as on a machine without it.", exc)  # fmt: skip
         return written

@@ -179,3 +179,19 @@ def test_without_a_key_the_model_info_is_not_read_and_vllm_inspects_the_class_it
     machine(monkeypatch, fresh)  # no FOUNDRY_SIGNING_KEY
     engines.prepare("load")  # registers the plugin, as vLLM does
     assert not (fresh / ".cache" / "vllm" / "modelinfos").exists()
+
+
+def test_a_damaged_model_info_file_is_named_and_vllm_inspects_the_class_itself(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _save_vllm_with_model_info(engines, monkeypatch, tmp_path / "save-home", key)
+    info = (tmp_path / "save-home" / ".cache" / "vllm" / "modelinfos" / QWEN3_INFO).read_bytes()
+    blob = next(p for p in (engines.archive / "caches").iterdir() if p.read_bytes() == info)
+    blob.write_bytes(info.replace(b"true", b"fals"))  # same size, other bytes
+    fresh = tmp_path / "fresh-home"
+    machine(monkeypatch, fresh)
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    caplog.set_level(logging.WARNING, logger="vllm.foundry")
+    engines.prepare("load")  # registers the plugin: the refusal is logged, vLLM's start goes on
+    assert "model-info cache is not seeded from the archive" in caplog.text and "has SHA-256" in caplog.text
+    assert not (fresh / ".cache" / "vllm" / "modelinfos" / QWEN3_INFO).exists()
