@@ -47,6 +47,24 @@ def open_engine_caches(
     ``dest`` removed. Reads the archive only as its manifest lists it."""
     archive = Path(archive_dir)
     shown = archive / CACHES_DOCUMENT
+    payload = _signed_listing(archive, signing_key)
+    if payload is None:
+        return None
+    differences = [(k, saved, here.get(k)) for k, saved in payload.identity if here.get(k) != saved]
+    if differences:
+        lines = "; ".join(f"{k}: saved {saved!r}, here {now!r}" for k, saved, now in differences)
+        raise CachesRefusedError(
+            f"{shown}: the engine caches were made with other software or another GPU ({lines}); artifacts of "
+            "another version are not loaded as this one's. Run SAVE again with this machine's versions."
+        )
+    return copy_out(archive, payload, Path(dest))
+
+
+def _signed_listing(archive: Path, signing_key: KeySource | None) -> CachePayload | None:
+    """The archive's engine-cache listing, proven signed with the key in force (``signing_key``, else the configured
+    one); None when the archive carries no caches. ``CachesRefusedError`` when it may not be used: no key in force,
+    or a listing or manifest that does not prove."""
+    shown = archive / CACHES_DOCUMENT
     key = configured_key(signing_key)
     try:
         if CACHES_DOCUMENT not in listed_names(archive, key):
@@ -60,17 +78,9 @@ def open_engine_caches(
             f"{KEY_ENV} to the key the archive was signed with (docs/TRUST.md), or run SAVE without packing caches."
         )
     try:
-        payload = CachePayload.from_json(read_archive_document(archive, CACHES_DOCUMENT, key), str(shown))
+        return CachePayload.from_json(read_archive_document(archive, CACHES_DOCUMENT, key), str(shown))
     except ArchiveError as exc:
         raise caches_refused(archive, exc) from None
-    differences = [(k, saved, here.get(k)) for k, saved in payload.identity if here.get(k) != saved]
-    if differences:
-        lines = "; ".join(f"{k}: saved {saved!r}, here {now!r}" for k, saved, now in differences)
-        raise CachesRefusedError(
-            f"{shown}: the engine caches were made with other software or another GPU ({lines}); artifacts of "
-            "another version are not loaded as this one's. Run SAVE again with this machine's versions."
-        )
-    return copy_out(archive, payload, Path(dest))
 
 
 def caches_refused(archive: Path, exc: ArchiveError) -> CachesRefusedError:
@@ -96,18 +106,9 @@ def read_engine_cache_files(
     refuses them), the listing the signed one, each file of the listed size and SHA-256. ``CachesRefusedError``
     names what is wrong."""
     archive = Path(archive_dir)
-    key = configured_key(signing_key)
-    try:
-        if CACHES_DOCUMENT not in listed_names(archive, key):
-            return {}
-        if key is None:
-            raise CachesRefusedError(
-                f"{archive / CACHES_DOCUMENT}: the engine caches are read only from an archive signed with a key in "
-                f"force, and no key is configured. Set {KEY_ENV} to the key the archive was signed with."
-            )
-        payload = CachePayload.from_json(read_archive_document(archive, CACHES_DOCUMENT, key), CACHES_DOCUMENT)
-    except ArchiveError as exc:
-        raise caches_refused(archive, exc) from None
+    payload = _signed_listing(archive, signing_key)
+    if payload is None:
+        return {}
     out: dict[str, bytes] = {}
     total = 0
     for tree in payload.trees:
