@@ -107,6 +107,12 @@ int fdy_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 int fdy_fail_cu(CUresult r, const char *call, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *fdy_cu_name(CUresult r);
 
+/* ---------------------------------------------------------------- kernels' shared-memory limit (codec_params.c) */
+/* The one rule for a kernel's dynamic shared-memory limit at LOAD (record.h says why): only ever raised, by one
+ * thread at a time. Raises the limit of f to need where it is lower; 1 when it raised it, else 0 (*now: the
+ * limit it found, -1 where the driver would not say). */
+int fdy_raise_smem_limit(CUfunction f, unsigned need, int *now);
+
 /* ---------------------------------------------------------------- region (region.c) */
 /* 1 if ptr lies in the reserved region (active or stopped). */
 int fdy_region_contains(CUdeviceptr ptr);

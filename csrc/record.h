@@ -57,8 +57,7 @@ void fdy_decoded_free(fdy_decoded *d);
  * node was made while the limit allowed it; LOAD makes it under the limit of the moment, which the program's own
  * launches on other threads may lower at any time. So a refused kernel node whose limit is below its size has the
  * limit raised to that size (never lowered: a limit only decides which launches are refused) and is made again,
- * a few times at most. fdy_raise_smem_limit: 1 when it raised the limit, else 0 (*now: the limit it found). */
-int fdy_raise_smem_limit(CUfunction f, unsigned need, int *now);
+ * a few times at most (fdy_raise_smem_limit, internal.h). */
 #define FDY_SMEM_TRIES 4
 #define FDY_WITH_SMEM_LIMIT(r, params, call)                                                                     \
   do {                                                                                                           \

@@ -416,12 +416,14 @@ FDY_EXPORT int fdy_func_set_attrs(uint64_t function, const int32_t *values) {
   for (int i = 0; i < FDY_FUNC_ATTR_COUNT; i++) {
     int now = 0;
     if (values[i] == FDY_FUNC_ATTR_UNKNOWN) continue;
-    /* Compile-time cluster shapes cannot be set again; only differences are applied. */
-    int known = fdy_drv.cuFuncGetAttribute(&now, func_attrs[i], f) == CUDA_SUCCESS;
-    if (known && now == values[i]) continue;
     /* The dynamic shared-memory limit is only raised: SAVE read it after the captures, and a program that lowers
-     * it between launches (FlashInfer) leaves a value below what its graphs' earlier nodes need (record.h). */
-    if (known && func_attrs[i] == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && now > values[i]) continue;
+     * it between launches (FlashInfer) leaves a value below what its graphs' earlier nodes need (record.h). A limit
+     * the rule could neither read nor raise goes on to the plain set below, which reports the driver's error. */
+    if (func_attrs[i] == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
+        (fdy_raise_smem_limit(f, (unsigned)values[i], &now) || now >= values[i]))
+      continue;
+    /* Compile-time cluster shapes cannot be set again; only differences are applied. */
+    if (fdy_drv.cuFuncGetAttribute(&now, func_attrs[i], f) == CUDA_SUCCESS && now == values[i]) continue;
     CUresult r = fdy_drv.cuFuncSetAttribute(f, func_attrs[i], values[i]);
     if (r != CUDA_SUCCESS) {
       const char *name = "?";
