@@ -26,6 +26,7 @@ __all__ = [
     "bundles_to_store",
     "check_load_dir",
     "check_save_dir",
+    "first_rank_dir",
     "nccl_settings",
     "rank_dir",
     "share_with_other_ranks",
@@ -92,6 +93,13 @@ def nccl_settings(place: Place, engine: Engine, environ: MutableMapping[str, str
 def rank_dir(archive: Path, place: Place) -> Path:
     """The directory this rank's graphs, metadata and manifest are in."""
     return archive if place.world == 1 else archive / f"rank_{place.rank}"
+
+
+def first_rank_dir(archive: Path) -> Path:
+    """The folder of the archive's lowest rank: the archive itself where one process saved it. For what every
+    rank's folder holds alike, read before this process knows its rank."""
+    ranks = _ranks_in(archive)
+    return rank_dir(archive, Place(min(ranks), max(ranks) + 1)) if ranks else archive
 
 
 def _ranks_in(archive: Path) -> set[int]:

@@ -43,6 +43,7 @@ import foundry
 from ..shared.caches import TRITON, CachePlan, point_triton, triton_files
 from ..shared.config import EngineConfig
 from ..shared.errors import UnsupportedConfigError
+from ..shared.ranks import first_rank_dir
 from .config import VLLM
 
 __all__ = ["AOT_DIR", "MODEL_INFO_DIR", "PLAN", "VLLM_CACHE", "aot_folder", "check_found", "seed_model_info"]
@@ -117,8 +118,7 @@ def seed_model_info(config: EngineConfig) -> list[str]:
     so that the front end finds the class without inspecting it in a subprocess; the names written. Anything that
     keeps them from being read is logged by name and LOAD goes on: vLLM then inspects the class, as on any machine."""
     log = logging.getLogger(VLLM.logger)
-    archive = config.require_archive()
-    folder = archive if (archive / "graph_manifest.json").exists() else archive / "rank_0"  # ranks carry the same
+    folder = first_rank_dir(config.require_archive())  # every rank's folder carries the same caches
     if foundry.signing_key_id() is None or not folder.is_dir():
         return []  # the caches are used only signed: LOAD says so where it opens them
     written: list[str] = []

@@ -21,6 +21,7 @@ from foundry.integration.shared.ranks import (
     bundles_to_store,
     check_load_dir,
     check_save_dir,
+    first_rank_dir,
     nccl_settings,
     rank_dir,
     share_with_other_ranks,
@@ -89,6 +90,13 @@ def test_load_takes_its_rank_folder_when_the_worlds_agree(tmp_path: Path) -> Non
         (tmp_path / f"rank_{r}").mkdir()
     assert check_load_dir(tmp_path, Place(1, 2), ENGINE) == tmp_path / "rank_1"
     assert check_load_dir(tmp_path / "rank_1", SINGLE, ENGINE) == tmp_path / "rank_1"
+
+
+def test_what_every_rank_holds_alike_is_read_from_the_lowest_ranks_folder(tmp_path: Path) -> None:
+    assert first_rank_dir(tmp_path) == tmp_path  # one process saved it
+    for r in (1, 0, 2):
+        (tmp_path / f"rank_{r}").mkdir()
+    assert first_rank_dir(tmp_path) == tmp_path / "rank_0"
 
 
 def test_nccl_settings_are_set_where_unset_and_a_users_other_value_is_refused() -> None:
