@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
 
 __all__ = [
     "FRESH_MODES",
     "FRESH_VARIABLES",
+    "FreshRoots",
     "compiled_on_node",
     "fresh_env",
     "fresh_lines",
@@ -47,6 +49,33 @@ def fresh_env(root: Path) -> dict[str, str]:
     rest as they would on a new machine)."""
     (root / FRESH_VARIABLES["HOME"]).mkdir(exist_ok=True)
     return {name: str(root / sub) for name, sub in FRESH_VARIABLES.items()}
+
+
+class FreshRoots:
+    """The fresh runs' folders: one made as a run starts, counted (``compiled_on_node``) and removed as it ends,
+    and any a stopped benchmark leaves removed by ``clear``; the warm caches of the other runs are never touched."""
+
+    def __init__(self) -> None:
+        self._roots: dict[str, Path] = {}
+
+    def env(self, mode: str) -> dict[str, str]:
+        """A new folder for run ``mode``, and the variables that point every cache folder into it."""
+        self._roots[mode] = fresh_root(mode)
+        return fresh_env(self._roots[mode])
+
+    def finish(self, mode: str) -> dict[str, dict[str, int]] | None:
+        """What run ``mode`` compiled into its folder, which is then removed; None where it had none."""
+        root = self._roots.pop(mode, None)
+        if root is None:
+            return None
+        left = compiled_on_node(root)
+        shutil.rmtree(root, ignore_errors=True)
+        return left
+
+    def clear(self) -> None:
+        for root in self._roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+        self._roots.clear()
 
 
 def signing_key(out: Path) -> Path:

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 from foundry.integration.shared import NCCL_SETTINGS
 
 from .compare import compare_runs
-from .fresh import FRESH_MODES, compiled_on_node, fresh_env, fresh_root, signing_key
+from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, values
 from .plugin import checkout_root, plugin_shim
@@ -65,9 +65,7 @@ DEFAULT_MODES = ("native_cold", "save", "native", "load")  # the fresh-node and 
 PLUGIN_MODES = {"save": "save", "load": "load", "load_fresh": "load", "load_replica": "load"}  # a run's -> the plugin's
 REPLICA = "load_replica"
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
-# A SAVE that packs the engine's caches adds what its requests compiled a second after Triton's last compile
-# (foundry/integration/shared/caches.py, Keeper): the benchmark lets that pass before it stops SAVE.
-CACHES_SETTLE_S = 1.5
+CACHES_SETTLE_S = 1.5  # SAVE packs what its last requests compiled a second later (shared/caches.py Keeper): waited
 
 
 @dataclass(frozen=True)
@@ -143,7 +141,7 @@ class BenchRuns:
         self.key = signing_key(self.out) if "load_fresh" in cfg.modes else None
         if self.key is not None:
             self.env.update(self.pack_env)
-        self.fresh: dict[str, Path] = {}  # each fresh run's folder, removed when it ends
+        self.fresh = FreshRoots()
         self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
         self.results: dict[str, dict[str, Any]] = {}
         # Each run's log-probabilities in full (as answered, and their values), kept here for the comparison: the
@@ -176,8 +174,7 @@ class BenchRuns:
         env = dict(self.env)
         prefix: list[str] = []
         if mode in FRESH_MODES:
-            self.fresh[mode] = fresh_root(mode)
-            env.update(fresh_env(self.fresh[mode]))
+            env.update(self.fresh.env(mode))
         if mode not in PLUGIN_MODES:
             env.update(self.cfg.native_env)
         if mode == REPLICA:  # the next tp GPUs of those this benchmark sees, which the engine numbers from 0
@@ -253,10 +250,9 @@ class BenchRuns:
             time.sleep(CACHES_SETTLE_S)
         result["rc"] = engine.stop()
         result["process_wall_s"] = engine.seconds()
-        fresh = self.fresh.pop(result["mode"], None)
-        if fresh is not None:
-            result["compiled_on_node"] = compiled_on_node(fresh)
-            shutil.rmtree(fresh, ignore_errors=True)
+        compiled = self.fresh.finish(result["mode"])
+        if compiled is not None:
+            result["compiled_on_node"] = compiled
         result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
         report = self.out / f"report-{result['mode']}.json"
         if report.is_file():
@@ -396,8 +392,7 @@ def run_bench(runs: BenchRuns, write_report: Callable[[dict[str, Any], Path], st
     finally:
         for engine in runs.started:
             engine.stop()
-        for root in runs.fresh.values():  # fresh runs a stop cut short
-            shutil.rmtree(root, ignore_errors=True)
+        runs.fresh.clear()  # fresh runs a stop cut short
         signal.signal(signal.SIGTERM, previous)
     doc = runs.document()
     write_report(doc, base)
