@@ -74,8 +74,18 @@ def targets(doc: dict[str, Any]) -> dict[str, Any]:
             "target": TARGETS["decode_parity"],
             "met": None if worst is None else abs(worst[1] - 1.0) <= TARGETS["decode_parity"],
         },
-        "tokens": {
-            "identical": {m: bool(c.get("identical")) for m, c in compare.items()},
-            "met": all(c.get("identical") for c in compare.values()) if compare else None,
-        },
+        "tokens": _tokens(compare),
+    }
+
+
+def _tokens(compare: dict[str, Any]) -> dict[str, Any]:
+    """Whether every compared run agrees with the reference run, which is native warm where it ran and SAVE
+    otherwise (compare.py): the reference itself is no verdict, so a document without native warm is judged
+    on the runs it has, and says against which."""
+    judged = {m: c for m, c in compare.items() if not c.get("reference")}
+    against = next((m for m, c in compare.items() if c.get("reference")), None)
+    return {
+        "identical": {m: bool(c.get("identical")) for m, c in judged.items()},
+        "against": against or "native",
+        "met": all(c.get("identical") for c in judged.values()) if judged else None,
     }

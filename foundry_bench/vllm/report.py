@@ -93,7 +93,7 @@ def render(doc: dict[str, Any]) -> str:
     lines = [
         f"vLLM {first.get('vllm', '0.26')} {api}, {cfg['shape']} (dummy weights), runner {cfg['runner']}, cudagraph "
         f"mode {cfg['cudagraph_mode']}, {first.get('gpu', '')}; greedy, {cfg['max_tokens']} tokens at batch sizes "
-        f"{cfg['batches']}",
+        f"({', '.join(map(str, cfg['batches']))})",
         *([f"compilation config (every run): {cfg['compilation']}"] if cfg.get("compilation") else []),
         *([f"kernel config (every run): {cfg['kernel']}"] if cfg.get("kernel") else []),
         *native_env_lines(cfg),

@@ -266,6 +266,22 @@ def test_targets_and_plot_parts_from_a_document() -> None:
     assert sum(parts.values()) == pytest.approx(30.0)
 
 
+def test_the_tokens_target_is_judged_against_the_reference_run_the_document_has() -> None:
+    """A fresh-node document (SAVE, native fresh, LOAD fresh) has no native warm run: SAVE is the reference, its
+    own entry is no verdict, and the target is met when the others agree with it, and says against which."""
+    compare = {"save": {"identical": None, "reference": True},
+               "native_fresh": {"identical": True, "against": "save"},
+               "load_fresh": {"identical": True, "against": "save"}}  # fmt: skip
+    doc = {"config": {"api": "engine", "batches": [1, 8, 64], "logprobs": 20}, "results": {}, "compare": compare}
+    t = targets(doc)
+    assert t["tokens"] == {"identical": {"native_fresh": True, "load_fresh": True}, "against": "save", "met": True}
+    lines = "\n".join(target_lines({**doc, "targets": t}))
+    assert "identical to SAVE's (no native run) at batch 1, 8, 64: met" in lines
+    compare["load_fresh"]["identical"] = False
+    assert targets(doc)["tokens"]["met"] is False
+    assert targets({**doc, "compare": {"save": compare["save"]}})["tokens"]["met"] is None
+
+
 @pytest.mark.parametrize(
     ("args", "complaint"),
     [
