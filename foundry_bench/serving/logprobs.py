@@ -65,9 +65,10 @@ def compare_logprobs(
     other_tops: Sequence[Sequence[Top]] | None = None,
 ) -> dict[str, Any]:
     """Per request: how many sequences' values are bit-identical, the first that is not, and where both runs'
-    lists are in hand the largest difference between values at the same place (None where the positions or the
-    list lengths differ), and how many sequences list the same token IDs too. Without the lists (a document
-    rendered again), the digests decide identity alone."""
+    lists are in hand the earliest generated position at which any sequence differs (0: the prefill's token; a
+    later one: a decode step) and the largest difference between values at the same place (None where the
+    positions or the list lengths differ), and how many sequences list the same token IDs too. Without the
+    lists (a document rendered again), the digests decide identity alone."""
     if reference is not None and other is not None:
         per = []
         for i, (ref, got) in enumerate(zip(reference, other, strict=False)):
@@ -78,6 +79,7 @@ def compare_logprobs(
                 "of": len(ref),
                 "first_diff": next((k for k, s in enumerate(same) if not s), None),
                 "max_abs_diff": _max_diff(ref, got),
+                "first_position": _first_position(ref, got),
             }
             if reference_tops is not None and other_tops is not None:
                 row["ids_identical"] = sum(a == b for a, b in zip(reference_tops[i], other_tops[i], strict=False))
@@ -106,3 +108,14 @@ def _max_diff(ref: Sequence[Values], got: Sequence[Values]) -> float | None:
             pairs = [*zip(a_top, b_top, strict=True), *([(a_lp, b_lp)] if a_lp is not None else [])]
             worst = max([worst, *(abs(x - y) for x, y in pairs)])
     return worst
+
+
+def _first_position(ref: Sequence[Values], got: Sequence[Values]) -> int | None:
+    """The earliest generated position at which any sequence's values differ, None where none does. Where it
+    lies tells which step first computed differently: the prefill (position 0) or a decode step, each of which
+    an engine runs with or without a graph depending on its size."""
+    firsts = [next((k for k, (a, b) in enumerate(zip(a_seq, b_seq, strict=False)) if a != b),
+                   None if len(a_seq) == len(b_seq) else min(len(a_seq), len(b_seq)))
+              for a_seq, b_seq in zip(ref, got, strict=False)]  # fmt: skip
+    found = [f for f in firsts if f is not None]
+    return min(found) if found else None

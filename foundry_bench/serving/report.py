@@ -55,8 +55,11 @@ def sameness(mode: str, c: dict[str, Any]) -> str:
     if c.get("identical"):
         same = "yes"
     elif c.get("tokens_identical"):
-        worst = max((p.get("max_abs_diff") or 0.0 for p in c["logprobs"].get("requests", [])), default=0.0)
-        same = f"NO: tokens yes, logprobs differ (max {worst:.3g})"
+        requests = c["logprobs"].get("requests", [])
+        worst = max((p.get("max_abs_diff") or 0.0 for p in requests), default=0.0)
+        where = [p["first_position"] for p in requests if p.get("first_position") is not None]
+        since = f", from token {min(where)}" if where else ""
+        same = f"NO: tokens yes, logprobs differ (max {worst:.3g}{since})"
     else:
         same = "NO"
     return same + (f" (vs {c['against']})" if c.get("against", "native") != "native" else "")

@@ -170,6 +170,7 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     requests = c["logprobs"]["requests"]
     assert [(r["identical"], r["of"], r["first_diff"]) for r in requests] == [(0, 1, 0), (0, 3, 0)]
     assert all(0 < r["max_abs_diff"] < 1e-15 for r in requests)
+    assert [r["first_position"] for r in requests] == [0, 0]  # the nudged value is the prefill's token
     assert "NO: tokens yes, logprobs differ" in render(doc)
     # the matrix says how much: every batch's sequences, tokens then logprobs, and the largest difference
     from foundry_bench.serving.matrix import matrix_rows
@@ -183,6 +184,23 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     again = compare_runs(doc["results"])["load"]
     assert again["tokens_identical"] and not again["identical"]
     assert [len(d) for d in doc["results"]["load"]["logprob_digests"]] == [1, 3]
+
+
+def test_the_first_differing_position_tells_prefill_from_decode() -> None:
+    """Per request, the earliest generated position at which any sequence's values differ: a difference first
+    at a decode step is told apart from one in the prefill; a shorter answer differs where it ends."""
+    from foundry_bench.serving.logprobs import compare_logprobs
+
+    def seq(*lps: float) -> list[list[object]]:
+        return [[lp, [lp, lp - 1.0]] for lp in lps]
+
+    ref = [[seq(-1.0, -2.0, -3.0), seq(-1.5, -2.5, -3.5)]]
+    decode = [[seq(-1.0, -2.0, -3.0), seq(-1.5, -2.5, -3.25)]]
+    short = [[seq(-1.0, -2.0), seq(-1.5, -2.5, -3.5)]]
+    (row,) = compare_logprobs(ref, decode)["requests"]
+    assert (row["identical"], row["first_diff"], row["first_position"], row["max_abs_diff"]) == (1, 1, 2, 0.25)
+    assert compare_logprobs(ref, short)["requests"][0]["first_position"] == 2
+    assert compare_logprobs(ref, ref)["requests"][0]["first_position"] is None
 
 
 def test_the_matrix_runs_every_architecture_and_writes_one_table(
