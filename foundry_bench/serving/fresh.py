@@ -28,7 +28,9 @@ __all__ = [
 FRESH_MODES = ("native_fresh", "load_fresh")
 # Where the engines and their compilers keep what they build once per machine, each pointed into the new folder:
 # the home (~/.cache, ~/.triton, ~/.nv: CUDA's PTX cache), XDG's cache home, vLLM's cache root (its torch.compile
-# artifacts), Triton's kernels, Inductor's cache (by default in /tmp, outside the home) and CUDA's JIT cache.
+# artifacts), Triton's kernels, Inductor's cache (by default in /tmp, outside the home), CUDA's JIT cache and
+# tvm-ffi's JIT modules (SGLang's). A LOAD points tvm-ffi at the archive's copy, where a module it builds stays
+# (foundry/integration/shared/tvmcache.py): its seconds show, its files are not counted here.
 FRESH_VARIABLES = {
     "HOME": "home",
     "XDG_CACHE_HOME": "cache",
@@ -36,6 +38,7 @@ FRESH_VARIABLES = {
     "TRITON_CACHE_DIR": "triton",
     "TORCHINDUCTOR_CACHE_DIR": "inductor",
     "CUDA_CACHE_PATH": "nv",
+    "TVM_FFI_CACHE_DIR": "cache/tvm-ffi",
 }
 
 

@@ -18,6 +18,7 @@ it is built with (tests/support/faketensor.py).
 from __future__ import annotations
 
 import dataclasses
+import os
 import pkgutil
 import sys
 from dataclasses import dataclass, field
@@ -278,6 +279,10 @@ def build(
                 from tests.support.faketriton import jit
 
                 trace(f"triton:{jit('_fwd_kernel', 'triton attention')[0]}")
+            if os.environ.get("FAKE_SGLANG_JIT"):  # a norm kernel, JIT-built through tvm-ffi (fakejit.py)
+                from tests.support.fakejit import load_jit
+
+                trace(f"jit:{load_jit('fused_norm')}")
 
         def init_cuda_graphs(self) -> None:
             trace("init_cuda_graphs")

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..shared.backend import PublicFoundryApi
+from ..shared.caches import CachePlan
 from ..shared.memory import isolated_pool
 from ..shared.metadata import MetadataFile
 from ..shared.session import Session as SharedSession
 from ..shared.session import SessionStore
+from .caches import PLAN
 from .config import PluginConfig
 from .metadata import FILE, SglangMetadata
 
@@ -34,6 +36,7 @@ class SglangState:
 class Session(SharedSession[SglangState, SglangMetadata]):
     state: SglangState = field(default_factory=SglangState, kw_only=True)
     metadata: MetadataFile[SglangMetadata] = field(default=FILE, kw_only=True)
+    caches: CachePlan = field(default=PLAN, kw_only=True)
 
 
 def _make() -> Session:

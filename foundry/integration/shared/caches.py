@@ -7,10 +7,10 @@ this configuration (``CachePlan.files``), stored as they are, with what they wer
 the engine, CUDA, the GPU and the engine's own compile settings). The engine goes on compiling after capture:
 vLLM's kernel warm-up after its graphs, both engines' first requests (sampling, log-probabilities, eager
 kernels at new shapes). A fresh node would compile those again, so SAVE keeps packing (``Keeper``): where the
-engine's start-up ends (``flush``, where the plugin can tell), and otherwise once Triton has been quiet for a
-second after a compile, the caches are packed again into the finished archive and its manifest lists them
-(signed again). The caches are code, and LOAD uses them only from a signed archive: SAVE refuses to pack them
-without a signing key in force.
+engine's start-up ends (``flush``, where the plugin can tell), and otherwise once the engine's compilers have
+been quiet for a second after a compile, the caches are packed again into the finished archive and its
+manifest lists them (signed again). The caches are code, and LOAD uses them only from a signed archive: SAVE
+refuses to pack them without a signing key in force.
 
 LOAD: before the engine compiles anything, the caches are copied out of the archive, every byte checked against
 the signed listing, into a new directory of this process (removed when it exits), and the engine is pointed at
@@ -77,13 +77,16 @@ class CachePlan:
     cache directory -> file); ``settings`` are the engine's own values the caches depend on, compared at LOAD
     with the versions; ``check_save`` refuses, before start-up, settings whose caches cannot be packed;
     ``copied`` notes, at LOAD, what the copies hold that the plugin checks later (the engine keys some of them
-    by settings the versions do not cover). Each takes the process's session."""
+    by settings the versions do not cover). Each takes the process's session, but ``activity``, which takes
+    nothing and changes whenever the engine built or opened something the caches would pack."""
 
     point: Mapping[str, Point] = field(default_factory=lambda: {TRITON: point_triton})
     files: Callable[[Any], dict[str, dict[str, Path]]] = lambda s: {TRITON: triton_files()}
     settings: Callable[[Any], dict[str, str]] = lambda s: {}
     check_save: Callable[[Any], None] = lambda s: None
     copied: Callable[[Any, Mapping[str, Path]], None] = lambda s, dirs: None
+    # SAVE: a value that changes whenever the engine built or opened something the caches would pack (Keeper)
+    activity: Callable[[], object] = tritoncache.activity
 
 
 def identity(fingerprint: Fingerprint | None, engine_key: str, settings: Mapping[str, str]) -> dict[str, str]:
@@ -166,7 +169,8 @@ def pack(s: Any, plan: CachePlan, update_manifest: bool = False) -> list[str]:
 
 class Keeper:
     """SAVE, once the archive is written with its caches: packs them again whenever the engine compiled or
-    opened Triton kernels since (``tritoncache.activity``), so that a fresh node finds those too.
+    opened kernels since (the plan's ``activity``: Triton's entries, and the JIT modules the engine loaded where
+    the plan packs them), so that a fresh node finds those too.
 
     ``flush`` packs at once (the plugin calls it where the engine's start-up ends, and it runs when the process
     exits); a daemon thread does so on its own once the activity has stayed the same for ``quiet_s`` after a
@@ -183,7 +187,7 @@ class Keeper:
     ) -> None:
         self._s, self._plan, self._on_packed, self._quiet_s, self._poll_s = s, plan, on_packed, quiet_s, poll_s
         self._lock = threading.Lock()
-        self._packed = tritoncache.activity()  # what the archive's caches hold
+        self._packed = plan.activity()  # what the archive's caches hold
         self._seen, self._changed_at = self._packed, time.monotonic()
         self._stop = threading.Event()  # ends the thread
         self._halted = False  # a pack was refused: the archive keeps what it holds
@@ -200,7 +204,7 @@ class Keeper:
     def flush(self) -> bool:
         """Packs the caches again if the engine's Triton activity changed since the last pack; whether it did."""
         with self._lock:
-            now = tritoncache.activity()
+            now = self._plan.activity()
             if self._halted or now == self._packed:
                 return False
             try:
@@ -224,7 +228,7 @@ class Keeper:
     def poll(self, now: float) -> bool:
         """One look at the activity at time ``now`` (monotonic seconds): packs once it has been quiet long enough
         after a change; whether it packed."""
-        seen = tritoncache.activity()
+        seen = self._plan.activity()
         if seen != self._seen:
             self._seen, self._changed_at = seen, now
             return False

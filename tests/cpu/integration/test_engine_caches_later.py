@@ -73,6 +73,31 @@ def test_a_kernel_compiled_at_the_first_request_is_packed_into_the_finished_arch
     assert not [p for p in (tmp_path / "fresh-home").rglob("*") if p.is_file()]
 
 
+def test_a_jit_module_loaded_at_the_first_request_is_packed_into_the_finished_archive(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    """SGLang builds some tvm-ffi modules only when a request first asks for them: the keeper sees the module
+    mapped into the process and packs it, and a fresh node's first request then builds nothing."""
+    from foundry.integration.shared import tvmcache
+    from tests.support import fakejit
+
+    try:
+        keeper = _save(sglang_engines, monkeypatch, tmp_path / "save-home", key)
+        assert tvmcache.TVM_FFI not in listing(sglang_engines.archive)
+        assert fakejit.load_jit("topk_sampling") == "built"  # the first request's sampling kernel
+        assert keeper.poll(10.0) is False and keeper.poll(11.0) is True
+        (path,) = listing(sglang_engines.archive)[tvmcache.TVM_FFI]
+        assert path.endswith("/sgl_kernel_jit_topk_sampling.so")
+    finally:
+        fakejit.unload()
+    _load(sglang_engines, monkeypatch, tmp_path / "fresh-home", key)
+    try:
+        assert fakejit.load_jit("topk_sampling") == "hit"
+    finally:
+        fakejit.unload()
+    assert not [p for p in (tmp_path / "fresh-home").rglob("*") if p.is_file()]
+
+
 def test_load_on_a_warm_machine_reads_its_own_kernels_beside_the_archives_and_keeps_what_it_compiles(
     sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:

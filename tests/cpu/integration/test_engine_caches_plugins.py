@@ -211,3 +211,43 @@ def fake_session_timings() -> dict[str, Any]:
     from foundry.integration.vllm import session as sessions
 
     return sessions.current().timings
+
+
+def test_sglang_packs_the_jit_modules_it_loaded_and_a_fresh_load_loads_them_without_building(
+    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
+) -> None:
+    """SGLang's tvm-ffi JIT modules: SAVE packs the shared objects its scheduler loaded from the cache, not the
+    other programs' modules beside them; LOAD on a fresh node points tvm-ffi at the copy, where SGLang finds the
+    module built, and the machine's own modules are linked in beside it."""
+    from foundry.integration.shared import tvmcache
+    from tests.support import fakejit
+
+    monkeypatch.setenv("FAKE_SGLANG_JIT", "1")
+    packing(monkeypatch, tmp_path / "save-home", key, "SGLANG")
+    other = fakejit.folder("another_programs")  # in the machine's cache, never loaded by this engine
+    other.mkdir(parents=True)
+    (other / "sgl_kernel_jit_another_programs.so").write_bytes(b"\x7fELF")
+    try:
+        fake = sglang_engines.prepare("save")
+        fake.start_scheduler(server_args())
+        assert "jit:built" in fake.trace.events
+        assert listing(sglang_engines.archive)[tvmcache.TVM_FFI] == [
+            "sgl_kernel_jit_fused_norm__arch_sm90__tvmffi_0.1.11/sgl_kernel_jit_fused_norm.so"
+        ]
+    finally:
+        fakejit.unload()
+    monkeypatch.delenv("FOUNDRY_SGLANG_PACK_CACHES")
+    machine(monkeypatch, tmp_path / "fresh-home")
+    monkeypatch.setenv("FOUNDRY_SIGNING_KEY", str(key))
+    own = fakejit.folder("this_machines")  # built on this machine before: LOAD must not hide it
+    own.mkdir(parents=True)
+    high_water = read_sglang_metadata(sglang_engines.archive).high_water
+    try:
+        fake = sglang_engines.prepare("load", FakeFoundry(high_water_saved=high_water))
+        fake.start_scheduler(server_args())
+        assert "jit:hit" in fake.trace.events and "jit:built" not in fake.trace.events
+    finally:
+        fakejit.unload()
+    copy = Path(os.environ[tvmcache.CACHE_ENV])
+    assert copy.name == tvmcache.TVM_FFI and copy != own.parent
+    assert (copy / own.name).resolve() == own.resolve()

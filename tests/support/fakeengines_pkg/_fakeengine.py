@@ -36,7 +36,7 @@ def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int,
 
 
 CACHE_VARIABLES = ("HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
-                   "CUDA_CACHE_PATH")  # fmt: skip
+                   "CUDA_CACHE_PATH", "TVM_FFI_CACHE_DIR")  # fmt: skip
 
 
 PARALLEL_VARIABLES = ("NCCL_RUNTIME_CONNECT", "NCCL_NVLS_ENABLE", "VLLM_ALLREDUCE_USE_SYMM_MEM")

@@ -1,0 +1,24 @@
+"""The caches an SGLang archive can carry for a fresh node (shared/caches.py): Triton's kernels, and the JIT
+modules SGLang builds through tvm-ffi (shared/tvmcache.py). SGLang keys both by content, so neither depends on
+SGLang's settings beyond what the versions in the identity cover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..shared import tritoncache, tvmcache
+from ..shared.caches import TRITON, CachePlan, point_triton, triton_files
+
+__all__ = ["PLAN"]
+
+
+def _files(s: Any) -> dict[str, dict[str, Any]]:
+    del s
+    return {TRITON: triton_files(), tvmcache.TVM_FFI: tvmcache.files()}
+
+
+def _activity() -> object:
+    return tritoncache.activity(), tvmcache.activity()
+
+
+PLAN = CachePlan(point={TRITON: point_triton, tvmcache.TVM_FFI: tvmcache.point}, files=_files, activity=_activity)

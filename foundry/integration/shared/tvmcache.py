@@ -1,0 +1,85 @@
+"""The JIT modules an engine builds through tvm-ffi (SGLang's ``sglang.kernels.jit``: norms, rotary embedding,
+KV-cache stores and more, compiled with nvcc the first time a shape or dtype asks for one), as Foundry packs
+and unpacks them, through tvm-ffi's own switch: ``TVM_FFI_CACHE_DIR`` (default ``~/.cache/tvm-ffi``).
+
+SGLang builds each module into ``<cache>/<module>__arch_<arch>__tvmffi_<version>/`` (its name hashes the
+module's sources and carries the GPU architecture and tvm-ffi's version) and, where that folder already holds
+``<module>.so``, loads it without building (sglang/kernels/jit/utils/compile.py, ``load_jit``). A fresh node
+builds each one again, seconds of nvcc apiece, and some only at the first request: SGLang's Qwen3-0.6B on an
+H200 built 4 on a fresh node under LOAD (16 files, 4.3 MiB) and took 11.8 s of start-up past its graphs
+against native's 2.1 s (results/sglang-qwen3-0.6b-engine-fresh-h200-13cbdd4.txt).
+
+SAVE packs the modules this process has loaded: the shared objects mapped into it (``/proc/self/maps``) that
+lie in the cache directory, each as ``<module folder>/<file>``, so that the modules of other programs sharing
+the cache are left out. The count of them is the ``activity`` that tells the keeper (caches.py) to pack again.
+
+LOAD points ``TVM_FFI_CACHE_DIR`` at the copy and links into it each module folder of the machine's own cache
+that the copy does not hold, so that a machine that built a module keeps using it. A module neither holds is
+built in the copy, and lives as long as the process: the next start builds it again, as a node without
+Foundry's archive would. The modules are code: caches.py hands them over only from a signed archive.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["CACHE_ENV", "TVM_FFI", "activity", "cache_dir", "files", "point"]
+
+TVM_FFI = "tvm_ffi"  # the cache's name in the archive
+CACHE_ENV = "TVM_FFI_CACHE_DIR"
+_DEFAULT = "~/.cache/tvm-ffi"
+_MAPS = Path("/proc/self/maps")
+
+
+def cache_dir(env: dict[str, str] | None = None) -> Path:
+    """The directory tvm-ffi builds into, as tvm-ffi and SGLang resolve it."""
+    value = (env if env is not None else os.environ).get(CACHE_ENV) or _DEFAULT
+    return Path(value).expanduser()
+
+
+def _mapped(maps: Path = _MAPS) -> set[Path]:
+    """The files mapped into this process (an empty set where the system has no ``/proc``)."""
+    try:
+        text = maps.read_text()
+    except OSError:
+        return set()
+    out = set()
+    for line in text.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith("/"):
+            out.add(Path(fields[5]))
+    return out
+
+
+def files(directory: Path | None = None, maps: Path = _MAPS) -> dict[str, Path]:
+    """Each loaded module's shared object in the cache ``directory`` (default ``cache_dir()``), by
+    ``<module folder>/<file>``: one folder level, as SGLang lays them out; anything deeper, or a file that is
+    gone, is left out."""
+    root = (directory or cache_dir()).resolve()
+    out: dict[str, Path] = {}
+    for path in _mapped(maps):
+        if path.suffix != ".so" or path.parent.parent != root or not path.is_file() or path.is_symlink():
+            continue
+        out[f"{path.parent.name}/{path.name}"] = path
+    return dict(sorted(out.items()))
+
+
+def activity(maps: Path = _MAPS) -> int:
+    """How many of the cache's modules this process has loaded: it grows when the engine builds or loads one."""
+    return len(files(maps=maps))
+
+
+def point(directory: Path, machine: Path | None = None) -> dict[str, str]:
+    """LOAD: links each module folder of the ``machine``'s cache (default ``cache_dir()``) that ``directory``
+    (the archive's copy) does not hold into it, and returns the switch that points tvm-ffi at the copy."""
+    own = machine or cache_dir()
+    try:
+        entries = sorted(own.iterdir())
+    except OSError:
+        entries = []  # no cache on this machine yet: the copy is all there is
+    for entry in entries:
+        link = directory / entry.name
+        if entry.is_dir() and not link.exists() and not link.is_symlink():
+            link.symlink_to(entry.resolve(), target_is_directory=True)
+    return {CACHE_ENV: str(directory)}
