@@ -56,6 +56,7 @@ __all__ = [
     "point_triton",
     "prepare_save",
     "stop_keeping",
+    "sweep_stale_copies",
     "triton_files",
     "use",
 ]
@@ -276,13 +277,59 @@ def keep(s: Any, plan: CachePlan, on_packed: Callable[[], None] = lambda: None) 
     return keeper
 
 
+_SCRATCH_PREFIX = "foundry-caches-"  # then the LOAD process's PID, a dash and a random tag
+
+
+def sweep_stale_copies(folder: Path, log: logging.Logger) -> int:
+    """Removes the cache copies in ``folder`` left by LOAD processes that are gone; how many. A copy is removed
+    when its process exits (atexit), but an engine that ends its workers with SIGKILL (SGLang's
+    ``kill_process_tree``) runs no exit handler, so without this every such start would leave one behind.
+    Only this user's directories, named as ``use`` names them, of a PID that no longer runs."""
+    removed = 0
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(_SCRATCH_PREFIX):
+            continue
+        pid_text = entry.name[len(_SCRATCH_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            if entry.is_symlink() or not entry.is_dir() or entry.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if _running(int(pid_text)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed += 1
+    if removed:
+        log.info(
+            "Foundry load: removed %d engine-cache copies of LOAD processes that ended without removing them", removed
+        )
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process: not this user's copy to judge
+    return True
+
+
 def use(s: Any, plan: CachePlan) -> None:
     """LOAD, before the engine compiles anything: the archive's caches copied out and the engine pointed at them,
     or refused by name (the log and the report say why) and LOAD goes on without them."""
     log = logging.getLogger(s.config.engine.logger or s.config.engine.key)
     t0 = time.perf_counter()
     # Made by open_caches only where the archive carries caches (0700, refused if it exists): nothing to remove else.
-    scratch = Path(tempfile.gettempdir()) / f"foundry-caches-{os.getpid()}-{secrets.token_hex(6)}"
+    scratch = Path(tempfile.gettempdir()) / f"{_SCRATCH_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+    sweep_stale_copies(scratch.parent, log)
     here = identity(s.fingerprint, s.config.engine.key, plan.settings(s))
     try:
         dirs = s.api.open_caches(s.archive, here, scratch)

@@ -220,3 +220,27 @@ def test_a_damaged_model_info_file_is_named_and_vllm_inspects_the_class_itself(
     engines.prepare("load")  # registers the plugin: the refusal is logged, vLLM's start goes on
     assert "model-info cache is not seeded from the archive" in caplog.text and "has SHA-256" in caplog.text
     assert not (fresh / ".cache" / "vllm" / "modelinfos" / QWEN3_INFO).exists()
+
+
+def test_copies_left_by_killed_load_processes_are_removed_and_live_ones_kept(tmp_path: Path) -> None:
+    """SGLang ends its scheduler with SIGKILL, so a LOAD's exit handler never removes its copy of the caches:
+    the next LOAD removes the copies of processes that are gone, and nothing else."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    dead = tmp_path / f"foundry-caches-{dead_pid}-0a1b2c3d4e5f"
+    (dead / "triton" / "entry").mkdir(parents=True)
+    (dead / "triton" / "entry" / "k.cubin").write_bytes(b"x")
+    live = tmp_path / f"foundry-caches-{os.getpid()}-0a1b2c3d4e5f"
+    live.mkdir()
+    others = [tmp_path / "foundry-caches-notapid-1", tmp_path / "unrelated-123"]
+    for other in others:
+        other.mkdir()
+    link = tmp_path / f"foundry-caches-{dead_pid}-linked"
+    link.symlink_to(others[1], target_is_directory=True)
+    log = logging.getLogger("test")
+    assert caches.sweep_stale_copies(tmp_path, log) == 1
+    assert not dead.exists() and live.is_dir() and all(o.is_dir() for o in others) and link.is_symlink()
+    assert caches.sweep_stale_copies(tmp_path / "missing", log) == 0
