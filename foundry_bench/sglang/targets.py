@@ -79,8 +79,8 @@ def targets(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tokens(compare: dict[str, Any]) -> dict[str, Any]:
-    """Whether every compared run agrees with the reference run, which is native warm where it ran and SAVE
-    otherwise (compare.py): the reference itself is no verdict, so a document without native warm is judged
+    """Whether every compared run agrees with the reference run (compare.py: native warm where it ran, else
+    native cold, else SAVE): the reference itself is no verdict, so a document without native warm is judged
     on the runs it has, and says against which."""
     judged = {m: c for m, c in compare.items() if not c.get("reference")}
     against = next((m for m, c in compare.items() if c.get("reference")), None)

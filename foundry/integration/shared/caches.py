@@ -203,7 +203,7 @@ class Keeper:
         threading.Thread(target=self._run, name="foundry-caches", daemon=True).start()
 
     def flush(self) -> bool:
-        """Packs the caches again if the engine's Triton activity changed since the last pack; whether it did."""
+        """Packs the caches again if the plan's activity changed since the last pack; whether it did."""
         with self._lock:
             now = self._plan.activity()
             if self._halted or now == self._packed:
