@@ -50,6 +50,7 @@ from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
 from .stats import alternate, summary
 from .workload import Request, decode_request, prefill_request, token_requests
+from .written import WarmWrites
 
 __all__ = [
     "DEFAULT_MODES",
@@ -142,6 +143,7 @@ class BenchRuns:
         if self.key is not None:
             self.env.update(self.pack_env)
         self.fresh = FreshRoots()
+        self.warm = WarmWrites()  # what the other runs wrote into the machine's caches
         self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
         self.results: dict[str, dict[str, Any]] = {}
         # Each run's log-probabilities in full (as answered, and their values), kept here for the comparison: the
@@ -194,6 +196,8 @@ class BenchRuns:
                 if mode == "save":
                     env[p + "PACK_CACHES"] = "1"
             prefix = [sys.executable, "-m", "foundry.cli", "run", "--"]
+        if mode not in FRESH_MODES:
+            self.warm.start(mode, env)
         engine = self.start(mode, env, prefix, self.out / f"{mode}.log")
         self.started.append(engine)
         return engine
@@ -250,9 +254,11 @@ class BenchRuns:
             time.sleep(CACHES_SETTLE_S)
         result["rc"] = engine.stop()
         result["process_wall_s"] = engine.seconds()
-        compiled = self.fresh.finish(result["mode"])
+        compiled, wrote = self.fresh.finish(result["mode"]), self.warm.finish(result["mode"])
         if compiled is not None:
             result["compiled_on_node"] = compiled
+        if wrote is not None:
+            result["written_on_node"], result["written_until"] = wrote
         result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
         report = self.out / f"report-{result['mode']}.json"
         if report.is_file():

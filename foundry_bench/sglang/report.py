@@ -28,6 +28,7 @@ from foundry_bench.serving.report import (
     wrap,
     write_files,
 )
+from foundry_bench.serving.written import written_lines
 
 from .logsteps import STEPS
 from .targets import targets
@@ -168,6 +169,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += target_lines(doc)
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
+    lines += written_lines(doc["results"], LABELS)
     if doc.get("wall_s") is not None:
         lines += ["", f"The benchmark took {doc['wall_s']:.0f} s."]
     return "\n".join(lines) + "\n"

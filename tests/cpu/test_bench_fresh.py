@@ -91,6 +91,41 @@ def test_vllm_fresh_rows_start_with_empty_caches_and_load_ships_the_signed_archi
     assert "- Foundry LOAD, fresh node (the archive's caches): nothing" in text
 
 
+def test_what_each_warm_run_wrote_into_the_machines_caches_is_reported(
+    warm_machine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warm runs' writes into the machine's caches, new or changed files by cache, with Inductor's timed
+    kernel choices named: here LOAD alone chooses one (the stand-in's FAKE_ENGINE_TUNE), which native did not."""
+    monkeypatch.setenv("FAKE_ENGINE_TUNE", "load")
+    doc = run_vllm_bench(VllmBenchConfig(**_common(tmp_path, ("save", "native", "load"))))
+    results = doc["results"]
+    assert results["save"]["written_on_node"] == {} and results["native"]["written_on_node"] == {}
+    (entry,) = results["load"]["written_on_node"].values()
+    assert list(results["load"]["written_on_node"]) == ["inductor"]
+    assert (
+        entry["files"] == 1 and entry["best_configs"] == 1 and entry["best_config_names"] == ["ab/kernel.best_config"]
+    )
+    text = (tmp_path / "out" / f"{VllmBenchConfig(out=tmp_path).tag()}.txt").read_text()
+    assert "- Foundry LOAD: inductor 1 files, 0.0 MiB, 1 timed kernel choices" in text
+    assert results["native"]["written_until"] == "load"  # up beside LOAD: its window closed as LOAD started
+    assert "- native, warm caches (until Foundry LOAD started): nothing" in text
+
+
+def test_a_changed_file_counts_as_written_and_an_untouched_one_does_not(tmp_path: Path) -> None:
+    from foundry_bench.serving.written import changes, snapshot
+
+    folders = {"inductor": tmp_path / "ind", "triton": tmp_path / "missing"}
+    (tmp_path / "ind" / "ab").mkdir(parents=True)
+    (tmp_path / "ind" / "ab" / "k.py").write_text("kernel")
+    (tmp_path / "ind" / "ab" / "k.best_config").write_text('{"XBLOCK": 64}')
+    before = snapshot(folders)
+    assert changes(before, snapshot(folders)) == {}
+    (tmp_path / "ind" / "ab" / "k.best_config").write_text('{"XBLOCK": 128, "num_warps": 4}')
+    assert changes(before, snapshot(folders)) == {
+        "inductor": {"files": 1, "bytes": 31, "best_configs": 1, "best_config_names": ["ab/k.best_config"]}
+    }
+
+
 def test_what_a_fresh_run_compiled_is_counted_by_cache(tmp_path: Path) -> None:
     files = {"triton/abc/k.cubin": 10, "triton/def/k.json": 5, "cache/flashinfer/90a/x.so": 100,
              "home/.cache/torch/kernels/y": 7, "home/.nv/ComputeCache/z": 1, "inductor/fx/w": 3,

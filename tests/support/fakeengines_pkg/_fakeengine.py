@@ -75,6 +75,13 @@ def probe_caches(engine: str) -> None:
         os.makedirs(os.path.join(triton, "entry"), exist_ok=True)
         with open(os.path.join(triton, "entry", "kernel.cubin"), "wb") as f:
             f.write(b"\0" * 4096)
+    inductor = seen.get("TORCHINDUCTOR_CACHE_DIR")
+    if inductor and os.environ.get("FAKE_ENGINE_TUNE") == line["mode"]:
+        # FAKE_ENGINE_TUNE=<mode>: that mode's process chooses a kernel's configuration by timing, as Inductor
+        # does where its cache holds no choice, and records it beside the kernel
+        os.makedirs(os.path.join(inductor, "ab"), exist_ok=True)
+        with open(os.path.join(inductor, "ab", "kernel.best_config"), "w") as f:
+            f.write(json.dumps({"XBLOCK": 128, "pid": os.getpid()}))
 
 
 def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]) -> None:
