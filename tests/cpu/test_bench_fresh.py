@@ -59,6 +59,9 @@ def _check_fresh_rows(doc: dict[str, Any], probe: Path, tmp_path: Path) -> list[
     lines = _probes(probe)
     assert [p["mode"] for p in lines] == ["native", "save", "native", "load", "native", "load"]
     cold, save, native_fresh, load_fresh, native, load = lines
+    # SAVE and LOAD accept the shape's model classes should the plugin call them inexact: the benchmark measures it
+    assert {p["allow_inexact"] for p in (save, load_fresh, load)} == {"Qwen3ForCausalLM"}
+    assert {p["allow_inexact"] for p in (cold, native_fresh, native)} == {None}
     warm = str(tmp_path / "warm")
     for fresh in (native_fresh, load_fresh):
         assert set(fresh["empty"]) == set(FRESH_VARIABLES) and all(fresh["empty"].values()), fresh

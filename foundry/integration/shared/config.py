@@ -9,6 +9,8 @@ FOUNDRY_SGLANG_*); below, <E> stands for it.
     FOUNDRY_<E>_THREADS       LOAD's graph builder threads (default 8)
     FOUNDRY_<E>_ALLOW_MISMATCH  comma-separated identity fields LOAD accepts knowingly (Foundry's
                               allow_mismatch: e.g. "driver")
+    FOUNDRY_<E>_ALLOW_INEXACT comma-separated model classes the plugin refuses because LOAD was measured not
+                              bit-identical to native with them (each engine's support.py), accepted knowingly
     FOUNDRY_<E>_REPORT        if set, the process that captures writes a JSON report of its start-up phases here
     FOUNDRY_<E>_PACK_CACHES   1: SAVE packs the engine's compile and JIT caches into the archive, for a fresh
                               node (shared/caches.py; needs a signing key, since LOAD uses them only signed)
@@ -59,6 +61,7 @@ class EngineConfig:
     threads: int
     allow_mismatch: tuple[str, ...]
     report: Path | None = None
+    allow_inexact: tuple[str, ...] = ()  # model classes whose measured inexact LOAD is accepted knowingly
     pack_caches: bool = False  # SAVE: pack the engine's caches (LOAD uses an archive's caches whenever it may)
     warm_up: bool = False  # LOAD: run the engine's warm-up (FOUNDRY_<E>_WARM_UP; an engine's config may default it on)
 
@@ -121,7 +124,8 @@ class EngineConfig:
             region_base=_int(env, var("REGION_BASE"), DEFAULT_REGION_BASE),
             region_size=_size(env, var("REGION_SIZE"), DEFAULT_REGION_SIZE),
             threads=_int(env, var("THREADS"), DEFAULT_THREADS, minimum=1),
-            allow_mismatch=tuple(s.strip() for s in env.get(var("ALLOW_MISMATCH"), "").split(",") if s.strip()),
+            allow_mismatch=_names(env, var("ALLOW_MISMATCH")),
+            allow_inexact=_names(env, var("ALLOW_INEXACT")),
             report=Path(env[env_report]).expanduser() if env.get(env_report, "").strip() else None,
             pack_caches=env_flag(env, var("PACK_CACHES")),
             warm_up=env_flag(env, var("WARM_UP"), default=cls.warm_up),  # the class's field default
@@ -129,6 +133,10 @@ class EngineConfig:
 
 
 C = TypeVar("C", bound=EngineConfig)
+
+
+def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:

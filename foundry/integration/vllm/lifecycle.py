@@ -67,7 +67,7 @@ def init_device_start(worker: Any) -> None:
     s = sessions.current()
     if s.config.enabled:
         s.timings["init_device_started_at"] = time.time()  # epoch: the report's timeline starts the worker here
-        check_supported(worker.vllm_config)
+        check_supported(worker.vllm_config, s.config.allow_inexact)
 
 
 def before_distributed(vllm_config: Any, rank: int = 0) -> None:

@@ -9,18 +9,38 @@ from typing import Any
 from ..shared.errors import UnsupportedConfigError
 from .graphs import BREAKABLE
 
-__all__ = ["SAVED_MODES", "check_supported"]
+__all__ = ["INEXACT", "SAVED_MODES", "check_supported"]
 
 # The cudagraph modes whose graphs SAVE writes and LOAD restores, all of them: FULL graphs (decode only, or every
 # batch) and the compiled model's piecewise graphs.
 SAVED_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
 
 
-def check_supported(vllm_config: Any) -> None:
-    """Refuses settings the adapter cannot save or load, all of them in one message."""
+# Model classes with which LOAD was measured not bit-identical to native under vLLM, and what was measured. They
+# are refused by name at SAVE and LOAD (never served with a silent difference) unless FOUNDRY_VLLM_ALLOW_INEXACT
+# names them. Only what was measured is here: a class is added when a run shows a difference, and removed when
+# the cause is mended and a run shows it identical.
+INEXACT = {
+    "Gemma2ForCausalLM": (
+        "under vLLM, LOAD's top-20 log-probabilities differ from native's by one bf16 step at batch 8 and 64 (tokens "
+        "identical; native processes agree with each other bit for bit; H200, 13cbdd4, docs/DESIGN.md), cause not "
+        "found yet"
+    ),
+}
+
+
+def check_supported(vllm_config: Any, allow_inexact: tuple[str, ...] = ()) -> None:
+    """Refuses settings the adapter cannot save or load, and the model classes with which LOAD was measured
+    inexact (``INEXACT``) unless ``allow_inexact`` names them, all of them in one message."""
     model = vllm_config.model_config
     parallel = vllm_config.parallel_config
     problems = []
+    for arch in getattr(model, "architectures", None) or ():
+        if arch in INEXACT and arch not in allow_inexact:
+            problems.append(
+                f"{arch}: {INEXACT[arch]}. Serve it without Foundry, or set FOUNDRY_VLLM_ALLOW_INEXACT={arch} in "
+                "SAVE and LOAD to accept that difference knowingly"
+            )
     if getattr(model, "enable_sleep_mode", False) or getattr(model, "enable_cumem_allocator", False):
         problems.append(
             "vLLM's cumem allocator (enable_sleep_mode / enable_cumem_allocator) maps device memory itself, outside "

@@ -179,6 +179,30 @@ def test_cumem_allocator_and_sleep_mode_are_refused_before_the_region(engines: A
     assert fake.memory.calls == [] and fake.memory.log == []
 
 
+@pytest.mark.parametrize("mode", ["save", "load"])
+def test_a_model_class_measured_inexact_is_refused_by_name_unless_accepted_knowingly(engines: Any, mode: str) -> None:
+    """Gemma2 under vLLM: LOAD was measured one bf16 step off native's log-probabilities, so SAVE and LOAD refuse
+    it before anything is allocated, naming the class, what was measured and the switch that accepts it."""
+    engines.archive.mkdir()
+    fake = engines.prepare(mode)
+    gemma2 = make_config(architectures=["Gemma2ForCausalLM"])
+    with pytest.raises(UnsupportedConfigError, match=r"Gemma2ForCausalLM: under vLLM, LOAD's top-20 log-prob.*"
+                       r"FOUNDRY_VLLM_ALLOW_INEXACT=Gemma2ForCausalLM"):  # fmt: skip
+        fake.start_engine(gemma2)
+    assert fake.memory.calls == [] and fake.memory.log == []
+
+
+def test_a_model_class_measured_inexact_saves_and_loads_when_accepted(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FOUNDRY_VLLM_ALLOW_INEXACT", "OtherForCausalLM, Gemma2ForCausalLM")
+    fake = engines.prepare("save")
+    fake.start_engine(make_config(architectures=["Gemma2ForCausalLM"]))
+    assert read_metadata(engines.archive).graphs
+    fake, _ = _load(engines)
+    fake.start_engine(make_config(architectures=["Gemma2ForCausalLM"]))
+
+
 def test_cudagraph_mode_none_is_refused_naming_the_modes_that_work(engines: Any) -> None:
     fake = engines.prepare("save")
     with pytest.raises(UnsupportedConfigError, match=r"cudagraph_mode NONE.*FULL_AND_PIECEWISE is vLLM's default"):

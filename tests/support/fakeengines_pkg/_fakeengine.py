@@ -56,6 +56,7 @@ def probe_caches(engine: str) -> None:
         "env": seen,
         "empty": {name: not os.path.exists(v) or not os.listdir(v) for name, v in seen.items() if v},
         "pack": os.environ.get(prefix + "PACK_CACHES"),
+        "allow_inexact": os.environ.get(prefix + "ALLOW_INEXACT"),
         "key": os.environ.get("FOUNDRY_SIGNING_KEY"),
         "mega": os.environ.get("VLLM_USE_MEGA_AOT_ARTIFACT"),
         # vLLM's settings that are paths and key its compiled model
