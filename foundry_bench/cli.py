@@ -299,7 +299,8 @@ def add_parser(sub: Any) -> None:
         default="native_cold,save,native,load",
         help="which runs, in this order; add native_fresh,load_fresh for the fresh-node rows (every cache folder "
         "empty; SAVE then packs the engine's caches into the archive, signed with a key the benchmark makes), and "
-        "load_replica for a data-parallel replica: LOAD of the same archive on the next --tp GPUs",
+        "load_replica for a data-parallel replica: LOAD of the same archive on the next --tp GPUs, load_again for a "
+        "second LOAD process (whether two LOADs answer alike where LOAD and native differ)",
     )
     v.add_argument("--matrix", action="store_true", help="every architecture of the matrix (Llama, Qwen3, Gemma2, "
                    "Mistral, Qwen3-MoE, Mixtral, DeepSeek-V2-Lite shapes) unless --shapes names some; vllm: `vllm "

@@ -28,7 +28,7 @@ def compare_runs(
     reference = next((m for m in order if "tokens" in results.get(m, {})), None)
     out: dict[str, dict[str, Any]] = {}
     for mode, r in results.items():
-        if mode not in ("save", "load", "native_cold", "load_replica", *FRESH_MODES):
+        if mode not in ("save", "load", "native_cold", "load_replica", "load_again", *FRESH_MODES):
             continue
         if mode == reference:
             out[mode] = {"identical": None, "reference": True}
@@ -54,4 +54,10 @@ def compare_runs(
                     tokens_identical=tokens["identical"],
                     logprobs=logprobs,
                 )
+    again, load = results.get("load_again", {}), results.get("load", {})
+    if "load_again" in out and "tokens" in again and "tokens" in load:
+        # Two LOAD processes: do they answer alike, whatever native answers?
+        out["load_again"]["same_as_load"] = again["tokens"] == load["tokens"] and again.get(
+            "logprob_digests"
+        ) == load.get("logprob_digests")
     return out

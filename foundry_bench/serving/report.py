@@ -31,12 +31,13 @@ __all__ = [
     "write_files",
 ]
 
-LOADS = ("load", "load_fresh", "load_replica")  # the runs under LOAD: warm, on a fresh node, on the next GPUs
+LOADS = ("load", "load_fresh", "load_replica", "load_again")  # under LOAD: warm, fresh node, next GPUs, again
 # Each run's name in the tables and the plot, in the order the benchmark runs them.
 LABELS = {"native_cold": "native, cold caches", "save": "Foundry SAVE", "native": "native, warm caches",
           "load": "Foundry LOAD", "native_fresh": "native, fresh node (empty caches)",
           "load_fresh": "Foundry LOAD, fresh node (the archive's caches)",
-          "load_replica": "Foundry LOAD, a replica on the next GPUs"}  # fmt: skip
+          "load_replica": "Foundry LOAD, a replica on the next GPUs",
+          "load_again": "Foundry LOAD, another process"}  # fmt: skip
 
 Segments = Callable[[str, dict[str, Any]], list[tuple[str, float]]]
 
@@ -62,6 +63,8 @@ def sameness(mode: str, c: dict[str, Any]) -> str:
         same = f"NO: tokens yes, logprobs differ (max {worst:.3g}{since})"
     else:
         same = "NO"
+    if "same_as_load" in c:
+        same += ", the same as LOAD's" if c["same_as_load"] else ", not the same as LOAD's"
     return same + (f" (vs {c['against']})" if c.get("against", "native") != "native" else "")
 
 

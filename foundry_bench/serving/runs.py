@@ -13,6 +13,8 @@ Order (each a fresh process tree, one after another):
                 at two): a data-parallel replica started from the archive SAVE wrote on the first ones, copied, not
                 saved again (above one GPU with ``FOUNDRY_RANK_GPUS=alike``, since a rank's archive names its GPU);
                 only when asked for, and skipped where the machine has too few GPUs
+  load_again    LOAD alone, before native warm and LOAD: with ``load`` it tells a LOAD that differs from native
+                the same way every time from one whose answers vary from process to process; only when asked for
   native        the engine again, its caches now warm: the baseline LOAD is compared with
   load          under Foundry (``..._MODE=load``), beside the warm native process
 
@@ -61,10 +63,11 @@ __all__ = [
     "run_bench",
 ]
 
-MODES = ("native_cold", "save", "native_fresh", "load_fresh", "load_replica", "native", "load")  # every run there is
+MODES = ("native_cold", "save", "native_fresh", "load_fresh", "load_replica", "load_again", "native", "load")  # all
 DEFAULT_MODES = ("native_cold", "save", "native", "load")  # the fresh-node and replica runs only when asked for
-PLUGIN_MODES = {"save": "save", "load": "load", "load_fresh": "load", "load_replica": "load"}  # a run's -> the plugin's
+PLUGIN_MODES = {"save": "save", "load": "load", "load_fresh": "load", "load_replica": "load", "load_again": "load"}
 REPLICA = "load_replica"
+AGAIN = "load_again"
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
 CACHES_SETTLE_S = 1.5  # SAVE packs what its last requests compiled a second later (shared/caches.py Keeper): waited
 
@@ -208,7 +211,7 @@ class BenchRuns:
     def bring_up(self, mode: str) -> tuple[Engine | None, dict[str, Any]]:
         """Starts ``mode`` (unless the budget is short), waits until it serves, times its first request, and
         asks it the token requests."""
-        need = self.needs.get(mode, self.needs.get("load", 0.0) if mode == REPLICA else 0.0)
+        need = self.needs.get(mode, self.needs.get("load", 0.0) if mode in (REPLICA, AGAIN) else 0.0)
         if mode == REPLICA:
             gpus, tp = len(self._gpus()), self.cfg.tp
             if gpus < 2 * tp:
@@ -322,7 +325,7 @@ class BenchRuns:
         cfg = self.cfg
         if "save" in cfg.modes:
             shutil.rmtree(cfg.archive, ignore_errors=True)
-        for mode in ("native_cold", "save", *FRESH_MODES, REPLICA):
+        for mode in ("native_cold", "save", *FRESH_MODES, REPLICA, AGAIN):
             if mode in cfg.modes:
                 engine, result = self.bring_up(mode)
                 self.results[mode] = result if engine is None else self.finish(engine, result)

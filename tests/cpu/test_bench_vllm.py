@@ -186,6 +186,24 @@ def test_a_last_bit_logprob_difference_is_caught_where_the_tokens_agree(
     assert [len(d) for d in doc["results"]["load"]["logprob_digests"]] == [1, 3]
 
 
+def test_a_second_load_process_says_whether_loads_answer_alike(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`load_again`: a second LOAD process, compared with native like LOAD and with LOAD itself. The stand-in
+    nudges every LOAD process's first logprob alike: both differ from native, the same way."""
+    monkeypatch.setenv("FAKE_ENGINE_NUDGE", "load")
+    doc = run_vllm_bench(tokens_only(tmp_path, api="serve", modes=("save", "load_again", "native", "load")))
+    again = doc["compare"]["load_again"]
+    assert again["tokens_identical"] and not again["identical"] and again["same_as_load"] is True
+    rows = {line.split("  ")[0]: line for line in render(doc).splitlines() if line.startswith("Foundry LOAD")}
+    assert rows["Foundry LOAD, another process"].rstrip().endswith("the same as LOAD's")
+    from foundry_bench.serving.compare import compare_runs
+
+    results = {m: dict(r) for m, r in doc["results"].items()}
+    results["load_again"]["logprob_digests"] = [["0" * 16] * len(d) for d in results["load"]["logprob_digests"]]
+    assert compare_runs(results)["load_again"]["same_as_load"] is False
+
+
 def test_the_first_differing_position_tells_prefill_from_decode() -> None:
     """Per request, the earliest generated position at which any sequence's values differ: a difference first
     at a decode step is told apart from one in the prefill; a shorter answer differs where it ends."""
