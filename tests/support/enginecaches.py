@@ -16,7 +16,7 @@ __all__ = ["CACHE_VARIABLES", "listing", "machine", "packing"]
 
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TRITON_CACHE_MANAGER", tritoncache.COPY_ENV, "VLLM_CACHE_ROOT",
                    "TORCHINDUCTOR_CACHE_DIR", "XDG_CACHE_HOME", "VLLM_USE_MEGA_AOT_ARTIFACT",
-                   "FOUNDRY_SIGNING_KEY", "TVM_FFI_CACHE_DIR")  # fmt: skip
+                   "FOUNDRY_SIGNING_KEY", "TVM_FFI_CACHE_DIR", "FOUNDRY_VLLM_MODEL_INFO_SEEDED")  # fmt: skip
 
 
 def machine(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:

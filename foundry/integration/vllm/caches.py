@@ -46,7 +46,16 @@ from ..shared.errors import UnsupportedConfigError
 from ..shared.ranks import first_rank_dir
 from .config import VLLM
 
-__all__ = ["AOT_DIR", "MODEL_INFO_DIR", "PLAN", "VLLM_CACHE", "aot_folder", "check_found", "seed_model_info"]
+__all__ = [
+    "AOT_DIR",
+    "MODEL_INFO_DIR",
+    "PLAN",
+    "SEEDED_ENV",
+    "VLLM_CACHE",
+    "aot_folder",
+    "check_found",
+    "seed_model_info",
+]
 
 MODEL_INFO_DIR = "modelinfos"  # below VLLM_CACHE_ROOT: vLLM's model-info cache, a file per model class
 
@@ -112,11 +121,17 @@ def _is_model_info(path: str) -> bool:
     return head == MODEL_INFO_DIR and name.endswith(".json") and "/" not in name
 
 
+# Set by the process that seeded vLLM's model-info cache (the front end) to the folder it seeded: the processes it
+# starts (engine core, workers) inherit it and do not read the archive again for the same folder.
+SEEDED_ENV = "FOUNDRY_VLLM_MODEL_INFO_SEEDED"
+
+
 def seed_model_info(config: EngineConfig) -> list[str]:
     """LOAD, as the plugin is registered (in every vLLM process, the front end first, before it resolves the model's
     class): the archive's model-info files written into vLLM's own model-info cache where it has none of that name,
     so that the front end finds the class without inspecting it in a subprocess; the names written. Anything that
-    keeps them from being read is logged by name and LOAD goes on: vLLM then inspects the class, as on any machine."""
+    keeps them from being read is logged by name and LOAD goes on: vLLM then inspects the class, as on any machine.
+    Done once per cache folder: the front end's children find ``SEEDED_ENV`` naming it and skip it."""
     log = logging.getLogger(VLLM.logger)
     folder = first_rank_dir(config.require_archive())  # every rank's folder carries the same caches
     if foundry.signing_key_id() is None or not folder.is_dir():
@@ -124,6 +139,9 @@ def seed_model_info(config: EngineConfig) -> list[str]:
     written: list[str] = []
     try:
         root = Path(_envs().VLLM_CACHE_ROOT) / MODEL_INFO_DIR
+        if os.environ.get(SEEDED_ENV) == str(root):
+            return []
+        os.environ[SEEDED_ENV] = str(root)  # whatever follows: a child would only repeat it
         found = foundry.read_engine_cache_files(folder, VLLM_CACHE, _is_model_info)
         for path, data in sorted(found.items()):
             target = root / path.partition("/")[2]

@@ -28,8 +28,10 @@ def clean_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.delenv(name)
     # SAVE's register() sets FOUNDRY_SNAPSHOT_LIMIT in os.environ: record its value now so that monkeypatch puts
     # it back afterwards, and other tests (whose subprocesses inherit the environment) never see ours.
-    monkeypatch.setenv("FOUNDRY_SNAPSHOT_LIMIT", "unset")
-    monkeypatch.delenv("FOUNDRY_SNAPSHOT_LIMIT")
+    # LOAD's register() sets the model-info marker (vllm/caches.py SEEDED_ENV) alike.
+    for name in ("FOUNDRY_SNAPSHOT_LIMIT", "FOUNDRY_VLLM_MODEL_INFO_SEEDED"):
+        monkeypatch.setenv(name, "unset")
+        monkeypatch.delenv(name)
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     sessions.reset()
     hooks.forget_pending()

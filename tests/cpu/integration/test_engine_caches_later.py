@@ -191,8 +191,15 @@ def test_vllms_model_info_is_packed_and_a_fresh_front_end_finds_it_before_it_res
     assert sorted(p.name for p in seeded.parent.iterdir()) == [QWEN3_INFO]
     assert f"model-info cache seeded from the archive ({QWEN3_INFO})" in caplog.text
 
+    # every vLLM process registers the plugin; the front end's children inherit its environment and read nothing
+    read = foundry.read_engine_cache_files
+    monkeypatch.setattr(foundry, "read_engine_cache_files", lambda *a, **k: pytest.fail("read again in a child"))
+    register()
+    monkeypatch.setattr(foundry, "read_engine_cache_files", read)
+    # another process of the machine (no seeding inherited): a file already there is the machine's, left as it is
+    monkeypatch.delenv("FOUNDRY_VLLM_MODEL_INFO_SEEDED")
     seeded.write_text("this machine's own")
-    register()  # every vLLM process registers the plugin: a file already there is the machine's, left as it is
+    register()
     assert seeded.read_text() == "this machine's own"
 
 
