@@ -21,7 +21,7 @@ Order (each a fresh process tree, one after another):
 Every process answers the same greedy token requests (``workload.token_requests``) with the top-``logprobs``
 log-probabilities of every generated token; SAVE's, LOAD's and cold native's tokens and log-probabilities must
 equal native's, bit for bit (logprobs.py). Then, with the warm native process and the LOAD process both up, decode
-throughput and prefill time are measured alternately (stats.alternate).
+throughput and prefill time are measured alternately (steady.py).
 
 With ``seconds`` set, the benchmark keeps to that many: a run is skipped (and said so) when less is left than
 the engine says it needs, waits are cut to what is left, and the steady-state phase shares what remains. The
@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 
 from foundry.integration.shared import NCCL_SETTINGS
 
+from . import steady
 from .compare import compare_runs
 from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
@@ -50,8 +51,7 @@ from .logprobs import Top, Values, digests, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
-from .stats import alternate, summary
-from .workload import Request, decode_request, prefill_request, token_requests
+from .workload import decode_request, token_requests
 from .written import WarmWrites
 
 __all__ = [
@@ -275,52 +275,6 @@ class BenchRuns:
         self.write(self.document())
         return result
 
-    def steady_state(self, native: Engine, load: Engine) -> dict[str, Any]:
-        """Decode tokens/s per batch size (a long generation of ``decode_steps`` tokens a prompt, ignore_eos)
-        and prefill seconds, asked of both engines in turn; what is left of the budget is shared out equally
-        between the measurements."""
-        cfg = self.cfg
-        engines = {"native": native, "load": load}
-        out: dict[str, Any] = {"decode": {}, "prefill": {}}
-        measurements: list[tuple[str, Any]] = [("decode", b) for b in cfg.decode_batches]
-        measurements.append(("prefill", cfg.prefill_tokens))
-        if cfg.short_prefill_tokens:
-            measurements.append(("short_prefill", cfg.short_prefill_tokens))
-        for i, (what, size) in enumerate(measurements):
-            end = self.deadline()
-            if end is not None:
-                end = time.perf_counter() + (end - time.perf_counter()) / (len(measurements) - i)
-            if what == "decode":
-                request = decode_request(size, cfg.decode_steps, self.vocab)
-                ask = {n: self._decode_asker(e, request) for n, e in engines.items()}
-            else:  # a new prompt each time (the k-th of both sides the same), so that no prefix cache answers it
-                ask = {n: self._prefill_asker(e, size) for n, e in engines.items()}
-            result = summary(alternate(ask, cfg.reps, end))
-            if what == "decode":
-                out["decode"][str(size)] = result
-            else:
-                out[what] = {"tokens": size, **result}
-            self.say(f"{what} {size}: {_brief(result)}")
-        return out
-
-    def _decode_asker(self, engine: Engine, request: Request) -> Callable[[], float]:
-        """Tokens/s of ``engine`` over the whole ``request``, one measurement a call."""
-
-        def ask() -> float:
-            return request.batch * request.max_tokens / engine.generate(request, self._wait())[1]
-
-        return ask
-
-    def _prefill_asker(self, engine: Engine, tokens: int) -> Callable[[], float]:
-        """Seconds of one prefill of ``tokens`` by ``engine``, each call on the next prompt."""
-        asked = [0]
-
-        def ask() -> float:
-            asked[0] += 1
-            return engine.generate(prefill_request(tokens, self.vocab, asked[0]), self._wait())[1]
-
-        return ask
-
     def run(self) -> None:
         cfg = self.cfg
         if "save" in cfg.modes:
@@ -341,7 +295,8 @@ class BenchRuns:
                 self.measured = {"error": f"skipped: {max(self.left(), 0):.0f} s of the budget left"}
             else:
                 try:
-                    self.measured = self.steady_state(live["native"][0], live["load"][0])
+                    sides = {side: live[side][0] for side in ("native", "load")}
+                    self.measured = steady.measure(sides, self.cfg, self.vocab, self._wait, self.deadline, self.say)
                 except EngineError as exc:
                     self.measured = {"error": str(exc)[-4000:]}
         for engine, result in live.values():
@@ -364,12 +319,6 @@ class BenchRuns:
             "measured": self.measured,
             "wall_s": time.perf_counter() - self.t0,
         }
-
-
-def _brief(m: dict[str, Any]) -> str:
-    med = m["median"]
-    return (f"native {med.get('native', float('nan')):.4g}, LOAD {med.get('load', float('nan')):.4g}, "
-            f"paired ratio {m.get('paired_ratio_median') or float('nan'):.4f}, {m['reps']} reps")  # fmt: skip
 
 
 def run_bench(runs: BenchRuns, write_report: Callable[[dict[str, Any], Path], str]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ def test_each_prefill_measurement_asks_a_new_prompt_the_same_of_both_engines(tmp
     call of native and of LOAD the same one, so that their times stay paired."""
     from foundry_bench.serving.runs import BenchRuns
     from foundry_bench.serving.stats import alternate
+    from foundry_bench.serving.steady import prefill_asker
 
     asked: dict[str, list[tuple[int, ...]]] = {"native": [], "load": []}
 
@@ -45,7 +46,7 @@ def test_each_prefill_measurement_asks_a_new_prompt_the_same_of_both_engines(tmp
         engine, group = "vllm", "vllm.general_plugins"
 
     runs = Runs(VllmBenchConfig(out=tmp_path / "out", models=tmp_path / "models", archive=tmp_path / "arch"))
-    ask = {side: runs._prefill_asker(Stub(side), 300) for side in asked}  # type: ignore[arg-type]
+    ask = {side: prefill_asker(Stub(side), 300, runs.vocab, runs._wait) for side in asked}  # type: ignore[arg-type]
     alternate(ask, reps=3)  # a warm-up call of each, then three rounds
     assert asked["native"] == asked["load"] and len(set(asked["native"])) == 4
 
