@@ -12,6 +12,7 @@ environment points at, or the engine's default.
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -20,6 +21,8 @@ __all__ = ["BEST_CONFIG", "WarmWrites", "cache_folders", "changes", "snapshot", 
 
 BEST_CONFIG = ".best_config"  # Inductor's record of a kernel configuration chosen by timing
 _NAMES_KEPT = 20  # .best_config files named per run, at most
+# Inductor's own bookkeeping in a .best_config, not the choice: two processes that chose alike differ in it.
+_NOT_THE_CHOICE = ("time_taken_ms",)
 Snapshot = dict[str, dict[str, tuple[int, int]]]  # cache -> relative path -> (size, mtime in ns)
 
 
@@ -55,9 +58,10 @@ def snapshot(folders: dict[str, Path]) -> Snapshot:
     return out
 
 
-def changes(before: Snapshot, after: Snapshot) -> dict[str, dict[str, object]]:
+def changes(before: Snapshot, after: Snapshot, folders: dict[str, Path] | None = None) -> dict[str, dict[str, object]]:
     """Per cache with any: how many files are new or changed, their bytes, and the ``.best_config`` files among
-    them (at most twenty named, sorted)."""
+    them (at most twenty named, sorted); with ``folders``, also what each of those chose (``best_config_choices``:
+    two runs that wrote the same file chose alike or not, which the names alone do not tell)."""
     out: dict[str, dict[str, object]] = {}
     for name, files in after.items():
         old = before.get(name, {})
@@ -69,8 +73,21 @@ def changes(before: Snapshot, after: Snapshot) -> dict[str, dict[str, object]]:
         if tuned:
             entry["best_configs"] = len(tuned)
             entry["best_config_names"] = tuned[:_NAMES_KEPT]
+            if folders is not None and name in folders:
+                entry["best_config_choices"] = {p: _choice(folders[name] / p) for p in tuned[:_NAMES_KEPT]}
         out[name] = entry
     return out
+
+
+def _choice(path: Path) -> object:
+    """A ``.best_config``'s choice (its JSON less Inductor's timing note), or why it could not be read."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return f"unreadable: {e}"
+    if isinstance(data, dict):
+        return {k: v for k, v in sorted(data.items()) if k not in _NOT_THE_CHOICE}
+    return data
 
 
 class WarmWrites:
@@ -87,7 +104,8 @@ class WarmWrites:
         folders = cache_folders(env)
         now = snapshot(folders)
         for other, (other_folders, before) in list(self._open.items()):
-            self._closed[other] = (changes(before, now if other_folders == folders else snapshot(other_folders)), mode)
+            after = now if other_folders == folders else snapshot(other_folders)
+            self._closed[other] = (changes(before, after, other_folders), mode)
             del self._open[other]
         self._open[mode] = (folders, now)
 
@@ -99,7 +117,7 @@ class WarmWrites:
         if started is None:
             return None
         folders, before = started
-        return changes(before, snapshot(folders)), None
+        return changes(before, snapshot(folders), folders), None
 
 
 def written_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -> list[str]:

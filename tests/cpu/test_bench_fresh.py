@@ -127,6 +127,9 @@ def test_a_changed_file_counts_as_written_and_an_untouched_one_does_not(tmp_path
     assert changes(before, snapshot(folders)) == {
         "inductor": {"files": 1, "bytes": 31, "best_configs": 1, "best_config_names": ["ab/k.best_config"]}
     }
+    (tmp_path / "ind" / "ab" / "k.best_config").write_text('{"XBLOCK": 128, "num_warps": 4, "time_taken_ms": 3}')
+    wrote = changes(before, snapshot(folders), folders)["inductor"]
+    assert wrote["best_config_choices"] == {"ab/k.best_config": {"XBLOCK": 128, "num_warps": 4}}
 
 
 def test_what_a_fresh_run_compiled_is_counted_by_cache(tmp_path: Path) -> None:
