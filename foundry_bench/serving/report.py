@@ -49,10 +49,18 @@ def fmt(value: Any, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
 
 
-def sameness(mode: str, c: dict[str, Any]) -> str:
-    """A run's "tokens, logprobs identical" cell from its comparison (compare.compare_runs)."""
+def sameness(mode: str, c: dict[str, Any], r: dict[str, Any] | None = None) -> str:
+    """A run's "tokens, logprobs identical" cell from its comparison (compare.compare_runs) and, where given, its
+    result ``r``: a native run that answered nothing is no reference, and a run with nothing to compare with is
+    said to be so, not "NO"."""
+    if r is not None and "tokens" not in r and "skipped" not in r and not c.get("reference"):
+        rc = f"rc {r['rc']}, " if isinstance(r.get("rc"), int) else ""
+        why = rc + _first_line(r.get("error", "no tokens"))
+        return f"no answers, no reference: {why}" if mode == "native" else f"NO, no answers: {why}"
     if mode == "native" or c.get("reference"):
         return "reference"
+    if "why" in c and c.get("identical") is False and "tokens" in (r or {}):
+        return f"not compared: {c['why']}"
     if c.get("identical"):
         same = "yes"
     elif c.get("tokens_identical"):
@@ -66,6 +74,11 @@ def sameness(mode: str, c: dict[str, Any]) -> str:
     if "same_as_load" in c:
         same += ", the same as LOAD's" if c["same_as_load"] else ", not the same as LOAD's"
     return same + (f" (vs {c['against']})" if c.get("against", "native") != "native" else "")
+
+
+def _first_line(text: object, width: int = 80) -> str:
+    line = str(text).strip().splitlines()[0] if str(text).strip() else "?"
+    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def foundry_seconds(r: dict[str, Any]) -> float | None:

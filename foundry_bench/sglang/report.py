@@ -61,7 +61,7 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
         if r is None:
             continue
         c = doc["compare"].get(mode, {})
-        same = sameness(mode, c)
+        same = sameness(mode, c, r)
         if "skipped" in r:
             out.append([label, *["-"] * 8, f"skipped: {r['skipped']}"])
             continue

@@ -50,7 +50,7 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
         if r is None:
             continue
         c = doc["compare"].get(mode, {})
-        same = sameness(mode, c)
+        same = sameness(mode, c, r)
         same = f"skipped: {r['skipped']}" if "skipped" in r else same
         out.append([
             LABELS[mode], _s(r.get("import_s")), _s(r.get("ready_wall_s")), _s(r.get("model_load_s")),

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from foundry_bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
-from foundry_bench.vllm.report import load_phases, render
+from foundry_bench.serving.compare import compare_runs
+from foundry_bench.vllm.report import load_phases, render, startup_rows
 from tests.support.benchvllm import FAKE_ENGINES, tokens_only
 from tests.support.ports import held
 
@@ -300,3 +301,19 @@ def test_the_start_up_targets_are_judged_from_natives_and_loads_figures() -> Non
             "= 24.81 s: undecided: within the 0.5 s the capture's figure is rounded by"
         ), target_lines(doc)
     assert target_lines({"results": {"native": {"init_engine_s": 10.0}, "load": {"init_engine_s": 3.0}}}) == []
+
+
+def test_a_native_run_that_answered_nothing_is_no_reference_and_nothing_is_judged_against_it() -> None:
+    """A warm native run stopped before it answered (its budget ran out) names why in its cell, and a LOAD with
+    nothing to compare with says so rather than "NO"."""
+    doc = {
+        "config": {"api": "serve", "shape": "qwen3-8b", "runner": "v2", "cudagraph_mode": "default",
+                   "max_tokens": 32, "batches": [1], "reps": 5},
+        "results": {"native": {"error": "/health did not answer 200 within 2 s\nlast lines", "rc": -15},
+                    "load_again": {"ready_wall_s": 60.0, "tokens": [[[1, 2]]]}},
+        "measured": {},
+    }  # fmt: skip
+    doc["compare"] = compare_runs(doc["results"])
+    rows = {row[0]: row[-1] for row in startup_rows(doc)}
+    assert rows["native, warm caches"] == "no answers, no reference: rc -15, /health did not answer 200 within 2 s"
+    assert rows["Foundry LOAD, another process"] == "not compared: no run to compare with"
