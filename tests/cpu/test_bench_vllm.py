@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from foundry_bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 from foundry_bench.serving.compare import compare_runs
+from foundry_bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 from foundry_bench.vllm.report import load_phases, render, startup_rows
 from tests.support.benchvllm import FAKE_ENGINES, tokens_only
 from tests.support.ports import held
