@@ -13,6 +13,7 @@ import secrets
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "FRESH_MODES",
@@ -23,9 +24,13 @@ __all__ = [
     "fresh_lines",
     "fresh_root",
     "signing_key",
+    "triton_kernels",
 ]
 
 FRESH_MODES = ("native_fresh", "load_fresh")
+_GROUP = "__grp__"  # Triton's group file of a kernel: __grp__<kernel>.json, in the kernel's entry directory
+_KERNELS_NAMED = 20
+_FEW_NAMED = 3  # a cache of this many files or fewer has them named: one stray file tells what wrote it
 # Where the engines and their compilers keep what they build once per machine, each pointed into the new folder:
 # the home (~/.cache, ~/.triton, ~/.nv: CUDA's PTX cache), XDG's cache home, vLLM's cache root (its torch.compile
 # artifacts), Triton's kernels, Inductor's cache (by default in /tmp, outside the home), CUDA's JIT cache and
@@ -98,11 +103,14 @@ def signing_key(out: Path) -> Path:
 _SHARED = (("home", ".cache", "vllm"), ("home", ".cache"), ("home",), ("cache", "vllm"), ("cache",))
 
 
-def compiled_on_node(root: Path) -> dict[str, dict[str, int]]:
+def compiled_on_node(root: Path) -> dict[str, dict[str, Any]]:
     """What a fresh run left in its folders (what the engine and its compilers wrote because no cache held it):
-    files and bytes by cache (``triton``, ``cache/flashinfer``, ``home/.nv``, ...), largest first. Read before
-    the folder is removed: it tells which cache a fresh node still fills, beside what the archive carried."""
-    out: dict[str, dict[str, int]] = {}
+    files and bytes by cache (``triton``, ``cache/flashinfer``, ``home/.nv``, ...), largest first, with the Triton
+    kernels among them by name (``kernels``, from Triton's group files) and, in a cache of a few files, the files
+    (``named``). Read before the folder is removed: it tells which cache a fresh node still fills, and with what,
+    beside what the archive carried."""
+    out: dict[str, dict[str, Any]] = {}
+    paths: dict[str, list[str]] = {}
     for top, _dirs, names in os.walk(root):
         rel = Path(top).relative_to(root).parts
         for name in names:
@@ -116,7 +124,22 @@ def compiled_on_node(root: Path) -> dict[str, dict[str, int]]:
             entry = out.setdefault(key, {"files": 0, "bytes": 0})
             entry["files"] += 1
             entry["bytes"] += size
+            paths.setdefault(key, []).append("/".join((*rel[depth:], name)))
+    for key, entry in out.items():
+        kernels = triton_kernels(paths[key])
+        if kernels:
+            entry["kernels"] = kernels
+        if entry["files"] <= _FEW_NAMED:
+            entry["named"] = sorted(paths[key])
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["bytes"]))
+
+
+def triton_kernels(paths: list[str]) -> list[str]:
+    """The Triton kernels among a cache's files, by name (Triton's group file of a kernel is
+    ``<entry>/__grp__<kernel>.json``), sorted, at most twenty."""
+    names = {p.rsplit("/", 1)[-1] for p in paths}
+    found = sorted(n[len(_GROUP) : -len(".json")] for n in names if n.startswith(_GROUP) and n.endswith(".json"))
+    return found[:_KERNELS_NAMED]
 
 
 def fresh_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -> list[str]:
@@ -125,7 +148,13 @@ def fresh_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -
     for mode in FRESH_MODES:
         left = (results.get(mode) or {}).get("compiled_on_node")
         if isinstance(left, dict):
-            parts = [f"{k} {v['files']} files, {v['bytes'] / 2**20:.1f} MiB" for k, v in list(left.items())[:5]]
+            parts = [_cache_part(k, v) for k, v in list(left.items())[:5]]
             lines.append(f"- {labels.get(mode, mode)}: {'; '.join(parts) or 'nothing'}")
     title = "What the fresh runs wrote into their empty caches (compiled there, not carried):"
     return ["", title, *lines] if lines else []
+
+
+def _cache_part(name: str, entry: dict[str, Any]) -> str:
+    what = entry.get("kernels") or entry.get("named")
+    named = f" ({', '.join(what[:6])}{', ...' if len(what) > 6 else ''})" if what else ""
+    return f"{name} {entry['files']} files, {entry['bytes'] / 2**20:.1f} MiB{named}"

@@ -17,6 +17,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from .fresh import triton_kernels
+
 __all__ = ["BEST_CONFIG", "WarmWrites", "cache_folders", "changes", "snapshot", "written_lines"]
 
 BEST_CONFIG = ".best_config"  # Inductor's record of a kernel configuration chosen by timing
@@ -70,6 +72,9 @@ def changes(before: Snapshot, after: Snapshot, folders: dict[str, Path] | None =
             continue
         tuned = [p for p in new if p.endswith(BEST_CONFIG)]
         entry: dict[str, object] = {"files": len(new), "bytes": sum(files[p][0] for p in new)}
+        kernels = triton_kernels(new)  # a Triton kernel compiled here, by name
+        if kernels:
+            entry["kernels"] = kernels
         if tuned:
             entry["best_configs"] = len(tuned)
             entry["best_config_names"] = tuned[:_NAMES_KEPT]
@@ -131,7 +136,9 @@ def written_lines(results: dict[str, dict[str, object]], labels: dict[str, str])
         parts = []
         for name, entry in wrote.items():
             tuned = f", {entry['best_configs']} timed kernel choices" if entry.get("best_configs") else ""
-            parts.append(f"{name} {entry['files']} files, {int(entry['bytes']) / 2**20:.1f} MiB{tuned}")
+            kernels = entry.get("kernels") or []
+            named = f" ({', '.join(kernels[:6])}{', ...' if len(kernels) > 6 else ''})" if kernels else ""
+            parts.append(f"{name} {entry['files']} files, {int(entry['bytes']) / 2**20:.1f} MiB{tuned}{named}")
         until = f" (until {labels.get(str(cut), cut)} started)" if cut else ""
         lines.append(f"- {labels.get(mode, mode)}{until}: {'; '.join(parts) or 'nothing'}")
     title = "What the warm runs wrote into the machine's caches (compiled or tuned there):"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from foundry_bench.serving.fresh import FRESH_VARIABLES, compiled_on_node
+from foundry_bench.serving.fresh import FRESH_VARIABLES, compiled_on_node, fresh_lines
 from foundry_bench.sglang import SglangBenchConfig, run_sglang_bench
 from foundry_bench.vllm import VllmBenchConfig, run_vllm_bench
 
@@ -88,9 +88,11 @@ def test_vllm_fresh_rows_start_with_empty_caches_and_load_ships_the_signed_archi
     text = (tmp_path / "out" / f"{VllmBenchConfig(out=tmp_path).tag()}.txt").read_text()
     assert "native, fresh node (empty caches)" in text and "Foundry LOAD, fresh node" in text
     # what each fresh run compiled into its empty caches, read before its folder went
-    assert doc["results"]["native_fresh"]["compiled_on_node"] == {"triton": {"files": 1, "bytes": 4096}}
+    assert doc["results"]["native_fresh"]["compiled_on_node"] == {
+        "triton": {"files": 1, "bytes": 4096, "named": ["entry/kernel.cubin"]}
+    }
     assert doc["results"]["load_fresh"]["compiled_on_node"] == {}
-    assert "- native, fresh node (empty caches): triton 1 files, 0.0 MiB" in text
+    assert "- native, fresh node (empty caches): triton 1 files, 0.0 MiB (entry/kernel.cubin)" in text
     assert "- Foundry LOAD, fresh node (the archive's caches): nothing" in text
 
 
@@ -130,6 +132,9 @@ def test_a_changed_file_counts_as_written_and_an_untouched_one_does_not(tmp_path
     (tmp_path / "ind" / "ab" / "k.best_config").write_text('{"XBLOCK": 128, "num_warps": 4, "time_taken_ms": 3}')
     wrote = changes(before, snapshot(folders), folders)["inductor"]
     assert wrote["best_config_choices"] == {"ab/k.best_config": {"XBLOCK": 128, "num_warps": 4}}
+    (tmp_path / "ind" / "cd").mkdir()
+    (tmp_path / "ind" / "cd" / "__grp__add_kernel.json").write_text("{}")
+    assert changes(before, snapshot(folders))["inductor"]["kernels"] == ["add_kernel"]
 
 
 def test_what_a_fresh_run_compiled_is_counted_by_cache(tmp_path: Path) -> None:
@@ -140,10 +145,26 @@ def test_what_a_fresh_run_compiled_is_counted_by_cache(tmp_path: Path) -> None:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(b"x" * size)
     assert compiled_on_node(tmp_path) == {
-        "cache/flashinfer": {"files": 1, "bytes": 100}, "triton": {"files": 2, "bytes": 15},
-        "home/.cache/torch": {"files": 1, "bytes": 7}, "inductor": {"files": 1, "bytes": 3},
-        "cache/vllm/modelinfos": {"files": 1, "bytes": 2}, "home/.nv": {"files": 1, "bytes": 1},
+        "cache/flashinfer": {"files": 1, "bytes": 100, "named": ["90a/x.so"]},
+        "triton": {"files": 2, "bytes": 15, "named": ["abc/k.cubin", "def/k.json"]},
+        "home/.cache/torch": {"files": 1, "bytes": 7, "named": ["kernels/y"]},
+        "inductor": {"files": 1, "bytes": 3, "named": ["fx/w"]},
+        "cache/vllm/modelinfos": {"files": 1, "bytes": 2, "named": ["m.json"]},
+        "home/.nv": {"files": 1, "bytes": 1, "named": ["ComputeCache/z"]},
     }  # fmt: skip
+
+
+def test_a_fresh_run_names_the_triton_kernels_it_compiled_and_the_caches_of_a_few_files(tmp_path: Path) -> None:
+    """Triton's group file names its kernel: the kernels a fresh node compiled are named, not only counted (they
+    tell what the archive lacks); a cache of many files is counted, not listed."""
+    for entry, kernel in (("AB", "_topk_log_softmax_kernel"), ("CD", "write_req_to_token_pool")):
+        for name in (f"{kernel}.cubin", f"{kernel}.json", f"{kernel}.ptx", f"__grp__{kernel}.json"):
+            (tmp_path / "triton" / entry).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "triton" / entry / name).write_bytes(b"x")
+    triton = compiled_on_node(tmp_path)["triton"]
+    assert triton["kernels"] == ["_topk_log_softmax_kernel", "write_req_to_token_pool"] and "named" not in triton
+    line = fresh_lines({"load_fresh": {"compiled_on_node": {"triton": triton}}}, {"load_fresh": "LOAD fresh"})[-1]
+    assert line == "- LOAD fresh: triton 8 files, 0.0 MiB (_topk_log_softmax_kernel, write_req_to_token_pool)"
 
 
 def test_sglang_fresh_rows_start_with_empty_caches(warm_machine: Path, tmp_path: Path) -> None:
