@@ -23,6 +23,7 @@ __all__ = [
     "fresh_env",
     "fresh_lines",
     "fresh_root",
+    "listed",
     "signing_key",
     "triton_kernels",
 ]
@@ -155,6 +156,12 @@ def fresh_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -
 
 
 def _cache_part(name: str, entry: dict[str, Any]) -> str:
-    what = entry.get("kernels") or entry.get("named")
-    named = f" ({', '.join(what[:6])}{', ...' if len(what) > 6 else ''})" if what else ""
+    named = listed(entry.get("kernels") or entry.get("named") or [])
     return f"{name} {entry['files']} files, {entry['bytes'] / 2**20:.1f} MiB{named}"
+
+
+def listed(names: list[str], shown: int = 6) -> str:
+    """`` (a, b, ...)`` for a report line: the first ``shown`` names; nothing for none."""
+    if not names:
+        return ""
+    return f" ({', '.join(names[:shown])}{', ...' if len(names) > shown else ''})"

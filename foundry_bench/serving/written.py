@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .fresh import triton_kernels
+from .fresh import listed, triton_kernels
 
 __all__ = ["BEST_CONFIG", "WarmWrites", "cache_folders", "changes", "snapshot", "written_lines"]
 
@@ -136,8 +136,7 @@ def written_lines(results: dict[str, dict[str, object]], labels: dict[str, str])
         parts = []
         for name, entry in wrote.items():
             tuned = f", {entry['best_configs']} timed kernel choices" if entry.get("best_configs") else ""
-            kernels = entry.get("kernels") or []
-            named = f" ({', '.join(kernels[:6])}{', ...' if len(kernels) > 6 else ''})" if kernels else ""
+            named = listed(list(entry.get("kernels") or []))
             parts.append(f"{name} {entry['files']} files, {int(entry['bytes']) / 2**20:.1f} MiB{tuned}{named}")
         until = f" (until {labels.get(str(cut), cut)} started)" if cut else ""
         lines.append(f"- {labels.get(mode, mode)}{until}: {'; '.join(parts) or 'nothing'}")
