@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from foundry.integration.shared.tritoncache import kernel_names
+
 __all__ = [
     "FRESH_MODES",
     "FRESH_VARIABLES",
@@ -29,7 +31,6 @@ __all__ = [
 ]
 
 FRESH_MODES = ("native_fresh", "load_fresh")
-_GROUP = "__grp__"  # Triton's group file of a kernel: __grp__<kernel>.json, in the kernel's entry directory
 _KERNELS_NAMED = 20
 _FEW_NAMED = 3  # a cache of this many files or fewer has them named: one stray file tells what wrote it
 # Where the engines and their compilers keep what they build once per machine, each pointed into the new folder:
@@ -136,11 +137,8 @@ def compiled_on_node(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def triton_kernels(paths: list[str]) -> list[str]:
-    """The Triton kernels among a cache's files, by name (Triton's group file of a kernel is
-    ``<entry>/__grp__<kernel>.json``), sorted, at most twenty."""
-    names = {p.rsplit("/", 1)[-1] for p in paths}
-    found = sorted(n[len(_GROUP) : -len(".json")] for n in names if n.startswith(_GROUP) and n.endswith(".json"))
-    return found[:_KERNELS_NAMED]
+    """The Triton kernels among a cache's files, by name, sorted, at most twenty."""
+    return kernel_names(paths, _KERNELS_NAMED)
 
 
 def fresh_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -> list[str]:
@@ -151,8 +149,25 @@ def fresh_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -
         if isinstance(left, dict):
             parts = [_cache_part(k, v) for k, v in list(left.items())[:5]]
             lines.append(f"- {labels.get(mode, mode)}: {'; '.join(parts) or 'nothing'}")
+            if mode == "load_fresh":
+                lines += _against_archive(left, results.get("save") or {})
     title = "What the fresh runs wrote into their empty caches (compiled there, not carried):"
     return ["", title, *lines] if lines else []
+
+
+def _against_archive(left: dict[str, Any], save: dict[str, object]) -> list[str]:
+    """LOAD fresh: which of the Triton kernels it compiled the archive held (SAVE's report names them): one held
+    was compiled again under another key; one not held was never compiled in SAVE's engine process."""
+    compiled = (left.get("triton") or {}).get("kernels") or []
+    plugin = save.get("plugin")
+    caches = ((plugin.get("timings") or {}).get("caches") or {}) if isinstance(plugin, dict) else {}
+    held = caches.get("triton_kernels")
+    if not compiled or not isinstance(held, list):
+        return []
+    inside = [k for k in compiled if k in held]
+    outside = [k for k in compiled if k not in held]
+    return [f"  its Triton kernels the archive held too: {', '.join(inside) or 'none'}; "
+            f"that it did not hold: {', '.join(outside) or 'none'}"]  # fmt: skip
 
 
 def _cache_part(name: str, entry: dict[str, Any]) -> str:

@@ -165,6 +165,13 @@ def test_a_fresh_run_names_the_triton_kernels_it_compiled_and_the_caches_of_a_fe
     assert triton["kernels"] == ["_topk_log_softmax_kernel", "write_req_to_token_pool"] and "named" not in triton
     line = fresh_lines({"load_fresh": {"compiled_on_node": {"triton": triton}}}, {"load_fresh": "LOAD fresh"})[-1]
     assert line == "- LOAD fresh: triton 8 files, 0.0 MiB (_topk_log_softmax_kernel, write_req_to_token_pool)"
+    # SAVE's report names the kernels the archive held: one of them compiled again had another key
+    save = {"plugin": {"timings": {"caches": {"triton_kernels": ["_fwd_kernel", "write_req_to_token_pool"]}}}}
+    results = {"save": save, "load_fresh": {"compiled_on_node": {"triton": triton}}}
+    assert fresh_lines(results, {})[-1] == (
+        "  its Triton kernels the archive held too: write_req_to_token_pool; that it did not hold: "
+        "_topk_log_softmax_kernel"
+    )
 
 
 def test_sglang_fresh_rows_start_with_empty_caches(warm_machine: Path, tmp_path: Path) -> None:

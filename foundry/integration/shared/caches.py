@@ -165,6 +165,9 @@ def pack(s: Any, plan: CachePlan, update_manifest: bool = False) -> list[str]:
     else:
         s.timings["pack_caches_s"] = time.perf_counter() - t0
         s.timings["caches"] = {"packed": packed}
+    # The Triton kernels the archive now holds, by name: a fresh node that still compiles one names it too (the
+    # benchmark's compiled_on_node), and the two lists tell a kernel SAVE never saw from one it did not find.
+    s.timings["caches"]["triton_kernels"] = tritoncache.kernel_names(list(trees.get(TRITON, {})))
     return [document]
 
 

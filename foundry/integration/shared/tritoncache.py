@@ -32,13 +32,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COPY_ENV", "MANAGER", "MANAGER_ENV", "activity", "used_dirs"]
+__all__ = ["COPY_ENV", "MANAGER", "MANAGER_ENV", "activity", "kernel_names", "used_dirs"]
 
 MANAGER_ENV = "TRITON_CACHE_MANAGER"
 MANAGER = f"{__name__}:FoundryCacheManager"
 COPY_ENV = "FOUNDRY_TRITON_CACHE_COPY"  # LOAD: the archive's Triton entries, copied out (caches.py)
 _CLASS_NAME = "FoundryCacheManager"
 
+GROUP_PREFIX = "__grp__"  # a kernel's group file, the list of its files: <entry>/__grp__<kernel>.json
 _LOCK = threading.Lock()
 _USED: set[str] = set()
 _WRITES = [0]  # files this process wrote through the manager
@@ -55,6 +56,14 @@ def activity() -> tuple[int, int]:
     the engine compiles a kernel or opens one it had not opened before."""
     with _LOCK:
         return len(_USED), _WRITES[0]
+
+
+def kernel_names(paths: list[str], most: int = 400) -> list[str]:
+    """The Triton kernels among cache files (paths or names; Triton writes ``__grp__<kernel>.json`` for each
+    kernel it compiles), by name, sorted, at most ``most``: what a cache holds, said in a report."""
+    names = {p.rsplit("/", 1)[-1] for p in paths}
+    found = {n[len(GROUP_PREFIX) : -len(".json")] for n in names if n.startswith(GROUP_PREFIX) and n.endswith(".json")}
+    return sorted(found)[:most]
 
 
 def from_copy(copy_entry: str, own_entry: str) -> bool:

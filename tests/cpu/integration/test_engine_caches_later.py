@@ -66,6 +66,7 @@ def test_a_kernel_compiled_at_the_first_request_is_packed_into_the_finished_arch
     assert read_metadata(sglang_engines.archive).graphs  # the graphs' metadata still listed, under the same key
     report = sessions.current().timings["caches"]
     assert report["packed"] == {"triton": 3} and report["packed_last"] == {"triton": 6}
+    assert report["triton_kernels"] == ["_fwd_kernel", "_sample_kernel"]  # what the archive holds now, by name
 
     fake = _load(sglang_engines, monkeypatch, tmp_path / "fresh-home", key)
     assert "triton:hit" in fake.trace.events
