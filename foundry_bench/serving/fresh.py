@@ -73,7 +73,7 @@ class FreshRoots:
         self._roots[mode] = fresh_root(mode)
         return fresh_env(self._roots[mode])
 
-    def finish(self, mode: str) -> dict[str, dict[str, int]] | None:
+    def finish(self, mode: str) -> dict[str, dict[str, Any]] | None:
         """What run ``mode`` compiled into its folder, which is then removed; None where it had none."""
         root = self._roots.pop(mode, None)
         if root is None:
@@ -113,21 +113,25 @@ def compiled_on_node(root: Path) -> dict[str, dict[str, Any]]:
     beside what the archive carried."""
     out: dict[str, dict[str, Any]] = {}
     paths: dict[str, list[str]] = {}
+    times: dict[str, list[float]] = {}
     for top, _dirs, names in os.walk(root):
         rel = Path(top).relative_to(root).parts
         for name in names:
             path = Path(top) / name
             try:
-                size = path.lstat().st_size
+                st = path.lstat()
             except OSError:
                 continue
             depth = next((len(s) + 1 for s in _SHARED if rel[: len(s)] == s and len(rel) > len(s)), 1)
             key = "/".join(rel[:depth]) or "."
             entry = out.setdefault(key, {"files": 0, "bytes": 0})
             entry["files"] += 1
-            entry["bytes"] += size
+            entry["bytes"] += st.st_size
             paths.setdefault(key, []).append("/".join((*rel[depth:], name)))
+            times.setdefault(key, []).append(st.st_mtime)
     for key, entry in out.items():
+        # when the cache was written, in the clock of the run's own times (started_at): before or after ready
+        entry["written_at"] = [round(min(times[key]), 2), round(max(times[key]), 2)]
         kernels = triton_kernels(paths[key])
         if kernels:
             entry["kernels"] = kernels
@@ -147,7 +151,9 @@ def fresh_lines(results: dict[str, dict[str, object]], labels: dict[str, str]) -
     for mode in FRESH_MODES:
         left = (results.get(mode) or {}).get("compiled_on_node")
         if isinstance(left, dict):
-            parts = [_cache_part(k, v) for k, v in list(left.items())[:5]]
+            r = results.get(mode) or {}
+            ready = _ready_at(r)
+            parts = [_cache_part(k, v, ready) for k, v in list(left.items())[:5]]
             lines.append(f"- {labels.get(mode, mode)}: {'; '.join(parts) or 'nothing'}")
             if mode == "load_fresh":
                 lines += _against_archive(left, results.get("save") or {})
@@ -170,9 +176,21 @@ def _against_archive(left: dict[str, Any], save: dict[str, object]) -> list[str]
             f"that it did not hold: {', '.join(outside) or 'none'}"]  # fmt: skip
 
 
-def _cache_part(name: str, entry: dict[str, Any]) -> str:
+def _ready_at(r: dict[str, object]) -> float | None:
+    started, ready = r.get("started_at"), r.get("ready_wall_s")
+    if isinstance(started, int | float) and isinstance(ready, int | float):
+        return float(started) + float(ready)
+    return None
+
+
+def _cache_part(name: str, entry: dict[str, Any], ready: float | None = None) -> str:
     named = listed(entry.get("kernels") or entry.get("named") or [])
-    return f"{name} {entry['files']} files, {entry['bytes'] / 2**20:.1f} MiB{named}"
+    when = entry.get("written_at")
+    at = ""
+    if ready is not None and isinstance(when, list) and len(when) == 2:
+        first, last = (t - ready for t in when)
+        at = f", written {first:+.1f} to {last:+.1f} s from ready"
+    return f"{name} {entry['files']} files, {entry['bytes'] / 2**20:.1f} MiB{named}{at}"
 
 
 def listed(names: list[str], shown: int = 6) -> str:

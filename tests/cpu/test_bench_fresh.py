@@ -88,11 +88,13 @@ def test_vllm_fresh_rows_start_with_empty_caches_and_load_ships_the_signed_archi
     text = (tmp_path / "out" / f"{VllmBenchConfig(out=tmp_path).tag()}.txt").read_text()
     assert "native, fresh node (empty caches)" in text and "Foundry LOAD, fresh node" in text
     # what each fresh run compiled into its empty caches, read before its folder went
-    assert doc["results"]["native_fresh"]["compiled_on_node"] == {
-        "triton": {"files": 1, "bytes": 4096, "named": ["entry/kernel.cubin"]}
-    }
+    compiled = doc["results"]["native_fresh"]["compiled_on_node"]
+    written = compiled["triton"].pop("written_at")
+    assert compiled == {"triton": {"files": 1, "bytes": 4096, "named": ["entry/kernel.cubin"]}}
+    native_fresh = doc["results"]["native_fresh"]
+    assert native_fresh["started_at"] - 0.01 <= written[0] <= written[1] <= native_fresh["started_at"] + 600
     assert doc["results"]["load_fresh"]["compiled_on_node"] == {}
-    assert "- native, fresh node (empty caches): triton 1 files, 0.0 MiB (entry/kernel.cubin)" in text
+    assert "- native, fresh node (empty caches): triton 1 files, 0.0 MiB (entry/kernel.cubin), written " in text
     assert "- Foundry LOAD, fresh node (the archive's caches): nothing" in text
 
 
@@ -144,7 +146,9 @@ def test_what_a_fresh_run_compiled_is_counted_by_cache(tmp_path: Path) -> None:
     for rel, size in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(b"x" * size)
-    assert compiled_on_node(tmp_path) == {
+    left = compiled_on_node(tmp_path)
+    assert all(len(entry.pop("written_at")) == 2 for entry in left.values())
+    assert left == {
         "cache/flashinfer": {"files": 1, "bytes": 100, "named": ["90a/x.so"]},
         "triton": {"files": 2, "bytes": 15, "named": ["abc/k.cubin", "def/k.json"]},
         "home/.cache/torch": {"files": 1, "bytes": 7, "named": ["kernels/y"]},
@@ -163,6 +167,11 @@ def test_a_fresh_run_names_the_triton_kernels_it_compiled_and_the_caches_of_a_fe
             (tmp_path / "triton" / entry / name).write_bytes(b"x")
     triton = compiled_on_node(tmp_path)["triton"]
     assert triton["kernels"] == ["_topk_log_softmax_kernel", "write_req_to_token_pool"] and "named" not in triton
+    # when: the files' times against the run's ready, for a cache filled at the first request
+    when = triton.pop("written_at")
+    ready = {"started_at": when[0] - 40.0, "ready_wall_s": 30.0}
+    timed = fresh_lines({"load_fresh": {**ready, "compiled_on_node": {"triton": {**triton, "written_at": when}}}}, {})
+    assert timed[-1].endswith(f"written +10.0 to {when[1] - when[0] + 10.0:+.1f} s from ready")
     line = fresh_lines({"load_fresh": {"compiled_on_node": {"triton": triton}}}, {"load_fresh": "LOAD fresh"})[-1]
     assert line == "- LOAD fresh: triton 8 files, 0.0 MiB (_topk_log_softmax_kernel, write_req_to_token_pool)"
     # SAVE's report names the kernels the archive held: one of them compiled again had another key
