@@ -56,7 +56,7 @@ def _serving_problems(
         problems.append("--logprobs must be 0 or more")
     settings: dict[str, Any] = {"out": Path(args.out), "modes": tuple(modes), "batches": batches,
                                 "decode_batches": decode, "reps": args.reps, "seconds": args.seconds,
-                                "logprobs": args.logprobs}  # fmt: skip
+                                "logprobs": args.logprobs, "repeat": args.repeat}  # fmt: skip
     if args.decode_steps is not None:
         settings["decode_steps"] = args.decode_steps
     plugin_env: dict[str, str] = {}
@@ -309,6 +309,9 @@ def add_parser(sub: Any) -> None:
                    "benchmarks side by side on one machine, each on its own GPUs, each need their own")  # fmt: skip
     v.add_argument("--batches", default="1,8,64,256", help="batch sizes whose greedy tokens and logprobs are compared")
     v.add_argument("--logprobs", type=int, default=20, help="top log-probabilities compared at every token (0: none)")
+    v.add_argument("--repeat", action="store_true", help="every run asks its compared batches twice and says "
+                   "whether its own two answers are bit-identical (within one process; an engine with a prefix "
+                   "cache answers the second from it)")  # fmt: skip
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")
     v.add_argument("--decode-steps", type=int, help="tokens a prompt in each decode measurement (vllm 256, sglang 512)")
     v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["Top", "canonical", "compare_logprobs", "digests", "values"]
+__all__ = ["Top", "canonical", "compare_logprobs", "digests", "repeated", "values"]
 
 Top = list[list[list[Any]]]  # one prompt's positions, each a list of [token_id, logprob]
 Values = list[list[Any]]  # one prompt's positions, each [sampled token's logprob or None, [top-k values]]
@@ -119,3 +119,16 @@ def _first_position(ref: Sequence[Values], got: Sequence[Values]) -> int | None:
               for a_seq, b_seq in zip(ref, got, strict=False)]  # fmt: skip
     found = [f for f in firsts if f is not None]
     return min(found) if found else None
+
+
+def repeated(first: Sequence[Any], again: Sequence[Any], batches: Sequence[int]) -> list[dict[str, int]]:
+    """One process's two answers to the same requests, compared batch by batch: how many sequences agree in
+    their tokens, and in tokens and log-probabilities both (``Answer``-like: ``tokens``, ``top``)."""
+    out = []
+    for batch, a, b in zip(batches, first, again, strict=False):
+        tokens = sum(x == y for x, y in zip(a.tokens, b.tokens, strict=False))
+        va = values([a.top or []], [a.tokens])[0] if a.top else [None] * len(a.tokens)
+        vb = values([b.top or []], [b.tokens])[0] if b.top else [None] * len(b.tokens)
+        both = sum(x == y and p == q for x, y, p, q in zip(a.tokens, b.tokens, va, vb, strict=False))
+        out.append({"batch": batch, "of": len(a.tokens), "tokens": tokens, "identical": both})
+    return out

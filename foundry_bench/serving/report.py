@@ -23,6 +23,7 @@ __all__ = [
     "phase_steps",
     "plot_startup",
     "render_again",
+    "repeat_lines",
     "sameness",
     "start_up_check_lines",
     "start_up_checks",
@@ -74,6 +75,23 @@ def sameness(mode: str, c: dict[str, Any], r: dict[str, Any] | None = None) -> s
     if "same_as_load" in c:
         same += ", the same as LOAD's" if c["same_as_load"] else ", not the same as LOAD's"
     return same + (f" (vs {c['against']})" if c.get("against", "native") != "native" else "")
+
+
+def repeat_lines(results: dict[str, dict[str, Any]], labels: dict[str, str]) -> list[str]:
+    """The report's lines on each run's second answer to the same batches (``--repeat``): per batch, the
+    sequences whose tokens and log-probabilities both came out as the first time."""
+    lines = []
+    for mode, r in results.items():
+        again = r.get("repeat")
+        if isinstance(again, list) and again:
+            cells = [
+                f"batch {b['batch']} {b['identical']}/{b['of']}"
+                + (f" (tokens {b['tokens']}/{b['of']})" if b["tokens"] != b["identical"] else "")
+                for b in again
+            ]
+            lines.append(f"- {labels.get(mode, mode)}: {', '.join(cells)}")  # fmt: skip
+    title = "Each run asked the same batches again, in the same process (identical to its own first answer):"
+    return ["", title, *lines] if lines else []
 
 
 def _first_line(text: object, width: int = 80) -> str:

@@ -47,7 +47,7 @@ from . import steady
 from .compare import compare_runs
 from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
-from .logprobs import Top, Values, digests, values
+from .logprobs import Top, Values, digests, repeated, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
@@ -83,6 +83,9 @@ class ServingConfig:
     batches: tuple[int, ...] = (1, 8, 64, 256)
     max_tokens: int = 32
     logprobs: int = 20  # the top log-probabilities compared at every generated token (0: tokens only)
+    # Every run asks its compared batches a second time and says whether its two answers are bit-identical: an
+    # engine whose own process does not repeat itself cannot repeat another's (needs no prefix cache in between).
+    repeat: bool = False
     first_tokens: int = 16  # the first request after ready: one prompt, this many tokens
     decode_batches: tuple[int, ...] = (1, 32, 256)
     decode_steps: int = 256
@@ -241,6 +244,9 @@ class BenchRuns:
                 self.tops[mode] = [a.top or [] for a in answers]
                 self.values[mode] = values(self.tops[mode], [a.tokens for a in answers])
                 result["logprob_digests"] = digests(self.values[mode])
+            if cfg.repeat:
+                again = [engine.generate(r, self._wait()) for r in requests]
+                result["repeat"] = repeated(answers, again, cfg.batches)
         except EngineError as exc:
             result["error"] = str(exc)[-4000:]
             self.say(f"{mode}: FAILED {result['error'][-2000:]}")

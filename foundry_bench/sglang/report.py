@@ -22,6 +22,7 @@ from foundry_bench.serving.report import (
     phase_steps,
     plot_startup,
     render_again,
+    repeat_lines,
     sameness,
     start_up_check_lines,
     step_table,
@@ -170,6 +171,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
+    lines += repeat_lines(doc["results"], LABELS)
     if doc.get("wall_s") is not None:
         lines += ["", f"The benchmark took {doc['wall_s']:.0f} s."]
     return "\n".join(lines) + "\n"

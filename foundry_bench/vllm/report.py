@@ -21,6 +21,7 @@ from foundry_bench.serving.report import (
     phase_steps,
     plot_startup,
     render_again,
+    repeat_lines,
     sameness,
     start_up_check_lines,
     start_up_checks,
@@ -124,6 +125,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
+    lines += repeat_lines(doc["results"], LABELS)
     return "\n".join(lines) + "\n"
 
 

@@ -317,3 +317,25 @@ def test_a_native_run_that_answered_nothing_is_no_reference_and_nothing_is_judge
     rows = {row[0]: row[-1] for row in startup_rows(doc)}
     assert rows["native, warm caches"] == "no answers, no reference: rc -15, /health did not answer 200 within 2 s"
     assert rows["Foundry LOAD, another process"] == "not compared: no run to compare with"
+
+
+def test_repeat_asks_each_run_its_batches_again_and_says_whether_it_repeated_itself(
+    fake_vllm: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--repeat`: a process that answers a prompt again one unit in the last place off (the stand-in's
+    FAKE_ENGINE_DRIFT, here native's) is told apart from one that repeats itself, batch by batch; the tokens
+    alone would not show it."""
+    monkeypatch.setenv("FAKE_ENGINE_DRIFT", "native")
+    doc = run_vllm_bench(tokens_only(tmp_path, api="serve", modes=("save", "native", "load"), repeat=True))
+    results = doc["results"]
+    assert results["save"]["repeat"] == results["load"]["repeat"] == [
+        {"batch": 1, "of": 1, "tokens": 1, "identical": 1}, {"batch": 3, "of": 3, "tokens": 3, "identical": 3},
+    ]  # fmt: skip
+    assert results["native"]["repeat"] == [
+        {"batch": 1, "of": 1, "tokens": 1, "identical": 0}, {"batch": 3, "of": 3, "tokens": 3, "identical": 0},
+    ]  # fmt: skip
+    assert doc["compare"]["load"]["identical"] is True  # the first answers, as always, are what is compared
+    text = render(doc)
+    assert "- native, warm caches: batch 1 0/1 (tokens 1/1), batch 3 0/3 (tokens 3/3)" in text
+    assert "- Foundry LOAD: batch 1 1/1, batch 3 3/3" in text
+    assert "repeat" not in run_vllm_bench(tokens_only(tmp_path / "plain", modes=("save",)))["results"]["save"]

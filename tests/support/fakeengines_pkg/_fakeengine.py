@@ -17,11 +17,16 @@ def next_tokens(prompt: list[int], count: int) -> list[int]:
     return [(seed + 31 * i) % 1000 for i in range(count)]
 
 
+_ANSWERED: set[tuple[int, ...]] = set()  # the prompts this process answered (FAKE_ENGINE_DRIFT)
+
+
 def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int, float]]]:
     """The fake model's top-``k`` (token, logprob) at each of ``count`` positions, the greedy token first, the last
     two tied (the same value). Under ``FAKE_ENGINE_NUDGE=<mode>`` that mode's first logprob moves by one unit in
     the last place (a last-bit difference the greedy tokens do not show); under ``FAKE_ENGINE_TIE=<mode>`` that
-    mode lists another token with the tied value last (as an engine's top-k may break a tie either way)."""
+    mode lists another token with the tied value last (as an engine's top-k may break a tie either way); under
+    ``FAKE_ENGINE_DRIFT=<mode>`` that mode answers a prompt it answered before one unit in the last place off (a
+    process that does not repeat itself)."""
     seed = sum(prompt) % 997
     tokens = next_tokens(prompt, count)
     value = [-0.125 * (min(j, k - 2) + 1) - seed / 4096 for j in range(k)]
@@ -30,6 +35,11 @@ def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int,
     if out and os.environ.get("FAKE_ENGINE_NUDGE") == mode:
         token, lp = out[0][0]
         out[0][0] = (token, math.nextafter(lp, 0.0))
+    again = tuple(prompt) in _ANSWERED
+    _ANSWERED.add(tuple(prompt))
+    if out and again and os.environ.get("FAKE_ENGINE_DRIFT") == mode:
+        token, lp = out[0][0]
+        out[0][0] = (token, math.nextafter(lp, -1.0))
     if k >= 3 and os.environ.get("FAKE_ENGINE_TIE") == mode:
         out = [[*pos[:-1], (5000, pos[-1][1])] for pos in out]
     return out
