@@ -274,3 +274,19 @@ def test_expert_parallel_asks_sglang_for_ep_size_equal_to_tp_and_names_the_repor
     (cfg,) = seen
     assert cfg.engine_args == {"ep_size": 4} and cfg.tp == 4
     assert cfg.tag() == "sglang-qwen3-0.6b-engine-tp4-ep"
+
+
+def test_the_repeat_flag_reaches_the_benchmark_and_is_off_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    import foundry_bench
+
+    seen: list[SglangBenchConfig] = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "sglang" else real(name, *a))
+    monkeypatch.setattr(foundry_bench, "run_sglang_bench", lambda cfg: seen.append(cfg) or {"compare": {}})
+    assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path), "--repeat"]) == 0
+    assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path)]) == 0
+    assert [cfg.repeat for cfg in seen] == [True, False]
