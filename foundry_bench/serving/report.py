@@ -89,7 +89,7 @@ def repeat_lines(results: dict[str, dict[str, Any]], labels: dict[str, str]) -> 
                 + (f" (tokens {b['tokens']}/{b['of']})" if b["tokens"] != b["identical"] else "")
                 for b in again
             ]
-            lines.append(f"- {labels.get(mode, mode)}: {', '.join(cells)}")  # fmt: skip
+            lines.append(f"- {labels.get(mode, mode)}: {', '.join(cells)}")
     title = "Each run asked the same batches again, in the same process (identical to its own first answer):"
     return ["", title, *lines] if lines else []
 

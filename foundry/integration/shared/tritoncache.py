@@ -39,7 +39,7 @@ MANAGER = f"{__name__}:FoundryCacheManager"
 COPY_ENV = "FOUNDRY_TRITON_CACHE_COPY"  # LOAD: the archive's Triton entries, copied out (caches.py)
 _CLASS_NAME = "FoundryCacheManager"
 
-GROUP_PREFIX = "__grp__"  # a kernel's group file, the list of its files: <entry>/__grp__<kernel>.json
+_GROUP_PREFIX = "__grp__"  # a kernel's group file, the list of its files: <entry>/__grp__<kernel>.json
 _LOCK = threading.Lock()
 _USED: set[str] = set()
 _WRITES = [0]  # files this process wrote through the manager
@@ -62,8 +62,8 @@ def kernel_names(paths: list[str], most: int = 400) -> list[str]:
     """The Triton kernels among cache files (paths or names; Triton writes ``__grp__<kernel>.json`` for each
     kernel it compiles), by name, sorted, at most ``most``: what a cache holds, said in a report."""
     names = {p.rsplit("/", 1)[-1] for p in paths}
-    found = {n[len(GROUP_PREFIX) : -len(".json")] for n in names if n.startswith(GROUP_PREFIX) and n.endswith(".json")}
-    return sorted(found)[:most]
+    groups = (n for n in names if n.startswith(_GROUP_PREFIX) and n.endswith(".json"))
+    return sorted({n[len(_GROUP_PREFIX) : -len(".json")] for n in groups})[:most]
 
 
 def from_copy(copy_entry: str, own_entry: str) -> bool:
@@ -76,10 +76,10 @@ def from_copy(copy_entry: str, own_entry: str) -> bool:
         return False
     if not copied:
         return False
-    if any(name.startswith("__grp__") for name in copied):
+    if any(name.startswith(_GROUP_PREFIX) for name in copied):
         return True
     try:
-        return not any(name.startswith("__grp__") for name in os.listdir(own_entry))
+        return not any(name.startswith(_GROUP_PREFIX) for name in os.listdir(own_entry))
     except OSError:
         return True
 
@@ -121,7 +121,7 @@ def relocated_group(entry_dir: str, filename: str) -> dict[str, str] | None:
     """Triton's ``get_group`` read relative to ``entry_dir``: each file the group names that is there, by its
     name in ``entry_dir``; None where there is no group or it is not one Triton writes (Triton then compiles the
     kernel again)."""
-    path = os.path.join(entry_dir, f"__grp__{filename}")
+    path = os.path.join(entry_dir, f"{_GROUP_PREFIX}{filename}")
     try:
         with open(path, encoding="utf-8") as f:
             doc: Any = json.load(f)
