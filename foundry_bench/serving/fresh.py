@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from foundry.integration.shared.tritoncache import kernel_names
+from foundry.integration.shared import kernel_names
 
 __all__ = [
     "FRESH_MODES",

@@ -29,6 +29,7 @@ from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, Ph
 from .phases import PhaseTracker, check_phase
 from .ranks import NCCL_SETTINGS, Place
 from .session import Session, SessionStore
+from .tritoncache import kernel_names
 
 __all__ = [
     "NCCL_SETTINGS",
@@ -57,6 +58,7 @@ __all__ = [
     "config_digest",
     "foundry_capture",
     "foundry_device_module",
+    "kernel_names",
     "software_fields",
     "steps",
     "when_imported",
