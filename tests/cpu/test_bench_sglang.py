@@ -259,9 +259,8 @@ def test_a_last_bit_logprob_difference_fails_the_tokens_target(
     assert "NO: tokens yes, logprobs differ" in render(doc)
 
 
-def test_expert_parallel_asks_sglang_for_ep_size_equal_to_tp_and_names_the_report(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _configs_from_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *extra: list[str]) -> list[SglangBenchConfig]:
+    """`foundry bench --engine sglang` once per argument list, SGLang stood in for: the configurations it built."""
     import importlib.util
 
     import foundry_bench
@@ -270,8 +269,15 @@ def test_expert_parallel_asks_sglang_for_ep_size_equal_to_tp_and_names_the_repor
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "sglang" else real(name, *a))
     monkeypatch.setattr(foundry_bench, "run_sglang_bench", lambda cfg: seen.append(cfg) or {"compare": {}})
-    assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path), "--tp", "4", "--expert-parallel"]) == 0
-    (cfg,) = seen
+    for args in extra:
+        assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path), *args]) == 0
+    return seen
+
+
+def test_expert_parallel_asks_sglang_for_ep_size_equal_to_tp_and_names_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (cfg,) = _configs_from_cli(monkeypatch, tmp_path, ["--tp", "4", "--expert-parallel"])
     assert cfg.engine_args == {"ep_size": 4} and cfg.tp == 4
     assert cfg.tag() == "sglang-qwen3-0.6b-engine-tp4-ep"
 
@@ -279,14 +285,5 @@ def test_expert_parallel_asks_sglang_for_ep_size_equal_to_tp_and_names_the_repor
 def test_the_repeat_flag_reaches_the_benchmark_and_is_off_by_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib.util
-
-    import foundry_bench
-
-    seen: list[SglangBenchConfig] = []
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "sglang" else real(name, *a))
-    monkeypatch.setattr(foundry_bench, "run_sglang_bench", lambda cfg: seen.append(cfg) or {"compare": {}})
-    assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path), "--repeat"]) == 0
-    assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path)]) == 0
+    seen = _configs_from_cli(monkeypatch, tmp_path, ["--repeat"], [])
     assert [cfg.repeat for cfg in seen] == [True, False]
