@@ -53,6 +53,9 @@ for spec in "$@"; do
 done 2>&1
 build_native_if_stale "$OUT"
 BOUND=${LANES_SECONDS:-570}
+# A lent machine may keep /tmp from an earlier call or session: only what this call's lanes write is theirs.
+STARTED=$(cd "$OUT" && pwd)/.lanes-started
+touch "$STARTED"
 
 i=0
 for spec in "$@"; do
@@ -85,10 +88,12 @@ for spec in "$@"; do
   # A lane its timeout stopped has not copied its reports out: the benchmark writes each shape's document after
   # every run, so what the lane finished is in its scratch folder (gpu_run.sh's WORK); bring that back.
   for f in /tmp/lane-"$i"/foundry-*-bench/*.json /tmp/lane-"$i"/foundry-*-bench/*.txt /tmp/lane-"$i"/foundry-*-bench/*.png; do
-    [ -f "$f" ] && [ ! -e "$OUT/lane-$i/$(basename "$f")" ] && cp "$f" "$OUT/lane-$i/"
+    [ -f "$f" ] && [ "$f" -nt "$STARTED" ] && [ ! -e "$OUT/lane-$i/$(basename "$f")" ] && cp "$f" "$OUT/lane-$i/"
   done
-  if [ ! -e "$OUT/lane-$i/logs.tgz" ] && compgen -G "/tmp/lane-$i/foundry-*-bench" >/dev/null; then
-    tar czf "$OUT/lane-$i/logs.tgz" -C "/tmp/lane-$i" --exclude='*.png' $(cd "/tmp/lane-$i" && ls -d foundry-*-bench) 2>/dev/null
+  fresh_work=$(cd "/tmp/lane-$i" 2>/dev/null && for d in foundry-*-bench; do [ -d "$d" ] && [ "$d" -nt "$STARTED" ] && echo "$d"; done)
+  if [ ! -e "$OUT/lane-$i/logs.tgz" ] && [ -n "$fresh_work" ]; then
+    # shellcheck disable=SC2086  # one word per folder
+    tar czf "$OUT/lane-$i/logs.tgz" -C "/tmp/lane-$i" --exclude='*.png' $fresh_work 2>/dev/null
   fi
 done
 {
@@ -106,4 +111,5 @@ for spec in "$@"; do
   rm -f "$OUT/lane-$i/pid"
   tar czf "$OUT/lane-$i.tgz" -C "$OUT/lane-$i" . && rm -rf "$OUT/lane-$i"
 done
+rm -f "$STARTED"
 cat "$OUT/lanes.txt"
