@@ -12,6 +12,7 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = [
     "FRESH_VARIABLES",
     "FreshRoots",
     "compiled_on_node",
+    "files_below",
     "fresh_env",
     "fresh_lines",
     "fresh_root",
@@ -105,6 +107,19 @@ def signing_key(out: Path) -> Path:
 _SHARED = (("home", ".cache", "vllm"), ("home", ".cache"), ("home",), ("cache", "vllm"), ("cache",))
 
 
+def files_below(root: Path) -> Iterator[tuple[tuple[str, ...], os.stat_result]]:
+    """Every file below ``root`` (links not followed), as its path's parts relative to ``root`` and its
+    ``lstat``; a file gone while walking is left out, an absent ``root`` has none."""
+    for top, _dirs, names in os.walk(root):
+        rel = Path(top).relative_to(root).parts
+        for name in names:
+            try:
+                st = (Path(top) / name).lstat()
+            except OSError:
+                continue
+            yield (*rel, name), st
+
+
 def compiled_on_node(root: Path) -> dict[str, dict[str, Any]]:
     """What a fresh run left in its folders (what the engine and its compilers wrote because no cache held it):
     files and bytes by cache (``triton``, ``cache/flashinfer``, ``home/.nv``, ...), largest first, with the Triton
@@ -114,21 +129,15 @@ def compiled_on_node(root: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     paths: dict[str, list[str]] = {}
     times: dict[str, list[float]] = {}
-    for top, _dirs, names in os.walk(root):
-        rel = Path(top).relative_to(root).parts
-        for name in names:
-            path = Path(top) / name
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            depth = next((len(s) + 1 for s in _SHARED if rel[: len(s)] == s and len(rel) > len(s)), 1)
-            key = "/".join(rel[:depth]) or "."
-            entry = out.setdefault(key, {"files": 0, "bytes": 0})
-            entry["files"] += 1
-            entry["bytes"] += st.st_size
-            paths.setdefault(key, []).append("/".join((*rel[depth:], name)))
-            times.setdefault(key, []).append(st.st_mtime)
+    for parts, st in files_below(root):
+        rel, name = parts[:-1], parts[-1]
+        depth = next((len(s) + 1 for s in _SHARED if rel[: len(s)] == s and len(rel) > len(s)), 1)
+        key = "/".join(rel[:depth]) or "."
+        entry = out.setdefault(key, {"files": 0, "bytes": 0})
+        entry["files"] += 1
+        entry["bytes"] += st.st_size
+        paths.setdefault(key, []).append("/".join((*rel[depth:], name)))
+        times.setdefault(key, []).append(st.st_mtime)
     for key, entry in out.items():
         # when the cache was written, in the clock of the run's own times (started_at): before or after ready
         entry["written_at"] = [round(min(times[key]), 2), round(max(times[key]), 2)]

@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .fresh import listed, triton_kernels
+from .fresh import files_below, listed, triton_kernels
 
 __all__ = ["BEST_CONFIG", "WarmWrites", "cache_folders", "changes", "snapshot", "written_lines"]
 
@@ -45,19 +45,10 @@ def cache_folders(env: dict[str, str]) -> dict[str, Path]:
 
 def snapshot(folders: dict[str, Path]) -> Snapshot:
     """Every regular file below each folder, with its size and modification time (absent folders: none)."""
-    out: Snapshot = {}
-    for name, folder in folders.items():
-        files: dict[str, tuple[int, int]] = {}
-        for top, _dirs, names in os.walk(folder):
-            for file in names:
-                path = Path(top) / file
-                try:
-                    st = path.lstat()
-                except OSError:
-                    continue
-                files[str(path.relative_to(folder))] = (st.st_size, st.st_mtime_ns)
-        out[name] = files
-    return out
+    return {
+        name: {"/".join(parts): (st.st_size, st.st_mtime_ns) for parts, st in files_below(folder)}
+        for name, folder in folders.items()
+    }
 
 
 def changes(before: Snapshot, after: Snapshot, folders: dict[str, Path] | None = None) -> dict[str, dict[str, object]]:
