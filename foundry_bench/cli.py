@@ -56,7 +56,8 @@ def _serving_problems(
         problems.append("--logprobs must be 0 or more")
     settings: dict[str, Any] = {"out": Path(args.out), "modes": tuple(modes), "batches": batches,
                                 "decode_batches": decode, "reps": args.reps, "seconds": args.seconds,
-                                "logprobs": args.logprobs, "repeat": args.repeat}  # fmt: skip
+                                "logprobs": args.logprobs, "repeat": args.repeat,
+                                "stacks": args.stacks}  # fmt: skip
     if args.decode_steps is not None:
         settings["decode_steps"] = args.decode_steps
     plugin_env: dict[str, str] = {}
@@ -312,6 +313,9 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--repeat", action="store_true", help="every run asks its compared batches twice and says "
                    "whether its own two answers are bit-identical (within one process; an engine with a prefix "
                    "cache answers the second from it)")  # fmt: skip
+    v.add_argument("--stacks", action="store_true", help="every process of every run samples its threads' Python "
+                   "stacks (OUT/<tag>/stacks-<run>/); the report lists the stacks that held a thread longest in "
+                   "each run's start-up and first request")  # fmt: skip
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")
     v.add_argument("--decode-steps", type=int, help="tokens a prompt in each decode measurement (vllm 256, sglang 512)")
     v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")

@@ -51,6 +51,8 @@ from .logprobs import Top, Values, digests, repeated, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
+from .stacks import busiest, read
+from .stacks import env as stacks_env
 from .workload import decode_request, token_requests
 from .written import WarmWrites
 
@@ -86,6 +88,9 @@ class ServingConfig:
     # Every run asks its compared batches a second time and says whether its two answers are bit-identical: an
     # engine whose own process does not repeat itself cannot repeat another's (needs no prefix cache in between).
     repeat: bool = False
+    # Every process of every run samples its threads' stacks (stacks.py): the report says what held them in the
+    # run's start-up and first request. Costs a little Python time in each engine process; for finding seconds.
+    stacks: bool = False
     first_tokens: int = 16  # the first request after ready: one prompt, this many tokens
     decode_batches: tuple[int, ...] = (1, 32, 256)
     decode_steps: int = 256
@@ -207,6 +212,10 @@ class BenchRuns:
             prefix = [sys.executable, "-m", "foundry.cli", "run", "--"]
         if mode not in FRESH_MODES:
             self.warm.start(mode, env)
+        if self.cfg.stacks:
+            folder = self._stacks(mode)
+            shutil.rmtree(folder, ignore_errors=True)
+            env.update(stacks_env(folder, env.get("PYTHONPATH", "")))
         engine = self.start(mode, env, prefix, self.out / f"{mode}.log")
         self.started.append(engine)
         return engine
@@ -233,6 +242,7 @@ class BenchRuns:
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
+            result["first_request_at"] = engine.started_at + engine.seconds()  # epoch, as the sampled stacks
             first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self._wait())
             result["first_request_s"] = first.seconds
             result["first_answer_wall_s"] = engine.seconds()
@@ -253,6 +263,21 @@ class BenchRuns:
         self.say(f"{mode}: ready after {result.get('ready_wall_s', float('nan')):.1f} s")
         return engine, result
 
+    def _stacks(self, mode: str) -> Path:
+        return self.out / f"stacks-{mode}"
+
+    def sampled(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The run's busiest stacks in its start-up and its first request (``--stacks``), from the samples its
+        processes wrote."""
+        procs = read(self._stacks(result["mode"]))
+        start, ready, first = result.get("started_at"), result.get("ready_wall_s"), result.get("first_request_at")
+        windows: dict[str, Any] = {}
+        if isinstance(start, int | float) and isinstance(ready, int | float):
+            windows["start_up"] = busiest(procs, start, start + ready)
+        if isinstance(first, int | float) and isinstance(result.get("first_request_s"), int | float):
+            windows["first_request"] = busiest(procs, first, first + result["first_request_s"])
+        return windows
+
     def _gpus(self) -> list[str]:
         """The GPUs this benchmark may use: the configured count's, else those it sees (host.visible_gpus)."""
         return visible_gpus() if self.cfg.gpus is None else [str(i) for i in range(self.cfg.gpus)]
@@ -272,6 +297,8 @@ class BenchRuns:
         if wrote is not None:
             result["written_on_node"], result["written_until"] = wrote
         result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
+        if self.cfg.stacks:
+            result["stacks"] = self.sampled(result)
         report = self.out / f"report-{result['mode']}.json"
         if report.is_file():
             result["plugin"] = json.loads(report.read_text())

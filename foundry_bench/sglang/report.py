@@ -29,6 +29,7 @@ from foundry_bench.serving.report import (
     wrap,
     write_files,
 )
+from foundry_bench.serving.stacks import stack_lines
 from foundry_bench.serving.written import written_lines
 
 from .logsteps import STEPS
@@ -172,6 +173,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
     lines += repeat_lines(doc["results"], LABELS)
+    lines += stack_lines(doc["results"], LABELS)
     if doc.get("wall_s") is not None:
         lines += ["", f"The benchmark took {doc['wall_s']:.0f} s."]
     return "\n".join(lines) + "\n"

@@ -30,6 +30,7 @@ from foundry_bench.serving.report import (
     write_files,
 )
 from foundry_bench.serving.report import fmt as _s
+from foundry_bench.serving.stacks import stack_lines
 from foundry_bench.serving.written import written_lines
 
 __all__ = ["foundry_rows", "load_phases", "render", "target_lines", "write_report"]
@@ -126,6 +127,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
     lines += repeat_lines(doc["results"], LABELS)
+    lines += stack_lines(doc["results"], LABELS)
     return "\n".join(lines) + "\n"
 
 

@@ -12,12 +12,27 @@ from typing import Any
 
 
 def next_tokens(prompt: list[int], count: int) -> list[int]:
-    """Greedy tokens of the fake model: a function of the prompt only (every process agrees)."""
+    """Greedy tokens of the fake model: a function of the prompt only (every process agrees). Under
+    ``FAKE_ENGINE_SLOW_FIRST=<mode>`` that mode's first prompt waits in ``compile_kernels_on_first_request``
+    (what a sampled stack should name)."""
+    if not _SLOWED and os.environ.get("FAKE_ENGINE_SLOW_FIRST") == _mode():
+        _SLOWED.append(True)
+        compile_kernels_on_first_request()
     seed = sum(prompt) % 997
     return [(seed + 31 * i) % 1000 for i in range(count)]
 
 
 _ANSWERED: set[tuple[int, ...]] = set()  # the prompts this process answered (FAKE_ENGINE_DRIFT)
+_SLOWED: list[bool] = []  # whether this process's first prompt waited (FAKE_ENGINE_SLOW_FIRST)
+
+
+def _mode() -> str:
+    return os.environ.get("FOUNDRY_VLLM_MODE") or os.environ.get("FOUNDRY_SGLANG_MODE") or "native"
+
+
+def compile_kernels_on_first_request() -> None:
+    """Stands for the seconds an engine spends compiling at its first request on a fresh node."""
+    time.sleep(1.5)
 
 
 def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int, float]]]:
@@ -31,7 +46,7 @@ def next_logprobs(prompt: list[int], count: int, k: int) -> list[list[tuple[int,
     tokens = next_tokens(prompt, count)
     value = [-0.125 * (min(j, k - 2) + 1) - seed / 4096 for j in range(k)]
     out = [[(tokens[i] if j == 0 else 1000 + j, value[j]) for j in range(k)] for i in range(count)]
-    mode = os.environ.get("FOUNDRY_VLLM_MODE") or os.environ.get("FOUNDRY_SGLANG_MODE") or "native"
+    mode = _mode()
     if out and os.environ.get("FAKE_ENGINE_NUDGE") == mode:
         token, lp = out[0][0]
         out[0][0] = (token, math.nextafter(lp, 0.0))
