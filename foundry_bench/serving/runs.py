@@ -71,7 +71,7 @@ PLUGIN_MODES = {"save": "save", "load": "load", "load_fresh": "load", "load_repl
 REPLICA = "load_replica"
 AGAIN = "load_again"
 STOP_RESERVE_S = 30.0  # kept back from the budget: stopping the engines that are up and writing the report
-CACHES_SETTLE_S = 1.5  # SAVE packs what its last requests compiled a second later (shared/caches.py Keeper): waited
+CACHES_SETTLE_S = 2.5  # SAVE packs what its last requests compiled a second later (shared/caches.py Keeper): waited
 
 
 @dataclass(frozen=True)

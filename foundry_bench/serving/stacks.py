@@ -48,6 +48,8 @@ def waiting(stack: list[str]) -> bool:
     """Whether a stack (innermost first) is a thread waiting for work."""
     if not stack:
         return True
+    if any(frame.split(":", 1)[0].endswith("subprocess.py") for frame in stack):
+        return False  # a wait for a program it started (nvcc, ninja, gcc): what is built is the question
     where, _, func = stack[0].partition(" ")
     path = where.rsplit(":", 1)[0]
     if path.startswith(_WAIT_PACKAGES):

@@ -118,6 +118,8 @@ def test_only_the_windows_seconds_count_and_waits_and_short_stacks_are_left_out(
     top = busiest(procs, 6.0, 12.0)
     assert top == [{"pid": 7, "process": "sglang::scheduler", "thread": "MainThread", "seconds": 4.0, "stack": build}]
     assert waiting(["selectors.py:468 select"]) and waiting([]) and not waiting(build)
+    # a child program's output read through select(): the build it runs, not a wait for work
+    assert not waiting(["lib/python3.12/selectors.py:415 select", "lib/python3.12/subprocess.py:2115 _communicate"])
     lines = stack_lines({"load_fresh": {"stacks": {"first_request": top, "start_up": []}}}, {"load_fresh": "LOAD"})
     assert lines[2] == "- LOAD, first request:"
     assert lines[3] == ("  4.00 s sglang::scheduler 7 (MainThread): subprocess.py:1209 wait < "

@@ -21,4 +21,11 @@ def _activity() -> object:
     return tritoncache.activity(), tvmcache.activity()
 
 
-PLAN = CachePlan(point={TRITON: point_triton, tvmcache.TVM_FFI: tvmcache.point}, files=_files, activity=_activity)
+def _whole(before: object, now: object) -> bool:
+    """Only the modules changed (Triton's count as before): a module is mapped once built, so it is whole."""
+    return isinstance(before, tuple) and isinstance(now, tuple) and before[0] == now[0]
+
+
+PLAN = CachePlan(
+    point={TRITON: point_triton, tvmcache.TVM_FFI: tvmcache.point}, files=_files, activity=_activity, whole=_whole
+)

@@ -88,6 +88,11 @@ class CachePlan:
     copied: Callable[[Any, Mapping[str, Path]], None] = lambda s, dirs: None
     # SAVE: a value that changes whenever the engine built or opened something the caches would pack (Keeper)
     activity: Callable[[], object] = tritoncache.activity
+    # SAVE: whether a change of ``activity`` from the first value to the second is whole as seen, so that the
+    # keeper packs at once rather than after a quiet second: a JIT module is loaded only once it is built, while
+    # a Triton compile writes its files one by one. An engine may be stopped seconds after the request that
+    # built a module (SGLang builds some only at its first request, for seconds of nvcc).
+    whole: Callable[[object, object], bool] = lambda before, now: False
 
 
 def identity(fingerprint: Fingerprint | None, engine_key: str, settings: Mapping[str, str]) -> dict[str, str]:
@@ -178,7 +183,8 @@ class Keeper:
 
     ``flush`` packs at once (the plugin calls it where the engine's start-up ends, and it runs when the process
     exits); a daemon thread does so on its own once the activity has stayed the same for ``quiet_s`` after a
-    change, so that a compile's files are all written and a burst of compiles is packed once. A failure is
+    change, so that a compile's files are all written and a burst of compiles is packed once, or at the change
+    where the plan says it is whole (``CachePlan.whole``: a JIT module loaded). A failure is
     logged by name and ends the keeping: the archive keeps the caches packed before, and serves as it is."""
 
     def __init__(
@@ -234,8 +240,8 @@ class Keeper:
         after a change; whether it packed."""
         seen = self._plan.activity()
         if seen != self._seen:
-            self._seen, self._changed_at = seen, now
-            return False
+            before, self._seen, self._changed_at = self._seen, seen, now
+            return self._plan.whole(before, seen) and self.flush()
         if seen != self._packed and now - self._changed_at >= self._quiet_s:
             return self.flush()
         return False

@@ -38,16 +38,20 @@ def cache_dir(env: dict[str, str] | None = None) -> Path:
     return Path(value).expanduser()
 
 
-def _mapped(maps: Path = _MAPS) -> set[Path]:
-    """The files mapped into this process (an empty set where the system has no ``/proc``)."""
+def _mapped(maps: Path = _MAPS, below: str = "/") -> set[Path]:
+    """The files below ``below`` mapped into this process (an empty set where the system has no ``/proc``). The
+    keeper reads this every quarter of a second, and an engine's process maps thousands of files: lines are
+    picked by their text before any becomes a path."""
     try:
         text = maps.read_text()
     except OSError:
         return set()
     out = set()
     for line in text.splitlines():
+        if below not in line:
+            continue
         fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith("/"):
+        if len(fields) == 6 and fields[5].startswith(below):
             out.add(Path(fields[5]))
     return out
 
@@ -58,7 +62,7 @@ def files(directory: Path | None = None, maps: Path = _MAPS) -> dict[str, Path]:
     gone, is left out."""
     root = (directory or cache_dir()).resolve()
     out: dict[str, Path] = {}
-    for path in _mapped(maps):
+    for path in _mapped(maps, f"{root}/"):
         if path.suffix != ".so" or path.parent.parent != root or not path.is_file() or path.is_symlink():
             continue
         out[f"{path.parent.name}/{path.name}"] = path
