@@ -59,3 +59,34 @@ def test_load_links_the_machines_own_modules_into_the_copy_and_keeps_the_archive
     assert not (copy / "both").is_symlink()  # the archive's module is the one used
     assert not (copy / "stray-file").exists()
     assert tvmcache.point(copy, tmp_path / "no-cache-here") == {"TVM_FFI_CACHE_DIR": str(copy)}
+
+
+def test_a_module_loaded_with_dlopen_is_found_in_the_linkers_list_under_the_cache_as_given_or_resolved(
+    tmp_path: Path,
+) -> None:
+    """SAVE finds loaded modules in the dynamic linker's list (not the process map, which an engine's process
+    makes slow to read): whether tvm-ffi loaded one by the cache's resolved path (a build) or by the path as
+    configured (a module found built), and only once it is loaded."""
+    from tests.support import fakejit
+
+    real = tmp_path / "real-cache"
+    real.mkdir()
+    configured = tmp_path / "configured"
+    configured.symlink_to(real, target_is_directory=True)
+    found, built = (configured / f"sgl_kernel_jit_{m}__arch_sm90__tvmffi_0.1.11" for m in ("found", "built"))
+    for module in (found, built):
+        module.mkdir()
+        (module / f"{module.name.split('__')[0]}.so").write_bytes(Path(fakejit._ctypes.__file__).read_bytes())
+    assert tvmcache.files(configured) == {} and tvmcache.activity() == 0
+    want = {}
+    try:
+        # a module found built, loaded by the cache's path as configured (through the link); one built now, by
+        # the resolved path tvm-ffi's build returns
+        for module, path in ((found, found), (built, real / built.name)):
+            so = path / f"{module.name.split('__')[0]}.so"
+            fakejit._LOADED.append(fakejit.ctypes.CDLL(str(so)))
+            want[f"{module.name}/{so.name}"] = real / module.name / so.name
+            assert tvmcache.files(configured) == want
+    finally:
+        fakejit.unload()
+    assert tvmcache.files(configured) == {}  # closed: no longer loaded

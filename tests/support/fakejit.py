@@ -1,18 +1,21 @@
 """A stand-in for SGLang 0.5.17's JIT modules built through tvm-ffi (sglang/kernels/jit/utils/compile.py,
 ``load_jit``), for CPU tests of the engine caches: the module's folder in ``TVM_FFI_CACHE_DIR`` (default
 ``~/.cache/tvm-ffi``) named as SGLang names it, the shared object loaded without building where the folder holds
-it, else "built" (written) there; either way it is mapped into the process, as ``dlopen`` maps it, so that it
-shows in ``/proc/self/maps``. ``unload`` ends every mapping (each test's, at its end)."""
+it, else "built" (written) there; either way it is loaded into the process with ``dlopen``, as tvm-ffi loads it,
+so that it is in the dynamic linker's list. The module is a copy of a real shared object (ctypes' own extension,
+which every Python with ctypes has), never initialised. ``unload`` closes each (each test's, at its end)."""
 
 from __future__ import annotations
 
-import mmap
+import _ctypes
+import ctypes
 import os
+import shutil
 from pathlib import Path
 
 __all__ = ["folder", "load_jit", "unload"]
 
-_MAPPED: list[tuple[mmap.mmap, int]] = []
+_LOADED: list[ctypes.CDLL] = []
 
 
 def folder(module: str) -> Path:
@@ -27,15 +30,12 @@ def load_jit(module: str) -> str:
     outcome = "hit"
     if not so.is_file():
         so.parent.mkdir(parents=True, exist_ok=True)
-        so.write_bytes(b"\x7fELF fake module " + module.encode() + b"\0" * 4096)
+        shutil.copyfile(_ctypes.__file__, so)
         outcome = "built"
-    fd = os.open(so, os.O_RDONLY)
-    _MAPPED.append((mmap.mmap(fd, 0, prot=mmap.PROT_READ), fd))
+    _LOADED.append(ctypes.CDLL(str(so)))
     return outcome
 
 
 def unload() -> None:
-    while _MAPPED:
-        mapping, fd = _MAPPED.pop()
-        mapping.close()
-        os.close(fd)
+    while _LOADED:
+        _ctypes.dlclose(_LOADED.pop()._handle)

@@ -9,9 +9,13 @@ builds each one again, seconds of nvcc apiece, and some only at the first reques
 H200 built 4 on a fresh node under LOAD (16 files, 4.3 MiB) and took 11.8 s of start-up past its graphs
 against native's 2.1 s (results/sglang-qwen3-0.6b-engine-fresh-h200-13cbdd4.txt).
 
-SAVE packs the modules this process has loaded: the shared objects mapped into it (``/proc/self/maps``) that
-lie in the cache directory, each as ``<module folder>/<file>``, so that the modules of other programs sharing
-the cache are left out. The count of them is the ``activity`` that tells the keeper (caches.py) to pack again.
+SAVE packs the modules this process has loaded: the shared objects in the dynamic linker's list
+(``dl_iterate_phdr``; ``/proc/self/maps`` where the C library has none) that lie in the cache directory, each as
+``<module folder>/<file>``, so that the modules of other programs sharing the cache are left out. The count of
+them is the ``activity`` that tells the keeper (caches.py) to pack again, four times a second. Not the process
+map for that: an engine's process maps tens of thousands of regions, and reading its map under load took 2 s
+(SGLang's scheduler serving, H200, 6fc9062), so a module built by a request was not seen before the engine
+stopped; the linker's list is a few hundred names, read without the kernel.
 
 LOAD points ``TVM_FFI_CACHE_DIR`` at the copy and links into it each module folder of the machine's own cache
 that the copy does not hold, so that a machine that built a module keeps using it. A module neither holds is
@@ -21,6 +25,7 @@ Foundry's archive would. The modules are code: caches.py hands them over only fr
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 
@@ -38,38 +43,84 @@ def cache_dir(env: dict[str, str] | None = None) -> Path:
     return Path(value).expanduser()
 
 
-def _mapped(maps: Path = _MAPS, below: str = "/") -> set[Path]:
-    """The files below ``below`` mapped into this process (an empty set where the system has no ``/proc``). The
-    keeper reads this every quarter of a second, and an engine's process maps thousands of files: lines are
-    picked by their text before any becomes a path."""
+def _mapped(maps: Path, below: tuple[str, ...]) -> set[Path]:
+    """The files below one of ``below`` mapped into the process whose map ``maps`` is (an empty set where there
+    is none); lines are picked by their text before any becomes a path."""
     try:
         text = maps.read_text()
     except OSError:
         return set()
     out = set()
     for line in text.splitlines():
-        if below not in line:
-            continue
         fields = line.split(maxsplit=5)
         if len(fields) == 6 and fields[5].startswith(below):
             out.add(Path(fields[5]))
     return out
 
 
-def files(directory: Path | None = None, maps: Path = _MAPS) -> dict[str, Path]:
+class _PhdrInfo(ctypes.Structure):
+    # The leading fields of glibc's struct dl_phdr_info (<link.h>): the object's load address and its name, as
+    # given to dlopen; the rest is not read.
+    _fields_ = [("dlpi_addr", ctypes.c_void_p), ("dlpi_name", ctypes.c_char_p)]
+
+
+_PHDR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_PhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
+
+
+def _linked(below: tuple[str, ...]) -> set[Path] | None:
+    """The shared objects in this process's dynamic linker list whose name starts with one of ``below``; None
+    where the C library has no ``dl_iterate_phdr``."""
+    try:
+        iterate = ctypes.CDLL(None).dl_iterate_phdr
+    except (AttributeError, OSError):
+        return None
+    names: list[bytes] = []
+
+    def one(info: ctypes._Pointer[_PhdrInfo], size: int, data: int | None) -> int:
+        del size, data
+        name = info.contents.dlpi_name
+        if name:
+            names.append(name)
+        return 0
+
+    callback = _PHDR_CALLBACK(one)
+    iterate.argtypes = [_PHDR_CALLBACK, ctypes.c_void_p]
+    iterate.restype = ctypes.c_int
+    iterate(callback, None)
+    prefixes = tuple(p.encode() for p in below)
+    return {Path(os.fsdecode(n)) for n in names if n.startswith(prefixes)}
+
+
+def loaded(root: Path, maps: Path | None = None) -> set[Path]:
+    """The shared objects loaded into this process below the directory ``root``, named as they were loaded (the
+    directory as given or resolved); from the process map ``maps`` where one is given."""
+    below = tuple(dict.fromkeys((f"{root}/", f"{root.resolve()}/")))
+    if maps is None:
+        found = _linked(below)
+        if found is not None:
+            return found
+        maps = _MAPS
+    return _mapped(maps, below)
+
+
+def files(directory: Path | None = None, maps: Path | None = None) -> dict[str, Path]:
     """Each loaded module's shared object in the cache ``directory`` (default ``cache_dir()``), by
-    ``<module folder>/<file>``: one folder level, as SGLang lays them out; anything deeper, or a file that is
-    gone, is left out."""
-    root = (directory or cache_dir()).resolve()
+    ``<module folder>/<file>``: one folder level, as SGLang lays them out; anything deeper, a file that is gone, or
+    a link to one elsewhere, is left out. ``maps``: read that process map instead of the linker's list."""
+    given = directory or cache_dir()
+    root = given.resolve()
     out: dict[str, Path] = {}
-    for path in _mapped(maps, f"{root}/"):
-        if path.suffix != ".so" or path.parent.parent != root or not path.is_file() or path.is_symlink():
+    for path in loaded(given, maps):
+        if path.suffix != ".so" or path.is_symlink() or not path.is_file():
             continue
-        out[f"{path.parent.name}/{path.name}"] = path
+        real = path.resolve()
+        if real.parent.parent != root:
+            continue
+        out[f"{real.parent.name}/{real.name}"] = real
     return dict(sorted(out.items()))
 
 
-def activity(maps: Path = _MAPS) -> int:
+def activity(maps: Path | None = None) -> int:
     """How many of the cache's modules this process has loaded: it grows when the engine builds or loads one."""
     return len(files(maps=maps))
 
