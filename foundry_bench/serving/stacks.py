@@ -131,13 +131,24 @@ def busiest(procs: list[Sampled], start: float, end: float, top: int = TOP) -> l
     ]
 
 
-def _short(stack: list[str], frames: int = 3) -> str:
-    """The innermost frames, and the innermost frame of the engine's own code where it is further out."""
-    shown = stack[:frames]
+def _standard(frame: str) -> bool:
+    """A frame of Python's own library (a top-level module's file, or frozen), as the sampler labels files."""
+    path = frame.split(":", 1)[0]
+    return path.startswith("<") or "/" not in path or path.startswith(("lib/python3", "python3."))
+
+
+def _short(stack: list[str]) -> str:
+    """The innermost frame, then the innermost frame outside Python's own library (what called it: a build, a
+    compile), then the innermost of the engine's own code, where those are further out."""
+    shown = stack[:1]
+    caller = next((f for f in stack if not _standard(f)), None)
     engine = next((f for f in stack if f.startswith(("sglang/", "vllm/"))), None)
-    text = " < ".join(shown)
-    if engine is not None and engine not in shown:
-        text += f" < ... < {engine}"
+    for frame in (caller, engine):
+        if frame is not None and frame not in shown:
+            shown.append(frame)
+    text = shown[0]
+    for before, frame in zip(shown, shown[1:], strict=False):
+        text += (" < " if stack.index(frame) == stack.index(before) + 1 else " < ... < ") + frame
     return text
 
 

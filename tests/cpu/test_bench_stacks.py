@@ -104,7 +104,9 @@ def test_a_stretch_a_killed_or_execed_process_never_ended_ends_where_it_was_last
 
 
 def test_only_the_windows_seconds_count_and_waits_and_short_stacks_are_left_out() -> None:
-    build = ["subprocess.py:1209 wait", "sglang/kernels/jit/utils/compile.py:80 load_jit", "sglang/x.py:3 forward"]
+    build = ["selectors.py:415 select", "subprocess.py:2115 _communicate", "tvm_ffi/cpp/extension.py:592 build_ninja",
+             "tvm_ffi/cpp/extension.py:1123 load_inline", "sglang/kernels/jit/utils/compile.py:300 load_jit",
+             "sglang/srt/x.py:3 forward"]  # fmt: skip
     procs = [
         Sampled(7, "sglang::scheduler", [
             {"thread": "MainThread", "from": 0.0, "to": 10.0, "stack": build},  # 4 s of it in the window
@@ -117,13 +119,14 @@ def test_only_the_windows_seconds_count_and_waits_and_short_stacks_are_left_out(
     ]  # fmt: skip
     top = busiest(procs, 6.0, 12.0)
     assert top == [{"pid": 7, "process": "sglang::scheduler", "thread": "MainThread", "seconds": 4.0, "stack": build}]
+    # a child program's output read through select() is the build it runs, not a wait for work
     assert waiting(["selectors.py:468 select"]) and waiting([]) and not waiting(build)
-    # a child program's output read through select(): the build it runs, not a wait for work
-    assert not waiting(["lib/python3.12/selectors.py:415 select", "lib/python3.12/subprocess.py:2115 _communicate"])
     lines = stack_lines({"load_fresh": {"stacks": {"first_request": top, "start_up": []}}}, {"load_fresh": "LOAD"})
     assert lines[2] == "- LOAD, first request:"
-    assert lines[3] == ("  4.00 s sglang::scheduler 7 (MainThread): subprocess.py:1209 wait < "
-                        "sglang/kernels/jit/utils/compile.py:80 load_jit < sglang/x.py:3 forward")  # fmt: skip
+    # the innermost frame, what outside Python's library called it (the build), the engine's own call
+    assert lines[3] == ("  4.00 s sglang::scheduler 7 (MainThread): selectors.py:415 select < ... < "
+                        "tvm_ffi/cpp/extension.py:592 build_ninja < ... < sglang/kernels/jit/utils/compile.py:300 "
+                        "load_jit")  # fmt: skip
     assert lines[4] == "- LOAD, start up: nothing"
 
 
@@ -149,3 +152,12 @@ def test_bench_stacks_names_what_held_the_first_request(
     assert set(results["save"]["stacks"]) == {"start_up", "first_request"}
     assert "compile_kernels_on_first_request" in render(doc)
     assert "stacks" not in run_vllm_bench(tokens_only(tmp_path / "plain", modes=("save",)))["results"]["save"]
+
+
+def test_a_file_is_labelled_by_its_path_below_the_import_folder_that_holds_it(tmp_path: Path) -> None:
+    from foundry_bench.serving.stacksite import foundry_stack_sampler as sampler
+
+    assert sampler.file_label(textwrap.__file__) == "textwrap.py"  # the standard library's folder is on the path
+    assert sampler.file_label(json.__file__) == "json/__init__.py"
+    assert sampler.file_label("<frozen runpy>") == "<frozen runpy>"
+    assert sampler.file_label(str(tmp_path / "a" / "b" / "c.py")) == "a/b/c.py"  # on no import folder: last 3

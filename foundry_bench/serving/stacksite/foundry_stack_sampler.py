@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import IO, Any
 
-__all__ = ["DEPTH", "ENV", "INTERVAL_ENV", "MAX_LINES", "Stretches", "frame_label", "stack_of", "start"]
+__all__ = ["DEPTH", "ENV", "INTERVAL_ENV", "MAX_LINES", "Stretches", "file_label", "frame_label", "stack_of", "start"]
 
 ENV = "FOUNDRY_BENCH_STACKS"  # the folder the samples go to; unset: no sampling
 INTERVAL_ENV = "FOUNDRY_BENCH_STACKS_INTERVAL"
@@ -33,13 +33,32 @@ _ALIVE_EVERY_S = 0.25  # a process whose stacks do not change says it is alive t
 _NAME_EVERY_S = 2.0  # how often the process's name (its command line, which engines retitle) is looked at again
 
 
+_ROOTS: list[str] = []  # sys.path's folders, longest first: a file is labelled by its path below one of them
+_LABELS: dict[str, str] = {}  # file -> its label part, cached (a sample labels hundreds of frames)
+
+
+def _roots() -> list[str]:
+    if not _ROOTS:
+        folders = {os.path.realpath(p or ".") for p in sys.path if isinstance(p, str)}
+        _ROOTS.extend(sorted((f.rstrip("/") + "/" for f in folders), key=len, reverse=True))
+    return _ROOTS
+
+
+def file_label(path: str) -> str:
+    """A file as the import system names it: its path below the ``sys.path`` folder that holds it
+    (``sglang/srt/managers/scheduler.py``, ``subprocess.py``), else its last three parts."""
+    label = _LABELS.get(path)
+    if label is None:
+        real = os.path.realpath(path) if path.startswith("/") else path
+        root = next((r for r in _roots() if real.startswith(r)), None)
+        label = real[len(root) :] if root else "/".join(path.split("/")[-3:])
+        _LABELS[path] = label
+    return label
+
+
 def frame_label(frame: FrameType) -> str:
-    """``<package path>:<line> <function>``: the file's path from its top-level package (the part after
-    ``site-packages/``, else its last three parts)."""
-    path = frame.f_code.co_filename
-    _, sep, rest = path.rpartition("site-packages/")
-    short = rest if sep else "/".join(path.split("/")[-3:])
-    return f"{short}:{frame.f_lineno} {frame.f_code.co_name}"
+    """``<file label>:<line> <function>`` (``file_label``)."""
+    return f"{file_label(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}"
 
 
 def stack_of(frame: FrameType | None, depth: int = DEPTH) -> tuple[str, ...]:
