@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "pack_engine_caches": ".save",
     "open_engine_caches": ".gate",
     "read_engine_cache_files": ".gate",
+    "loaded_shared_objects": ".native.loaded",
     "signing_key_id": ".trust",
     "save_phases": ".save",
     "load_cuda_modules_and_libraries": ".load",

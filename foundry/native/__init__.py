@@ -10,7 +10,7 @@ surface is the face modules themselves (``from foundry.native.region import regi
 
 from __future__ import annotations
 
-from . import codec, copies, driver, imports, machine, records, region, registry
+from . import codec, copies, driver, imports, loaded, machine, records, region, registry
 from ._abi import AllocKind
 from ._abi import ImageFormat as NativeImageFormat
 from .lib import hook_handed_out, preload_env, require_interposer
@@ -23,6 +23,7 @@ __all__ = [
     "driver",
     "hook_handed_out",
     "imports",
+    "loaded",
     "machine",
     "preload_env",
     "records",

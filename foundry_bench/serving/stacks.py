@@ -12,6 +12,7 @@ import json
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,7 @@ def _short(stack: list[str]) -> str:
         if frame is not None and frame not in shown:
             shown.append(frame)
     text = shown[0]
-    for before, frame in zip(shown, shown[1:], strict=False):
+    for before, frame in pairwise(shown):
         text += (" < " if stack.index(frame) == stack.index(before) + 1 else " < ... < ") + frame
     return text
 

@@ -25,9 +25,10 @@ Foundry's archive would. The modules are code: caches.py hands them over only fr
 
 from __future__ import annotations
 
-import ctypes
 import os
 from pathlib import Path
+
+import foundry
 
 __all__ = ["CACHE_ENV", "TVM_FFI", "activity", "cache_dir", "files", "point"]
 
@@ -58,37 +59,11 @@ def _mapped(maps: Path, below: tuple[str, ...]) -> set[Path]:
     return out
 
 
-class _PhdrInfo(ctypes.Structure):
-    # The leading fields of glibc's struct dl_phdr_info (<link.h>): the object's load address and its name, as
-    # given to dlopen; the rest is not read.
-    _fields_ = [("dlpi_addr", ctypes.c_void_p), ("dlpi_name", ctypes.c_char_p)]
-
-
-_PHDR_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_PhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
-
-
 def _linked(below: tuple[str, ...]) -> set[Path] | None:
     """The shared objects in this process's dynamic linker list whose name starts with one of ``below``; None
-    where the C library has no ``dl_iterate_phdr``."""
-    try:
-        iterate = ctypes.CDLL(None).dl_iterate_phdr
-    except (AttributeError, OSError):
-        return None
-    names: list[bytes] = []
-
-    def one(info: ctypes._Pointer[_PhdrInfo], size: int, data: int | None) -> int:
-        del size, data
-        name = info.contents.dlpi_name
-        if name:
-            names.append(name)
-        return 0
-
-    callback = _PHDR_CALLBACK(one)
-    iterate.argtypes = [_PHDR_CALLBACK, ctypes.c_void_p]
-    iterate.restype = ctypes.c_int
-    iterate(callback, None)
-    prefixes = tuple(p.encode() for p in below)
-    return {Path(os.fsdecode(n)) for n in names if n.startswith(prefixes)}
+    where the C library cannot say."""
+    names = foundry.loaded_shared_objects(below)
+    return None if names is None else {Path(n) for n in names}
 
 
 def loaded(root: Path, maps: Path | None = None) -> set[Path]:
