@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "set_current_alloc_offset": ".region",
     "region_state": ".region",
     "allocation_events": ".region",
+    "allocation_event_count": ".region",
     "parse_size": ".sizes",
     # graphs (torch-facing)
     "CUDAGraph": ".capture",

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from foundry._state import ProcessState
 from foundry.native import AllocKind, require_interposer
@@ -21,6 +22,7 @@ __all__ = [
     "AllocKind",
     "AllocationEvent",
     "RegionState",
+    "allocation_event_count",
     "allocation_events",
     "allocation_region",
     "free_preallocated_region",
@@ -37,8 +39,10 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class AllocationEvent:
+class AllocationEvent(NamedTuple):
+    """One entry of the region's allocation log. A named tuple: a LOAD reads tens of thousands of them in a
+    phase, and one costs a third of a frozen dataclass's making."""
+
     seq: int
     kind: AllocKind
     offset: int
@@ -157,11 +161,19 @@ def set_current_alloc_offset(offset: int) -> None:
     native.region_set_cursor(int(offset))
 
 
+def allocation_event_count() -> int:
+    """How many entries the region's allocation log holds: where the next entry will be."""
+    return native.region_event_count()
+
+
 def allocation_events(first: int = 0) -> list[AllocationEvent]:
     """The region's allocation log from entry ``first`` on, in call order."""
-    return [
-        AllocationEvent(e.seq, AllocKind(e.kind), e.offset, e.size, e.span, e.tid) for e in native.region_events(first)
-    ]
+    kinds = _KINDS
+    return [AllocationEvent(seq, kinds.get(kind) or AllocKind(kind), offset, size, span, tid)
+            for seq, offset, size, span, kind, tid in native.region_events(first)]  # fmt: skip
+
+
+_KINDS = {int(k): k for k in AllocKind}  # AllocKind(n) is a call through the enum's machinery; a dict is not
 
 
 @contextmanager

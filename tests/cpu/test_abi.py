@@ -170,3 +170,18 @@ def test_every_exported_function_has_its_generated_signature() -> None:
     exported = {line.split()[-1] for line in symbols.stdout.splitlines() if line.split()[-1].startswith("fdy_")}
     assert exported == set(_abi.SIGNATURES), exported ^ set(_abi.SIGNATURES)
     assert lib.fdy_abi_version() == _abi.ABI_VERSION
+
+
+def test_the_allocation_logs_struct_format_is_the_generated_layout_field_for_field() -> None:
+    """foundry.native.region unpacks the allocation log with one struct format made from the generated
+    ``fdy_alloc_event`` layout, and foundry.region reads its tuples in that field order."""
+    import ctypes
+    import struct
+
+    from foundry.native import region
+    from foundry.native._abi import AllocEvent
+
+    assert region.EVENT_FIELDS == ("seq", "offset", "size", "span", "kind", "tid")
+    assert struct.calcsize(region._EVENT_FORMAT) == ctypes.sizeof(AllocEvent)
+    one = AllocEvent(seq=7, offset=1 << 40, size=4096, span=8192, kind=3, tid=99)
+    assert struct.unpack(region._EVENT_FORMAT, bytes(one)) == (7, 1 << 40, 4096, 8192, 3, 99)

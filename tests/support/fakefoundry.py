@@ -121,6 +121,9 @@ class FakeFoundry:
     def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
         return [(o, s) for k, o, s in self.log[first:] if k == "ALLOC"], len(self.log)
 
+    def log_length(self) -> int:
+        return len(self.log)
+
     def load_modules(self, archive: Path) -> None:
         self.calls.append("load_modules")
         self.loaded_from = archive

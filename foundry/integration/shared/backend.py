@@ -39,6 +39,10 @@ class FoundryApi(Protocol):
         """(offset, size) of the allocations logged from entry ``first`` on, and the next entry's index."""
         ...
 
+    def log_length(self) -> int:
+        """The next allocation-log entry's index (what ``allocations_from`` returns second, without the entries)."""
+        ...
+
     def load_modules(self, archive: Path) -> None: ...
     def load_modules_phases(self) -> dict[str, float]: ...
     def startup_seconds(self) -> dict[str, float]:
@@ -135,8 +139,11 @@ class PublicFoundryApi:
 
     def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
         events = foundry.allocation_events(first)
-        allocs = [(e.offset, e.size) for e in events if getattr(e.kind, "name", str(e.kind)) in ALLOC_KINDS]
-        return allocs, first + len(events)
+        allocating = {k for k in {e.kind for e in events} if getattr(k, "name", str(k)) in ALLOC_KINDS}
+        return [(e.offset, e.size) for e in events if e.kind in allocating], first + len(events)
+
+    def log_length(self) -> int:
+        return int(foundry.allocation_event_count())
 
     def load_modules(self, archive: Path) -> None:
         foundry.load_cuda_modules_and_libraries(archive)
