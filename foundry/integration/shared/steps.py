@@ -89,13 +89,17 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint, place: Place = SINGLE)
         archive = s.archive
         s.saved = s.metadata.read(archive, s.api)
         s.metadata.check_fingerprint(s.saved.fingerprint, fingerprint, archive)  # before the GPU is touched
+        # The caches before the modules: the engine compiles nothing before either, and the modules start threads
+        # that read the graphs, whose JSON decoding holds the GIL for up to 0.6 s at a time; the copy, a file
+        # system call after another, waited on it (0.65-1.2 s, 0.62 of them beside one decode in the sampled
+        # stacks: SGLang, H200, 6fc9062).
+        caches.use(s, s.caches)
         t0 = time.perf_counter()
         s.api.load_modules(archive)
         s.timings["load_modules_s"] = time.perf_counter() - t0
         # Where those seconds went (backend.CALLER_STEPS).
         s.timings.update({f"load_modules_{k}_s": v for k, v in s.api.load_modules_phases().items()})
         s.api.set_region(s.saved.region_base, s.saved.region_size)
-        caches.use(s, s.caches)  # before the engine compiles anything
     else:
         if s.config.pack_caches:
             caches.prepare_save(s, s.caches)
