@@ -6,7 +6,9 @@ reading its map while it served took 2 s (SGLang's scheduler, H200)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+from typing import Any
 
 __all__ = ["loaded_shared_objects"]
 
@@ -20,15 +22,24 @@ class _PhdrInfo(ctypes.Structure):
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_PhdrInfo), ctypes.c_size_t, ctypes.c_void_p)
 
 
-def loaded_shared_objects(prefixes: tuple[str, ...] = ("/",)) -> list[str] | None:
-    """The names (as loaded: the path given to ``dlopen``) of the shared objects in this process that start with
-    one of ``prefixes``, in load order; None where the C library has no ``dl_iterate_phdr``."""
+@functools.cache
+def _iterate() -> Any:
+    """The C library's ``dl_iterate_phdr``, typed; None where it has none."""
     try:
         iterate = ctypes.CDLL(None).dl_iterate_phdr
     except (AttributeError, OSError):
         return None
     iterate.argtypes = [_CALLBACK, ctypes.c_void_p]
     iterate.restype = ctypes.c_int
+    return iterate
+
+
+def loaded_shared_objects(prefixes: tuple[str, ...] = ("/",)) -> list[str] | None:
+    """The names (as loaded: the path given to ``dlopen``) of the shared objects in this process that start with
+    one of ``prefixes``, in load order; None where the C library has no ``dl_iterate_phdr``."""
+    iterate = _iterate()
+    if iterate is None:
+        return None
     wanted = tuple(os.fsencode(p) for p in prefixes)
     names: list[str] = []
 
