@@ -22,7 +22,7 @@ def _activity() -> object:
 
 
 def _whole(before: object, now: object) -> bool:
-    """Only the modules changed (Triton's count as before): a module is mapped once built, so it is whole."""
+    """Only the modules changed (Triton's count as before): a module is loaded only once built, so it is whole."""
     return isinstance(before, tuple) and isinstance(now, tuple) and before[0] == now[0]
 
 
