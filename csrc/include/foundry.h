@@ -26,7 +26,7 @@ extern "C" {
 
 #define FDY_EXPORT __attribute__((visibility("default")))
 
-#define FDY_ABI_VERSION 15
+#define FDY_ABI_VERSION 16
 
 #define FDY_OK 0
 /* Foundry's own error codes live above the CUresult range. */
@@ -231,6 +231,10 @@ FDY_EXPORT int fdy_module_globals(uint64_t handle, int library, size_t count, co
 /* Records every CUfunction launched eagerly while on (cuLaunchKernel, cuLaunchKernelEx, ...). */
 FDY_EXPORT void fdy_launch_trace(int on);
 FDY_EXPORT size_t fdy_launch_trace_read(uint64_t *out, size_t cap);
+/* The names of the shared objects loaded into this process (as given to dlopen, from the dynamic linker's
+ * list) that start with one of the NUL-separated prefixes (prefixes_size bytes in all), in load order, each
+ * NUL-terminated into out while cap allows; returns the bytes all of them need (more than cap: call again). */
+FDY_EXPORT size_t fdy_loaded_objects(const char *prefixes, size_t prefixes_size, char *out, size_t cap);
 
 /* Function attributes that the driver keeps per function and graphs do not carry: FDY_FUNC_ATTR_COUNT
  * values, of the ids FDY_FUNC_ATTRS (format.h), FDY_FUNC_ATTR_UNKNOWN where the driver would not

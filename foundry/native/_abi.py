@@ -9,7 +9,7 @@ import ctypes
 from enum import IntEnum
 from typing import Any
 
-ABI_VERSION = 15
+ABI_VERSION = 16
 OK = 0
 REGION_SMALL_ALIGN = 512
 
@@ -362,6 +362,7 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     ),
     "fdy_launch_trace": (None, [ctypes.c_int]),
     "fdy_launch_trace_read": (ctypes.c_size_t, [_ptr(ctypes.c_uint64, 1), ctypes.c_size_t]),
+    "fdy_loaded_objects": (ctypes.c_size_t, [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]),
     "fdy_func_get_attrs": (ctypes.c_int, [ctypes.c_uint64, _ptr(ctypes.c_int32, 1)]),
     "fdy_functions_describe": (
         ctypes.c_int,

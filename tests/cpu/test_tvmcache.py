@@ -36,7 +36,7 @@ def test_only_loaded_shared_objects_one_folder_deep_in_the_cache_are_packed(tmp_
                  elsewhere, f"{cache}/gone__arch/gone.so (deleted)")  # fmt: skip
     got = tvmcache.files(cache, maps)
     assert got == {f"{module.name}/sgl_kernel_jit_norm.so": module / "sgl_kernel_jit_norm.so"}
-    assert tvmcache.activity(maps) == 0  # the default cache (this test's HOME) holds none of them
+    assert tvmcache.activity(maps) == ()  # the default cache (this test's HOME) holds none of them
 
 
 def test_without_proc_nothing_is_packed(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_module_loaded_with_dlopen_is_found_in_the_linkers_list_under_the_cach
     for module in (found, built):
         module.mkdir()
         (module / f"{module.name.split('__')[0]}.so").write_bytes(Path(fakejit._ctypes.__file__).read_bytes())
-    assert tvmcache.files(configured) == {} and tvmcache.activity() == 0
+    assert tvmcache.files(configured) == {} and tvmcache.activity() == ()
     want = {}
     try:
         # a module found built, loaded by the cache's path as configured (through the link); one built now, by

@@ -22,8 +22,12 @@ def _activity() -> object:
 
 
 def _whole(before: object, now: object) -> bool:
-    """Only the modules changed (Triton's count as before): a module is loaded only once built, so it is whole."""
-    return isinstance(before, tuple) and isinstance(now, tuple) and before[0] == now[0]
+    """The modules changed: a module is loaded only once built, so it is whole, and packed at once. Triton's
+    entries may have changed beside it (SGLang's first request built ``clamp_position`` and compiled a Triton
+    kernel within the same tenth of a second, H200); one still being written is packed as far as it is, which
+    LOAD does not use without its group file (tritoncache.from_copy), and the keeper packs it whole a quiet
+    second later."""
+    return isinstance(before, tuple) and isinstance(now, tuple) and before[1] != now[1]
 
 
 PLAN = CachePlan(

@@ -10,12 +10,13 @@ H200 built 4 on a fresh node under LOAD (16 files, 4.3 MiB) and took 11.8 s of s
 against native's 2.1 s (results/sglang-qwen3-0.6b-engine-fresh-h200-13cbdd4.txt).
 
 SAVE packs the modules this process has loaded: the shared objects in the dynamic linker's list
-(``dl_iterate_phdr``; ``/proc/self/maps`` where the C library has none) that lie in the cache directory, each as
-``<module folder>/<file>``, so that the modules of other programs sharing the cache are left out. The count of
-them is the ``activity`` that tells the keeper (caches.py) to pack again, four times a second. Not the process
-map for that: an engine's process maps tens of thousands of regions, and reading its map under load took 2 s
-(SGLang's scheduler serving, H200, 6fc9062), so a module built by a request was not seen before the engine
-stopped; the linker's list is a few hundred names, read without the kernel.
+(``dl_iterate_phdr``, walked by libfoundry; ``/proc/self/maps`` where libfoundry cannot be loaded) that lie in
+the cache directory, each as ``<module folder>/<file>``, so that the modules of other programs sharing the cache
+are left out. Their names are the ``activity`` that tells the keeper (caches.py) to pack again, four times a
+second. Not the process map for that: an engine's process maps tens of thousands of regions, and reading its
+map under load took 2 s (SGLang's scheduler serving, H200, 6fc9062), so a module built by a request was not seen
+before the engine stopped; the linker's list is a few hundred names, read without the kernel and without the
+GIL (foundry/native/loaded.py says why both matter).
 
 LOAD points ``TVM_FFI_CACHE_DIR`` at the copy and links into it each module folder of the machine's own cache
 that the copy does not hold, so that a machine that built a module keeps using it. A module neither holds is
@@ -66,10 +67,27 @@ def _linked(below: tuple[str, ...]) -> set[Path] | None:
     return None if names is None else {Path(n) for n in names}
 
 
+_RESOLVED: dict[str, str] = {}  # a cache directory as given -> as resolved, once it exists
+
+
+def _prefixes(root: Path) -> tuple[str, ...]:
+    """The names a module below ``root`` can be loaded by: the directory as given, or resolved (tvm-ffi loads a
+    module it built by the resolved path). Resolved once the directory exists, then remembered: the keeper asks
+    four times a second, and each file-system call made while the engine's main thread holds the GIL waits out
+    a switch interval."""
+    given = str(root)
+    resolved = _RESOLVED.get(given)
+    if resolved is None:
+        resolved = str(root.resolve())
+        if root.is_dir():
+            _RESOLVED[given] = resolved
+    return tuple(dict.fromkeys((f"{given}/", f"{resolved}/")))
+
+
 def loaded(root: Path, maps: Path | None = None) -> set[Path]:
     """The shared objects loaded into this process below the directory ``root``, named as they were loaded (the
     directory as given or resolved); from the process map ``maps`` where one is given."""
-    below = tuple(dict.fromkeys((f"{root}/", f"{root.resolve()}/")))
+    below = _prefixes(root)
     if maps is None:
         found = _linked(below)
         if found is not None:
@@ -95,9 +113,10 @@ def files(directory: Path | None = None, maps: Path | None = None) -> dict[str, 
     return dict(sorted(out.items()))
 
 
-def activity(maps: Path | None = None) -> int:
-    """How many of the cache's modules this process has loaded: it grows when the engine builds or loads one."""
-    return len(files(maps=maps))
+def activity(maps: Path | None = None) -> tuple[str, ...]:
+    """The shared objects this process has loaded below the cache directory, by name: it changes when the engine
+    builds or loads a module. Names only, with no file-system call (``files`` checks each file when packing)."""
+    return tuple(sorted(str(p) for p in loaded(cache_dir(), maps)))
 
 
 def point(directory: Path, machine: Path | None = None) -> dict[str, str]:

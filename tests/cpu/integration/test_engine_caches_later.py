@@ -77,8 +77,10 @@ def test_a_kernel_compiled_at_the_first_request_is_packed_into_the_finished_arch
 def test_a_jit_module_loaded_at_the_first_request_is_packed_into_the_finished_archive(
     sglang_engines: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, key: Path
 ) -> None:
-    """SGLang builds some tvm-ffi modules only when a request first asks for them: the keeper sees the module
-    mapped into the process and packs it, and a fresh node's first request then builds nothing."""
+    """SGLang builds some tvm-ffi modules only when a request first asks for them, beside a Triton compile (its
+    first request built ``clamp_position`` and compiled a kernel within a tenth of a second, H200): the keeper
+    sees the module loaded into the process and packs both at once, and a fresh node's first request then builds
+    nothing."""
     from foundry.integration.shared import tvmcache
     from tests.support import fakejit
 
@@ -86,13 +88,18 @@ def test_a_jit_module_loaded_at_the_first_request_is_packed_into_the_finished_ar
         keeper = _save(sglang_engines, monkeypatch, tmp_path / "save-home", key)
         assert tvmcache.TVM_FFI not in listing(sglang_engines.archive)
         assert fakejit.load_jit("topk_sampling") == "built"  # the first request's sampling kernel
+        assert faketriton.jit("_sample_kernel", "sampling")[0] == "compiled"  # and a Triton kernel beside it
         # packed as soon as seen: a module is whole once loaded, and SGLang may be stopped a second after the
-        # request that built it (no quiet second as for Triton's files)
+        # request that built it (no quiet second as for Triton's files alone)
         assert keeper.poll(10.0) is True and keeper.repacks == 1
         assert keeper.poll(10.25) is False
+        assert "__grp___sample_kernel.json" in _names(sglang_engines.archive)
         from foundry.integration.sglang.caches import PLAN
 
-        assert not PLAN.whole((1, 0), (2, 1))  # a Triton compile beside it: its files may still be coming
+        before, module = ((1, 0), ()), ("/c/m__arch_sm90/m.so",)
+        assert PLAN.whole(before, ((2, 1), module))  # a module loaded, a Triton compile beside it or not
+        assert PLAN.whole(before, ((1, 0), module))
+        assert not PLAN.whole(before, ((2, 1), ()))  # a Triton compile alone: its files may still be coming
         (path,) = listing(sglang_engines.archive)[tvmcache.TVM_FFI]
         assert path.endswith("/sgl_kernel_jit_topk_sampling.so")
     finally:
