@@ -57,7 +57,7 @@ def _serving_problems(
     settings: dict[str, Any] = {"out": Path(args.out), "modes": tuple(modes), "batches": batches,
                                 "decode_batches": decode, "reps": args.reps, "seconds": args.seconds,
                                 "logprobs": args.logprobs, "repeat": args.repeat,
-                                "stacks": args.stacks}  # fmt: skip
+                                "stacks": args.stacks, "digests": args.digests}  # fmt: skip
     if args.decode_steps is not None:
         settings["decode_steps"] = args.decode_steps
     plugin_env: dict[str, str] = {}
@@ -316,6 +316,10 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--stacks", action="store_true", help="every process of every run samples its threads' Python "
                    "stacks (OUT/<tag>/stacks-<run>/); the report lists the stacks that held a thread longest in "
                    "each run's start-up and first request")  # fmt: skip
+    v.add_argument("--digests", action="store_true", help="every engine process fingerprints each attention layer's "
+                   "query, key, value and output (vLLM's FlashAttention, FlashInfer and Triton backends; "
+                   "OUT/<tag>/digests-<run>/); the report names the first layer where each run differs from the "
+                   "reference run. Synchronises the device at every layer: not for timing")  # fmt: skip
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")
     v.add_argument("--decode-steps", type=int, help="tokens a prompt in each decode measurement (vllm 256, sglang 512)")
     v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")

@@ -45,6 +45,8 @@ from foundry.integration.shared import NCCL_SETTINGS
 
 from . import steady
 from .compare import compare_runs
+from .digests import env as digests_env
+from .digests import read as read_digests
 from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, repeated, values
@@ -91,6 +93,9 @@ class ServingConfig:
     # Every process of every run samples its threads' stacks (stacks.py): the report says what held them in the
     # run's start-up and first request. Costs a little Python time in each engine process; for finding seconds.
     stacks: bool = False
+    # Every engine process fingerprints each attention layer's inputs and output (digests.py): the report names the
+    # first layer where a run's bits part from the reference run's. A device synchronisation per layer: not for timing.
+    digests: bool = False
     first_tokens: int = 16  # the first request after ready: one prompt, this many tokens
     decode_batches: tuple[int, ...] = (1, 32, 256)
     decode_steps: int = 256
@@ -216,6 +221,10 @@ class BenchRuns:
             folder = self._stacks(mode)
             shutil.rmtree(folder, ignore_errors=True)
             env.update(stacks_env(folder, env.get("PYTHONPATH", "")))
+        if self.cfg.digests:
+            folder = self._digests(mode)
+            shutil.rmtree(folder, ignore_errors=True)
+            env.update(digests_env(folder, env.get("PYTHONPATH", "")))
         engine = self.start(mode, env, prefix, self.out / f"{mode}.log")
         self.started.append(engine)
         return engine
@@ -266,6 +275,9 @@ class BenchRuns:
     def _stacks(self, mode: str) -> Path:
         return self.out / f"stacks-{mode}"
 
+    def _digests(self, mode: str) -> Path:
+        return self.out / f"digests-{mode}"
+
     def sampled(self, result: dict[str, Any]) -> dict[str, Any]:
         """The run's busiest stacks in its start-up and its first request (``--stacks``), from the samples its
         processes wrote."""
@@ -299,6 +311,8 @@ class BenchRuns:
         result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
         if self.cfg.stacks:
             result["stacks"] = self.sampled(result)
+        if self.cfg.digests:
+            result["digests"] = read_digests(self._digests(result["mode"]))
         report = self.out / f"report-{result['mode']}.json"
         if report.is_file():
             result["plugin"] = json.loads(report.read_text())

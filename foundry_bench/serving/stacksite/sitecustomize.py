@@ -1,6 +1,8 @@
-"""Put first on an engine's ``PYTHONPATH`` by ``foundry bench ... --stacks``: Python imports this module in
-every interpreter it starts, so every process of the engine samples its stacks (foundry_stack_sampler.py).
-A ``sitecustomize`` this one shadows (the image's own) is run after it, as it would have been."""
+"""Put first on an engine's ``PYTHONPATH`` by ``foundry bench ... --stacks`` or ``--digests``: Python imports this
+module in every interpreter it starts, so every process of the engine samples its stacks
+(foundry_stack_sampler.py) or fingerprints its attention layers (foundry_attention_digests.py), each where its
+variable names a folder. A ``sitecustomize`` this one shadows (the image's own) is run after it, as it would
+have been."""
 
 from __future__ import annotations
 
@@ -14,10 +16,11 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 
 
 def _start() -> None:
-    try:  # by name: this folder is on the path of the process it runs in, not a package of it
-        importlib.import_module("foundry_stack_sampler").start()
-    except Exception as exc:
-        print(f"foundry stack sampler not started: {exc!r}", file=sys.stderr)
+    for name in ("foundry_stack_sampler", "foundry_attention_digests"):
+        try:  # by name: this folder is on the path of the process it runs in, not a package of it
+            importlib.import_module(name).start()
+        except Exception as exc:
+            print(f"{name} not started: {exc!r}", file=sys.stderr)
 
 
 def _chain() -> None:

@@ -1,0 +1,124 @@
+"""Where two runs first compute different bits, layer by layer (``--digests``): every engine process fingerprints
+each attention layer's query, key, value and output (stacksite/foundry_attention_digests.py); a run keeps, for
+each number of tokens a step ran, the last call of each layer; two runs are compared at every token count both
+ran, in layer order, and the first layer that differs is named with what differed in it.
+
+Reading the comparison: a layer whose query differs got other inputs, so the difference arose before it (in the
+compiled code since the previous layer's attention, or earlier, where the first layer's query differs); a layer
+whose query, key and value agree and whose output does not computed attention differently."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .stacks import SITE
+from .stacksite import foundry_attention_digests as recorder
+
+__all__ = ["TENSORS", "compare", "env", "lines", "read"]
+
+TENSORS = ("q", "k", "v", "out")
+MOST_SIZES = 64  # token counts a run keeps (the largest steps: the compared batches' prefills among them)
+
+
+def env(folder: Path, path: str) -> dict[str, str]:
+    """The variables that make every process of an engine record into ``folder``: the site folder first on
+    ``path`` (the engine's ``PYTHONPATH``), once."""
+    parts = [p for p in path.split(":") if p and p != str(SITE)]
+    return {recorder.ENV: str(folder), "PYTHONPATH": ":".join([str(SITE), *parts])}
+
+
+def read(folder: Path) -> dict[str, Any]:
+    """A run's fingerprints: ``{"calls": N, "processes": P, "sizes": {n: [[layer, q, k, v, out], ...]}}``, each
+    size's layers in the order they first ran, each the last call of that layer at that size; the ``MOST_SIZES``
+    largest sizes. Several recording processes (tensor parallel) are told apart by a ``rank<i>/`` prefix on the
+    layer, by process id order. A line that does not parse (a process killed mid-write) is left out."""
+    files = sorted(folder.glob("digests-*.jsonl"), key=lambda p: _pid(p.stem))
+    sizes: dict[int, dict[str, list[Any]]] = {}
+    calls = 0
+    recording = 0
+    for path in files:
+        seen = False
+        prefix = "" if len(files) == 1 else f"rank{recording}/"
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+                n, layer = int(entry["n"]), prefix + str(entry["layer"])
+                prints = [entry.get(t) for t in TENSORS]
+            except (ValueError, KeyError, TypeError):
+                continue
+            seen = True
+            calls += 1
+            sizes.setdefault(n, {})[layer] = prints  # dicts keep first insertion order: the layers' order
+        recording += seen
+    kept = sorted(sizes)[-MOST_SIZES:]
+    return {
+        "calls": calls,
+        "processes": recording,
+        "sizes": {str(n): [[layer, *prints] for layer, prints in sizes[n].items()] for n in kept},
+    }
+
+
+def _pid(stem: str) -> int:
+    try:
+        return int(stem.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+def compare(here: dict[str, Any], reference: dict[str, Any]) -> list[dict[str, Any]]:
+    """At each token count both runs recorded (ascending): how many layers agree in all four tensors, and the first
+    that does not, with the tensors that differ in it (``first``: None where every layer agrees); a layer one run
+    has and the other has not counts as differing in every tensor."""
+    out = []
+    mine, theirs = here.get("sizes", {}), reference.get("sizes", {})
+    for size in sorted(set(mine) & set(theirs), key=int):
+        a = {row[0]: row[1:] for row in mine[size]}
+        b = {row[0]: row[1:] for row in theirs[size]}
+        order = [row[0] for row in theirs[size]] + [row[0] for row in mine[size] if row[0] not in b]
+        first = None
+        same = 0
+        for layer in order:
+            x, y = a.get(layer), b.get(layer)
+            differ = (
+                list(TENSORS)
+                if x is None or y is None
+                else [t for t, p, q in zip(TENSORS, x, y, strict=True) if p != q]
+            )
+            if differ:
+                first = first or {"layer": layer, "index": order.index(layer), "differ": differ}
+            else:
+                same += 1
+        out.append({"n": int(size), "layers": len(order), "same": same, "first": first})
+    return out
+
+
+def lines(results: dict[str, dict[str, Any]], reference: str | None, labels: dict[str, str]) -> list[str]:
+    """The report's lines: each run's fingerprints against the reference run's, at the token counts both ran."""
+    if reference is None or "digests" not in results.get(reference, {}):
+        return []
+    ref = results[reference]["digests"]
+    out = []
+    for mode, r in results.items():
+        if mode == reference or "digests" not in r:
+            continue
+        rows = compare(r["digests"], ref)
+        differing = [row for row in rows if row["first"] is not None]
+        alike = len(rows) - len(differing)
+        head = f"- {labels.get(mode, mode)}: {alike} of {len(rows)} token counts alike in every layer"
+        out.append(head + (":" if differing else ""))
+        for row in differing:
+            first = row["first"]
+            out.append(
+                f"  {row['n']} tokens: first differs at layer {first['index']} ({first['layer']}), in "
+                f"{', '.join(first['differ'])}; {row['same']} of {row['layers']} layers alike"
+            )
+    if not out:
+        return []
+    title = (
+        f"Attention layer by layer against {labels.get(reference, reference)} (--digests: each layer's query, key, "
+        "value and output fingerprinted at each token count both runs ran; a differing query means the difference "
+        "arose before that layer's attention, the same inputs with another output, in it):"
+    )
+    return ["", title, *out]

@@ -1,0 +1,172 @@
+"""Fingerprints of each attention layer's inputs and output in an engine's processes (``foundry bench --engine
+vllm ... --digests``): where two processes of the same model and flags first compute different bits.
+
+Two vLLM processes of one Gemma2 shape, same flags, same memory profile and compile cache, can answer one bf16
+step apart from the first generated token, each repeating itself bit for bit (docs/DESIGN.md, "What identical to
+native is measured against"). The graphs and the compiled code hide the layers from Python; attention does not:
+vLLM calls its backend's ``forward`` from Python for every layer of every eager or piecewise step. So the
+fingerprints of the query, key, value and output there, layer by layer, say whether a difference starts before a
+layer's attention (its query already differs: the compiled code between two attentions) or in it (same inputs,
+another output: the attention kernel).
+
+Loaded by this folder's ``sitecustomize`` in every Python process the engine starts, while
+``FOUNDRY_BENCH_DIGESTS`` names a folder: an import hook wraps ``forward`` of the attention implementations in
+``TARGETS`` when their module is first imported (nothing of the engine's is imported here). Each call outside a
+graph capture appends one JSON line to ``digests-<pid>.jsonl``: the layer's name, the number of tokens, and each
+tensor's fingerprint (``fingerprint``). Costs a device synchronisation per layer: for finding a difference, never
+for timing. A wrapper that fails stops recording and says so on stderr; the engine's call is never changed."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import json
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from types import ModuleType
+from typing import IO, Any
+
+__all__ = ["ENV", "MAX_LINES", "TARGETS", "fingerprint", "start", "wrap"]
+
+ENV = "FOUNDRY_BENCH_DIGESTS"  # the folder the fingerprints go to; unset: nothing recorded
+MAX_LINES = 400_000  # a process writes at most this many lines (bounded disk whatever the engine does)
+# Module -> the attention implementations in it whose ``forward(layer, query, key, value, kv_cache, attn_metadata,
+# output, ...)`` is wrapped (vLLM 0.26's backends that serve the dense and sliding-window models on NVIDIA GPUs).
+TARGETS: dict[str, tuple[str, ...]] = {
+    "vllm.v1.attention.backends.flash_attn": ("FlashAttentionImpl",),
+    "vllm.v1.attention.backends.flashinfer": ("FlashInferImpl",),
+    "vllm.v1.attention.backends.triton_attn": ("TritonAttentionImpl",),
+}
+_MARK = "_foundry_digests"
+_WEIGHT_MODULUS = 65521  # a prime: the weights of a weighted sum repeat only every this many elements
+
+
+def fingerprint(tensor: Any) -> list[int] | None:
+    """``[elements, sum, weighted sum]`` of a tensor's bits read as integers of its element's width (bf16 as int16),
+    summed in int64 on its device: integer sums do not depend on their order, so equal bits give equal
+    fingerprints in any process, and one changed element changes the sum. None for no tensor."""
+    if tensor is None:
+        return None
+    import torch
+
+    flat = tensor.detach().contiguous().reshape(-1)
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[flat.element_size()]
+    ints = flat.view(width).to(torch.int64)
+    weights = torch.arange(ints.numel(), device=ints.device, dtype=torch.int64) % _WEIGHT_MODULUS + 1
+    total, weighted = torch.stack([ints.sum(), (ints * weights).sum()]).tolist()
+    return [int(ints.numel()), int(total), int(weighted)]
+
+
+class _Recorder:
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.lock = threading.Lock()
+        self.file: IO[str] | None = None
+        self.pid = -1
+        self.lines = 0
+        self.stopped = False
+
+    def write(self, entry: dict[str, Any]) -> None:
+        with self.lock:
+            if self.stopped or self.lines >= MAX_LINES:
+                return
+            if self.pid != os.getpid():  # a forked child records into its own file
+                self.pid, self.lines = os.getpid(), 0
+                os.makedirs(self.folder, exist_ok=True)
+                self.file = open(os.path.join(self.folder, f"digests-{self.pid}.jsonl"), "a", buffering=1)  # noqa: SIM115
+            assert self.file is not None
+            self.file.write(json.dumps(entry, separators=(",", ":")) + "\n")
+            self.lines += 1
+
+    def stop(self, why: str) -> None:
+        if not self.stopped:
+            self.stopped = True
+            print(f"foundry attention digests stopped: {why}", file=sys.stderr)
+
+
+_RECORDER: _Recorder | None = None
+
+
+def _capturing() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
+def _record(layer: Any, metadata: Any, tensors: Sequence[Any]) -> None:
+    recorder = _RECORDER
+    if recorder is None or recorder.stopped or _capturing():
+        return
+    try:
+        n = getattr(metadata, "num_actual_tokens", None)
+        n = int(n) if n is not None else int(tensors[0].shape[0])
+        q, k, v, out = (None if t is None else t[:n] for t in tensors)
+        name = getattr(layer, "layer_name", None) or type(layer).__name__
+        entry = {"layer": str(name), "n": n, "q": fingerprint(q), "k": fingerprint(k), "v": fingerprint(v),
+                 "out": fingerprint(out)}  # fmt: skip
+        recorder.write(entry)
+    except Exception as exc:
+        recorder.stop(repr(exc))
+
+
+def wrap(cls: type) -> bool:
+    """Wraps ``cls.forward`` to record each call's fingerprints (once: a wrapped class is left as it is); whether
+    it wrapped."""
+    original = cls.__dict__.get("forward")
+    if original is None or getattr(original, _MARK, False):
+        return False
+
+    def forward(self: Any, layer: Any, query: Any, key: Any, value: Any, kv_cache: Any, attn_metadata: Any,
+                output: Any, *args: Any, **kwargs: Any) -> Any:  # fmt: skip
+        result = original(self, layer, query, key, value, kv_cache, attn_metadata, output, *args, **kwargs)
+        if attn_metadata is not None:  # None: vLLM's profile run, which computes nothing
+            _record(layer, attn_metadata, (query, key, value, result if result is not None else output))
+        return result
+
+    setattr(forward, _MARK, True)
+    forward.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.forward = forward  # type: ignore[attr-defined]
+    return True
+
+
+def _patch(module: ModuleType, names: tuple[str, ...]) -> None:
+    for name in names:
+        cls = getattr(module, name, None)
+        if isinstance(cls, type):
+            wrap(cls)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself: for a module of ``TARGETS`` it asks the path finder, and has the module's classes
+    wrapped once the module has run."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
+        names = TARGETS.get(fullname)
+        if names is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader, run = spec.loader, spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run(module)
+            _patch(module, names)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]  # this module's own loader instance
+        return spec
+
+
+def start(folder: str | None = None) -> bool:
+    """Records into ``folder`` (default: ``$FOUNDRY_BENCH_DIGESTS``); False, doing nothing, where none is named."""
+    global _RECORDER
+    folder = folder or os.environ.get(ENV)
+    if not folder or _RECORDER is not None:
+        return False
+    _RECORDER = _Recorder(folder)
+    for name, names in TARGETS.items():
+        if name in sys.modules:
+            _patch(sys.modules[name], names)
+    sys.meta_path.insert(0, _Finder())
+    return True

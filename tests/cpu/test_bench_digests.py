@@ -1,0 +1,138 @@
+"""`foundry bench --digests`: every engine process fingerprints each attention layer's query, key, value and
+output where vLLM calls its backend (foundry_bench/serving/stacksite/foundry_attention_digests.py), and the report
+names the first layer where a run's bits part from the reference run's (foundry_bench/serving/digests.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from foundry_bench.serving.digests import compare, env, lines, read
+from foundry_bench.serving.stacks import SITE
+
+# vLLM's attention backend as far as the recorder sees it: a module of that name with the implementation class,
+# whose forward writes its output and returns it.
+BACKEND = """
+class FlashAttentionImpl:
+    def forward(self, layer, query, key, value, kv_cache, attn_metadata, output, output_scale=None):
+        if attn_metadata is None:  # vLLM's profile run
+            return output
+        for i, (q, k) in enumerate(zip(query, key)):
+            output[i] = q * 10 + k
+        return output
+"""
+
+# An engine's worker: the backend imported after start-up (as vLLM imports it), two layers' prefill of 3 tokens
+# in a buffer of 4, a profile call with no metadata, and a layer whose output differs where DIFFER says.
+PROGRAM = """
+import os, sys
+import foundry_attention_digests as digests
+
+# The stand-in tensors are lists: the same fingerprint's arithmetic, in Python (the real one sums on the device).
+digests.fingerprint = lambda t: None if t is None else [len(t), sum(t), sum((i + 1) * x for i, x in enumerate(t))]
+from vllm.v1.attention.backends.flash_attn import FlashAttentionImpl
+
+class Layer:
+    def __init__(self, name): self.layer_name = name
+class Meta:
+    num_actual_tokens = 3
+
+impl = FlashAttentionImpl()
+print("wrapped:", FlashAttentionImpl.forward.__name__, hasattr(FlashAttentionImpl.forward, "__wrapped__"))
+for i in range(2):
+    q = [1, 2, 3, 99]
+    k = [4, 5, 6, 99] if os.environ.get("DIFFER") != f"k{i}" else [4, 5, 7, 99]
+    out = impl.forward(Layer(f"model.layers.{i}.self_attn.attn"), q, k, [7, 8, 9, 99], None, Meta(), [0] * 4)
+    print("output", out)
+impl.forward(Layer("model.layers.0.self_attn.attn"), [1], [1], [1], None, None, [0])
+"""
+
+
+def _engine(tmp_path: Path, folder: Path, differ: str = "") -> subprocess.CompletedProcess[str]:
+    package = tmp_path / "engine" / "vllm" / "v1" / "attention" / "backends"
+    package.mkdir(parents=True, exist_ok=True)
+    for parent in [package, *package.parents][:4]:
+        (parent / "__init__.py").touch()
+    (package / "flash_attn.py").write_text(textwrap.dedent(BACKEND))
+    (tmp_path / "program.py").write_text(textwrap.dedent(PROGRAM))
+    variables = {**os.environ, **env(folder, str(tmp_path / "engine")), "DIFFER": differ}
+    return subprocess.run([sys.executable, str(tmp_path / "program.py")], env=variables, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def test_each_attention_call_is_fingerprinted_once_its_backend_is_imported_and_its_answer_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "digests"
+    run = _engine(tmp_path, folder)
+    assert run.returncode == 0, run.stderr
+    assert "wrapped: forward True" in run.stdout
+    assert run.stdout.count("output [14, 25, 36, 1089]") == 2  # the engine's own answer, as without the recorder
+    assert "stopped" not in run.stderr
+    (path,) = folder.glob("digests-*.jsonl")
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    # the profile call (no metadata) is not recorded; each tensor cut to the step's tokens, not the buffer's
+    assert [e["layer"] for e in entries] == ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"]
+    assert entries[0] == {"layer": "model.layers.0.self_attn.attn", "n": 3, "q": [3, 6, 14], "k": [3, 15, 32],
+                          "v": [3, 24, 50], "out": [3, 75, 172]}  # fmt: skip
+
+
+def test_without_the_variable_nothing_is_recorded(tmp_path: Path) -> None:
+    folder = tmp_path / "digests"
+    variables = {**os.environ, "PYTHONPATH": str(SITE)}
+    variables.pop("FOUNDRY_BENCH_DIGESTS", None)
+    code = "import foundry_attention_digests as d, sys; print(d._RECORDER is None, d.start() is False)"
+    run = subprocess.run([sys.executable, "-c", code], env=variables, capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["True", "True"] and not folder.exists()
+
+
+def test_two_processes_are_compared_layer_by_layer_and_the_first_difference_named(tmp_path: Path) -> None:
+    """Run b's second layer got another key (its query alike): the difference arose before that layer's attention,
+    in what computed its key, and its output differs too."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert _engine(tmp_path, a).returncode == 0
+    assert _engine(tmp_path, b, differ="k1").returncode == 0
+    ra, rb = read(a), read(b)
+    assert ra["calls"] == 2 and ra["processes"] == 1 and list(ra["sizes"]) == ["3"]
+    rows = compare(rb, ra)
+    first = {"layer": "model.layers.1.self_attn.attn", "index": 1, "differ": ["k", "out"]}
+    assert rows == [{"n": 3, "layers": 2, "same": 1, "first": first}]
+    assert compare(ra, ra) == [{"n": 3, "layers": 2, "same": 2, "first": None}]
+    text = lines({"native": {"digests": ra}, "load": {"digests": rb}}, "native", {"native": "native", "load": "LOAD"})
+    assert text[2] == "- LOAD: 0 of 1 token counts alike in every layer:"
+    assert (
+        text[3]
+        == "  3 tokens: first differs at layer 1 (model.layers.1.self_attn.attn), in k, out; 1 of 2 layers alike"
+    )
+    assert lines({"load": {"digests": rb}}, "native", {}) == []  # no reference fingerprints: no section
+
+
+def test_a_cut_line_is_left_out_sizes_are_kept_apart_and_tensor_parallel_ranks_are_named(tmp_path: Path) -> None:
+    def entry(layer: str, n: int, q: int) -> str:
+        return json.dumps({"layer": layer, "n": n, "q": [1, q, q], "k": None, "v": None, "out": [1, 0, 0]}) + "\n"
+
+    (tmp_path / "digests-20.jsonl").write_text(entry("l0", 8, 1) + entry("l0", 740, 2) + entry("l0", 740, 3) + '{"la')
+    (tmp_path / "digests-9.jsonl").write_text(entry("l0", 8, 5))
+    (tmp_path / "digests-30.jsonl").write_text("")  # a process that ran no attention
+    got = read(tmp_path)
+    assert got["calls"] == 4 and got["processes"] == 2
+    # by process id: 9 is rank 0; the last call of a layer at a size is kept
+    out = [1, 0, 0]
+    assert got["sizes"] == {
+        "8": [["rank0/l0", [1, 5, 5], None, None, out], ["rank1/l0", [1, 1, 1], None, None, out]],
+        "740": [["rank1/l0", [1, 3, 3], None, None, out]],
+    }
+    # a layer one run lacks differs in every tensor
+    other = {"sizes": {"740": [["rank1/l0", [1, 3, 3], None, None, [1, 0, 0]], ["rank1/l1", None, None, None, None]]}}
+    (row,) = compare(other, got)
+    assert row["same"] == 1 and row["first"] == {"layer": "rank1/l1", "index": 1, "differ": ["q", "k", "v", "out"]}
+
+
+def test_the_site_folder_goes_first_on_the_engines_path_once_with_the_stack_sampler_or_without() -> None:
+    assert env(Path("/d"), "/checkout")["PYTHONPATH"] == f"{SITE}:/checkout"
+    assert env(Path("/d"), f"{SITE}:/checkout")["PYTHONPATH"] == f"{SITE}:/checkout"
+    assert env(Path("/d"), "")["FOUNDRY_BENCH_DIGESTS"] == "/d"
