@@ -16,7 +16,7 @@ from typing import Any
 from .stacks import SITE
 from .stacksite import foundry_attention_digests as recorder
 
-__all__ = ["TENSORS", "compare", "env", "lines", "read"]
+__all__ = ["TENSORS", "alike_groups", "compare", "env", "lines", "read"]
 
 TENSORS = ("q", "k", "v", "out")
 MOST_SIZES = 64  # token counts a run keeps (the largest steps: the compared batches' prefills among them)
@@ -94,6 +94,24 @@ def compare(here: dict[str, Any], reference: dict[str, Any]) -> list[dict[str, A
     return out
 
 
+def alike_groups(results: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """The runs with fingerprints, in groups alike at every layer of every token count both of a pair ran (a run
+    joins the first group whose first run it is alike with), in the results' order: which processes compute the
+    same bits, whichever of them is the reference."""
+    groups: list[list[str]] = []
+    for mode, r in results.items():
+        if "digests" not in r:
+            continue
+        for group in groups:
+            rows = compare(r["digests"], results[group[0]]["digests"])
+            if rows and all(row["first"] is None for row in rows):
+                group.append(mode)
+                break
+        else:
+            groups.append([mode])
+    return groups
+
+
 def lines(results: dict[str, dict[str, Any]], reference: str | None, labels: dict[str, str]) -> list[str]:
     """The report's lines: each run's fingerprints against the reference run's, at the token counts both ran."""
     if reference is None or "digests" not in results.get(reference, {}):
@@ -116,6 +134,9 @@ def lines(results: dict[str, dict[str, Any]], reference: str | None, labels: dic
             )
     if not out:
         return []
+    groups = alike_groups(results)
+    named = ["{" + ", ".join(labels.get(m, m) for m in g) + "}" for g in groups]
+    out.append(f"- alike at every layer and token count: {' '.join(named)}")
     title = (
         f"Attention layer by layer against {labels.get(reference, reference)} (--digests: each layer's query, key, "
         "value and output fingerprinted at each token count both runs ran; a differing query means the difference "

@@ -102,12 +102,15 @@ def test_two_processes_are_compared_layer_by_layer_and_the_first_difference_name
     first = {"layer": "model.layers.1.self_attn.attn", "index": 1, "differ": ["k", "out"]}
     assert rows == [{"n": 3, "layers": 2, "same": 1, "first": first}]
     assert compare(ra, ra) == [{"n": 3, "layers": 2, "same": 2, "first": None}]
-    text = lines({"native": {"digests": ra}, "load": {"digests": rb}}, "native", {"native": "native", "load": "LOAD"})
+    results = {"native": {"digests": ra}, "load": {"digests": rb}, "save": {"digests": ra}, "plain": {}}
+    text = lines(results, "native", {"native": "native", "load": "LOAD", "save": "SAVE"})
     assert text[2] == "- LOAD: 0 of 1 token counts alike in every layer:"
     assert (
         text[3]
         == "  3 tokens: first differs at layer 1 (model.layers.1.self_attn.attn), in k, out; 1 of 2 layers alike"
     )
+    assert text[4:] == ["- SAVE: 1 of 1 token counts alike in every layer",
+                        "- alike at every layer and token count: {native, SAVE} {LOAD}"]  # fmt: skip
     assert lines({"load": {"digests": rb}}, "native", {}) == []  # no reference fingerprints: no section
 
 
