@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .stacks import SITE
+from .stacks import site_path
 from .stacksite import foundry_attention_digests as recorder
 
 __all__ = ["TENSORS", "alike_groups", "compare", "env", "lines", "read"]
@@ -25,8 +25,7 @@ MOST_SIZES = 64  # token counts a run keeps (the largest steps: the compared bat
 def env(folder: Path, path: str) -> dict[str, str]:
     """The variables that make every process of an engine record into ``folder``: the site folder first on
     ``path`` (the engine's ``PYTHONPATH``), once."""
-    parts = [p for p in path.split(":") if p and p != str(SITE)]
-    return {recorder.ENV: str(folder), "PYTHONPATH": ":".join([str(SITE), *parts])}
+    return {recorder.ENV: str(folder), "PYTHONPATH": site_path(path)}
 
 
 def read(folder: Path) -> dict[str, Any]:

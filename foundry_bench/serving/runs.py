@@ -53,7 +53,7 @@ from .logprobs import Top, Values, digests, repeated, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
 from .shapes import SHAPES, make_model, prompt_vocab
-from .stacks import busiest, read
+from .stacks import busiest, read, site_path
 from .stacks import env as stacks_env
 from .workload import decode_request, token_requests
 from .written import WarmWrites
@@ -138,6 +138,9 @@ class BenchRuns:
     # Set in every run at tensor parallel beside NCCL_SETTINGS (native too: the reference runs as SAVE and LOAD
     # do): the engine's switches that leave NCCL the only all-reduce inside the graphs.
     tp_env: ClassVar[dict[str, str]] = {}
+    # Set in the native runs with the site folder first on their path (stacksite/): vLLM's capture timed to the
+    # millisecond where its log rounds it to the second.
+    native_site_env: ClassVar[dict[str, str]] = {}
 
     def __init__(self, cfg: ServingConfig) -> None:
         self.cfg = cfg
@@ -195,6 +198,8 @@ class BenchRuns:
             env.update(self.fresh.env(mode))
         if mode not in PLUGIN_MODES:
             env.update(self.cfg.native_env)
+            if self.native_site_env:
+                env.update({**self.native_site_env, "PYTHONPATH": site_path(env.get("PYTHONPATH", ""))})
         if mode == REPLICA:  # the next tp GPUs of those this benchmark sees, which the engine numbers from 0
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self._gpus()[self.cfg.tp : 2 * self.cfg.tp])
             if self.cfg.tp > 1:  # a rank's archive names its GPU; a replica of the group asks for one alike

@@ -18,7 +18,7 @@ from typing import Any
 
 from .stacksite import foundry_stack_sampler as sampler
 
-__all__ = ["SITE", "Sampled", "busiest", "env", "read", "stack_lines", "waiting"]
+__all__ = ["SITE", "Sampled", "busiest", "env", "read", "site_path", "stack_lines", "waiting"]
 
 SITE = Path(sampler.__file__).resolve().parent  # first on the engines' path: its sitecustomize starts the sampler
 SHOWN = 12  # frames of a stack kept in the document, innermost first
@@ -39,10 +39,16 @@ _WAITS = {
 _WAIT_PACKAGES = ("zmq/", "uvloop/")
 
 
+def site_path(path: str) -> str:
+    """``path`` (an engine's ``PYTHONPATH``) with the site folder first, once: its ``sitecustomize`` starts each
+    recorder whose variable is set."""
+    return ":".join([str(SITE), *(p for p in path.split(":") if p and p != str(SITE))])
+
+
 def env(folder: Path, path: str) -> dict[str, str]:
     """The variables that make every process of an engine sample its stacks into ``folder``: the sampler's
     folder first on ``path`` (the engine's ``PYTHONPATH``)."""
-    return {sampler.ENV: str(folder), "PYTHONPATH": ":".join(p for p in (str(SITE), path) if p)}
+    return {sampler.ENV: str(folder), "PYTHONPATH": site_path(path)}
 
 
 def waiting(stack: list[str]) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from foundry_bench.serving.process import Engine, free_port
 from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
+from foundry_bench.serving.stacksite import foundry_capture_timer as capture_timer
 from foundry_bench.serving.stats import compare_tokens
 
 from .engines import OfflineEngine, ServerEngine
@@ -48,6 +49,8 @@ LOG_NUMBERS: dict[str, tuple[str, bool]] = {
     "model_load_s": (r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds", False),
     "compile_s": (r"torch\.compile (?:took|takes) ([\d.]+) s", True),
     "capture_s": (r"Graph capturing finished in ([\d.]+) secs", False),
+    # The native runs' capture to the millisecond (stacksite/foundry_capture_timer.py), where vLLM rounds it.
+    "capture_exact_s": (r"foundry bench: capture_model took ([\d.]+) s", False),
     "init_engine_s": (r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s", False),
     # The memory profile's outcome and capture's memory: a SAVE that changed the engine shows here first.
     "kv_cache_tokens": (r"GPU KV cache size: ([\d,]+) tokens", False),
@@ -103,6 +106,7 @@ class _Runs(BenchRuns):
     profile_keys = ("kv_cache_tokens", "capture_gib")
     pack_env = PACK_ENV
     tp_env: ClassVar[dict[str, str]] = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}  # torch symmetric memory's all-reduce
+    native_site_env: ClassVar[dict[str, str]] = {capture_timer.ENV: "1"}
 
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)

@@ -198,6 +198,10 @@ def test_a_second_load_process_says_whether_loads_answer_alike(
     assert again["tokens_identical"] and not again["identical"] and again["same_as_load"] is True
     rows = {line.split("  ")[0]: line for line in render(doc).splitlines() if line.startswith("Foundry LOAD")}
     assert rows["Foundry LOAD, another process"].rstrip().endswith("the same as LOAD's")
+    # the native run's capture timed to the millisecond beside vLLM's whole seconds; the plugin's runs untimed
+    results = doc["results"]
+    assert 0.02 <= results["native"]["capture_exact_s"] < 30 and results["native"]["capture_s"] == 0.0
+    assert "capture_exact_s" not in results["save"] and "capture_s" in results["save"]
     from foundry_bench.serving.compare import compare_runs
 
     results = {m: dict(r) for m, r in doc["results"].items()}
@@ -301,6 +305,21 @@ def test_the_start_up_targets_are_judged_from_natives_and_loads_figures() -> Non
             "= 24.81 s: undecided: within the 0.5 s the capture's figure is rounded by"
         ), target_lines(doc)
     assert target_lines({"results": {"native": {"init_engine_s": 10.0}, "load": {"init_engine_s": 3.0}}}) == []
+    # the native run's capture timed to the millisecond (the bench's capture timer): judged either way, to the bound
+    native["capture_exact_s"] = 4.213
+    doc["results"]["load"]["init_engine_s"] = 24.5
+    assert target_lines(doc)[2].endswith("28.81 - 4.21 = 24.60 s: met"), target_lines(doc)
+    doc["results"]["load"]["init_engine_s"] = 24.7
+    assert target_lines(doc)[2].endswith("= 24.60 s: NOT met")
+
+
+def test_the_native_capture_is_read_to_the_millisecond_where_the_timer_wrote_it() -> None:
+    from foundry_bench.serving.stacksite.foundry_capture_timer import TIMER_LINE
+    from foundry_bench.vllm.runs import log_numbers
+
+    text = "(EngineCore) INFO Graph capturing finished in 3 secs, took 0.46 GiB\n" + TIMER_LINE.format(2.71828) + "\n"
+    numbers = log_numbers(text)
+    assert numbers["capture_s"] == 3.0 and numbers["capture_exact_s"] == 2.718 and numbers["capture_gib"] == 0.46
 
 
 def test_a_native_run_that_answered_nothing_is_no_reference_and_nothing_is_judged_against_it() -> None:

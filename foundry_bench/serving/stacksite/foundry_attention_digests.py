@@ -18,8 +18,7 @@ for timing. A wrapper that fails stops recording and says so on stderr; the engi
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
+import importlib
 import json
 import os
 import sys
@@ -137,25 +136,9 @@ def _patch(module: ModuleType, names: tuple[str, ...]) -> None:
             wrap(cls)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: for a module of ``TARGETS`` it asks the path finder, and has the module's classes
-    wrapped once the module has run."""
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> Any:
-        names = TARGETS.get(fullname)
-        if names is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader, run = spec.loader, spec.loader.exec_module
-
-        def exec_module(module: ModuleType) -> None:
-            run(module)
-            _patch(module, names)
-
-        loader.exec_module = exec_module  # type: ignore[method-assign]  # this module's own loader instance
-        return spec
+def _sibling(name: str) -> str:
+    # By name where this folder is on the path of the process (sitecustomize's case), else within its package.
+    return f"{__package__}.{name}" if __package__ else name
 
 
 def start(folder: str | None = None) -> bool:
@@ -165,8 +148,7 @@ def start(folder: str | None = None) -> bool:
     if not folder or _RECORDER is not None:
         return False
     _RECORDER = _Recorder(folder)
+    hooks = importlib.import_module(_sibling("foundry_site_hooks"))
     for name, names in TARGETS.items():
-        if name in sys.modules:
-            _patch(sys.modules[name], names)
-    sys.meta_path.insert(0, _Finder())
+        hooks.after_import(name, lambda module, names=names: _patch(module, names))
     return True

@@ -47,6 +47,9 @@ class LLM:
         print("INFO Model loading took 1.00 GiB and 0.50 seconds", flush=True)
         print("INFO torch.compile took 1.25 s in total", flush=True)
         print(f"INFO GPU KV cache size: {kv_cache_tokens():,} tokens", flush=True)
+        from vllm.v1.worker.gpu.model_runner import capture_unless_loaded
+
+        capture_unless_loaded(os.environ.get("FOUNDRY_VLLM_MODE") or "native")
         write_report()
 
     def generate(self, prompts: list[dict[str, Any]], params: SamplingParams, use_tqdm: bool = False) -> list[Any]:

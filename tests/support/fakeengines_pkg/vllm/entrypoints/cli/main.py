@@ -59,6 +59,9 @@ def main() -> None:
             if arg in ("--compilation-config", "--kernel-config"):  # a JSON object, as vLLM's CLI takes it
                 flags[arg[2:].replace("-", "_")] = json.loads(value)
     os.environ["FAKE_ENGINE_ARGS"] = json.dumps(flags)
+    from vllm.v1.worker.gpu.model_runner import capture_unless_loaded
+
+    capture_unless_loaded(os.environ.get("FOUNDRY_VLLM_MODE") or "native")
     print("INFO init engine (profile, create kv cache, warmup model) took 2.50 s", flush=True)
     write_report()
     serve_http(port, completions, {"/pause": control, "/resume": control})
