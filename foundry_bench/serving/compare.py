@@ -9,7 +9,13 @@ from .fresh import FRESH_MODES
 from .logprobs import Top, Values, compare_logprobs
 from .stats import compare_tokens
 
-__all__ = ["compare_runs"]
+__all__ = ["compare_runs", "reference_run"]
+
+
+def reference_run(results: dict[str, dict[str, Any]]) -> str | None:
+    """The run the others are compared with: the warm native run, else the cold one, else SAVE (whose graphs are
+    captured natively in its own process); the first of them that answered."""
+    return next((m for m in ("native", "native_cold", "save") if "tokens" in results.get(m, {})), None)
 
 
 def compare_runs(
@@ -24,8 +30,7 @@ def compare_runs(
     identical, and says why. ``identical`` needs the tokens and, where the runs wrote them, the log-probabilities
     (``tops`` in full where the runs are in hand, else their digests) to be equal."""
     vals, tops = vals or {}, tops or {}
-    order = ("native", "native_cold", "save")
-    reference = next((m for m in order if "tokens" in results.get(m, {})), None)
+    reference = reference_run(results)
     out: dict[str, dict[str, Any]] = {}
     for mode, r in results.items():
         if mode not in ("save", "load", "native_cold", "load_replica", "load_again", *FRESH_MODES):

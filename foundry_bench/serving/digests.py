@@ -16,7 +16,7 @@ from typing import Any
 from .stacks import site_path
 from .stacksite import foundry_attention_digests as recorder
 
-__all__ = ["TENSORS", "alike_groups", "compare", "env", "lines", "read"]
+__all__ = ["TENSORS", "alike_groups", "compare", "env", "lines", "read", "start"]
 
 TENSORS = ("q", "k", "v", "out")
 MOST_SIZES = 64  # token counts a run keeps (the largest steps: the compared batches' prefills among them)
@@ -26,6 +26,13 @@ def env(folder: Path, path: str) -> dict[str, str]:
     """The variables that make every process of an engine record into ``folder``: the site folder first on
     ``path`` (the engine's ``PYTHONPATH``), once."""
     return {recorder.ENV: str(folder), "PYTHONPATH": site_path(path)}
+
+
+def start(folder: Path) -> None:
+    """Has the engine's processes record from now on (they record nothing during start-up, whose memory layout
+    SAVE writes and LOAD checks: stacksite/foundry_attention_digests.py, ``START_FILE``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / recorder.START_FILE).touch()
 
 
 def read(folder: Path) -> dict[str, Any]:
@@ -116,6 +123,8 @@ def lines(results: dict[str, dict[str, Any]], reference: str | None, labels: dic
     if reference is None or "digests" not in results.get(reference, {}):
         return []
     ref = results[reference]["digests"]
+    if not ref.get("sizes"):
+        return ["", f"Attention layer by layer (--digests): {labels.get(reference, reference)} recorded no call"]
     out = []
     for mode, r in results.items():
         if mode == reference or "digests" not in r:

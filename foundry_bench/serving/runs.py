@@ -47,6 +47,7 @@ from . import steady
 from .compare import compare_runs
 from .digests import env as digests_env
 from .digests import read as read_digests
+from .digests import start as start_digests
 from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, repeated, values
@@ -256,6 +257,8 @@ class BenchRuns:
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
+            if cfg.digests:  # the engine serves: its processes fingerprint from now on, past start-up's layout
+                start_digests(self._digests(mode))
             result["first_request_at"] = engine.started_at + engine.seconds()  # epoch, as the sampled stacks
             first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self._wait())
             result["first_request_s"] = first.seconds

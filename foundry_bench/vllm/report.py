@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from foundry.probe import table
+from foundry_bench.serving.compare import reference_run
 from foundry_bench.serving.digests import lines as digest_lines
 from foundry_bench.serving.fresh import fresh_lines
 from foundry_bench.serving.report import (
@@ -129,8 +130,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += written_lines(doc["results"], LABELS)
     lines += repeat_lines(doc["results"], LABELS)
     lines += stack_lines(doc["results"], LABELS)
-    reference = next((m for m, c in (doc.get("compare") or {}).items() if c.get("reference")), None)
-    lines += digest_lines(doc["results"], reference, LABELS)
+    lines += digest_lines(doc["results"], reference_run(doc["results"]), LABELS)
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from foundry_bench.serving.digests import compare, env, lines, read
 from foundry_bench.serving.stacks import SITE
 
@@ -43,6 +45,10 @@ class Meta:
 
 impl = FlashAttentionImpl()
 print("wrapped:", FlashAttentionImpl.forward.__name__, hasattr(FlashAttentionImpl.forward, "__wrapped__"))
+# start-up: not recorded until the benchmark says the engine serves
+impl.forward(Layer("model.layers.0.self_attn.attn"), [5, 5, 5, 5], [5, 5, 5, 5], [5] * 4, None, Meta(), [0] * 4)
+os.makedirs(sys.argv[1], exist_ok=True)
+open(os.path.join(sys.argv[1], "recording"), "w").close()
 for i in range(2):
     q = [1, 2, 3, 99]
     k = [4, 5, 6, 99] if os.environ.get("DIFFER") != f"k{i}" else [4, 5, 7, 99]
@@ -60,8 +66,8 @@ def _engine(tmp_path: Path, folder: Path, differ: str = "") -> subprocess.Comple
     (package / "flash_attn.py").write_text(textwrap.dedent(BACKEND))
     (tmp_path / "program.py").write_text(textwrap.dedent(PROGRAM))
     variables = {**os.environ, **env(folder, str(tmp_path / "engine")), "DIFFER": differ}
-    return subprocess.run([sys.executable, str(tmp_path / "program.py")], env=variables, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run([sys.executable, str(tmp_path / "program.py"), str(folder)], env=variables,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
 def test_each_attention_call_is_fingerprinted_once_its_backend_is_imported_and_its_answer_is_unchanged(
@@ -139,3 +145,23 @@ def test_the_site_folder_goes_first_on_the_engines_path_once_with_the_stack_samp
     assert env(Path("/d"), "/checkout")["PYTHONPATH"] == f"{SITE}:/checkout"
     assert env(Path("/d"), f"{SITE}:/checkout")["PYTHONPATH"] == f"{SITE}:/checkout"
     assert env(Path("/d"), "")["FOUNDRY_BENCH_DIGESTS"] == "/d"
+
+
+@pytest.mark.slow
+def test_bench_digests_has_the_engines_record_once_they_serve(fake_vllm: None, tmp_path: Path) -> None:
+    """The wiring end to end, over the stand-in vLLM (which runs no attention): each run's folder gets the start
+    file once the engine serves, each run's document its fingerprints, and the report says none were recorded."""
+    from foundry_bench.vllm import run_vllm_bench
+    from foundry_bench.vllm.report import render
+    from tests.support.benchvllm import tokens_only
+
+    doc = run_vllm_bench(tokens_only(tmp_path, api="serve", modes=("save", "native", "load"), digests=True))
+    results = doc["results"]
+    assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
+    assert all(r["digests"] == {"calls": 0, "processes": 0, "sizes": {}} for r in results.values())
+    assert sorted(p.parent.name for p in tmp_path.rglob("recording")) == [
+        "digests-load",
+        "digests-native",
+        "digests-save",
+    ]
+    assert "Attention layer by layer (--digests): native, warm caches recorded no call" in render(doc)

@@ -11,8 +11,9 @@ another output: the attention kernel).
 
 Loaded by this folder's ``sitecustomize`` in every Python process the engine starts, while
 ``FOUNDRY_BENCH_DIGESTS`` names a folder: an import hook wraps ``forward`` of the attention implementations in
-``TARGETS`` when their module is first imported (nothing of the engine's is imported here). Each call outside a
-graph capture appends one JSON line to ``digests-<pid>.jsonl``: the layer's name, the number of tokens, and each
+``TARGETS`` when their module is first imported (nothing of the engine's is imported here). Once the benchmark
+has written ``START_FILE`` into the folder (the engine serves), each call outside a graph capture appends one
+JSON line to ``digests-<pid>.jsonl``: the layer's name, the number of tokens, and each
 tensor's fingerprint (``fingerprint``). Costs a device synchronisation per layer: for finding a difference, never
 for timing. A wrapper that fails stops recording and says so on stderr; the engine's call is never changed."""
 
@@ -27,9 +28,13 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import IO, Any
 
-__all__ = ["ENV", "MAX_LINES", "TARGETS", "fingerprint", "start", "wrap"]
+__all__ = ["ENV", "MAX_LINES", "START_FILE", "TARGETS", "fingerprint", "start", "wrap"]
 
 ENV = "FOUNDRY_BENCH_DIGESTS"  # the folder the fingerprints go to; unset: nothing recorded
+# Written into that folder once the engine serves: only then are calls recorded. A fingerprint allocates device
+# memory, and during start-up that would move what SAVE lays out and LOAD checks against it (the first capture's
+# pool, the allocations of each phase); once the engine serves, SAVE's archive is written and LOAD's is in place.
+START_FILE = "recording"
 MAX_LINES = 400_000  # a process writes at most this many lines (bounded disk whatever the engine does)
 # Module -> the attention implementations in it whose ``forward(layer, query, key, value, kv_cache, attn_metadata,
 # output, ...)`` is wrapped (vLLM 0.26's backends that serve the dense and sliding-window models on NVIDIA GPUs).
@@ -66,6 +71,13 @@ class _Recorder:
         self.pid = -1
         self.lines = 0
         self.stopped = False
+        self.started = False
+
+    def active(self) -> bool:
+        """Whether calls are recorded: once the start file is there (one look a call until then)."""
+        if not self.started:
+            self.started = os.path.exists(os.path.join(self.folder, START_FILE))
+        return self.started and not self.stopped
 
     def write(self, entry: dict[str, Any]) -> None:
         with self.lock:
@@ -95,7 +107,7 @@ def _capturing() -> bool:
 
 def _record(layer: Any, metadata: Any, tensors: Sequence[Any]) -> None:
     recorder = _RECORDER
-    if recorder is None or recorder.stopped or _capturing():
+    if recorder is None or not recorder.active() or _capturing():
         return
     try:
         n = getattr(metadata, "num_actual_tokens", None)
