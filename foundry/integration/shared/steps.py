@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from . import caches
+from . import caches, tritonkey
 from .config import Mode
 from .errors import PhaseLayoutError
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, PhaseMark
@@ -94,6 +94,7 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint, place: Place = SINGLE)
         # system call after another, waited on it (0.65-1.2 s, 0.62 of them beside one decode in the sampled
         # stacks: SGLang, H200, 6fc9062).
         caches.use(s, s.caches)
+        tritonkey.prewarm()  # ready before LOAD's warm-up launches the first Triton kernel
         t0 = time.perf_counter()
         s.api.load_modules(archive)
         s.timings["load_modules_s"] = time.perf_counter() - t0
