@@ -1,6 +1,8 @@
 """Running code once a module of the engine's has been imported, for this folder's recorders: an import hook that
 has the path finder find the module as always, and calls back once the module has run. Nothing is imported here
-but the standard library; a module imported before the hook is handed over at once."""
+but the standard library; a module imported before the hook is handed over at once. Foundry's own
+``when_imported`` (foundry/integration/shared/hooks.py) does the same for the plugins, but this runs in every
+process of the engine before Foundry is imported, native runs included, and must not import it."""
 
 from __future__ import annotations
 
