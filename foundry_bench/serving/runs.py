@@ -45,17 +45,14 @@ from foundry.integration.shared import NCCL_SETTINGS
 
 from . import steady
 from .compare import compare_runs
-from .digests import env as digests_env
-from .digests import read as read_digests
-from .digests import start as start_digests
 from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, repeated, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
+from .recorders import Recorders
 from .shapes import SHAPES, make_model, prompt_vocab
-from .stacks import busiest, read, site_path
-from .stacks import env as stacks_env
+from .stacks import site_path
 from .workload import decode_request, token_requests
 from .written import WarmWrites
 
@@ -164,6 +161,7 @@ class BenchRuns:
             self.env.update(self.pack_env)
         self.fresh = FreshRoots()
         self.warm = WarmWrites()  # what the other runs wrote into the machine's caches
+        self.recorders = Recorders(self.out, cfg.stacks, cfg.digests)  # --stacks, --digests, in the engines
         self.started: list[Engine] = []  # every engine started, stopped at the end whatever happened
         self.results: dict[str, dict[str, Any]] = {}
         # Each run's log-probabilities in full (as answered, and their values), kept here for the comparison: the
@@ -223,14 +221,7 @@ class BenchRuns:
             prefix = [sys.executable, "-m", "foundry.cli", "run", "--"]
         if mode not in FRESH_MODES:
             self.warm.start(mode, env)
-        if self.cfg.stacks:
-            folder = self._stacks(mode)
-            shutil.rmtree(folder, ignore_errors=True)
-            env.update(stacks_env(folder, env.get("PYTHONPATH", "")))
-        if self.cfg.digests:
-            folder = self._digests(mode)
-            shutil.rmtree(folder, ignore_errors=True)
-            env.update(digests_env(folder, env.get("PYTHONPATH", "")))
+        env.update(self.recorders.env(mode, env))
         engine = self.start(mode, env, prefix, self.out / f"{mode}.log")
         self.started.append(engine)
         return engine
@@ -257,8 +248,7 @@ class BenchRuns:
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
-            if cfg.digests:  # the engine serves: its processes fingerprint from now on, past start-up's layout
-                start_digests(self._digests(mode))
+            self.recorders.serving(mode)
             result["first_request_at"] = engine.started_at + engine.seconds()  # epoch, as the sampled stacks
             first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self._wait())
             result["first_request_s"] = first.seconds
@@ -280,24 +270,6 @@ class BenchRuns:
         self.say(f"{mode}: ready after {result.get('ready_wall_s', float('nan')):.1f} s")
         return engine, result
 
-    def _stacks(self, mode: str) -> Path:
-        return self.out / f"stacks-{mode}"
-
-    def _digests(self, mode: str) -> Path:
-        return self.out / f"digests-{mode}"
-
-    def sampled(self, result: dict[str, Any]) -> dict[str, Any]:
-        """The run's busiest stacks in its start-up and its first request (``--stacks``), from the samples its
-        processes wrote."""
-        procs = read(self._stacks(result["mode"]))
-        start, ready, first = result.get("started_at"), result.get("ready_wall_s"), result.get("first_request_at")
-        windows: dict[str, Any] = {}
-        if isinstance(start, int | float) and isinstance(ready, int | float):
-            windows["start_up"] = busiest(procs, start, start + ready)
-        if isinstance(first, int | float) and isinstance(result.get("first_request_s"), int | float):
-            windows["first_request"] = busiest(procs, first, first + result["first_request_s"])
-        return windows
-
     def _gpus(self) -> list[str]:
         """The GPUs this benchmark may use: the configured count's, else those it sees (host.visible_gpus)."""
         return visible_gpus() if self.cfg.gpus is None else [str(i) for i in range(self.cfg.gpus)]
@@ -317,10 +289,7 @@ class BenchRuns:
         if wrote is not None:
             result["written_on_node"], result["written_until"] = wrote
         result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
-        if self.cfg.stacks:
-            result["stacks"] = self.sampled(result)
-        if self.cfg.digests:
-            result["digests"] = read_digests(self._digests(result["mode"]))
+        result.update(self.recorders.collect(result))
         report = self.out / f"report-{result['mode']}.json"
         if report.is_file():
             result["plugin"] = json.loads(report.read_text())
