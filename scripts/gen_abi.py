@@ -1,8 +1,9 @@
 """Generates the Python side of the C/Python contract from the headers that define it.
 
-    csrc/include/foundry.h  ->  foundry/native/_abi.py    ABI version, error codes, enums, ctypes structs,
-                                                          the signature of every exported function, and the
-                                                          driver values and entry points Python uses (cuda.h)
+    csrc/include/foundry.h  ->  foundry/native/_abi.py    ABI version, error codes, enums, ctypes structs and
+                                                          the driver values Python uses (cuda.h)
+                            ->  foundry/native/_signatures.py  the signature of every exported function, and of
+                                                          the driver entry points Python calls (cuda.h)
     csrc/include/format.h   ->  foundry/records/_layout.py record, delta and fatbin layouts (a NamedTuple per
                                                           struct), magics, versions, the layout digest, and
                                                           the CUDA values a record holds (cuda.h)
@@ -12,18 +13,19 @@ Names and types are read from the headers' text; every value, size and offset co
 compiled library sees. What Python takes from cuda.h is named in the headers (X-macro lists such as
 ``FDY_NODE_TYPES`` and ``FDY_PYTHON_DRIVER_CALLS``), never typed: values from the compiler, driver signatures
 from cuda.h's prototypes (scripts/abi_cuda.py). The headers are read by scripts/abi_headers.py, format.h's
-structs laid out by scripts/abi_layout.py; this file writes _abi.py and runs the whole. CI runs
+structs laid out by scripts/abi_layout.py; this file writes _abi.py and _signatures.py and runs the whole. CI runs
 ``--check``: a header changed without regenerating, or a generated file edited by hand, fails it; so does a
 record or delta layout that no version names (``FDY_LAYOUT_<record>_<delta>``).
 
-    python scripts/gen_abi.py            write both files
-    python scripts/gen_abi.py --check    exit 1, with a diff, when either file is not what the headers give
+    python scripts/gen_abi.py            write the three files
+    python scripts/gen_abi.py --check    exit 1, with a diff, when any file is not what the headers give
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +53,8 @@ TARGETS = {
     "foundry.h": ROOT / "foundry" / "native" / "_abi.py",
     "format.h": ROOT / "foundry" / "records" / "_layout.py",
 }
+# The functions' signatures, apart from the values and structs they take: two files of one job each.
+SIGNATURES_TARGET = ROOT / "foundry" / "native" / "_signatures.py"
 
 
 def _driver_signatures(h: Header) -> list[str]:
@@ -70,9 +74,8 @@ def _driver_signatures(h: Header) -> list[str]:
 
 
 def emit_abi(h: Header, values: dict[str, object]) -> str:
-    """foundry/native/_abi.py: constants, enums, ctypes structs and function signatures."""
-    structs = dict(h.structs)
-    out = [*head("foundry.h"), "import ctypes", "from enum import IntEnum", "from typing import Any"]
+    """foundry/native/_abi.py: constants, enums, ctypes structs and their layouts."""
+    out = [*head("foundry.h"), "import ctypes", "from enum import IntEnum"]
     out += constants(h, values)
     out += enums(h, values)
     out += cuda_values(h, values)
@@ -97,8 +100,23 @@ def emit_abi(h: Header, values: dict[str, object]) -> str:
         out.append("    },")
     out += ["}", "SIZES: dict[str, int] = {"]
     out += [f'    "{camel(name)}": {values[name]},' for name, _ in h.structs]
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def emit_signatures(h: Header) -> str:
+    """foundry/native/_signatures.py: the ctypes signature of every exported function (the structs they take from
+    _abi.py) and of the driver entry points Python calls."""
+    structs = dict(h.structs)
+    rows = [
+        f'    "{fname}": ({_ctypes_of(ret, structs)}, [{", ".join(_ctypes_of(q, structs) for q in params)}]),'
+        for fname, ret, params in h.functions
+    ]
+    used = sorted(camel(name) for name in structs if re.search(rf"\b{camel(name)}\b", "\n".join(rows)))
+    out = [*head("foundry.h"), "import ctypes", "from typing import Any", ""]
+    if used:
+        out.append(f"from ._abi import {', '.join(used)}")
     out += [
-        "}",
         "",
         "",
         "def _ptr(base: Any, depth: int) -> Any:",
@@ -106,17 +124,12 @@ def emit_abi(h: Header, values: dict[str, object]) -> str:
         "        base = ctypes.POINTER(base)",
         "    return base",
         "",
-    ]
-    out += [
         "",
         "# name -> (restype, argtypes) of every exported function",
         "SIGNATURES: dict[str, tuple[Any, list[Any]]] = {",
+        *rows,
+        "}",
     ]
-    for fname, ret, params in h.functions:
-        out.append(
-            f'    "{fname}": ({_ctypes_of(ret, structs)}, [{", ".join(_ctypes_of(q, structs) for q in params)}]),'
-        )
-    out.append("}")
     out += _driver_signatures(h)
     return "\n".join(out) + "\n"
 
@@ -146,12 +159,15 @@ def generate() -> dict[Path, str]:
         problem = layout_problem(h, values) if header == "format.h" else None
         if problem:
             raise LayoutError(problem)
-        text = emit_abi(h, values) if header == "foundry.h" else emit_layout(h, values)
-        ruff = subprocess.run(
-            [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(target), "-"],
-            input=text, capture_output=True, text=True, check=True, cwd=ROOT,
-        )  # fmt: skip
-        result[target] = ruff.stdout
+        texts = {target: emit_abi(h, values) if header == "foundry.h" else emit_layout(h, values)}
+        if header == "foundry.h":
+            texts[SIGNATURES_TARGET] = emit_signatures(h)
+        for path, text in texts.items():
+            ruff = subprocess.run(
+                [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"],
+                input=text, capture_output=True, text=True, check=True, cwd=ROOT,
+            )  # fmt: skip
+            result[path] = ruff.stdout
     return result
 
 

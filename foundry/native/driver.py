@@ -10,7 +10,8 @@ from typing import Any
 
 from foundry.errors import DriverError
 
-from ._abi import DRIVER_SIGNATURES, DeviceAttr
+from ._abi import DeviceAttr
+from ._signatures import DRIVER_SIGNATURES
 from .lib import check, native
 
 __all__ = [

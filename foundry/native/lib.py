@@ -26,7 +26,8 @@ from foundry.errors import (
     UnsupportedNodeError,
 )
 
-from ._abi import ABI_VERSION, SIGNATURES, AllocEvent, ErrorCode, ImageInfo, RegionInfo
+from ._abi import ABI_VERSION, AllocEvent, ErrorCode, ImageInfo, RegionInfo
+from ._signatures import SIGNATURES
 
 __all__ = [
     "ABI_VERSION",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from foundry.native import _abi
+from foundry.native import _abi, _signatures
 from foundry.native.lib import native
 from foundry.records import _layout, layout
 
@@ -21,7 +21,7 @@ ABI = _abi.ABI_VERSION  # the version the headers give now: the case below chang
 REPO = Path(__file__).resolve().parents[2]
 GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "scripts/abi_headers.py", "scripts/abi_layout.py",
              "csrc/include/foundry.h", "csrc/include/format.h", "pyproject.toml", "foundry/native/_abi.py",
-             "foundry/records/_layout.py"]  # fmt: skip
+             "foundry/native/_signatures.py", "foundry/records/_layout.py"]  # fmt: skip
 
 
 def _check(root: Path) -> subprocess.CompletedProcess[str]:
@@ -57,7 +57,7 @@ def copy(tmp_path: Path) -> Path:
         # the CUDA values and driver signatures Python uses come from cuda.h, through the lists that name them
         ("csrc/include/format.h", "X(CU_LAUNCH_ATTRIBUTE_, PRIORITY) ", "", "    PRIORITY = 8"),
         ("csrc/include/foundry.h", "X(cuInit) ", "", '"cuInit": [ctypes.c_uint]'),
-        ("foundry/native/_abi.py", '"cuCtxSetCurrent": [ctypes.c_void_p]', '"cuCtxSetCurrent": [ctypes.c_int]',
+        ("foundry/native/_signatures.py", '"cuCtxSetCurrent": [ctypes.c_void_p]', '"cuCtxSetCurrent": [ctypes.c_int]',
          '"cuCtxSetCurrent": [ctypes.c_void_p]'),
         ("foundry/records/_layout.py", "    CONDITIONAL = 13", "    CONDITIONAL = 14", "    CONDITIONAL = 13"),
         ("foundry/records/_layout.py", '("total_bytes", 24, "Q")', '("total_bytes", 24, "I")',
@@ -168,7 +168,7 @@ def test_every_exported_function_has_its_generated_signature() -> None:
         pytest.skip("nm (binutils) is not installed")
     symbols = subprocess.run([nm, "-D", "--defined-only", lib.path], capture_output=True, text=True, check=True)
     exported = {line.split()[-1] for line in symbols.stdout.splitlines() if line.split()[-1].startswith("fdy_")}
-    assert exported == set(_abi.SIGNATURES), exported ^ set(_abi.SIGNATURES)
+    assert exported == set(_signatures.SIGNATURES), exported ^ set(_signatures.SIGNATURES)
     assert lib.fdy_abi_version() == _abi.ABI_VERSION
 
 
