@@ -9,7 +9,7 @@ from .fresh import FRESH_MODES
 from .logprobs import Top, Values, compare_logprobs
 from .stats import compare_tokens
 
-__all__ = ["compare_runs", "reference_run"]
+__all__ = ["answer_groups", "compare_runs", "reference_run"]
 
 
 def reference_run(results: dict[str, dict[str, Any]]) -> str | None:
@@ -66,3 +66,22 @@ def compare_runs(
             "logprob_digests"
         ) == load.get("logprob_digests")
     return out
+
+
+def answer_groups(results: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """The runs that answered, in groups that gave the same tokens and log-probabilities at every compared batch
+    (by the digests each run keeps), in the results' order: which processes computed the same bits, whichever of
+    them is the reference. Where the reference run is alone in its group while others agree with each other, the
+    difference is that process's, not Foundry's; the comparison with the reference cannot say so by itself."""
+    groups: list[list[str]] = []
+    keys: list[tuple[Any, Any]] = []
+    for mode, r in results.items():
+        if "tokens" not in r:
+            continue
+        key = (r["tokens"], r.get("logprob_digests"))
+        if key in keys:
+            groups[keys.index(key)].append(mode)
+        else:
+            keys.append(key)
+            groups.append([mode])
+    return groups

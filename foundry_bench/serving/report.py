@@ -12,9 +12,12 @@ from typing import Any
 
 from foundry.probe import table
 
+from .compare import answer_groups
+
 __all__ = [
     "LABELS",
     "LOADS",
+    "answer_group_lines",
     "fmt",
     "foundry_rows",
     "foundry_seconds",
@@ -92,6 +95,16 @@ def repeat_lines(results: dict[str, dict[str, Any]], labels: dict[str, str]) -> 
             lines.append(f"- {labels.get(mode, mode)}: {', '.join(cells)}")
     title = "Each run asked the same batches again, in the same process (identical to its own first answer):"
     return ["", title, *lines] if lines else []
+
+
+def answer_group_lines(results: dict[str, dict[str, Any]], labels: dict[str, str]) -> list[str]:
+    """One line naming the groups of runs that answered bit for bit alike (compare.answer_groups), where there are
+    three runs or more and not all of them agree: it shows which process is the odd one."""
+    groups = answer_groups(results)
+    if sum(len(g) for g in groups) < 3 or len(groups) < 2:
+        return []
+    named = " ".join("{" + ", ".join(labels.get(m, m) for m in g) + "}" for g in groups)
+    return ["", f"Runs that answered alike, every token and log-probability at every batch: {named}"]
 
 
 def _first_line(text: object, width: int = 80) -> str:

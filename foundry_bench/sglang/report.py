@@ -14,6 +14,7 @@ from foundry_bench.serving.fresh import fresh_lines
 from foundry_bench.serving.report import (
     LABELS,
     LOADS,
+    answer_group_lines,
     fmt,
     foundry_rows,
     foundry_seconds,
@@ -172,6 +173,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
+    lines += answer_group_lines(doc["results"], LABELS)
     lines += repeat_lines(doc["results"], LABELS)
     lines += stack_lines(doc["results"], LABELS)
     if doc.get("wall_s") is not None:

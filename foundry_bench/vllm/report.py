@@ -16,6 +16,7 @@ from foundry_bench.serving.fresh import fresh_lines
 from foundry_bench.serving.report import (
     LABELS,
     LOADS,
+    answer_group_lines,
     foundry_rows,
     foundry_seconds,
     native_env_lines,
@@ -128,6 +129,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
+    lines += answer_group_lines(doc["results"], LABELS)
     lines += repeat_lines(doc["results"], LABELS)
     lines += stack_lines(doc["results"], LABELS)
     lines += digest_lines(doc["results"], reference_run(doc["results"]), LABELS)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from foundry_bench.serving.compare import compare_runs
+from foundry_bench.serving.compare import answer_groups, compare_runs
 from foundry_bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
 from foundry_bench.vllm.report import load_phases, render, startup_rows
 from tests.support.benchvllm import FAKE_ENGINES, tokens_only
@@ -198,6 +198,10 @@ def test_a_second_load_process_says_whether_loads_answer_alike(
     assert again["tokens_identical"] and not again["identical"] and again["same_as_load"] is True
     rows = {line.split("  ")[0]: line for line in render(doc).splitlines() if line.startswith("Foundry LOAD")}
     assert rows["Foundry LOAD, another process"].rstrip().endswith("the same as LOAD's")
+    # every run against every run: which processes computed the same bits, whichever is the reference
+    assert answer_groups(doc["results"]) == [["save", "native"], ["load_again", "load"]]
+    groups = "{Foundry SAVE, native, warm caches} {Foundry LOAD, another process, Foundry LOAD}"
+    assert f"answered alike, every token and log-probability at every batch: {groups}" in render(doc)
     # the native run's capture timed to the millisecond beside vLLM's whole seconds; the plugin's runs untimed
     results = doc["results"]
     assert 0.02 <= results["native"]["capture_exact_s"] < 30 and results["native"]["capture_s"] == 0.0
@@ -358,3 +362,18 @@ def test_repeat_asks_each_run_its_batches_again_and_says_whether_it_repeated_its
     assert "- native, warm caches: batch 1 0/1 (tokens 1/1), batch 3 0/3 (tokens 3/3)" in text
     assert "- Foundry LOAD: batch 1 1/1, batch 3 3/3" in text
     assert "repeat" not in run_vllm_bench(tokens_only(tmp_path / "plain", modes=("save",)))["results"]["save"]
+
+
+def test_runs_that_all_agree_or_too_few_make_no_answer_group_line() -> None:
+    """The groups line names the odd process; where every run agrees, or two runs only (the comparison with the
+    reference says it all), there is no line, and a run that answered nothing is in no group."""
+    from foundry_bench.serving.report import LABELS, answer_group_lines
+
+    same, other = {"tokens": ["a"], "logprob_digests": [["x"]]}, {"tokens": ["a"], "logprob_digests": [["y"]]}
+    assert answer_group_lines({"native": same, "save": same, "load": same}, LABELS) == []
+    assert answer_group_lines({"native": same, "load": other}, LABELS) == []
+    results = {"native_cold": same, "save": same, "native": other, "load": same, "load_again": {"error": "x"}}
+    assert answer_groups(results) == [["native_cold", "save", "load"], ["native"]]
+    assert answer_group_lines(results, LABELS)[-1].endswith(
+        "{native, cold caches, Foundry SAVE, Foundry LOAD} {native, warm caches}"
+    )
