@@ -317,9 +317,10 @@ def add_parser(sub: Any) -> None:
                    "stacks (OUT/<tag>/stacks-<run>/); the report lists the stacks that held a thread longest in "
                    "each run's start-up and first request")  # fmt: skip
     v.add_argument("--digests", action="store_true", help="every engine process fingerprints each attention layer's "
-                   "query, key, value and output (vLLM's FlashAttention, FlashInfer and Triton backends; "
-                   "OUT/<tag>/digests-<run>/); the report names the first layer where each run differs from the "
-                   "reference run. Synchronises the device at every layer: not for timing")  # fmt: skip
+                   "query, key, value and output (vLLM's FlashAttention, FlashInfer and Triton backends) and each "
+                   "matrix product the compiled model runs outside graphs, its input and output "
+                   "(OUT/<tag>/digests-<run>/); the report names the first call where each run differs from the "
+                   "reference run. Synchronises the device at every call: not for timing")  # fmt: skip
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")
     v.add_argument("--decode-steps", type=int, help="tokens a prompt in each decode measurement (vllm 256, sglang 512)")
     v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")

@@ -1,11 +1,13 @@
 """Where two runs first compute different bits, layer by layer (``--digests``): every engine process fingerprints
-each attention layer's query, key, value and output (stacksite/foundry_attention_digests.py); a run keeps, for
-each number of tokens a step ran, the last call of each layer; two runs are compared at every token count both
-ran, in layer order, and the first layer that differs is named with what differed in it.
+each attention layer's query, key, value and output, and each matrix product of the compiled model between them,
+its input and output (stacksite/foundry_attention_digests.py); a run keeps, for each number of tokens a step ran,
+the last call of each layer and product; two runs are compared at every token count both ran, in the order the
+calls came, and the first call that differs is named with what differed in it.
 
 Reading the comparison: a layer whose query differs got other inputs, so the difference arose before it (in the
 compiled code since the previous layer's attention, or earlier, where the first layer's query differs); a layer
-whose query, key and value agree and whose output does not computed attention differently."""
+whose query, key and value agree and whose output does not computed attention differently. The same for a
+product: the same input with another output is cuBLAS's doing; another input came from what ran before it."""
 
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ from .stacksite import foundry_attention_digests as recorder
 
 __all__ = ["TENSORS", "alike_groups", "compare", "env", "lines", "read", "start"]
 
-TENSORS = ("q", "k", "v", "out")
+# An attention layer's query, key, value and output; a matrix product's input and output (its ``q``, ``k``, ``v``
+# None, an attention's ``in`` None). Documents written before products were recorded hold the first four only.
+TENSORS = ("q", "k", "v", "out", "in")
 MOST_SIZES = 64  # token counts a run keeps (the largest steps: the compared batches' prefills among them)
 
 
@@ -73,6 +77,10 @@ def _pid(stem: str) -> int:
         return -1
 
 
+def _padded(prints: list[Any]) -> list[Any]:
+    return [*prints, *[None] * (len(TENSORS) - len(prints))]
+
+
 def compare(here: dict[str, Any], reference: dict[str, Any]) -> list[dict[str, Any]]:
     """At each token count both runs recorded (ascending): how many layers agree in all four tensors, and the first
     that does not, with the tensors that differ in it (``first``: None where every layer agrees); a layer one run
@@ -80,18 +88,18 @@ def compare(here: dict[str, Any], reference: dict[str, Any]) -> list[dict[str, A
     out = []
     mine, theirs = here.get("sizes", {}), reference.get("sizes", {})
     for size in sorted(set(mine) & set(theirs), key=int):
-        a = {row[0]: row[1:] for row in mine[size]}
-        b = {row[0]: row[1:] for row in theirs[size]}
+        a = {row[0]: _padded(row[1:]) for row in mine[size]}
+        b = {row[0]: _padded(row[1:]) for row in theirs[size]}
         order = [row[0] for row in theirs[size]] + [row[0] for row in mine[size] if row[0] not in b]
         first = None
         same = 0
         for layer in order:
             x, y = a.get(layer), b.get(layer)
-            differ = (
-                list(TENSORS)
-                if x is None or y is None
-                else [t for t, p, q in zip(TENSORS, x, y, strict=True) if p != q]
-            )
+            if x is None or y is None:  # what the row one run has holds, else an attention's four
+                held = x if x is not None else y
+                differ = [t for t, p in zip(TENSORS, held or [], strict=False) if p is not None] or list(TENSORS[:4])
+            else:
+                differ = [t for t, p, q in zip(TENSORS, x, y, strict=True) if p != q]
             if differ:
                 first = first or {"layer": layer, "index": order.index(layer), "differ": differ}
             else:
@@ -132,13 +140,13 @@ def lines(results: dict[str, dict[str, Any]], reference: str | None, labels: dic
         rows = compare(r["digests"], ref)
         differing = [row for row in rows if row["first"] is not None]
         alike = len(rows) - len(differing)
-        head = f"- {labels.get(mode, mode)}: {alike} of {len(rows)} token counts alike in every layer"
+        head = f"- {labels.get(mode, mode)}: {alike} of {len(rows)} token counts alike in every call"
         out.append(head + (":" if differing else ""))
         for row in differing:
             first = row["first"]
             out.append(
-                f"  {row['n']} tokens: first differs at layer {first['index']} ({first['layer']}), in "
-                f"{', '.join(first['differ'])}; {row['same']} of {row['layers']} layers alike"
+                f"  {row['n']} tokens: first differs at {first['layer']} (call {first['index']} of the step), in "
+                f"{', '.join(first['differ'])}; {row['same']} of {row['layers']} calls alike"
             )
     if not out:
         return []
@@ -148,6 +156,7 @@ def lines(results: dict[str, dict[str, Any]], reference: str | None, labels: dic
     title = (
         f"Attention layer by layer against {labels.get(reference, reference)} (--digests: each layer's query, key, "
         "value and output fingerprinted at each token count both runs ran; a differing query means the difference "
-        "arose before that layer's attention, the same inputs with another output, in it):"
+        "arose before that layer's attention, the same inputs with another output, in it; LAYER/mmI is the I-th "
+        "matrix product of the compiled model after that layer's attention, its input and output):"
     )
     return ["", title, *out]

@@ -110,12 +110,12 @@ def test_two_processes_are_compared_layer_by_layer_and_the_first_difference_name
     assert compare(ra, ra) == [{"n": 3, "layers": 2, "same": 2, "first": None}]
     results = {"native": {"digests": ra}, "load": {"digests": rb}, "save": {"digests": ra}, "plain": {}}
     text = lines(results, "native", {"native": "native", "load": "LOAD", "save": "SAVE"})
-    assert text[2] == "- LOAD: 0 of 1 token counts alike in every layer:"
+    assert text[2] == "- LOAD: 0 of 1 token counts alike in every call:"
     assert (
-        text[3]
-        == "  3 tokens: first differs at layer 1 (model.layers.1.self_attn.attn), in k, out; 1 of 2 layers alike"
+        text[3] == "  3 tokens: first differs at model.layers.1.self_attn.attn (call 1 of the step), in k, out; 1 of 2 "
+        "calls alike"
     )
-    assert text[4:] == ["- SAVE: 1 of 1 token counts alike in every layer",
+    assert text[4:] == ["- SAVE: 1 of 1 token counts alike in every call",
                         "- alike at every layer and token count: {native, SAVE} {LOAD}"]  # fmt: skip
     assert lines({"load": {"digests": rb}}, "native", {}) == []  # no reference fingerprints: no section
 
@@ -132,13 +132,91 @@ def test_a_cut_line_is_left_out_sizes_are_kept_apart_and_tensor_parallel_ranks_a
     # by process id: 9 is rank 0; the last call of a layer at a size is kept
     out = [1, 0, 0]
     assert got["sizes"] == {
-        "8": [["rank0/l0", [1, 5, 5], None, None, out], ["rank1/l0", [1, 1, 1], None, None, out]],
-        "740": [["rank1/l0", [1, 3, 3], None, None, out]],
+        "8": [["rank0/l0", [1, 5, 5], None, None, out, None], ["rank1/l0", [1, 1, 1], None, None, out, None]],
+        "740": [["rank1/l0", [1, 3, 3], None, None, out, None]],
     }
     # a layer one run lacks differs in every tensor
     other = {"sizes": {"740": [["rank1/l0", [1, 3, 3], None, None, [1, 0, 0]], ["rank1/l1", None, None, None, None]]}}
     (row,) = compare(other, got)
     assert row["same"] == 1 and row["first"] == {"layer": "rank1/l1", "index": 1, "differ": ["q", "k", "v", "out"]}
+
+
+# Inductor as far as the recorder sees it: the namespace its compiled code calls matrix products through, filled
+# by the module that registers them. The stand-in product is elementwise (enough to give each call an output).
+INDUCTOR = {
+    "torch/__init__.py": "class cuda:\n    is_available = staticmethod(lambda: False)\n",
+    "torch/_inductor/__init__.py": "",
+    "torch/_inductor/select_algorithm.py": "import types\nextern_kernels = types.SimpleNamespace()\n",
+    "torch/_inductor/kernel/__init__.py": "",
+    "torch/_inductor/kernel/mm.py": textwrap.dedent("""
+        from torch._inductor.select_algorithm import extern_kernels
+        def mm(a, b, out=None):
+            out[:] = [x * y for x, y in zip(a, b)]
+            return out
+        def addmm(bias, a, b, out=None):
+            out[:] = [c + x * y for c, x, y in zip(bias, a, b)]
+            return out
+        extern_kernels.mm, extern_kernels.addmm = mm, addmm
+    """),
+}
+
+# A compiled model's step of 3 tokens: the first layer's attention, two products after it (the second one's
+# weight differs where DIFFER says), the second layer's attention.
+PRODUCTS = """
+import os, sys
+import foundry_attention_digests as digests
+
+digests.fingerprint = lambda t: None if t is None else [len(t), sum(t), sum((i + 1) * x for i, x in enumerate(t))]
+from vllm.v1.attention.backends.flash_attn import FlashAttentionImpl
+import torch._inductor.kernel.mm
+from torch._inductor.select_algorithm import extern_kernels
+
+class T(list):
+    shape = property(lambda self: (len(self), 1))
+class Layer:
+    def __init__(self, name): self.layer_name = name
+class Meta:
+    num_actual_tokens = 3
+
+print("wrapped:", hasattr(extern_kernels.mm, "__wrapped__"), hasattr(extern_kernels.addmm, "__wrapped__"))
+impl = FlashAttentionImpl()
+os.makedirs(sys.argv[1], exist_ok=True)
+open(os.path.join(sys.argv[1], "recording"), "w").close()
+ones = T([1, 1, 1])
+x = impl.forward(Layer("model.layers.0.self_attn.attn"), T([1, 2, 3]), ones, ones, None, Meta(), T([0] * 3))
+h = extern_kernels.mm(T(x), T([2, 2, 2]), out=T([0] * 3))
+w = [3, 3, 3] if os.environ.get("DIFFER") != "weight" else [3, 3, 4]
+h = extern_kernels.addmm(T([1, 1, 1]), h, T(w), out=T([0] * 3))
+print("product", h)
+impl.forward(Layer("model.layers.1.self_attn.attn"), T(h), T([1, 1, 1]), T([1, 1, 1]), None, Meta(), T([0] * 3))
+"""
+
+
+def test_the_compiled_models_matrix_products_are_fingerprinted_and_name_where_two_runs_part(tmp_path: Path) -> None:
+    """Inductor's products between two attentions: each recorded as the i-th after its layer's attention, with its
+    input and output; a product that got the same input and gave another output is named, with "out" alone."""
+    for name, text in INDUCTOR.items():
+        (tmp_path / "engine" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "engine" / name).write_text(text)
+    runs = {}
+    for run, differ in (("a", ""), ("b", "weight")):
+        _engine(tmp_path, tmp_path / "scratch")  # writes the backend's package (its own records apart)
+        (tmp_path / "program.py").write_text(textwrap.dedent(PRODUCTS))
+        variables = {**os.environ, **env(tmp_path / run, str(tmp_path / "engine")), "DIFFER": differ}
+        done = subprocess.run([sys.executable, str(tmp_path / "program.py"), str(tmp_path / run)], env=variables,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0 and "stopped" not in done.stderr, done.stderr
+        assert "wrapped: True True" in done.stdout
+        runs[run] = (read(tmp_path / run), done.stdout)
+    (a, out_a), (b, out_b) = runs["a"], runs["b"]
+    assert "product [67, 127, 187]" in out_a and "product [67, 127, 249]" in out_b  # the engine's own answers
+    layers = [row[0] for row in a["sizes"]["3"]]
+    assert layers == ["model.layers.0.self_attn.attn", "model.layers.0.self_attn.attn/mm0",
+                      "model.layers.0.self_attn.attn/addmm1", "model.layers.1.self_attn.attn"]  # fmt: skip
+    mm0 = a["sizes"]["3"][1]
+    assert mm0[1:5] == [None, None, None, [3, 126, 292]] and mm0[5] == [3, 63, 146]  # out, then in: q*10 + k
+    (row,) = compare(b, a)
+    assert row["first"] == {"layer": "model.layers.0.self_attn.attn/addmm1", "index": 2, "differ": ["out"]}
 
 
 def test_the_site_folder_goes_first_on_the_engines_path_once_with_the_stack_sampler_or_without() -> None:

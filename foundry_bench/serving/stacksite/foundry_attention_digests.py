@@ -15,7 +15,14 @@ Loaded by this folder's ``sitecustomize`` in every Python process the engine sta
 has written ``START_FILE`` into the folder (the engine serves), each call outside a graph capture appends one
 JSON line to ``digests-<pid>.jsonl``: the layer's name, the number of tokens, and each
 tensor's fingerprint (``fingerprint``). Costs a device synchronisation per layer: for finding a difference, never
-for timing. A wrapper that fails stops recording and says so on stderr; the engine's call is never changed."""
+for timing. A wrapper that fails stops recording and says so on stderr; the engine's call is never changed.
+
+Between two attentions the compiled model runs Inductor's kernels and the matrix products it leaves to cuBLAS.
+Inductor's generated code calls those through the attributes of one namespace (``extern_kernels.mm(a, b,
+out=...)``), looked up at each call, so the same import hook wraps them there (``GEMMS``): each product outside a
+graph is recorded as ``<last attention layer>/<op><i>``, its left input (``in``) and its output, the i-th product
+since that layer's attention in the thread. A product whose input agrees and whose output does not is cuBLAS's
+choice; one whose input already differs got it from a kernel of Inductor's, or from the product before."""
 
 from __future__ import annotations
 
@@ -28,7 +35,18 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import IO, Any
 
-__all__ = ["ENV", "MAX_LINES", "START_FILE", "TARGETS", "fingerprint", "start", "wrap"]
+__all__ = [
+    "ENV",
+    "GEMMS",
+    "GEMM_MODULES",
+    "MAX_LINES",
+    "START_FILE",
+    "TARGETS",
+    "fingerprint",
+    "start",
+    "wrap",
+    "wrap_products",
+]
 
 ENV = "FOUNDRY_BENCH_DIGESTS"  # the folder the fingerprints go to; unset: nothing recorded
 # Written into that folder once the engine serves: only then are calls recorded. A fingerprint allocates device
@@ -43,6 +61,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "vllm.v1.attention.backends.flashinfer": ("FlashInferImpl",),
     "vllm.v1.attention.backends.triton_attn": ("TritonAttentionImpl",),
 }
+# Inductor's modules that register the matrix products its compiled code calls by name (ExternKernelChoice sets
+# ``torch._inductor.select_algorithm.extern_kernels.<name>``), and the names wrapped, with the position of the
+# argument that is the activation (``addmm``'s first is the bias).
+GEMM_MODULES = ("torch._inductor.kernel.mm", "torch._inductor.kernel.bmm")
+GEMMS = {"mm": 0, "addmm": 1, "bmm": 0}
 _MARK = "_foundry_digests"
 _WEIGHT_MODULUS = 65521  # a prime: the weights of a weighted sum repeat only every this many elements
 
@@ -98,6 +121,7 @@ class _Recorder:
 
 
 _RECORDER: _Recorder | None = None
+_PLACE = threading.local()  # per thread: the last attention layer recorded, and the products since it
 
 
 def _capturing() -> bool:
@@ -114,11 +138,49 @@ def _record(layer: Any, metadata: Any, tensors: Sequence[Any]) -> None:
         n = int(n) if n is not None else int(tensors[0].shape[0])
         q, k, v, out = (None if t is None else t[:n] for t in tensors)
         name = getattr(layer, "layer_name", None) or type(layer).__name__
+        _PLACE.layer, _PLACE.products = str(name), 0
         entry = {"layer": str(name), "n": n, "q": fingerprint(q), "k": fingerprint(k), "v": fingerprint(v),
                  "out": fingerprint(out)}  # fmt: skip
         recorder.write(entry)
     except Exception as exc:
         recorder.stop(repr(exc))
+
+
+def _record_product(op: str, activation: Any, out: Any) -> None:
+    recorder = _RECORDER
+    if recorder is None or not recorder.active() or _capturing():
+        return
+    try:
+        i = getattr(_PLACE, "products", 0)
+        _PLACE.products = i + 1
+        layer = f"{getattr(_PLACE, 'layer', 'start')}/{op}{i}"
+        rows = int(out.shape[-2]) if len(out.shape) >= 2 else int(out.shape[0])
+        recorder.write({"layer": layer, "n": rows, "in": fingerprint(activation), "out": fingerprint(out)})
+    except Exception as exc:
+        recorder.stop(repr(exc))
+
+
+def wrap_products(namespace: Any) -> list[str]:
+    """Wraps the matrix products of ``GEMMS`` that ``namespace`` holds (Inductor's ``extern_kernels``) to record
+    each call's input and output (once: a wrapped one is left as it is); the names it wrapped."""
+    wrapped = []
+    for op, position in GEMMS.items():
+        original = getattr(namespace, op, None)
+        if original is None or getattr(original, _MARK, False):
+            continue
+
+        def product(*args: Any, _original: Any = original, _op: str = op, _at: int = position, **kwargs: Any) -> Any:
+            result = _original(*args, **kwargs)
+            out = kwargs.get("out", result)
+            if out is not None and len(args) > _at:
+                _record_product(_op, args[_at], out)
+            return result
+
+        setattr(product, _MARK, True)
+        product.__wrapped__ = original  # type: ignore[attr-defined]
+        setattr(namespace, op, product)
+        wrapped.append(op)
+    return wrapped
 
 
 def wrap(cls: type) -> bool:
@@ -163,4 +225,13 @@ def start(folder: str | None = None) -> bool:
     hooks = importlib.import_module(_sibling("foundry_site_hooks"))
     for name, names in TARGETS.items():
         hooks.after_import(name, lambda module, names=names: _patch(module, names))
+    for name in GEMM_MODULES:
+        hooks.after_import(name, lambda module: _wrap_inductor_products())
     return True
+
+
+def _wrap_inductor_products() -> None:
+    select = sys.modules.get("torch._inductor.select_algorithm")
+    namespace = getattr(select, "extern_kernels", None)
+    if namespace is not None:
+        wrap_products(namespace)
