@@ -82,7 +82,7 @@ def _padded(prints: list[Any]) -> list[Any]:
 
 
 def compare(here: dict[str, Any], reference: dict[str, Any]) -> list[dict[str, Any]]:
-    """At each token count both runs recorded (ascending): how many layers agree in all four tensors, and the first
+    """At each token count both runs recorded (ascending): how many calls agree in all their tensors, and the first
     that does not, with the tensors that differ in it (``first``: None where every layer agrees); a layer one run
     has and the other has not counts as differing in every tensor."""
     out = []
@@ -156,7 +156,7 @@ def lines(results: dict[str, dict[str, Any]], reference: str | None, labels: dic
     title = (
         f"Attention layer by layer against {labels.get(reference, reference)} (--digests: each layer's query, key, "
         "value and output fingerprinted at each token count both runs ran; a differing query means the difference "
-        "arose before that layer's attention, the same inputs with another output, in it; LAYER/mmI is the I-th "
-        "matrix product of the compiled model after that layer's attention, its input and output):"
+        "arose before that layer's attention, the same inputs with another output, in it; LAYER/mmI (addmmI, "
+        "bmmI) is the I-th matrix product of the compiled model after that layer's attention, its input and output):"
     )
     return ["", title, *out]
