@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from foundry_bench.serving.digests import compare, env, lines, read
+from foundry_bench.serving.digests import _short, alike_groups, compare, compare_calls, env, lines, read
 from foundry_bench.serving.stacks import SITE
 
 # vLLM's attention backend as far as the recorder sees it: a module of that name with the implementation class,
@@ -103,24 +103,80 @@ def test_two_processes_are_compared_layer_by_layer_and_the_first_difference_name
     assert _engine(tmp_path, a).returncode == 0
     assert _engine(tmp_path, b, differ="k1").returncode == 0
     ra, rb = read(a), read(b)
-    assert ra["calls"] == 2 and ra["processes"] == 1 and list(ra["sizes"]) == ["3"]
-    rows = compare(rb, ra)
-    first = {"layer": "model.layers.1.self_attn.attn", "index": 1, "differ": ["k", "out"]}
-    assert rows == [{"n": 3, "layers": 2, "same": 1, "first": first}]
-    assert compare(ra, ra) == [{"n": 3, "layers": 2, "same": 2, "first": None}]
+    assert (
+        ra["calls"] == 2
+        and ra["processes"] == 1
+        and [row[:2] for row in ra["sequence"]]
+        == [
+            [3, "model.layers.0.self_attn.attn"],
+            [3, "model.layers.1.self_attn.attn"],
+        ]
+    )
     results = {"native": {"digests": ra}, "load": {"digests": rb}, "save": {"digests": ra}, "plain": {}}
     text = lines(results, "native", {"native": "native", "load": "LOAD", "save": "SAVE"})
+    assert text[2:] == [
+        "- LOAD: first differs at call 2 of 2, model.layers.1.self_attn.attn at 3 tokens, in k, out (its input "
+        "already differs: the kernels since the call before computed it differently)",
+        "  no call had the same input and another output",
+        "- SAVE: alike in all 2 calls both ran",
+        "- alike in every call: {native, SAVE} {LOAD}",
+    ]
+    # documents written before the calls' order was kept: compared token count by token count
+    sized = {
+        name: {"sizes": {"3": [[row[1], *row[2:]] for row in doc["sequence"]]}} for name, doc in (("a", ra), ("b", rb))
+    }
+    first = {"layer": "model.layers.1.self_attn.attn", "index": 1, "differ": ["k", "out"]}
+    assert compare(sized["b"], sized["a"]) == [{"n": 3, "layers": 2, "same": 1, "first": first}]
+    assert compare(sized["a"], sized["a"]) == [{"n": 3, "layers": 2, "same": 2, "first": None}]
+    old = {"native": {"digests": sized["a"]}, "load": {"digests": sized["b"]}}
+    text = lines(old, "native", {"native": "native", "load": "LOAD"})
     assert text[2] == "- LOAD: 0 of 1 token counts alike in every call:"
     assert (
         text[3] == "  3 tokens: first differs at model.layers.1.self_attn.attn (call 1 of the step), in k, out; 1 of 2 "
         "calls alike"
     )
-    assert text[4:] == ["- SAVE: 1 of 1 token counts alike in every call",
-                        "- alike at every layer and token count: {native, SAVE} {LOAD}"]  # fmt: skip
     assert lines({"load": {"digests": rb}}, "native", {}) == []  # no reference fingerprints: no section
 
 
-def test_a_cut_line_is_left_out_sizes_are_kept_apart_and_tensor_parallel_ranks_are_named(tmp_path: Path) -> None:
+def _call(n: int, layer: str, *prints: object) -> list[object]:
+    return [n, layer, *prints]
+
+
+def test_calls_are_compared_in_the_order_they_ran_and_a_call_that_computed_differently_itself_is_named() -> None:
+    """The first call that differs is named with what differed; a call given the same inputs that answered another
+    output is counted wherever it comes (here a product: cuBLAS's own choice); a run that ran more calls than the
+    other (its timing steps) is compared as far as both ran; a run that ran another call is named there."""
+    a, b, c = [1, 1, 1], [1, 2, 2], [1, 3, 3]
+    ref = {"sequence": [_call(8, "l0", a, a, a, a, None), _call(8, "l0/mm0", None, None, None, a, a),
+                        _call(740, "l1", a, a, a, a, None)]}  # fmt: skip
+    here = {"sequence": [_call(8, "l0", a, a, a, a, None), _call(8, "l0/mm0", None, None, None, b, a),
+                         _call(740, "l1", b, a, a, c, None), _call(256, "l0", a, a, a, a, None)]}  # fmt: skip
+    got = compare_calls(here, ref)
+    assert got == {"calls": 3, "first": {"index": 1, "n": 8, "layer": "l0/mm0", "differ": ["out"]}, "own": 1,
+                   "first_own": {"index": 1, "n": 8, "layer": "l0/mm0"}}  # fmt: skip
+    said = lines({"ref": {"digests": ref}, "here": {"digests": here}}, "ref", {})
+    assert said[2:4] == [
+        "- here: first differs at call 2 of 3, l0/mm0 at 8 tokens, in out (same input, another output: this call "
+        "computed differently itself)",
+        "  1 calls had the same input and another output, the first l0/mm0 at 8 tokens",
+    ]
+    # the same calls, the longer run's extra call left out: alike; another call where the reference ran l1: named
+    assert compare_calls({"sequence": ref["sequence"] + [_call(256, "l0", a, a, a, a, None)]}, ref) == {
+        "calls": 3, "first": None, "own": 0, "first_own": None}  # fmt: skip
+    other = {"sequence": [*ref["sequence"][:2], _call(512, "l1", a, a, a, a, None)]}
+    moved = compare_calls(other, ref)
+    assert moved is not None and moved["calls"] == 2
+    assert moved["first"] == {"index": 2, "n": 740, "layer": "l1", "differ": ["order"], "here": [512, "l1"]}
+    said = lines({"ref": {"digests": ref}, "other": {"digests": other}}, "ref", {})
+    assert said[2] == (
+        "- other: alike in the 2 calls before; call 3 was l1 at 512 tokens here, l1 at 740 in the reference"
+    )
+    results = {"x": {"digests": ref}, "y": {"digests": here}, "z": {"digests": {"sequence": ref["sequence"][:2]}}}
+    assert alike_groups(results) == [["x", "z"], ["y"]]
+    assert compare_calls({"sizes": {}}, ref) is None  # no order kept: the token-count comparison stands
+
+
+def test_a_cut_line_is_left_out_and_tensor_parallel_ranks_are_named_in_process_order(tmp_path: Path) -> None:
     def entry(layer: str, n: int, q: int) -> str:
         return json.dumps({"layer": layer, "n": n, "q": [1, q, q], "k": None, "v": None, "out": [1, 0, 0]}) + "\n"
 
@@ -129,15 +185,19 @@ def test_a_cut_line_is_left_out_sizes_are_kept_apart_and_tensor_parallel_ranks_a
     (tmp_path / "digests-30.jsonl").write_text("")  # a process that ran no attention
     got = read(tmp_path)
     assert got["calls"] == 4 and got["processes"] == 2
-    # by process id: 9 is rank 0; the last call of a layer at a size is kept
-    out = [1, 0, 0]
-    assert got["sizes"] == {
-        "8": [["rank0/l0", [1, 5, 5], None, None, out, None], ["rank1/l0", [1, 1, 1], None, None, out, None]],
-        "740": [["rank1/l0", [1, 3, 3], None, None, out, None]],
-    }
-    # a layer one run lacks differs in every tensor
+    # in the order each process ran them, process 9 (rank 0) first; fingerprints shortened alike for equal ones
+    out = _short([1, 0, 0])
+    assert got["sequence"] == [
+        [8, "rank0/l0", _short([1, 5, 5]), None, None, out, None],
+        [8, "rank1/l0", _short([1, 1, 1]), None, None, out, None],
+        [740, "rank1/l0", _short([1, 2, 2]), None, None, out, None],
+        [740, "rank1/l0", _short([1, 3, 3]), None, None, out, None],
+    ]
+    assert len({row[2] for row in got["sequence"]}) == 4 and all(len(row[2]) == 12 for row in got["sequence"])
+    # an old document's layer one run lacks differs in every tensor
+    mine = {"sizes": {"740": [["rank1/l0", [1, 3, 3], None, None, [1, 0, 0]]]}}
     other = {"sizes": {"740": [["rank1/l0", [1, 3, 3], None, None, [1, 0, 0]], ["rank1/l1", None, None, None, None]]}}
-    (row,) = compare(other, got)
+    (row,) = compare(other, mine)
     assert row["same"] == 1 and row["first"] == {"layer": "rank1/l1", "index": 1, "differ": ["q", "k", "v", "out"]}
 
 
@@ -210,13 +270,15 @@ def test_the_compiled_models_matrix_products_are_fingerprinted_and_name_where_tw
         runs[run] = (read(tmp_path / run), done.stdout)
     (a, out_a), (b, out_b) = runs["a"], runs["b"]
     assert "product [67, 127, 187]" in out_a and "product [67, 127, 249]" in out_b  # the engine's own answers
-    layers = [row[0] for row in a["sizes"]["3"]]
+    layers = [row[1] for row in a["sequence"]]
     assert layers == ["model.layers.0.self_attn.attn", "model.layers.0.self_attn.attn/mm0",
                       "model.layers.0.self_attn.attn/addmm1", "model.layers.1.self_attn.attn"]  # fmt: skip
-    mm0 = a["sizes"]["3"][1]
-    assert mm0[1:5] == [None, None, None, [3, 126, 292]] and mm0[5] == [3, 63, 146]  # out, then in: q*10 + k
-    (row,) = compare(b, a)
-    assert row["first"] == {"layer": "model.layers.0.self_attn.attn/addmm1", "index": 2, "differ": ["out"]}
+    mm0 = a["sequence"][1]
+    assert mm0[2:7] == [None, None, None, _short([3, 126, 292]), _short([3, 63, 146])]  # out, then in: q*10 + k
+    calls = compare_calls(b, a)
+    assert calls is not None and calls["first"] == {
+        "index": 2, "n": 3, "layer": "model.layers.0.self_attn.attn/addmm1", "differ": ["out"]}  # fmt: skip
+    assert calls["own"] == 1  # the same input, another output: the product's own doing
 
 
 def test_the_site_folder_goes_first_on_the_engines_path_once_with_the_stack_sampler_or_without() -> None:
@@ -236,7 +298,7 @@ def test_bench_digests_has_the_engines_record_once_they_serve(fake_vllm: None, t
     doc = run_vllm_bench(tokens_only(tmp_path, api="serve", modes=("save", "native", "load"), digests=True))
     results = doc["results"]
     assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
-    assert all(r["digests"] == {"calls": 0, "processes": 0, "sizes": {}} for r in results.values())
+    assert all(r["digests"] == {"calls": 0, "processes": 0, "sequence": []} for r in results.values())
     assert sorted(p.parent.name for p in tmp_path.rglob("recording")) == [
         "digests-load",
         "digests-native",

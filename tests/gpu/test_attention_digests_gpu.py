@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from foundry_bench.serving.digests import env, read
+from foundry_bench.serving.digests import _short, env, read
 from foundry_bench.serving.stacksite.foundry_attention_digests import fingerprint
 
 
@@ -67,7 +67,7 @@ def test_the_compiled_models_matrix_products_are_recorded_through_inductors_name
     assert run.returncode == 0 and "stopped" not in run.stderr, run.stderr[-3000:]
     expected = json.loads(run.stdout.strip().splitlines()[-1])
     got = read(folder)
-    rows = {row[0]: row for row in got["sizes"].get("740", [])}
+    rows = {row[1]: row for row in got["sequence"] if row[0] == 740}
     assert "start/mm0" in rows, got
-    assert rows["start/mm0"][4] == expected["product"] and rows["start/mm0"][5] == expected["input"]
+    assert rows["start/mm0"][5:7] == [_short(expected["product"]), _short(expected["input"])]
     assert fingerprint is not None and expected["out"][0] == 740 * 512  # the compiled function answered in full
