@@ -32,7 +32,7 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from ..shared import steps
+from ..shared import autotune, steps
 from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
@@ -81,6 +81,11 @@ def before_distributed(vllm_config: Any, rank: int = 0) -> None:
     s.state.architectures = tuple(getattr(vllm_config.model_config, "architectures", None) or ())
     world = int(getattr(vllm_config.parallel_config, "world_size", 1) or 1)
     steps.begin(s, describe(vllm_config), Place(rank, world))
+    # Before the model first runs: Inductor's kernels choose their configuration at their first launch.
+    if s.config.mode is Mode.SAVE:
+        autotune.record(VLLM)
+    else:
+        s.state.replay = autotune.replay(s.require_saved().kernel_choices, VLLM)
     log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.archive, s.state.runner)
 
 
@@ -211,16 +216,20 @@ def _save(runner: Any, original: Any) -> Any:
     base = s.config.region_base
     vllm_fields = {
         "workspace": workspace.saved((base, base + s.config.region_size)),
+        "kernel_choices": autotune.recorded(),
         "runner": graphs.name,
         "kv_cache_bytes": steps.required(s, s.state.kv_cache_bytes, "KV cache size"),
         "num_gpu_blocks": steps.required(s, s.state.num_gpu_blocks, "number of KV cache blocks"),
     }
     meta = steps.save_graphs(s, items, vllm_fields, file_name=_graph_file)
     pieces = sum(1 for key, *_ in items if key["graph"] == "piece")
-    _report(s, graphs=len(meta.graphs), piece_graphs=pieces)
+    choices = len(meta.kernel_choices.kernels)
+    _report(
+        s, graphs=len(meta.graphs), piece_graphs=pieces, kernel_choices=choices, autotuner_missing=autotune.missing()
+    )
     log.info(
-        "Foundry save: %d graphs (%d of them pieces) in %s (capture %.2f s, save %.2f s)",
-        len(meta.graphs), pieces, s.archive, s.timings["capture_s"], s.timings["save_s"],
+        "Foundry save: %d graphs (%d of them pieces) and %d kernel choices in %s (capture %.2f s, save %.2f s)",
+        len(meta.graphs), pieces, choices, s.archive, s.timings["capture_s"], s.timings["save_s"],
     )  # fmt: skip
     return result
 
@@ -267,11 +276,20 @@ def _load(runner: Any) -> int:
 
     steps.load_graphs(s, install)
     pieces = len(saved.graphs) - len(full)
-    _report(s, graphs=len(saved.graphs), piece_graphs=pieces, loader=getattr(s.pending, "timings", None))
+    replay = s.state.replay.summary() if s.state.replay is not None else None
+    _report(s, graphs=len(saved.graphs), piece_graphs=pieces, loader=getattr(s.pending, "timings", None),
+            kernel_choices=replay, autotuner_missing=autotune.missing())  # fmt: skip
     log.info(
         "Foundry load: %d graphs installed (%d of them pieces; waited %.3f s)",
         len(saved.graphs), pieces, s.timings["graphs_ready_s"],
     )  # fmt: skip
+    if replay is not None and (replay["timed_count"] or replay["unmatched_count"]):
+        log.warning(
+            "Foundry load: %d Inductor kernels chose their configuration by timing here, not as in SAVE (not "
+            "recorded: %s; recorded but not offered: %s): steps that run them outside graphs may differ from "
+            "SAVE's in the last bits",
+            replay["timed_count"] + replay["unmatched_count"], replay["timed"], replay["unmatched"],
+        )  # fmt: skip
     return 0
 
 

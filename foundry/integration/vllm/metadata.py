@@ -1,6 +1,7 @@
 """vLLM's part of the plugin's metadata file, ``vllm_plugin.json`` (shared/metadata.py holds the rest):
 the model runner SAVE used, the KV-cache size and block count, so that LOAD skips memory profiling and
-checks it gets the same cache, and the workspace SAVE's profiling and warm-up grew (workspace.py)."""
+checks it gets the same cache, the workspace SAVE's profiling and warm-up grew (workspace.py), and the
+configurations Inductor's kernels chose by timing in SAVE (shared/autotune.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..shared.autotune import KernelChoices
 from ..shared.metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
 from .config import VLLM
 from .workspace import Workspace
@@ -30,12 +32,14 @@ class VllmMetadata(ArchiveMetadata):
     kv_cache_bytes: int = field(kw_only=True)  # what determine_available_memory returned in SAVE
     num_gpu_blocks: int = field(kw_only=True)
     workspace: Workspace = field(default_factory=Workspace, kw_only=True)
+    kernel_choices: KernelChoices = field(default_factory=KernelChoices, kw_only=True)
 
     def engine_json(self) -> dict[str, Any]:
         return {
             "runner": self.runner,
             "kv_cache": {"bytes": self.kv_cache_bytes, "num_gpu_blocks": self.num_gpu_blocks},
             "workspace": self.workspace.to_json(),
+            "kernel_choices": self.kernel_choices.to_json(),
         }
 
     @classmethod
@@ -47,6 +51,8 @@ class VllmMetadata(ArchiveMetadata):
             "num_gpu_blocks": int(kv["num_gpu_blocks"]),
             # Required: an archive without it would LOAD into an empty workspace and fail at the first MoE layer.
             "workspace": Workspace.from_json(doc["workspace"]),
+            # Optional: an archive written before choices were recorded has none, and LOAD times as natively.
+            "kernel_choices": KernelChoices.from_json(doc.get("kernel_choices")),
         }
 
 

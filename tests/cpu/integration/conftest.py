@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from foundry.integration.shared import caches, hooks
+from foundry.integration.shared import autotune, caches, hooks
 from foundry.integration.vllm import lifecycle
 from foundry.integration.vllm import session as sessions
 from foundry.integration.vllm.config import PluginConfig
@@ -35,10 +35,12 @@ def clean_plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     sessions.reset()
     hooks.forget_pending()
+    autotune.forget()
     yield
     caches.stop_keeping()  # a SAVE's keeper ends with its "process"
     sessions.reset()
     hooks.forget_pending()
+    autotune.forget()
 
 
 class Engines:
@@ -58,6 +60,7 @@ class Engines:
         caches.stop_keeping()  # an earlier SAVE's keeper ended with its process
         sessions.reset()
         hooks.forget_pending()
+        autotune.forget()
         sessions.install(sessions.Session(config, fake.memory, isolate=self._isolate))
         self.monkeypatch.setattr(
             lifecycle,

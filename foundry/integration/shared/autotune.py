@@ -1,0 +1,232 @@
+"""Inductor's kernel choices by timing, made once: SAVE records them, LOAD makes the same ones without timing.
+
+Inductor compiles a fused kernel with several launch configurations where it cannot tell the fastest ahead
+(reductions above all: block sizes, warps), and at the kernel's first launch in a process it times them and keeps
+the fastest (``CachingAutotuner.autotune_to_one_config`` in ``torch/_inductor/runtime/triton_heuristics.py``). A
+reduction sums in another order under another configuration, so the choice moves the last bits of what the model
+computes, and timing noise makes it a choice per process: five vLLM processes of one Gemma2 shape, same flags and
+same compile cache, answered in four different ways, and their fingerprints, call by call, show every difference
+arising in Inductor's kernels, none in an attention or a cuBLAS product given the same input (H200, b776e7e;
+docs/DESIGN.md, "What identical to native is measured against").
+
+The graphs SAVE captures hold SAVE's choices. What runs outside them under LOAD (prefills above the largest
+captured size, vLLM's eager steps) would run LOAD's own. So SAVE records each kernel's choice, keyed by the
+kernel's source hash (the name of its generated file, the same in every process that loads the same compiled
+model), and LOAD, when that kernel would time its configurations, takes SAVE's among them instead, timing none.
+LOAD then computes what SAVE computed in every step, graph or not, and skips the timing. A kernel SAVE did not
+record, or whose recorded configuration is not among its own, is timed as natively, and LOAD says which.
+
+What is recorded is data: block sizes, warps and stages, matched against the configurations the kernel itself
+offers; nothing read selects code to run. Inductor's own record of the same choice (``.best_config`` beside the
+kernel, its local autotune cache) is not what vLLM's loaded compiled model consults: each process measured wrote
+its own.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from .engine import Engine
+from .errors import ArchiveMetadataError
+from .hooks import when_imported, wrap
+
+__all__ = ["MODULE", "Choice", "KernelChoices", "Replay", "forget", "missing", "record", "recorded", "replay"]
+
+MODULE = "torch._inductor.runtime.triton_heuristics"
+MOST = 100_000  # kernels an archive may name: far above any model's (a few hundred), bounded all the same
+_KEY = re.compile(r"[0-9A-Za-z_.-]{1,128}")
+_CONFIG_NAME = re.compile(r"[A-Za-z_][0-9A-Za-z_]{0,63}")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One kernel's configuration: its block sizes (``XBLOCK``, ``R0_BLOCK``, ...), warps and stages."""
+
+    blocks: tuple[tuple[str, int], ...]
+    num_warps: int
+    num_stages: int
+
+    @classmethod
+    def of(cls, config: Any) -> Choice:
+        """The choice a Triton ``Config`` makes (its integer keyword arguments: the block sizes)."""
+        kwargs = getattr(config, "kwargs", {}) or {}
+        blocks = tuple(sorted((str(k), int(v)) for k, v in kwargs.items() if type(v) is int))
+        return cls(blocks, int(getattr(config, "num_warps", 0)), int(getattr(config, "num_stages", 0)))
+
+
+@dataclass(frozen=True)
+class KernelChoices:
+    """SAVE's choices: kernel key (its generated file's name, a hash of its source) -> (kernel name, choice)."""
+
+    kernels: Mapping[str, tuple[str, Choice]] = field(default_factory=dict)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [
+            {"kernel": key, "name": name, "blocks": dict(c.blocks), "num_warps": c.num_warps,
+             "num_stages": c.num_stages}
+            for key, (name, c) in sorted(self.kernels.items())
+        ]  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Any) -> KernelChoices:
+        """Reads what ``to_json`` wrote (None: an archive written before choices were recorded, which has none);
+        anything else is refused by name."""
+        if doc is None:
+            return cls()
+        if not isinstance(doc, list) or len(doc) > MOST:
+            raise _bad(f"is not a list of at most {MOST} kernels")
+        kernels: dict[str, tuple[str, Choice]] = {}
+        for entry in doc:
+            problem = _entry_problem(entry)
+            if problem is None and entry["kernel"] in kernels:
+                problem = "names its kernel twice"
+            if problem:
+                raise _bad(f"entry {str(entry)[:120]!r} {problem}")
+            blocks = tuple(sorted((str(k), int(v)) for k, v in entry["blocks"].items()))
+            kernels[entry["kernel"]] = (entry["name"], Choice(blocks, entry["num_warps"], entry["num_stages"]))
+        return cls(kernels)
+
+
+def _entry_problem(entry: Any) -> str | None:
+    if not isinstance(entry, dict) or set(entry) != {"kernel", "name", "blocks", "num_warps", "num_stages"}:
+        return "is not an object of kernel, name, blocks, num_warps and num_stages"
+    if not isinstance(entry["kernel"], str) or not _KEY.fullmatch(entry["kernel"]):
+        return "has a kernel key that is not a file name's hash"
+    if not isinstance(entry["name"], str) or len(entry["name"]) > 200:
+        return "has a name that is not a string of at most 200 characters"
+    blocks = entry["blocks"]
+    if not isinstance(blocks, dict) or len(blocks) > 8:
+        return "has blocks that are not an object of at most 8 sizes"
+    if not all(isinstance(k, str) and _CONFIG_NAME.fullmatch(k) and _count(v, 1 << 20) for k, v in blocks.items()):
+        return "has a block size that is not a name and a positive integer"
+    if not _count(entry["num_warps"], 64) or not _count(entry["num_stages"], 16):
+        return "has warps or stages that are not small positive integers"
+    return None
+
+
+def _count(value: Any, most: int) -> bool:
+    return type(value) is int and 0 < value <= most
+
+
+def _bad(problem: str) -> ArchiveMetadataError:
+    return ArchiveMetadataError(f"the archive's Inductor kernel choices: {problem}; the metadata was edited or "
+                                "damaged. Run SAVE again.")  # fmt: skip
+
+
+def _key(autotuner: Any) -> str | None:
+    key = getattr(autotuner, "kernel_hash", "") or ""
+    return key if _KEY.fullmatch(key) else None
+
+
+def _name(autotuner: Any) -> str:
+    meta = getattr(autotuner, "inductor_meta", None) or {}
+    return str(meta.get("kernel_name") or getattr(getattr(autotuner, "fn", None), "__name__", "?"))[:200]
+
+
+# ------------------------------------------------------------------------------------------------------ SAVE
+_LOCK = threading.Lock()
+_RECORDED: dict[str, tuple[str, Choice]] = {}
+
+
+def record(engine: Engine) -> None:
+    """SAVE, before the model first runs: every kernel's choice by timing is kept from now on (``recorded``)."""
+    when_imported(MODULE, lambda module: _wrap(module, "autotune_to_one_config", _recording, engine))
+
+
+def _recording(original: Any) -> Any:
+    def autotune_to_one_config(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        key, launchers = _key(self), getattr(self, "launchers", None) or []
+        if key is not None and len(launchers) == 1:
+            with _LOCK:
+                _RECORDED[key] = (_name(self), Choice.of(launchers[0].config))
+        return result
+
+    return autotune_to_one_config
+
+
+def recorded() -> KernelChoices:
+    """The choices made so far in this process."""
+    with _LOCK:
+        return KernelChoices(dict(_RECORDED))
+
+
+# ------------------------------------------------------------------------------------------------------ LOAD
+@dataclass
+class Replay:
+    """LOAD: SAVE's choices, and what happened to each kernel that would have timed its configurations."""
+
+    choices: KernelChoices
+    replayed: int = 0
+    timed: list[str] = field(default_factory=list)  # not recorded by SAVE: timed as natively
+    unmatched: list[str] = field(default_factory=list)  # recorded, but not among the kernel's configurations
+
+    def summary(self) -> dict[str, Any]:
+        return {"replayed": self.replayed, "timed": sorted(self.timed)[:20], "timed_count": len(self.timed),
+                "unmatched": sorted(self.unmatched)[:20], "unmatched_count": len(self.unmatched)}  # fmt: skip
+
+
+_REPLAY: Replay | None = None
+
+
+def replay(choices: KernelChoices, engine: Engine) -> Replay:
+    """LOAD, before the model first runs: each kernel SAVE recorded takes SAVE's configuration when it would time
+    them; returns the record of what happened (filled in as kernels first run)."""
+    global _REPLAY
+    _REPLAY = Replay(choices)
+    when_imported(MODULE, lambda module: _wrap(module, "benchmark_all_configs", _replaying, engine))
+    return _REPLAY
+
+
+def _replaying(original: Any) -> Any:
+    def benchmark_all_configs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state, key = _REPLAY, _key(self)
+        launchers = list(getattr(self, "launchers", None) or [])
+        if state is None:
+            return original(self, *args, **kwargs)
+        saved = state.choices.kernels.get(key) if key is not None else None
+        if saved is None:
+            with _LOCK:
+                state.timed.append(_name(self))
+            return original(self, *args, **kwargs)
+        chosen = [launcher for launcher in launchers if Choice.of(launcher.config) == saved[1]]
+        if len(chosen) != 1:
+            with _LOCK:
+                state.unmatched.append(_name(self))
+            return original(self, *args, **kwargs)
+        with _LOCK:
+            state.replayed += 1
+        # The timings Inductor keeps the least of: SAVE's configuration first, none of the others run.
+        return {launcher: 0.0 if launcher is chosen[0] else float("inf") for launcher in launchers}
+
+    return benchmark_all_configs
+
+
+_MISSING: list[str] = []  # what this torch lacks of the autotuner: nothing recorded or replayed there
+
+
+def forget() -> None:
+    """Drops what this process recorded, replays and missed (tests: one Python process plays several engines)."""
+    global _REPLAY
+    with _LOCK:
+        _RECORDED.clear()
+        _MISSING.clear()
+        _REPLAY = None
+
+
+def missing() -> list[str]:
+    """The autotuner's methods this torch does not have (its kernels then choose by timing, as natively)."""
+    return list(_MISSING)
+
+
+def _wrap(module: ModuleType, method: str, make: Any, engine: Engine) -> None:
+    owner = getattr(module, "CachingAutotuner", None)
+    if owner is None or getattr(owner, method, None) is None:
+        _MISSING.append(f"{MODULE}.CachingAutotuner.{method}")
+        return
+    wrap(owner, method, make, engine)

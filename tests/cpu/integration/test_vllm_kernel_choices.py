@@ -1,0 +1,123 @@
+"""Inductor's kernel choices by timing across SAVE and LOAD (foundry/integration/shared/autotune.py), in the fake
+vLLM 0.26 with a stand-in of Inductor's runtime autotuner: SAVE records the configuration each kernel kept, and
+LOAD, whose own timings would choose another, takes SAVE's without timing; a kernel SAVE never ran is timed as
+natively and named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from foundry.integration.shared import autotune
+from foundry.integration.shared.autotune import Choice, KernelChoices
+from foundry.integration.vllm import ArchiveMetadataError, read_metadata
+from foundry.integration.vllm import session as sessions
+from foundry.integration.vllm.config import VLLM
+from tests.support import fakeinductor
+from tests.support.fakefoundry import FakeFoundry
+from tests.support.fakevllm_config import make_config
+
+NORM, SOFTCAP, LATE = "f" * 52, "a" * 52, "c" * 52  # kernel keys: the hash naming each kernel's generated file
+
+
+def _favouring(block: int) -> fakeinductor.Clock:
+    """A process whose timings make R0_BLOCK ``block`` the fastest (another process's noise favours another)."""
+    return lambda name, blocks: 1.0 if blocks.get("R0_BLOCK") == block else 2.0
+
+
+def _start(engines: Any, mode: str, clock: fakeinductor.Clock, kernels: list[tuple[str, str]], **kw: Any) -> Any:
+    """An engine whose profile forward runs ``kernels`` (name, key) for the first time in its process."""
+    fake = engines.prepare(mode, **kw)
+    inductor = fakeinductor.build(clock)
+    fakeinductor.inject(inductor, engines.monkeypatch)
+    ran: dict[str, Any] = {}
+    runner = fake.module("vllm.v1.worker.gpu.model_runner").GPUModelRunner
+    profile_run = runner.profile_run
+
+    def profile_run_with_kernels(self: Any) -> None:
+        profile_run(self)
+        for name, key in kernels:
+            ran[name] = fakeinductor.reduction(inductor, name, key)
+            ran[name].run()
+
+    engines.monkeypatch.setattr(runner, "profile_run", profile_run_with_kernels)
+    fake.start_engine(make_config("v2"))
+    return ran
+
+
+def test_load_takes_the_configuration_each_kernel_chose_in_save_without_timing_it(engines: Any) -> None:
+    saved = _start(engines, "save", _favouring(1024), [("triton_red_norm", NORM), ("triton_red_softcap", SOFTCAP)])
+    assert all(k.timed == 1 for k in saved.values())  # SAVE times, as natively
+    meta = read_metadata(engines.archive)
+    choice = Choice((("R0_BLOCK", 1024), ("XBLOCK", 1)), num_warps=4, num_stages=1)
+    assert meta.kernel_choices == KernelChoices(
+        {NORM: ("triton_red_norm", choice), SOFTCAP: ("triton_red_softcap", choice)}
+    )
+
+    # LOAD's own timings favour 512; a kernel SAVE never ran (LATE) chooses by timing, as natively, and is named
+    kernels = [("triton_red_norm", NORM), ("triton_red_softcap", SOFTCAP), ("triton_red_late", LATE)]
+    loaded = _start(engines, "load", _favouring(512), kernels, memory=FakeFoundry(high_water_saved=meta.high_water))
+    assert [loaded[n].launchers[0].config.kwargs["R0_BLOCK"] for n, _ in kernels] == [1024, 1024, 512]
+    assert [loaded[n].timed for n, _ in kernels] == [0, 0, 1]
+    replay = sessions.current().state.replay
+    assert replay is not None
+    assert replay.summary() == {"replayed": 2, "timed": ["triton_red_late"], "timed_count": 1, "unmatched": [],
+                                "unmatched_count": 0}  # fmt: skip
+
+
+def test_a_recorded_configuration_the_kernel_does_not_offer_is_timed_and_named(engines: Any) -> None:
+    saved = _start(engines, "save", _favouring(2048), [("triton_red_norm", NORM)])
+    assert saved["triton_red_norm"].launchers[0].config.kwargs["R0_BLOCK"] == 2048
+    meta = read_metadata(engines.archive)
+    fake = engines.prepare("load", memory=FakeFoundry(high_water_saved=meta.high_water))
+    inductor = fakeinductor.build(_favouring(512))
+    fakeinductor.inject(inductor, engines.monkeypatch)
+    fake.start_engine(make_config("v2"))
+    # the same kernel key compiled with other configurations (another Inductor would have another key: here forged)
+    kernel = inductor.CachingAutotuner("triton_red_norm", NORM, [fakeinductor.Config(R0_BLOCK=r) for r in (512, 256)])
+    assert kernel.run().kwargs == {"R0_BLOCK": 512} and kernel.timed == 1
+    replay = sessions.current().state.replay
+    assert replay is not None and replay.unmatched == ["triton_red_norm"] and replay.replayed == 0
+
+
+def test_the_choices_round_trip_and_anything_save_never_writes_is_refused_by_name() -> None:
+    choice = Choice((("R0_BLOCK", 1024), ("XBLOCK", 1)), num_warps=4, num_stages=1)
+    choices = KernelChoices({NORM: ("triton_red_norm", choice)})
+    doc = choices.to_json()
+    assert doc == [{"kernel": NORM, "name": "triton_red_norm", "blocks": {"R0_BLOCK": 1024, "XBLOCK": 1},
+                    "num_warps": 4, "num_stages": 1}]  # fmt: skip
+    assert KernelChoices.from_json(doc) == choices
+    assert KernelChoices.from_json(None) == KernelChoices()  # an archive written before choices were recorded
+    entry = doc[0]
+    bad = [
+        {**entry, "kernel": "../../etc"},
+        {**entry, "num_warps": 0},
+        {**entry, "num_stages": True},
+        {**entry, "blocks": {"R0_BLOCK": -4}},
+        {**entry, "blocks": {"import os": 4}},
+        {**entry, "extra": 1},
+        {**entry, "name": 7},
+    ]
+    for forged in bad:
+        with pytest.raises(ArchiveMetadataError, match="Inductor kernel choices"):
+            KernelChoices.from_json([forged])
+    with pytest.raises(ArchiveMetadataError, match="names its kernel twice"):
+        KernelChoices.from_json([entry, entry])
+    with pytest.raises(ArchiveMetadataError, match="is not a list"):
+        KernelChoices.from_json({"kernel": NORM})
+
+
+def test_a_torch_whose_autotuner_lacks_the_methods_records_nothing_and_says_so(monkeypatch: Any) -> None:
+    from types import ModuleType
+
+    module = ModuleType(fakeinductor.MODULE)
+    module.CachingAutotuner = type("CachingAutotuner", (), {})  # type: ignore[attr-defined]
+    fakeinductor.inject(module, monkeypatch)
+    autotune.record(VLLM)
+    replay = autotune.replay(KernelChoices(), VLLM)
+    assert autotune.missing() == [
+        f"{fakeinductor.MODULE}.CachingAutotuner.autotune_to_one_config",
+        f"{fakeinductor.MODULE}.CachingAutotuner.benchmark_all_configs",
+    ]
+    assert autotune.recorded() == KernelChoices() and replay.replayed == 0
