@@ -130,10 +130,32 @@ def render(doc: dict[str, Any]) -> str:
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
     lines += answer_group_lines(doc["results"], LABELS)
+    lines += choice_lines(doc["results"])
     lines += repeat_lines(doc["results"], LABELS)
     lines += stack_lines(doc["results"], LABELS)
     lines += digest_lines(doc["results"], reference_run(doc["results"]), LABELS)
     return "\n".join(lines) + "\n"
+
+
+def choice_lines(results: dict[str, Any]) -> list[str]:
+    """Inductor's kernel choices by timing (foundry/integration/shared/autotune.py): how many SAVE recorded, and for
+    each LOAD how many took SAVE's and which timed their own (their eager steps may differ from SAVE's)."""
+    out = []
+    for mode, r in results.items():
+        got = (r.get("plugin") or {}).get("kernel_choices")
+        if isinstance(got, int):
+            out.append(f"- {LABELS.get(mode, mode)}: {got} kernels chose by timing; their choices recorded")
+        elif isinstance(got, dict):
+            timed = got.get("timed_count", 0) + got.get("unmatched_count", 0)
+            names = ", ".join([*got.get("timed", []), *got.get("unmatched", [])])
+            out.append(
+                f"- {LABELS.get(mode, mode)}: {got.get('replayed', 0)} kernels took SAVE's configuration untimed; "
+                f"{timed} timed their own{f' ({names})' if names else ''}"
+            )
+        missing = (r.get("plugin") or {}).get("autotuner_missing")
+        if missing:
+            out.append(f"  this torch's autotuner lacks {', '.join(missing)}: its kernels chose as natively")
+    return ["", "Inductor's kernel choices by timing (SAVE records them, LOAD takes SAVE's):", *out] if out else []
 
 
 def target_lines(doc: dict[str, Any]) -> list[str]:

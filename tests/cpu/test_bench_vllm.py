@@ -12,7 +12,7 @@ import pytest
 
 from foundry_bench.serving.compare import answer_groups, compare_runs
 from foundry_bench.vllm import VllmBenchConfig, compare_tokens, log_numbers, run_vllm_bench
-from foundry_bench.vllm.report import load_phases, render, startup_rows
+from foundry_bench.vllm.report import choice_lines, load_phases, render, startup_rows
 from tests.support.benchvllm import FAKE_ENGINES, tokens_only
 from tests.support.ports import held
 
@@ -377,3 +377,14 @@ def test_runs_that_all_agree_or_too_few_make_no_answer_group_line() -> None:
     assert answer_group_lines(results, LABELS)[-1].endswith(
         "{native, cold caches, Foundry SAVE, Foundry LOAD} {native, warm caches}"
     )
+
+
+def test_the_report_says_how_many_kernels_took_saves_configuration_and_which_timed_their_own() -> None:
+    replay = {"replayed": 37, "timed": ["triton_red_late"], "timed_count": 1, "unmatched": [], "unmatched_count": 0}
+    results = {"save": {"plugin": {"kernel_choices": 38}}, "load": {"plugin": {"kernel_choices": replay}}, "native": {}}
+    assert choice_lines(results)[1:] == [
+        "Inductor's kernel choices by timing (SAVE records them, LOAD takes SAVE's):",
+        "- Foundry SAVE: 38 kernels chose by timing; their choices recorded",
+        "- Foundry LOAD: 37 kernels took SAVE's configuration untimed; 1 timed their own (triton_red_late)",
+    ]
+    assert choice_lines({"native": {}}) == []  # runs without the plugin: no section
