@@ -24,6 +24,7 @@ its own.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections.abc import Mapping
@@ -119,7 +120,12 @@ def _bad(problem: str) -> ArchiveMetadataError:
 
 
 def _key(autotuner: Any) -> str | None:
+    """The kernel's generated file's name (Inductor names it by a hash of its source, decorator included); where
+    the autotuner was made without a file, a hash of the kernel function's source (the same in every process)."""
     key = getattr(autotuner, "kernel_hash", "") or ""
+    if not key:
+        source = getattr(getattr(autotuner, "fn", None), "src", None)
+        key = "src-" + hashlib.sha256(source.encode()).hexdigest()[:48] if isinstance(source, str) and source else ""
     return key if _KEY.fullmatch(key) else None
 
 

@@ -121,3 +121,27 @@ def test_a_torch_whose_autotuner_lacks_the_methods_records_nothing_and_says_so(m
         f"{fakeinductor.MODULE}.CachingAutotuner.benchmark_all_configs",
     ]
     assert autotune.recorded() == KernelChoices() and replay.replayed == 0
+
+
+def test_a_kernel_made_without_a_file_is_keyed_by_its_source(monkeypatch: Any) -> None:
+    """Inductor names a kernel's key after its generated file; one made without a file (``kernel_hash`` empty)
+    is keyed by a hash of its function's source, the same in every process, and still replayed."""
+    from types import SimpleNamespace
+
+    def kernels(clock: fakeinductor.Clock) -> Any:
+        inductor = fakeinductor.build(clock)
+        fakeinductor.inject(inductor, monkeypatch)
+        kernel = fakeinductor.reduction(inductor, "triton_red_norm", "")
+        kernel.fn = SimpleNamespace(src="def triton_red_norm(in_ptr0, out_ptr0, xnumel, r0_numel): ...")
+        return kernel
+
+    saving = kernels(_favouring(1024))
+    autotune.record(VLLM)
+    assert saving.run().kwargs["R0_BLOCK"] == 1024
+    choices = autotune.recorded()
+    (key,) = choices.kernels
+    assert key.startswith("src-") and KernelChoices.from_json(choices.to_json()) == choices
+    autotune.forget()
+    loading = kernels(_favouring(512))
+    replay = autotune.replay(choices, VLLM)
+    assert loading.run().kwargs["R0_BLOCK"] == 1024 and loading.timed == 0 and replay.replayed == 1
