@@ -25,7 +25,9 @@ INEXACT = {
         "under vLLM, processes of the same model and flags are not bit-identical to each other, native and LOAD "
         "alike: top-20 log-probabilities one bf16 step apart, now LOAD's at the batches prefilled without graphs "
         "(H200, 13cbdd4, f7c9c99, 41f32dd), now a native process's at every batch (542233e, 41f32dd; docs/DESIGN.md), "
-        "so LOAD cannot be promised identical to native; cause not found yet"
+        "so LOAD cannot be promised identical to native. The differences arise in Inductor's reduction kernels, "
+        "which choose a launch configuration by timing once per process (b776e7e); LOAD now takes SAVE's choices, "
+        "not yet proven identical on a GPU"
     ),
 }
 
