@@ -137,6 +137,9 @@ def _name(autotuner: Any) -> str:
 # ------------------------------------------------------------------------------------------------------ SAVE
 _LOCK = threading.Lock()
 _RECORDED: dict[str, tuple[str, Choice]] = {}
+# Kernels of one source that chose twice, differently (two autotuners of the same generated file, each timing):
+# LOAD could not tell which of its launches took which, so such a kernel is left to time, as natively.
+_TWICE: set[str] = set()
 
 
 def record(engine: Engine) -> None:
@@ -149,17 +152,19 @@ def _recording(original: Any) -> Any:
         result = original(self, *args, **kwargs)
         key, launchers = _key(self), getattr(self, "launchers", None) or []
         if key is not None and len(launchers) == 1:
+            choice = (_name(self), Choice.of(launchers[0].config))
             with _LOCK:
-                _RECORDED[key] = (_name(self), Choice.of(launchers[0].config))
+                if _RECORDED.setdefault(key, choice) != choice:
+                    _TWICE.add(key)
         return result
 
     return autotune_to_one_config
 
 
 def recorded() -> KernelChoices:
-    """The choices made so far in this process."""
+    """The choices made so far in this process (a kernel that chose differently twice left out)."""
     with _LOCK:
-        return KernelChoices(dict(_RECORDED))
+        return KernelChoices({key: choice for key, choice in _RECORDED.items() if key not in _TWICE})
 
 
 # ------------------------------------------------------------------------------------------------------ LOAD
@@ -221,6 +226,7 @@ def forget() -> None:
     global _REPLAY
     with _LOCK:
         _RECORDED.clear()
+        _TWICE.clear()
         _MISSING.clear()
         _REPLAY = None
 

@@ -145,3 +145,23 @@ def test_a_kernel_made_without_a_file_is_keyed_by_its_source(monkeypatch: Any) -
     loading = kernels(_favouring(512))
     replay = autotune.replay(choices, VLLM)
     assert loading.run().kwargs["R0_BLOCK"] == 1024 and loading.timed == 0 and replay.replayed == 1
+
+
+def test_a_kernel_whose_two_autotuners_chose_differently_in_save_is_not_recorded(monkeypatch: Any) -> None:
+    """Two autotuners of one generated file that timed apart in SAVE: LOAD could not tell which launch took which
+    choice, so the kernel is left out of the record (LOAD then times it, and names it); one that chose alike twice
+    stays."""
+    times = iter([1024, 512, 512, 512])  # each new autotuner's timings favour the next block size
+    clock_block = {"now": 1024}
+
+    def clock(name: str, blocks: dict[str, int]) -> float:
+        return 1.0 if blocks.get("R0_BLOCK") == clock_block["now"] else 2.0
+
+    inductor = fakeinductor.build(clock)
+    fakeinductor.inject(inductor, monkeypatch)
+    autotune.record(VLLM)
+    for name, key in (("triton_red_norm", NORM), ("triton_red_norm", NORM), ("triton_red_sc", SOFTCAP),
+                      ("triton_red_sc", SOFTCAP)):  # fmt: skip
+        clock_block["now"] = next(times)
+        fakeinductor.reduction(inductor, name, key).run()
+    assert set(autotune.recorded().kernels) == {SOFTCAP}
