@@ -122,31 +122,42 @@ _INPUTS = {"q", "k", "v", "in"}  # what a call was given; "out" is what it compu
 
 
 def compare_calls(here: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any] | None:
-    """Both runs' calls in the order they ran (None where either document kept no order): how many were compared
-    (those both ran: a run that ran more, its timing steps after the compared batches, is compared as far as the
-    other ran),
-    the first that differs (``first``: its index, tokens, layer and the tensors that differ, None where all agree;
-    ``"order"`` among them where the two runs ran another layer or token count there, after which nothing more is
-    compared), and ``own``: how many of the calls compared had inputs that agree and an output that does not, with
-    the first of them."""
+    """Both runs' calls in the order they ran, each process (tensor-parallel rank) against the same rank's (None
+    where either document kept no order): how many were compared (those both ran: a run that ran more, its timing
+    steps after the compared batches, is compared as far as the other ran), the first that differs (``first``: its
+    index among its rank's calls, tokens, layer and the tensors that differ, None where all agree; ``"order"`` among
+    them where the two runs ran another layer or token count there, after which that rank is compared no further),
+    and ``own``: how many of the calls compared had inputs that agree and an output that does not, with the first."""
     mine, theirs = here.get("sequence"), reference.get("sequence")
     if mine is None or theirs is None:
         return None
     first = None
     own: list[dict[str, Any]] = []
     compared = 0
-    for i, (a, b) in enumerate(zip(mine, theirs, strict=False)):
-        if a[:2] != b[:2]:
-            first = first or {"index": i, "n": b[0], "layer": b[1], "differ": ["order"], "here": a[:2]}
-            break
-        compared += 1
-        x, y = _padded(a[2:]), _padded(b[2:])
-        differ = [t for t, p, q in zip(TENSORS, x, y, strict=True) if p != q]
-        if differ and first is None:
-            first = {"index": i, "n": a[0], "layer": a[1], "differ": differ}
-        if differ and not _INPUTS & set(differ):
-            own.append({"index": i, "n": a[0], "layer": a[1]})
+    ours = _by_rank(mine)
+    for rank, calls in _by_rank(theirs).items():
+        for i, (a, b) in enumerate(zip(ours.get(rank, []), calls, strict=False)):
+            if a[:2] != b[:2]:
+                first = first or {"index": i, "n": b[0], "layer": b[1], "differ": ["order"], "here": a[:2]}
+                break
+            compared += 1
+            x, y = _padded(a[2:]), _padded(b[2:])
+            differ = [t for t, p, q in zip(TENSORS, x, y, strict=True) if p != q]
+            if differ and first is None:
+                first = {"index": i, "n": a[0], "layer": a[1], "differ": differ}
+            if differ and not _INPUTS & set(differ):
+                own.append({"index": i, "n": a[0], "layer": a[1]})
     return {"calls": compared, "first": first, "own": len(own), "first_own": own[0] if own else None}
+
+
+def _by_rank(sequence: list[list[Any]]) -> dict[str, list[list[Any]]]:
+    """A run's calls per recording process, by the ``rank<i>/`` prefix ``read`` gives their layers ("" for one)."""
+    ranks: dict[str, list[list[Any]]] = {}
+    for call in sequence:
+        layer = str(call[1])
+        rank = layer.split("/", 1)[0] if layer.startswith("rank") and "/" in layer else ""
+        ranks.setdefault(rank, []).append(call)
+    return ranks
 
 
 def _alike(here: dict[str, Any], reference: dict[str, Any]) -> bool:

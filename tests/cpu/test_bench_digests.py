@@ -174,6 +174,13 @@ def test_calls_are_compared_in_the_order_they_ran_and_a_call_that_computed_diffe
     results = {"x": {"digests": ref}, "y": {"digests": here}, "z": {"digests": {"sequence": ref["sequence"][:2]}}}
     assert alike_groups(results) == [["x", "z"], ["y"]]
     assert compare_calls({"sizes": {}}, ref) is None  # no order kept: the token-count comparison stands
+    # tensor parallel: each rank against the same rank's calls, however many more calls the other rank ran
+    r0 = [_call(8, "rank0/l0", a, a, a, a, None), _call(8, "rank0/l1", a, a, a, a, None)]
+    r1 = [_call(8, "rank1/l0", a, a, a, a, None)]
+    ranks = compare_calls({"sequence": [*r0, _call(256, "rank0/l0", a, a, a, a, None), *r1]}, {"sequence": r0 + r1})
+    assert ranks == {"calls": 3, "first": None, "own": 0, "first_own": None}
+    other = compare_calls({"sequence": [*r0, _call(8, "rank1/l0", a, a, a, b, None)]}, {"sequence": r0 + r1})
+    assert other is not None and other["first"] == {"index": 0, "n": 8, "layer": "rank1/l0", "differ": ["out"]}
 
 
 def test_a_cut_line_is_left_out_and_tensor_parallel_ranks_are_named_in_process_order(tmp_path: Path) -> None:
