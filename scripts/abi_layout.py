@@ -1,5 +1,6 @@
 """format.h's packed structs for scripts/gen_abi.py: their fields in order with the compiler's offsets, the
-layout digest the record and delta versions name, and foundry/records/_layout.py itself (``emit_layout``)."""
+layout digest the record and delta versions name, and foundry/records/_layout.py and _offsets.py themselves
+(``emit_layout``, ``emit_offsets``)."""
 
 from __future__ import annotations
 
@@ -121,7 +122,7 @@ def _named_struct(name: str, size: object, rows: list[Row]) -> list[str]:
 
 def emit_layout(h: Header, values: dict[str, object]) -> str:
     """foundry/records/_layout.py: constants, enums, the layout digest, and each packed struct as a
-    NamedTuple read and written by field name, plus its ordered (field, offset, struct format) rows."""
+    NamedTuple read and written by field name (its rows by offset: ``emit_offsets``)."""
     out = [*head("format.h"), "import builtins", "import mmap", "import struct", "from enum import IntEnum"]
     out += ["from typing import NamedTuple", "", "Buffer = bytes | bytearray | memoryview | mmap.mmap"]
     out += ["_new = tuple.__new__"]
@@ -136,12 +137,14 @@ def emit_layout(h: Header, values: dict[str, object]) -> str:
     out += cuda_values(h, values)
     for name, _ in h.structs:
         out += _named_struct(name, values[name], struct_rows(h, values, name))
-    out += [
-        "",
-        "",
-        "# struct -> (size, ((field, offset, struct format), ...)); little-endian, packed",
-        "LAYOUTS: dict[str, tuple[int, tuple[tuple[str, int, str], ...]]] = {",
-    ]
+    return "\n".join(out) + "\n"
+
+
+def emit_offsets(h: Header, values: dict[str, object]) -> str:
+    """foundry/records/_offsets.py: each packed struct's size and ordered (field, offset, struct format) rows, the
+    table by field name that readers of one field and the layout checks use, apart from the named types."""
+    out = [*head("format.h"), "# struct -> (size, ((field, offset, struct format), ...)); little-endian, packed"]
+    out += ["LAYOUTS: dict[str, tuple[int, tuple[tuple[str, int, str], ...]]] = {"]
     for name, _ in h.structs:
         out.append(f'    "{name}": ({values[name]}, (')
         out += [f'        ("{r.path}", {r.offset}, "{r.code}"),' for r in struct_rows(h, values, name)]

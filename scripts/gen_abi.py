@@ -7,6 +7,7 @@
     csrc/include/format.h   ->  foundry/records/_layout.py record, delta and fatbin layouts (a NamedTuple per
                                                           struct), magics, versions, the layout digest, and
                                                           the CUDA values a record holds (cuda.h)
+                            ->  foundry/records/_offsets.py each struct's size and (field, offset, format) rows
 
 Names and types are read from the headers' text; every value, size and offset comes from the C compiler
 (a probe program built against the headers and cuda.h prints them), so the generated files say what the
@@ -17,7 +18,7 @@ structs laid out by scripts/abi_layout.py; this file writes _abi.py and _signatu
 ``--check``: a header changed without regenerating, or a generated file edited by hand, fails it; so does a
 record or delta layout that no version names (``FDY_LAYOUT_<record>_<delta>``).
 
-    python scripts/gen_abi.py            write the three files
+    python scripts/gen_abi.py            write the four files
     python scripts/gen_abi.py --check    exit 1, with a diff, when any file is not what the headers give
 """
 
@@ -47,14 +48,16 @@ from abi_headers import (
     parse,
     probe,
 )
-from abi_layout import LayoutError, emit_layout, layout_problem
+from abi_layout import LayoutError, emit_layout, emit_offsets, layout_problem
 
 TARGETS = {
     "foundry.h": ROOT / "foundry" / "native" / "_abi.py",
     "format.h": ROOT / "foundry" / "records" / "_layout.py",
 }
-# The functions' signatures, apart from the values and structs they take: two files of one job each.
+# The functions' signatures, apart from the values and structs they take; the structs' offset tables, apart from
+# their named types: two files of one job each, per header.
 SIGNATURES_TARGET = ROOT / "foundry" / "native" / "_signatures.py"
+OFFSETS_TARGET = ROOT / "foundry" / "records" / "_offsets.py"
 
 
 def _driver_signatures(h: Header) -> list[str]:
@@ -162,6 +165,8 @@ def generate() -> dict[Path, str]:
         texts = {target: emit_abi(h, values) if header == "foundry.h" else emit_layout(h, values)}
         if header == "foundry.h":
             texts[SIGNATURES_TARGET] = emit_signatures(h)
+        else:
+            texts[OFFSETS_TARGET] = emit_offsets(h, values)
         for path, text in texts.items():
             ruff = subprocess.run(
                 [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path), "-"],

@@ -3,9 +3,10 @@ fatbin the kernel image readers take apart.
 
 The record, delta and fatbin layouts are the native code's own (csrc/include/format.h): ``_layout`` holds one
 NamedTuple per struct, generated from the header, and every reader and writer goes through those, by
-field name. The container is written and read only in Python; its header is defined here, the same
-way. Every multi-byte integer is little-endian, with no padding. Sizes named ``*_SIZE`` include the
-8-byte node header where they describe a node record.
+field name (``_offsets``, generated beside it, holds each struct's fields with their offsets). The container is
+written and read only in Python; its header is defined here, the same way. Every multi-byte integer is
+little-endian, with no padding. Sizes named ``*_SIZE`` include the 8-byte node header where they describe a node
+record.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, TypeVar
 
-from . import _layout
+from . import _layout, _offsets
 from ._layout import (
     FATBIN_COMPRESSED_LZ4,
     FATBIN_COMPRESSED_ZSTD,
@@ -103,7 +104,7 @@ __all__ = [
 
 def field_offset(struct_name: str, field: str) -> int:
     """The byte offset of ``field`` in ``struct_name`` of format.h (nested fields dotted: ``h.bytes``)."""
-    for name, offset, _code in _layout.LAYOUTS[struct_name][1]:
+    for name, offset, _code in _offsets.LAYOUTS[struct_name][1]:
         if name == field:
             return offset
     raise KeyError(f"{struct_name} has no field {field}")
@@ -111,7 +112,7 @@ def field_offset(struct_name: str, field: str) -> int:
 
 def offsets(struct_name: str) -> dict[str, int]:
     """Every field of ``struct_name`` in format.h by name (nested ones dotted), with its byte offset."""
-    return {name: offset for name, offset, _code in _layout.LAYOUTS[struct_name][1]}
+    return {name: offset for name, offset, _code in _offsets.LAYOUTS[struct_name][1]}
 
 
 # KernelNode.params holds each parameter as the plain tuple of rec_param's fields in order, (offset, size):

@@ -14,14 +14,14 @@ import pytest
 
 from foundry.native import _abi, _signatures
 from foundry.native.lib import native
-from foundry.records import _layout, layout
+from foundry.records import _layout, _offsets, layout
 
 ABI = _abi.ABI_VERSION  # the version the headers give now: the case below changes it on one side only
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATOR = ["scripts/gen_abi.py", "scripts/abi_cuda.py", "scripts/abi_headers.py", "scripts/abi_layout.py",
              "csrc/include/foundry.h", "csrc/include/format.h", "pyproject.toml", "foundry/native/_abi.py",
-             "foundry/native/_signatures.py", "foundry/records/_layout.py"]  # fmt: skip
+             "foundry/native/_signatures.py", "foundry/records/_layout.py", "foundry/records/_offsets.py"]  # fmt: skip
 
 
 def _check(root: Path) -> subprocess.CompletedProcess[str]:
@@ -60,7 +60,7 @@ def copy(tmp_path: Path) -> Path:
         ("foundry/native/_signatures.py", '"cuCtxSetCurrent": [ctypes.c_void_p]', '"cuCtxSetCurrent": [ctypes.c_int]',
          '"cuCtxSetCurrent": [ctypes.c_void_p]'),
         ("foundry/records/_layout.py", "    CONDITIONAL = 13", "    CONDITIONAL = 14", "    CONDITIONAL = 13"),
-        ("foundry/records/_layout.py", '("total_bytes", 24, "Q")', '("total_bytes", 24, "I")',
+        ("foundry/records/_offsets.py", '("total_bytes", 24, "Q")', '("total_bytes", 24, "I")',
          '("total_bytes", 24, "Q")'),
     ],
 )  # fmt: skip
@@ -136,7 +136,7 @@ def test_ctypes_structs_match_the_compilers_layout() -> None:
 
 
 def test_record_structs_match_the_compilers_layout() -> None:
-    for name, (size, rows) in _layout.LAYOUTS.items():
+    for name, (size, rows) in _offsets.LAYOUTS.items():
         fmt = "<" + "".join(code for _, _, code in rows)
         assert struct.calcsize(fmt) == size, name
         for i, (field, offset, _code) in enumerate(rows):
@@ -148,7 +148,7 @@ def test_record_structs_match_the_compilers_layout() -> None:
 def test_named_structs_read_and_write_every_field_by_name() -> None:
     """Each generated struct type unpacks the bytes at the offsets the compiler gave its fields, and packs
     back the same bytes."""
-    for name, (size, rows) in _layout.LAYOUTS.items():
+    for name, (size, rows) in _offsets.LAYOUTS.items():
         cls = getattr(_layout, "".join(part.capitalize() for part in name.split("_")))
         data = bytes(range(1, size + 1))
         value = cls.unpack_from(data)

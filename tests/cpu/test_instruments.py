@@ -37,10 +37,10 @@ modules), ``foundry.probe``, ``foundry.errors`` and the engine plugins' packages
 
 EXCEPTIONS = {
     "scripts/gen_abi.py": "a build tool, not a measurement: it writes foundry/native/_abi.py and "
-    "foundry/records/_layout.py from the C headers, and reads nothing of Foundry",
+    "foundry/records/_layout.py and _offsets.py from the C headers, and reads nothing of Foundry",
     "scripts/abi_cuda.py": "a build tool (gen_abi.py's reading of cuda.h)",
     "scripts/abi_headers.py": "a build tool (gen_abi.py's reading of the C headers)",
-    "scripts/abi_layout.py": "a build tool (gen_abi.py's writer of foundry/records/_layout.py)",
+    "scripts/abi_layout.py": "a build tool (gen_abi.py's writer of foundry/records/_layout.py and _offsets.py)",
     "scripts/probe_save_speed.py": "times codec.set_work_enabled and exec_update on torch's own exec of a "
     "captured graph, which only foundry.capture.cudagraph's private _torch_exec reaches",
     "scripts/profile_save.py": "profiles SAVE's template grouping step by step (foundry.save.templates' "
