@@ -12,7 +12,9 @@ docs/DESIGN.md, "What identical to native is measured against").
 The graphs SAVE captures hold SAVE's choices. What runs outside them under LOAD (prefills above the largest
 captured size, vLLM's eager steps) would run LOAD's own. So SAVE records each kernel's choice, keyed by the
 kernel's source hash (the name of its generated file, the same in every process that loads the same compiled
-model), and LOAD, when that kernel would time its configurations, takes SAVE's among them instead, timing none.
+model) and the autotuner's place among that kernel's (a kernel two graphs call has two, which time apart: in the
+Gemma2 row one such pair kept different configurations), and LOAD, when that autotuner would time its
+configurations, takes SAVE's among them instead, timing none.
 LOAD then computes what SAVE computed in every step, graph or not, and skips the timing. A kernel SAVE did not
 record, or whose recorded configuration is not among its own, is timed as natively, and LOAD says which.
 
@@ -60,42 +62,68 @@ class Choice:
         return cls(blocks, int(getattr(config, "num_warps", 0)), int(getattr(config, "num_stages", 0)))
 
 
+Chosen = tuple[str, Choice]  # (kernel name, its configuration)
+
+
 @dataclass(frozen=True)
 class KernelChoices:
-    """SAVE's choices: kernel key (its generated file's name, a hash of its source) -> (kernel name, choice)."""
+    """SAVE's choices: kernel key (its generated file's name, a hash of its source) -> one (kernel name, choice) per
+    autotuner of that source, in the order they first timed.
 
-    kernels: Mapping[str, tuple[str, Choice]] = field(default_factory=dict)
+    One generated kernel can have several autotuners in a process: each compiled graph that calls it makes its own
+    (vLLM's first and last pieces share the norm of the pieces between them, say), and each times on its first
+    launch, so two may keep different configurations. Graphs run in the same order in every process, so the
+    autotuners of one kernel first time in the same order too: the N-th to time under LOAD takes the choice of the
+    N-th in SAVE."""
+
+    kernels: Mapping[str, tuple[Chosen, ...]] = field(default_factory=dict)
+
+    def count(self) -> int:
+        """How many autotuners chose (each kernel's autotuners counted apart)."""
+        return sum(len(chosen) for chosen in self.kernels.values())
 
     def to_json(self) -> list[dict[str, Any]]:
         return [
-            {"kernel": key, "name": name, "blocks": dict(c.blocks), "num_warps": c.num_warps,
+            {"kernel": key, "instance": i, "name": name, "blocks": dict(c.blocks), "num_warps": c.num_warps,
              "num_stages": c.num_stages}
-            for key, (name, c) in sorted(self.kernels.items())
+            for key, chosen in sorted(self.kernels.items())
+            for i, (name, c) in enumerate(chosen)
         ]  # fmt: skip
 
     @classmethod
     def from_json(cls, doc: Any) -> KernelChoices:
-        """Reads what ``to_json`` wrote (None: an archive written before choices were recorded, which has none);
-        anything else is refused by name."""
+        """Reads what ``to_json`` wrote (None: an archive written before choices were recorded, which has none; an
+        entry without ``instance``, as first written: the kernel's first autotuner); anything else is refused by
+        name."""
         if doc is None:
             return cls()
         if not isinstance(doc, list) or len(doc) > MOST:
             raise _bad(f"is not a list of at most {MOST} kernels")
-        kernels: dict[str, tuple[str, Choice]] = {}
+        found: dict[str, dict[int, Chosen]] = {}
         for entry in doc:
             problem = _entry_problem(entry)
-            if problem is None and entry["kernel"] in kernels:
+            instance = entry.get("instance", 0) if problem is None else 0
+            if problem is None and instance in found.get(entry["kernel"], {}):
                 problem = "names its kernel twice"
             if problem:
                 raise _bad(f"entry {str(entry)[:120]!r} {problem}")
             blocks = tuple(sorted((str(k), int(v)) for k, v in entry["blocks"].items()))
-            kernels[entry["kernel"]] = (entry["name"], Choice(blocks, entry["num_warps"], entry["num_stages"]))
-        return cls(kernels)
+            chosen = (entry["name"], Choice(blocks, entry["num_warps"], entry["num_stages"]))
+            found.setdefault(entry["kernel"], {})[instance] = chosen
+        for key, by in found.items():
+            if sorted(by) != list(range(len(by))):
+                raise _bad(f"kernel {key!r} lists autotuners {sorted(by)[:8]}, not 0 to {len(by) - 1}")
+        return cls({key: tuple(by[i] for i in range(len(by))) for key, by in found.items()})
+
+
+_FIELDS = {"kernel", "name", "blocks", "num_warps", "num_stages"}
 
 
 def _entry_problem(entry: Any) -> str | None:
-    if not isinstance(entry, dict) or set(entry) != {"kernel", "name", "blocks", "num_warps", "num_stages"}:
-        return "is not an object of kernel, name, blocks, num_warps and num_stages"
+    if not isinstance(entry, dict) or set(entry) - {"instance"} != _FIELDS:
+        return "is not an object of kernel, instance, name, blocks, num_warps and num_stages"
+    if "instance" in entry and not (type(entry["instance"]) is int and 0 <= entry["instance"] < MOST):
+        return "has an instance that is not a count of the kernel's autotuners"
     if not isinstance(entry["kernel"], str) or not _KEY.fullmatch(entry["kernel"]):
         return "has a kernel key that is not a file name's hash"
     if not isinstance(entry["name"], str) or len(entry["name"]) > 200:
@@ -136,10 +164,23 @@ def _name(autotuner: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------------ SAVE
 _LOCK = threading.Lock()
-_RECORDED: dict[str, tuple[str, Choice]] = {}
-# Kernels of one source that chose twice, differently (two autotuners of the same generated file, each timing):
-# LOAD could not tell which of its launches took which, so such a kernel is left to time, as natively.
-_TWICE: set[str] = set()
+_RECORDED: dict[str, list[Chosen]] = {}  # kernel key -> its autotuners' choices, in the order they first timed
+_ORDINAL = "_foundry_autotuner_ordinal"  # set on an autotuner when it first times: its place among its kernel's
+
+
+def _ordinal(autotuner: Any, key: str, counts: dict[str, int]) -> int | None:
+    """This autotuner's place among its kernel's autotuners, in the order they first timed (given on its first
+    timing, kept after); None where the autotuner takes no attribute (it is then treated as natively)."""
+    ordinal = getattr(autotuner, _ORDINAL, None)
+    if isinstance(ordinal, int):
+        return ordinal
+    ordinal = counts.get(key, 0)
+    try:
+        setattr(autotuner, _ORDINAL, ordinal)
+    except (AttributeError, TypeError):
+        return None
+    counts[key] = ordinal + 1
+    return ordinal
 
 
 def record(engine: Engine) -> None:
@@ -152,30 +193,35 @@ def _recording(original: Any) -> Any:
         result = original(self, *args, **kwargs)
         key, launchers = _key(self), getattr(self, "launchers", None) or []
         if key is not None and len(launchers) == 1:
-            choice = (_name(self), Choice.of(launchers[0].config))
             with _LOCK:
-                if _RECORDED.setdefault(key, choice) != choice:
-                    _TWICE.add(key)
+                chosen = _RECORDED.setdefault(key, [])
+                # an autotuner made to time again keeps its place and its first choice
+                if getattr(self, _ORDINAL, None) is None and _ordinal(self, key, _COUNTS) == len(chosen):
+                    chosen.append((_name(self), Choice.of(launchers[0].config)))
         return result
 
     return autotune_to_one_config
 
 
+_COUNTS: dict[str, int] = {}  # kernel key -> how many of its autotuners have timed in this process
+
+
 def recorded() -> KernelChoices:
-    """The choices made so far in this process (a kernel that chose differently twice left out)."""
+    """The choices made so far in this process."""
     with _LOCK:
-        return KernelChoices({key: choice for key, choice in _RECORDED.items() if key not in _TWICE})
+        return KernelChoices({key: tuple(chosen) for key, chosen in _RECORDED.items() if chosen})
 
 
 # ------------------------------------------------------------------------------------------------------ LOAD
 @dataclass
 class Replay:
-    """LOAD: SAVE's choices, and what happened to each kernel that would have timed its configurations."""
+    """LOAD: SAVE's choices, and what happened to each autotuner that would have timed its configurations."""
 
     choices: KernelChoices
     replayed: int = 0
     timed: list[str] = field(default_factory=list)  # not recorded by SAVE: timed as natively
     unmatched: list[str] = field(default_factory=list)  # recorded, but not among the kernel's configurations
+    counts: dict[str, int] = field(default_factory=dict)  # kernel key -> its autotuners that have timed so far
 
     def summary(self) -> dict[str, Any]:
         return {"replayed": self.replayed, "timed": sorted(self.timed)[:20], "timed_count": len(self.timed),
@@ -186,7 +232,7 @@ _REPLAY: Replay | None = None
 
 
 def replay(choices: KernelChoices, engine: Engine) -> Replay:
-    """LOAD, before the model first runs: each kernel SAVE recorded takes SAVE's configuration when it would time
+    """LOAD, before the model first runs: each autotuner SAVE recorded takes SAVE's configuration when it would time
     them; returns the record of what happened (filled in as kernels first run)."""
     global _REPLAY
     _REPLAY = Replay(choices)
@@ -197,18 +243,22 @@ def replay(choices: KernelChoices, engine: Engine) -> Replay:
 def _replaying(original: Any) -> Any:
     def benchmark_all_configs(self: Any, *args: Any, **kwargs: Any) -> Any:
         state, key = _REPLAY, _key(self)
-        launchers = list(getattr(self, "launchers", None) or [])
         if state is None:
             return original(self, *args, **kwargs)
-        saved = state.choices.kernels.get(key) if key is not None else None
-        if saved is None:
+        launchers = list(getattr(self, "launchers", None) or [])
+        with _LOCK:
+            ordinal = _ordinal(self, key, state.counts) if key is not None else None
+        recorded = state.choices.kernels.get(key, ()) if key is not None else ()
+        label = _name(self) if not ordinal else f"{_name(self)} #{ordinal}"
+        if ordinal is None or ordinal >= len(recorded):
             with _LOCK:
-                state.timed.append(_name(self))
+                state.timed.append(label)
             return original(self, *args, **kwargs)
-        chosen = [launcher for launcher in launchers if Choice.of(launcher.config) == saved[1]]
+        saved = recorded[ordinal][1]
+        chosen = [launcher for launcher in launchers if Choice.of(launcher.config) == saved]
         if len(chosen) != 1:
             with _LOCK:
-                state.unmatched.append(_name(self))
+                state.unmatched.append(label)
             return original(self, *args, **kwargs)
         with _LOCK:
             state.replayed += 1
@@ -226,7 +276,7 @@ def forget() -> None:
     global _REPLAY
     with _LOCK:
         _RECORDED.clear()
-        _TWICE.clear()
+        _COUNTS.clear()
         _MISSING.clear()
         _REPLAY = None
 

@@ -223,7 +223,7 @@ def _save(runner: Any, original: Any) -> Any:
     }
     meta = steps.save_graphs(s, items, vllm_fields, file_name=_graph_file)
     pieces = sum(1 for key, *_ in items if key["graph"] == "piece")
-    choices = len(meta.kernel_choices.kernels)
+    choices = meta.kernel_choices.count()
     _report(
         s, graphs=len(meta.graphs), piece_graphs=pieces, kernel_choices=choices, autotuner_missing=autotune.missing()
     )

@@ -52,7 +52,7 @@ def test_load_takes_the_configuration_each_kernel_chose_in_save_without_timing_i
     meta = read_metadata(engines.archive)
     choice = Choice((("R0_BLOCK", 1024), ("XBLOCK", 1)), num_warps=4, num_stages=1)
     assert meta.kernel_choices == KernelChoices(
-        {NORM: ("triton_red_norm", choice), SOFTCAP: ("triton_red_softcap", choice)}
+        {NORM: (("triton_red_norm", choice),), SOFTCAP: (("triton_red_softcap", choice),)}
     )
 
     # LOAD's own timings favour 512; a kernel SAVE never ran (LATE) chooses by timing, as natively, and is named
@@ -83,13 +83,15 @@ def test_a_recorded_configuration_the_kernel_does_not_offer_is_timed_and_named(e
 
 def test_the_choices_round_trip_and_anything_save_never_writes_is_refused_by_name() -> None:
     choice = Choice((("R0_BLOCK", 1024), ("XBLOCK", 1)), num_warps=4, num_stages=1)
-    choices = KernelChoices({NORM: ("triton_red_norm", choice)})
+    choices = KernelChoices({NORM: (("triton_red_norm", choice),)})
     doc = choices.to_json()
-    assert doc == [{"kernel": NORM, "name": "triton_red_norm", "blocks": {"R0_BLOCK": 1024, "XBLOCK": 1},
+    assert doc == [{"kernel": NORM, "instance": 0, "name": "triton_red_norm", "blocks": {"R0_BLOCK": 1024, "XBLOCK": 1},
                     "num_warps": 4, "num_stages": 1}]  # fmt: skip
     assert KernelChoices.from_json(doc) == choices
     assert KernelChoices.from_json(None) == KernelChoices()  # an archive written before choices were recorded
     entry = doc[0]
+    # as first written, without ``instance``: the kernel's first autotuner
+    assert KernelChoices.from_json([{k: v for k, v in entry.items() if k != "instance"}]) == choices
     bad = [
         {**entry, "kernel": "../../etc"},
         {**entry, "num_warps": 0},
@@ -98,6 +100,8 @@ def test_the_choices_round_trip_and_anything_save_never_writes_is_refused_by_nam
         {**entry, "blocks": {"import os": 4}},
         {**entry, "extra": 1},
         {**entry, "name": 7},
+        {**entry, "instance": -1},
+        {**entry, "instance": "0"},
     ]
     for forged in bad:
         with pytest.raises(ArchiveMetadataError, match="Inductor kernel choices"):
@@ -106,6 +110,8 @@ def test_the_choices_round_trip_and_anything_save_never_writes_is_refused_by_nam
         KernelChoices.from_json([entry, entry])
     with pytest.raises(ArchiveMetadataError, match="is not a list"):
         KernelChoices.from_json({"kernel": NORM})
+    with pytest.raises(ArchiveMetadataError, match=r"lists autotuners \[0, 2\], not 0 to 1"):
+        KernelChoices.from_json([entry, {**entry, "instance": 2}])
 
 
 def test_a_torch_whose_autotuner_lacks_the_methods_records_nothing_and_says_so(monkeypatch: Any) -> None:
@@ -147,21 +153,37 @@ def test_a_kernel_made_without_a_file_is_keyed_by_its_source(monkeypatch: Any) -
     assert loading.run().kwargs["R0_BLOCK"] == 1024 and loading.timed == 0 and replay.replayed == 1
 
 
-def test_a_kernel_whose_two_autotuners_chose_differently_in_save_is_not_recorded(monkeypatch: Any) -> None:
-    """Two autotuners of one generated file that timed apart in SAVE: LOAD could not tell which launch took which
-    choice, so the kernel is left out of the record (LOAD then times it, and names it); one that chose alike twice
-    stays."""
-    times = iter([1024, 512, 512, 512])  # each new autotuner's timings favour the next block size
-    clock_block = {"now": 1024}
+def test_each_autotuner_of_one_kernel_takes_the_choice_of_its_place_in_save(monkeypatch: Any) -> None:
+    """One generated kernel called by two graphs has two autotuners, each timing at its first launch: in SAVE they
+    kept different configurations. LOAD's autotuners of that kernel, in the order they first time, take SAVE's in
+    the same order; one more than SAVE had is timed, as natively, and named with its place."""
+    blocks = iter([1024, 512, 2048, 2048])  # each SAVE autotuner's timings favour the next block size
 
-    def clock(name: str, blocks: dict[str, int]) -> float:
-        return 1.0 if blocks.get("R0_BLOCK") == clock_block["now"] else 2.0
+    def kernels(clock: fakeinductor.Clock, count: int) -> list[Any]:
+        inductor = fakeinductor.build(clock)
+        fakeinductor.inject(inductor, monkeypatch)
+        return [fakeinductor.reduction(inductor, "triton_red_norm", NORM) for _ in range(count)] + [
+            fakeinductor.reduction(inductor, "triton_red_sc", SOFTCAP)
+        ]
 
-    inductor = fakeinductor.build(clock)
-    fakeinductor.inject(inductor, monkeypatch)
+    now = {"block": 0}
+    saving = kernels(lambda name, b: 1.0 if b.get("R0_BLOCK") == now["block"] else 2.0, 2)
     autotune.record(VLLM)
-    for name, key in (("triton_red_norm", NORM), ("triton_red_norm", NORM), ("triton_red_sc", SOFTCAP),
-                      ("triton_red_sc", SOFTCAP)):  # fmt: skip
-        clock_block["now"] = next(times)
-        fakeinductor.reduction(inductor, name, key).run()
-    assert set(autotune.recorded().kernels) == {SOFTCAP}
+    for kernel in saving:
+        now["block"] = next(blocks)
+        kernel.run()
+    saving[0].autotune_to_one_config()  # made to time again: keeps its place and first choice
+    choices = autotune.recorded()
+    assert {key: [c.blocks for _, c in chosen] for key, chosen in choices.kernels.items()} == {
+        NORM: [(("R0_BLOCK", 1024), ("XBLOCK", 1)), (("R0_BLOCK", 512), ("XBLOCK", 1))],
+        SOFTCAP: [(("R0_BLOCK", 2048), ("XBLOCK", 1))],
+    }
+    assert choices.count() == 3 and KernelChoices.from_json(choices.to_json()) == choices
+    autotune.forget()
+
+    loading = kernels(_favouring(2048), 3)  # LOAD's own timings would take 2048 everywhere
+    replay = autotune.replay(choices, VLLM)
+    assert [k.run().kwargs["R0_BLOCK"] for k in (loading[1], loading[0], loading[3], loading[2])] == [
+        1024, 512, 2048, 2048]  # fmt: skip
+    assert [k.timed for k in loading] == [0, 0, 1, 0]
+    assert replay.replayed == 3 and replay.timed == ["triton_red_norm #2"]
