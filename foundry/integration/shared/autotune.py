@@ -38,7 +38,8 @@ from .engine import Engine
 from .errors import ArchiveMetadataError
 from .hooks import when_imported, wrap
 
-__all__ = ["MODULE", "Choice", "KernelChoices", "Replay", "forget", "missing", "record", "recorded", "replay"]
+__all__ = ["MODULE", "Choice", "KernelChoices", "Replay", "forget", "missing", "natives_note", "record", "recorded",
+           "replay"]  # fmt: skip
 
 MODULE = "torch._inductor.runtime.triton_heuristics"
 MOST = 100_000  # kernels an archive may name: far above any model's (a few hundred), bounded all the same
@@ -210,6 +211,20 @@ def recorded() -> KernelChoices:
     """The choices made so far in this process."""
     with _LOCK:
         return KernelChoices({key: tuple(chosen) for key, chosen in _RECORDED.items() if chosen})
+
+
+def natives_note(count: int, environ: Mapping[str, str]) -> str | None:
+    """What SAVE tells the user when kernels chose by timing: LOAD replays SAVE's choices, but two native processes
+    each time their own, so they can differ from each other (and from SAVE) in the last bits, unless Inductor's
+    deterministic mode keeps it from timing where the choice moves numerics (torch 2.11: then native cold, native
+    warm, SAVE and LOAD of the Gemma2 row answered alike, H200, docs/DESIGN.md)."""
+    if count == 0 or environ.get("TORCHINDUCTOR_DETERMINISTIC") == "1":
+        return None
+    return (
+        f"{count} Inductor kernel launch configurations were chosen by timing; LOAD takes SAVE's, so it computes "
+        "what this process computed, but native processes choose their own and may differ from it in the last bits. "
+        "Set TORCHINDUCTOR_DETERMINISTIC=1 in native, SAVE and LOAD alike to compare them bit for bit"
+    )
 
 
 # ------------------------------------------------------------------------------------------------------ LOAD

@@ -4,9 +4,11 @@ FOUNDRY_VLLM_PACK_CACHES (what each means: shared/config.py), and vLLM's own:
 
     FOUNDRY_VLLM_WARM_UP      1 (default; or true/yes/on): LOAD runs the warm-up vLLM runs natively before its first
                               request (the profile's forward passes, then its kernel warm-up), without measuring
-                              memory or capturing: kernels that settle state at their first launch (autotuning by
-                              timing) settle it as natively, on the same shapes; 0: LOAD skips both (faster, and
-                              on a Gemma2 shape no longer within native's own run-to-run agreement)
+                              memory or capturing: kernels that settle state at their first launch settle it
+                              before serving, on the shapes native settles it on (Inductor's kernels take SAVE's
+                              choices whenever they first launch, shared/autotune.py; vLLM's own autotuned Triton
+                              kernels and FlashInfer's do not); 0: LOAD skips both, and its first requests pay
+                              those first launches
 
 vLLM starts its engine core and workers as child processes, which inherit them."""
 

@@ -231,6 +231,9 @@ def _save(runner: Any, original: Any) -> Any:
         "Foundry save: %d graphs (%d of them pieces) and %d kernel choices in %s (capture %.2f s, save %.2f s)",
         len(meta.graphs), pieces, choices, s.archive, s.timings["capture_s"], s.timings["save_s"],
     )  # fmt: skip
+    note = autotune.natives_note(choices, os.environ)
+    if note:
+        log.info("Foundry save: %s", note)
     return result
 
 

@@ -19,17 +19,10 @@ SAVED_MODES = ("FULL_AND_PIECEWISE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY")
 # Model classes with which LOAD was measured not bit-identical to native under vLLM, and what was measured. They
 # are refused by name at SAVE and LOAD (never served with a silent difference) unless FOUNDRY_VLLM_ALLOW_INEXACT
 # names them. Only what was measured is here: a class is added when a run shows a difference, and removed when
-# the cause is mended and a run shows it identical.
-INEXACT = {
-    "Gemma2ForCausalLM": (
-        "under vLLM, processes of the same model and flags are not bit-identical to each other, native and LOAD "
-        "alike: top-20 log-probabilities one bf16 step apart, now LOAD's at the batches prefilled without graphs "
-        "(H200, 13cbdd4, f7c9c99, 41f32dd), now a native process's at every batch (542233e, 41f32dd; docs/DESIGN.md), "
-        "so LOAD cannot be promised identical to native. The differences arise in Inductor's reduction kernels, "
-        "which choose a launch configuration by timing once per process (b776e7e); LOAD now takes SAVE's choices, "
-        "not yet proven identical on a GPU"
-    ),
-}
+# the cause is mended and a run shows it identical. Gemma2ForCausalLM was here until LOAD replayed SAVE's Inductor
+# kernel choices (shared/autotune.py): SAVE, LOAD and LOAD again then answered alike in every call, and with
+# TORCHINDUCTOR_DETERMINISTIC=1 native cold and warm too (H200, 5b6b493; docs/DESIGN.md).
+INEXACT: dict[str, str] = {}
 
 
 def check_supported(vllm_config: Any, allow_inexact: tuple[str, ...] = ()) -> None:

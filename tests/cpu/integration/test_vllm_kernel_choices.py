@@ -187,3 +187,18 @@ def test_each_autotuner_of_one_kernel_takes_the_choice_of_its_place_in_save(monk
         1024, 512, 2048, 2048]  # fmt: skip
     assert [k.timed for k in loading] == [0, 0, 1, 0]
     assert replay.replayed == 3 and replay.timed == ["triton_red_norm #2"]
+
+
+def test_save_says_natives_may_differ_when_kernels_chose_by_timing_unless_inductor_is_deterministic(
+    engines: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LOAD replays SAVE's choices, but a native process times its own: SAVE names the switch that makes natives
+    comparable bit for bit, and says nothing once it is set (Inductor then times nothing that moves numerics)."""
+    monkeypatch.delenv("TORCHINDUCTOR_DETERMINISTIC", raising=False)
+    with caplog.at_level("INFO"):
+        _start(engines, "save", _favouring(1024), [("triton_red_norm", NORM), ("triton_red_softcap", SOFTCAP)])
+    notes = [r.getMessage() for r in caplog.records if "chosen by timing" in r.getMessage()]
+    assert len(notes) == 1 and "2 Inductor kernel launch configurations" in notes[0], notes
+    assert "TORCHINDUCTOR_DETERMINISTIC=1" in notes[0]
+    assert autotune.natives_note(2, {"TORCHINDUCTOR_DETERMINISTIC": "1"}) is None
+    assert autotune.natives_note(0, {}) is None
