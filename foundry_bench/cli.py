@@ -27,6 +27,13 @@ def _fail(message: str) -> int:
     return EXIT_CANNOT_RUN
 
 
+# Environment switches that change what the engines compute (Inductor's run-to-run determinism, cuBLAS's
+# workspace, vLLM's batch invariance): inherited by every run anyway, recorded in the document so that its report
+# says which reference it was measured against.
+NUMERICS_SWITCHES = ("TORCHINDUCTOR_DETERMINISTIC", "TORCHINDUCTOR_FORCE_FILTER_REDUCTION_CONFIGS",
+                     "CUBLAS_WORKSPACE_CONFIG", "VLLM_BATCH_INVARIANT")  # fmt: skip
+
+
 def _csv(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
@@ -78,6 +85,14 @@ def _serving_problems(
         else:
             native_env[name] = value
     settings["native_env"] = native_env
+    extra_env = {name: os.environ[name] for name in NUMERICS_SWITCHES if name in os.environ}
+    for item in _csv(args.env):
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier() or name.startswith("FOUNDRY_"):
+            problems.append(f"--env {item!r}: give NAME=VALUE, an environment variable (not a FOUNDRY_ one)")
+        else:
+            extra_env[name] = value
+    settings["extra_env"] = extra_env
     if args.tp < 1:
         problems.append(f"--tp {args.tp}: give the GPUs per engine, at least 1")
     settings["tp"] = args.tp
@@ -329,6 +344,10 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--plugin-env", default="", help="the plugin's settings for the SAVE and LOAD runs, comma-separated "
                    "NAME=VALUE without the FOUNDRY_<ENGINE>_ prefix, e.g. WARM_UP=1 (the engines are started with "
                    "none of the caller's own)")  # fmt: skip
+    v.add_argument("--env", default="", help="environment for every run alike, comma-separated NAME=VALUE (e.g. "
+                   "TORCHINDUCTOR_DETERMINISTIC=1: natives then compare with each other bit for bit); the numerics "
+                   f"switches {', '.join(NUMERICS_SWITCHES)} set in the caller's environment are recorded as if given "
+                   "here, and the report names them")  # fmt: skip
     v.add_argument("--native-env", default="", help="environment for the native runs only, comma-separated NAME=VALUE "
                    "(e.g. NCCL_RUNTIME_CONNECT=1 at --tp 2, to time what a setting Foundry needs costs natively; the "
                    "reference then runs otherwise than SAVE and LOAD, and the report says so)")  # fmt: skip

@@ -246,13 +246,16 @@ def start_up_check_lines(checks: dict[str, Any], what: str) -> list[str]:
 
 
 def native_env_lines(cfg: dict[str, Any]) -> list[str]:
-    """The note a report carries when the native runs were started otherwise than SAVE and LOAD (--native-env)."""
+    """The environment every run had beyond the benchmark's own (--env, and the numerics switches it inherited),
+    and the note a report carries when the native runs were started otherwise than SAVE and LOAD (--native-env)."""
+    every = cfg.get("extra_env") or {}
+    lines = [f"environment (every run): {', '.join(f'{k}={v}' for k, v in sorted(every.items()))}"] if every else []
     env = cfg.get("native_env") or {}
     if not env:
-        return []
+        return lines
     settings = ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
-    return wrap(f"The native runs ran with {settings}, SAVE and LOAD without: a timing control, and a reference that "
-                "runs otherwise than they do.")  # fmt: skip
+    return lines + wrap(f"The native runs ran with {settings}, SAVE and LOAD without: a timing control, and a "
+                        "reference that runs otherwise than they do.")  # fmt: skip
 
 
 def wrap(text: str) -> list[str]:

@@ -120,6 +120,18 @@ def test_native_env_reaches_the_native_runs_only_and_the_report_says_so(
     assert "The native runs ran with NCCL_RUNTIME_CONNECT=1, SAVE and LOAD without" in text
 
 
+def test_env_reaches_every_run_and_the_report_names_it(fake_vllm: None, tmp_path: Path, engine_probe: Probe) -> None:
+    """--env: Inductor's deterministic mode in native, SAVE and LOAD alike (natives then agree with each other);
+    the report names it beside the run's other settings, so a reader knows which reference it was measured with."""
+    cfg = tokens_only(tmp_path, modes=("save", "native", "load"), extra_env={"TORCHINDUCTOR_DETERMINISTIC": "1"})
+    doc = run_vllm_bench(cfg)
+    assert all("error" not in r for r in doc["results"].values())
+    assert {line["mode"]: line["deterministic"] for line in engine_probe()} == {"save": "1", "native": "1", "load": "1"}
+    assert doc["config"]["extra_env"] == {"TORCHINDUCTOR_DETERMINISTIC": "1"}
+    text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
+    assert "environment (every run): TORCHINDUCTOR_DETERMINISTIC=1" in text
+
+
 @pytest.mark.parametrize("api", ["llm", "serve"])
 def test_a_compilation_and_kernel_config_reach_every_run_and_name_their_own_files(
     fake_vllm: None, tmp_path: Path, engine_probe: Probe, api: str

@@ -56,6 +56,24 @@ def test_cli_refuses_a_native_env_that_is_not_name_value(capsys: pytest.CaptureF
     assert "--native-env 'nothing': give NAME=VALUE" in err and "--native-env 'FOUNDRY_VLLM_MODE=off'" in err
 
 
+def test_cli_env_is_checked_and_numerics_switches_inherited_are_recorded(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foundry_bench import cli
+
+    rc = cli_main(["bench", "--engine", "vllm", "--env", "A=1,nothing,FOUNDRY_VLLM_MODE=off"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--env 'nothing': give NAME=VALUE" in err and "--env 'FOUNDRY_VLLM_MODE=off'" in err
+    assert "--env 'A=1'" not in err
+    monkeypatch.setenv("TORCHINDUCTOR_DETERMINISTIC", "1")
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    from foundry.cli.main import _parser
+
+    args = _parser().parse_args(["bench", "--engine", "sglang", "--env", "B=2"])
+    settings, problems = cli._serving_problems(args, ["qwen3-0.6b"], ["native"])
+    assert problems == [] and settings["extra_env"] == {"TORCHINDUCTOR_DETERMINISTIC": "1", "B": "2"}
+
+
 @pytest.mark.parametrize(
     ("value", "complaint"),
     [

@@ -89,6 +89,7 @@ def probe_caches(engine: str) -> None:
         # how many GPUs, and with which all-reduce settings, the engine was started (tensor parallel)
         "args": json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}")),
         "nccl": {name: os.environ.get(name) for name in PARALLEL_VARIABLES},
+        "deterministic": os.environ.get("TORCHINDUCTOR_DETERMINISTIC"),  # --env, or inherited: every run alike
         "pythonpath": os.environ.get("PYTHONPATH", ""),
         "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),  # which GPUs (a replica runs on the next ones)
         "rank_gpus": os.environ.get("FOUNDRY_RANK_GPUS"),  # a replica of a group asks for GPUs alike
