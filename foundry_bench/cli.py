@@ -38,6 +38,18 @@ def _csv(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
 
+def _variables(flag: str, text: str, problems: list[str]) -> dict[str, str]:
+    """``NAME=VALUE,...`` of environment variables (not Foundry's own); each item that is not one named."""
+    found: dict[str, str] = {}
+    for item in _csv(text):
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier() or name.startswith("FOUNDRY_"):
+            problems.append(f"{flag} {item!r}: give NAME=VALUE, an environment variable (not a FOUNDRY_ one)")
+        else:
+            found[name] = value
+    return found
+
+
 def _serving_problems(
     args: argparse.Namespace, shapes: list[str], modes: list[str]
 ) -> tuple[dict[str, Any], list[str]]:
@@ -77,22 +89,9 @@ def _serving_problems(
         else:
             plugin_env[name] = value
     settings["plugin_env"] = plugin_env
-    native_env: dict[str, str] = {}
-    for item in _csv(args.native_env):
-        name, sep, value = item.partition("=")
-        if not sep or not name.isidentifier() or name.startswith("FOUNDRY_"):
-            problems.append(f"--native-env {item!r}: give NAME=VALUE, an environment variable (not a FOUNDRY_ one)")
-        else:
-            native_env[name] = value
-    settings["native_env"] = native_env
-    extra_env = {name: os.environ[name] for name in NUMERICS_SWITCHES if name in os.environ}
-    for item in _csv(args.env):
-        name, sep, value = item.partition("=")
-        if not sep or not name.isidentifier() or name.startswith("FOUNDRY_"):
-            problems.append(f"--env {item!r}: give NAME=VALUE, an environment variable (not a FOUNDRY_ one)")
-        else:
-            extra_env[name] = value
-    settings["extra_env"] = extra_env
+    settings["native_env"] = _variables("--native-env", args.native_env, problems)
+    inherited = {name: os.environ[name] for name in NUMERICS_SWITCHES if name in os.environ}
+    settings["extra_env"] = {**inherited, **_variables("--env", args.env, problems)}
     if args.tp < 1:
         problems.append(f"--tp {args.tp}: give the GPUs per engine, at least 1")
     settings["tp"] = args.tp
