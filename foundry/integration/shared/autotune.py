@@ -166,7 +166,12 @@ def _name(autotuner: Any) -> str:
 # ------------------------------------------------------------------------------------------------------ SAVE
 _LOCK = threading.Lock()
 _RECORDED: dict[str, list[Chosen]] = {}  # kernel key -> its autotuners' choices, in the order they first timed
-_ORDINAL = "_foundry_autotuner_ordinal"  # set on an autotuner when it first times: its place among its kernel's
+_COUNTS: dict[str, int] = {}  # kernel key -> how many of its autotuners have timed in this process
+# Set on an autotuner when it first times: its place among its kernel's. SAVE gives it once the autotuner has kept
+# one configuration (``autotune_to_one_config``), LOAD when it would time them (``benchmark_all_configs``, which
+# that method calls once, first thing). Inductor's other tuning (max-autotune, coordinate descent: vLLM turns them
+# on for static compile sizes only, none by default) is neither recorded nor replayed.
+_ORDINAL = "_foundry_autotuner_ordinal"
 
 
 def _ordinal(autotuner: Any, key: str, counts: dict[str, int]) -> int | None:
@@ -202,9 +207,6 @@ def _recording(original: Any) -> Any:
         return result
 
     return autotune_to_one_config
-
-
-_COUNTS: dict[str, int] = {}  # kernel key -> how many of its autotuners have timed in this process
 
 
 def recorded() -> KernelChoices:
