@@ -76,6 +76,8 @@ def matrix_rows(docs: list[dict[str, Any]]) -> list[list[str]]:
         cfg, results = doc["config"], doc.get("results", {})
         shape = cfg["shape"]
         run_as = "/".join(str(cfg[k]) for k in ("api", "runner", "cudagraph_mode") if k in cfg)
+        # the environment every run had (--env, or a numerics switch inherited): the reference the row was held to
+        run_as += "".join(f" {k}={v}" for k, v in sorted((cfg.get("extra_env") or {}).items()))
         problems = [f"{m}: {r['error'][:80]}" for m, r in results.items() if "error" in r]
         native, load = results.get("native", {}), results.get("load", {})
         capture = native.get("capture_s", (native.get("plugin") or {}).get("timings", {}).get("capture_s"))

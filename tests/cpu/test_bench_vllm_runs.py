@@ -130,6 +130,10 @@ def test_env_reaches_every_run_and_the_report_names_it(fake_vllm: None, tmp_path
     assert doc["config"]["extra_env"] == {"TORCHINDUCTOR_DETERMINISTIC": "1"}
     text = (tmp_path / "out" / f"{cfg.tag()}.txt").read_text()
     assert "environment (every run): TORCHINDUCTOR_DETERMINISTIC=1" in text
+    from foundry_bench.serving.matrix import matrix_rows
+
+    (row,) = matrix_rows([doc])
+    assert row[2] == "llm/v2/default TORCHINDUCTOR_DETERMINISTIC=1", row
 
 
 @pytest.mark.parametrize("api", ["llm", "serve"])
