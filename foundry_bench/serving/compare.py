@@ -3,13 +3,14 @@ reference run's (the warm native run's where there is one)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .fresh import FRESH_MODES
 from .logprobs import Top, Values, compare_logprobs
 from .stats import compare_tokens
 
-__all__ = ["answer_groups", "compare_runs", "reference_run"]
+__all__ = ["answer_groups", "compare_runs", "group_alike", "reference_run"]
 
 
 def reference_run(results: dict[str, dict[str, Any]]) -> str | None:
@@ -68,20 +69,27 @@ def compare_runs(
     return out
 
 
+def group_alike(modes: Iterable[str], alike: Callable[[str, str], bool]) -> list[list[str]]:
+    """``modes`` in groups, in their order: each joins the first group whose first member it is ``alike`` with,
+    else starts its own."""
+    groups: list[list[str]] = []
+    for mode in modes:
+        for group in groups:
+            if alike(mode, group[0]):
+                group.append(mode)
+                break
+        else:
+            groups.append([mode])
+    return groups
+
+
 def answer_groups(results: dict[str, dict[str, Any]]) -> list[list[str]]:
     """The runs that answered, in groups that gave the same tokens and log-probabilities at every compared batch
     (by the digests each run keeps), in the results' order: which processes computed the same bits, whichever of
     them is the reference. Where the reference run is alone in its group while others agree with each other, the
     difference is that process's, not Foundry's; the comparison with the reference cannot say so by itself."""
-    groups: list[list[str]] = []
-    keys: list[tuple[Any, Any]] = []
-    for mode, r in results.items():
-        if "tokens" not in r:
-            continue
-        key = (r["tokens"], r.get("logprob_digests"))
-        if key in keys:
-            groups[keys.index(key)].append(mode)
-        else:
-            keys.append(key)
-            groups.append([mode])
-    return groups
+
+    def answers(mode: str) -> tuple[Any, Any]:
+        return results[mode]["tokens"], results[mode].get("logprob_digests")
+
+    return group_alike([m for m, r in results.items() if "tokens" in r], lambda a, b: answers(a) == answers(b))

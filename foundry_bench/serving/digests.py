@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .compare import group_alike
 from .stacks import site_path
 from .stacksite import foundry_attention_digests as recorder
 
@@ -172,17 +173,8 @@ def alike_groups(results: dict[str, dict[str, Any]]) -> list[list[str]]:
     """The runs with fingerprints, in groups alike in every call both of a pair ran (by token count in documents
     that kept no order; a run joins the first group whose first run it is alike with), in the results' order:
     which processes compute the same bits, whichever of them is the reference."""
-    groups: list[list[str]] = []
-    for mode, r in results.items():
-        if "digests" not in r:
-            continue
-        for group in groups:
-            if _alike(r["digests"], results[group[0]]["digests"]):
-                group.append(mode)
-                break
-        else:
-            groups.append([mode])
-    return groups
+    with_prints = [mode for mode, r in results.items() if "digests" in r]
+    return group_alike(with_prints, lambda a, b: _alike(results[a]["digests"], results[b]["digests"]))
 
 
 def _call_lines(label: str, calls: dict[str, Any]) -> list[str]:

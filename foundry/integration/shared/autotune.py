@@ -202,7 +202,7 @@ def _recording(original: Any) -> Any:
             with _LOCK:
                 chosen = _RECORDED.setdefault(key, [])
                 # an autotuner made to time again keeps its place and its first choice
-                if getattr(self, _ORDINAL, None) is None and _ordinal(self, key, _COUNTS) == len(chosen):
+                if getattr(self, _ORDINAL, None) is None and _ordinal(self, key, _COUNTS) is not None:
                     chosen.append((_name(self), Choice.of(launchers[0].config)))
         return result
 
