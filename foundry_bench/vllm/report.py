@@ -142,20 +142,28 @@ def choice_lines(results: dict[str, Any]) -> list[str]:
     each LOAD how many took SAVE's and which timed their own (their eager steps may differ from SAVE's)."""
     out = []
     for mode, r in results.items():
-        got = (r.get("plugin") or {}).get("kernel_choices")
+        plugin = r.get("plugin") or {}
+        got = plugin.get("kernel_choices")
+        declined = got.get("cache_reads_declined") if isinstance(got, dict) else plugin.get("cache_reads_declined")
+        # Inductor's cached choices (.best_config) the process did not take: it timed, or took SAVE's, instead
+        cached = f"; {declined} cached choices not read" if isinstance(declined, int) else ""
         if isinstance(got, int):
-            out.append(f"- {LABELS.get(mode, mode)}: {got} kernels chose by timing; their choices recorded")
+            out.append(f"- {LABELS.get(mode, mode)}: {got} kernels chose by timing; their choices recorded{cached}")
         elif isinstance(got, dict):
             timed = got.get("timed_count", 0) + got.get("unmatched_count", 0)
             names = ", ".join([*got.get("timed", []), *got.get("unmatched", [])])
             out.append(
                 f"- {LABELS.get(mode, mode)}: {got.get('replayed', 0)} kernels took SAVE's configuration untimed; "
-                f"{timed} timed their own{f' ({names})' if names else ''}"
+                f"{timed} timed their own{f' ({names})' if names else ''}{cached}"
             )
         missing = (r.get("plugin") or {}).get("autotuner_missing")
         if missing:
             out.append(f"  this torch's autotuner lacks {', '.join(missing)}: its kernels chose as natively")
-    return ["", "Inductor's kernel choices by timing (SAVE records them, LOAD takes SAVE's):", *out] if out else []
+    head = (
+        "Inductor's kernel choices by timing (SAVE records them, LOAD takes SAVE's; LOAD's until its graphs were "
+        "installed):"
+    )
+    return ["", head, *out] if out else []
 
 
 def target_lines(doc: dict[str, Any]) -> list[str]:

@@ -1,7 +1,9 @@
 """Inductor's runtime autotuner (``torch._inductor.runtime.triton_heuristics``) as far as Foundry sees it: a kernel
 holds one launcher per launch configuration, times them all at its first run (``benchmark_all_configs``) and keeps
 the fastest (``autotune_to_one_config``). The timings come from a clock the test gives, so that two "processes"
-can time the same kernel differently, as timing noise does on a GPU."""
+can time the same kernel differently, as timing noise does on a GPU. Inductor's local autotune cache
+(``torch._inductor.runtime.autotune_cache``) is a dictionary the test fills: a kernel that finds its choice there is
+made with that configuration alone, as ``cached_autotune`` makes it."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 MODULE = "torch._inductor.runtime.triton_heuristics"
+CACHE_MODULE = "torch._inductor.runtime.autotune_cache"
 
 Clock = Callable[[str, dict[str, int]], float]  # (kernel name, block sizes) -> seconds
 
@@ -63,11 +66,37 @@ def build(clock: Clock) -> ModuleType:
     return module
 
 
-def inject(module: ModuleType, monkeypatch: Any) -> None:
+def build_cache(best: dict[str, int]) -> ModuleType:
+    """Inductor's local autotune cache of one "machine": kernel hash -> the R0_BLOCK a process chose and wrote."""
+
+    class AutotuneCache:
+        def __init__(self, kernel_hash: str) -> None:
+            self.kernel_hash = kernel_hash
+            self.reads = 0
+
+        def read_best(self, inductor_meta: dict[str, Any], configs: list[Config]) -> Config | None:
+            self.reads += 1
+            block = best.get(self.kernel_hash)
+            return next((c for c in configs if c.kwargs.get("R0_BLOCK") == block), None)
+
+    module = ModuleType(CACHE_MODULE)
+    module.AutotuneCache = AutotuneCache  # type: ignore[attr-defined]
+    return module
+
+
+def inject(module: ModuleType, monkeypatch: Any, cache: ModuleType | None = None) -> None:
     monkeypatch.setitem(sys.modules, MODULE, module)
+    if cache is not None:
+        monkeypatch.setitem(sys.modules, CACHE_MODULE, cache)
+    else:
+        monkeypatch.delitem(sys.modules, CACHE_MODULE, raising=False)
 
 
 def reduction(module: ModuleType, name: str, kernel_hash: str) -> Any:
-    """A reduction kernel with three configurations: the block size decides its summation order, as on a GPU."""
+    """A reduction kernel with three configurations: the block size decides its summation order, as on a GPU. Where
+    the cache injected beside ``module`` holds a choice for it, it is made with that one alone."""
     configs = [Config(XBLOCK=1, R0_BLOCK=r, num_warps=w) for r, w in ((2048, 8), (1024, 4), (512, 4))]
+    cache = sys.modules.get(CACHE_MODULE)
+    if cache is not None and (best := cache.AutotuneCache(kernel_hash).read_best({}, configs)) is not None:
+        configs = [best]
     return module.CachingAutotuner(name, kernel_hash, configs)

@@ -19,9 +19,18 @@ LOAD then computes what SAVE computed in every step, graph or not, and skips the
 record, or whose recorded configuration is not among its own, is timed as natively, and LOAD says which.
 
 What is recorded is data: block sizes, warps and stages, matched against the configurations the kernel itself
-offers; nothing read selects code to run. Inductor's own record of the same choice (``.best_config`` beside the
-kernel, its local autotune cache) is not what vLLM's loaded compiled model consults: each process measured wrote
-its own.
+offers; nothing read selects code to run.
+
+Inductor keeps its own record of a choice, a ``.best_config`` file beside the kernel's generated file (its local
+autotune cache, ``AutotuneCache.read_best`` in ``torch/_inductor/runtime/autotune_cache.py``), and a kernel that
+finds one there is made with that configuration alone and times nothing. Under vLLM that file lies in the compile
+cache every later process of the same model loads, and any of them may write it. SAVE and LOAD do not read it: a
+SAVE that read a choice another process had timed recorded nothing for that kernel, and a LOAD that read one
+written after SAVE ran another configuration than SAVE's graphs hold (2x H200, 8043097: SAVE with the compile cache
+warm recorded no choice, its LOAD timed four of its own, and two LOADs that timed none answered unlike SAVE; a SAVE
+that compiled cold recorded 8 choices, of which its LOAD read 4 from those files and took the other 4, and
+answered unlike SAVE). So SAVE times every kernel of several configurations it runs, as a process with an empty
+cache does, and LOAD takes SAVE's choice for each. What they write into that cache is left as Inductor writes it.
 """
 
 from __future__ import annotations
@@ -38,10 +47,11 @@ from .engine import Engine
 from .errors import ArchiveMetadataError
 from .hooks import when_imported, wrap
 
-__all__ = ["MODULE", "Choice", "KernelChoices", "Replay", "forget", "missing", "natives_note", "record", "recorded",
-           "replay"]  # fmt: skip
+__all__ = ["CACHE_MODULE", "MODULE", "Choice", "KernelChoices", "Replay", "cache_reads_declined", "forget", "missing",
+           "natives_note", "record", "recorded", "replay"]  # fmt: skip
 
 MODULE = "torch._inductor.runtime.triton_heuristics"
+CACHE_MODULE = "torch._inductor.runtime.autotune_cache"  # Inductor's local autotune cache: read by neither
 MOST = 100_000  # kernels an archive may name: far above any model's (a few hundred), bounded all the same
 _KEY = re.compile(r"[0-9A-Za-z_.-]{1,128}")
 _CONFIG_NAME = re.compile(r"[A-Za-z_][0-9A-Za-z_]{0,63}")
@@ -190,8 +200,10 @@ def _ordinal(autotuner: Any, key: str, counts: dict[str, int]) -> int | None:
 
 
 def record(engine: Engine) -> None:
-    """SAVE, before the model first runs: every kernel's choice by timing is kept from now on (``recorded``)."""
-    when_imported(MODULE, lambda module: _wrap(module, "autotune_to_one_config", _recording, engine))
+    """SAVE, before the model first runs: every kernel's choice by timing is kept from now on (``recorded``), and
+    no kernel takes one from Inductor's cache instead of timing."""
+    when_imported(MODULE, lambda m: _wrap(m, "CachingAutotuner", "autotune_to_one_config", _recording, engine))
+    _decline_cache(engine)
 
 
 def _recording(original: Any) -> Any:
@@ -242,7 +254,8 @@ class Replay:
 
     def summary(self) -> dict[str, Any]:
         return {"replayed": self.replayed, "timed": sorted(self.timed)[:20], "timed_count": len(self.timed),
-                "unmatched": sorted(self.unmatched)[:20], "unmatched_count": len(self.unmatched)}  # fmt: skip
+                "unmatched": sorted(self.unmatched)[:20], "unmatched_count": len(self.unmatched),
+                "cache_reads_declined": cache_reads_declined()}  # fmt: skip
 
 
 _REPLAY: Replay | None = None
@@ -253,7 +266,8 @@ def replay(choices: KernelChoices, engine: Engine) -> Replay:
     them; returns the record of what happened (filled in as kernels first run)."""
     global _REPLAY
     _REPLAY = Replay(choices)
-    when_imported(MODULE, lambda module: _wrap(module, "benchmark_all_configs", _replaying, engine))
+    when_imported(MODULE, lambda m: _wrap(m, "CachingAutotuner", "benchmark_all_configs", _replaying, engine))
+    _decline_cache(engine)
     return _REPLAY
 
 
@@ -285,6 +299,31 @@ def _replaying(original: Any) -> Any:
     return benchmark_all_configs
 
 
+# ------------------------------------------------------------------------------------- Inductor's own cache
+_DECLINED = [0]  # reads of Inductor's local autotune cache this process declined (a kernel then times, or replays)
+
+
+def _decline_cache(engine: Engine) -> None:
+    when_imported(CACHE_MODULE, lambda module: _wrap(module, "AutotuneCache", "read_best", _declining, engine))
+
+
+def _declining(original: Any) -> Any:
+    def read_best(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # None is the cache's own answer for a kernel it holds no choice for: Inductor then keeps every
+        # configuration, and the kernel times them (SAVE) or takes SAVE's (LOAD) at its first launch.
+        with _LOCK:
+            _DECLINED[0] += 1
+        return None
+
+    return read_best
+
+
+def cache_reads_declined() -> int:
+    """How many kernels this process kept from taking a configuration out of Inductor's local autotune cache."""
+    with _LOCK:
+        return _DECLINED[0]
+
+
 _MISSING: list[str] = []  # what this torch lacks of the autotuner: nothing recorded or replayed there
 
 
@@ -295,17 +334,21 @@ def forget() -> None:
         _RECORDED.clear()
         _COUNTS.clear()
         _MISSING.clear()
+        _DECLINED[0] = 0
         _REPLAY = None
 
 
 def missing() -> list[str]:
-    """The autotuner's methods this torch does not have (its kernels then choose by timing, as natively)."""
+    """The autotuner's methods this torch does not have (its kernels then choose by timing, as natively, or take
+    Inductor's cached choice)."""
     return list(_MISSING)
 
 
-def _wrap(module: ModuleType, method: str, make: Any, engine: Engine) -> None:
-    owner = getattr(module, "CachingAutotuner", None)
+def _wrap(module: ModuleType, cls: str, method: str, make: Any, engine: Engine) -> None:
+    owner = getattr(module, cls, None)
     if owner is None or getattr(owner, method, None) is None:
-        _MISSING.append(f"{MODULE}.CachingAutotuner.{method}")
+        name = f"{module.__name__}.{cls}.{method}"
+        if name not in _MISSING:  # SAVE and LOAD each ask for the cache's
+            _MISSING.append(name)
         return
     wrap(owner, method, make, engine)

@@ -225,7 +225,12 @@ def _save(runner: Any, original: Any) -> Any:
     pieces = sum(1 for key, *_ in items if key["graph"] == "piece")
     choices = meta.kernel_choices.count()
     _report(
-        s, graphs=len(meta.graphs), piece_graphs=pieces, kernel_choices=choices, autotuner_missing=autotune.missing()
+        s,
+        graphs=len(meta.graphs),
+        piece_graphs=pieces,
+        kernel_choices=choices,
+        autotuner_missing=autotune.missing(),
+        cache_reads_declined=autotune.cache_reads_declined(),
     )
     log.info(
         "Foundry save: %d graphs (%d of them pieces) and %d kernel choices in %s (capture %.2f s, save %.2f s)",

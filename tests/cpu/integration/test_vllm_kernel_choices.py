@@ -26,11 +26,19 @@ def _favouring(block: int) -> fakeinductor.Clock:
     return lambda name, blocks: 1.0 if blocks.get("R0_BLOCK") == block else 2.0
 
 
-def _start(engines: Any, mode: str, clock: fakeinductor.Clock, kernels: list[tuple[str, str]], **kw: Any) -> Any:
-    """An engine whose profile forward runs ``kernels`` (name, key) for the first time in its process."""
+def _start(
+    engines: Any,
+    mode: str,
+    clock: fakeinductor.Clock,
+    kernels: list[tuple[str, str]],
+    cache: dict[str, int] | None = None,
+    **kw: Any,
+) -> Any:
+    """An engine whose profile forward runs ``kernels`` (name, key) for the first time in its process, beside
+    Inductor's local autotune cache holding ``cache`` (kernel key -> R0_BLOCK), or no cache."""
     fake = engines.prepare(mode, **kw)
     inductor = fakeinductor.build(clock)
-    fakeinductor.inject(inductor, engines.monkeypatch)
+    fakeinductor.inject(inductor, engines.monkeypatch, None if cache is None else fakeinductor.build_cache(cache))
     ran: dict[str, Any] = {}
     runner = fake.module("vllm.v1.worker.gpu.model_runner").GPUModelRunner
     profile_run = runner.profile_run
@@ -63,7 +71,36 @@ def test_load_takes_the_configuration_each_kernel_chose_in_save_without_timing_i
     replay = sessions.current().state.replay
     assert replay is not None
     assert replay.summary() == {"replayed": 2, "timed": ["triton_red_late"], "timed_count": 1, "unmatched": [],
-                                "unmatched_count": 0}  # fmt: skip
+                                "unmatched_count": 0, "cache_reads_declined": 0}  # fmt: skip
+
+
+def test_neither_save_nor_load_takes_a_choice_from_inductors_cache(engines: Any) -> None:
+    """Inductor's local autotune cache (a ``.best_config`` beside each kernel, in the compile cache every process of
+    the model loads) holds a choice another process wrote: SAVE times its own and records it, and LOAD, when the
+    cache holds yet another, takes SAVE's. Each says how many cached choices it declined."""
+    machine = {NORM: 2048, SOFTCAP: 2048}  # the machine's cache, written by an earlier process
+    kernels = [("triton_red_norm", NORM), ("triton_red_softcap", SOFTCAP)]
+
+    # natively, a kernel whose choice is cached is made with it alone and times nothing
+    fakeinductor.inject(native := fakeinductor.build(_favouring(1024)), engines.monkeypatch,
+                        fakeinductor.build_cache(machine))  # fmt: skip
+    plain = fakeinductor.reduction(native, "triton_red_norm", NORM)
+    assert plain.run().kwargs["R0_BLOCK"] == 2048 and plain.timed == 0
+
+    saved = _start(engines, "save", _favouring(1024), kernels, cache=machine)
+    assert [(k.launchers[0].config.kwargs["R0_BLOCK"], k.timed) for k in saved.values()] == [(1024, 1), (1024, 1)]
+    meta = read_metadata(engines.archive)
+    assert {key: [c.blocks for _, c in chosen] for key, chosen in meta.kernel_choices.kernels.items()} == {
+        NORM: [(("R0_BLOCK", 1024), ("XBLOCK", 1))], SOFTCAP: [(("R0_BLOCK", 1024), ("XBLOCK", 1))]}  # fmt: skip
+    assert sessions.current().report_fields["cache_reads_declined"] == 2
+
+    machine.update({NORM: 512, SOFTCAP: 512})  # a native process since chose otherwise and wrote it
+    loaded = _start(engines, "load", _favouring(2048), kernels, cache=machine,
+                    memory=FakeFoundry(high_water_saved=meta.high_water))  # fmt: skip
+    assert [(k.launchers[0].config.kwargs["R0_BLOCK"], k.timed) for k in loaded.values()] == [(1024, 0), (1024, 0)]
+    replay = sessions.current().state.replay
+    assert replay is not None and replay.summary()["replayed"] == 2
+    assert replay.summary()["cache_reads_declined"] == 2
 
 
 def test_a_recorded_configuration_the_kernel_does_not_offer_is_timed_and_named(engines: Any) -> None:
