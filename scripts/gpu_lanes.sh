@@ -10,6 +10,7 @@
 #   ENGINE  vllm or sglang: scripts/ENGINE/gpu_run.sh -- ARGS (the bundle staged and installed first, once);
 #           tier: scripts/gpu_tier.sh ARGS (the GPU test tier; one such lane a call)
 #   NAME=VALUE  set in that lane only (e.g. BASELINE=/root/build-prev for a tier lane's --bench)
+#   Each lane keeps its own engine and compiler caches in /tmp/lane-N/caches (LANES_SHARED_CACHES=1: the machine's)
 #   ARGS    as a shell would split them ('--decode-batches ""' keeps the empty argument)
 #
 # Example (4 GPUs): bash scripts/gpu_lanes.sh '0 vllm --shapes mistral-small --api serve --modes save,native,load'
@@ -66,6 +67,14 @@ for spec in "$@"; do
   (
     read -r gpus engine rest <<<"$spec"
     eval "set -- $rest"
+    # Each lane its own compile and JIT caches, kept below /tmp/lane-N while the machine is warm, as its archive
+    # is: on a shared cache one lane's processes read the Inductor choices and Triton kernels the other lane's
+    # write, which mixes two experiments (8043097). LANES_SHARED_CACHES=1 keeps the machine's own.
+    if [ "${LANES_SHARED_CACHES:-0}" != 1 ]; then
+      c=/tmp/lane-$i/caches
+      export XDG_CACHE_HOME=$c VLLM_CACHE_ROOT=$c/vllm TRITON_CACHE_DIR=$c/triton TORCHINDUCTOR_CACHE_DIR=$c/inductor \
+        CUDA_CACHE_PATH=$c/nv TVM_FFI_CACHE_DIR=$c/tvm-ffi
+    fi
     while [ $# -gt 0 ] && [[ "$1" =~ ^[A-Z_][A-Z0-9_]*= ]]; do export "${1?}"; shift; done
     left=$(( BOUND - ($(date +%s) - T0) - 20 ))
     # The benchmark's own bound ends 45 s before the lane's: it then stops its engines and writes its report,
