@@ -40,7 +40,8 @@ x = torch.randn(6424, 2048, device="cuda", dtype=torch.bfloat16)
 w = torch.randn(2048, device="cuda", dtype=torch.bfloat16) * 0.1
 y = torch.compile(rms_norm, dynamic=True)(x, w)
 torch.cuda.synchronize()
-doc = {"bits": hashlib.sha256(y.view(torch.int16).cpu().numpy().tobytes()).hexdigest(), "missing": autotune.missing()}
+doc = {"bits": hashlib.sha256(y.view(torch.int16).cpu().numpy().tobytes()).hexdigest(), "missing": autotune.missing(),
+       "declined": autotune.cache_reads_declined()}
 if mode == "save":
     doc["choices"] = autotune.recorded().to_json()
     with open(out + "/choices.json", "w") as f:
@@ -51,10 +52,12 @@ print(json.dumps(doc))
 """
 
 
-def _run(tmp_path: Path, mode: str, **env: str) -> dict[str, Any]:
+def _run(tmp_path: Path, mode: str, cache: str | None = None, **env: str) -> dict[str, Any]:
+    """One process of ``mode`` with compile caches of its own, or those named ``cache`` (shared with others)."""
     (tmp_path / "program.py").write_text(PROGRAM)
-    variables = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{mode}"),
-                 "TRITON_CACHE_DIR": str(tmp_path / f"triton-{mode}"), **env}  # fmt: skip
+    caches = cache or mode
+    variables = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{caches}"),
+                 "TRITON_CACHE_DIR": str(tmp_path / f"triton-{caches}"), **env}  # fmt: skip
     run = subprocess.run([sys.executable, str(tmp_path / "program.py"), mode, str(tmp_path)], env=variables,
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
@@ -66,7 +69,7 @@ def test_load_takes_the_configuration_save_timed_and_computes_saves_bits(
     tmp_path: Path, figures: dict[str, Any]
 ) -> None:
     saved = _run(tmp_path, "save", TORCHINDUCTOR_DISTORT_BENCHMARKING_RESULT="inverse")
-    assert saved["missing"] == []  # this torch's autotuner has both methods Foundry wraps
+    assert saved["missing"] == []  # this torch's autotuner and autotune cache have the methods Foundry wraps
     choices = KernelChoices.from_json(saved["choices"])
     assert choices.kernels, "the compiled RMS norm timed no configuration: nothing to record"
     assert not any(key.startswith("src-") for key in choices.kernels)  # keyed by Inductor's file names
@@ -80,4 +83,32 @@ def test_load_takes_the_configuration_save_timed_and_computes_saves_bits(
         "kernels": len(choices.kernels),
         "choices": saved["choices"],
         "plain_process_same_bits": plain["bits"] == saved["bits"],
+    }
+
+
+def test_save_and_load_take_no_choice_from_inductors_cache(tmp_path: Path, figures: dict[str, Any]) -> None:
+    """One compile cache for every process, as vLLM's processes of one model share theirs: a plain process times
+    the norm first and writes its choice there (``.best_config``). SAVE, made to keep the slowest configuration,
+    still times and records its own rather than taking that one; LOAD, with the plain process's choice put back
+    in the cache over SAVE's, takes SAVE's untimed and computes SAVE's bits."""
+    first = _run(tmp_path, "plain", cache="shared")
+    cached = {f: f.read_bytes() for f in (tmp_path / "inductor-shared").rglob("*.best_config")}
+    assert cached, "the plain process wrote no choice into Inductor's cache"
+    saved = _run(tmp_path, "save", cache="shared", TORCHINDUCTOR_DISTORT_BENCHMARKING_RESULT="inverse")
+    assert saved["missing"] == [] and saved["declined"] >= 1, saved
+    choices = KernelChoices.from_json(saved["choices"])
+    assert choices.kernels, "SAVE took the cached choice instead of timing: nothing recorded"
+    after_save = _run(tmp_path, "plain", cache="shared")  # natively, the cache's choice (SAVE's, now) is taken
+    for path, content in cached.items():
+        path.write_bytes(content)
+    loaded = _run(tmp_path, "load", cache="shared")
+    replay = loaded["replay"]
+    assert loaded["declined"] >= 1 and replay["replayed"] == len(choices.kernels), replay
+    assert replay["timed_count"] == 0 and replay["unmatched_count"] == 0, replay
+    assert loaded["bits"] == saved["bits"]
+    figures["inductor_cache_declined"] = {
+        "save_declined": saved["declined"],
+        "load_declined": loaded["declined"],
+        "plain_first_same_bits_as_save": first["bits"] == saved["bits"],
+        "plain_after_save_same_bits_as_save": after_save["bits"] == saved["bits"],
     }
