@@ -147,8 +147,13 @@ def choice_lines(results: dict[str, Any]) -> list[str]:
         declined = got.get("cache_reads_declined") if isinstance(got, dict) else plugin.get("cache_reads_declined")
         # Inductor's cached choices (.best_config) the process did not take: it timed, or took SAVE's, instead
         cached = f"; {declined} cached choices not read" if isinstance(declined, int) else ""
+        late = plugin.get("kernel_choices_after_save")
+        # chosen while serving, after the archive was written: not in it, so LOAD times its own there
+        after = f"; {late} more after the archive was written, not in it" if isinstance(late, int) and late else ""
         if isinstance(got, int):
-            out.append(f"- {LABELS.get(mode, mode)}: {got} kernels chose by timing; their choices recorded{cached}")
+            out.append(
+                f"- {LABELS.get(mode, mode)}: {got} kernels chose by timing; their choices recorded{after}{cached}"
+            )
         elif isinstance(got, dict):
             timed = got.get("timed_count", 0) + got.get("unmatched_count", 0)
             names = ", ".join([*got.get("timed", []), *got.get("unmatched", [])])
@@ -159,10 +164,7 @@ def choice_lines(results: dict[str, Any]) -> list[str]:
         missing = (r.get("plugin") or {}).get("autotuner_missing")
         if missing:
             out.append(f"  this torch's autotuner lacks {', '.join(missing)}: its kernels chose as natively")
-    head = (
-        "Inductor's kernel choices by timing (SAVE records them, LOAD takes SAVE's; LOAD's until its graphs were "
-        "installed):"
-    )
+    head = "Inductor's kernel choices by timing in each process's whole life (SAVE records them, LOAD takes SAVE's):"
     return ["", head, *out] if out else []
 
 

@@ -382,13 +382,13 @@ def test_runs_that_all_agree_or_too_few_make_no_answer_group_line() -> None:
 def test_the_report_says_how_many_kernels_took_saves_configuration_and_which_timed_their_own() -> None:
     replay = {"replayed": 37, "timed": ["triton_red_late"], "timed_count": 1, "unmatched": [], "unmatched_count": 0,
               "cache_reads_declined": 38}  # fmt: skip
-    results = {"save": {"plugin": {"kernel_choices": 38, "cache_reads_declined": 12}},
+    results = {"save": {"plugin": {"kernel_choices": 38, "cache_reads_declined": 12, "kernel_choices_after_save": 2}},
                "load": {"plugin": {"kernel_choices": replay}}, "native": {},
                "load_again": {"plugin": {"kernel_choices": {**replay, "cache_reads_declined": None}}}}  # fmt: skip
     assert choice_lines(results)[1:] == [
-        "Inductor's kernel choices by timing (SAVE records them, LOAD takes SAVE's; LOAD's until its graphs were "
-        "installed):",
-        "- Foundry SAVE: 38 kernels chose by timing; their choices recorded; 12 cached choices not read",
+        "Inductor's kernel choices by timing in each process's whole life (SAVE records them, LOAD takes SAVE's):",
+        "- Foundry SAVE: 38 kernels chose by timing; their choices recorded; 2 more after the archive was written, "
+        "not in it; 12 cached choices not read",
         "- Foundry LOAD: 37 kernels took SAVE's configuration untimed; 1 timed their own (triton_red_late); 38 cached "
         "choices not read",
         "- Foundry LOAD, another process: 37 kernels took SAVE's configuration untimed; 1 timed their own "

@@ -36,9 +36,10 @@ cache does, and LOAD takes SAVE's choice for each. What they write into that cac
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -47,8 +48,10 @@ from .engine import Engine
 from .errors import ArchiveMetadataError
 from .hooks import when_imported, wrap
 
-__all__ = ["CACHE_MODULE", "MODULE", "Choice", "KernelChoices", "Replay", "cache_reads_declined", "forget", "missing",
-           "natives_note", "record", "recorded", "replay"]  # fmt: skip
+__all__ = ["CACHE_MODULE", "MODULE", "Choice", "KernelChoices", "Replay", "after_record", "cache_reads_declined",
+           "forget", "missing", "natives_note", "record", "recorded", "replay"]  # fmt: skip
+
+log = logging.getLogger(__name__)
 
 MODULE = "torch._inductor.runtime.triton_heuristics"
 CACHE_MODULE = "torch._inductor.runtime.autotune_cache"  # Inductor's local autotune cache: read by neither
@@ -210,15 +213,38 @@ def _recording(original: Any) -> Any:
     def autotune_to_one_config(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         key, launchers = _key(self), getattr(self, "launchers", None) or []
+        added = False
         if key is not None and len(launchers) == 1:
             with _LOCK:
                 chosen = _RECORDED.setdefault(key, [])
                 # an autotuner made to time again keeps its place and its first choice
                 if getattr(self, _ORDINAL, None) is None and _ordinal(self, key, _COUNTS) is not None:
                     chosen.append((_name(self), Choice.of(launchers[0].config)))
+                    added = True
+        if added:
+            _tell(_AFTER_RECORD[0])
         return result
 
     return autotune_to_one_config
+
+
+_AFTER_RECORD: list[Callable[[], None] | None] = [None]
+
+
+def after_record(callback: Callable[[], None] | None) -> None:
+    """SAVE, once its archive is written: ``callback`` runs after each choice recorded from then on (a kernel
+    first launched while serving), which the archive does not hold."""
+    _AFTER_RECORD[0] = callback
+
+
+def _tell(callback: Callable[[], None] | None) -> None:
+    # On the thread that launches the kernel: what the callback reports must never stop the launch.
+    if callback is None:
+        return
+    try:
+        callback()
+    except Exception as e:  # a report that cannot be written is logged; the kernel still runs
+        log.warning("Foundry: the kernel choices' report could not be updated: %s", e)
 
 
 def recorded() -> KernelChoices:
@@ -251,6 +277,9 @@ class Replay:
     timed: list[str] = field(default_factory=list)  # not recorded by SAVE: timed as natively
     unmatched: list[str] = field(default_factory=list)  # recorded, but not among the kernel's configurations
     counts: dict[str, int] = field(default_factory=dict)  # kernel key -> its autotuners that have timed so far
+    # Runs after each autotuner that would have timed, once set (LOAD, once its graphs are installed: kernels
+    # first launched while serving are reported too).
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
         return {"replayed": self.replayed, "timed": sorted(self.timed)[:20], "timed_count": len(self.timed),
@@ -284,15 +313,18 @@ def _replaying(original: Any) -> Any:
         if ordinal is None or ordinal >= len(recorded):
             with _LOCK:
                 state.timed.append(label)
+            _tell(state.on_change)
             return original(self, *args, **kwargs)
         saved = recorded[ordinal][1]
         chosen = [launcher for launcher in launchers if Choice.of(launcher.config) == saved]
         if len(chosen) != 1:
             with _LOCK:
                 state.unmatched.append(label)
+            _tell(state.on_change)
             return original(self, *args, **kwargs)
         with _LOCK:
             state.replayed += 1
+        _tell(state.on_change)
         # The timings Inductor keeps the least of: SAVE's configuration first, none of the others run.
         return {launcher: 0.0 if launcher is chosen[0] else float("inf") for launcher in launchers}
 
@@ -335,6 +367,7 @@ def forget() -> None:
         _COUNTS.clear()
         _MISSING.clear()
         _DECLINED[0] = 0
+        _AFTER_RECORD[0] = None
         _REPLAY = None
 
 

@@ -37,6 +37,7 @@ from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
 from . import caches, workspace
+from . import choices as choice_reports
 from . import session as sessions
 from .config import ENV_WARM_UP, VLLM, Mode
 from .fingerprint import describe, runner_name
@@ -239,6 +240,7 @@ def _save(runner: Any, original: Any) -> Any:
     note = autotune.natives_note(choices, os.environ)
     if note:
         log.info("Foundry save: %s", note)
+    choice_reports.after_save(s, choices)
     return result
 
 
@@ -291,13 +293,7 @@ def _load(runner: Any) -> int:
         "Foundry load: %d graphs installed (%d of them pieces; waited %.3f s)",
         len(saved.graphs), pieces, s.timings["graphs_ready_s"],
     )  # fmt: skip
-    if replay is not None and (replay["timed_count"] or replay["unmatched_count"]):
-        log.warning(
-            "Foundry load: %d Inductor kernels chose their configuration by timing here, not as in SAVE (not "
-            "recorded: %s; recorded but not offered: %s): steps that run them outside graphs may differ from "
-            "SAVE's in the last bits",
-            replay["timed_count"] + replay["unmatched_count"], replay["timed"], replay["unmatched"],
-        )  # fmt: skip
+    choice_reports.after_install(s)
     return 0
 
 

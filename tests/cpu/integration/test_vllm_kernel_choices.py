@@ -239,3 +239,35 @@ def test_save_says_natives_may_differ_when_kernels_chose_by_timing_unless_induct
     assert "TORCHINDUCTOR_DETERMINISTIC=1" in notes[0]
     assert autotune.natives_note(2, {"TORCHINDUCTOR_DETERMINISTIC": "1"}) is None
     assert autotune.natives_note(0, {}) is None
+
+
+def test_kernels_first_launched_while_serving_are_reported_and_logged(
+    engines: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A kernel that first launches after start-up (a step outside graphs larger than any before) chooses then: in
+    SAVE after the archive was written, which therefore lacks it, and in LOAD after the first report. Each process
+    writes its report again with the whole count and logs what LOAD will not (or did not) take from SAVE."""
+    import sys
+
+    _start(engines, "save", _favouring(1024), [("triton_red_norm", NORM)])
+    meta = read_metadata(engines.archive)
+    assert meta.kernel_choices.count() == 1
+    with caplog.at_level("WARNING"):
+        fakeinductor.reduction(sys.modules[fakeinductor.MODULE], "triton_red_late", LATE).run()
+    assert sessions.current().report_fields["kernel_choices_after_save"] == 1
+    assert any("after the archive was written" in r.getMessage() for r in caplog.records)
+    assert read_metadata(engines.archive).kernel_choices == meta.kernel_choices  # the archive as written
+
+    caplog.clear()
+    _start(engines, "load", _favouring(512), [], memory=FakeFoundry(high_water_saved=meta.high_water))
+    assert sessions.current().report_fields["kernel_choices"]["replayed"] == 0  # nothing ran before install
+    inductor = sys.modules[fakeinductor.MODULE]
+    with caplog.at_level("WARNING"):
+        served = fakeinductor.reduction(inductor, "triton_red_norm", NORM)
+        assert served.run().kwargs["R0_BLOCK"] == 1024 and served.timed == 0  # SAVE's, untimed, while serving
+        assert not [r for r in caplog.records if "by timing here" in r.getMessage()]
+        fakeinductor.reduction(inductor, "triton_red_late", LATE).run()
+    report = sessions.current().report_fields["kernel_choices"]
+    assert (report["replayed"], report["timed"]) == (1, ["triton_red_late"])
+    timed = [r.getMessage() for r in caplog.records if "by timing here" in r.getMessage()]
+    assert len(timed) == 1 and timed[0].startswith("Foundry load: 1 Inductor kernels chose"), timed
