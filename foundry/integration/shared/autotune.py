@@ -28,9 +28,10 @@ cache every later process of the same model loads, and any of them may write it.
 SAVE that read a choice another process had timed recorded nothing for that kernel, and a LOAD that read one
 written after SAVE ran another configuration than SAVE's graphs hold (2x H200, 8043097: SAVE with the compile cache
 warm recorded no choice, its LOAD timed four of its own, and two LOADs that timed none answered unlike SAVE; a SAVE
-that compiled cold recorded 8 choices, of which its LOAD read 4 from those files and took the other 4, and
-answered unlike SAVE). So SAVE times every kernel of several configurations it runs, as a process with an empty
-cache does, and LOAD takes SAVE's choice for each. What they write into that cache is left as Inductor writes it.
+that compiled cold recorded 8 choices, its LOAD took 4, timed none, by the counts read the rest from those files,
+and answered unlike SAVE). So SAVE times every kernel of several configurations it runs, as a process with an
+empty cache does, and LOAD takes SAVE's choice for each. What they write into that cache is left as Inductor
+writes it (H200, 778a5c9: a SAVE compiling cold, its LOAD and LOAD again then answered alike).
 """
 
 from __future__ import annotations
