@@ -111,6 +111,12 @@ done
   for spec in "$@"; do
     i=$((i + 1))
     echo "== lane $i (rc $(cat "$OUT/lane-$i/rc")): $spec"
+    # The verdicts first (answers, targets, kernel choices), from the lane's reports: a call's reply shows only
+    # the end of what it printed, and the next call must be sent within seconds of it.
+    for report in "$OUT/lane-$i"/*.txt; do
+      [ -f "$report" ] && [ "$(basename "$report")" != spec.txt ] || continue
+      grep -h -E "answered alike|: (NOT )?met$|: met|took SAVE|chose by timing|^(Foundry|native)[^:]*  " "$report" | head -n 24
+    done
     grep -v '^\[' "$OUT/lane-$i/run.log" | tail -n "${LANE_TAIL:-14}"
   done
 } >"$OUT/lanes.txt"
