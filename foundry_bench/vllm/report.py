@@ -161,7 +161,7 @@ def choice_lines(results: dict[str, Any]) -> list[str]:
                 f"- {LABELS.get(mode, mode)}: {got.get('replayed', 0)} kernels took SAVE's configuration untimed; "
                 f"{timed} timed their own{f' ({names})' if names else ''}{cached}"
             )
-        missing = (r.get("plugin") or {}).get("autotuner_missing")
+        missing = plugin.get("autotuner_missing")
         if missing:
             out.append(f"  this torch's autotuner lacks {', '.join(missing)}: its kernels chose as natively")
     head = "Inductor's kernel choices by timing in each process's whole life (SAVE records them, LOAD takes SAVE's):"
