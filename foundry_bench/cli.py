@@ -67,15 +67,15 @@ def _serving_problems(
     except ValueError:
         batches = decode = ()
         problems.append("--batches and --decode-batches take comma-separated integers")
-    if any(b < 1 for b in (*batches, *decode)) or args.reps < 1:
-        problems.append("batch sizes and --reps must be at least 1")
+    if any(b < 1 for b in (*batches, *decode)) or args.reps < 1 or args.starts < 1:
+        problems.append("batch sizes, --reps and --starts must be at least 1")
     if args.seconds is not None and args.seconds <= 0:
         problems.append("--seconds must be positive")
     if args.logprobs < 0:
         problems.append("--logprobs must be 0 or more")
     settings: dict[str, Any] = {"out": Path(args.out), "modes": tuple(modes), "batches": batches,
-                                "decode_batches": decode, "reps": args.reps, "seconds": args.seconds,
-                                "logprobs": args.logprobs, "repeat": args.repeat,
+                                "decode_batches": decode, "reps": args.reps, "starts": args.starts,
+                                "seconds": args.seconds, "logprobs": args.logprobs, "repeat": args.repeat,
                                 "stacks": args.stacks, "digests": args.digests}  # fmt: skip
     if args.decode_steps is not None:
         settings["decode_steps"] = args.decode_steps
@@ -338,6 +338,9 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--decode-batches", default="1,32,256", help="batch sizes of the decode-throughput comparison")
     v.add_argument("--decode-steps", type=int, help="tokens a prompt in each decode measurement (vllm 256, sglang 512)")
     v.add_argument("--reps", type=int, default=7, help="alternating repetitions of each throughput measurement")
+    v.add_argument("--starts", type=int, default=1, help="warm native and LOAD each started this many times, "
+                   "alternately, each alone (the starts before the compared pair answer their first request only); "
+                   "the start-up targets are judged on the medians, and the report lists every start")  # fmt: skip
     v.add_argument("--seconds", type=float, help="the whole benchmark's bound: runs that would not fit are skipped, "
                    "the steady-state phase shares what is left, and the report holds what ran")  # fmt: skip
     v.add_argument("--plugin-env", default="", help="the plugin's settings for the SAVE and LOAD runs, comma-separated "

@@ -222,9 +222,11 @@ def start_up_checks(
     }
 
 
-def start_up_check_lines(checks: dict[str, Any], what: str) -> list[str]:
-    """``start_up_checks``' verdicts as report lines (``what``: the init's name); those not measured left out."""
+def start_up_check_lines(checks: dict[str, Any], what: str, starts: int = 1) -> list[str]:
+    """``start_up_checks``' verdicts as report lines (``what``: the init's name; ``starts``: of how many starts of
+    each side the figures are medians); those not measured left out."""
     lines = []
+    each = f" (medians of {starts} starts each)" if starts > 1 else ""
     b = checks.get("startup_less_capture") or {}
     if b.get("met") is not None:
         rounding = b.get("capture_rounding_s") or 0
@@ -232,14 +234,14 @@ def start_up_check_lines(checks: dict[str, Any], what: str) -> list[str]:
         if b["met"] == "undecided":
             verdict += f": within the {rounding:g} s the capture's figure is rounded by"
         lines.append(
-            f"- {what} under LOAD <= native warm's less its capture: {fmt(b['load_s'])} s against "
+            f"- {what} under LOAD <= native warm's less its capture{each}: {fmt(b['load_s'])} s against "
             f"{fmt(b['native_s'])} - {fmt(b['native_capture_s'])}{f' (+-{rounding:g})' if rounding else ''} = "
             f"{fmt(b['bound_s'])} s: {verdict}"
         )
     f = checks.get("first_request") or {}
     if f.get("met") is not None:
         lines.append(
-            f"- first request after LOAD <= {f['target']}x native warm's: {fmt(f['load_s'], 3)} s / "
+            f"- first request after LOAD <= {f['target']}x native warm's{each}: {fmt(f['load_s'], 3)} s / "
             f"{fmt(f['native_s'], 3)} s = {fmt(f['ratio'], 2)}: {'met' if f['met'] else 'NOT met'}"
         )
     return lines

@@ -53,6 +53,7 @@ from .process import Engine, EngineError
 from .recorders import Recorders
 from .shapes import SHAPES, make_model, prompt_vocab
 from .stacks import site_path
+from .starts import more_starts
 from .workload import decode_request, token_requests
 from .written import WarmWrites
 
@@ -102,6 +103,9 @@ class ServingConfig:
     # A prefill short enough for the engine's graphs: vLLM's default mode replays its piecewise graphs for a
     # batch of up to 512 tokens that is not all decodes (0: not measured).
     short_prefill_tokens: int = 256
+    # Warm native and LOAD each started this many times, alternately (starts.py): the start-up targets are judged on
+    # the medians; the starts before the compared pair only answer their first request.
+    starts: int = 1
     timeout: float = 420
     seconds: float | None = None  # the whole benchmark's bound; None: none
     archive: Path = Path("/tmp/foundry-bench-archive")
@@ -170,6 +174,8 @@ class BenchRuns:
         self.values: dict[str, list[list[Values]]] = {}
         self.vocab = prompt_vocab(cfg.shape)
         self.measured: dict[str, Any] = {}
+        self.extra: dict[str, Any] = {}  # the document's other parts (starts.py's more starts)
+        self.stop_reserve = STOP_RESERVE_S
         self.write: Callable[[dict[str, Any]], None] = lambda doc: None
 
     def say(self, text: str) -> None:
@@ -190,7 +196,9 @@ class BenchRuns:
     def log_numbers(self, text: str) -> dict[str, float]:
         raise NotImplementedError
 
-    def _start(self, mode: str) -> Engine:
+    def start_run(self, mode: str, log_name: str = "", record: bool = True) -> Engine:
+        """Starts ``mode``'s process (its log ``log_name``, default ``<mode>.log``); ``record``: with the sampled
+        stacks and fingerprints asked for (--stacks, --digests)."""
         env = dict(self.env)
         prefix: list[str] = []
         if mode in FRESH_MODES:
@@ -221,8 +229,9 @@ class BenchRuns:
             prefix = [sys.executable, "-m", "foundry.cli", "run", "--"]
         if mode not in FRESH_MODES:
             self.warm.start(mode, env)
-        env.update(self.recorders.env(mode, env))
-        engine = self.start(mode, env, prefix, self.out / f"{mode}.log")
+        if record:
+            env.update(self.recorders.env(mode, env))
+        engine = self.start(mode, env, prefix, self.out / (log_name or f"{mode}.log"))
         self.started.append(engine)
         return engine
 
@@ -243,18 +252,18 @@ class BenchRuns:
         self.say(f"{mode}: starting ({self.cfg.api}, {self.cfg.shape})")
         result: dict[str, Any] = {"mode": mode}
         self.results[mode] = result  # in the document from now on, whatever happens to the run: a stop as it starts
-        engine = self._start(mode)
+        engine = self.start_run(mode)
         result["started_at"] = engine.started_at
         cfg = self.cfg
         try:
             result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
             self.recorders.serving(mode)
             result["first_request_at"] = engine.started_at + engine.seconds()  # epoch, as the sampled stacks
-            first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self._wait())
+            first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self.wait_s())
             result["first_request_s"] = first.seconds
             result["first_answer_wall_s"] = engine.seconds()
             requests = token_requests(list(cfg.batches), cfg.max_tokens, logprobs=cfg.logprobs, vocab=self.vocab)
-            answers = [engine.generate(r, self._wait()) for r in requests]
+            answers = [engine.generate(r, self.wait_s()) for r in requests]
             # Each sequence's tokens by digest: the comparison needs only equality, and the document stays small.
             result["tokens"] = digests([a.tokens for a in answers])
             if cfg.logprobs:
@@ -262,7 +271,7 @@ class BenchRuns:
                 self.values[mode] = values(self.tops[mode], [a.tokens for a in answers])
                 result["logprob_digests"] = digests(self.values[mode])
             if cfg.repeat:
-                again = [engine.generate(r, self._wait()) for r in requests]
+                again = [engine.generate(r, self.wait_s()) for r in requests]
                 result["repeat"] = repeated(answers, again, cfg.batches)
         except EngineError as exc:
             result["error"] = str(exc)[-4000:]
@@ -274,7 +283,7 @@ class BenchRuns:
         """The GPUs this benchmark may use: the configured count's, else those it sees (host.visible_gpus)."""
         return visible_gpus() if self.cfg.gpus is None else [str(i) for i in range(self.cfg.gpus)]
 
-    def _wait(self) -> float:
+    def wait_s(self) -> float:
         """How long one request may take: the configured timeout, or what is left of the budget."""
         return min(self.cfg.timeout, max(self.left() - STOP_RESERVE_S / 2, 1.0))
 
@@ -307,6 +316,7 @@ class BenchRuns:
             if mode in cfg.modes:
                 engine, result = self.bring_up(mode)
                 self.results[mode] = result if engine is None else self.finish(engine, result)
+        more_starts(self)
         live: dict[str, tuple[Engine, dict[str, Any]]] = {}
         for mode in ("native", "load"):
             if mode in cfg.modes:
@@ -320,7 +330,7 @@ class BenchRuns:
             else:
                 try:
                     sides = {side: live[side][0] for side in ("native", "load")}
-                    self.measured = steady.measure(sides, self.cfg, self.vocab, self._wait, self.deadline, self.say)
+                    self.measured = steady.measure(sides, self.cfg, self.vocab, self.wait_s, self.deadline, self.say)
                 except EngineError as exc:
                     self.measured = {"error": str(exc)[-4000:]}
         for engine, result in live.values():
@@ -341,6 +351,7 @@ class BenchRuns:
             "results": results,
             "compare": compare,
             "measured": self.measured,
+            **self.extra,
             "wall_s": time.perf_counter() - self.t0,
         }
 

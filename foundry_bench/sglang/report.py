@@ -31,12 +31,21 @@ from foundry_bench.serving.report import (
     write_files,
 )
 from foundry_bench.serving.stacks import stack_lines
+from foundry_bench.serving.starts import start_lines
 from foundry_bench.serving.written import written_lines
 
 from .logsteps import STEPS
 from .targets import targets
 
 __all__ = ["log_step_lines", "render", "scheduler_less_graphs", "segments", "target_lines", "write_report"]
+
+STARTS_FIGURES = [
+    ("ready_wall_s", "ready s"),
+    ("engine_init_s", "Engine() s"),
+    ("health_s", "/health s"),
+    ("scheduler_s", "scheduler s"),
+    ("first_request_s", "1st token s"),
+]
 
 PHASES = {
     "distributed": "torch.distributed (region set)",
@@ -125,7 +134,7 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
         f"{restore['against']} ({fmt(restore['speedup_warm'], 1)}x against warm): {_verdict(restore['met'])}",
         f"- {what} under LOAD <= {startup['target']}x native's with warm caches: {fmt(startup['load_s'])} s / "
         f"{fmt(startup['native_s'])} s = {fmt(startup['ratio'], 3)}: {_verdict(startup['met'])}",
-        *start_up_check_lines(t, what),
+        *start_up_check_lines(t, what, t.get("starts", 1)),
         f"- decode tokens/s within {decode['target'] * 100:.0f}% of native: worst paired ratio "
         f"{fmt(decode['worst_paired_ratio'], 4)} (batch {decode['worst_batch']}): {_verdict(decode['met'])}",
         f"- greedy tokens and top-{doc['config'].get('logprobs', 0)} logprobs identical to "
@@ -169,6 +178,7 @@ def render(doc: dict[str, Any]) -> str:
         lines += step_table(phase_steps(load, first_steps, PHASES), "LOAD's start-up, seconds from process start:")
         lines += ["", "Foundry's own seconds in LOAD, on the scheduler's thread:",
                   table(["step", "s"], foundry_rows(load, "SGLang"))]  # fmt: skip
+    lines += start_lines(doc, LABELS, STARTS_FIGURES)
     lines += target_lines(doc)
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)

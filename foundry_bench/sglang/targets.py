@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from foundry_bench.serving.report import foundry_seconds, start_up_checks
+from foundry_bench.serving.starts import start_figures
 
 __all__ = ["TARGETS", "capture_seconds", "startup_seconds", "targets"]
 
@@ -34,19 +35,18 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def targets(doc: dict[str, Any]) -> dict[str, Any]:
     """Each target's figures and whether it is met (None where the runs it needs are missing)."""
     results = doc["results"]
-    load = results.get("load", {})
+    native, load = start_figures(doc, "native"), start_figures(doc, "load")  # medians where --starts asked for more
     restore = foundry_seconds(load)
-    cold, warm = (capture_seconds(results.get(m, {})) for m in ("native_cold", "native"))
+    cold, warm = capture_seconds(results.get("native_cold", {})), capture_seconds(native)
     # The issue's capture figure is a cold machine's; warm caches are shown beside it.
     reference = cold if cold is not None else warm
     speedup = _ratio(reference, restore)
-    native_start, load_start = startup_seconds(results.get("native", {})), startup_seconds(load)
+    native_start, load_start = startup_seconds(native), startup_seconds(load)
     startup = _ratio(load_start, native_start)
     decode = (doc.get("measured") or {}).get("decode") or {}
     ratios = {b: m.get("paired_ratio_median") for b, m in decode.items() if m.get("paired_ratio_median")}
     worst = max(ratios.items(), key=lambda kv: abs(kv[1] - 1.0)) if ratios else None
     compare = doc.get("compare") or {}
-    native = results.get("native", {})
     init_key = "engine_init_s" if "engine_init_s" in native else "health_s"
     return {
         "restore": {
@@ -75,6 +75,7 @@ def targets(doc: dict[str, Any]) -> dict[str, Any]:
             "met": None if worst is None else abs(worst[1] - 1.0) <= TARGETS["decode_parity"],
         },
         "tokens": _tokens(compare),
+        "starts": min(native.get("starts", 1), load.get("starts", 1)),
     }
 
 

@@ -287,3 +287,28 @@ def test_the_repeat_flag_reaches_the_benchmark_and_is_off_by_default(
 ) -> None:
     seen = _configs_from_cli(monkeypatch, tmp_path, ["--repeat"], [])
     assert [cfg.repeat for cfg in seen] == [True, False]
+
+
+def test_more_starts_of_sglang_judge_its_targets_on_the_medians(fake_sglang: None, tmp_path: Path) -> None:
+    """--starts 2: one more warm native and LOAD each (LOAD first), each timed to ready and its first token; the
+    targets and their lines say they take the medians of both starts."""
+    cfg = _cfg(tmp_path, modes=("save", "native", "load"), decode_batches=(), prefill_tokens=0, starts=2)
+    doc = run_sglang_bench(cfg)
+    assert all("error" not in r for r in doc["results"].values()), doc["results"]
+    more = doc["more_starts"]
+    assert [s["start"] for s in more["native"]] == [2] and [s["start"] for s in more["load"]] == [2]
+    assert more["load"][0]["engine_init_s"] > 0 and more["load"][0]["first_request_s"] > 0
+    assert more["native"][0]["prefill_graphs_s"] == 7.5  # SGLang's logged figures, read from that start's own log
+    t = targets(doc)
+    assert t["starts"] == 2
+    _, text, _ = _files(cfg)
+    assert "Every start of the warm runs" in text and "(medians of 2 starts each)" in text, text
+
+
+def test_the_starts_flag_reaches_the_benchmark_and_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = _configs_from_cli(monkeypatch, tmp_path, ["--starts", "3"], [])
+    assert [cfg.starts for cfg in seen] == [3, 1]
+    assert cli_main(["bench", "--engine", "sglang", "--out", str(tmp_path), "--starts", "0"]) != 0
+    assert "--starts must be at least 1" in capsys.readouterr().err

@@ -46,7 +46,7 @@ def test_each_prefill_measurement_asks_a_new_prompt_the_same_of_both_engines(tmp
         engine, group = "vllm", "vllm.general_plugins"
 
     runs = Runs(VllmBenchConfig(out=tmp_path / "out", models=tmp_path / "models", archive=tmp_path / "arch"))
-    ask = {side: prefill_asker(Stub(side), 300, runs.vocab, runs._wait) for side in asked}  # type: ignore[arg-type]
+    ask = {side: prefill_asker(Stub(side), 300, runs.vocab, runs.wait_s) for side in asked}  # type: ignore[arg-type]
     alternate(ask, reps=3)  # a warm-up call of each, then three rounds
     assert asked["native"] == asked["load"] and len(set(asked["native"])) == 4
 
