@@ -37,7 +37,7 @@ from foundry_bench.serving.stacks import stack_lines
 from foundry_bench.serving.starts import start_figures, start_lines
 from foundry_bench.serving.written import written_lines
 
-__all__ = ["foundry_rows", "load_phases", "render", "target_lines", "write_report"]
+__all__ = ["foundry_rows", "load_phases", "render", "step_lines", "target_lines", "vllm_steps", "write_report"]
 
 STARTS_FIGURES = [
     ("ready_wall_s", "ready s"),
@@ -45,6 +45,69 @@ STARTS_FIGURES = [
     ("capture_exact_s", "capture s"),
     ("first_request_s", "1st request s"),
 ]
+
+
+# vLLM's start-up step by step, from the durations it logs in every run; None: a figure the step needs is missing.
+STEP_NAMES = (
+    "weights (before init engine)",
+    "torch.compile: Dynamo's trace of the model",
+    "torch.compile: compiled graphs, loaded or compiled",
+    "torch.compile: the rest",
+    "the profile forward",
+    "capture, or LOAD's graphs handed over",
+    "the rest of init engine (KV cache, warm-up)",
+    "init engine in all",
+)
+
+
+def _minus(total: Any, *parts: Any) -> float | None:
+    values = [total, *parts]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return None
+    return float(total) - sum(float(p) for p in parts)
+
+
+def vllm_steps(mode: str, r: dict[str, Any]) -> list[float | None]:
+    """``r``'s seconds in each of STEP_NAMES: capture for a native run (to the millisecond where timed), for a LOAD
+    Foundry's hand-over of the graphs on vLLM's thread (its builds run beside the steps before)."""
+    if mode in LOADS:
+        graphs = ((r.get("plugin") or {}).get("timings") or {}).get("graphs_ready_s")
+    else:
+        graphs = r.get("capture_exact_s", r.get("capture_s"))
+    compile_ = r.get("compile_s")
+    return [
+        r.get("model_load_s"),
+        r.get("dynamo_s"),
+        r.get("compiled_graphs_s"),
+        _minus(compile_, r.get("dynamo_s"), r.get("compiled_graphs_s")),
+        r.get("profile_run_s"),
+        graphs,
+        _minus(r.get("init_engine_s"), compile_, r.get("profile_run_s"), graphs),
+        r.get("init_engine_s"),
+    ]
+
+
+def step_lines(doc: dict[str, Any]) -> list[str]:
+    """Native warm's and LOAD's start-up step by step (medians where --starts asked for more), LOAD less native, and
+    the steps LOAD took longer at; nothing where either run is missing."""
+    native, load = start_figures(doc, "native"), start_figures(doc, "load")
+    if "init_engine_s" not in native or "init_engine_s" not in load:
+        return []
+    rows, longer = [], []
+    for name, n, ld in zip(STEP_NAMES, vllm_steps("native", native), vllm_steps("load", load), strict=True):
+        diff = _minus(ld, n)
+        rows.append([name, _s(n, 3), _s(ld, 3), "-" if diff is None else f"{diff:+.3f}"])
+        if diff is not None and round(diff, 3) > 0 and name != STEP_NAMES[-1]:  # vLLM logs 2-3 decimals
+            longer.append(f"{name} {diff:+.2f} s")
+    title = "vLLM's start-up step by step, from its own log" + (
+        f" (medians of {min(native.get('starts', 1), load.get('starts', 1))} starts each):" if "starts" in load else ":"
+    )
+    return [
+        "",
+        title,
+        table(["step", "native warm s", "LOAD s", "LOAD - native s"], rows),
+        f"- LOAD took longer than native warm at: {'; '.join(longer)}" if longer else "- LOAD no slower at any step",
+    ]
 
 
 def _graphs(mode: str, r: dict[str, Any]) -> str:
@@ -128,6 +191,7 @@ def render(doc: dict[str, Any]) -> str:
             "'init engine' line; 1st request: a batch-1 request of 16 tokens right after ready."
         ),
     ]
+    lines += step_lines(doc)
     load = doc["results"].get("load")
     if load:
         lines += step_table(load_phases(load), "LOAD's start-up, seconds from process start:")

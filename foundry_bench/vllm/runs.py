@@ -48,6 +48,15 @@ PINNED_PATHS = {"VLLM_CONFIG_ROOT": "vllm-config", "VLLM_XLA_CACHE_PATH": "vllm-
 LOG_NUMBERS: dict[str, tuple[str, bool]] = {
     "model_load_s": (r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) seconds", False),
     "compile_s": (r"torch\.compile (?:took|takes) ([\d.]+) s", True),
+    # torch.compile's two parts vLLM logs: Dynamo tracing the model, then the compiled graphs loaded from the cache
+    # or compiled (each compile range); and the profile forward that follows (under LOAD with WARM_UP too).
+    "dynamo_s": (r"Dynamo bytecode transform time: ([\d.]+) s", True),
+    "compiled_graphs_s": (
+        r"(?:Directly load the compiled graph\(s\) for compile range .*? from the cache, took|Compiling a graph for "
+        r"compile range .*? takes) ([\d.]+) s",
+        True,
+    ),
+    "profile_run_s": (r"Initial profiling/warmup run took ([\d.]+) s", False),
     "capture_s": (r"Graph capturing finished in ([\d.]+) secs", False),
     # The native runs' capture to the millisecond (stacksite/foundry_capture_timer.py), where vLLM rounds it.
     "capture_exact_s": (r"foundry bench: capture_model took ([\d.]+) s", False),
