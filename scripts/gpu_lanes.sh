@@ -115,7 +115,8 @@ done
     # the end of what it printed, and the next call must be sent within seconds of it.
     for report in "$OUT/lane-$i"/*.txt; do
       [ -f "$report" ] && [ "$(basename "$report")" != spec.txt ] || continue
-      grep -h -E "answered alike|: (NOT )?met$|: met|took SAVE|chose by timing|^(Foundry|native)[^:]*  " "$report" | head -n 24
+      grep -h -E "answered alike|: (NOT )?met$|: met|took SAVE|chose by timing|took longer than native|^(Foundry|native)[^:]*  " \
+        "$report" | head -n 24
     done
     grep -v '^\[' "$OUT/lane-$i/run.log" | tail -n "${LANE_TAIL:-14}"
   done

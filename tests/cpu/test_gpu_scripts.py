@@ -45,7 +45,7 @@ def test_lanes_keep_caches_of_their_own_and_the_summary_leads_with_each_lanes_ve
     (repo / "scripts" / "vllm" / "gpu_run.sh").write_text(
         'echo "caches $XDG_CACHE_HOME $VLLM_CACHE_ROOT $TRITON_CACHE_DIR $TORCHINDUCTOR_CACHE_DIR"\n'
         'printf "Runs that answered alike, every token: {Foundry SAVE, Foundry LOAD}\\n- init engine under LOAD: met\\n'
-        'some other line\\n" > "$OUT/report.txt"\n'
+        '- LOAD took longer than native warm at: weights +0.20 s\\nsome other line\\n" > "$OUT/report.txt"\n'
         "for i in $(seq 30); do echo log line $i; done\n"
     )
     bin_dir = tmp_path / "bin"
@@ -66,4 +66,5 @@ def test_lanes_keep_caches_of_their_own_and_the_summary_leads_with_each_lanes_ve
     for lane in (first, second):
         verdicts = lane.index("Runs that answered alike")
         assert lane.index("- init engine under LOAD: met") > verdicts and "some other line" not in lane
+        assert "- LOAD took longer than native warm at: weights +0.20 s" in lane
         assert verdicts < lane.index("log line 30")
