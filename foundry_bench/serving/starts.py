@@ -33,7 +33,10 @@ def more_starts(runs: BenchRuns) -> None:
     rounds, so that neither side always follows the other; each answers its first request and stops. Rounds that
     would leave the compared pair too little of the budget are skipped, and the document says so."""
     cfg = runs.cfg
-    if cfg.starts < 2 or not set(SIDES) <= set(cfg.modes):
+    if cfg.starts < 2:
+        return
+    if not set(SIDES) <= set(cfg.modes):
+        runs.say(f"--starts {cfg.starts}: ignored, it repeats warm native and LOAD, and the modes lack one of them")
         return
     found: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     runs.extra[MORE_STARTS] = found
