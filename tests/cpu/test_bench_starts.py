@@ -1,5 +1,6 @@
-"""`foundry bench --starts N`: warm native and LOAD each started N times, alternately and one process at a time, on
-the CPU against the stand-in vLLM (tests/support/fakeengines_pkg); the start-up targets judged on the medians."""
+"""The start-up figures of `foundry bench`, on the CPU: ``--starts N`` (warm native and LOAD each started N times,
+alternately and one process at a time, against the stand-in vLLM of tests/support/fakeengines_pkg; the start-up
+targets judged on the medians), and vLLM's start-up step by step, native warm beside LOAD."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 import pytest
 
 from foundry_bench.serving.starts import MORE_STARTS, start_figures
-from foundry_bench.vllm import run_vllm_bench
-from foundry_bench.vllm.report import render, target_lines
+from foundry_bench.vllm import log_numbers, run_vllm_bench
+from foundry_bench.vllm.report import render, step_lines, target_lines
 from tests.support.benchvllm import Probe, tokens_only
 
 
@@ -84,3 +85,40 @@ def test_rounds_that_would_leave_the_compared_pair_too_little_time_are_skipped_a
     assert "budget" in doc[MORE_STARTS + "_skipped"]
     assert all("error" not in r for r in doc["results"].values())
     assert "later starts skipped" not in render(doc)  # no other start: no table of starts, nor its note
+
+
+def test_vllm_start_up_steps_come_from_its_own_durations_and_loads_longer_steps_are_named() -> None:
+    """torch.compile split into Dynamo's trace and the compiled graphs (loaded from the cache, or compiled cold, each
+    compile range), the profile forward; then each step of native warm beside LOAD's, the capture beside LOAD's
+    hand-over of the graphs, and the steps where LOAD took longer named."""
+    native_log = (
+        "Model loading took 3.09 GiB and 1.422376 seconds\nDynamo bytecode transform time: 1.77 s\n"
+        "Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took 0.820 s\n"
+        "torch.compile took 2.76 s in total\nInitial profiling/warmup run took 0.11 s\n"
+        "Graph capturing finished in 3 secs, took 0.46 GiB\nfoundry bench: capture_model took 3.375 s\n"
+        "init engine (profile, create kv cache, warmup model) took 8.67 s (compilation: 2.76 s)\n"
+    )
+    cold = "Compiling a graph for compile range (1, 8192) takes 11.71 s\nCompiling a graph for compile range (8193, " \
+        "16384) takes 1.29 s\n"  # fmt: skip
+    assert log_numbers(cold)["compiled_graphs_s"] == 13.0
+    native = log_numbers(native_log)
+    assert (native["dynamo_s"], native["compiled_graphs_s"], native["profile_run_s"]) == (1.77, 0.82, 0.11)
+    changed = {"time: 1.77 s": "time: 1.99 s", "took 2.76 s": "took 2.98 s", "took 8.67": "took 5.59"}
+    load_log = native_log
+    for old, new in changed.items():
+        load_log = load_log.replace(old, new)
+    load = log_numbers(load_log)
+    load = {k: v for k, v in load.items() if not k.startswith("capture")}
+    load["plugin"] = {"timings": {"graphs_ready_s": 0.052}}
+    lines = step_lines({"results": {"native": native, "load": load}})
+    rows = {line.rsplit(None, 3)[0]: line.split()[-3:] for line in lines[2].splitlines()[2:]}
+    assert rows["torch.compile: Dynamo's trace of the model"] == ["1.770", "1.990", "+0.220"]
+    assert rows["capture, or LOAD's graphs handed over"] == ["3.375", "0.052", "-3.323"]
+    # init engine less torch.compile, the profile forward and the graphs: the rest
+    assert rows["torch.compile: the rest"] == ["0.170", "0.170", "+0.000"]
+    assert rows["the rest of init engine (KV cache, warm-up)"] == ["2.425", "2.448", "+0.023"]
+    assert lines[-1] == (
+        "- LOAD took longer than native warm at: torch.compile: Dynamo's trace of the model +0.22 s; the rest of "
+        "init engine (KV cache, warm-up) +0.02 s"
+    )
+    assert step_lines({"results": {"native": native}}) == []

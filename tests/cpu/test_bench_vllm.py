@@ -75,45 +75,6 @@ def test_vllm_log_figures_are_read_and_compile_times_add_up() -> None:
                                  "capture_gib": 0.5, "kv_cache_tokens": 646578}  # fmt: skip
 
 
-def test_vllm_start_up_steps_come_from_its_own_durations_and_loads_longer_steps_are_named() -> None:
-    """torch.compile split into Dynamo's trace and the compiled graphs (loaded from the cache, or compiled cold, each
-    compile range), the profile forward; then each step of native warm beside LOAD's, the capture beside LOAD's
-    hand-over of the graphs, and the steps where LOAD took longer named."""
-    from foundry_bench.vllm.report import step_lines
-
-    native_log = (
-        "Model loading took 3.09 GiB and 1.422376 seconds\nDynamo bytecode transform time: 1.77 s\n"
-        "Directly load the compiled graph(s) for compile range (1, 8192) from the cache, took 0.820 s\n"
-        "torch.compile took 2.76 s in total\nInitial profiling/warmup run took 0.11 s\n"
-        "Graph capturing finished in 3 secs, took 0.46 GiB\nfoundry bench: capture_model took 3.375 s\n"
-        "init engine (profile, create kv cache, warmup model) took 8.67 s (compilation: 2.76 s)\n"
-    )
-    cold = "Compiling a graph for compile range (1, 8192) takes 11.71 s\nCompiling a graph for compile range (8193, " \
-        "16384) takes 1.29 s\n"  # fmt: skip
-    assert log_numbers(cold)["compiled_graphs_s"] == 13.0
-    native = log_numbers(native_log)
-    assert (native["dynamo_s"], native["compiled_graphs_s"], native["profile_run_s"]) == (1.77, 0.82, 0.11)
-    changed = {"time: 1.77 s": "time: 1.99 s", "took 2.76 s": "took 2.98 s", "took 8.67": "took 5.59"}
-    load_log = native_log
-    for old, new in changed.items():
-        load_log = load_log.replace(old, new)
-    load = log_numbers(load_log)
-    load = {k: v for k, v in load.items() if not k.startswith("capture")}
-    load["plugin"] = {"timings": {"graphs_ready_s": 0.052}}
-    lines = step_lines({"results": {"native": native, "load": load}})
-    rows = {line.rsplit(None, 3)[0]: line.split()[-3:] for line in lines[2].splitlines()[2:]}
-    assert rows["torch.compile: Dynamo's trace of the model"] == ["1.770", "1.990", "+0.220"]
-    assert rows["capture, or LOAD's graphs handed over"] == ["3.375", "0.052", "-3.323"]
-    # init engine less torch.compile, the profile forward and the graphs: the rest
-    assert rows["torch.compile: the rest"] == ["0.170", "0.170", "+0.000"]
-    assert rows["the rest of init engine (KV cache, warm-up)"] == ["2.425", "2.448", "+0.023"]
-    assert lines[-1] == (
-        "- LOAD took longer than native warm at: torch.compile: Dynamo's trace of the model +0.22 s; the rest of "
-        "init engine (KV cache, warm-up) +0.02 s"
-    )
-    assert step_lines({"results": {"native": native}}) == []
-
-
 def test_a_failed_run_is_reported_not_raised() -> None:
     doc = {
         "config": {"api": "serve", "shape": "qwen3-8b", "runner": "v2", "cudagraph_mode": "default",
