@@ -247,6 +247,14 @@ def start_up_check_lines(checks: dict[str, Any], what: str, starts: int = 1) -> 
     return lines
 
 
+def slower_steps_line(diffs: Sequence[tuple[str, float | None]]) -> str:
+    """The per-step verdict both engines' reports end their step tables with: the steps where LOAD took longer
+    than native warm (``diffs``: step, LOAD less native in seconds, None where either lacks it), to the
+    millisecond the engines log."""
+    longer = [f"{name} {diff:+.2f} s" for name, diff in diffs if diff is not None and round(diff, 3) > 0]
+    return f"- LOAD took longer than native warm at: {'; '.join(longer)}" if longer else "- LOAD no slower at any step"
+
+
 def native_env_lines(cfg: dict[str, Any]) -> list[str]:
     """The environment every run had beyond the benchmark's own (--env, and the numerics switches it inherited),
     and the note a report carries when the native runs were started otherwise than SAVE and LOAD (--native-env)."""

@@ -25,13 +25,14 @@ from foundry_bench.serving.report import (
     render_again,
     repeat_lines,
     sameness,
+    slower_steps_line,
     start_up_check_lines,
     step_table,
     wrap,
     write_files,
 )
 from foundry_bench.serving.stacks import stack_lines
-from foundry_bench.serving.starts import start_lines
+from foundry_bench.serving.starts import start_figures, start_lines
 from foundry_bench.serving.written import written_lines
 
 from .logsteps import STEPS
@@ -89,20 +90,26 @@ def startup_rows(doc: dict[str, Any]) -> list[list[str]]:
 def log_step_lines(doc: dict[str, Any]) -> list[str]:
     """SGLang's start-up step by step from its log (logsteps.py), native warm beside LOAD (and SAVE): the steps
     LOAD leaves to SGLang must take no longer than native's; nothing where the logs had no such timestamps."""
-    results = doc["results"]
-    modes = [m for m in ("native", "save", "load") if any(k.startswith("step_") for k in results.get(m, {}))]
+    # native warm and LOAD: medians where --starts asked for more starts of each
+    runs = {"native": start_figures(doc, "native"), "save": doc["results"].get("save") or {},
+            "load": start_figures(doc, "load")}  # fmt: skip
+    modes = [m for m in ("native", "save", "load") if any(k.startswith("step_") for k in runs[m])]
     if "native" not in modes or "load" not in modes:
         return []
-    rows = []
+    rows, diffs = [], []
     for key, _, _, what in STEPS:
-        got = [results[m].get(f"step_{key}_s") for m in modes]
+        got = [runs[m].get(f"step_{key}_s") for m in modes]
         if all(v is None for v in got):
             continue
         native, load = got[0], got[-1]
-        rows.append([what, *(fmt(v, 3) for v in got), fmt(load - native, 3) if None not in (native, load) else "-"])
+        diff = load - native if native is not None and load is not None else None
+        rows.append([what, *(fmt(v, 3) for v in got), fmt(diff, 3) if diff is not None else "-"])
+        diffs.append((what, diff))
     labels = {"native": "native warm s", "save": "SAVE s", "load": "LOAD s"}
-    return ["", "SGLang's start-up by its own log (millisecond timestamps), step by step:",
-            table(["step", *(labels[m] for m in modes), "LOAD - native s"], rows)]  # fmt: skip
+    starts = min(runs["native"].get("starts", 1), runs["load"].get("starts", 1))
+    each = f" (native warm and LOAD: medians of {starts} starts each)" if starts > 1 else ""
+    title = f"SGLang's start-up by its own log (millisecond timestamps), step by step{each}:"
+    return ["", title, table(["step", *(labels[m] for m in modes), "LOAD - native s"], rows), slower_steps_line(diffs)]
 
 
 def scheduler_less_graphs(r: dict[str, Any]) -> float | None:

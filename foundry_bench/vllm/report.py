@@ -26,6 +26,7 @@ from foundry_bench.serving.report import (
     render_again,
     repeat_lines,
     sameness,
+    slower_steps_line,
     start_up_check_lines,
     start_up_checks,
     step_table,
@@ -93,12 +94,11 @@ def step_lines(doc: dict[str, Any]) -> list[str]:
     native, load = start_figures(doc, "native"), start_figures(doc, "load")
     if "init_engine_s" not in native or "init_engine_s" not in load:
         return []
-    rows, longer = [], []
+    rows, diffs = [], []
     for name, n, ld in zip(STEP_NAMES, vllm_steps("native", native), vllm_steps("load", load), strict=True):
         diff = _minus(ld, n)
         rows.append([name, _s(n, 3), _s(ld, 3), "-" if diff is None else f"{diff:+.3f}"])
-        if diff is not None and round(diff, 3) > 0 and name != STEP_NAMES[-1]:  # vLLM logs 2-3 decimals
-            longer.append(f"{name} {diff:+.2f} s")
+        diffs.append((name, diff))
     title = "vLLM's start-up step by step, from its own log" + (
         f" (medians of {min(native.get('starts', 1), load.get('starts', 1))} starts each):" if "starts" in load else ":"
     )
@@ -106,7 +106,7 @@ def step_lines(doc: dict[str, Any]) -> list[str]:
         "",
         title,
         table(["step", "native warm s", "LOAD s", "LOAD - native s"], rows),
-        f"- LOAD took longer than native warm at: {'; '.join(longer)}" if longer else "- LOAD no slower at any step",
+        slower_steps_line(diffs[:-1]),  # the last row is the sum of the others
     ]
 
 

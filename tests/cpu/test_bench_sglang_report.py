@@ -145,4 +145,17 @@ def test_sglang_report_sets_loads_steps_beside_natives() -> None:
     rows = {line.split("  ")[0]: line.split() for line in text.splitlines() if line.startswith(("torch", "to the"))}
     assert rows["torch.distributed"][-3:] == ["0.020", "0.120", "0.100"]
     assert rows["to the weights (the model's class and modules)"][-3:] == ["0.900", "1.680", "0.780"]
+    assert text.splitlines()[-1] == (
+        "- LOAD took longer than native warm at: torch.distributed +0.10 s; to the weights (the model's class and "
+        "modules) +0.78 s; weights +0.03 s"
+    )
+    # with more starts of each (--starts), the medians, and the title says so
+    doc["more_starts"] = {
+        "native": [{"start": 2, "step_weights_s": 0.2}, {"start": 3, "step_weights_s": 0.3}],
+        "load": [{"start": 2, "step_weights_s": 0.01}, {"start": 3, "step_weights_s": 0.02}],
+    }
+    text = "\n".join(log_step_lines(doc))
+    assert "(native warm and LOAD: medians of 3 starts each)" in text
+    weights = next(line for line in text.splitlines() if line.startswith("weights "))
+    assert weights.split()[-3:] == ["0.200", "0.020", "-0.180"], weights
     assert log_step_lines({"results": {"native": native, "load": {"import_s": 1.0}}}) == []  # LOAD's log had none
