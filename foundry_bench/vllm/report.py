@@ -99,9 +99,9 @@ def step_lines(doc: dict[str, Any]) -> list[str]:
         diff = _minus(ld, n)
         rows.append([name, _s(n, 3), _s(ld, 3), "-" if diff is None else f"{diff:+.3f}"])
         diffs.append((name, diff))
-    title = "vLLM's start-up step by step, from its own log" + (
-        f" (medians of {min(native.get('starts', 1), load.get('starts', 1))} starts each):" if "starts" in load else ":"
-    )
+    starts = min(native.get("starts", 1), load.get("starts", 1))
+    each = f" (medians of {starts} starts each)" if starts > 1 else ""
+    title = f"vLLM's start-up step by step, from its own log{each}:"
     return [
         "",
         title,
