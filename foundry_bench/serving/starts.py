@@ -12,6 +12,7 @@ lists every start.
 from __future__ import annotations
 
 import statistics
+import time
 from typing import TYPE_CHECKING, Any
 
 from foundry.probe import table
@@ -22,7 +23,7 @@ from .workload import decode_request
 if TYPE_CHECKING:
     from .runs import BenchRuns
 
-__all__ = ["MORE_STARTS", "more_starts", "start_figures", "start_lines"]
+__all__ = ["MORE_STARTS", "more_starts", "round_need", "start_figures", "start_lines"]
 
 MORE_STARTS = "more_starts"  # the document's key: each side's starts before the compared pair, by mode
 SIDES = ("native", "load")
@@ -40,18 +41,29 @@ def more_starts(runs: BenchRuns) -> None:
         return
     found: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
     runs.extra[MORE_STARTS] = found
-    pair = sum(runs.needs.get(side, 0.0) for side in SIDES) + runs.steady_needs
+    declared = sum(runs.needs.get(side, 0.0) for side in SIDES)  # a round's seconds, as the engine declares them
+    last_round = 0.0
     for index in range(1, cfg.starts):
         order = ("load", "native") if index % 2 else SIDES
-        need = pair + sum(runs.needs.get(side, 0.0) for side in order)
+        need = round_need(declared, last_round, runs.steady_needs)
         if runs.left() - runs.stop_reserve < need:
             why = f"{max(runs.left(), 0):.0f} s of the budget left, a round and the compared pair need ~{need:.0f} s"
             runs.say(f"starts {index + 1} to {cfg.starts}: skipped ({why})")
             runs.extra[MORE_STARTS + "_skipped"] = why
             break
+        began = time.perf_counter()
         for side in order:
             found[side].append(_one_start(runs, side, index))
             runs.write(runs.document())
+        last_round = time.perf_counter() - began
+
+
+def round_need(declared: float, last_round: float, steady: float) -> float:
+    """Seconds one more round of starts needs, the compared pair after it included: two rounds' worth (the pair
+    starts the same two processes and asks them more), each the larger of what the engine declares its runs need
+    and what the last round took (an engine that declares nothing is held to what it took), and the steady-state
+    phase's."""
+    return 2 * max(declared, last_round) + steady
 
 
 def _one_start(runs: BenchRuns, mode: str, index: int) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from foundry_bench.serving.starts import MORE_STARTS, start_figures
+from foundry_bench.serving.starts import MORE_STARTS, round_need, start_figures
 from foundry_bench.vllm import log_numbers, run_vllm_bench
 from foundry_bench.vllm.report import render, step_lines, target_lines
 from tests.support.benchvllm import Probe, tokens_only
@@ -122,3 +122,11 @@ def test_vllm_start_up_steps_come_from_its_own_durations_and_loads_longer_steps_
         "init engine (KV cache, warm-up) +0.02 s"
     )
     assert step_lines({"results": {"native": native}}) == []
+
+
+def test_a_round_of_starts_is_held_to_what_the_last_one_took_where_the_engine_declares_less() -> None:
+    """vLLM declares no seconds for its runs: a later round must leave room for itself and the compared pair by what
+    the round before took; an engine's declared seconds count where they are more."""
+    assert round_need(declared=0.0, last_round=0.0, steady=0.0) == 0.0  # the first round of an engine declaring none
+    assert round_need(declared=0.0, last_round=100.0, steady=20.0) == 220.0
+    assert round_need(declared=115.0, last_round=100.0, steady=20.0) == 250.0
