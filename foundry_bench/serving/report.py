@@ -22,12 +22,14 @@ __all__ = [
     "foundry_rows",
     "foundry_seconds",
     "native_env_lines",
+    "number",
     "parity_lines",
     "phase_steps",
     "plot_startup",
     "render_again",
     "repeat_lines",
     "sameness",
+    "slower_steps_line",
     "start_up_check_lines",
     "start_up_checks",
     "step_table",
@@ -183,7 +185,8 @@ def phase_steps(r: dict[str, Any], first: list[tuple[str, Any]], names: dict[str
 FIRST_REQUEST_RATIO = 1.1  # the first request after LOAD, at most this much native warm's
 
 
-def _num(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """``value`` as a float where it is a number (not a bool), else None: a figure a run may lack."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
@@ -196,12 +199,12 @@ def start_up_checks(
     whose figures a run lacks is None (not measured), never guessed. ``capture_rounding_s``: how far the capture's
     figure may be from the real one (vLLM logs it in whole seconds: 0.5); a LOAD within that of the bound is
     judged neither way ("undecided")."""
-    native_init, load_init, capture = _num(native.get(init_key)), _num(load.get(init_key)), _num(capture_s)
+    native_init, load_init, capture = number(native.get(init_key)), number(load.get(init_key)), number(capture_s)
     bound = native_init - capture if native_init is not None and capture is not None else None
     met: bool | str | None = None if bound is None or load_init is None else load_init <= bound
     if met is not None and bound is not None and load_init is not None and abs(load_init - bound) < capture_rounding_s:
         met = "undecided"
-    native_first, load_first = _num(native.get("first_request_s")), _num(load.get("first_request_s"))
+    native_first, load_first = number(native.get("first_request_s")), number(load.get("first_request_s"))
     ratio = load_first / native_first if load_first is not None and native_first else None
     return {
         "startup_less_capture": {

@@ -175,7 +175,6 @@ class BenchRuns:
         self.vocab = prompt_vocab(cfg.shape)
         self.measured: dict[str, Any] = {}
         self.extra: dict[str, Any] = {}  # the document's other parts (starts.py's more starts)
-        self.stop_reserve = STOP_RESERVE_S
         self.write: Callable[[dict[str, Any]], None] = lambda doc: None
 
     def say(self, text: str) -> None:
@@ -186,6 +185,10 @@ class BenchRuns:
         if self.cfg.seconds is None:
             return float("inf")
         return self.cfg.seconds - (time.perf_counter() - self.t0)
+
+    def room(self) -> float:
+        """Seconds of the budget a run may still take: what is left less what stopping and the report keep back."""
+        return self.left() - STOP_RESERVE_S
 
     def deadline(self) -> float | None:
         return None if self.cfg.seconds is None else self.t0 + self.cfg.seconds - STOP_RESERVE_S
@@ -245,7 +248,7 @@ class BenchRuns:
                 why = f"a replica needs {2 * tp} GPUs ({tp} for SAVE's, {tp} more); {gpus} here"
                 self.say(f"{mode}: skipped ({why})")
                 return None, {"mode": mode, "skipped": why}
-        if self.left() - STOP_RESERVE_S < need:
+        if self.room() < need:
             why = f"{max(self.left(), 0):.0f} s of the budget left, needs ~{need:.0f} s"
             self.say(f"{mode}: skipped ({why})")
             return None, {"mode": mode, "skipped": why}
@@ -256,11 +259,10 @@ class BenchRuns:
         result["started_at"] = engine.started_at
         cfg = self.cfg
         try:
-            result.update(engine.ready(min(cfg.timeout, max(self.left() - STOP_RESERVE_S, 1.0))))
+            result.update(engine.ready(self.ready_s()))
             self.recorders.serving(mode)
             result["first_request_at"] = engine.started_at + engine.seconds()  # epoch, as the sampled stacks
-            first = engine.generate(decode_request(1, cfg.first_tokens, self.vocab), self.wait_s())
-            result["first_request_s"] = first.seconds
+            result["first_request_s"] = self.first_request(engine)
             result["first_answer_wall_s"] = engine.seconds()
             requests = token_requests(list(cfg.batches), cfg.max_tokens, logprobs=cfg.logprobs, vocab=self.vocab)
             answers = [engine.generate(r, self.wait_s()) for r in requests]
@@ -282,6 +284,14 @@ class BenchRuns:
     def _gpus(self) -> list[str]:
         """The GPUs this benchmark may use: the configured count's, else those it sees (host.visible_gpus)."""
         return visible_gpus() if self.cfg.gpus is None else [str(i) for i in range(self.cfg.gpus)]
+
+    def ready_s(self) -> float:
+        """How long a run may take to start: the configured timeout, or what is left of the budget."""
+        return min(self.cfg.timeout, max(self.room(), 1.0))
+
+    def first_request(self, engine: Engine) -> float:
+        """The seconds of the first request after ready: one prompt, ``first_tokens`` tokens."""
+        return engine.generate(decode_request(1, self.cfg.first_tokens, self.vocab), self.wait_s()).seconds
 
     def wait_s(self) -> float:
         """How long one request may take: the configured timeout, or what is left of the budget."""
@@ -325,7 +335,7 @@ class BenchRuns:
                 if engine is not None:
                     live[mode] = (engine, result)
         if set(live) == {"native", "load"} and not any("error" in r for _, r in live.values()):
-            if self.left() - STOP_RESERVE_S < self.steady_needs:
+            if self.room() < self.steady_needs:
                 self.measured = {"error": f"skipped: {max(self.left(), 0):.0f} s of the budget left"}
             else:
                 try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from foundry.probe import table
 
 from .process import EngineError
-from .workload import decode_request
+from .report import number
 
 if TYPE_CHECKING:
     from .runs import BenchRuns
@@ -46,7 +46,7 @@ def more_starts(runs: BenchRuns) -> None:
     for index in range(1, cfg.starts):
         order = ("load", "native") if index % 2 else SIDES
         need = round_need(declared, last_round, runs.steady_needs)
-        if runs.left() - runs.stop_reserve < need:
+        if runs.room() < need:
             why = f"{max(runs.left(), 0):.0f} s of the budget left, a round and the compared pair need ~{need:.0f} s"
             runs.say(f"starts {index + 1} to {cfg.starts}: skipped ({why})")
             runs.extra[MORE_STARTS + "_skipped"] = why
@@ -72,9 +72,8 @@ def _one_start(runs: BenchRuns, mode: str, index: int) -> dict[str, Any]:
     engine = runs.start_run(mode, log_name=f"{mode}-start{index + 1}.log", record=False)
     sample: dict[str, Any] = {"start": index + 1}
     try:
-        sample.update(engine.ready(min(runs.cfg.timeout, max(runs.left() - runs.stop_reserve, 1.0))))
-        request = decode_request(1, runs.cfg.first_tokens, runs.vocab)
-        sample["first_request_s"] = engine.generate(request, runs.wait_s()).seconds
+        sample.update(engine.ready(runs.ready_s()))
+        sample["first_request_s"] = runs.first_request(engine)
     except EngineError as exc:
         sample["error"] = str(exc)[-2000:]
         runs.say(f"{mode}: start {index + 1} FAILED {sample['error'][-500:]}")
@@ -82,10 +81,6 @@ def _one_start(runs: BenchRuns, mode: str, index: int) -> dict[str, Any]:
     runs.warm.finish(mode)  # its window on the machine's caches closes here, not at the compared run's end
     sample.update(runs.log_numbers(engine.log_path.read_text(errors="replace")))
     return sample
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def start_figures(doc: dict[str, Any], mode: str) -> dict[str, Any]:
@@ -98,9 +93,9 @@ def start_figures(doc: dict[str, Any], mode: str) -> dict[str, Any]:
         return result
     samples = [s for s in (result, *others) if "error" not in s]
     out = dict(result)
-    keys = {k for s in others for k, v in s.items() if _number(v) is not None and k not in ("start", "rc")}
+    keys = {k for s in others for k, v in s.items() if number(v) is not None and k not in ("start", "rc")}
     for key in sorted(keys):
-        values = [v for v in (_number(s.get(key)) for s in samples) if v is not None]
+        values = [v for v in (number(s.get(key)) for s in samples) if v is not None]
         if values:
             out[key] = statistics.median(values)
     out["starts"] = len(samples)
@@ -117,7 +112,7 @@ def start_lines(doc: dict[str, Any], labels: dict[str, str], figures: list[tuple
     for side in SIDES:
         compared = {**(doc["results"].get(side) or {}), "start": "compared"}
         for s in [*(more.get(side) or []), compared]:
-            cells = ["-" if _number(s.get(key)) is None else f"{s[key]:.3f}" for key, _ in figures]
+            cells = ["-" if number(s.get(key)) is None else f"{s[key]:.3f}" for key, _ in figures]
             rows.append([labels.get(side, side), str(s.get("start", "")), *cells, "failed" if "error" in s else ""])
     skipped = doc.get(MORE_STARTS + "_skipped")
     return [

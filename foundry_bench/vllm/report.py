@@ -20,6 +20,7 @@ from foundry_bench.serving.report import (
     foundry_rows,
     foundry_seconds,
     native_env_lines,
+    number,
     parity_lines,
     phase_steps,
     plot_startup,
@@ -62,10 +63,9 @@ STEP_NAMES = (
 
 
 def _minus(total: Any, *parts: Any) -> float | None:
-    values = [total, *parts]
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        return None
-    return float(total) - sum(float(p) for p in parts)
+    values = [number(v) for v in (total, *parts)]
+    known = [v for v in values if v is not None]
+    return known[0] - sum(known[1:]) if len(known) == len(values) else None
 
 
 def vllm_steps(mode: str, r: dict[str, Any]) -> list[float | None]:
