@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -63,7 +62,6 @@ __all__ = [
     "PLUGIN_MODES",
     "BenchRuns",
     "ServingConfig",
-    "run_bench",
 ]
 
 MODES = ("native_cold", "save", "native_fresh", "load_fresh", "load_replica", "load_again", "native", "load")  # all
@@ -364,42 +362,3 @@ class BenchRuns:
             **self.extra,
             "wall_s": time.perf_counter() - self.t0,
         }
-
-
-def run_bench(runs: BenchRuns, write_report: Callable[[dict[str, Any], Path], str]) -> dict[str, Any]:
-    """Runs the configuration and writes ``OUT/<tag>.json`` after every run (so a run stopped from outside
-    leaves what it had), then the table and the plot; returns the document.
-
-    The engines run in process groups of their own (so that stopping one ends its other processes); a
-    SIGTERM to the benchmark stops every engine it started, and the report is written, before it exits."""
-    cfg = runs.cfg
-    if cfg.shape not in SHAPES:
-        raise ValueError(f"unknown shape {cfg.shape!r}; choose from {sorted(SHAPES)}")
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    base = cfg.out / cfg.tag()
-    json_path = base.parent / (base.name + ".json")  # the tag holds dots ("qwen3-0.6b"): no with_suffix
-
-    def write(doc: dict[str, Any]) -> None:
-        json_path.write_text(json.dumps(doc, indent=1) + "\n")
-
-    runs.write = write
-
-    def terminated(signum: int, frame: Any) -> None:
-        raise SystemExit(f"foundry bench: signal {signum}; stopping the engines")
-
-    previous = signal.signal(signal.SIGTERM, terminated)
-    try:
-        runs.run()
-    except SystemExit as exc:
-        runs.measured.setdefault("error", str(exc))
-        for result in runs.results.values():
-            if not {"tokens", "skipped", "error"} & set(result):
-                result["error"] = f"{exc} before this run answered"
-    finally:
-        for engine in runs.started:
-            engine.stop()
-        runs.fresh.clear()  # fresh runs a stop cut short
-        signal.signal(signal.SIGTERM, previous)
-    doc = runs.document()
-    write_report(doc, base)
-    return doc

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foundry_bench.serving.bench import run_bench
 from foundry_bench.serving.process import Engine, free_port
-from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
+from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig
 
 from .engines import EngineProcess, ServerProcess
 from .logsteps import log_steps

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from foundry_bench.serving.bench import run_bench
 from foundry_bench.serving.process import Engine, free_port
-from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig, run_bench
+from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig
 from foundry_bench.serving.stacksite import foundry_capture_timer as capture_timer
 from foundry_bench.serving.stats import compare_tokens
 
