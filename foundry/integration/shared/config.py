@@ -12,6 +12,7 @@ FOUNDRY_SGLANG_*); below, <E> stands for it.
     FOUNDRY_<E>_ALLOW_INEXACT comma-separated model classes the plugin refuses because LOAD was measured not
                               bit-identical to native with them (each engine's support.py), accepted knowingly
     FOUNDRY_<E>_REPORT        if set, the process that captures writes a JSON report of its start-up phases here
+                              (on several GPUs rank 0 there, rank r in <stem>.rank<r><suffix> beside it)
     FOUNDRY_<E>_PACK_CACHES   1: SAVE packs the engine's compile and JIT caches into the archive, for a fresh
                               node (shared/caches.py; needs a signing key, since LOAD uses them only signed)
     FOUNDRY_<E>_WARM_UP       1/0: LOAD runs the warm-up the engine runs natively before its first request, or not

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 from . import caches, tritonkey
@@ -52,6 +54,7 @@ __all__ = [
     "isolated_phase",
     "load_graphs",
     "past_saved_memory",
+    "report_path",
     "required",
     "resume_at",
     "save_graphs",
@@ -358,9 +361,26 @@ def write_report(s: Session[Any, Any], **fields: Any) -> None:
         doc["startup_s"] = s.api.startup_seconds()  # where start-up's background seconds went
     elif s.config.mode is Mode.SAVE:
         doc["save_phases_s"] = s.api.save_seconds()  # where SAVE's seconds went
-    report.parent.mkdir(parents=True, exist_ok=True)
-    # Whole or not at all (the builds' watcher writes it again from its own thread): a reader never sees half.
-    with _REPORT_LOCK:
-        part = report.with_name(report.name + ".part")
-        part.write_text(json.dumps(doc, indent=1, default=str) + "\n")
-        part.replace(report)
+    target = report_path(report, s.place)
+    # Whole or not at all (the builds' watcher writes it again from its own thread, and the ranks of one engine
+    # start from the same settings, so the same file name): a reader never sees half, and each process writes
+    # through a part file of its own.
+    try:
+        with _REPORT_LOCK:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            part = target.with_name(f"{target.name}.{os.getpid()}.part")
+            part.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+            part.replace(target)
+    except OSError as e:
+        # The report is for the person timing the start-up; the engine it describes goes on serving.
+        logging.getLogger(s.config.engine.logger or s.config.engine.key).warning(
+            "Foundry: could not write the start-up report %s (%s); the engine goes on", target, e
+        )
+
+
+def report_path(report: Path, place: Place) -> Path:
+    """Where this rank writes the report FOUNDRY_<E>_REPORT names: that file for a world of one and for rank 0,
+    ``<stem>.rank<r><suffix>`` beside it for the other ranks (report-load.json: report-load.rank1.json)."""
+    if place.world == 1 or place.rank == 0:
+        return report
+    return report.with_name(f"{report.stem}.rank{place.rank}{report.suffix}")

@@ -22,6 +22,7 @@ from foundry.integration.shared import (
     steps,
 )
 from foundry.integration.shared.metadata import Fingerprint
+from foundry.integration.shared.ranks import Place
 from tests.support.fakeengine import FILE, SglangConfig, env, session
 from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph, forge_document
 
@@ -212,3 +213,28 @@ def _join_watchers() -> None:
     for t in threading.enumerate():
         if t.name == "foundry-builds-watch":
             t.join(10)
+
+
+def test_each_rank_writes_its_own_report_and_a_failed_write_leaves_the_engine_running(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every rank of one engine starts from the same FOUNDRY_<E>_REPORT: rank 0 writes that file, the others
+    # theirs beside it, so no rank's report replaces another's or breaks it half-written.
+    report = tmp_path / "reports" / "report-load.json"
+    written = {}
+    for rank in (1, 0):
+        s = session(SglangConfig.from_env(env("save", tmp_path / "a", REPORT=str(report))), FakeFoundry())
+        steps.begin(s, FP, Place(rank, 2))
+        steps.write_report(s, graphs=rank + 5)
+        written[rank] = steps.report_path(report, s.place)
+    assert written == {0: report, 1: tmp_path / "reports" / "report-load.rank1.json"}
+    assert {json.loads(p.read_text())["graphs"] for p in written.values()} == {5, 6}
+    assert sorted(p.name for p in report.parent.iterdir()) == ["report-load.json", "report-load.rank1.json"]
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    s = session(SglangConfig.from_env(env("save", tmp_path / "b", REPORT=str(blocked / "r.json"))), FakeFoundry())
+    with caplog.at_level(logging.WARNING):
+        steps.write_report(s, graphs=1)  # no exception: the engine it reports on goes on
+    assert "could not write the start-up report" in caplog.text and str(blocked / "r.json") in caplog.text
+    assert blocked.read_text() == "not a folder"
