@@ -49,6 +49,7 @@ from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, repeated, values
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
+from .ranks import captures_by_rank, clear_rank_reports, rank_reports, rank_zero_lines
 from .recorders import Recorders
 from .shapes import SHAPES, make_model, prompt_vocab
 from .stacks import site_path
@@ -132,6 +133,8 @@ class BenchRuns:
     # that saves must leave them as native's, or it changed the engine (compare_runs says so).
     profile_keys: ClassVar[tuple[str, ...]] = ()
     steady_needs: ClassVar[float] = 0.0  # seconds the steady-state phase needs at least
+    # The log lines of a rank's capture (one group: seconds), added up per rank on several GPUs (ranks.py).
+    capture_patterns: ClassVar[tuple[str, ...]] = ()
     # Set in every run when SAVE packs the engine's caches: the engine's settings that make them movable, which
     # its compile cache depends on (so every run, native ones too, compiles alike).
     pack_env: ClassVar[dict[str, str]] = {}
@@ -214,7 +217,7 @@ class BenchRuns:
                 env["FOUNDRY_RANK_GPUS"] = "alike"
         if mode in PLUGIN_MODES:
             report = self.out / f"report-{mode}.json"
-            report.unlink(missing_ok=True)
+            clear_rank_reports(report, self.cfg.tp)
             p = self.prefix
             # The benchmark measures what the plugins refuse as inexact (vllm/support.py, INEXACT): its SAVE and
             # LOAD accept the shape's classes knowingly, and the comparison says how far LOAD is from native.
@@ -305,9 +308,14 @@ class BenchRuns:
             result["compiled_on_node"] = compiled
         if wrote is not None:
             result["written_on_node"], result["written_until"] = wrote
-        result.update(self.log_numbers(engine.log_path.read_text(errors="replace")))
+        text = engine.log_path.read_text(errors="replace")
+        result.update(self.log_numbers(rank_zero_lines(text)))
         result.update(self.recorders.collect(result))
         report = self.out / f"report-{result['mode']}.json"
+        if self.cfg.tp > 1:
+            # keyed as the JSON keeps them, so that a document reads the same before and after it is written
+            result["capture_by_rank"] = {str(r): s for r, s in captures_by_rank(text, self.capture_patterns).items()}
+            result["plugin_ranks"] = {str(r): doc for r, doc in rank_reports(report, self.cfg.tp).items()}
         if report.is_file():
             result["plugin"] = json.loads(report.read_text())
         elif result["mode"] in PLUGIN_MODES and "error" not in result:

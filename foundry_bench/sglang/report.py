@@ -11,6 +11,7 @@ from typing import Any
 
 from foundry.probe import table
 from foundry_bench.serving.fresh import fresh_lines
+from foundry_bench.serving.ranks import restore_lines
 from foundry_bench.serving.report import (
     LABELS,
     LOADS,
@@ -187,6 +188,7 @@ def render(doc: dict[str, Any]) -> str:
                   table(["step", "s"], foundry_rows(load, "SGLang"))]  # fmt: skip
     lines += start_lines(doc, LABELS, STARTS_FIGURES)
     lines += target_lines(doc)
+    lines += restore_lines(doc)
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)

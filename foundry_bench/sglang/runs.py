@@ -117,6 +117,7 @@ class _Runs(BenchRuns):
     env_defaults = ENV
     needs = NEEDS
     steady_needs = 20.0
+    capture_patterns = (LOG_NUMBERS["prefill_graphs_s"], LOG_NUMBERS["decode_graphs_s"])
 
     def __init__(self, cfg: SglangBenchConfig) -> None:
         super().__init__(cfg)

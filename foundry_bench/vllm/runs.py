@@ -117,6 +117,7 @@ class _Runs(BenchRuns):
     pack_env = PACK_ENV
     tp_env: ClassVar[dict[str, str]] = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}  # torch symmetric memory's all-reduce
     native_site_env: ClassVar[dict[str, str]] = {capture_timer.ENV: "1"}
+    capture_patterns = (LOG_NUMBERS["capture_exact_s"][0],)  # the native runs' timer, every rank's worker
 
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)

@@ -27,7 +27,7 @@ from .fingerprint import config_digest, software_fields
 from .hooks import when_imported, wrap
 from .metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
 from .phases import PhaseTracker, check_phase
-from .ranks import NCCL_SETTINGS, Place
+from .ranks import NCCL_SETTINGS, Place, report_path
 from .session import Session, SessionStore
 from .tritoncache import kernel_names
 
@@ -59,6 +59,7 @@ __all__ = [
     "foundry_capture",
     "foundry_device_module",
     "kernel_names",
+    "report_path",
     "software_fields",
     "steps",
     "when_imported",

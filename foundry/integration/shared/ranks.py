@@ -1,4 +1,5 @@
-"""Where a rank's archive lies when an engine runs on several GPUs, and which layouts SAVE and LOAD accept.
+"""Where a rank's archive (and its start-up report) lies when an engine runs on several GPUs, and which
+layouts SAVE and LOAD accept.
 
 One process per GPU (a rank) saves and loads its own graphs: with a world of one the archive is the
 directory the user named, with more each rank's is ``rank_<r>`` in it, as ``foundry.set_rank`` declares
@@ -29,6 +30,7 @@ __all__ = [
     "first_rank_dir",
     "nccl_settings",
     "rank_dir",
+    "report_path",
     "share_with_other_ranks",
 ]
 
@@ -93,6 +95,14 @@ def nccl_settings(place: Place, engine: Engine, environ: MutableMapping[str, str
 def rank_dir(archive: Path, place: Place) -> Path:
     """The directory this rank's graphs, metadata and manifest are in."""
     return archive if place.world == 1 else archive / f"rank_{place.rank}"
+
+
+def report_path(report: Path, place: Place) -> Path:
+    """Where this rank writes the report FOUNDRY_<E>_REPORT names: that file for a world of one and for rank 0,
+    ``<stem>.rank<r><suffix>`` beside it for the other ranks (report-load.json: report-load.rank1.json)."""
+    if place.world == 1 or place.rank == 0:
+        return report
+    return report.with_name(f"{report.stem}.rank{place.rank}{report.suffix}")
 
 
 def first_rank_dir(archive: Path) -> Path:

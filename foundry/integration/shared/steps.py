@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 from . import caches, tritonkey
@@ -42,6 +41,7 @@ from .ranks import (
     check_load_dir,
     check_save_dir,
     nccl_settings,
+    report_path,
     share_with_other_ranks,
 )
 from .session import Session
@@ -54,7 +54,6 @@ __all__ = [
     "isolated_phase",
     "load_graphs",
     "past_saved_memory",
-    "report_path",
     "required",
     "resume_at",
     "save_graphs",
@@ -376,11 +375,3 @@ def write_report(s: Session[Any, Any], **fields: Any) -> None:
         logging.getLogger(s.config.engine.logger or s.config.engine.key).warning(
             "Foundry: could not write the start-up report %s (%s); the engine goes on", target, e
         )
-
-
-def report_path(report: Path, place: Place) -> Path:
-    """Where this rank writes the report FOUNDRY_<E>_REPORT names: that file for a world of one and for rank 0,
-    ``<stem>.rank<r><suffix>`` beside it for the other ranks (report-load.json: report-load.rank1.json)."""
-    if place.world == 1 or place.rank == 0:
-        return report
-    return report.with_name(f"{report.stem}.rank{place.rank}{report.suffix}")

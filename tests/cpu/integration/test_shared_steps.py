@@ -22,7 +22,7 @@ from foundry.integration.shared import (
     steps,
 )
 from foundry.integration.shared.metadata import Fingerprint
-from foundry.integration.shared.ranks import Place
+from foundry.integration.shared.ranks import Place, report_path
 from tests.support.fakeengine import FILE, SglangConfig, env, session
 from tests.support.fakefoundry import FakeFoundry, FakeFoundryGraph, forge_document
 
@@ -226,7 +226,7 @@ def test_each_rank_writes_its_own_report_and_a_failed_write_leaves_the_engine_ru
         s = session(SglangConfig.from_env(env("save", tmp_path / "a", REPORT=str(report))), FakeFoundry())
         steps.begin(s, FP, Place(rank, 2))
         steps.write_report(s, graphs=rank + 5)
-        written[rank] = steps.report_path(report, s.place)
+        written[rank] = report_path(report, s.place)
     assert written == {0: report, 1: tmp_path / "reports" / "report-load.rank1.json"}
     assert {json.loads(p.read_text())["graphs"] for p in written.values()} == {5, 6}
     assert sorted(p.name for p in report.parent.iterdir()) == ["report-load.json", "report-load.rank1.json"]

@@ -130,6 +130,18 @@ def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]
     }
     with open(path, "w") as f:
         json.dump(doc, f)
+    # On several GPUs each rank's plugin writes its own report, rank r's beside rank 0's (shared/ranks.py's
+    # report_path); the stand-in runs every rank in one process, rank r's restore r times as long.
+    stem, dot, suffix = os.path.basename(path).rpartition(".")
+    for rank in range(1, tensor_parallel_size()):
+        other = {**doc, "timings": {k: v * (rank + 1) for k, v in timings.items()}}
+        with open(os.path.join(os.path.dirname(path), f"{stem}.rank{rank}{dot}{suffix}"), "w") as f:
+            json.dump(other, f)
+
+
+def tensor_parallel_size() -> int:
+    """The engine's tensor-parallel size as the benchmark asked for it (1 where it did not)."""
+    return int(json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}")).get("tensor_parallel_size", 1))
 
 
 Route = Callable[[str], tuple[int, object]]  # the POST's path (with its query) -> status and JSON answer

@@ -1,0 +1,103 @@
+"""A run on several GPUs, rank by rank: each rank's capture seconds from the engine's log, its plugin report, and
+the many-GPU target that holds per rank (graph restore at least 20x faster than native capture).
+
+The engines log every rank's lines with the rank in the line's prefix (vLLM ``(Worker_TP1 pid=...)``, SGLang
+``[... TP1 EP1]``); a figure read as "the last such line" mixes ranks (SGLang's prefill capture from one, its
+decode capture from another). The plugins write rank 0's report where ``FOUNDRY_<E>_REPORT`` names it and each
+other rank's beside it (``report_path``). The target is judged on the rank where restore gains least."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from foundry.integration.shared import Place, report_path
+from foundry.probe import table
+
+from .report import fmt, foundry_seconds
+
+__all__ = ["RESTORE_X", "captures_by_rank", "clear_rank_reports", "rank_reports", "rank_zero_lines", "restore_lines"]
+
+RESTORE_X = 20.0  # per rank, native capture over LOAD's restore (Foundry's own seconds)
+
+# The rank in a log line's prefix: "Worker_TP1", "TP1 EP1"; not the TP of a word such as "HTTP1".
+_RANK = re.compile(r"(?<![A-Za-z])TP(\d+)\b")
+
+
+def captures_by_rank(text: str, patterns: Sequence[str]) -> dict[int, float]:
+    """Each rank's capture seconds: the value of every line matching one of ``patterns`` (one group: seconds),
+    added up by the rank its prefix names (the last line of a pattern per rank, where a rank logs one twice)."""
+    found: dict[tuple[int, str], float] = {}
+    for line in text.splitlines():
+        for pattern in patterns:
+            m = re.search(pattern, line)
+            prefix = _RANK.search(line[: m.start()]) if m else None
+            if m and prefix:
+                found[(int(prefix.group(1)), pattern)] = float(m.group(1))
+    out: dict[int, float] = {}
+    for (rank, _), seconds in sorted(found.items()):
+        out[rank] = round(out.get(rank, 0.0) + seconds, 3)
+    return out
+
+
+def rank_zero_lines(text: str) -> str:
+    """The log without the lines of ranks above 0: a run's figures are rank 0's, as its plugin report is, not
+    whichever rank logged a line last."""
+    kept = []
+    for line in text.splitlines(keepends=True):
+        rank = _RANK.search(line)
+        if rank is None or rank.group(1) == "0":
+            kept.append(line)
+    return "".join(kept)
+
+
+def rank_reports(report: Path, world: int) -> dict[int, dict[str, Any]]:
+    """The plugin reports of ranks 1 .. world-1 that exist, by rank (rank 0's is ``report`` itself)."""
+    out = {}
+    for rank in range(1, world):
+        path = report_path(report, Place(rank, world))
+        if path.is_file():
+            out[rank] = json.loads(path.read_text())
+    return out
+
+
+def clear_rank_reports(report: Path, world: int) -> None:
+    """Before a run: no rank's report of an earlier run is read as this one's."""
+    for rank in range(world):
+        report_path(report, Place(rank, world)).unlink(missing_ok=True)
+
+
+def restore_lines(doc: dict[str, Any]) -> list[str]:
+    """On several GPUs: each rank's native capture against LOAD's restore (Foundry's own seconds), and the
+    target on the rank that gains least; nothing on one GPU or before native and LOAD have both run."""
+    results = doc["results"]
+    native, load = results.get("native") or {}, results.get("load") or {}
+    captures = {int(k): v for k, v in (native.get("capture_by_rank") or {}).items()}
+    restores = {0: foundry_seconds(load)} if load.get("plugin") else {}
+    restores.update({int(k): foundry_seconds({"plugin": v}) for k, v in (load.get("plugin_ranks") or {}).items()})
+    ranks = sorted(set(captures) | set(restores))
+    if int(doc["config"].get("tp", 1)) < 2 or not ranks:
+        return []
+    rows, ratios = [], {}
+    for rank in ranks:
+        capture, restore = captures.get(rank), restores.get(rank)
+        if capture is not None and restore:
+            ratios[rank] = capture / restore
+        rows.append([str(rank), fmt(capture, 3), fmt(restore, 3), f"{ratios[rank]:.1f}x" if rank in ratios else "-"])
+    lines = ["", "Rank by rank: native warm's capture against LOAD's restore (Foundry's own seconds):"]
+    lines.append(table(["rank", "native capture s", "LOAD restore s", "capture / restore"], rows))
+    missing = [r for r in ranks if r not in ratios]
+    if missing or len(ratios) < int(doc["config"]["tp"]):
+        lines.append(f"- restore >= {RESTORE_X:.0f}x faster than capture on every rank: not judged (a rank's figure "
+                     f"is missing: ranks {sorted(set(range(int(doc['config']['tp']))) - set(ratios))})")  # fmt: skip
+        return lines
+    worst = min(ratios, key=lambda r: ratios[r])
+    met = "met" if ratios[worst] >= RESTORE_X else "NOT met"
+    lines.append(
+        f"- restore >= {RESTORE_X:.0f}x faster than capture on every rank: the least, rank {worst}, "
+        f"{captures[worst]:.3f} / {restores[worst]:.3f} s = {ratios[worst]:.1f}x: {met}"
+    )
+    return lines
