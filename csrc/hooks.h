@@ -31,6 +31,7 @@
   X(cuMemUnmap, cuMemUnmap, 10020, 0)                                       \
   X(cuMemRelease, cuMemRelease, 10020, 0)                                   \
   X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
+  X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0)                          \
   X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2, 11000, 0)                    \
   X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)                      \
   /* images: every module and library load is recorded */                  \

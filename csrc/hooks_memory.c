@@ -179,16 +179,4 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   return r;
 }
 
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags) {
-  ENSURE_DRIVER();
-  CUresult r = fdy_drv.cuIpcOpenMemHandle_v2(pdptr, handle, flags);
-  if (r == CUDA_SUCCESS && pdptr) fdy_imports_note_ipc(*pdptr, 1);
-  return r;
-}
-
-CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
-  ENSURE_DRIVER();
-  CUresult r = fdy_drv.cuIpcCloseMemHandle(dptr);
-  if (r == CUDA_SUCCESS) fdy_imports_note_ipc(dptr, -1);
-  return r;
-}
+/* cuIpcGetMemHandle, cuIpcOpenMemHandle and cuIpcCloseMemHandle: ipc.c (region memory has handles of its own). */

@@ -38,12 +38,13 @@ fdy_cuGraphLaunch_t cuGraphLaunch_ptsz;
  * Every driver entry point Foundry itself calls, resolved by exported symbol name from the real
  * libcuda.so.1. Hooked entry points have their real pointer here too (same name). */
 #define FDY_DRIVER_CALLS(X)                                                                    \
-  X(cuGetErrorName) X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)                  \
+  X(cuGetErrorName) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)                  \
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease) X(cuMemSetAccess)           \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)                        \
   X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2) X(cuMemGetAddressRange_v2)           \
   X(cuMemAllocManaged) X(cuStreamIsCapturing) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)   \
   X(cuMemImportFromShareableHandle) X(cuMemGetAllocationPropertiesFromHandle)                \
+  X(cuIpcGetMemHandle) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle)         \
   X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleLoadFatBinary)          \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetFunctionCount)                        \
   X(cuModuleEnumerateFunctions) X(cuLibraryLoadData) X(cuLibraryLoadFromFile)                 \

@@ -118,6 +118,9 @@ static int rg_map_one(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = R.device;
+  /* Exportable, so that another process can map these pages: ipc.c hands them out for cuIpcGetMemHandle (a
+   * custom all-reduce's buffers), as NCCL asks for its own peer buffers. */
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   CUmemGenericAllocationHandle h;
   CUdeviceptr at = R.base + off;
   CUresult r = fdy_drv.cuMemCreate(&h, len, &prop, 0);

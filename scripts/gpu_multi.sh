@@ -45,6 +45,12 @@ if [ -f "$WORK/rank_0/graph_manifest.json" ] && [ -f "$WORK/rank_1/graph_manifes
   RC=$?
   tail -1 "$OUT/multi-load.log" > "$OUT/multi-load.json"
 fi
+# Region memory shared the way a custom all-reduce shares its buffers (IPC handles, csrc/ipc.c), read by the
+# captured graph through the peer's pointer: SAVE and LOAD of both ranks in one run of its own.
+IPCWORK=$(mktemp -d /tmp/foundry-ipc-XXXX)
+FOUNDRY_MULTI_IPC=1 timeout 240 python3 -m foundry.cli run -- python3 tests/gpu/multi_rank.py "$IPCWORK" both \
+  > "$OUT/multi-ipc.log" 2>&1
+tail -1 "$OUT/multi-ipc.log" > "$OUT/multi-ipc.json"
 python3 scripts/multi_summary.py join "$OUT" > "$OUT/multi-rank.json"
 # Where the NCCL kernel reads, SAVE's process against LOAD's (before and after CUDAGraph.load).
 python3 scripts/multi_state.py "$WORK" > "$OUT/state.txt" 2>&1
@@ -56,5 +62,5 @@ grep -h "module variables LOAD writes" -A6 "$OUT"/inspect-rank_0.txt 2>/dev/null
 cat "$OUT/diff.txt" "$OUT/bundle-stored.txt" 2>/dev/null | head -32
 head -60 "$OUT/state.txt"
 # The device tool brings back at most 8 files: the logs and comparisons travel as one archive.
-(cd "$OUT" && tar -czf multi-logs.tgz --remove-files multi-*.log multi-save.json multi-load.json build.log diff-*.json state_*.json bundle-stored.txt 2>/dev/null)
+(cd "$OUT" && tar -czf multi-logs.tgz --remove-files multi-*.log multi-save.json multi-load.json multi-ipc.json build.log diff-*.json state_*.json bundle-stored.txt 2>/dev/null)
 exit $RC

@@ -1,7 +1,8 @@
 """The two-GPU run's report (scripts/gpu_multi.sh): the phases' JSON lines joined into one document, and its
 summary, a line per rank and phase.
 
-    python3 scripts/multi_summary.py join OUT       OUT/multi-save.json + OUT/multi-load.json -> stdout
+    python3 scripts/multi_summary.py join OUT       OUT/multi-save.json + OUT/multi-load.json (+ OUT/multi-ipc.json,
+                                                    the run sharing region memory by IPC handle) -> stdout
     python3 scripts/multi_summary.py show FILE      the summary of a joined document
 """
 
@@ -26,10 +27,14 @@ def join(out: Path) -> dict[str, Any]:
     save, load = _last(out / "multi-save.json"), _last(out / "multi-load.json")
     if "skipped" in save:
         return {"skipped": save["skipped"]}
-    return {"save": save.get("save", []), "load": load.get("load", [])}
+    doc: dict[str, Any] = {"save": save.get("save", []), "load": load.get("load", [])}
+    ipc = _last(out / "multi-ipc.json")
+    if ipc:
+        doc["ipc"] = {"save": ipc.get("save", []), "load": ipc.get("load", [])}
+    return doc
 
 
-def show(doc: dict[str, Any]) -> list[str]:
+def show(doc: dict[str, Any], prefix: str = "") -> list[str]:
     if "skipped" in doc:
         return [f"skipped: {doc['skipped']}"]
     lines = []
@@ -39,14 +44,16 @@ def show(doc: dict[str, Any]) -> list[str]:
             if o.get("saved")
             else f"{o.get('error')}: {o.get('message')}"
         )
-        lines.append(f"save rank {o.get('rank')} {what} exit={o.get('exitcode')}")
+        lines.append(f"{prefix}save rank {o.get('rank')} {what} exit={o.get('exitcode')}")
     for o in doc.get("load", []):
         failed = f"{o.get('error') or 'DIFFERS'}: {str(o.get('message', ''))[:300]}"
         what = "identical" if o.get("identical") else failed
         eager = o.get("eager_after_load")
-        lines.append(f"load rank {o.get('rank')} {what} eager_after_load={eager} exit={o.get('exitcode')}")
+        lines.append(f"{prefix}load rank {o.get('rank')} {what} eager_after_load={eager} exit={o.get('exitcode')}")
     if not lines:
-        lines.append("no phase reported: see multi-save.log and multi-load.log")
+        lines.append(f"{prefix}no phase reported: see multi-save.log and multi-load.log (multi-ipc.log)")
+    if "ipc" in doc:
+        lines += show(doc["ipc"], "region memory by IPC handle: ")
     return lines
 
 

@@ -45,9 +45,12 @@ def peers_for_save(json_path: Path, base: int) -> tuple[PeerMapping, ...]:
     if found.ipc_open:
         raise PeerMemoryError(
             f"{json_path}: this process has {found.ipc_open} CUDA IPC mapping(s) of another process's GPU memory "
-            "open (cuIpcOpenMemHandle: NCCL without cuMem, or a custom all-reduce such as vLLM's), which a graph "
-            "may read and which the driver maps at addresses of its own choosing, so LOAD could not find them "
-            f"again. Foundry does not save it. {_NEXT} Switch custom all-reduces off."
+            "open that the driver made (cuIpcOpenMemHandle of memory outside the exporter's Foundry region: NCCL "
+            "without cuMem, or a custom all-reduce whose buffers were allocated before set_allocation_region()), "
+            "which a graph may read and which the driver maps at addresses of its own choosing, so LOAD could not "
+            f"find them again. Foundry does not save it. {_NEXT} Allocate shared buffers after "
+            "set_allocation_region() in every process (their handles are then Foundry's, mapped where LOAD finds "
+            "them again), or switch custom all-reduces off."
         )
     outside = [m for m in found.mappings if not m.in_region]
     if outside:

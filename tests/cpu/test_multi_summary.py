@@ -45,3 +45,18 @@ def test_a_phase_that_printed_nothing_and_a_machine_with_one_gpu(tmp_path: Path)
     (tmp_path / "multi-save.json").write_text(json.dumps({"skipped": "needs 2 GPUs, found 1"}))
     (tmp_path / "one.json").write_text(_run("join", str(tmp_path)))
     assert _run("show", str(tmp_path / "one.json")).strip() == "skipped: needs 2 GPUs, found 1"
+
+
+def test_the_run_sharing_region_memory_by_ipc_handle_gets_its_own_lines(tmp_path: Path) -> None:
+    save = {"save": [{"rank": 0, "saved": True, "peers": 49, "peer_bytes": 5, "handle_types": [1], "exitcode": 0}]}
+    ipc = {"save": save["save"], "load": [{"rank": 0, "error": "PeerMappingError", "message": "not mapped again"}]}
+    (tmp_path / "multi-save.json").write_text(json.dumps(save))
+    (tmp_path / "multi-ipc.json").write_text(json.dumps(ipc))
+    joined = json.loads(_run("join", str(tmp_path)))
+    assert joined == {"save": save["save"], "load": [], "ipc": ipc}
+    (tmp_path / "multi-rank.json").write_text(json.dumps(joined))
+    lines = _run("show", str(tmp_path / "multi-rank.json")).splitlines()
+    assert lines[-2:] == [
+        "region memory by IPC handle: save rank 0 saved peers=49 bytes=5 types=[1] exit=0",
+        "region memory by IPC handle: load rank 0 PeerMappingError: not mapped again eager_after_load=None exit=None",
+    ]

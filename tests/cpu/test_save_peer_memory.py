@@ -15,8 +15,9 @@ from tests.support.graphs import JsonRunner, prelude
 PEER = """
 from foundry.native.lib import native
 from foundry.save import save_graph
-foundry.set_allocation_region(BASE, "1GB")
 n = 64
+outside = cu.malloc(4 * n)  # before the region: its IPC handle is the driver's
+foundry.set_allocation_region(BASE, "1GB")
 K = module("fk_copy_bytes")
 x, y = buf("x", 4 * n), buf("y", 4 * n)
 s = cu.stream_create()
@@ -53,17 +54,26 @@ out["save_released"] = save("released", va)
 cu.unmap(va, gran)
 out["unmapped"] = live()
 out["save_local"] = save("local", y)
-# An IPC mapping, open then closed.
+# An IPC mapping the driver makes (memory outside the region), open then closed.
 class IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 h = IpcHandle()
-call("cuIpcGetMemHandle", byref(h), c_uint64(y))
+call("cuIpcGetMemHandle", byref(h), c_uint64(outside))
 opened = c_uint64()
 call("cuIpcOpenMemHandle_v2", byref(opened), h, c_uint(0))
 out["ipc_open"] = live()
 out["save_ipc"] = save("ipc", opened.value)
 call("cuIpcCloseMemHandle", c_uint64(opened.value))
 out["ipc_closed"] = live()
+# Region memory's handle is Foundry's: opened, the pages are mapped in a carved reservation, which SAVE records
+# only in a process that declared its rank (this one did not).
+h = IpcHandle()
+call("cuIpcGetMemHandle", byref(h), c_uint64(y))
+call("cuIpcOpenMemHandle_v2", byref(opened), h, c_uint(0))
+out["region_ipc_open"] = live()
+out["save_region_ipc"] = save("ipc_region", opened.value)
+call("cuIpcCloseMemHandle", c_uint64(opened.value))
+out["region_ipc_closed"] = live()
 out["files"] = sorted(os.listdir(ARCH)) if os.path.isdir(ARCH) else []
 emit(**out)
 """
@@ -83,6 +93,9 @@ def test_save_refuses_while_memory_of_another_process_is_open(app_json: JsonRunn
     assert out["ipc_open"] == 1 and out["save_ipc"].get("error") == "PeerMemoryError"
     assert "cuIpcOpenMemHandle" in out["save_ipc"]["message"] and "NCCL_CUMEM_ENABLE=1" in out["save_ipc"]["message"]
     assert out["ipc_closed"] == 0
+    assert out["region_ipc_open"] == 1 and out["save_region_ipc"].get("error") == "PeerMemoryError"
+    assert "foundry.set_rank" in out["save_region_ipc"]["message"], out["save_region_ipc"]
+    assert out["region_ipc_closed"] == 0
     # Only the graph saved with nothing open was written.
     assert "local.json" in out["files"]
     assert not [f for f in out["files"] if f.startswith(("imported", "released", "ipc"))], out["files"]

@@ -2,12 +2,17 @@
  *
  * Reservations are PROT_NONE anonymous mappings. Physical allocations are ranges of one sparse
  * memfd arena; cuMemMap maps the arena range MAP_SHARED|MAP_FIXED over the reservation (PROT_NONE
- * until cuMemSetAccess), cuMemUnmap puts the PROT_NONE reservation back. */
+ * until cuMemSetAccess), cuMemUnmap puts the PROT_NONE reservation back. An allocation exported as a
+ * POSIX file descriptor moves to a memfd of its own (its live mappings remapped onto it), whose
+ * descriptor another process imports and maps: the two processes then share its pages, as two
+ * processes share a GPU allocation. */
 #include "fakecuda.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -17,10 +22,13 @@
 #define GRAN (2ull << 20)
 
 typedef struct fc_phys {
-  unsigned long long off, size; /* range in the arena */
+  unsigned long long off, size; /* range in the arena (off unused once fd is set) */
   int refs;                     /* handle references (cuMemCreate, cuMemRetainAllocationHandle) */
   int maps;                     /* live mappings */
   int device;                   /* the device it was created on (prop->location.id) */
+  int exportable;               /* created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR requested */
+  int fd;                       /* -1: in the arena; else a memfd of its own (exported or imported) */
+  int imported;                 /* made by cuMemImportFromShareableHandle: another process's memory */
 } fc_phys;
 
 typedef struct fc_resv {
@@ -172,7 +180,9 @@ static int arena_place(unsigned long long size, unsigned long long *off, size_t 
 
 static void phys_maybe_destroy(fc_phys *p) {
   if (p->refs > 0 || p->maps > 0) return;
-  fallocate(arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p->off, (off_t)p->size);
+  if (p->fd >= 0) close(p->fd); /* the pages live on while another process holds the memfd */
+  if (!p->imported)
+    fallocate(arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)p->off, (off_t)p->size);
   for (size_t i = 0; i < nphys; i++) {
     if (phys[i] != p) continue;
     memmove(&phys[i], &phys[i + 1], (nphys - i - 1) * sizeof(*phys));
@@ -199,6 +209,8 @@ static CUresult create_impl(CUmemGenericAllocationHandle *h, size_t size, const 
   p->size = size;
   p->refs = 1;
   p->device = prop->location.id;
+  p->exportable = (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+  p->fd = -1;
   memmove(&phys[at + 1], &phys[at], (nphys - at) * sizeof(*phys));
   phys[at] = p;
   nphys++;
@@ -248,6 +260,7 @@ static CUresult props_impl(CUmemAllocationProp *prop, CUmemGenericAllocationHand
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop->location.id = phys_get(h)->device;
+  if (phys_get(h)->exportable) prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return CUDA_SUCCESS;
 }
 
@@ -271,7 +284,9 @@ static CUresult map_impl(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
   for (size_t i = 0; i < nmaps; i++)
     if (ptr < maps[i].base + maps[i].size && maps[i].base < ptr + size) return CUDA_ERROR_INVALID_VALUE;
   if (!fc_grow((void **)&maps, &capmaps, nmaps + 1, sizeof(*maps))) return CUDA_ERROR_OUT_OF_MEMORY;
-  void *q = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, arena_fd, (off_t)(p->off + offset));
+  int fd = p->fd >= 0 ? p->fd : arena_fd;
+  off_t at = p->fd >= 0 ? (off_t)offset : (off_t)(p->off + offset);
+  void *q = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, at);
   if (q == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   maps[nmaps++] = (fc_map){ptr, size, p, offset, PROT_NONE};
   p->maps++;
@@ -380,25 +395,57 @@ static CUresult unmap_impl(CUdeviceptr ptr, size_t size) {
 FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { FC_GUARD(unmap_impl(ptr, size)); }
 
 /* ------------------------------------------------------------------ sharing between processes
- * Modelled inside one process: an exported POSIX file descriptor is a token naming the physical
- * allocation (no real descriptor), and an IPC handle carries the device address it was made for;
- * opening it gives that address back. What Foundry cares about is that the program imported memory
- * of "another process" through these calls. */
-#define FC_MAX_EXPORTS 64
-static fc_phys *exported[FC_MAX_EXPORTS];
+ * An exported POSIX file descriptor is a real one: the allocation's own memfd (named after its device,
+ * "fakecuda-dev<N>", which the importer reads back), duplicated for the caller, who owns it. Importing
+ * one, in this process or another, makes a handle on the same pages. An IPC handle (cuIpcGetMemHandle)
+ * still only carries the device address it was made for, and opening it gives that address back: it
+ * models the legacy IPC calls inside one process. */
+
+/* Moves an arena allocation to a memfd of its own, remapping its live mappings onto it (same addresses,
+ * same protection): its pages can then be shared with another process. */
+static CUresult phys_to_own_fd(fc_phys *p) {
+  if (p->fd >= 0) return CUDA_SUCCESS;
+  char name[32];
+  snprintf(name, sizeof(name), "fakecuda-dev%d", p->device);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (ftruncate(fd, (off_t)p->size) != 0) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  char buf[1 << 16];
+  for (unsigned long long done = 0; done < p->size;) {
+    ssize_t n = pread(arena_fd, buf, sizeof(buf), (off_t)(p->off + done));
+    if (n <= 0 || pwrite(fd, buf, (size_t)n, (off_t)done) != n) {
+      close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    done += (unsigned long long)n;
+  }
+  for (size_t i = 0; i < nmaps; i++) {
+    if (maps[i].phys != p) continue;
+    void *q = mmap((void *)(uintptr_t)maps[i].base, maps[i].size, maps[i].prot, MAP_SHARED | MAP_FIXED, fd,
+                   (off_t)maps[i].offset);
+    if (q == MAP_FAILED) {
+      close(fd);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  p->fd = fd;
+  return CUDA_SUCCESS;
+}
 
 static CUresult export_impl(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
                             unsigned long long flags) {
   fc_phys *p = phys_get(h);
   if (!out || !p || flags || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
-  for (int i = 0; i < FC_MAX_EXPORTS; i++) {
-    if (!exported[i] || exported[i] == p) {
-      exported[i] = p;
-      *(int *)out = 1000 + i;
-      return CUDA_SUCCESS;
-    }
-  }
-  return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!p->exportable) return CUDA_ERROR_INVALID_VALUE; /* as the driver: not created exportable */
+  CUresult r = phys_to_own_fd(p);
+  if (r != CUDA_SUCCESS) return r;
+  int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *(int *)out = fd;
+  return CUDA_SUCCESS;
 }
 
 FC_API CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
@@ -407,12 +454,31 @@ FC_API CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHa
 }
 
 static CUresult import_impl(CUmemGenericAllocationHandle *h, void *os_handle, CUmemAllocationHandleType type) {
-  long token = (long)(intptr_t)os_handle - 1000;
-  if (!h || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || token < 0 || token >= FC_MAX_EXPORTS ||
-      !exported[token] || !phys_get((CUmemGenericAllocationHandle)(uintptr_t)exported[token]))
-    return CUDA_ERROR_INVALID_VALUE;
-  exported[token]->refs++;
-  *h = (CUmemGenericAllocationHandle)(uintptr_t)exported[token];
+  int given = (int)(intptr_t)os_handle;
+  if (!h || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || given < 0) return CUDA_ERROR_INVALID_VALUE;
+  char link[64], target[128];
+  snprintf(link, sizeof(link), "/proc/self/fd/%d", given);
+  ssize_t n = readlink(link, target, sizeof(target) - 1);
+  if (n <= 0) return CUDA_ERROR_INVALID_VALUE;
+  target[n] = 0;
+  int device = -1;
+  if (sscanf(target, "/memfd:fakecuda-dev%d", &device) != 1 || device < 0) return CUDA_ERROR_INVALID_VALUE;
+  struct stat st;
+  if (fstat(given, &st) != 0 || st.st_size <= 0 || (unsigned long long)st.st_size % GRAN) return CUDA_ERROR_INVALID_VALUE;
+  fc_phys *p = calloc(1, sizeof(*p));
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  p->fd = fcntl(given, F_DUPFD_CLOEXEC, 0); /* the caller closes its descriptor, as with the driver */
+  if (p->fd < 0) {
+    free(p);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  p->size = (unsigned long long)st.st_size;
+  p->refs = 1;
+  p->device = device;
+  p->exportable = 1;
+  p->imported = 1;
+  fc_handle_add(p, FC_K_PHYS);
+  *h = (CUmemGenericAllocationHandle)(uintptr_t)p;
   return CUDA_SUCCESS;
 }
 

@@ -15,7 +15,12 @@ set-up in the same order (region, process group, warm-up), then CUDAGraph.load, 
 the communicator sound after LOAD restored SAVE's memory?), and the replay. Prints one JSON line: per rank
 what SAVE recorded (peer mappings, rank), whether LOAD matched native, and errors.
 NVLink multicast stays off in every process (NCCL_NVLS_ENABLE=0 and the torch/NVSHMEM switches).
-Fewer than 2 GPUs: prints {"skipped": ...} and exits 0."""
+Fewer than 2 GPUs: prints {"skipped": ...} and exits 0.
+
+With FOUNDRY_MULTI_IPC=1 each rank also shares a buffer of its region with the other the way a custom all-reduce
+shares its buffers (cuIpcGetMemHandle, the handles exchanged, cuIpcOpenMemHandle: csrc/ipc.c), in the set-up both
+phases repeat, and the captured graph reads the peer's buffer through the opened pointer, which its kernel takes by
+value: LOAD matches native only if the peer's pages are mapped at SAVE's address again."""
 
 from __future__ import annotations
 
@@ -76,6 +81,40 @@ def _set_up(rank: int, port: int) -> torch.Tensor:
     dist.all_reduce(warm)  # NCCL connects its peers (and maps their buffers) at the first collective
     torch.cuda.synchronize()
     return x
+
+
+IPC = os.environ.get("FOUNDRY_MULTI_IPC") == "1"
+_KEEP: list[Any] = []  # this rank's shared buffer: alive while the process runs
+
+
+class _Raw:
+    """A device pointer as torch takes one (``__cuda_array_interface__``): the peer's buffer, opened here."""
+
+    def __init__(self, ptr: int, n: int) -> None:
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False), "version": 3}
+
+
+def _peer_buffer(rank: int) -> torch.Tensor:
+    """This rank's buffer (rank + 1 everywhere) shared by IPC handle; the peer's, opened here, as a tensor."""
+    import ctypes
+
+    mine = torch.full((N,), float(rank + 1), device="cuda")
+    _KEEP.append(mine)
+    torch.cuda.synchronize()
+    cuda = ctypes.CDLL("libcuda.so.1")  # the interposer answers dlsym for the IPC calls
+    handle = (ctypes.c_ubyte * 64)()
+    rc = cuda.cuIpcGetMemHandle(handle, ctypes.c_uint64(mine.data_ptr()))
+    if rc != 0:
+        raise RuntimeError(f"cuIpcGetMemHandle failed ({rc})")
+    handles: list[Any] = [None] * WORLD
+    dist.all_gather_object(handles, bytes(handle))  # every rank's handle made before any is opened
+    theirs = (ctypes.c_ubyte * 64).from_buffer_copy(handles[(rank + 1) % WORLD])
+    ptr = ctypes.c_uint64()
+    rc = cuda.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), theirs, ctypes.c_uint(1))
+    if rc != 0:
+        raise RuntimeError(f"cuIpcOpenMemHandle failed ({rc})")
+    dist.barrier()  # every rank has opened its peer's before either goes on
+    return torch.as_tensor(_Raw(ptr.value, N), device="cuda")
 
 
 def _peers(arch: Path) -> dict[str, Any]:
@@ -148,13 +187,14 @@ def _capture_and_save(rank: int, port: int, work: str) -> Path:
     import foundry
 
     x = _set_up(rank, port)
+    peer = _peer_buffer(rank) if IPC else None
     suffix = os.environ.get("FOUNDRY_MULTI_SUFFIX", "")
     arch = Path(work) / f"rank_{rank}{suffix}"
     g = foundry.CUDAGraph()
     with foundry.graph(g):
         y = x * 2
         dist.all_reduce(y)
-        result = y + 1
+        result = y + 1 if peer is None else y + 1 + peer * 0.5
     g.replay()
     torch.cuda.synchronize()
     native = result.cpu()
@@ -189,6 +229,8 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         torch.cuda.init()
         foundry.load_cuda_modules_and_libraries(arch)
         _set_up(rank, port)
+        if IPC:
+            _peer_buffer(rank)
         _dump_state(arch, f"load_before_{rank}")
         g, result = foundry.CUDAGraph.load(arch / "g.json")
         _dump_state(arch, f"load_after_{rank}")

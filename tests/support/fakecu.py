@@ -136,6 +136,7 @@ class Cuda:
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE
         prop.location.id = device
+        prop.requestedHandleTypes = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: exportable, as NCCL asks
         return prop
 
     def granularity(self) -> int:

@@ -1,0 +1,138 @@
+"""IPC handles of region memory (csrc/ipc.c), between real processes on the fake driver: what a custom all-reduce
+does with its buffers. One process allocates in its region and makes a handle (cuIpcGetMemHandle); others open
+it (cuIpcOpenMemHandle) and read and write the same pages, mapped into a reservation carved from their own region,
+so at the same address in every fresh process that repeats the same calls, and listed as imported memory that
+SAVE records (foundry.set_rank) and LOAD checks. A handle whose process is gone is refused by name, with no hang."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support.graphs import prelude
+from tests.support.subproc import child_env
+
+EXPORTER = """
+foundry.set_allocation_region(BASE, "1GB")
+n = 4096
+pad = buf("pad", 3 * 4096)  # the buffer does not start at its granule: the handle carries its offset
+x = buf("x", n)
+cu.memcpy_htod(x, PATTERN)
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+handles = {}
+for name, ptr in (("base", x), ("inside", x + 256)):
+    h = IpcHandle()
+    call("cuIpcGetMemHandle", byref(h), c_uint64(ptr))
+    handles[name] = bytes(h.reserved).hex()
+with open(HANDLES + ".part", "w") as f:
+    json.dump(handles, f)
+os.replace(HANDLES + ".part", HANDLES)
+deadline = time.time() + 60
+while not os.path.exists(DONE) and time.time() < deadline:
+    time.sleep(0.02)
+emit(done=os.path.exists(DONE), x=x, now=cu.memcpy_dtoh(x, 16).hex())
+"""
+
+IMPORTER = """
+from foundry.native.imports import open_imports
+foundry.set_allocation_region(BASE, "1GB")
+foundry.set_rank(1, 2)
+local = buf("local", 4096)  # this process's own allocation before the peer's: the carved address follows it
+handles = json.load(open(HANDLES))
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+def open_handle(hexed):
+    h = IpcHandle()
+    ctypes.memmove(h.reserved, bytes.fromhex(hexed), 64)
+    p = c_uint64()
+    call("cuIpcOpenMemHandle_v2", byref(p), h, c_uint(1))
+    return p.value
+base = open_handle(handles["base"])
+inside = open_handle(handles["inside"])
+seen = cu.memcpy_dtoh(base, 4096)
+cu.memcpy_htod(base, WRITE)
+imports = open_imports()
+out = dict(base=base, inside=inside, same=seen == PATTERN, inside_reads=cu.memcpy_dtoh(inside, 4) == PATTERN[256:260],
+           mappings=[[m.address, m.size, m.in_region] for m in imports.mappings], handles=imports.handles,
+           ipc_open=imports.ipc_open)
+call("cuIpcCloseMemHandle", c_uint64(inside))
+call("cuIpcCloseMemHandle", c_uint64(base))
+out["after_close"] = len(open_imports().mappings)
+emit(**out)
+"""
+
+SETTINGS = """
+import json, time
+PATTERN = bytes((7 * i + 3) % 256 for i in range(4096))
+WRITE = bytes(range(16))
+HANDLES = {handles!r}
+DONE = {done!r}
+"""
+
+
+def _script(tmp_path: Path, body: str) -> str:
+    settings = SETTINGS.format(handles=str(tmp_path / "handles.json"), done=str(tmp_path / "done"))
+    return prelude(tmp_path / "arch") + textwrap.dedent(settings) + textwrap.dedent(body)
+
+
+def _run(code: str, fakecuda_dir: Path, foundry_lib: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(fakecuda_dir, None, foundry_lib),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_handle_of_region_memory_maps_the_same_pages_at_the_same_carved_address_in_each_fresh_process(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    env = child_env(fakecuda_dir, None, foundry_lib)
+    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, EXPORTER)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "handles.json").exists() and exporter.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "handles.json").exists(), exporter.communicate(timeout=10)
+        first = _run(_script(tmp_path, IMPORTER), fakecuda_dir, foundry_lib)
+        again = _run(_script(tmp_path, IMPORTER), fakecuda_dir, foundry_lib)
+        (tmp_path / "done").touch()
+        out, err = exporter.communicate(timeout=60)
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
+    assert exporter.returncode == 0, err[-3000:]
+    exported = json.loads(out.strip().splitlines()[-1])
+    # the peer's bytes, read through the handle, and an interior pointer's handle opens at its offset
+    assert first["same"] and first["inside_reads"] and first["inside"] != first["base"]
+    # in the region, carved: the same address in a fresh process that repeats the calls
+    assert first["base"] == again["base"] and first["inside"] == again["inside"]
+    assert all(in_region for _, _, in_region in first["mappings"]) and len(first["mappings"]) == 2
+    assert first["ipc_open"] == 0 and first["handles"] == 0  # mappings of imported memory, handles released
+    assert first["after_close"] == 0
+    # the importers' writes reached the exporter's pages
+    assert exported["done"] and bytes.fromhex(exported["now"]) == bytes(range(16))
+
+
+def test_a_handle_whose_process_is_gone_is_refused_by_name(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    (tmp_path / "done").touch()  # the exporter makes its handles and exits at once
+    exported = _run(_script(tmp_path, EXPORTER), fakecuda_dir, foundry_lib)
+    assert exported["done"]
+    code = _script(tmp_path, IMPORTER).replace(
+        'base = open_handle(handles["base"])',
+        'r = attempt(lambda: open_handle(handles["base"]))\n'
+        "from foundry.native.lib import native\n"
+        "emit(result=r, message=native().last_error())\nraise SystemExit(0)\nbase = 0",
+    )
+    t0 = time.monotonic()
+    out = _run(code, fakecuda_dir, foundry_lib)
+    assert time.monotonic() - t0 < 60  # refused at once: nobody listens for a gone process
+    assert "error" in out["result"], out
+    assert "did not answer" in out["message"] and "exited" in out["message"], out["message"]
