@@ -87,34 +87,51 @@ IPC = os.environ.get("FOUNDRY_MULTI_IPC") == "1"
 _KEEP: list[Any] = []  # this rank's shared buffer: alive while the process runs
 
 
-class _Raw:
-    """A device pointer as torch takes one (``__cuda_array_interface__``): the peer's buffer, opened here."""
+PEER_ADD = r"""
+extern "C" __global__ void peer_add(float* out, const float* y, const float* peer, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = y[i] + 1.0f + 0.5f * peer[i];
+}
+"""
 
-    def __init__(self, ptr: int, n: int) -> None:
-        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "<f4", "data": (ptr, False), "version": 3}
 
-
-def _peer_buffer(rank: int) -> torch.Tensor:
-    """This rank's buffer (rank + 1 everywhere) shared by IPC handle; the peer's, opened here, as a tensor."""
+def _peer_buffer(rank: int) -> int:
+    """This rank's buffer (rank + 1 everywhere) shared by IPC handle; the peer's, opened here: its address, which
+    a kernel takes by value as a custom all-reduce's does (torch would not wrap another device's pages)."""
     import ctypes
 
     mine = torch.full((N,), float(rank + 1), device="cuda")
     _KEEP.append(mine)
     torch.cuda.synchronize()
+
+    class IpcHandle(ctypes.Structure):  # CUipcMemHandle: passed by value, 64 bytes
+        _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+
     cuda = ctypes.CDLL("libcuda.so.1")  # the interposer answers dlsym for the IPC calls
-    handle = (ctypes.c_ubyte * 64)()
-    rc = cuda.cuIpcGetMemHandle(handle, ctypes.c_uint64(mine.data_ptr()))
+    handle = IpcHandle()
+    rc = cuda.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(mine.data_ptr()))
     if rc != 0:
         raise RuntimeError(f"cuIpcGetMemHandle failed ({rc})")
     handles: list[Any] = [None] * WORLD
     dist.all_gather_object(handles, bytes(handle))  # every rank's handle made before any is opened
-    theirs = (ctypes.c_ubyte * 64).from_buffer_copy(handles[(rank + 1) % WORLD])
+    theirs = IpcHandle.from_buffer_copy(handles[(rank + 1) % WORLD])
     ptr = ctypes.c_uint64()
     rc = cuda.cuIpcOpenMemHandle_v2(ctypes.byref(ptr), theirs, ctypes.c_uint(1))
     if rc != 0:
         raise RuntimeError(f"cuIpcOpenMemHandle failed ({rc})")
     dist.barrier()  # every rank has opened its peer's before either goes on
-    return torch.as_tensor(_Raw(ptr.value, N), device="cuda")
+    return int(ptr.value)
+
+
+def _add_peer(y: torch.Tensor, peer: int) -> torch.Tensor:
+    """y + 1 + peer / 2, the peer's buffer read through its address by a cupy kernel on torch's stream."""
+    import cupy
+    from cupy_processes import launch  # tests/gpu, this script's folder
+
+    kernel = cupy.RawKernel(PEER_ADD, "peer_add")
+    out = torch.empty_like(y)
+    launch(kernel, N // 256, 256, (cupy.asarray(out), cupy.asarray(y), cupy.uint64(peer), cupy.int32(N)))
+    return out
 
 
 def _peers(arch: Path) -> dict[str, Any]:
@@ -188,13 +205,16 @@ def _capture_and_save(rank: int, port: int, work: str) -> Path:
 
     x = _set_up(rank, port)
     peer = _peer_buffer(rank) if IPC else None
+    if peer is not None:
+        _add_peer(x, peer)  # compiled and loaded before the capture, as every kernel of the graph
+        torch.cuda.synchronize()
     suffix = os.environ.get("FOUNDRY_MULTI_SUFFIX", "")
     arch = Path(work) / f"rank_{rank}{suffix}"
     g = foundry.CUDAGraph()
     with foundry.graph(g):
         y = x * 2
         dist.all_reduce(y)
-        result = y + 1 if peer is None else y + 1 + peer * 0.5
+        result = y + 1 if peer is None else _add_peer(y, peer)
     g.replay()
     torch.cuda.synchronize()
     native = result.cpu()
@@ -228,9 +248,10 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         torch.cuda.set_device(rank)
         torch.cuda.init()
         foundry.load_cuda_modules_and_libraries(arch)
-        _set_up(rank, port)
-        if IPC:
-            _peer_buffer(rank)
+        x = _set_up(rank, port)
+        if IPC:  # the same calls as SAVE's before its capture: the same addresses
+            _add_peer(x, _peer_buffer(rank))
+            torch.cuda.synchronize()
         _dump_state(arch, f"load_before_{rank}")
         g, result = foundry.CUDAGraph.load(arch / "g.json")
         _dump_state(arch, f"load_after_{rank}")
