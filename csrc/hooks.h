@@ -18,6 +18,7 @@
   X(cuMemAllocPitch, cuMemAllocPitch_v2, 3020, 0)                           \
   X(cuMemFree, cuMemFree_v2, 3020, 0)                                       \
   X(cuMemGetAddressRange, cuMemGetAddressRange_v2, 3020, 0)                 \
+  X(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0)                  \
   X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                          \
   X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                             \
   X(cuMemAllocAsync, cuMemAllocAsync_ptsz, 11020, 1)                        \

@@ -45,6 +45,7 @@ fdy_cuGraphLaunch_t cuGraphLaunch_ptsz;
   X(cuMemAllocManaged) X(cuStreamIsCapturing) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)   \
   X(cuMemImportFromShareableHandle) X(cuMemGetAllocationPropertiesFromHandle)                \
   X(cuIpcGetMemHandle) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle)         \
+  X(cuPointerGetAttribute)                                                                   \
   X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleLoadFatBinary)          \
   X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetFunctionCount)                        \
   X(cuModuleEnumerateFunctions) X(cuLibraryLoadData) X(cuLibraryLoadFromFile)                 \

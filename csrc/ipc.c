@@ -137,6 +137,10 @@ static void *listen_loop(void *arg) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return NULL;
     }
+    /* A peer that connects and says nothing must not hold the others up. */
+    struct timeval tv = {IPC_TIMEOUT_S / 6, 0};
+    setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     serve(conn);
     close(conn);
   }

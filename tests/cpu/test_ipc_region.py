@@ -30,6 +30,16 @@ for name, ptr in (("base", x), ("inside", x + 256)):
     h = IpcHandle()
     call("cuIpcGetMemHandle", byref(h), c_uint64(ptr))
     handles[name] = bytes(h.reserved).hex()
+# vLLM's custom all-reduce shares a graph's buffer as the handle of its allocation's start (RANGE_START_ADDR) and
+# the offset from it: the start must be the allocation's, as cuMemGetAddressRange says, not the mapping's.
+start, size = c_uint64(), c_size_t()
+call("cuPointerGetAttribute", byref(start), c_int(11), c_uint64(x + 256))  # CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+call("cuPointerGetAttribute", byref(size), c_int(12), c_uint64(x + 256))  # CU_POINTER_ATTRIBUTE_RANGE_SIZE
+h = IpcHandle()
+call("cuIpcGetMemHandle", byref(h), c_uint64(start.value))
+handles["start"] = bytes(h.reserved).hex()
+handles["offset"] = x + 256 - start.value
+handles["range"] = [start.value == x, size.value]
 with open(HANDLES + ".part", "w") as f:
     json.dump(handles, f)
 os.replace(HANDLES + ".part", HANDLES)
@@ -55,12 +65,15 @@ def open_handle(hexed):
     return p.value
 base = open_handle(handles["base"])
 inside = open_handle(handles["inside"])
+start = open_handle(handles["start"])
+by_offset = cu.memcpy_dtoh(start + handles["offset"], 4) == PATTERN[256:260]
+call("cuIpcCloseMemHandle", c_uint64(start))
 seen = cu.memcpy_dtoh(base, 4096)
 cu.memcpy_htod(base, WRITE)
 imports = open_imports()
 out = dict(base=base, inside=inside, same=seen == PATTERN, inside_reads=cu.memcpy_dtoh(inside, 4) == PATTERN[256:260],
            mappings=[[m.address, m.size, m.in_region] for m in imports.mappings], handles=imports.handles,
-           ipc_open=imports.ipc_open)
+           ipc_open=imports.ipc_open, by_offset=by_offset, range=handles["range"])
 call("cuIpcCloseMemHandle", c_uint64(inside))
 call("cuIpcCloseMemHandle", c_uint64(base))
 out["after_close"] = len(open_imports().mappings)
@@ -110,6 +123,8 @@ def test_a_handle_of_region_memory_maps_the_same_pages_at_the_same_carved_addres
     exported = json.loads(out.strip().splitlines()[-1])
     # the peer's bytes, read through the handle, and an interior pointer's handle opens at its offset
     assert first["same"] and first["inside_reads"] and first["inside"] != first["base"]
+    # the allocation's start and size as the region placed it, and its handle plus the offset reads the pointer's bytes
+    assert first["range"] == [True, 4096] and first["by_offset"]
     # in the region, carved: the same address in a fresh process that repeats the calls
     assert first["base"] == again["base"] and first["inside"] == again["inside"]
     assert all(in_region for _, _, in_region in first["mappings"]) and len(first["mappings"]) == 2
