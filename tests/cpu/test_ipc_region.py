@@ -114,6 +114,9 @@ def test_a_handle_of_region_memory_maps_the_same_pages_at_the_same_carved_addres
         assert (tmp_path / "handles.json").exists(), exporter.communicate(timeout=10)
         first = _run(_script(tmp_path, IMPORTER), fakecuda_dir, foundry_lib)
         again = _run(_script(tmp_path, IMPORTER), fakecuda_dir, foundry_lib)
+        # a process without a region maps the pages where the driver chooses: listed outside the region
+        unplaced = IMPORTER.replace('foundry.set_allocation_region(BASE, "1GB")\n', "")
+        outside = _run(_script(tmp_path, unplaced), fakecuda_dir, foundry_lib)
         (tmp_path / "done").touch()
         out, err = exporter.communicate(timeout=60)
     finally:
@@ -130,6 +133,7 @@ def test_a_handle_of_region_memory_maps_the_same_pages_at_the_same_carved_addres
     assert all(in_region for _, _, in_region in first["mappings"]) and len(first["mappings"]) == 2
     assert first["ipc_open"] == 0 and first["handles"] == 0  # mappings of imported memory, handles released
     assert first["after_close"] == 0
+    assert outside["inside_reads"] and outside["by_offset"] and not any(m[2] for m in outside["mappings"]), outside
     # the importers' writes reached the exporter's pages
     assert exported["done"] and bytes.fromhex(exported["now"]) == bytes(range(16))
 
