@@ -2,7 +2,9 @@
 does with its buffers. One process allocates in its region and makes a handle (cuIpcGetMemHandle); others open
 it (cuIpcOpenMemHandle) and read and write the same pages, mapped into a reservation carved from their own region,
 so at the same address in every fresh process that repeats the same calls, and listed as imported memory that
-SAVE records (foundry.set_rank) and LOAD checks. A handle whose process is gone is refused by name, with no hang."""
+SAVE records (foundry.set_rank) and LOAD checks: a graph whose kernel reads the peer's buffer through the opened
+pointer saves, and loads in a fresh process that opens the handle again (refused by name where it does not). A
+handle whose process is gone is refused by name, with no hang."""
 
 from __future__ import annotations
 
@@ -155,3 +157,82 @@ def test_a_handle_whose_process_is_gone_is_refused_by_name(
     assert time.monotonic() - t0 < 60  # refused at once: nobody listens for a gone process
     assert "error" in out["result"], out
     assert "did not answer" in out["message"] and "exited" in out["message"], out["message"]
+
+
+# The rank that reads its peer's buffer in a graph (a custom all-reduce's kernel takes the peer's address by
+# value): SAVE records the opened mapping with its rank; LOAD, in a fresh process that repeats the calls, opens
+# the handle again, finds the pages where SAVE had them and replays the peer's current bytes.
+READER = """
+from foundry.save import save_graph, save_graph_manifest
+from foundry.load import load_graph
+from foundry.native.imports import open_imports
+from foundry.schema import OutputSpec
+if not SAVE:
+    foundry.load_cuda_modules_and_libraries(ARCH)
+foundry.set_rank(1, 2)
+foundry.set_allocation_region(BASE, "1GB")
+K = module("fk_copy_bytes")
+y = buf("y", 256)
+handles = json.load(open(HANDLES))
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+peer = 0
+if OPEN:
+    h = IpcHandle()
+    ctypes.memmove(h.reserved, bytes.fromhex(handles["inside"]), 64)
+    p = c_uint64()
+    call("cuIpcOpenMemHandle_v2", byref(p), h, c_uint(1))
+    peer = p.value
+path = os.path.join(ARCH, "reader.json")
+if SAVE:
+    s = cu.stream_create()
+    cu.begin_capture(s)
+    cu.launch(K["fk_copy_bytes"], (1, 1, 1), (1, 1, 1), [("ptr", y), ("ptr", peer), (c_uint64, 256)], stream=s)
+    g = cu.end_capture(s)
+    out = [OutputSpec(y, (64,), (1,), "float32", 256)]
+    r = attempt(lambda: save_graph(g, path, outputs=out, archive_dir=ARCH).name)
+    save_graph_manifest(ARCH)
+    cu.graph_launch(cu.instantiate(g), 0)
+    cu.sync()
+    emit(saved=r, peer=peer, native=cu.memcpy_dtoh(y, 256).hex(), peers=len(open_imports().mappings))
+else:
+    cu.memset_d32(y, 0, 64)
+    r = attempt(lambda: load_graph(path))
+    if "ok" in r:
+        cu.graph_launch(r["ok"].exec, 0)
+        cu.sync()
+        r = {"ok": cu.memcpy_dtoh(y, 256).hex()}
+    emit(load=r, peer=peer)
+"""
+
+
+def test_a_graph_reading_a_peers_buffer_by_ipc_handle_saves_and_loads_in_fresh_processes(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    env = child_env(fakecuda_dir, None, foundry_lib)
+    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, EXPORTER)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "handles.json").exists() and exporter.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "handles.json").exists(), exporter.communicate(timeout=10)
+
+        def reader(save: bool, open_handle: bool) -> dict[str, Any]:
+            head = f"SAVE = {save!r}\nOPEN = {open_handle!r}\n"
+            return _run(_script(tmp_path, head + READER), fakecuda_dir, foundry_lib)
+
+        saved = reader(save=True, open_handle=True)
+        loaded = reader(save=False, open_handle=True)
+        refused = reader(save=False, open_handle=False)
+        (tmp_path / "done").touch()
+        exporter.communicate(timeout=60)
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
+    pattern = bytes((7 * i + 3) % 256 for i in range(4096))
+    assert saved["saved"] == {"ok": "reader"} and saved["peers"] == 1, saved
+    assert bytes.fromhex(saved["native"]) == pattern[256:512]  # the peer's bytes at the handle's pointer
+    assert loaded["peer"] == saved["peer"] and loaded["load"] == {"ok": saved["native"]}, loaded
+    # not opened again: nothing of the peer is mapped where SAVE had it, refused before anything replays
+    assert refused["load"].get("error") == "PeerMappingError", refused
