@@ -4,6 +4,8 @@ summary, a line per rank and phase.
     python3 scripts/multi_summary.py join OUT       OUT/multi-save.json + OUT/multi-load.json (+ OUT/multi-ipc.json,
                                                     the run sharing region memory by IPC handle) -> stdout
     python3 scripts/multi_summary.py show FILE      the summary of a joined document
+    python3 scripts/multi_summary.py probe SAVE LOAD the custom all-reduce probe's two phases
+                                                    (tests/gpu/custom_ar_probe.py), a line per rank and phase
 """
 
 from __future__ import annotations
@@ -57,12 +59,33 @@ def show(doc: dict[str, Any], prefix: str = "") -> list[str]:
     return lines
 
 
+def probe(save: dict[str, Any], load: dict[str, Any]) -> list[str]:
+    """The custom all-reduce probe: whether SAVE's registration used Foundry's handles, its offsets, the peers it
+    recorded and the native replay; whether LOAD replayed identically or what refused it."""
+    if "skipped" in save:
+        return [f"skipped: {save['skipped']}"]
+    lines = []
+    for phase, doc in (("save", save), ("load", load)):
+        for o in doc.get(phase, []):
+            if o.get("error"):
+                what = f"{o['error']}: {str(o.get('message', ''))[:300]}"
+            elif phase == "save":
+                what = (f"saved foundry_handles={o.get('foundry_handles')} offsets={o.get('offsets')} "
+                        f"native_ok={o.get('native_ok')} peers={o.get('peers')}")  # fmt: skip
+            else:
+                what = "identical" if o.get("identical") else "DIFFERS"
+            lines.append(f"{phase} rank {o.get('rank')} {what} exit={o.get('exitcode')}")
+    return lines or ["no phase reported: see custom-ar-save.log and custom-ar-load.log"]
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("join", "show"):
+    if not ((len(argv) == 2 and argv[0] in ("join", "show")) or (len(argv) == 3 and argv[0] == "probe")):
         print(__doc__, file=sys.stderr)
         return 2
     if argv[0] == "join":
         print(json.dumps(join(Path(argv[1]))))
+    elif argv[0] == "probe":
+        print("\n".join(probe(_last(Path(argv[1])), _last(Path(argv[2])))))
     else:
         print("\n".join(show(_last(Path(argv[1])))))
     return 0

@@ -1,0 +1,137 @@
+"""vLLM's custom all-reduce under the region, two ranks, outside the engine (run under `foundry run`, with vLLM's
+bundle on the path: scripts/gpu_custom_ar.sh). A probe of what the plugin must handle before it can stop refusing
+the engines' default all-reduce (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins").
+
+    python tests/gpu/custom_ar_probe.py WORK_DIR save|load
+
+Phase "save": each rank sets its device, its rank and the region, creates NCCL's process group and a gloo group,
+then vLLM's `CustomAllreduce` over the gloo group (its shared buffers: `cudaMalloc`, `cudaIpcGetMemHandle`, the
+peers' opened: Foundry's IPC handles of region memory, csrc/ipc.c), checks an eager all-reduce, captures one
+custom all-reduce in a Foundry graph inside `ca.capture()` (whose exit registers the graph's input with the peer:
+`get_graph_buffer_ipc_meta`, the handles exchanged and opened, `rank_data` written), replays it and saves. It reports
+whether the registration's handles are Foundry's and its offsets, the peer mappings SAVE recorded, and the replay.
+Phase "load": fresh processes repeat the set-up and load the graph. Until the plugin rebuilds the registration
+(`rank_data`), LOAD is expected to refuse it by name (`PeerMappingError`: the registration's peer mapping is not
+made again); a replay that ran would be compared with native bit for bit. Prints one JSON line."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("VLLM_SKIP_P2P_CHECK", "1")  # the driver's P2P report, not vLLM's test in subprocesses
+
+import torch
+import torch.distributed as dist
+from multi_rank import BASE, REGION, WORLD, _phase, _report_and_tear_down  # this folder's two-rank harness
+
+N = 1 << 18  # 1 MiB of floats: under the custom all-reduce's 8 MiB buffer
+
+
+def _set_up(rank: int, port: int) -> tuple[Any, torch.Tensor]:
+    """The same calls in the same order in both phases: the buffers' and the peers' addresses follow from them."""
+    from vllm.distributed.device_communicators.custom_all_reduce import CustomAllreduce
+
+    import foundry
+
+    torch.cuda.set_device(rank)
+    torch.cuda.init()
+    foundry.set_rank(rank, WORLD)
+    foundry.set_allocation_region(BASE, foundry.parse_size(REGION))
+    dist.init_process_group(
+        "nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD, device_id=torch.device("cuda", rank)
+    )
+    cpu_group = dist.new_group(backend="gloo")
+    ca = CustomAllreduce(cpu_group, rank)
+    ca.finalize_p2p()
+    if ca.disabled:
+        raise RuntimeError("vLLM left its custom all-reduce off on this machine (see its log)")
+    x = torch.full((N,), float(rank + 1), device="cuda")
+    eager = ca.custom_all_reduce(x)
+    torch.cuda.synchronize()
+    if eager is None or not bool(torch.all(eager == 3.0)):
+        raise RuntimeError(f"the eager custom all-reduce gave {None if eager is None else eager[:4].tolist()}")
+    return ca, x
+
+
+def save_rank(rank: int, port: int, work: str, results: Any) -> None:
+    from vllm import _custom_ops as ops
+
+    import foundry
+
+    out: dict[str, Any] = {"rank": rank, "phase": "save"}
+    ca = None
+    try:
+        ca, x = _set_up(rank, port)
+        g = foundry.CUDAGraph()
+        with ca.capture():
+            with foundry.graph(g):
+                y = ca.custom_all_reduce(x)
+            handles, offsets = ops.get_graph_buffer_ipc_meta(ca._ptr)  # what the capture's exit registers
+        out["foundry_handles"] = bytes(v & 0xFF for v in handles[:7]) == b"FDYIPC1"  # the C++ hands out signed bytes
+        out["offsets"] = list(offsets)
+        g.replay()
+        torch.cuda.synchronize()
+        native = y.cpu()
+        out["native_ok"] = bool(torch.all(native == 3.0))
+        torch.save(native, Path(work) / f"native_{rank}.pt")
+        arch = Path(work) / f"rank_{rank}"
+        g.save(arch / "g.json", output_tensors=y, archive_dir=arch)
+        foundry.save_graph_manifest(arch)
+        from foundry.archive import read_meta
+
+        meta = read_meta(arch / "g.json")
+        out.update(saved=True, peers=[[p.offset, p.size] for p in meta.peers])
+        del g
+        gc.collect()
+    except Exception as exc:
+        out.update(error=type(exc).__name__, message=str(exc)[:800], trace=traceback.format_exc()[-1500:])
+    if ca is not None:
+        ca.close()
+    _report_and_tear_down(out, results)
+
+
+def load_rank(rank: int, port: int, work: str, results: Any) -> None:
+    import foundry
+
+    out: dict[str, Any] = {"rank": rank, "phase": "load"}
+    ca = None
+    try:
+        arch = Path(work) / f"rank_{rank}"
+        torch.cuda.set_device(rank)
+        torch.cuda.init()
+        foundry.load_cuda_modules_and_libraries(arch)
+        ca, _ = _set_up(rank, port)
+        g, y = foundry.CUDAGraph.load(arch / "g.json")
+        g.replay()
+        torch.cuda.synchronize()
+        native = torch.load(Path(work) / f"native_{rank}.pt")
+        out["identical"] = bool(torch.equal(y.cpu().view(torch.int32), native.view(torch.int32)))
+    except Exception as exc:
+        out.update(error=type(exc).__name__, message=str(exc)[:800], trace=traceback.format_exc()[-1500:])
+    if ca is not None:
+        ca.close()
+    _report_and_tear_down(out, results)
+
+
+def main() -> None:
+    if torch.cuda.device_count() < WORLD:
+        print(json.dumps({"skipped": f"needs {WORLD} GPUs, found {torch.cuda.device_count()}"}))
+        return
+    try:
+        import vllm._custom_ops  # noqa: F401
+    except ImportError as exc:
+        print(json.dumps({"skipped": f"vLLM is not importable here ({exc}): stage its bundle first"}))
+        return
+    work, phase = sys.argv[1], sys.argv[2]
+    target = save_rank if phase == "save" else load_rank
+    print(json.dumps({"work": work, "phase": phase, phase: _phase(target, work)}))
+
+
+if __name__ == "__main__":
+    main()
