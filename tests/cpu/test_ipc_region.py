@@ -13,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,29 +105,38 @@ def _run(code: str, fakecuda_dir: Path, foundry_lib: Path) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_a_handle_of_region_memory_maps_the_same_pages_at_the_same_carved_address_in_each_fresh_process(
-    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
-) -> None:
-    env = child_env(fakecuda_dir, None, foundry_lib)
-    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, EXPORTER)], env=env,
+@contextmanager
+def _exporter(tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path) -> Iterator[dict[str, Any]]:
+    """The exporting process, up with its handles written while the block runs; then told it is done. The dict
+    yielded holds its JSON line afterwards."""
+    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, EXPORTER)],
+                                env=child_env(fakecuda_dir, None, foundry_lib),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    exported: dict[str, Any] = {}
     try:
         deadline = time.time() + 60
         while not (tmp_path / "handles.json").exists() and exporter.poll() is None and time.time() < deadline:
             time.sleep(0.02)
         assert (tmp_path / "handles.json").exists(), exporter.communicate(timeout=10)
+        yield exported
+        (tmp_path / "done").touch()
+        out, err = exporter.communicate(timeout=60)
+        assert exporter.returncode == 0, err[-3000:]
+        exported.update(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
+
+
+def test_a_handle_of_region_memory_maps_the_same_pages_at_the_same_carved_address_in_each_fresh_process(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    with _exporter(tmp_path, fakecuda_dir, foundry_lib) as exported:
         first = _run(_script(tmp_path, IMPORTER), fakecuda_dir, foundry_lib)
         again = _run(_script(tmp_path, IMPORTER), fakecuda_dir, foundry_lib)
         # a process without a region maps the pages where the driver chooses: listed outside the region
         unplaced = IMPORTER.replace('foundry.set_allocation_region(BASE, "1GB")\n', "")
         outside = _run(_script(tmp_path, unplaced), fakecuda_dir, foundry_lib)
-        (tmp_path / "done").touch()
-        out, err = exporter.communicate(timeout=60)
-    finally:
-        if exporter.poll() is None:
-            exporter.kill()
-    assert exporter.returncode == 0, err[-3000:]
-    exported = json.loads(out.strip().splitlines()[-1])
     # the peer's bytes, read through the handle, and an interior pointer's handle opens at its offset
     assert first["same"] and first["inside_reads"] and first["inside"] != first["base"]
     # the allocation's start and size as the region placed it, and its handle plus the offset reads the pointer's bytes
@@ -209,27 +220,15 @@ else:
 def test_a_graph_reading_a_peers_buffer_by_ipc_handle_saves_and_loads_in_fresh_processes(
     tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
 ) -> None:
-    env = child_env(fakecuda_dir, None, foundry_lib)
-    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, EXPORTER)], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        deadline = time.time() + 60
-        while not (tmp_path / "handles.json").exists() and exporter.poll() is None and time.time() < deadline:
-            time.sleep(0.02)
-        assert (tmp_path / "handles.json").exists(), exporter.communicate(timeout=10)
 
-        def reader(save: bool, open_handle: bool) -> dict[str, Any]:
-            head = f"SAVE = {save!r}\nOPEN = {open_handle!r}\n"
-            return _run(_script(tmp_path, head + READER), fakecuda_dir, foundry_lib)
+    def reader(save: bool, open_handle: bool) -> dict[str, Any]:
+        head = f"SAVE = {save!r}\nOPEN = {open_handle!r}\n"
+        return _run(_script(tmp_path, head + READER), fakecuda_dir, foundry_lib)
 
+    with _exporter(tmp_path, fakecuda_dir, foundry_lib):
         saved = reader(save=True, open_handle=True)
         loaded = reader(save=False, open_handle=True)
         refused = reader(save=False, open_handle=False)
-        (tmp_path / "done").touch()
-        exporter.communicate(timeout=60)
-    finally:
-        if exporter.poll() is None:
-            exporter.kill()
     pattern = bytes((7 * i + 3) % 256 for i in range(4096))
     assert saved["saved"] == {"ok": "reader"} and saved["peers"] == 1, saved
     assert bytes.fromhex(saved["native"]) == pattern[256:512]  # the peer's bytes at the handle's pointer
