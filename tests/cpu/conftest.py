@@ -33,6 +33,14 @@ def app_json_module(fakecuda_dir: Path, foundry_lib: Path) -> JsonRunner:
 
 
 @pytest.fixture
+def fake_sglang(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in SGLang first on the engine processes' path, none of its failure switches set."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE_ENGINES), os.environ.get("PYTHONPATH")])))
+    for name in ("FAKE_SGLANG_SLEEP", "FAKE_SGLANG_HANG", "FAKE_SGLANG_REFUSE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
 def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> None:
     """The stand-in vLLM first on the engine processes' path (tests/support/fakeengines_pkg)."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE_ENGINES), os.environ.get("PYTHONPATH")])))

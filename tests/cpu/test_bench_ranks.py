@@ -91,3 +91,21 @@ def test_a_runs_figures_are_rank_zeros_not_the_last_rank_to_log() -> None:
     assert (own["prefill_graphs_s"], own["decode_graphs_s"]) == (6.82, 3.28)
     # lines that name no rank (the engine core's, the API server's) stay
     assert rank_zero_lines(VLLM_LOG).splitlines() == [VLLM_LOG.splitlines()[i] for i in (0, 1, 2)]
+
+
+def test_tensor_parallel_sglang_bench_reads_each_ranks_own_lines_and_report(fake_sglang: None, tmp_path: Path) -> None:
+    from foundry_bench.sglang import run_sglang_bench
+    from tests.cpu.test_bench_sglang import _cfg
+
+    cfg = _cfg(tmp_path, modes=("save", "native", "load"), tp=2, decode_batches=(), reps=1, prefill_tokens=0)
+    doc = run_sglang_bench(cfg)
+    results = doc["results"]
+    assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
+    # each rank's prefill and decode capture added up from its own lines (rank 1's decode 0.25 s longer)
+    assert results["native"]["capture_by_rank"] == {"0": 10.75, "1": 11.0}
+    # the run's own figures are rank 0's, however the ranks' lines interleave
+    assert results["native"]["decode_graphs_s"] == 3.25
+    assert results["load"]["plugin_ranks"]["1"]["timings"]["graphs_ready_s"] == 0.5  # rank 1's own report
+    text = (cfg.out / f"{cfg.tag()}.txt").read_text()
+    # rank 0: 10.75 / 0.55 s, rank 1: 11.0 / 1.1 s; the least is rank 1's 10.0x
+    assert "the least, rank 1, 11.000 / 1.100 s = 10.0x: NOT met" in text

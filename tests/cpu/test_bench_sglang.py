@@ -34,13 +34,6 @@ FAKE = Path(__file__).resolve().parents[1] / "support" / "fakeengines_pkg"
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def fake_sglang(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE), os.environ.get("PYTHONPATH")])))
-    for name in ("FAKE_SGLANG_SLEEP", "FAKE_SGLANG_HANG", "FAKE_SGLANG_REFUSE"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def _cfg(tmp_path: Path, **changes: object) -> SglangBenchConfig:
     settings: dict[str, object] = dict(
         out=tmp_path / "out", batches=(1, 3), max_tokens=4, decode_batches=(2, 4), decode_steps=3, reps=4,

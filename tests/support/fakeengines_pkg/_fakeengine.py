@@ -140,8 +140,10 @@ def write_report(engine: str, phases: tuple[str, ...], timings: dict[str, float]
 
 
 def tensor_parallel_size() -> int:
-    """The engine's tensor-parallel size as the benchmark asked for it (1 where it did not)."""
-    return int(json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}")).get("tensor_parallel_size", 1))
+    """The engine's tensor-parallel size as the benchmark asked for it (1 where it did not): vLLM's argument, or
+    what the stand-in SGLang noted of its ``tp_size``."""
+    args = json.loads(os.environ.get("FAKE_ENGINE_ARGS", "{}"))
+    return int(args.get("tensor_parallel_size", os.environ.get("FAKE_ENGINE_TP", 1)))
 
 
 Route = Callable[[str], tuple[int, object]]  # the POST's path (with its query) -> status and JSON answer

@@ -19,14 +19,16 @@ __version__ = "0.5.17-fake"
 __all__ = ["answer", "next_tokens", "start_up"]
 
 
-def log(message: str) -> None:
-    """A line as SGLang logs it: with SGLANG_LOG_MS=1 a millisecond timestamp in its format, else a level."""
+def log(message: str, rank: int | None = None) -> None:
+    """A line as SGLang logs it: with SGLANG_LOG_MS=1 a millisecond timestamp in its format, else a level; a
+    rank's line (tensor parallel) names the rank in the prefix, as SGLang's scheduler processes do."""
+    where = "" if rank is None else f" TP{rank} EP{rank}"
     if os.environ.get("SGLANG_LOG_MS") == "1":
         now = time.time()
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
-        print(f"[{stamp}] {message}", flush=True)
+        print(f"[{stamp}{where}] {message}", flush=True)
     else:
-        print(f"INFO {message}", flush=True)
+        print(f"INFO{where} {message}", flush=True)
 
 
 def start_up(settings: dict[str, Any]) -> None:
@@ -50,10 +52,16 @@ def start_up(settings: dict[str, Any]) -> None:
     log("Load weight begin. avail mem=139.13 GB")
     log("Load weight end. elapsed=0.10 s, type=Qwen3ForCausalLM")
     log("Memory pool end. avail mem=90.42 GB")
-    log("Capture target prefill CUDA graph begin. backend=breakable")
-    log(f"Capture target prefill CUDA graph end. elapsed={0.05 if loaded else 7.5:.2f} s")
-    log("Capture target decode CUDA graph begin. backend=full")
-    log(f"Capture target decode CUDA graph end. elapsed={0.01 if loaded else 3.25:.2f} s")
+    tp = int(settings.get("tp_size", 1))
+    os.environ["FAKE_ENGINE_TP"] = str(tp)  # the plugin's report, one a rank (_fakeengine.write_report)
+    # Every rank logs its own capture, interleaved: rank r's decode graphs take r / 4 s more.
+    for rank in range(tp) if tp > 1 else (None,):
+        log("Capture target prefill CUDA graph begin. backend=breakable", rank)
+        log(f"Capture target prefill CUDA graph end. elapsed={0.05 if loaded else 7.5:.2f} s", rank)
+    for rank in range(tp) if tp > 1 else (None,):
+        log("Capture target decode CUDA graph begin. backend=full", rank)
+        extra = (rank or 0) / 4 if not loaded else 0.0
+        log(f"Capture target decode CUDA graph end. elapsed={(0.01 if loaded else 3.25) + extra:.2f} s", rank)
     log("max_total_num_tokens=200000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
         "max_running_requests=2048, context_len=2048, available_gpu_mem=40.00 GB")  # fmt: skip
     log(f"Engine startup timings (s): load_weight=0.10, scheduler_e2e={0.5 if loaded else 11.5:.2f}, "
