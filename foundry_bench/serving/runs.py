@@ -200,6 +200,10 @@ class BenchRuns:
     def log_numbers(self, text: str) -> dict[str, float]:
         raise NotImplementedError
 
+    def logged(self, text: str) -> dict[str, float]:
+        """The figures a run's log holds, rank 0's where several ranks log them (every run and every start)."""
+        return self.log_numbers(rank_zero_lines(text))
+
     def start_run(self, mode: str, log_name: str = "", record: bool = True) -> Engine:
         """Starts ``mode``'s process (its log ``log_name``, default ``<mode>.log``); ``record``: with the sampled
         stacks and fingerprints asked for (--stacks, --digests)."""
@@ -309,7 +313,7 @@ class BenchRuns:
         if wrote is not None:
             result["written_on_node"], result["written_until"] = wrote
         text = engine.log_path.read_text(errors="replace")
-        result.update(self.log_numbers(rank_zero_lines(text)))
+        result.update(self.logged(text))
         result.update(self.recorders.collect(result))
         report = self.out / f"report-{result['mode']}.json"
         if self.cfg.tp > 1:

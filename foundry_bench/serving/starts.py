@@ -79,7 +79,7 @@ def _one_start(runs: BenchRuns, mode: str, index: int) -> dict[str, Any]:
         runs.say(f"{mode}: start {index + 1} FAILED {sample['error'][-500:]}")
     sample["rc"] = engine.stop()
     runs.warm.finish(mode)  # its window on the machine's caches closes here, not at the compared run's end
-    sample.update(runs.log_numbers(engine.log_path.read_text(errors="replace")))
+    sample.update(runs.logged(engine.log_path.read_text(errors="replace")))
     return sample
 
 

@@ -97,7 +97,7 @@ def test_tensor_parallel_sglang_bench_reads_each_ranks_own_lines_and_report(fake
     from foundry_bench.sglang import run_sglang_bench
     from tests.cpu.test_bench_sglang import _cfg
 
-    cfg = _cfg(tmp_path, modes=("save", "native", "load"), tp=2, decode_batches=(), reps=1, prefill_tokens=0)
+    cfg = _cfg(tmp_path, modes=("save", "native", "load"), tp=2, decode_batches=(), reps=1, prefill_tokens=0, starts=2)
     doc = run_sglang_bench(cfg)
     results = doc["results"]
     assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
@@ -105,6 +105,8 @@ def test_tensor_parallel_sglang_bench_reads_each_ranks_own_lines_and_report(fake
     assert results["native"]["capture_by_rank"] == {"0": 10.75, "1": 11.0}
     # the run's own figures are rank 0's, however the ranks' lines interleave
     assert results["native"]["decode_graphs_s"] == 3.25
+    (extra,) = doc["more_starts"]["native"]  # a start before the compared pair: rank 0's figures as well
+    assert extra["decode_graphs_s"] == 3.25 and "error" not in extra
     assert results["load"]["plugin_ranks"]["1"]["timings"]["graphs_ready_s"] == 0.5  # rank 1's own report
     text = (cfg.out / f"{cfg.tag()}.txt").read_text()
     # rank 0: 10.75 / 0.55 s, rank 1: 11.0 / 1.1 s; the least is rank 1's 10.0x
