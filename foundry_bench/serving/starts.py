@@ -23,7 +23,7 @@ from .report import number
 if TYPE_CHECKING:
     from .runs import BenchRuns
 
-__all__ = ["MORE_STARTS", "more_starts", "round_need", "start_figures", "start_lines"]
+__all__ = ["MORE_STARTS", "more_starts", "round_need", "start_figures", "start_lines", "starts_of"]
 
 MORE_STARTS = "more_starts"  # the document's key: each side's starts before the compared pair, by mode
 SIDES = ("native", "load")
@@ -100,6 +100,11 @@ def start_figures(doc: dict[str, Any], mode: str) -> dict[str, Any]:
             out[key] = statistics.median(values)
     out["starts"] = len(samples)
     return out
+
+
+def starts_of(native: dict[str, Any], load: dict[str, Any]) -> int:
+    """Of how many starts of each side ``start_figures``' medians are (1: the compared runs alone)."""
+    return min(native.get("starts", 1), load.get("starts", 1))
 
 
 def start_lines(doc: dict[str, Any], labels: dict[str, str], figures: list[tuple[str, str]]) -> list[str]:

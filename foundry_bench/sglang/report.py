@@ -33,7 +33,7 @@ from foundry_bench.serving.report import (
     write_files,
 )
 from foundry_bench.serving.stacks import stack_lines
-from foundry_bench.serving.starts import start_figures, start_lines
+from foundry_bench.serving.starts import start_figures, start_lines, starts_of
 from foundry_bench.serving.written import written_lines
 
 from .logsteps import STEPS
@@ -107,7 +107,7 @@ def log_step_lines(doc: dict[str, Any]) -> list[str]:
         rows.append([what, *(fmt(v, 3) for v in got), fmt(diff, 3) if diff is not None else "-"])
         diffs.append((what, diff))
     labels = {"native": "native warm s", "save": "SAVE s", "load": "LOAD s"}
-    starts = min(runs["native"].get("starts", 1), runs["load"].get("starts", 1))
+    starts = starts_of(runs["native"], runs["load"])
     each = f" (native warm and LOAD: medians of {starts} starts each)" if starts > 1 else ""
     title = f"SGLang's start-up by its own log (millisecond timestamps), step by step{each}:"
     return ["", title, table(["step", *(labels[m] for m in modes), "LOAD - native s"], rows), slower_steps_line(diffs)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from foundry_bench.serving.report import foundry_seconds, start_up_checks
-from foundry_bench.serving.starts import start_figures
+from foundry_bench.serving.starts import start_figures, starts_of
 
 __all__ = ["TARGETS", "capture_seconds", "startup_seconds", "targets"]
 
@@ -75,7 +75,7 @@ def targets(doc: dict[str, Any]) -> dict[str, Any]:
             "met": None if worst is None else abs(worst[1] - 1.0) <= TARGETS["decode_parity"],
         },
         "tokens": _tokens(compare),
-        "starts": min(native.get("starts", 1), load.get("starts", 1)),
+        "starts": starts_of(native, load),
     }
 
 

@@ -37,7 +37,7 @@ from foundry_bench.serving.report import (
 )
 from foundry_bench.serving.report import fmt as _s
 from foundry_bench.serving.stacks import stack_lines
-from foundry_bench.serving.starts import start_figures, start_lines
+from foundry_bench.serving.starts import start_figures, start_lines, starts_of
 from foundry_bench.serving.written import written_lines
 
 __all__ = ["foundry_rows", "load_phases", "render", "step_lines", "target_lines", "vllm_steps", "write_report"]
@@ -100,7 +100,7 @@ def step_lines(doc: dict[str, Any]) -> list[str]:
         diff = _minus(ld, n)
         rows.append([name, _s(n, 3), _s(ld, 3), "-" if diff is None else f"{diff:+.3f}"])
         diffs.append((name, diff))
-    starts = min(native.get("starts", 1), load.get("starts", 1))
+    starts = starts_of(native, load)
     each = f" (medians of {starts} starts each)" if starts > 1 else ""
     title = f"vLLM's start-up step by step, from its own log{each}:"
     return [
@@ -254,7 +254,7 @@ def target_lines(doc: dict[str, Any]) -> list[str]:
         checks = start_up_checks(native, load, "init_engine_s", exact, 0.0)
     else:
         checks = start_up_checks(native, load, "init_engine_s", native.get("capture_s"), CAPTURE_ROUNDING_S)
-    starts = min(native.get("starts", 1), load.get("starts", 1))
+    starts = starts_of(native, load)
     lines = start_up_check_lines(checks, "init engine", starts)
     return ["", "Targets:", *lines] if lines else []
 
