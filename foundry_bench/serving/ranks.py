@@ -1,5 +1,6 @@
 """A run on several GPUs, rank by rank: each rank's capture seconds from the engine's log, its plugin report, and
-the many-GPU target that holds per rank (graph restore at least 20x faster than native capture).
+the many-GPU targets: graph restore at least 20x faster than native capture on every rank, and the engine's init
+under LOAD at most 0.3x native warm's.
 
 The engines log every rank's lines with the rank in the line's prefix (vLLM ``(Worker_TP1 pid=...)``, SGLang
 ``[... TP1 EP1]``); a figure read as "the last such line" mixes ranks (SGLang's prefill capture from one, its
@@ -17,14 +18,26 @@ from typing import Any
 from foundry.integration.shared import Place, report_path
 from foundry.probe import table
 
-from .report import fmt, foundry_seconds
+from .report import fmt, foundry_seconds, number
+from .starts import start_figures, starts_of
 
-__all__ = ["RESTORE_X", "captures_by_rank", "clear_rank_reports", "rank_reports", "rank_zero_lines", "restore_lines"]
+__all__ = [
+    "INIT_RATIO",
+    "RESTORE_X",
+    "captures_by_rank",
+    "clear_rank_reports",
+    "init_ratio_line",
+    "rank_reports",
+    "rank_zero_lines",
+    "restore_lines",
+]
 
 RESTORE_X = 20.0  # per rank, native capture over LOAD's restore (Foundry's own seconds)
+INIT_RATIO = 0.3  # the engine's init under LOAD over native warm's
 
-# The rank in a log line's prefix: "Worker_TP1", "TP1 EP1"; not the TP of a word such as "HTTP1".
-_RANK = re.compile(r"(?<![A-Za-z])TP(\d+)\b")
+# The rank in a log line's prefix: "Worker_TP1", "Worker_TP1_EP1" (vLLM in expert parallel), "TP1 EP1"; not the TP of a
+# word such as "HTTP1".
+_RANK = re.compile(r"(?<![A-Za-z])TP(\d+)(?!\d)")
 
 
 def captures_by_rank(text: str, patterns: Sequence[str]) -> dict[int, float]:
@@ -70,9 +83,27 @@ def clear_rank_reports(report: Path, world: int) -> None:
         report_path(report, Place(rank, world)).unlink(missing_ok=True)
 
 
-def restore_lines(doc: dict[str, Any]) -> list[str]:
+def init_ratio_line(doc: dict[str, Any], key: str, what: str) -> list[str]:
+    """On several GPUs: the engine's init under LOAD (``key`` of a run's result, ``what`` it is called) against
+    native warm's, on the medians where ``--starts`` asked for more; nothing on one GPU or without both figures.
+    The engines log their init on rank 0, after the collective set-up that waits for every rank."""
+    if int(doc["config"].get("tp", 1)) < 2:
+        return []
+    native, load = start_figures(doc, "native"), start_figures(doc, "load")
+    n, got = number(native.get(key)), number(load.get(key))
+    if n is None or got is None or n <= 0:
+        return []
+    starts = starts_of(native, load)
+    each = f" (medians of {starts} starts)" if starts > 1 else ""
+    ratio = got / n
+    met = "met" if ratio <= INIT_RATIO else "NOT met"
+    return [f"- {what} under LOAD <= {INIT_RATIO}x native warm's{each}: {got:.2f} s / {n:.2f} s = {ratio:.2f}: {met}"]
+
+
+def restore_lines(doc: dict[str, Any], init_key: str, init_what: str) -> list[str]:
     """On several GPUs: each rank's native capture against LOAD's restore (Foundry's own seconds), and the
-    target on the rank that gains least; nothing on one GPU or before native and LOAD have both run."""
+    target on the rank that gains least, then the init target (``init_ratio_line``); nothing on one GPU or before
+    native and LOAD have both run."""
     results = doc["results"]
     native, load = results.get("native") or {}, results.get("load") or {}
     captures = {int(k): v for k, v in (native.get("capture_by_rank") or {}).items()}
@@ -92,11 +123,11 @@ def restore_lines(doc: dict[str, Any]) -> list[str]:
     if len(ratios) < int(doc["config"]["tp"]):
         lines.append(f"- restore >= {RESTORE_X:.0f}x faster than capture on every rank: not judged (a rank's figure "
                      f"is missing: ranks {sorted(set(range(int(doc['config']['tp']))) - set(ratios))})")  # fmt: skip
-        return lines
+        return lines + init_ratio_line(doc, init_key, init_what)
     worst = min(ratios, key=lambda r: ratios[r])
     met = "met" if ratios[worst] >= RESTORE_X else "NOT met"
     lines.append(
         f"- restore >= {RESTORE_X:.0f}x faster than capture on every rank: the least, rank {worst}, "
         f"{captures[worst]:.3f} / {restores[worst]:.3f} s = {ratios[worst]:.1f}x: {met}"
     )
-    return lines
+    return lines + init_ratio_line(doc, init_key, init_what)

@@ -13,6 +13,7 @@ from typing import Any
 from foundry.probe import table
 
 from .compare import answer_groups
+from .failures import cause_line
 
 __all__ = [
     "LABELS",
@@ -61,7 +62,7 @@ def sameness(mode: str, c: dict[str, Any], r: dict[str, Any] | None = None) -> s
     said to be so, not "NO"."""
     if r is not None and "tokens" not in r and "skipped" not in r and not c.get("reference"):
         rc = f"rc {r['rc']}, " if isinstance(r.get("rc"), int) else ""
-        why = rc + _first_line(r.get("error", "no tokens"))
+        why = rc + cause_line(r.get("error", "no tokens"))
         return f"no answers, no reference: {why}" if mode == "native" else f"NO, no answers: {why}"
     if mode == "native" or c.get("reference"):
         return "reference"
@@ -107,11 +108,6 @@ def answer_group_lines(results: dict[str, dict[str, Any]], labels: dict[str, str
         return []
     named = " ".join("{" + ", ".join(labels.get(m, m) for m in g) + "}" for g in groups)
     return ["", f"Runs that answered alike, every token and log-probability at every batch: {named}"]
-
-
-def _first_line(text: object, width: int = 80) -> str:
-    line = str(text).strip().splitlines()[0] if str(text).strip() else "?"
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 def foundry_seconds(r: dict[str, Any]) -> float | None:

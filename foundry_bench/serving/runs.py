@@ -44,6 +44,7 @@ from foundry.integration.shared import NCCL_SETTINGS
 
 from . import steady
 from .compare import compare_runs
+from .failures import clipped
 from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, repeated, values
@@ -281,7 +282,7 @@ class BenchRuns:
                 again = [engine.generate(r, self.wait_s()) for r in requests]
                 result["repeat"] = repeated(answers, again, cfg.batches)
         except EngineError as exc:
-            result["error"] = str(exc)[-4000:]
+            result["error"] = clipped(str(exc))
             self.say(f"{mode}: FAILED {result['error'][-2000:]}")
         self.say(f"{mode}: ready after {result.get('ready_wall_s', float('nan')):.1f} s")
         return engine, result
@@ -352,7 +353,7 @@ class BenchRuns:
                     sides = {side: live[side][0] for side in ("native", "load")}
                     self.measured = steady.measure(sides, self.cfg, self.vocab, self.wait_s, self.deadline, self.say)
                 except EngineError as exc:
-                    self.measured = {"error": str(exc)[-4000:]}
+                    self.measured = {"error": clipped(str(exc))}
         for engine, result in live.values():
             self.finish(engine, result)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from foundry.probe import table
 
+from .failures import clipped
 from .process import EngineError
 from .report import number
 
@@ -75,7 +76,7 @@ def _one_start(runs: BenchRuns, mode: str, index: int) -> dict[str, Any]:
         sample.update(engine.ready(runs.ready_s()))
         sample["first_request_s"] = runs.first_request(engine)
     except EngineError as exc:
-        sample["error"] = str(exc)[-2000:]
+        sample["error"] = clipped(str(exc), 2000)
         runs.say(f"{mode}: start {index + 1} FAILED {sample['error'][-500:]}")
     sample["rc"] = engine.stop()
     runs.warm.finish(mode)  # its window on the machine's caches closes here, not at the compared run's end

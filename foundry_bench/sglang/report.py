@@ -188,7 +188,7 @@ def render(doc: dict[str, Any]) -> str:
                   table(["step", "s"], foundry_rows(load, "SGLang"))]  # fmt: skip
     lines += start_lines(doc, LABELS, STARTS_FIGURES)
     lines += target_lines(doc)
-    lines += restore_lines(doc)
+    lines += restore_lines(doc, "scheduler_s", "the scheduler's start-up (scheduler_e2e)")
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)

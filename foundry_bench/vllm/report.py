@@ -200,7 +200,7 @@ def render(doc: dict[str, Any]) -> str:
         lines += ["", "Foundry's own seconds in LOAD, on vLLM's thread:", own]
     lines += start_lines(doc, LABELS, STARTS_FIGURES)
     lines += target_lines(doc)
-    lines += restore_lines(doc)
+    lines += restore_lines(doc, "init_engine_s", "init engine")
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)

@@ -1,6 +1,6 @@
 """`foundry bench --tp N`, rank by rank (foundry_bench/serving/ranks.py): each rank's capture read from the engine's
-log by the rank its lines name, each rank's plugin report, and the many-GPU target judged on the rank that gains
-least; end to end on the stand-in vLLM at TP=2."""
+log by the rank its lines name, each rank's plugin report, the many-GPU targets (restore judged on the rank that
+gains least, the engine's init against native warm's); end to end on the stand-in vLLM at TP=2."""
 
 from __future__ import annotations
 
@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from foundry.integration.shared import Place, report_path
-from foundry_bench.serving.ranks import captures_by_rank, clear_rank_reports, rank_reports, restore_lines
+from foundry_bench.serving.ranks import (
+    captures_by_rank,
+    clear_rank_reports,
+    init_ratio_line,
+    rank_reports,
+    restore_lines,
+)
 from foundry_bench.sglang.runs import LOG_NUMBERS as SGLANG
 from foundry_bench.vllm import run_vllm_bench
 from foundry_bench.vllm.runs import LOG_NUMBERS as VLLM
@@ -22,6 +28,12 @@ VLLM_LOG = """\
 foundry bench: capture_model took 7.000 s
 (Worker_TP1 pid=4755) foundry bench: capture_model took 12.794 s
 """
+# vLLM in expert parallel names each worker by both ranks (4x H200, b55f4d4).
+VLLM_EP_LOG = """\
+(Worker_TP2_EP2 pid=8566) foundry bench: capture_model took 4.151 s
+(Worker_TP0_EP0 pid=8564) foundry bench: capture_model took 4.172 s
+(Worker_TP3_EP3 pid=8567) foundry bench: capture_model took 4.253 s
+"""
 SGLANG_LOG = """\
 [2026-11-29 17:37:29.935 TP1 EP1] Capture target prefill CUDA graph end. elapsed=6.77 s, mem usage=1.16 GB.
 [2026-11-29 17:37:29.971 TP0 EP0] Capture target prefill CUDA graph end. elapsed=6.82 s, mem usage=1.16 GB.
@@ -33,6 +45,7 @@ SGLANG_LOG = """\
 def test_each_ranks_capture_is_read_from_its_own_lines() -> None:
     # vLLM: one line a rank; the API server's line and an unprefixed one name no rank and count for none.
     assert captures_by_rank(VLLM_LOG, [VLLM["capture_exact_s"][0]]) == {0: 12.789, 1: 12.794}
+    assert captures_by_rank(VLLM_EP_LOG, [VLLM["capture_exact_s"][0]]) == {0: 4.172, 2: 4.151, 3: 4.253}
     # SGLang: prefill and decode added up per rank, where "the last line of each" would take rank 0's prefill
     # and rank 1's decode.
     patterns = [SGLANG["prefill_graphs_s"], SGLANG["decode_graphs_s"]]
@@ -58,16 +71,40 @@ def _doc(captures: dict[str, float], restores: list[float], tp: int = 2) -> dict
     return {"config": {"tp": tp}, "results": {"native": {"capture_by_rank": captures}, "load": load}}
 
 
+def _lines(doc: dict[str, Any]) -> list[str]:
+    return restore_lines(doc, "init_engine_s", "init engine")
+
+
 def test_the_restore_target_is_judged_on_the_rank_that_gains_least() -> None:
-    lines = restore_lines(_doc({"0": 10.0, "1": 10.0}, [0.25, 0.4]))
+    lines = _lines(_doc({"0": 10.0, "1": 10.0}, [0.25, 0.4]))
     text = "\n".join(lines)
     assert "rank 1, 10.000 / 0.400 s = 25.0x: met" in text and "40.0x" in text
-    text = "\n".join(restore_lines(_doc({"0": 10.0, "1": 6.0}, [0.25, 0.4])))
+    text = "\n".join(_lines(_doc({"0": 10.0, "1": 6.0}, [0.25, 0.4])))
     assert "rank 1, 6.000 / 0.400 s = 15.0x: NOT met" in text
     # a rank whose report or capture is missing: not judged, and named
-    text = "\n".join(restore_lines(_doc({"0": 10.0}, [0.25, 0.4])))
+    text = "\n".join(_lines(_doc({"0": 10.0}, [0.25, 0.4])))
     assert "not judged" in text and "ranks [1]" in text
-    assert restore_lines(_doc({"0": 10.0}, [0.25], tp=1)) == []  # one GPU: nothing rank by rank
+    assert _lines(_doc({"0": 10.0}, [0.25], tp=1)) == []  # one GPU: nothing rank by rank
+
+
+def test_the_init_target_compares_loads_init_with_native_warms_on_the_medians_of_its_starts() -> None:
+    doc = _doc({"0": 10.0, "1": 10.0}, [0.25, 0.25])
+    doc["results"]["native"]["init_engine_s"], doc["results"]["load"]["init_engine_s"] = 20.0, 7.0
+    assert init_ratio_line(doc, "init_engine_s", "init engine") == [
+        "- init engine under LOAD <= 0.3x native warm's: 7.00 s / 20.00 s = 0.35: NOT met"
+    ]
+    assert _lines(doc)[-1] == init_ratio_line(doc, "init_engine_s", "init engine")[0]  # after the restore's verdict
+    # two more starts a side: the medians judge (native 20, 30, 26 -> 26; LOAD 7, 7.4, 7.6 -> 7.4)
+    doc["more_starts"] = {
+        "native": [{"start": 2, "init_engine_s": 30.0}, {"start": 3, "init_engine_s": 26.0}],
+        "load": [{"start": 2, "init_engine_s": 7.4}, {"start": 3, "init_engine_s": 7.6}, {"start": 4, "error": "x"}],
+    }
+    assert init_ratio_line(doc, "init_engine_s", "init engine") == [
+        "- init engine under LOAD <= 0.3x native warm's (medians of 3 starts): 7.40 s / 26.00 s = 0.28: met"
+    ]
+    assert init_ratio_line(doc, "scheduler_s", "scheduler") == []  # no such figure: no verdict
+    doc["config"]["tp"] = 1
+    assert init_ratio_line(doc, "init_engine_s", "init engine") == []  # one GPU: the one-GPU targets judge
 
 
 def test_tensor_parallel_bench_reports_every_ranks_capture_and_restore(fake_vllm: None, tmp_path: Path) -> None:
@@ -91,6 +128,7 @@ def test_a_runs_figures_are_rank_zeros_not_the_last_rank_to_log() -> None:
     assert (own["prefill_graphs_s"], own["decode_graphs_s"]) == (6.82, 3.28)
     # lines that name no rank (the engine core's, the API server's) stay
     assert rank_zero_lines(VLLM_LOG).splitlines() == [VLLM_LOG.splitlines()[i] for i in (0, 1, 2)]
+    assert rank_zero_lines(VLLM_EP_LOG).splitlines() == [VLLM_EP_LOG.splitlines()[1]]  # not rank 3's, logged last
 
 
 def test_tensor_parallel_sglang_bench_reads_each_ranks_own_lines_and_report(fake_sglang: None, tmp_path: Path) -> None:
@@ -111,3 +149,30 @@ def test_tensor_parallel_sglang_bench_reads_each_ranks_own_lines_and_report(fake
     text = (cfg.out / f"{cfg.tag()}.txt").read_text()
     # rank 0: 10.75 / 0.55 s, rank 1: 11.0 / 1.1 s; the least is rank 1's 10.0x
     assert "the least, rank 1, 11.000 / 1.100 s = 10.0x: NOT met" in text
+
+
+def test_a_failed_runs_cell_names_the_exception_the_engines_log_ends_with() -> None:
+    from foundry_bench.serving.failures import cause_line, clipped
+
+    # A worker's refusal among vLLM's prefixed traceback lines, then the engine's shutdown lines (4x H200, b55f4d4).
+    log = "\n".join(
+        [
+            "the engine process ended while building the engine (rc=-9); the last lines of load.log:",
+            "(Worker pid=22715) ERROR 11-29 19:42:26 [multiproc_executor.py:901]     self.worker.init_device()",
+            "(Worker pid=22715) ERROR 11-29 19:42:26 [multiproc_executor.py:901] foundry.integration.shared.errors."
+            "ArchiveMismatchError: the archive /a/rank_1 was saved for another setup:",
+            "(Worker pid=22715) ERROR 11-29 19:42:26 [multiproc_executor.py:901]   model: saved 'x', here 'y'",
+            "(EngineCore pid=22505) INFO 11-29 19:42:26 [multiproc_executor.py:429] [shutdown] waiting for workers",
+        ]
+    )
+    assert cause_line(log) == "ArchiveMismatchError: the archive /a/rank_1 was saved for another setup:"
+    # no exception in the tail: the benchmark's own first line
+    assert cause_line("no answer after 420 s while building the engine (rc=None)\nINFO up") == (
+        "no answer after 420 s while building the engine (rc=None)"
+    )
+    assert cause_line("") == "?" and len(cause_line("ValueError: " + "x" * 200)) == 80
+    # a long message keeps its first line and its end, within the bound
+    long = "what failed\n" + "frame\n" * 1000 + "RuntimeError: the end"
+    kept = clipped(long, 400)
+    assert len(kept) <= 400 and kept.startswith("what failed\n...") and kept.endswith("RuntimeError: the end")
+    assert clipped("short", 400) == "short"

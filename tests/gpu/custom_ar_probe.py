@@ -47,8 +47,7 @@ def _set_up(rank: int, port: int) -> tuple[Any, torch.Tensor]:
         "nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD, device_id=torch.device("cuda", rank)
     )
     cpu_group = dist.new_group(backend="gloo")
-    ca = CustomAllreduce(cpu_group, rank)
-    ca.finalize_p2p()
+    ca = CustomAllreduce(cpu_group, rank)  # vLLM 0.26 makes and opens its shared buffers here
     if ca.disabled:
         raise RuntimeError("vLLM left its custom all-reduce off on this machine (see its log)")
     x = torch.full((N,), float(rank + 1), device="cuda")
