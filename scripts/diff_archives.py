@@ -65,6 +65,7 @@ def _words(
         word: dict[str, Any] = {"offset": at, "a": f"{va:#x}", "b": f"{vb:#x}", "kind": kind}
         if pa is not None and pb is not None:
             word["shift"] = pb - pa  # the same shift over every word: one rule derives B's record from A's
+            word["at_a"] = pa  # where in A's region: the offsets a shift covers say which allocations moved
         else:  # a 32-bit field beside 4 bytes the host never wrote differs in one half only
             word["halves"] = _halves(va ^ vb)
         out.append(word)
@@ -111,6 +112,17 @@ def _variables(meta: schema.GraphMeta) -> dict[str, str]:
     return {f"{img.sha256[:12]}:{v.name}": v.sha256 for img in meta.images for v in img.variables or ()}
 
 
+def _peers(meta: schema.GraphMeta) -> dict[str, Any]:
+    """The other processes' memory mapped into the region, in all: where two ranks' layouts part, a rank that maps
+    more of its peers' buffers (or maps them elsewhere) moves everything allocated after them."""
+    spans = [(p.offset, p.size) for p in meta.peers]
+    return {
+        "count": len(spans),
+        "bytes": sum(size for _, size in spans),
+        "offsets": [min(o for o, _ in spans), max(o + n for o, n in spans)] if spans else None,
+    }
+
+
 def diff_archives(a: Path, b: Path) -> dict[str, Any]:
     graphs_a, graphs_b = _graphs(a), _graphs(b)
     both = sorted(set(graphs_a) & set(graphs_b))
@@ -138,6 +150,7 @@ def diff_archives(a: Path, b: Path) -> dict[str, Any]:
             "peers_identical",
             [(p.offset, p.size) for p in meta_a.peers] == [(p.offset, p.size) for p in meta_b.peers],
         )
+        out.setdefault("peers", [_peers(meta_a), _peers(meta_b)])
     out["images"] = {"both": len(images_a & images_b), "only_a": sorted(images_a - images_b),
                      "only_b": sorted(images_b - images_a)}  # fmt: skip
     out["variables"] = {
@@ -174,18 +187,21 @@ def shared_bytes(a: Path, b: Path) -> dict[str, Any]:
     kinds: Counter[str] = Counter()
     for rel in set(files_a) - set(same):
         kinds[rel.split(os.sep, 1)[0] if os.sep in rel else "top level"] += files_a[rel][0]
+    largest = sorted(set(files_a) - set(same), key=lambda rel: -files_a[rel][0])[:5]
     return {
         "bytes": [sum(n for n, _ in files_a.values()), sum(n for n, _ in files_b.values())],
         "files": [len(files_a), len(files_b)],
         "identical_files": len(same),
         "identical_bytes": sum(files_a[rel][0] for rel in same),
         "differing_bytes_of_a_by_folder": dict(kinds.most_common()),
+        "largest_differing_files_of_a": [[rel, files_a[rel][0]] for rel in largest],
     }
 
 
 def summary(report: dict[str, Any]) -> str:
     kinds: Counter[str] = Counter()
     shifts: Counter[int] = Counter()
+    spans: dict[int, list[int]] = {}  # shift -> the lowest and highest offset in A's region it moved
     halves: Counter[str] = Counter()
     kernels = nodes = identical = members = members_identical = launches = 0
     for graph in report["graphs"].values():
@@ -200,6 +216,10 @@ def summary(report: dict[str, Any]) -> str:
             launches += not k["launch_identical"]
             kinds.update(w["kind"] for w in k["words"])
             shifts.update(w["shift"] for w in k["words"] if "shift" in w)
+            for w in k["words"]:
+                if "at_a" in w:
+                    low, high = spans.setdefault(w["shift"], [w["at_a"], w["at_a"]])
+                    spans[w["shift"]] = [min(low, w["at_a"]), max(high, w["at_a"])]
             halves.update(w["halves"] for w in k["words"] if "halves" in w)
     lines = [
         f"graphs compared {len(report['graphs']) - members} (records identical {identical}), nodes {nodes}, "
@@ -207,7 +227,13 @@ def summary(report: dict[str, Any]) -> str:
         f"{members_identical})",
         "differing argument words: " + (", ".join(f"{n} {kind}" for kind, n in kinds.most_common()) or "none"),
         "region words moved, by shift (B's offset - A's): "
-        + (", ".join(f"{n} by {shift:+#x}" for shift, n in shifts.most_common(6)) or "none")
+        + (
+            ", ".join(
+                f"{n} by {shift:+#x} (A's offsets {spans[shift][0]:#x}-{spans[shift][1]:#x})"
+                for shift, n in shifts.most_common(6)
+            )
+            or "none"
+        )
         + "; other words, which half differs: "
         + (", ".join(f"{n} {half}" for half, n in halves.most_common()) or "none")
         + f"; kernel nodes launched otherwise (grid, block, shared memory): {launches}",
@@ -215,6 +241,11 @@ def summary(report: dict[str, Any]) -> str:
         f"{len(report['images']['only_b'])} only in B; module variables that differ: "
         + (", ".join(report["variables"]) or "none"),
         f"rank: {report.get('rank')}, peer mappings identical: {report.get('peers_identical')}",
+        *(
+            f"peer mappings of {side}: {p['count']}, {p['bytes'] / 2**20:.1f} MiB"
+            + (f" at region offsets {p['offsets'][0]:#x}-{p['offsets'][1]:#x}" if p["offsets"] else "")
+            for side, p in zip("AB", report.get("peers") or [], strict=False)
+        ),
     ]
     files = report.get("files")
     if files:
@@ -226,6 +257,9 @@ def summary(report: dict[str, Any]) -> str:
             f"both with one copy of what is shared: {together:.2f}x A's size; A's differing bytes by folder: "
             f"{files['differing_bytes_of_a_by_folder']}"
         )
+        largest = files.get("largest_differing_files_of_a") or []
+        if largest:
+            lines.append("A's largest differing files: " + ", ".join(f"{rel} {n / 2**20:.1f} MiB" for rel, n in largest))
     for name, graph in sorted(report["graphs"].items()):
         for k in graph.get("kernels", [])[:8]:
             shown = "; ".join(f"+{w['offset']} {w['a']} / {w['b']} ({w['kind']})" for w in k["words"][:6])

@@ -53,3 +53,19 @@ bench_seconds() {  # BOUND ARGS...
   done
   if [ -n "$given" ] && awk -v g="$given" -v b="$bound" 'BEGIN { exit !(g + 0 < b + 0) }'; then echo "$given"; else echo "$bound"; fi
 }
+
+diff_rank_archives() {  # ARCHIVE WORK OUT: each rank's archive against rank 0's, node by node and file by file
+  # (one capture for every rank), in what is left of the call's 600 s: rank 1 first, whose summary is shown, then
+  # the others (at TP=4, whether a rank's shift grows with the rank); all in OUT/diff-ranks.txt, JSON in WORK.
+  local archive=$1 work=$2 out=$3 r
+  [ -d "$archive/rank_1" ] || return 0
+  : > "$out/diff-ranks.txt"
+  for r in $(ls -d "$archive"/rank_* | sed 's/.*rank_//' | sort -n); do
+    [ "$r" = 0 ] && continue
+    [ "$SECONDS" -lt 570 ] || { echo "== rank $r: not compared, the call's time is spent" >> "$out/diff-ranks.txt"; continue; }
+    [ "$r" = 1 ] || echo "== rank 0 against rank $r" >> "$out/diff-ranks.txt"
+    timeout "$(( 580 - SECONDS ))" python3 scripts/diff_archives.py "$archive/rank_0" "$archive/rank_$r" \
+      --json "$work/diff-ranks$( [ "$r" = 1 ] || echo "-$r" ).json" >> "$out/diff-ranks.txt" 2>&1
+    [ "$r" = 1 ] && head -14 "$out/diff-ranks.txt"
+  done
+}

@@ -43,13 +43,8 @@ echo "setup took $(( $(date +%s) - T0 )) s; the benchmark keeps to ${BENCH_SECON
 timeout --signal=TERM --kill-after=20 "$(( BENCH_SECONDS + 20 ))" \
   python3 -m foundry.cli bench --engine sglang --out "$WORK" "$@" --seconds "$(bench_seconds "$BENCH_SECONDS" "$@")"
 rc=$?
-# Tensor parallel: how the ranks' archives differ, node by node and file by file (one capture for every rank),
-# in what is left of the call's 600 s.
-if [ -d "$ARCHIVE/rank_1" ]; then
-  timeout "$(( SECONDS < 560 ? 580 - SECONDS : 10 ))" python3 scripts/diff_archives.py "$ARCHIVE/rank_0" "$ARCHIVE/rank_1" \
-    --json "$WORK/diff-ranks.json" > "$OUT/diff-ranks.txt" 2>&1
-  head -12 "$OUT/diff-ranks.txt"
-fi
+# Tensor parallel: how the ranks' archives differ.
+diff_rank_archives "$ARCHIVE" "$WORK" "$OUT"
 cp "$WORK"/sglang-*.json "$WORK"/sglang-*.txt "$WORK"/sglang-*.png "$OUT"/ 2>/dev/null
 tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='sglang-*.png' . 2>/dev/null
 exit $rc

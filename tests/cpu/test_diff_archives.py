@@ -57,7 +57,16 @@ def test_other_region_offsets_are_found_word_by_word(archives: dict[str, Path], 
     assert {w["kind"] for w in words} == {"region, other offset"}
     assert all(int(w["b"], 16) - int(w["a"], 16) == w["shift"] == 1 << 22 for w in words), words
     assert "region, other offset" in text and "node [" in text
-    assert f"region words moved, by shift (B's offset - A's): {len(words)} by +0x400000;" in text
+    low = min(w["at_a"] for w in words)
+    high = max(w["at_a"] for w in words)
+    assert all(int(w["a"], 16) - w["at_a"] == report["region"][0][0] for w in words)  # offsets in A's region
+    assert (
+        f"region words moved, by shift (B's offset - A's): {len(words)} by +0x400000 (A's offsets {low:#x}-{high:#x});"
+        in text
+    )
+    # one process each: no peer's memory mapped, said as such for both
+    assert report["peers"] == [{"count": 0, "bytes": 0, "offsets": None}] * 2
+    assert "peer mappings of A: 0, 0.0 MiB\npeer mappings of B: 0, 0.0 MiB" in text
 
 
 def test_the_files_both_archives_hold_alike_are_counted_once(archives: dict[str, Path], tmp_path: Path) -> None:
@@ -68,6 +77,14 @@ def test_the_files_both_archives_hold_alike_are_counted_once(archives: dict[str,
     assert images and files["identical_bytes"] >= images  # the kernel images are the same files in both
     assert files["bytes"][0] == sum(p.stat().st_size for p in archives["one"].rglob("*") if p.is_file())
     assert "images" not in shifted["files"]["differing_bytes_of_a_by_folder"]
+    # the largest files that differ, named, each of A's and none shared
+    largest = shifted["files"]["largest_differing_files_of_a"]
+    for rel, _ in largest:
+        other = archives["shifted"] / rel
+        assert not other.is_file() or other.read_bytes() != (archives["one"] / rel).read_bytes(), rel
+    assert largest
+    assert [n for _, n in largest] == sorted((n for _, n in largest), reverse=True)
+    assert all((archives["one"] / rel).stat().st_size == n for rel, n in largest)
     # the shifted program's records hold other offsets: less of it is shared than of a second SAVE
     assert shifted["files"]["identical_bytes"] < files["identical_bytes"]
     assert "both with one copy of what is shared" in text
