@@ -148,6 +148,7 @@ def _canonical(value: dict[str, Any]) -> str:
 
 def _run_vllm(args: argparse.Namespace) -> int:
     from foundry_bench import VllmBenchConfig, run_vllm_bench
+    from foundry_bench.serving.marks import archive_problem
 
     # The matrix runs `vllm serve`, as users serve (its defaults differ from LLM()'s).
     api = args.api or ("serve" if args.matrix else "llm")
@@ -162,24 +163,25 @@ def _run_vllm(args: argparse.Namespace) -> int:
         problems.append("--compilation-config: give the graph mode with --cudagraph-mode (it names the report's files)")
     if problems:
         return _report_problems(problems)
+    configs = [VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
+                               compilation=_canonical(compilation), kernel=_canonical(kernel),
+                               gpu_memory_utilization=args.gpu_memory_utilization,
+                               expert_parallel=args.expert_parallel, **settings)
+               for shape in shapes for api in apis for runner in runners]  # fmt: skip
+    problems = [p for p in map(archive_problem, configs) if p]
+    if problems:
+        return _report_problems(problems)
     if importlib.util.find_spec("vllm") is None:
         print("foundry bench --engine vllm: vLLM is not installed (pip install vllm==0.26.0)", file=sys.stderr)
         return 2
-    failed = 0
-    for shape in shapes:
-        for api in apis:
-            for runner in runners:
-                cfg = VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
-                                      compilation=_canonical(compilation), kernel=_canonical(kernel),
-                                      gpu_memory_utilization=args.gpu_memory_utilization,
-                                      expert_parallel=args.expert_parallel, **settings)  # fmt: skip
-                failed += not _identical(run_vllm_bench(cfg))
+    failed = sum(not _identical(run_vllm_bench(cfg)) for cfg in configs)
     _write_matrix(args, "vllm")
     return 1 if failed else 0
 
 
 def _run_sglang(args: argparse.Namespace) -> int:
     from foundry_bench import SglangBenchConfig, run_sglang_bench
+    from foundry_bench.serving.marks import archive_problem
 
     shapes, apis = _csv(_matrix(args, "qwen3-0.6b")), _csv(args.api or "engine")
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
@@ -194,6 +196,7 @@ def _run_sglang(args: argparse.Namespace) -> int:
     configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args, **settings)
                for shape in shapes for api in apis]  # fmt: skip
     problems += [p for cfg in configs for p in cfg.problems()]
+    problems += [p for p in map(archive_problem, configs) if p]
     if problems:
         return _report_problems(problems)
     if importlib.util.find_spec("sglang") is None:

@@ -259,7 +259,9 @@ def summary(report: dict[str, Any]) -> str:
         )
         largest = files.get("largest_differing_files_of_a") or []
         if largest:
-            lines.append("A's largest differing files: " + ", ".join(f"{rel} {n / 2**20:.1f} MiB" for rel, n in largest))
+            lines.append(
+                "A's largest differing files: " + ", ".join(f"{rel} {n / 2**20:.1f} MiB" for rel, n in largest)
+            )
     for name, graph in sorted(report["graphs"].items()):
         for k in graph.get("kernels", [])[:8]:
             shown = "; ".join(f"+{w['offset']} {w['a']} / {w['b']} ({w['kind']})" for w in k["words"][:6])

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .marks import archive_problem
 from .runs import BenchRuns
 from .shapes import SHAPES
 
@@ -24,6 +25,8 @@ def run_bench(runs: BenchRuns, write_report: Callable[[dict[str, Any], Path], st
     cfg = runs.cfg
     if cfg.shape not in SHAPES:
         raise ValueError(f"unknown shape {cfg.shape!r}; choose from {sorted(SHAPES)}")
+    if problem := archive_problem(cfg):
+        raise ValueError(problem)
     cfg.out.mkdir(parents=True, exist_ok=True)
     base = cfg.out / cfg.tag()
     json_path = base.parent / (base.name + ".json")  # the tag holds dots ("qwen3-0.6b"): no with_suffix

@@ -48,6 +48,7 @@ from .failures import clipped
 from .fresh import FRESH_MODES, FreshRoots, signing_key
 from .host import commit, machine, visible_gpus
 from .logprobs import Top, Values, digests, repeated, values
+from .marks import mark_archive
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
 from .ranks import captures_by_rank, clear_rank_reports, rank_reports, rank_zero_lines
@@ -333,6 +334,7 @@ class BenchRuns:
         cfg = self.cfg
         if "save" in cfg.modes:
             shutil.rmtree(cfg.archive, ignore_errors=True)
+            mark_archive(cfg)
         for mode in ("native_cold", "save", *FRESH_MODES, REPLICA, AGAIN):
             if mode in cfg.modes:
                 engine, result = self.bring_up(mode)

@@ -5,8 +5,11 @@ gains least, the engine's init against native warm's); end to end on the stand-i
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from foundry.integration.shared import Place, report_path
 from foundry_bench.serving.ranks import (
@@ -108,7 +111,9 @@ def test_the_init_target_compares_loads_init_with_native_warms_on_the_medians_of
 
 
 def test_tensor_parallel_bench_reports_every_ranks_capture_and_restore(fake_vllm: None, tmp_path: Path) -> None:
-    doc = run_vllm_bench(tokens_only(tmp_path, modes=("save", "native", "load"), tp=2))
+    cfg = tokens_only(tmp_path, modes=("save", "native", "load"), tp=2)
+    doc = run_vllm_bench(cfg)
+    assert (tmp_path / "arch.config").read_text() == cfg.tag() + "\n"  # beside the archive: what SAVE saved it for
     results = doc["results"]
     assert all("error" not in r for r in results.values()), {m: r.get("error") for m, r in results.items()}
     assert results["native"]["capture_by_rank"] == {"0": 0.5, "1": 0.75}  # as the JSON keeps it
@@ -176,3 +181,23 @@ def test_a_failed_runs_cell_names_the_exception_the_engines_log_ends_with() -> N
     kept = clipped(long, 400)
     assert len(kept) <= 400 and kept.startswith("what failed\n...") and kept.endswith("RuntimeError: the end")
     assert clipped("short", 400) == "short"
+
+
+def test_a_call_that_loads_another_configurations_archive_is_refused_before_any_engine_starts(tmp_path: Path) -> None:
+    from foundry_bench.serving.marks import archive_problem, mark_archive
+
+    saved = tokens_only(tmp_path, modes=("save",), shape="qwen3-0.6b", tp=2, expert_parallel=True)
+    mark_archive(saved)
+    # another shape's call that loads what that SAVE left (as an 8B call once loaded a MoE archive): refused
+    other = tokens_only(tmp_path, modes=("native", "load"), shape="qwen3-8b", tp=2)
+    problem = archive_problem(other)
+    assert problem is not None and saved.tag() in problem and other.tag() in problem and "add save" in problem
+    with pytest.raises(ValueError, match=re.escape(f"last saved for {saved.tag()}, not for {other.tag()}")):
+        run_vllm_bench(other)  # raised before any engine starts: no stand-in vLLM is installed for this test
+    # the same configuration, a call that saves again, one that loads nothing, an unmarked archive: no objection
+    assert archive_problem(tokens_only(tmp_path, modes=("native", "load"), tp=2, expert_parallel=True)) is None
+    assert archive_problem(tokens_only(tmp_path, modes=("save", "load"), shape="qwen3-8b")) is None
+    assert archive_problem(tokens_only(tmp_path, modes=("native",), shape="qwen3-8b")) is None
+    assert archive_problem(tokens_only(tmp_path, modes=("load_again",), shape="qwen3-8b")) is not None
+    (tmp_path / "arch.config").unlink()
+    assert archive_problem(other) is None

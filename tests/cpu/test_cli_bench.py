@@ -3,6 +3,7 @@ stderr, exit 2."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,20 @@ def test_plugin_shim_declares_the_entry_point_and_leaves_a_right_one_alone(tmp_p
     plugin_shim(tmp_path / "shim", "vllm", "foundry.no_such_group")
     assert info.stat().st_ino == before  # not rewritten: a benchmark beside this one may be reading it
     assert not list(info.parent.glob("*.part"))
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_cli_refuses_to_load_another_configurations_archive_before_looking_for_the_engine(
+    engine: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # what the benchmark's last SAVE in this scratch folder saved the archive for
+    (tmp_path / f"foundry-{engine}-archive.config").write_text(f"{engine}-qwen3-moe-small-serve-tp2-ep\n")
+    args = ["bench", "--engine", engine, "--scratch", str(tmp_path), "--shapes", "qwen3-8b", "--tp", "2"]
+    rc = cli_main([*args, "--modes", "native,load"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"which the benchmark last saved for {engine}-qwen3-moe-small-serve-tp2-ep, not for" in err
+    assert "not installed" not in err  # said before the engine is looked for
+    if importlib.util.find_spec(engine) is None:  # where the engine is installed this would start it
+        rc = cli_main([*args, "--modes", "save,native,load"])  # saving it again: no objection, then no engine here
+        err = capsys.readouterr().err
+        assert "last saved for" not in err and "not installed" in err
