@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     # many processes, one GPU each
     "set_rank": ".ranks",
     "current_rank": ".ranks",
+    "program_remaps": ".region",
     "store_bundle_against": ".archive",
     "startup_phases": ".load",
     # errors: every exception Foundry raises on purpose

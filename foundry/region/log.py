@@ -15,6 +15,7 @@ from foundry.native.region import region_event_count
 from foundry.schema import RegionSpec
 
 from .api import AllocationEvent, AllocKind, RegionState, allocation_events, region_epoch, region_state
+from .remapped import outside_remapped, remapped_ranges
 
 __all__ = [
     "ALLOCS",
@@ -133,7 +134,7 @@ def region_spec(full_log: bool = False) -> RegionSpec:
             "SAVE needs the allocation region: call set_allocation_region(base, size) before the model and its "
             "inputs are allocated, so that every address the graph uses is reproducible"
         )
-    return _SPECS.get().get((log_key(state), full_log), lambda: _region_spec(state, full_log))
+    return _SPECS.get().get((log_key(state), full_log, remapped_ranges()), lambda: _region_spec(state, full_log))
 
 
 def log_key(state: RegionState) -> tuple[object, ...]:
@@ -156,7 +157,7 @@ def _region_spec(state: RegionState, full_log: bool) -> RegionSpec:
         size=state.size,
         granularity=state.granularity,
         high_water=state.high_water,
-        live=tuple(live_ranges(quads)),
+        live=tuple(outside_remapped(live_ranges(quads))),  # what the program maps again itself: not LOAD's
         events=tuple((e.seq, int(e.kind), e.offset, e.size, e.span) for e in events),
         small_align=state.small_align,
     )

@@ -22,6 +22,7 @@ from foundry.storage import read_memory, write_memory
 
 from .api import REGIONS, AllocationEvent, allocation_events, region_state
 from .log import KeyedCache, live_allocations, log_key
+from .remapped import outside_remapped, remapped_ranges
 
 __all__ = ["capture_window", "in_any", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
 
@@ -82,8 +83,8 @@ def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> Mem
         windows = [(start, end) for e, start, end in regions.capture_windows if e == regions.epoch]
     # An engine saves thousands of graphs with no allocation or capture between them: the same log and
     # windows (their key: the log's, and how many windows this region has had) give the same ranges.
-    key = (log_key(region_state()), len(windows))
-    ranges = _RANGES.get().get(key, lambda: state_ranges(allocation_events(), windows))
+    key = (log_key(region_state()), len(windows), remapped_ranges())
+    ranges = _RANGES.get().get(key, lambda: outside_remapped(state_ranges(allocation_events(), windows)))
     total = sum(length for _, length in ranges)
     if not ranges or total > (snapshot_limit() if limit is None else limit):
         return None

@@ -111,6 +111,20 @@ static CUresult k_copy(const fc_launch *L) {
   return CUDA_SUCCESS;
 }
 
+/* (void *dst, const void *const *table, u64 n): n bytes from the address stored at `table`, device memory the host
+ * writes, as a custom all-reduce's kernel reads its peers' buffers through its registration table (`rank_data`):
+ * the address reaches the kernel through memory, not its parameters. */
+static CUresult k_copy_indirect(const fc_launch *L) {
+  CUdeviceptr dst = PTR(0), table = PTR(8), src;
+  uint64_t n = ARG(uint64_t, 16);
+  CHECK(table, 8);
+  memcpy(&src, (const void *)(uintptr_t)table, 8);
+  CHECK(dst, n);
+  CHECK(src, n);
+  if (n) memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+  return CUDA_SUCCESS;
+}
+
 static CUresult k_bigsmem(const fc_launch *L) {
   CUdeviceptr out = PTR(0);
   size_t n = span(L, ARG(int32_t, 8));
@@ -202,6 +216,7 @@ static const fc_builtin builtins[] = {
     {"fk_sum_f32", k_sum, 3, {0, 8, 16}, {8, 8, 4}, 0},
     {"fk_philox_f32", k_philox, 5, {0, 8, 16, 24, 32}, {8, 8, 4, 8, 4}, 0},
     {"fk_copy_bytes", k_copy, 3, {0, 8, 16}, {8, 8, 8}, 0},
+    {"fk_copy_indirect", k_copy_indirect, 3, {0, 8, 16}, {8, 8, 8}, 0},
     {"fk_cluster_add_f32", k_add, 4, {0, 8, 16, 24}, {8, 8, 8, 4}, FC_BI_CLUSTER2},
     {"fk_bigsmem_f32", k_bigsmem, 2, {0, 8}, {8, 4}, 0},
     {"fk_struct_arg", k_struct, 1, {0}, {24}, 0},
