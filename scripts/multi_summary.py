@@ -60,8 +60,9 @@ def show(doc: dict[str, Any], prefix: str = "") -> list[str]:
 
 
 def probe(save: dict[str, Any], load: dict[str, Any]) -> list[str]:
-    """The custom all-reduce probe: whether SAVE's registration used Foundry's handles, its offsets, the peers it
-    recorded and the native replay; whether LOAD replayed identically or what refused it."""
+    """The custom all-reduce probe: whether SAVE's registration used Foundry's handles, its offsets and slots, the
+    peers it recorded and the native replay; whether LOAD, its slots written again, replayed identically or what
+    refused it."""
     if "skipped" in save:
         return [f"skipped: {save['skipped']}"]
     lines = []
@@ -71,9 +72,10 @@ def probe(save: dict[str, Any], load: dict[str, Any]) -> list[str]:
                 what = f"{o['error']}: {str(o.get('message', ''))[:300]}"
             elif phase == "save":
                 what = (f"saved foundry_handles={o.get('foundry_handles')} offsets={o.get('offsets')} "
-                        f"native_ok={o.get('native_ok')} peers={o.get('peers')}")  # fmt: skip
+                        f"native_ok={o.get('native_ok')} registration={o.get('registration')} "
+                        f"peers={o.get('peers')}")  # fmt: skip
             else:
-                what = "identical" if o.get("identical") else "DIFFERS"
+                what = ("identical" if o.get("identical") else "DIFFERS") + f", slots written {o.get('slots')}"
             lines.append(f"{phase} rank {o.get('rank')} {what} exit={o.get('exitcode')}")
     return lines or ["no phase reported: see custom-ar-save.log and custom-ar-load.log"]
 

@@ -63,14 +63,18 @@ def test_the_run_sharing_region_memory_by_ipc_handle_gets_its_own_lines(tmp_path
 
 
 def test_the_custom_all_reduce_probe_gets_a_line_per_rank_and_phase(tmp_path: Path) -> None:
+    registration = {"first_slot": 1, "inputs": [7]}
     save = {"save": [{"rank": 0, "saved": True, "foundry_handles": True, "offsets": [512], "native_ok": True,
-                      "peers": [[1, 2]], "exitcode": 0}]}  # fmt: skip
-    load = {"load": [{"rank": 0, "error": "PeerMappingError", "message": "not mapped again", "exitcode": 0}]}
+                      "registration": registration, "peers": [[1, 2]], "exitcode": 0}]}  # fmt: skip
+    load = {"load": [{"rank": 0, "error": "PeerMappingError", "message": "not mapped again", "exitcode": 0},
+                     {"rank": 1, "identical": True, "slots": 1, "exitcode": 0}]}  # fmt: skip
     (tmp_path / "s.json").write_text(json.dumps(save))
     (tmp_path / "l.json").write_text(json.dumps(load))
     assert _run("probe", str(tmp_path / "s.json"), str(tmp_path / "l.json")).splitlines() == [
-        "save rank 0 saved foundry_handles=True offsets=[512] native_ok=True peers=[[1, 2]] exit=0",
+        f"save rank 0 saved foundry_handles=True offsets=[512] native_ok=True registration={registration} "
+        "peers=[[1, 2]] exit=0",
         "load rank 0 PeerMappingError: not mapped again exit=0",
+        "load rank 1 identical, slots written 1 exit=0",
     ]
     (tmp_path / "skip.json").write_text(json.dumps({"skipped": "vLLM is not importable here"}))
     assert _run("probe", str(tmp_path / "skip.json"), str(tmp_path / "none.json")).strip() == (

@@ -1,18 +1,20 @@
 """vLLM's custom all-reduce under the region, two ranks, outside the engine (run under `foundry run`, with vLLM's
-bundle on the path: scripts/gpu_custom_ar.sh). A probe of what the plugin must handle before it can stop refusing
-the engines' default all-reduce (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins").
+bundle on the path: scripts/gpu_custom_ar.sh). What the plugin must do before it can stop refusing the engines'
+default all-reduce (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"), done here by the module the
+plugin will use (foundry/integration/vllm/custom_ar.py).
 
     python tests/gpu/custom_ar_probe.py WORK_DIR save|load
 
 Phase "save": each rank sets its device, its rank and the region, creates NCCL's process group and a gloo group,
 then vLLM's `CustomAllreduce` over the gloo group (its shared buffers: `cudaMalloc`, `cudaIpcGetMemHandle`, the
 peers' opened: Foundry's IPC handles of region memory, csrc/ipc.c), checks an eager all-reduce, captures one
-custom all-reduce in a Foundry graph inside `ca.capture()` (whose exit registers the graph's input with the peer:
-`get_graph_buffer_ipc_meta`, the handles exchanged and opened, `rank_data` written), replays it and saves. It reports
-whether the registration's handles are Foundry's and its offsets, the peer mappings SAVE recorded, and the replay.
-Phase "load": fresh processes repeat the set-up and load the graph. Until the plugin rebuilds the registration
-(`rank_data`), LOAD is expected to refuse it by name (`PeerMappingError`: the registration's peer mapping is not
-made again); a replay that ran would be compared with native bit for bit. Prints one JSON line."""
+custom all-reduce in a Foundry graph inside `ca.capture()`, whose exit registers the graph's input with the peer
+(`get_graph_buffer_ipc_meta`, the handles exchanged and opened, `rank_data` written): `Registrations.around`
+reads the slots back, keeps this rank's input and declares the mapping of the peer's input the program's
+(`foundry.program_remaps`). It replays, saves, and reports whether the registration's handles are Foundry's, its
+offsets, the slots and the peer mappings SAVE recorded. Phase "load": fresh processes repeat the set-up, load
+the graph, write the registration's slot again (`rebuild`: handles of their own input exchanged over the gloo
+group, the peer's opened here), replay, and compare with SAVE's replay bit for bit. Prints one JSON line."""
 
 from __future__ import annotations
 
@@ -29,6 +31,14 @@ os.environ.setdefault("VLLM_SKIP_P2P_CHECK", "1")  # the driver's P2P report, no
 import torch
 import torch.distributed as dist
 from multi_rank import BASE, REGION, WORLD, _phase, _report_and_tear_down  # this folder's two-rank harness
+
+from foundry.integration.vllm.custom_ar import (
+    InterposedDriver,
+    Registration,
+    Registrations,
+    group_exchange,
+    rebuild,
+)
 
 N = 1 << 18  # 1 MiB of floats: under the custom all-reduce's 8 MiB buffer
 
@@ -67,6 +77,14 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     ca = None
     try:
         ca, x = _set_up(rank, port)
+        records = Registrations(rank, WORLD, ca.rank_data.data_ptr())
+        register, driver = ca.register_graph_buffers, InterposedDriver()
+
+        def recorded_register() -> None:  # what the plugin puts around vLLM's register_graph_buffers
+            _, inputs = ops.get_graph_buffer_ipc_meta(ca._ptr)
+            out["registration"] = records.around(register, len(inputs), driver, foundry.program_remaps).to_json()
+
+        ca.register_graph_buffers = recorded_register
         g = foundry.CUDAGraph()
         with ca.capture():
             with foundry.graph(g):
@@ -79,6 +97,7 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
         native = y.cpu()
         out["native_ok"] = bool(torch.all(native == 3.0))
         torch.save(native, Path(work) / f"native_{rank}.pt")
+        (Path(work) / f"registrations_{rank}.json").write_text(json.dumps([r.to_json() for r in records.done]))
         arch = Path(work) / f"rank_{rank}"
         g.save(arch / "g.json", output_tensors=y, archive_dir=arch)
         foundry.save_graph_manifest(arch)
@@ -107,6 +126,9 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         foundry.load_cuda_modules_and_libraries(arch)
         ca, _ = _set_up(rank, port)
         g, y = foundry.CUDAGraph.load(arch / "g.json")
+        saved = json.loads((Path(work) / f"registrations_{rank}.json").read_text())
+        out["slots"] = rebuild([Registration.from_json(r) for r in saved], rank, WORLD, ca.rank_data.data_ptr(),
+                               InterposedDriver(), group_exchange(ca.group, rank, WORLD))  # fmt: skip
         g.replay()
         torch.cuda.synchronize()
         native = torch.load(Path(work) / f"native_{rank}.pt")

@@ -1,0 +1,220 @@
+"""vLLM's custom all-reduce under Foundry: the graph registrations SAVE records and LOAD writes again.
+
+A custom all-reduce captured in a graph takes its input's copies on the other ranks from a slot of ``rank_data``,
+device memory the host writes: ``register_graph_buffers``, at the exit of ``CustomAllreduce.capture()``, gives
+each captured all-reduce one ``RankData`` (``MAX_RANKS`` pointers), in capture order after the slot
+``register_buffer`` took at start-up, holding every rank's graph input as opened in this process (its own at its
+rank). The other ranks' inputs are opened from IPC handles of their allocations (Foundry's own handles for region
+memory, csrc/ipc.c), so they land in reservations carved from the region. LOAD captures nothing: no registration
+runs, and the peers' inputs exist only once every rank's LOAD has mapped SAVE's memory. So:
+
+- SAVE, around ``register_graph_buffers``: reads back the slots it wrote, keeps this rank's inputs (their
+  addresses, which LOAD restores) and the first slot, checks every peer pointer lies in a mapping the call opened,
+  and declares those mappings the program's (``foundry.program_remaps``): LOAD neither waits for them nor maps
+  memory there. A registration that does not read as expected is refused by name, before the archive is written.
+- LOAD, once the graphs are installed and before their first replay: makes handles of its own inputs, exchanges
+  them with the other ranks over the custom all-reduce's CPU group (every rank in the same order, as vLLM does),
+  opens each distinct peer allocation once, and writes each slot.
+
+The driver calls go through the interposer (``libcuda.so.1`` as the process loaded it), whose IPC calls are
+Foundry's for region memory; tests pass a driver of their own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..shared.errors import UnsupportedConfigError
+
+__all__ = [
+    "MAX_RANKS",
+    "SLOT_BYTES",
+    "Driver",
+    "InterposedDriver",
+    "Registration",
+    "Registrations",
+    "group_exchange",
+    "rebuild",
+    "slot_bytes",
+]
+
+MAX_RANKS = 8  # vLLM's RankData: const void* ptrs[8] (custom_all_reduce.cuh)
+SLOT_BYTES = 8 * MAX_RANKS
+_RANGE_START = 11  # CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
+_HANDLE_BYTES = 64  # CUipcMemHandle
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One ``register_graph_buffers``: its first slot of ``rank_data`` and this rank's graph inputs, in order."""
+
+    first_slot: int
+    inputs: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first_slot": self.first_slot, "inputs": list(self.inputs)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Registration:
+        return cls(int(doc["first_slot"]), tuple(int(a) for a in doc["inputs"]))
+
+
+class Driver(Protocol):
+    def read(self, address: int, n: int) -> bytes: ...
+    def write(self, address: int, data: bytes) -> None: ...
+    def handle(self, address: int) -> tuple[bytes, int]: ...  # the handle of its allocation's start, the offset
+    def open(self, handle: bytes) -> int: ...
+    def mappings(self) -> list[tuple[int, int]]: ...  # other processes' memory mapped here: (address, size)
+
+
+def slot_bytes(pointers: Sequence[int]) -> bytes:
+    """One ``RankData``: the pointers by rank, zero past the world."""
+    if len(pointers) > MAX_RANKS:
+        raise ValueError(f"{len(pointers)} ranks: vLLM's custom all-reduce holds {MAX_RANKS} at most")
+    return b"".join(p.to_bytes(8, "little") for p in [*pointers, *[0] * (MAX_RANKS - len(pointers))])
+
+
+def _slots(data: bytes) -> list[list[int]]:
+    return [
+        [int.from_bytes(data[at + 8 * r : at + 8 * r + 8], "little") for r in range(MAX_RANKS)]
+        for at in range(0, len(data), SLOT_BYTES)
+    ]
+
+
+@dataclass
+class Registrations:
+    """SAVE's record of one ``CustomAllreduce``'s registrations (slot 0 is ``register_buffer``'s, at start-up)."""
+
+    rank: int
+    world: int
+    rank_data: int  # the device address of ``rank_data``
+    next_slot: int = 1
+    done: list[Registration] = field(default_factory=list)
+    opened: list[tuple[int, int]] = field(default_factory=list)  # by every registration: vLLM opens each once
+
+    def around(self, register: Callable[[], None], count: int, driver: Driver,
+               remaps: Callable[[int, int], None]) -> Registration:  # fmt: skip
+        """Runs vLLM's ``register_graph_buffers`` (``register``) for ``count`` inputs, then reads what it wrote."""
+        before = set(driver.mappings())
+        register()
+        new = [m for m in driver.mappings() if m not in before]
+        opened = [*self.opened, *new]
+        first = self.next_slot
+        slots = _slots(driver.read(self.rank_data + first * SLOT_BYTES, count * SLOT_BYTES))
+        problems = []
+        for i, slot in enumerate(slots):
+            own = slot[self.rank]
+            if any(a <= own < a + n for a, n in opened):
+                problems.append(f"slot {first + i}: this rank's own input {own:#x} lies in a peer's mapping")
+            for peer in (r for r in range(self.world) if r != self.rank):
+                if not any(a <= slot[peer] < a + n for a, n in opened):
+                    problems.append(f"slot {first + i}: rank {peer}'s input {slot[peer]:#x} is not a mapping it opened")
+        if problems:
+            raise UnsupportedConfigError(
+                "vLLM's custom all-reduce registered its graph buffers otherwise than Foundry reads them "
+                f"({'; '.join(problems[:3])}): this vLLM's registration cannot be rebuilt at LOAD. Start vLLM with "
+                "--disable-custom-all-reduce (NCCL then all-reduces inside the graphs)."
+            )
+        for address, size in new:
+            remaps(address, size)
+        self.opened = opened
+        registration = Registration(first, tuple(slot[self.rank] for slot in slots))
+        self.done.append(registration)
+        self.next_slot = first + count
+        return registration
+
+
+def rebuild(registrations: Sequence[Registration], rank: int, world: int, rank_data: int, driver: Driver,
+            exchange: Callable[[Any], list[Any]]) -> int:  # fmt: skip
+    """LOAD: writes every registration's slots again, its peers' inputs opened here; returns the slots written.
+    ``exchange(value)`` gives every rank's value, by rank, and is called the same number of times on every rank
+    (once per registration)."""
+    opened: dict[bytes, int] = {}  # one open per distinct allocation, as vLLM's C++ keeps its ipc_handles_
+    written = 0
+    for reg in registrations:
+        mine = [driver.handle(address) for address in reg.inputs]
+        everyone = exchange([(h.hex(), off) for h, off in mine])
+        if len(everyone) != world or any(len(theirs) != len(reg.inputs) for theirs in everyone):
+            raise UnsupportedConfigError(
+                f"the ranks' custom all-reduce registrations differ (counts {[len(t) for t in everyone]} for slot "
+                f"{reg.first_slot}): the archive's ranks were not saved together. Save every rank again."
+            )
+        data = bytearray()
+        for i, own in enumerate(reg.inputs):
+            pointers = []
+            for r in range(world):
+                if r == rank:
+                    pointers.append(own)
+                    continue
+                handle, offset = bytes.fromhex(everyone[r][i][0]), int(everyone[r][i][1])
+                if handle not in opened:
+                    opened[handle] = driver.open(handle)
+                pointers.append(opened[handle] + offset)
+            data += slot_bytes(pointers)
+        driver.write(rank_data + reg.first_slot * SLOT_BYTES, bytes(data))
+        written += len(reg.inputs)
+    return written
+
+
+def group_exchange(group: Any, rank: int, world: int) -> Callable[[Any], list[Any]]:
+    """Every rank's value, by rank, over the custom all-reduce's CPU group, one broadcast from each rank in turn
+    as vLLM's ``register_graph_buffers`` exchanges them (``all_gather_object`` does not work on gloo under
+    inference mode)."""
+
+    def exchange(value: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        data: list[list[Any]] = [[None] for _ in range(world)]
+        data[rank] = [value]
+        for i, source in enumerate(sorted(dist.get_process_group_ranks(group))):
+            dist.broadcast_object_list(data[i], src=source, group=group, device="cpu")
+        return [d[0] for d in data]
+
+    return exchange
+
+
+class InterposedDriver:
+    """The driver as the process sees it, through the interposer: IPC handles of region memory are Foundry's."""
+
+    def __init__(self) -> None:
+        self._cuda = ctypes.CDLL("libcuda.so.1")
+
+    def _call(self, name: str, *args: Any) -> None:
+        rc = getattr(self._cuda, name)(*args)
+        if rc != 0:
+            raise UnsupportedConfigError(f"{name} failed ({rc}) while rebuilding vLLM's custom all-reduce slots")
+
+    def read(self, address: int, n: int) -> bytes:
+        from foundry.native.driver import memcpy_dtoh
+
+        return memcpy_dtoh(address, n)
+
+    def write(self, address: int, data: bytes) -> None:
+        from foundry.native.driver import memcpy_htod
+
+        memcpy_htod(address, data)
+
+    def handle(self, address: int) -> tuple[bytes, int]:
+        start = ctypes.c_uint64()
+        self._call("cuPointerGetAttribute", ctypes.byref(start), ctypes.c_int(_RANGE_START), ctypes.c_uint64(address))
+        raw = (ctypes.c_ubyte * _HANDLE_BYTES)()
+        self._call("cuIpcGetMemHandle", ctypes.byref(raw), ctypes.c_uint64(start.value))
+        return bytes(raw), address - start.value
+
+    def open(self, handle: bytes) -> int:
+        class IpcHandle(ctypes.Structure):  # passed by value
+            _fields_ = [("reserved", ctypes.c_ubyte * _HANDLE_BYTES)]
+
+        h = IpcHandle()
+        ctypes.memmove(h.reserved, handle, _HANDLE_BYTES)
+        pointer = ctypes.c_uint64()
+        self._call("cuIpcOpenMemHandle_v2", ctypes.byref(pointer), h, ctypes.c_uint(1))  # lazy peer access
+        return int(pointer.value)
+
+    def mappings(self) -> list[tuple[int, int]]:
+        from foundry.native.imports import open_imports
+
+        return [(m.address, m.size) for m in open_imports().mappings]

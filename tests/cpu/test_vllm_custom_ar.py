@@ -1,0 +1,139 @@
+"""vLLM's custom all-reduce registrations (foundry/integration/vllm/custom_ar.py), against a model of what vLLM's
+C++ does with them: ``register_graph_buffers`` opens each peer's graph input allocation once (by its IPC handle)
+and writes one RankData a captured all-reduce into ``rank_data`` after slot 0. SAVE reads the slots back and keeps
+this rank's inputs and the first slot, declaring the mappings it opened the program's; LOAD exchanges handles of
+its inputs with the other ranks and writes the slots with the peers' inputs as opened in its own process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from foundry.integration.shared.errors import UnsupportedConfigError
+from foundry.integration.vllm.custom_ar import SLOT_BYTES, Registration, Registrations, rebuild, slot_bytes
+
+RANK_DATA = 0x6000_0010_0000
+ALLOC = 0x20_0000  # each rank's graph inputs lie in one allocation of this size
+
+
+@dataclass
+class Process:
+    """One rank's process: device memory (a sparse dict of 8-byte words), its mappings of other processes'
+    allocations, and its own allocations' base (the region's layout is the same on every rank)."""
+
+    rank: int
+    memory: dict[int, bytes] = field(default_factory=dict)
+    maps: list[tuple[int, int]] = field(default_factory=list)
+    next_map: int = 0x6000_4000_0000  # where the next opened allocation lands (a carve from the cursor)
+    opens: list[bytes] = field(default_factory=list)
+
+    def read(self, address: int, n: int) -> bytes:
+        return b"".join(self.memory.get(address + i, bytes(8)) for i in range(0, n, 8))
+
+    def write(self, address: int, data: bytes) -> None:
+        for i in range(0, len(data), 8):
+            self.memory[address + i] = data[i : i + 8]
+
+    def handle(self, address: int) -> tuple[bytes, int]:
+        start = address - address % ALLOC
+        return f"rank{self.rank}@{start:#x}".encode().ljust(64, b"\0"), address - start
+
+    def open(self, handle: bytes) -> int:
+        self.opens.append(handle)
+        at = self.next_map
+        self.maps.append((at, ALLOC))
+        self.next_map += ALLOC
+        return at
+
+    def mappings(self) -> list[tuple[int, int]]:
+        return list(self.maps)
+
+
+def vllm_register(processes: list[Process], inputs: list[list[int]], first_slot: int) -> None:
+    """What vLLM's C++ ``register_graph_buffers`` leaves on every rank: the peers' allocations opened once each
+    (its ipc_handles_ map), one RankData a captured all-reduce from ``first_slot``."""
+    for me in processes:
+        data = b""
+        for i in range(len(inputs[me.rank])):
+            pointers = []
+            for peer in processes:
+                if peer.rank == me.rank:
+                    pointers.append(inputs[me.rank][i])
+                    continue
+                handle, offset = peer.handle(inputs[peer.rank][i])
+                known = getattr(me, "_opened", {})
+                if handle not in known:
+                    known[handle] = me.open(handle)
+                    me._opened = known  # type: ignore[attr-defined]
+                pointers.append(known[handle] + offset)
+            data += slot_bytes(pointers)
+        me.write(RANK_DATA + first_slot * SLOT_BYTES, data)
+
+
+def test_save_keeps_each_ranks_inputs_and_declares_only_the_mappings_the_registration_opened() -> None:
+    world = [Process(0), Process(1)]
+    world[0].maps.append((0x6000_3000_0000, 4096))  # a peer's signal buffer opened at start-up: a real peer
+    inputs = [[0x6000_0100_0000, 0x6000_0100_4000], [0x6000_0100_0000, 0x6000_0100_4000]]
+    records, declared = Registrations(0, 2, RANK_DATA), []
+
+    reg = records.around(lambda: vllm_register(world, inputs, 1), 2, world[0], lambda a, n: declared.append((a, n)))
+    assert reg == Registration(1, tuple(inputs[0]))
+    assert declared == [(0x6000_4000_0000, ALLOC)]  # the peer's input allocation, opened once; not the start-up one
+    # a second registration (another capture) follows in the slots and reuses the allocation opened before
+    more = [[0x6000_0100_8000], [0x6000_0100_8000]]
+    reg2 = records.around(lambda: vllm_register(world, more, 3), 1, world[0], lambda a, n: declared.append((a, n)))
+    assert reg2 == Registration(3, (0x6000_0100_8000,)) and records.next_slot == 4
+    assert len(declared) == 1 and Registration.from_json(reg2.to_json()) == reg2
+
+
+def test_a_registration_that_does_not_read_as_vllms_is_refused_by_name() -> None:
+    world = [Process(0), Process(1)]
+    inputs = [[0x6000_0100_0000], [0x6000_0100_0000]]
+    records = Registrations(0, 2, RANK_DATA, next_slot=2)  # Foundry expects another slot than vLLM wrote
+    with pytest.raises(UnsupportedConfigError, match="--disable-custom-all-reduce"):
+        records.around(lambda: vllm_register(world, inputs, 1), 1, world[0], lambda a, n: None)
+    assert records.done == []
+
+
+def test_load_writes_every_slot_again_with_the_peers_inputs_as_opened_here() -> None:
+    inputs = [[0x6000_0100_0000, 0x6000_0100_4000, 0x6000_0180_0000] for _ in range(3)]
+    regs = [Registration(1, tuple(inputs[0][:2])), Registration(3, (inputs[0][2],))]
+    world = [Process(r, next_map=0x6000_5000_0000 + r * 0x1000_0000) for r in range(3)]
+    calls: list[list[object]] = [[] for _ in world]
+
+    # each rank's exchange answers with every rank's value of the same call, as the CPU group's broadcasts do
+    def exchange_for(rank: int) -> Callable[[object], list[object]]:
+        def exchange(value: object) -> list[object]:
+            calls[rank].append(value)
+            reg = regs[len(calls[rank]) - 1]
+            everyone: list[object] = [[(p.handle(a)[0].hex(), p.handle(a)[1]) for a in reg.inputs] for p in world]
+            assert value == everyone[rank]  # what this rank sent
+            return everyone
+
+        return exchange
+
+    for p in world:
+        assert rebuild(regs, p.rank, 3, RANK_DATA, p, exchange_for(p.rank)) == 3
+    rank1 = world[1]
+    slots = rank1.read(RANK_DATA + SLOT_BYTES, 3 * SLOT_BYTES)
+    words = [int.from_bytes(slots[i : i + 8], "little") for i in range(0, len(slots), 8)]
+    # slot 1: rank 0's input as opened on rank 1 (its first open), rank 1's own, rank 2's (its second open)
+    assert words[0:3] == [0x6000_6000_0000, inputs[1][0], 0x6000_6000_0000 + ALLOC] and words[3:8] == [0] * 5
+    # slot 2: the same allocations, 16 KiB on: no second open
+    assert words[8:11] == [0x6000_6000_4000, inputs[1][1], 0x6000_6000_0000 + ALLOC + 0x4000]
+    # slot 3, the second registration: another allocation of each peer, opened now
+    assert words[16:19] == [0x6000_6000_0000 + 2 * ALLOC, inputs[1][2], 0x6000_6000_0000 + 3 * ALLOC]
+    assert len(rank1.opens) == 4 and len(set(rank1.opens)) == 4  # each distinct allocation once
+    assert [len(c) for c in calls] == [2, 2, 2]  # one exchange a registration, on every rank
+    assert rank1.read(RANK_DATA, SLOT_BYTES) == bytes(SLOT_BYTES)  # slot 0, register_buffer's: untouched
+
+
+def test_load_refuses_ranks_whose_registrations_differ() -> None:
+    me = Process(0)
+    regs = [Registration(1, (0x6000_0100_0000, 0x6000_0100_4000))]
+    with pytest.raises(UnsupportedConfigError, match="registrations differ"):
+        rebuild(regs, 0, 2, RANK_DATA, me, lambda value: [value, value[:1]])
+    with pytest.raises(ValueError, match="8 at most"):
+        slot_bytes(list(range(9)))
