@@ -1,7 +1,7 @@
 """vLLM's custom all-reduce under the region, two ranks, outside the engine (run under `foundry run`, with vLLM's
 bundle on the path: scripts/gpu_custom_ar.sh). What the plugin must do before it can stop refusing the engines'
 default all-reduce (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"), done here by the module the
-plugin will use (foundry/integration/vllm/custom_ar.py).
+plugin will use (foundry/integration/shared/custom_ar.py).
 
     python tests/gpu/custom_ar_probe.py WORK_DIR save|load
 
@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from multi_rank import BASE, REGION, WORLD, _phase, _report_and_tear_down  # this folder's two-rank harness
 
-from foundry.integration.vllm.custom_ar import (
+from foundry.integration.shared.custom_ar import (
     InterposedDriver,
     Registration,
     Registrations,

@@ -1,12 +1,17 @@
-"""vLLM's custom all-reduce under Foundry: the graph registrations SAVE records and LOAD writes again.
+"""The engines' custom all-reduce under Foundry: the graph registrations SAVE records and LOAD writes again.
 
-A custom all-reduce captured in a graph takes its input's copies on the other ranks from a slot of ``rank_data``,
-device memory the host writes: ``register_graph_buffers``, at the exit of ``CustomAllreduce.capture()``, gives
-each captured all-reduce one ``RankData`` (``MAX_RANKS`` pointers), in capture order after the slot
-``register_buffer`` took at start-up, holding every rank's graph input as opened in this process (its own at its
-rank). The other ranks' inputs are opened from IPC handles of their allocations (Foundry's own handles for region
-memory, csrc/ipc.c), so they land in reservations carved from the region. LOAD captures nothing: no registration
-runs, and the peers' inputs exist only once every rank's LOAD has mapped SAVE's memory. So:
+vLLM's (vllm/distributed/device_communicators/custom_all_reduce.py) and SGLang's CUDA path (sglang/srt/distributed/
+device_communicators/custom_all_reduce.py) have one Python shape over ops of the same names: a ``CustomAllreduce``
+with ``rank_data``, ``_ptr``, ``rank`` and a gloo ``group``, whose ``register_graph_buffers`` exchanges the graph
+inputs' IPC handles and has the C++ open them. The slot layout below is vLLM's; SAVE's check of what the C++ wrote
+refuses, by name, a kernel library that lays them out otherwise. A custom all-reduce captured in a
+graph takes its input's copies on the other ranks from a slot of ``rank_data``, device memory the host writes:
+``register_graph_buffers``, at the exit of ``CustomAllreduce.capture()``, gives each captured all-reduce one
+``RankData`` (``MAX_RANKS`` pointers), in capture order after the slot ``register_buffer`` took at start-up, holding
+every rank's graph input as opened in this process (its own at its rank). The other ranks' inputs are opened from
+IPC handles of their allocations (Foundry's own handles for region memory, csrc/ipc.c), so they land in reservations
+carved from the region. LOAD captures nothing: no registration runs, and the peers' inputs exist only once every
+rank's LOAD has mapped SAVE's memory. So:
 
 - SAVE, around ``register_graph_buffers``: reads back the slots it wrote, keeps this rank's inputs (their
   addresses, which LOAD restores) and the first slot, checks every peer pointer lies in a mapping the call opened,
@@ -114,8 +119,8 @@ class Registrations:
                     problems.append(f"slot {first + i}: rank {peer}'s input {slot[peer]:#x} is not a mapping it opened")
         if problems:
             raise UnsupportedConfigError(
-                "vLLM's custom all-reduce registered its graph buffers otherwise than Foundry reads them "
-                f"({'; '.join(problems[:3])}): this vLLM's registration cannot be rebuilt at LOAD. Start vLLM with "
+                "the engine's custom all-reduce registered its graph buffers otherwise than Foundry reads them "
+                f"({'; '.join(problems[:3])}): its registration cannot be rebuilt at LOAD. Start the engine with "
                 "--disable-custom-all-reduce (NCCL then all-reduces inside the graphs)."
             )
         for address, size in new:
@@ -185,7 +190,7 @@ class InterposedDriver:
     def _call(self, name: str, *args: Any) -> None:
         rc = getattr(self._cuda, name)(*args)
         if rc != 0:
-            raise UnsupportedConfigError(f"{name} failed ({rc}) while rebuilding vLLM's custom all-reduce slots")
+            raise UnsupportedConfigError(f"{name} failed ({rc}) while rebuilding the custom all-reduce's slots")
 
     def read(self, address: int, n: int) -> bytes:
         from foundry.native.driver import memcpy_dtoh

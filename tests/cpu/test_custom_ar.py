@@ -1,8 +1,9 @@
-"""vLLM's custom all-reduce registrations (foundry/integration/vllm/custom_ar.py), against a model of what vLLM's
-C++ does with them: ``register_graph_buffers`` opens each peer's graph input allocation once (by its IPC handle)
-and writes one RankData a captured all-reduce into ``rank_data`` after slot 0. SAVE reads the slots back and keeps
-this rank's inputs and the first slot, declaring the mappings it opened the program's; LOAD exchanges handles of
-its inputs with the other ranks and writes the slots with the peers' inputs as opened in its own process."""
+"""The engines' custom all-reduce registrations (foundry/integration/shared/custom_ar.py), against a model of what
+vLLM's C++ does with them: ``register_graph_buffers`` opens each peer's graph input allocation once
+(by its IPC handle) and writes one RankData a captured all-reduce into ``rank_data`` after slot 0. SAVE reads the
+slots back and keeps this rank's inputs and the first slot, declaring the mappings it opened the program's; LOAD
+exchanges handles of its inputs with the other ranks and writes the slots with the peers' inputs as opened in its
+own process."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from foundry.integration.shared.custom_ar import SLOT_BYTES, Registration, Registrations, rebuild, slot_bytes
 from foundry.integration.shared.errors import UnsupportedConfigError
-from foundry.integration.vllm.custom_ar import SLOT_BYTES, Registration, Registrations, rebuild, slot_bytes
 
 RANK_DATA = 0x6000_0010_0000
 ALLOC = 0x20_0000  # each rank's graph inputs lie in one allocation of this size
