@@ -50,6 +50,9 @@ _EXPORTS: dict[str, str] = {
     "set_rank": ".ranks",
     "current_rank": ".ranks",
     "program_remaps": ".region",
+    "PeerRegistration": ".ranks",
+    "PeerRegistrations": ".ranks",
+    "rewrite_peer_registrations": ".ranks",
     "store_bundle_against": ".archive",
     "startup_phases": ".load",
     # errors: every exception Foundry raises on purpose

@@ -1,4 +1,4 @@
-"""The engines' custom all-reduce registrations (foundry/integration/shared/custom_ar.py), against a model of what
+"""The engines' custom all-reduce registrations (foundry/ranks/registrations.py), against a model of what
 vLLM's C++ does with them: ``register_graph_buffers`` opens each peer's graph input allocation once
 (by its IPC handle) and writes one RankData a captured all-reduce into ``rank_data`` after slot 0. SAVE reads the
 slots back and keeps this rank's inputs and the first slot, declaring the mappings it opened the program's; LOAD
@@ -12,8 +12,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from foundry.integration.shared.custom_ar import SLOT_BYTES, Registration, Registrations, rebuild, slot_bytes
-from foundry.integration.shared.errors import UnsupportedConfigError
+from foundry.errors import PeerMemoryError
+from foundry.ranks.registrations import (
+    SLOT_BYTES,
+    PeerRegistration,
+    PeerRegistrations,
+    rewrite_peer_registrations,
+    slot_bytes,
+)
 
 RANK_DATA = 0x6000_0010_0000
 ALLOC = 0x20_0000  # each rank's graph inputs lie in one allocation of this size
@@ -77,30 +83,30 @@ def test_save_keeps_each_ranks_inputs_and_declares_only_the_mappings_the_registr
     world = [Process(0), Process(1)]
     world[0].maps.append((0x6000_3000_0000, 4096))  # a peer's signal buffer opened at start-up: a real peer
     inputs = [[0x6000_0100_0000, 0x6000_0100_4000], [0x6000_0100_0000, 0x6000_0100_4000]]
-    records, declared = Registrations(0, 2, RANK_DATA), []
+    records, declared = PeerRegistrations(0, 2, RANK_DATA), []
 
     reg = records.around(lambda: vllm_register(world, inputs, 1), 2, world[0], lambda a, n: declared.append((a, n)))
-    assert reg == Registration(1, tuple(inputs[0]))
+    assert reg == PeerRegistration(1, tuple(inputs[0]))
     assert declared == [(0x6000_4000_0000, ALLOC)]  # the peer's input allocation, opened once; not the start-up one
     # a second registration (another capture) follows in the slots and reuses the allocation opened before
     more = [[0x6000_0100_8000], [0x6000_0100_8000]]
     reg2 = records.around(lambda: vllm_register(world, more, 3), 1, world[0], lambda a, n: declared.append((a, n)))
-    assert reg2 == Registration(3, (0x6000_0100_8000,)) and records.next_slot == 4
-    assert len(declared) == 1 and Registration.from_json(reg2.to_json()) == reg2
+    assert reg2 == PeerRegistration(3, (0x6000_0100_8000,)) and records.next_slot == 4
+    assert len(declared) == 1 and PeerRegistration.from_json(reg2.to_json()) == reg2
 
 
 def test_a_registration_that_does_not_read_as_vllms_is_refused_by_name() -> None:
     world = [Process(0), Process(1)]
     inputs = [[0x6000_0100_0000], [0x6000_0100_0000]]
-    records = Registrations(0, 2, RANK_DATA, next_slot=2)  # Foundry expects another slot than vLLM wrote
-    with pytest.raises(UnsupportedConfigError, match="--disable-custom-all-reduce"):
+    records = PeerRegistrations(0, 2, RANK_DATA, next_slot=2)  # Foundry expects another slot than vLLM wrote
+    with pytest.raises(PeerMemoryError, match="--disable-custom-all-reduce"):
         records.around(lambda: vllm_register(world, inputs, 1), 1, world[0], lambda a, n: None)
     assert records.done == []
 
 
 def test_load_writes_every_slot_again_with_the_peers_inputs_as_opened_here() -> None:
     inputs = [[0x6000_0100_0000, 0x6000_0100_4000, 0x6000_0180_0000] for _ in range(3)]
-    regs = [Registration(1, tuple(inputs[0][:2])), Registration(3, (inputs[0][2],))]
+    regs = [PeerRegistration(1, tuple(inputs[0][:2])), PeerRegistration(3, (inputs[0][2],))]
     world = [Process(r, next_map=0x6000_5000_0000 + r * 0x1000_0000) for r in range(3)]
     calls: list[list[object]] = [[] for _ in world]
 
@@ -116,7 +122,7 @@ def test_load_writes_every_slot_again_with_the_peers_inputs_as_opened_here() -> 
         return exchange
 
     for p in world:
-        assert rebuild(regs, p.rank, 3, RANK_DATA, p, exchange_for(p.rank)) == 3
+        assert rewrite_peer_registrations(regs, p.rank, 3, RANK_DATA, exchange_for(p.rank), p) == 3
     rank1 = world[1]
     slots = rank1.read(RANK_DATA + SLOT_BYTES, 3 * SLOT_BYTES)
     words = [int.from_bytes(slots[i : i + 8], "little") for i in range(0, len(slots), 8)]
@@ -133,8 +139,8 @@ def test_load_writes_every_slot_again_with_the_peers_inputs_as_opened_here() -> 
 
 def test_load_refuses_ranks_whose_registrations_differ() -> None:
     me = Process(0)
-    regs = [Registration(1, (0x6000_0100_0000, 0x6000_0100_4000))]
-    with pytest.raises(UnsupportedConfigError, match="registrations differ"):
-        rebuild(regs, 0, 2, RANK_DATA, me, lambda value: [value, value[:1]])
+    regs = [PeerRegistration(1, (0x6000_0100_0000, 0x6000_0100_4000))]
+    with pytest.raises(PeerMemoryError, match="registrations differ"):
+        rewrite_peer_registrations(regs, 0, 2, RANK_DATA, lambda value: [value, value[:1]], me)
     with pytest.raises(ValueError, match="8 at most"):
         slot_bytes(list(range(9)))

@@ -1,7 +1,7 @@
 """vLLM's custom all-reduce under the region, two ranks, outside the engine (run under `foundry run`, with vLLM's
 bundle on the path: scripts/gpu_custom_ar.sh). What the plugin must do before it can stop refusing the engines'
-default all-reduce (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"), done here by the module the
-plugin will use (foundry/integration/shared/custom_ar.py).
+default all-reduce (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"), done here with what the plugin will
+use (foundry/ranks/registrations.py, through ``foundry``'s surface).
 
     python tests/gpu/custom_ar_probe.py WORK_DIR save|load
 
@@ -9,12 +9,13 @@ Phase "save": each rank sets its device, its rank and the region, creates NCCL's
 then vLLM's `CustomAllreduce` over the gloo group (its shared buffers: `cudaMalloc`, `cudaIpcGetMemHandle`, the
 peers' opened: Foundry's IPC handles of region memory, csrc/ipc.c), checks an eager all-reduce, captures one
 custom all-reduce in a Foundry graph inside `ca.capture()`, whose exit registers the graph's input with the peer
-(`get_graph_buffer_ipc_meta`, the handles exchanged and opened, `rank_data` written): `Registrations.around`
+(`get_graph_buffer_ipc_meta`, the handles exchanged and opened, `rank_data` written): `PeerRegistrations.around`
 reads the slots back, keeps this rank's input and declares the mapping of the peer's input the program's
 (`foundry.program_remaps`). It replays, saves, and reports whether the registration's handles are Foundry's, its
 offsets, the slots and the peer mappings SAVE recorded. Phase "load": fresh processes repeat the set-up, load
-the graph, write the registration's slot again (`rebuild`: handles of their own input exchanged over the gloo
-group, the peer's opened here), replay, and compare with SAVE's replay bit for bit. Prints one JSON line."""
+the graph, write the registration's slot again (`rewrite_peer_registrations`: handles of their own input
+exchanged over the gloo group, the peer's opened here), replay, and compare with SAVE's replay bit for bit. Prints
+one JSON line."""
 
 from __future__ import annotations
 
@@ -31,14 +32,6 @@ os.environ.setdefault("VLLM_SKIP_P2P_CHECK", "1")  # the driver's P2P report, no
 import torch
 import torch.distributed as dist
 from multi_rank import BASE, REGION, WORLD, _phase, _report_and_tear_down  # this folder's two-rank harness
-
-from foundry.integration.shared.custom_ar import (
-    InterposedDriver,
-    Registration,
-    Registrations,
-    group_exchange,
-    rebuild,
-)
 
 N = 1 << 18  # 1 MiB of floats: under the custom all-reduce's 8 MiB buffer
 
@@ -68,6 +61,20 @@ def _set_up(rank: int, port: int) -> tuple[Any, torch.Tensor]:
     return ca, x
 
 
+def _group_exchange(group: Any, rank: int) -> Any:
+    """Every rank's value, by rank, over the gloo group: one broadcast from each rank in turn, as vLLM's
+    register_graph_buffers exchanges its handles (all_gather_object does not work on gloo in inference mode)."""
+
+    def exchange(value: Any) -> list[Any]:
+        data: list[list[Any]] = [[None] for _ in range(WORLD)]
+        data[rank] = [value]
+        for i, source in enumerate(sorted(dist.get_process_group_ranks(group))):
+            dist.broadcast_object_list(data[i], src=source, group=group, device="cpu")
+        return [d[0] for d in data]
+
+    return exchange
+
+
 def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     from vllm import _custom_ops as ops
 
@@ -77,12 +84,12 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     ca = None
     try:
         ca, x = _set_up(rank, port)
-        records = Registrations(rank, WORLD, ca.rank_data.data_ptr())
-        register, driver = ca.register_graph_buffers, InterposedDriver()
+        records = foundry.PeerRegistrations(rank, WORLD, ca.rank_data.data_ptr())
+        register = ca.register_graph_buffers
 
         def recorded_register() -> None:  # what the plugin puts around vLLM's register_graph_buffers
             _, inputs = ops.get_graph_buffer_ipc_meta(ca._ptr)
-            out["registration"] = records.around(register, len(inputs), driver, foundry.program_remaps).to_json()
+            out["registration"] = records.around(register, len(inputs)).to_json()
 
         ca.register_graph_buffers = recorded_register
         g = foundry.CUDAGraph()
@@ -127,8 +134,10 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         ca, _ = _set_up(rank, port)
         g, y = foundry.CUDAGraph.load(arch / "g.json")
         saved = json.loads((Path(work) / f"registrations_{rank}.json").read_text())
-        out["slots"] = rebuild([Registration.from_json(r) for r in saved], rank, WORLD, ca.rank_data.data_ptr(),
-                               InterposedDriver(), group_exchange(ca.group, rank, WORLD))  # fmt: skip
+        registrations = [foundry.PeerRegistration.from_json(r) for r in saved]
+        out["slots"] = foundry.rewrite_peer_registrations(
+            registrations, rank, WORLD, ca.rank_data.data_ptr(), _group_exchange(ca.group, rank)
+        )
         g.replay()
         torch.cuda.synchronize()
         native = torch.load(Path(work) / f"native_{rank}.pt")

@@ -1,4 +1,5 @@
-"""The engines' custom all-reduce under Foundry: the graph registrations SAVE records and LOAD writes again.
+"""Peer tables: device memory a program writes with its peers' addresses after capture, which graphs read (the
+engines' custom all-reduce), recorded at SAVE and written again at LOAD.
 
 vLLM's (vllm/distributed/device_communicators/custom_all_reduce.py) and SGLang's CUDA path (sglang/srt/distributed/
 device_communicators/custom_all_reduce.py) have one Python shape over ops of the same names: a ``CustomAllreduce``
@@ -21,39 +22,40 @@ rank's LOAD has mapped SAVE's memory. So:
   them with the other ranks over the custom all-reduce's CPU group (every rank in the same order, as vLLM does),
   opens each distinct peer allocation once, and writes each slot.
 
-The driver calls go through the interposer (``libcuda.so.1`` as the process loaded it), whose IPC calls are
-Foundry's for region memory; tests pass a driver of their own.
+The driver calls are foundry.native's (IPC through the interposer, whose handles of region memory are
+Foundry's); tests pass a driver of their own. The engines' plugins reach this through ``foundry``'s surface
+(``PeerRegistration``, ``PeerRegistrations``, ``rewrite_peer_registrations``).
 """
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..shared.errors import UnsupportedConfigError
+from foundry.errors import PeerMemoryError
+from foundry.native.driver import memcpy_dtoh, memcpy_htod
+from foundry.native.imports import open_imports
+from foundry.native.ipc import allocation_start, ipc_handle, ipc_open
+from foundry.region import program_remaps
 
 __all__ = [
     "MAX_RANKS",
     "SLOT_BYTES",
     "Driver",
-    "InterposedDriver",
-    "Registration",
-    "Registrations",
-    "group_exchange",
-    "rebuild",
+    "NativeDriver",
+    "PeerRegistration",
+    "PeerRegistrations",
+    "rewrite_peer_registrations",
     "slot_bytes",
 ]
 
 MAX_RANKS = 8  # vLLM's RankData: const void* ptrs[8] (custom_all_reduce.cuh)
 SLOT_BYTES = 8 * MAX_RANKS
-_RANGE_START = 11  # CU_POINTER_ATTRIBUTE_RANGE_START_ADDR
-_HANDLE_BYTES = 64  # CUipcMemHandle
 
 
 @dataclass(frozen=True)
-class Registration:
+class PeerRegistration:
     """One ``register_graph_buffers``: its first slot of ``rank_data`` and this rank's graph inputs, in order."""
 
     first_slot: int
@@ -63,7 +65,7 @@ class Registration:
         return {"first_slot": self.first_slot, "inputs": list(self.inputs)}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Registration:
+    def from_json(cls, doc: dict[str, Any]) -> PeerRegistration:
         return cls(int(doc["first_slot"]), tuple(int(a) for a in doc["inputs"]))
 
 
@@ -90,19 +92,26 @@ def _slots(data: bytes) -> list[list[int]]:
 
 
 @dataclass
-class Registrations:
+class PeerRegistrations:
     """SAVE's record of one ``CustomAllreduce``'s registrations (slot 0 is ``register_buffer``'s, at start-up)."""
 
     rank: int
     world: int
     rank_data: int  # the device address of ``rank_data``
     next_slot: int = 1
-    done: list[Registration] = field(default_factory=list)
+    done: list[PeerRegistration] = field(default_factory=list)
     opened: list[tuple[int, int]] = field(default_factory=list)  # by every registration: vLLM opens each once
 
-    def around(self, register: Callable[[], None], count: int, driver: Driver,
-               remaps: Callable[[int, int], None]) -> Registration:  # fmt: skip
-        """Runs vLLM's ``register_graph_buffers`` (``register``) for ``count`` inputs, then reads what it wrote."""
+    def around(
+        self,
+        register: Callable[[], None],
+        count: int,
+        driver: Driver | None = None,
+        remaps: Callable[[int, int], None] = program_remaps,
+    ) -> PeerRegistration:
+        """Runs the engine's ``register_graph_buffers`` (``register``) for ``count`` inputs, then reads what it
+        wrote; declares the peer mappings it opened with ``remaps``."""
+        driver = driver or NativeDriver()
         before = set(driver.mappings())
         register()
         new = [m for m in driver.mappings() if m not in before]
@@ -118,7 +127,7 @@ class Registrations:
                 if not any(a <= slot[peer] < a + n for a, n in opened):
                     problems.append(f"slot {first + i}: rank {peer}'s input {slot[peer]:#x} is not a mapping it opened")
         if problems:
-            raise UnsupportedConfigError(
+            raise PeerMemoryError(
                 "the engine's custom all-reduce registered its graph buffers otherwise than Foundry reads them "
                 f"({'; '.join(problems[:3])}): its registration cannot be rebuilt at LOAD. Start the engine with "
                 "--disable-custom-all-reduce (NCCL then all-reduces inside the graphs)."
@@ -126,24 +135,31 @@ class Registrations:
         for address, size in new:
             remaps(address, size)
         self.opened = opened
-        registration = Registration(first, tuple(slot[self.rank] for slot in slots))
+        registration = PeerRegistration(first, tuple(slot[self.rank] for slot in slots))
         self.done.append(registration)
         self.next_slot = first + count
         return registration
 
 
-def rebuild(registrations: Sequence[Registration], rank: int, world: int, rank_data: int, driver: Driver,
-            exchange: Callable[[Any], list[Any]]) -> int:  # fmt: skip
+def rewrite_peer_registrations(
+    registrations: Sequence[PeerRegistration],
+    rank: int,
+    world: int,
+    rank_data: int,
+    exchange: Callable[[Any], list[Any]],
+    driver: Driver | None = None,
+) -> int:
     """LOAD: writes every registration's slots again, its peers' inputs opened here; returns the slots written.
     ``exchange(value)`` gives every rank's value, by rank, and is called the same number of times on every rank
     (once per registration)."""
+    driver = driver or NativeDriver()
     opened: dict[bytes, int] = {}  # one open per distinct allocation, as vLLM's C++ keeps its ipc_handles_
     written = 0
     for reg in registrations:
         mine = [driver.handle(address) for address in reg.inputs]
         everyone = exchange([(h.hex(), off) for h, off in mine])
         if len(everyone) != world or any(len(theirs) != len(reg.inputs) for theirs in everyone):
-            raise UnsupportedConfigError(
+            raise PeerMemoryError(
                 f"the ranks' custom all-reduce registrations differ (counts {[len(t) for t in everyone]} for slot "
                 f"{reg.first_slot}): the archive's ranks were not saved together. Save every rank again."
             )
@@ -164,62 +180,21 @@ def rebuild(registrations: Sequence[Registration], rank: int, world: int, rank_d
     return written
 
 
-def group_exchange(group: Any, rank: int, world: int) -> Callable[[Any], list[Any]]:
-    """Every rank's value, by rank, over the custom all-reduce's CPU group, one broadcast from each rank in turn
-    as vLLM's ``register_graph_buffers`` exchanges them (``all_gather_object`` does not work on gloo under
-    inference mode)."""
-
-    def exchange(value: Any) -> list[Any]:
-        import torch.distributed as dist
-
-        data: list[list[Any]] = [[None] for _ in range(world)]
-        data[rank] = [value]
-        for i, source in enumerate(sorted(dist.get_process_group_ranks(group))):
-            dist.broadcast_object_list(data[i], src=source, group=group, device="cpu")
-        return [d[0] for d in data]
-
-    return exchange
-
-
-class InterposedDriver:
-    """The driver as the process sees it, through the interposer: IPC handles of region memory are Foundry's."""
-
-    def __init__(self) -> None:
-        self._cuda = ctypes.CDLL("libcuda.so.1")
-
-    def _call(self, name: str, *args: Any) -> None:
-        rc = getattr(self._cuda, name)(*args)
-        if rc != 0:
-            raise UnsupportedConfigError(f"{name} failed ({rc}) while rebuilding the custom all-reduce's slots")
+class NativeDriver:
+    """This process's device memory and IPC, through foundry.native."""
 
     def read(self, address: int, n: int) -> bytes:
-        from foundry.native.driver import memcpy_dtoh
-
         return memcpy_dtoh(address, n)
 
     def write(self, address: int, data: bytes) -> None:
-        from foundry.native.driver import memcpy_htod
-
         memcpy_htod(address, data)
 
     def handle(self, address: int) -> tuple[bytes, int]:
-        start = ctypes.c_uint64()
-        self._call("cuPointerGetAttribute", ctypes.byref(start), ctypes.c_int(_RANGE_START), ctypes.c_uint64(address))
-        raw = (ctypes.c_ubyte * _HANDLE_BYTES)()
-        self._call("cuIpcGetMemHandle", ctypes.byref(raw), ctypes.c_uint64(start.value))
-        return bytes(raw), address - start.value
+        start = allocation_start(address)
+        return ipc_handle(start), address - start
 
     def open(self, handle: bytes) -> int:
-        class IpcHandle(ctypes.Structure):  # passed by value
-            _fields_ = [("reserved", ctypes.c_ubyte * _HANDLE_BYTES)]
-
-        h = IpcHandle()
-        ctypes.memmove(h.reserved, handle, _HANDLE_BYTES)
-        pointer = ctypes.c_uint64()
-        self._call("cuIpcOpenMemHandle_v2", ctypes.byref(pointer), h, ctypes.c_uint(1))  # lazy peer access
-        return int(pointer.value)
+        return ipc_open(handle)
 
     def mappings(self) -> list[tuple[int, int]]:
-        from foundry.native.imports import open_imports
-
         return [(m.address, m.size) for m in open_imports().mappings]
