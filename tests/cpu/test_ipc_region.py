@@ -173,7 +173,9 @@ def test_a_handle_whose_process_is_gone_is_refused_by_name(
 # The rank that reads its peer's buffer in a graph (a custom all-reduce's kernel takes the peer's address by
 # value): SAVE records the opened mapping with its rank; LOAD, in a fresh process that repeats the calls, opens
 # the handle again, finds the pages where SAVE had them and replays the peer's current bytes.
-READER = """
+# Rank 1 of two, SAVE (or LOAD, with SAVE = False): the region, `y`, the exporter's handles; `open_inside()` opens
+# the handle of the exporter's buffer at 256 bytes in (tests/cpu/test_program_remaps.py reads it through a table).
+READER_HEAD = """
 from foundry.save import save_graph, save_graph_manifest
 from foundry.load import load_graph
 from foundry.native.imports import open_imports
@@ -182,18 +184,23 @@ if not SAVE:
     foundry.load_cuda_modules_and_libraries(ARCH)
 foundry.set_rank(1, 2)
 foundry.set_allocation_region(BASE, "1GB")
-K = module("fk_copy_bytes")
 y = buf("y", 256)
 handles = json.load(open(HANDLES))
 class IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_ubyte * 64)]
-peer = 0
-if OPEN:
+def open_inside():
     h = IpcHandle()
     ctypes.memmove(h.reserved, bytes.fromhex(handles["inside"]), 64)
     p = c_uint64()
     call("cuIpcOpenMemHandle_v2", byref(p), h, c_uint(1))
-    peer = p.value
+    return p.value
+"""
+
+READER = (
+    READER_HEAD
+    + """
+K = module("fk_copy_bytes")
+peer = open_inside() if OPEN else 0
 path = os.path.join(ARCH, "reader.json")
 if SAVE:
     s = cu.stream_create()
@@ -215,6 +222,7 @@ else:
         r = {"ok": cu.memcpy_dtoh(y, 256).hex()}
     emit(load=r, peer=peer)
 """
+)
 
 
 def test_a_graph_reading_a_peers_buffer_by_ipc_handle_saves_and_loads_in_fresh_processes(

@@ -11,32 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.cpu.test_ipc_region import _exporter, _run, _script
+from tests.cpu.test_ipc_region import READER_HEAD, _exporter, _run, _script
 
-TABLE_READER = """
-from foundry.save import save_graph, save_graph_manifest
-from foundry.load import load_graph
-from foundry.native.imports import open_imports
+TABLE_READER = (
+    READER_HEAD
+    + """
 from foundry.archive import read_meta
 from foundry.region import restored_covers
-from foundry.schema import OutputSpec
-if not SAVE:
-    foundry.load_cuda_modules_and_libraries(ARCH)
-foundry.set_rank(1, 2)
-foundry.set_allocation_region(BASE, "1GB")
 K = module("fk_copy_indirect")
-y = buf("y", 256)
 table = buf("table", 64)  # the registration's table: one slot, the peer's address (vLLM's RankData holds 8)
-handles = json.load(open(HANDLES))
-class IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 def open_peer():
-    h = IpcHandle()
-    ctypes.memmove(h.reserved, bytes.fromhex(handles["inside"]), 64)
-    p = c_uint64()
-    call("cuIpcOpenMemHandle_v2", byref(p), h, c_uint(1))
-    cu.memcpy_htod(table, p.value.to_bytes(8, "little"))  # what register_graph_buffers writes
-    return p.value
+    peer = open_inside()
+    cu.memcpy_htod(table, peer.to_bytes(8, "little"))  # what register_graph_buffers writes
+    return peer
 path = os.path.join(ARCH, "reader.json")
 if SAVE:
     s = cu.stream_create()
@@ -71,6 +58,7 @@ else:
         r = {"ok": cu.memcpy_dtoh(y, 256).hex(), "peer": peer, "restored_hole": restored}
     emit(load=r)
 """
+)
 
 
 def test_a_peer_mapping_the_program_maps_again_after_load_is_neither_waited_for_nor_restored(
