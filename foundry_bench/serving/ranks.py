@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from .starts import start_figures, starts_of
 __all__ = [
     "INIT_RATIO",
     "RESTORE_X",
+    "arrival_lines",
+    "arrivals_by_rank",
     "captures_by_rank",
     "clear_rank_reports",
     "init_ratio_line",
@@ -54,6 +57,63 @@ def captures_by_rank(text: str, patterns: Sequence[str]) -> dict[int, float]:
     for (rank, _), seconds in sorted(found.items()):
         out[rank] = round(out.get(rank, 0.0) + seconds, 3)
     return out
+
+
+# A log line's time: SGLang's "[2026-11-29 19:38:27.360 TP0]" (milliseconds), vLLM's "INFO 11-29 19:22:52" (seconds).
+_STAMPS = (
+    (re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)"), "%Y-%m-%d %H:%M:%S.%f"),
+    (re.compile(r"\b(\d\d-\d\d \d\d:\d\d:\d\d)\b"), "%m-%d %H:%M:%S"),
+)
+
+
+def _stamp(line: str) -> float | None:
+    for pattern, form in _STAMPS:
+        m = pattern.search(line)
+        if m:
+            return datetime.strptime(m.group(1), form).replace(tzinfo=timezone.utc).timestamp()
+    return None
+
+
+def arrivals_by_rank(text: str, markers: Mapping[str, str]) -> dict[str, dict[str, float]]:
+    """When each rank reached each step (``markers``: step -> a pattern of its log line), in seconds after the
+    first rank to reach it, the first such line of each rank. A collective after a step waits for the last rank
+    there, and the engines log their step times on rank 0 alone: a step longer under LOAD may be another rank's
+    lateness (keyed by the rank as a string, as the JSON keeps them)."""
+    seen: dict[str, dict[int, float]] = {}
+    for line in text.splitlines():
+        for step, pattern in markers.items():
+            m = re.search(pattern, line)
+            prefix = _RANK.search(line[: m.start()]) if m else None
+            at = _stamp(line) if prefix else None
+            if m and prefix and at is not None:
+                seen.setdefault(step, {}).setdefault(int(prefix.group(1)), at)
+    return {
+        step: {str(rank): round(at - min(ranks.values()), 3) for rank, at in sorted(ranks.items())}
+        for step, ranks in seen.items()
+        if len(ranks) > 1
+    }
+
+
+def arrival_lines(doc: dict[str, Any]) -> list[str]:
+    """Per step, the rank that reached it last and how long after the first, native warm against LOAD."""
+    results = doc["results"]
+    found = {m: (results.get(m) or {}).get("arrivals_by_rank") or {} for m in ("native", "load")}
+    steps = list(dict.fromkeys([*found["native"], *found["load"]]))
+    if not steps:
+        return []
+
+    def last(ranks: dict[str, float] | None) -> str:
+        if not ranks:
+            return "-"
+        rank = max(ranks, key=lambda r: ranks[r])
+        return f"rank {rank} +{ranks[rank]:.2f} s"
+
+    rows = [[step, last(found["native"].get(step)), last(found["load"].get(step))] for step in steps]
+    return [
+        "",
+        "The ranks reaching each step, by their own log lines: the last, after the first (vLLM logs whole seconds):",
+        table(["step", "native warm", "LOAD"], rows),
+    ]
 
 
 def rank_zero_lines(text: str) -> str:

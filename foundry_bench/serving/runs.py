@@ -51,7 +51,7 @@ from .logprobs import Top, Values, digests, repeated, values
 from .marks import mark_archive
 from .plugin import checkout_root, plugin_shim
 from .process import Engine, EngineError
-from .ranks import captures_by_rank, clear_rank_reports, rank_reports, rank_zero_lines
+from .ranks import arrivals_by_rank, captures_by_rank, clear_rank_reports, rank_reports, rank_zero_lines
 from .recorders import Recorders
 from .shapes import SHAPES, make_model, prompt_vocab
 from .stacks import site_path
@@ -137,6 +137,7 @@ class BenchRuns:
     steady_needs: ClassVar[float] = 0.0  # seconds the steady-state phase needs at least
     # The log lines of a rank's capture (one group: seconds), added up per rank on several GPUs (ranks.py).
     capture_patterns: ClassVar[tuple[str, ...]] = ()
+    arrival_markers: ClassVar[dict[str, str]] = {}  # step -> its log line's pattern, every rank's (ranks.py)
     # Set in every run when SAVE packs the engine's caches: the engine's settings that make them movable, which
     # its compile cache depends on (so every run, native ones too, compiles alike).
     pack_env: ClassVar[dict[str, str]] = {}
@@ -322,6 +323,7 @@ class BenchRuns:
             # keyed as the JSON keeps them, so that a document reads the same before and after it is written
             result["capture_by_rank"] = {str(r): s for r, s in captures_by_rank(text, self.capture_patterns).items()}
             result["plugin_ranks"] = {str(r): doc for r, doc in rank_reports(report, self.cfg.tp).items()}
+            result["arrivals_by_rank"] = arrivals_by_rank(text, self.arrival_markers)
         if report.is_file():
             result["plugin"] = json.loads(report.read_text())
         elif result["mode"] in PLUGIN_MODES and "error" not in result:

@@ -11,7 +11,7 @@ from typing import Any
 
 from foundry.probe import table
 from foundry_bench.serving.fresh import fresh_lines
-from foundry_bench.serving.ranks import restore_lines
+from foundry_bench.serving.ranks import arrival_lines, restore_lines
 from foundry_bench.serving.report import (
     LABELS,
     LOADS,
@@ -189,6 +189,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += start_lines(doc, LABELS, STARTS_FIGURES)
     lines += target_lines(doc)
     lines += restore_lines(doc, "scheduler_s", "the scheduler's start-up (scheduler_e2e)")
+    lines += arrival_lines(doc)
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)

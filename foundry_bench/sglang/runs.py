@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from foundry_bench.serving.bench import run_bench
 from foundry_bench.serving.process import Engine, free_port
@@ -118,6 +118,11 @@ class _Runs(BenchRuns):
     needs = NEEDS
     steady_needs = 20.0
     capture_patterns = (LOG_NUMBERS["prefill_graphs_s"], LOG_NUMBERS["decode_graphs_s"])
+    # Each scheduler's own lines (milliseconds): the first collective's set-up, then its weights.
+    arrival_markers: ClassVar[dict[str, str]] = {
+        "torch.distributed begins": r"Init torch distributed begin",
+        "weights loaded": r"Load weight end",
+    }
 
     def __init__(self, cfg: SglangBenchConfig) -> None:
         super().__init__(cfg)

@@ -13,7 +13,7 @@ from foundry.probe import table
 from foundry_bench.serving.compare import reference_run
 from foundry_bench.serving.digests import lines as digest_lines
 from foundry_bench.serving.fresh import fresh_lines
-from foundry_bench.serving.ranks import restore_lines
+from foundry_bench.serving.ranks import arrival_lines, restore_lines
 from foundry_bench.serving.report import (
     LABELS,
     LOADS,
@@ -201,6 +201,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += start_lines(doc, LABELS, STARTS_FIGURES)
     lines += target_lines(doc)
     lines += restore_lines(doc, "init_engine_s", "init engine")
+    lines += arrival_lines(doc)
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)

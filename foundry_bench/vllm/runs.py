@@ -118,6 +118,11 @@ class _Runs(BenchRuns):
     tp_env: ClassVar[dict[str, str]] = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}  # torch symmetric memory's all-reduce
     native_site_env: ClassVar[dict[str, str]] = {capture_timer.ENV: "1"}
     capture_patterns = (LOG_NUMBERS["capture_exact_s"][0],)  # the native runs' timer, every rank's worker
+    # Each worker's own lines (whole seconds): its weights, then torch.compile's end (the artifact loaded).
+    arrival_markers: ClassVar[dict[str, str]] = {
+        "weights loaded": r"Model loading took",
+        "torch.compile's graphs loaded": r"Directly load AOT",
+    }
 
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)

@@ -201,3 +201,35 @@ def test_a_call_that_loads_another_configurations_archive_is_refused_before_any_
     assert archive_problem(tokens_only(tmp_path, modes=("load_again",), shape="qwen3-8b")) is not None
     (tmp_path / "arch.config").unlink()
     assert archive_problem(other) is None
+
+
+# The ranks' own lines (4x H200, b55f4d4): SGLang's scheduler lines in milliseconds, vLLM's workers' in seconds.
+ARRIVALS_SGLANG = """\
+[2026-11-29 19:38:27.360 TP0] Init torch distributed begin.
+[2026-11-29 19:38:28.462 TP2] Init torch distributed begin.
+[2026-11-29 19:38:32.623 TP1] Init torch distributed begin.
+[2026-11-29 19:38:40.100 TP1] Init torch distributed begin.
+[2026-11-29 19:38:36.000 TP0] Load weight end. elapsed=0.20 s
+"""
+ARRIVALS_VLLM = """\
+(Worker_TP0 pid=6267) INFO 11-29 19:23:00 [decorators.py:311] Directly load AOT compilation from path /x
+(APIServer pid=5849) INFO 11-29 19:23:09 [api_utils.py:273] HTTP1 Directly load AOT nothing
+(Worker_TP3_EP3 pid=6270) INFO 11-29 19:23:03 [decorators.py:311] Directly load AOT compilation from path /x
+"""
+
+
+def test_when_each_rank_reached_a_step_is_read_from_its_own_lines_after_the_first_rank() -> None:
+    from foundry_bench.serving.ranks import arrival_lines, arrivals_by_rank
+    from foundry_bench.sglang.runs import _Runs as SglangRuns
+    from foundry_bench.vllm.runs import _Runs as VllmRuns
+
+    sglang = arrivals_by_rank(ARRIVALS_SGLANG, SglangRuns.arrival_markers)
+    # each rank's first line (rank 1's second one is not an arrival); one rank alone at a step says nothing
+    assert sglang == {"torch.distributed begins": {"0": 0.0, "1": 5.263, "2": 1.102}}
+    vllm = arrivals_by_rank(ARRIVALS_VLLM, VllmRuns.arrival_markers)
+    assert vllm == {"torch.compile's graphs loaded": {"0": 0.0, "3": 3.0}}  # the API server's line names no rank
+    doc = {"results": {"native": {"arrivals_by_rank": {"torch.compile's graphs loaded": {"0": 0.0, "3": 0.0}}},
+                       "load": {"arrivals_by_rank": vllm}}}  # fmt: skip
+    text = "\n".join(arrival_lines(doc))
+    assert "torch.compile's graphs loaded  rank 0 +0.00 s  rank 3 +3.00 s" in text
+    assert arrival_lines({"results": {"native": {}, "load": {}}}) == []
