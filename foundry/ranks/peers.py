@@ -18,7 +18,7 @@ from pathlib import Path
 
 from foundry.errors import PeerMappingError, PeerMemoryError
 from foundry.native.imports import ImportedMapping, open_imports
-from foundry.region import remapped_ranges
+from foundry.region import remapped_covers
 from foundry.schema import PeerMapping
 
 from .identity import current_rank
@@ -70,9 +70,7 @@ def peers_for_save(json_path: Path, base: int) -> tuple[PeerMapping, ...]:
         )
     # What the program maps again itself after LOAD (a custom all-reduce's registered peers, whose addresses the
     # graphs read from a table the program rewrites): not a mapping LOAD waits for (foundry/region/remapped.py).
-    remapped = remapped_ranges()
-    kept = [m for m in found.mappings if not any(o <= m.address - base and m.address - base + m.size <= o + n
-                                                 for o, n in remapped)]  # fmt: skip
+    kept = [m for m in found.mappings if not remapped_covers(m.address - base, m.size)]
     return tuple(
         sorted((PeerMapping(m.address - base, m.size, m.handle_type, m.device) for m in kept), key=lambda p: p.offset)
     )

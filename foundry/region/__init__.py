@@ -25,7 +25,7 @@ from .api import (
     stop_allocation_region,
 )
 from .log import live_allocations, live_ranges, live_ranges_now, own_chunks, region_spec
-from .remapped import program_remaps, remapped_ranges
+from .remapped import program_remaps, remapped_covers, remapped_ranges
 from .restore import restore_region, restored_covers
 from .snapshot import capture_window, restore_snapshot, take_snapshot
 
@@ -51,6 +51,7 @@ __all__ = [
     "region_spec",
     "region_state",
     "release_allocation_region",
+    "remapped_covers",
     "remapped_ranges",
     "restore_region",
     "restore_snapshot",

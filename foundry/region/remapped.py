@@ -21,7 +21,7 @@ from foundry.errors import RegionStateError
 
 from .api import region_epoch, region_state
 
-__all__ = ["outside_remapped", "program_remaps", "remapped_ranges"]
+__all__ = ["outside_remapped", "program_remaps", "remapped_covers", "remapped_ranges"]
 
 
 @dataclass
@@ -63,6 +63,11 @@ def remapped_ranges() -> tuple[tuple[int, int], ...]:
     kept = _STATE.get()
     with kept.lock:
         return kept.ranges if kept.epoch == region_epoch() else ()
+
+
+def remapped_covers(offset: int, size: int) -> bool:
+    """Whether ``[offset, offset + size)`` lies inside one declared range (the ranges are merged)."""
+    return any(o <= offset and offset + size <= o + n for o, n in remapped_ranges())
 
 
 def outside_remapped(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -174,7 +174,8 @@ def test_a_handle_whose_process_is_gone_is_refused_by_name(
 # value): SAVE records the opened mapping with its rank; LOAD, in a fresh process that repeats the calls, opens
 # the handle again, finds the pages where SAVE had them and replays the peer's current bytes.
 # Rank 1 of two, SAVE (or LOAD, with SAVE = False): the region, `y`, the exporter's handles; `open_inside()` opens
-# the handle of the exporter's buffer at 256 bytes in (tests/cpu/test_program_remaps.py reads it through a table).
+# the handle of the exporter's buffer at 256 bytes in (tests/cpu/test_program_remaps.py reads it through a table),
+# `capture_one` captures one launch of a kernel, and `path` is where the graph is saved.
 READER_HEAD = """
 from foundry.save import save_graph, save_graph_manifest
 from foundry.load import load_graph
@@ -194,6 +195,12 @@ def open_inside():
     p = c_uint64()
     call("cuIpcOpenMemHandle_v2", byref(p), h, c_uint(1))
     return p.value
+def capture_one(kernel, params):
+    s = cu.stream_create()
+    cu.begin_capture(s)
+    cu.launch(kernel, (1, 1, 1), (1, 1, 1), params, stream=s)
+    return cu.end_capture(s)
+path = os.path.join(ARCH, "reader.json")
 """
 
 READER = (
@@ -201,12 +208,8 @@ READER = (
     + """
 K = module("fk_copy_bytes")
 peer = open_inside() if OPEN else 0
-path = os.path.join(ARCH, "reader.json")
 if SAVE:
-    s = cu.stream_create()
-    cu.begin_capture(s)
-    cu.launch(K["fk_copy_bytes"], (1, 1, 1), (1, 1, 1), [("ptr", y), ("ptr", peer), (c_uint64, 256)], stream=s)
-    g = cu.end_capture(s)
+    g = capture_one(K["fk_copy_bytes"], [("ptr", y), ("ptr", peer), (c_uint64, 256)])
     out = [OutputSpec(y, (64,), (1,), "float32", 256)]
     r = attempt(lambda: save_graph(g, path, outputs=out, archive_dir=ARCH).name)
     save_graph_manifest(ARCH)

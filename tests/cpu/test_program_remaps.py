@@ -24,12 +24,8 @@ def open_peer():
     peer = open_inside()
     cu.memcpy_htod(table, peer.to_bytes(8, "little"))  # what register_graph_buffers writes
     return peer
-path = os.path.join(ARCH, "reader.json")
 if SAVE:
-    s = cu.stream_create()
-    cu.begin_capture(s)
-    cu.launch(K["fk_copy_indirect"], (1, 1, 1), (1, 1, 1), [("ptr", y), ("ptr", table), (c_uint64, 256)], stream=s)
-    g = cu.end_capture(s)
+    g = capture_one(K["fk_copy_indirect"], [("ptr", y), ("ptr", table), (c_uint64, 256)])
     peer = open_peer()  # after capture, as the registration at the capture context's exit
     (m,) = open_imports().mappings
     outside = attempt(lambda: foundry.program_remaps(BASE - 4096, 4096))  # not region memory: refused by name
