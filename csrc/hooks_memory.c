@@ -45,14 +45,17 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr 
 /* The allocation a pointer lies in, as the region placed it: the same answer as cuMemGetAddressRange's. A
  * custom all-reduce shares a buffer as (the handle of RANGE_START_ADDR, the pointer's offset from it), and
  * cuIpcGetMemHandle's handle covers that allocation (ipc.c); the driver would answer with the physical mapping
- * the pointer lies in, which the region shares between allocations. */
+ * the pointer lies in, which the region shares between allocations. Memory LOAD restored (a saved graph's
+ * buffers, which no allocation of this process holds) answers with the physical allocation the restore mapped
+ * there, the range ipc.c's handle covers, rather than whatever range the driver reports for a mapping. */
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   ENSURE_DRIVER();
   if (data && (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)) {
     CUdeviceptr base;
     size_t size;
     CUresult r;
-    if (fdy_region_address_range(ptr, &base, &size, &r) && r == CUDA_SUCCESS) {
+    if ((fdy_region_address_range(ptr, &base, &size, &r) && r == CUDA_SUCCESS) ||
+        fdy_region_restored_range(ptr, &base, &size)) {
       if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *(CUdeviceptr *)data = base;
       else *(size_t *)data = size;
       return CUDA_SUCCESS;

@@ -159,6 +159,8 @@ def _run_vllm(args: argparse.Namespace) -> int:
     compilation, problem = _json_object("--compilation-config", args.compilation_config, "vLLM's compilation config")
     kernel, kernel_problem = _json_object("--kernel-config", args.kernel_config, "vLLM's kernel config")
     problems += [p for p in (problem, kernel_problem) if p]
+    if args.custom_all_reduce and args.tp < 2:
+        problems.append("--custom-all-reduce needs --tp 2 or more: one GPU all-reduces nothing")
     if "cudagraph_mode" in compilation:
         problems.append("--compilation-config: give the graph mode with --cudagraph-mode (it names the report's files)")
     if problems:
@@ -166,7 +168,8 @@ def _run_vllm(args: argparse.Namespace) -> int:
     configs = [VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
                                compilation=_canonical(compilation), kernel=_canonical(kernel),
                                gpu_memory_utilization=args.gpu_memory_utilization,
-                               expert_parallel=args.expert_parallel, **settings)
+                               expert_parallel=args.expert_parallel, custom_all_reduce=args.custom_all_reduce,
+                               **settings)
                for shape in shapes for api in apis for runner in runners]  # fmt: skip
     problems = [p for p in map(archive_problem, configs) if p]
     if problems:
@@ -187,6 +190,8 @@ def _run_sglang(args: argparse.Namespace) -> int:
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
     engine_args, problem = _json_object("--engine-args", args.engine_args, "Engine keyword arguments")
     problems += [problem] if problem else []
+    if args.custom_all_reduce:
+        problems.append("--custom-all-reduce: vllm only (SGLang's custom all-reduce is refused by its plugin)")
     if args.mem_fraction_static is not None:
         settings["mem_fraction_static"] = args.mem_fraction_static
     if args.expert_parallel:  # SGLang's expert parallel over the tensor-parallel GPUs: ep_size = tp_size
@@ -366,6 +371,9 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--expert-parallel", action="store_true", help="the experts split over the --tp GPUs (vllm: "
                    "--enable-expert-parallel; sglang: ep_size = --tp), data parallel 1: their outputs summed by "
                    "NCCL's all-reduce")  # fmt: skip
+    v.add_argument("--custom-all-reduce", action="store_true", help="vllm, --tp 2 or more: keep vLLM's custom "
+                   "all-reduce on (its default; the plugin writes its peer table again at LOAD) rather than NCCL's "
+                   "inside the graphs")  # fmt: skip
     v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
     v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
     v.add_argument("--compilation-config", default="", help="vllm: more of its compilation config as a JSON "

@@ -81,11 +81,14 @@ class VllmBenchConfig(ServingConfig):
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
     expert_parallel: bool = False  # vLLM's --enable-expert-parallel (over the --tp group)
+    # vLLM's custom all-reduce kept on above one GPU (its default); off, NCCL all-reduces inside the graphs
+    custom_all_reduce: bool = False
     archive: Path = Path("/tmp/foundry-vllm-archive")
     models: Path = Path("/tmp/foundry-vllm-models")
 
     def tag(self) -> str:
         tp = (f"-tp{self.tp}" if self.tp > 1 else "") + ("-ep" if self.expert_parallel else "")
+        tp += "-car" if self.custom_all_reduce and self.tp > 1 else ""
         # another compilation or kernel config is another configuration: its files beside, not over, the default's
         extra = self.compilation + "|" + self.kernel if self.kernel else self.compilation
         cc = f"-cc{hashlib.sha256(extra.encode()).hexdigest()[:8]}" if extra else ""
@@ -154,8 +157,8 @@ class _Runs(BenchRuns):
                 kwargs["compilation_config"] = cfg.compilation_config()
             if cfg.kernel:
                 kwargs["kernel_config"] = json.loads(cfg.kernel)
-            if cfg.tp > 1:  # the custom all-reduce's IPC peer tables are not restored: NCCL all-reduces
-                kwargs.update(tensor_parallel_size=cfg.tp, disable_custom_all_reduce=True)
+            if cfg.tp > 1:  # without the custom all-reduce, NCCL all-reduces inside the graphs
+                kwargs.update(tensor_parallel_size=cfg.tp, disable_custom_all_reduce=not cfg.custom_all_reduce)
             if cfg.expert_parallel:
                 kwargs["enable_expert_parallel"] = True
             return OfflineEngine(kwargs, prefix, env, log, self.cwd)
@@ -168,7 +171,8 @@ class _Runs(BenchRuns):
         if cfg.kernel:
             args += ["--kernel-config", cfg.kernel]
         if cfg.tp > 1:
-            args += ["--tensor-parallel-size", str(cfg.tp), "--disable-custom-all-reduce"]
+            args += ["--tensor-parallel-size", str(cfg.tp)]
+            args += [] if cfg.custom_all_reduce else ["--disable-custom-all-reduce"]
         if cfg.expert_parallel:
             args += ["--enable-expert-parallel"]
         return ServerEngine(args, free_port(), prefix, env, log, self.cwd)

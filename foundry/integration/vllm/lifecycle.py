@@ -36,7 +36,7 @@ from ..shared import autotune, steps
 from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
-from . import caches, workspace
+from . import allreduce, caches, workspace
 from . import choices as choice_reports
 from . import session as sessions
 from .config import ENV_WARM_UP, VLLM, Mode
@@ -100,6 +100,7 @@ def init_device_end(worker: Any) -> None:
     del worker
     s = sessions.current()
     if s.config.enabled:
+        allreduce.attach(s, allreduce.find())  # vLLM's distributed set-up made it, or none
         steps.end_phase(s, "init_device")
 
 
@@ -197,6 +198,7 @@ def _save(runner: Any, original: Any) -> Any:
         for module_name in graphs.capture_modules:
             importlib.import_module(module_name)
             stack.enter_context(foundry_capture(module_name, s.api, VLLM))
+        stack.enter_context(allreduce.capturing(s))
         result = original(runner)
     s.timings["capture_s"] = time.perf_counter() - t0
     captured = graphs.captured(runner)
@@ -221,6 +223,7 @@ def _save(runner: Any, original: Any) -> Any:
         "runner": graphs.name,
         "kv_cache_bytes": steps.required(s, s.state.kv_cache_bytes, "KV cache size"),
         "num_gpu_blocks": steps.required(s, s.state.num_gpu_blocks, "number of KV cache blocks"),
+        "custom_all_reduce": allreduce.saved_field(s),
     }
     meta = steps.save_graphs(s, items, vllm_fields, file_name=_graph_file)
     pieces = sum(1 for key, *_ in items if key["graph"] == "piece")
@@ -285,10 +288,12 @@ def _load(runner: Any) -> int:
         workspace.lock(saved.workspace)
 
     steps.load_graphs(s, install)
+    # Before any graph replays: the custom all-reduce's slots its kernels read, with the peers' inputs opened here.
+    slots = allreduce.install(s, allreduce.find())
     pieces = len(saved.graphs) - len(full)
     replay = s.state.replay.summary() if s.state.replay is not None else None
     _report(s, graphs=len(saved.graphs), piece_graphs=pieces, loader=getattr(s.pending, "timings", None),
-            kernel_choices=replay, autotuner_missing=autotune.missing())  # fmt: skip
+            kernel_choices=replay, autotuner_missing=autotune.missing(), custom_all_reduce_slots=slots)  # fmt: skip
     log.info(
         "Foundry load: %d graphs installed (%d of them pieces; waited %.3f s)",
         len(saved.graphs), pieces, s.timings["graphs_ready_s"],

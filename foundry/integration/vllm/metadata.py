@@ -1,7 +1,8 @@
 """vLLM's part of the plugin's metadata file, ``vllm_plugin.json`` (shared/metadata.py holds the rest):
 the model runner SAVE used, the KV-cache size and block count, so that LOAD skips memory profiling and
 checks it gets the same cache, the workspace SAVE's profiling and warm-up grew (workspace.py), and the
-configurations Inductor's kernels chose by timing in SAVE (shared/autotune.py)."""
+configurations Inductor's kernels chose by timing in SAVE (shared/autotune.py), and the custom all-reduce's
+registrations its graphs read (shared/allreduce.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import foundry
+
+from ..shared import allreduce
 from ..shared.autotune import KernelChoices
 from ..shared.metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
 from .config import VLLM
@@ -33,6 +37,8 @@ class VllmMetadata(ArchiveMetadata):
     num_gpu_blocks: int = field(kw_only=True)
     workspace: Workspace = field(default_factory=Workspace, kw_only=True)
     kernel_choices: KernelChoices = field(default_factory=KernelChoices, kw_only=True)
+    # The custom all-reduce's registrations the saved graphs read (shared/allreduce.py); None: it was off.
+    custom_all_reduce: tuple[foundry.PeerRegistration, ...] | None = field(default=None, kw_only=True)
 
     def engine_json(self) -> dict[str, Any]:
         return {
@@ -40,6 +46,7 @@ class VllmMetadata(ArchiveMetadata):
             "kv_cache": {"bytes": self.kv_cache_bytes, "num_gpu_blocks": self.num_gpu_blocks},
             "workspace": self.workspace.to_json(),
             "kernel_choices": self.kernel_choices.to_json(),
+            "custom_all_reduce": allreduce.to_json(self.custom_all_reduce),
         }
 
     @classmethod
@@ -53,6 +60,8 @@ class VllmMetadata(ArchiveMetadata):
             "workspace": Workspace.from_json(doc["workspace"]),
             # Optional: an archive written before choices were recorded has none, and LOAD times as natively.
             "kernel_choices": KernelChoices.from_json(doc.get("kernel_choices")),
+            # Absent in an archive saved before it was recorded, which ran with it off (refused otherwise).
+            "custom_all_reduce": allreduce.from_json(doc.get("custom_all_reduce")),
         }
 
 

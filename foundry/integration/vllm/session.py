@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..shared.allreduce import Recorder
 from ..shared.autotune import Replay
 from ..shared.backend import PublicFoundryApi
 from ..shared.caches import CachePlan
@@ -29,6 +30,7 @@ class VllmState:
     # LOAD: each compiled piece's loaded graphs, (piece, batch key, graph, outputs), for wrappers made later
     loaded_pieces: dict[Any, list[tuple[Any, dict[str, Any], Any, Any]]] | None = None
     replay: Replay | None = None  # LOAD: SAVE's kernel choices, and how many kernels took them (shared/autotune.py)
+    allreduce: Recorder | None = None  # SAVE: the custom all-reduce's registrations (shared/allreduce.py)
 
 
 @dataclass

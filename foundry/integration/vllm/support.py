@@ -73,9 +73,9 @@ def check_supported(vllm_config: Any, allow_inexact: tuple[str, ...] = ()) -> No
 
 def _parallel_problems(parallel: Any) -> list[str]:
     """What the adapter refuses of vLLM's parallel settings. Tensor parallelism is saved and loaded per rank
-    (shared/ranks.py) with NCCL as the only all-reduce inside the graphs: vLLM's custom all-reduce keeps peer
-    pointers it opened from CUDA IPC handles in a table it fills after capture, and torch symmetric memory
-    keeps peer windows and signal pads; neither is restored yet (docs/DESIGN.md, "Many GPUs")."""
+    (shared/ranks.py), with NCCL's all-reduce or vLLM's custom all-reduce inside the graphs (its peer table
+    written again at LOAD: allreduce.py); torch and NCCL symmetric memory keep peer windows and signal pads that
+    nothing restores (docs/DESIGN.md, "Many GPUs")."""
     problems = []
     for name, what in (("pipeline_parallel_size", "pipeline"), ("data_parallel_size", "data"),
                        ("prefill_context_parallel_size", "prefill context"),
@@ -94,12 +94,6 @@ def _parallel_problems(parallel: Any) -> list[str]:
             "read the placement SAVE had; serve without --enable-eplb (expert parallel itself is supported)"
         )
     if (getattr(parallel, "tensor_parallel_size", 1) or 1) > 1:
-        if not getattr(parallel, "disable_custom_all_reduce", False):
-            problems.append(
-                "tensor parallel with vLLM's custom all-reduce, whose captured kernels read peer pointers opened from "
-                "CUDA IPC handles after capture: start vLLM with --disable-custom-all-reduce (NCCL then all-reduces "
-                "inside the graphs), and run native with the same flag to compare"
-            )
         for var in ("VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER", "VLLM_USE_NCCL_SYMM_MEM"):
             default = "1" if var == "VLLM_ALLREDUCE_USE_SYMM_MEM" else "0"
             if os.environ.get(var, default).strip() not in ("0", ""):

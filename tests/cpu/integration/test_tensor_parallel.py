@@ -117,7 +117,6 @@ def test_nccl_settings_are_set_where_unset_and_a_users_other_value_is_refused() 
 @pytest.mark.parametrize(
     ("config", "env", "refusal"),
     [
-        ({"tp": 2}, TP_READY, r"custom all-reduce.*--disable-custom-all-reduce"),
         ({"tp": 2, "disable_custom_all_reduce": True}, {}, r"VLLM_ALLREDUCE_USE_SYMM_MEM=1 .*set VLLM_ALLREDUCE_USE"),
         (
             {"tp": 2, "disable_custom_all_reduce": True},
@@ -135,6 +134,19 @@ def test_vllm_tensor_parallel_with_an_all_reduce_that_is_not_restored_is_refused
     with pytest.raises(UnsupportedConfigError, match=refusal):
         fake.start_engine(make_config(**config))
     assert not fake.memory.log  # refused before anything was allocated
+
+
+def test_vllm_tensor_parallel_with_its_custom_all_reduce_on_is_saved(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's default all-reduce is accepted: its peer table is written again at LOAD (allreduce.py).
+    The fake vLLM builds no communicator, so the archive records the custom all-reduce as off."""
+    for k, v in TP_READY.items():
+        monkeypatch.setenv(k, v)
+    fake = engines.prepare("save")
+    fake.start_engine(make_config(tp=2), rank=0)
+    assert (engines.archive / "rank_0" / "graph_manifest.json").is_file()
+    assert read_metadata(engines.archive / "rank_0").custom_all_reduce is None
 
 
 def test_vllm_pipeline_parallel_and_the_expert_load_balancer_are_refused_by_name(engines: Any) -> None:

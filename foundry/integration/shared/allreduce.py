@@ -1,0 +1,134 @@
+"""An engine's custom all-reduce (vLLM's ``CustomAllreduce``) across SAVE and LOAD.
+
+Its captured kernels take the peers' copies of their input from a slot of ``rank_data``, device memory that
+``register_graph_buffers`` fills at the exit of ``CustomAllreduce.capture()`` with pointers opened from the peers'
+IPC handles (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"). LOAD captures nothing, so nothing fills
+those slots: SAVE records every registration the engine makes (``foundry.PeerRegistrations``), keeps the ones made
+while the saved graphs were captured (the V1 runner's memory profile registers graphs it throws away, whose slots
+no saved graph reads), and LOAD writes the kept ones again once its graphs are installed and before their first
+replay (``foundry.rewrite_peer_registrations``), exchanging handles over the all-reduce's own CPU group, every rank
+in the same order.
+
+What the archive holds (the engine document's ``custom_all_reduce``): ``null`` where SAVE ran without a custom
+all-reduce, else ``{"registrations": [{"first_slot", "inputs"}, ...]}``. SAVE and LOAD must agree on whether one
+runs: its graphs differ from NCCL's, and the eager all-reduces between them too.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import foundry
+
+from .errors import ArchiveMetadataError, ArchiveMismatchError
+
+__all__ = ["Recorder", "active", "check_same", "from_json", "record", "rewrite", "to_json"]
+
+
+def active(ca: Any) -> bool:
+    """Whether ``ca`` is a custom all-reduce the engine uses (built, and not switched off by the engine itself:
+    one rank, an unsupported world size or no peer access)."""
+    return ca is not None and not getattr(ca, "disabled", True)
+
+
+@dataclass
+class Recorder:
+    """SAVE's record of one process's custom all-reduce: every registration, and the ones the saved graphs use."""
+
+    records: foundry.PeerRegistrations
+    keeping: bool = False  # set while the graphs SAVE writes are captured
+    kept: list[foundry.PeerRegistration] = field(default_factory=list)
+
+
+def record(ca: Any, driver: Any = None, remaps: Callable[[int, int], None] | None = None) -> Recorder:
+    """Wraps ``ca.register_graph_buffers`` (on the instance) so that each registration is read back and recorded;
+    returns the record. The number of inputs comes from the kernel library's ``get_graph_buffer_ipc_meta``, the
+    ``ops`` of the module that defines ``ca``'s class. ``driver`` and ``remaps``: this process's memory and
+    ``foundry.program_remaps`` unless given (tests give their own)."""
+    ops = getattr(sys.modules[type(ca).__module__], "ops", None)
+    if ops is None or not hasattr(ops, "get_graph_buffer_ipc_meta"):
+        raise foundry.PeerMemoryError(
+            f"{type(ca).__module__}.{type(ca).__name__}: its kernel library has no get_graph_buffer_ipc_meta, so "
+            "Foundry cannot read what it registers. Start the engine with --disable-custom-all-reduce."
+        )
+    rec = Recorder(foundry.PeerRegistrations(int(ca.rank), int(ca.world_size), int(ca.rank_data.data_ptr())))
+    original: Callable[[], None] = ca.register_graph_buffers
+
+    def register_graph_buffers() -> None:
+        _, offsets = ops.get_graph_buffer_ipc_meta(ca._ptr)
+        if not offsets:  # nothing captured in the context: the engine registers nothing, no slot is taken
+            original()
+            return
+        registration = rec.records.around(original, len(offsets), driver, *([remaps] if remaps else []))
+        if rec.keeping:
+            rec.kept.append(registration)
+
+    ca.register_graph_buffers = register_graph_buffers
+    return rec
+
+
+def rewrite(
+    ca: Any,
+    registrations: Sequence[foundry.PeerRegistration],
+    driver: Any = None,
+    exchange: Callable[[Any], list[Any]] | None = None,
+) -> int:
+    """LOAD: writes SAVE's registrations into ``ca.rank_data`` again, the peers' inputs opened here; returns the
+    slots written. Every rank of ``ca``'s group calls it at the same point (``exchange``: over ``ca.group``
+    unless given)."""
+    return foundry.rewrite_peer_registrations(
+        registrations, int(ca.rank), int(ca.world_size), int(ca.rank_data.data_ptr()),
+        exchange or _exchange(ca.group), driver=driver,
+    )  # fmt: skip
+
+
+def _exchange(group: Any) -> Callable[[Any], list[Any]]:
+    """Every rank's value, by rank, over the all-reduce's CPU (gloo) group: one broadcast from each rank in turn,
+    as vLLM's ``register_graph_buffers`` exchanges its handles (``all_gather_object`` fails on gloo in inference
+    mode)."""
+    import torch.distributed as dist
+
+    ranks = sorted(dist.get_process_group_ranks(group))
+    me = ranks.index(dist.get_rank())
+
+    def exchange(value: Any) -> list[Any]:
+        data: list[list[Any]] = [[None] for _ in ranks]
+        data[me] = [value]
+        for i, source in enumerate(ranks):
+            dist.broadcast_object_list(data[i], src=source, group=group, device="cpu")
+        return [d[0] for d in data]
+
+    return exchange
+
+
+def to_json(registrations: Sequence[foundry.PeerRegistration] | None) -> dict[str, Any] | None:
+    return None if registrations is None else {"registrations": [r.to_json() for r in registrations]}
+
+
+def from_json(doc: Any) -> tuple[foundry.PeerRegistration, ...] | None:
+    """The document's registrations; None where SAVE ran without a custom all-reduce (or before it was saved)."""
+    if doc is None:
+        return None
+    try:
+        return tuple(foundry.PeerRegistration.from_json(r) for r in doc["registrations"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArchiveMetadataError(
+            f"the archive's custom_all_reduce entry is malformed ({type(exc).__name__}: {exc}): save again"
+        ) from exc
+
+
+def check_same(saved: Sequence[foundry.PeerRegistration] | None, ca: Any, switch: str) -> None:
+    """LOAD, before the GPU holds anything of the archive: refuses an archive saved with the custom all-reduce on
+    where it is off here, or the other way round, naming ``switch`` (the engine's flag that turns it off)."""
+    here = active(ca)
+    if (saved is not None) == here:
+        return
+    said = "on" if saved is not None else "off"
+    raise ArchiveMismatchError(
+        f"SAVE ran with the engine's custom all-reduce {said}, and it is {'on' if here else 'off'} here: the saved "
+        f"graphs all-reduce otherwise. Start with SAVE's setting ({switch} {'absent' if said == 'on' else 'given'}), "
+        "or run SAVE again."
+    )

@@ -1,0 +1,121 @@
+"""The plugins' part of an engine's custom all-reduce (shared/allreduce.py, vllm/allreduce.py), against a model of
+vLLM's ``CustomAllreduce`` whose C++ registration is tests/cpu/test_custom_ar.py's: SAVE records every registration
+and keeps only the ones made while the saved graphs were captured (the V1 runner's memory profile registers
+graphs it throws away, whose slots still count), the archive's document holds them, LOAD writes them again, and an
+archive saved with the custom all-reduce on is refused where it is off, and the other way round."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from foundry.errors import PeerMemoryError
+from foundry.integration.shared import allreduce
+from foundry.integration.shared.errors import ArchiveMetadataError, ArchiveMismatchError
+from foundry.ranks.registrations import SLOT_BYTES, PeerRegistration
+from tests.cpu.test_custom_ar import RANK_DATA, Process, vllm_register
+
+MODULE = "fake_custom_all_reduce"
+
+
+class FakeCustomAllreduce:
+    """vLLM's Python shape: rank, world_size, rank_data, _ptr, group, disabled, register_graph_buffers (which
+    registers the pending inputs of every rank, as the C++ does at the capture context's exit)."""
+
+    def __init__(self, world: list[Process], pending: list[list[int]], rank: int = 0) -> None:
+        self.rank, self.world_size, self.disabled, self._ptr, self.group = rank, len(world), False, 7, "gloo"
+        self.rank_data = SimpleNamespace(data_ptr=lambda: RANK_DATA)
+        self.world, self.pending, self.slot = world, pending, 1
+
+    def register_graph_buffers(self) -> None:
+        count = len(self.pending[self.rank])
+        if count:
+            vllm_register(self.world, self.pending, self.slot)
+            self.slot += count
+        self.pending = [[] for _ in self.world]
+
+
+@pytest.fixture
+def ops_module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The kernel library's module, as vLLM's custom_all_reduce.py imports it: ``ops``."""
+    module = ModuleType(MODULE)
+    module.ops = SimpleNamespace(  # type: ignore[attr-defined]
+        get_graph_buffer_ipc_meta=lambda ptr: ([], list(CURRENT[0].pending[CURRENT[0].rank]))
+    )
+    monkeypatch.setitem(sys.modules, MODULE, module)
+    FakeCustomAllreduce.__module__ = MODULE
+    return module
+
+
+CURRENT: list[FakeCustomAllreduce] = []
+
+
+def _ca(world: list[Process]) -> FakeCustomAllreduce:
+    ca = FakeCustomAllreduce(world, [[] for _ in world])
+    CURRENT[:] = [ca]
+    return ca
+
+
+def test_save_keeps_the_captures_registrations_and_counts_the_profiles_slots(ops_module: ModuleType) -> None:
+    world = [Process(0), Process(1)]
+    ca = _ca(world)
+    declared: list[tuple[int, int]] = []
+    rec = allreduce.record(ca, world[0], lambda a, n: declared.append((a, n)))
+    # the memory profile's throwaway graphs: registered (slots 1-2), not kept
+    ca.pending = [[0x6000_0100_0000, 0x6000_0100_4000]] * 2
+    ca.register_graph_buffers()
+    ca.register_graph_buffers()  # a context with no all-reduce captured: nothing registered, no slot taken
+    rec.keeping = True
+    ca.pending = [[0x6000_0900_0000, 0x6000_0900_0100, 0x6000_0900_0200]] * 2
+    ca.register_graph_buffers()
+    rec.keeping = False
+    assert rec.kept == [PeerRegistration(3, (0x6000_0900_0000, 0x6000_0900_0100, 0x6000_0900_0200))]
+    assert rec.records.next_slot == 6 and len(rec.records.done) == 2
+    assert len(declared) == 2  # each peer allocation the registrations opened: the program's to map again
+    assert allreduce.from_json(allreduce.to_json(rec.kept)) == tuple(rec.kept)
+
+
+def test_load_writes_the_kept_registrations_with_the_peers_inputs_opened_here(ops_module: ModuleType) -> None:
+    world = [Process(r, next_map=0x6000_5000_0000 + r * 0x1000_0000) for r in range(2)]
+    regs = [PeerRegistration(3, (0x6000_0900_0000, 0x6000_0900_0100))]
+    ca = _ca(world)
+    peer = world[1]
+
+    def exchange(value: Any) -> list[Any]:  # rank 1 answers with the same inputs of its own
+        return [value, [(peer.handle(a)[0].hex(), peer.handle(a)[1]) for a in regs[0].inputs]]
+
+    assert allreduce.rewrite(ca, regs, world[0], exchange) == 2
+    slots = world[0].read(RANK_DATA + 3 * SLOT_BYTES, 2 * SLOT_BYTES)
+    words = [int.from_bytes(slots[i : i + 8], "little") for i in range(0, len(slots), 8)]
+    assert words[0:2] == [0x6000_0900_0000, 0x6000_5000_0000] and words[8:10] == [0x6000_0900_0100, 0x6000_5000_0100]
+    assert world[0].read(RANK_DATA + SLOT_BYTES, 2 * SLOT_BYTES) == bytes(2 * SLOT_BYTES)  # the profile's: untouched
+
+
+def test_a_kernel_library_foundry_cannot_read_is_refused_naming_the_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = ModuleType(MODULE)
+    monkeypatch.setitem(sys.modules, MODULE, module)
+    FakeCustomAllreduce.__module__ = MODULE
+    with pytest.raises(PeerMemoryError, match="--disable-custom-all-reduce"):
+        allreduce.record(FakeCustomAllreduce([Process(0), Process(1)], [[], []]))
+
+
+@pytest.mark.parametrize(
+    ("saved", "here", "said"),
+    [((PeerRegistration(1, (1,)),), None, "on, and it is off here"), (None, "on", "off, and it is on here")],
+)
+def test_save_and_load_must_agree_on_the_custom_all_reduce(saved: Any, here: Any, said: str) -> None:
+    ca = SimpleNamespace(disabled=False) if here else None
+    with pytest.raises(ArchiveMismatchError, match=said + r".*--disable-custom-all-reduce"):
+        allreduce.check_same(saved, ca, "--disable-custom-all-reduce")
+    allreduce.check_same(saved, SimpleNamespace(disabled=False) if saved else None, "x")  # agreeing: accepted
+    allreduce.check_same(None, SimpleNamespace(disabled=True), "x")  # made, then switched off by the engine: off
+
+
+def test_a_malformed_entry_is_refused_by_name_and_an_absent_one_means_off() -> None:
+    assert allreduce.from_json(None) is None
+    assert allreduce.from_json({"registrations": []}) == ()
+    with pytest.raises(ArchiveMetadataError, match="custom_all_reduce"):
+        allreduce.from_json({"registrations": [{"first_slot": 1}]})
