@@ -25,7 +25,9 @@ import foundry
 
 from .errors import ArchiveMetadataError, ArchiveMismatchError
 
-__all__ = ["Recorder", "active", "check_same", "from_json", "record", "rewrite", "to_json"]
+__all__ = ["SLOTS", "Recorder", "active", "check_inputs", "check_same", "from_json", "record", "rewrite", "to_json"]
+
+SLOTS = (8 << 20) // 64  # vLLM's rank_data: 8 MiB of RankData slots, 8 pointers each
 
 
 def active(ca: Any) -> bool:
@@ -109,15 +111,43 @@ def to_json(registrations: Sequence[foundry.PeerRegistration] | None) -> dict[st
 
 
 def from_json(doc: Any) -> tuple[foundry.PeerRegistration, ...] | None:
-    """The document's registrations; None where SAVE ran without a custom all-reduce (or before it was saved)."""
+    """The document's registrations; None where SAVE ran without a custom all-reduce (or before it was saved).
+    Each must be a first slot past ``register_buffer``'s and inputs that are addresses, the slots of all of them
+    inside vLLM's ``rank_data`` and none written twice."""
     if doc is None:
         return None
     try:
-        return tuple(foundry.PeerRegistration.from_json(r) for r in doc["registrations"])
+        regs = tuple(foundry.PeerRegistration.from_json(r) for r in doc["registrations"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ArchiveMetadataError(
             f"the archive's custom_all_reduce entry is malformed ({type(exc).__name__}: {exc}): save again"
         ) from exc
+    taken = 1  # slot 0 is register_buffer's
+    for reg in regs:
+        if not reg.inputs:
+            raise ArchiveMetadataError(
+                "the archive's custom_all_reduce entry holds a registration that registers no input: save again"
+            )
+        if reg.first_slot < taken or reg.first_slot + len(reg.inputs) > SLOTS:
+            raise ArchiveMetadataError(
+                f"the archive's custom_all_reduce entry writes slots {reg.first_slot} to "
+                f"{reg.first_slot + len(reg.inputs) - 1}, which are not after the ones before it inside the "
+                f"{SLOTS} slots of the engine's table: save again"
+            )
+        if any(not 0 < a < 1 << 64 for a in reg.inputs):
+            raise ArchiveMetadataError("the archive's custom_all_reduce entry holds an input that is no address")
+        taken = reg.first_slot + len(reg.inputs)
+    return regs
+
+
+def check_inputs(registrations: Sequence[foundry.PeerRegistration], base: int, size: int) -> None:
+    """LOAD: every registered input lies in the region (SAVE's graphs' memory, which LOAD restores there)."""
+    outside = [a for reg in registrations for a in reg.inputs if not base <= a < base + size]
+    if outside:
+        raise ArchiveMetadataError(
+            f"the archive's custom_all_reduce entry names {len(outside)} inputs outside the region "
+            f"[{base:#x}, {base + size:#x}) (the first {outside[0]:#x}): save again"
+        )
 
 
 def check_same(saved: Sequence[foundry.PeerRegistration] | None, ca: Any, switch: str) -> None:

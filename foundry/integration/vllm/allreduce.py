@@ -39,7 +39,9 @@ def attach(s: sessions.Session, ca: Any) -> None:
     if s.config.mode is Mode.SAVE:
         s.state.allreduce = allreduce.record(ca) if allreduce.active(ca) else None
     elif s.config.mode is Mode.LOAD:
-        allreduce.check_same(s.require_saved().custom_all_reduce, ca, SWITCH)
+        saved = s.require_saved().custom_all_reduce
+        allreduce.check_same(saved, ca, SWITCH)
+        allreduce.check_inputs(saved or (), s.config.region_base, s.config.region_size)
 
 
 @contextmanager

@@ -119,3 +119,25 @@ def test_a_malformed_entry_is_refused_by_name_and_an_absent_one_means_off() -> N
     assert allreduce.from_json({"registrations": []}) == ()
     with pytest.raises(ArchiveMetadataError, match="custom_all_reduce"):
         allreduce.from_json({"registrations": [{"first_slot": 1}]})
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ([{"first_slot": 0, "inputs": [4096]}], "slots 0 to 0"),  # register_buffer's slot
+        ([{"first_slot": 2, "inputs": [4096, 8192]}, {"first_slot": 3, "inputs": [4096]}], "slots 3 to 3"),  # twice
+        ([{"first_slot": allreduce.SLOTS - 1, "inputs": [4096, 8192]}], "inside the 131072 slots"),
+        ([{"first_slot": 1, "inputs": [-5]}], "no address"),
+        ([{"first_slot": 1, "inputs": []}], "registers no input"),
+    ],
+)
+def test_registrations_that_vllm_could_not_have_written_are_refused_by_name(entry: Any, says: str) -> None:
+    with pytest.raises(ArchiveMetadataError, match=says):
+        allreduce.from_json({"registrations": entry})
+
+
+def test_an_input_outside_the_region_is_refused_before_any_table_is_written() -> None:
+    regs = (PeerRegistration(1, (0x6000_0000_1000,)), PeerRegistration(2, (0x5000_0000_0000,)))
+    with pytest.raises(ArchiveMetadataError, match=r"1 inputs outside the region.*0x500000000000"):
+        allreduce.check_inputs(regs, 0x6000_0000_0000, 1 << 40)
+    allreduce.check_inputs(regs[:1], 0x6000_0000_0000, 1 << 40)

@@ -55,6 +55,19 @@ def test_round_trip(tmp_path: Path) -> None:
     assert meta.graphs[1].key_dict() == {"cg_mode": "FULL", "num_tokens": 1, "num_reqs": None}
 
 
+def test_the_custom_all_reduces_registrations_round_trip_and_their_absence_reads_as_off(tmp_path: Path) -> None:
+    import dataclasses
+
+    from foundry.ranks.registrations import PeerRegistration
+
+    meta = dataclasses.replace(sample(), custom_all_reduce=(PeerRegistration(3, (0x600000400000, 0x600000400200)),))
+    for name, written in (("on", meta), ("off", sample())):
+        (tmp_path / name).mkdir()
+        _saved(tmp_path / name, written)
+    assert read_metadata(tmp_path / "on") == meta
+    assert read_metadata(tmp_path / "off").custom_all_reduce is None
+
+
 def test_missing_metadata_says_to_run_save(tmp_path: Path) -> None:
     with pytest.raises(ArchiveMetadataError, match=r"no finished vLLM SAVE.*FOUNDRY_VLLM_MODE=save"):
         read_metadata(tmp_path)
