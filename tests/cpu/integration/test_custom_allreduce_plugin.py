@@ -141,15 +141,3 @@ def test_an_input_outside_the_region_is_refused_before_any_table_is_written() ->
     with pytest.raises(ArchiveMetadataError, match=r"1 inputs outside the region.*0x500000000000"):
         allreduce.check_inputs(regs, 0x6000_0000_0000, 1 << 40)
     allreduce.check_inputs(regs[:1], 0x6000_0000_0000, 1 << 40)
-
-
-def test_vllms_symmetric_memory_all_reduce_is_refused_only_where_vllm_uses_it() -> None:
-    from foundry.integration.shared.errors import UnsupportedConfigError
-    from foundry.integration.vllm.allreduce import check_symmetric_memory
-
-    # VLLM_ALLREDUCE_USE_SYMM_MEM at its default: vLLM makes the communicator and, without multicast, turns it off
-    check_symmetric_memory(SimpleNamespace(symm_mem_comm=SimpleNamespace(disabled=True)))
-    check_symmetric_memory(SimpleNamespace(symm_mem_comm=None))
-    check_symmetric_memory(None)  # one GPU: no communicator
-    with pytest.raises(UnsupportedConfigError, match="VLLM_ALLREDUCE_USE_SYMM_MEM=0"):
-        check_symmetric_memory(SimpleNamespace(symm_mem_comm=SimpleNamespace(disabled=False)))
