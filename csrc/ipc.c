@@ -4,7 +4,8 @@
  * IPC calls, and its captured kernels take the peers' addresses by value. The driver refuses legacy IPC handles
  * of virtual-memory allocations, which every region allocation is, and maps an opened handle where it chooses,
  * which no later process repeats. So, for a pointer in the region, the handle is Foundry's: the exporting
- * process, the allocation's range in its region, and the pointer's offset in it. Opening it asks the exporter
+ * process, the allocation's range in its region, which physical memory holds that range now, and the pointer's
+ * offset in it. Opening it asks the exporter
  * for its physical allocations as POSIX file descriptors (NCCL shares its peer buffers the same way), imports
  * them and maps them into a reservation carved from this process's region: the address then follows from the
  * sequence of calls, as NCCL's peer mappings do (imports.c), and SAVE records the mappings and LOAD checks them.
@@ -35,12 +36,17 @@ typedef struct {
   uint64_t off;     /* the allocation's range in the exporter's region */
   uint64_t len;
   uint64_t at;      /* the handle's pointer, from the range's start */
+  uint64_t gen;     /* the physical allocations holding the range when the handle was made (gen_of) */
 } ipc_handle;
 _Static_assert(sizeof(ipc_handle) <= sizeof(CUipcMemHandle), "Foundry's IPC handle fits the driver's");
 
 typedef struct {
   uint64_t off, len;
 } ipc_span;
+
+typedef struct {
+  uint64_t off, len, gen;
+} ipc_want;
 
 typedef struct {
   int32_t status;   /* 0, or the CUresult that refused */
@@ -69,25 +75,33 @@ static void socket_name(struct sockaddr_un *a, socklen_t *len, uint32_t pid) {
   *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-/* The physical allocations (units) that hold [off, off + len) of this process's region, copied out. */
-static uint32_t units_of(uint64_t off, uint64_t len, ipc_span *out) {
+/* The physical allocations (units) that hold [off, off + len) of this process's region, copied out, and their
+ * serials folded into one number (*gen). The range alone would not do: a range freed and allocated again holds
+ * other memory under the same offsets, and a program that opens each distinct handle once (vLLM's custom
+ * all-reduce keeps them by their bytes) would read the old memory through the new handle. */
+static uint32_t units_of(uint64_t off, uint64_t len, ipc_span *out, uint64_t *gen) {
   uint32_t n = 0;
+  uint64_t g = 0;
   pthread_mutex_lock(&R.lock);
   for (size_t i = 0; i < R.nunits && n < IPC_MAX_UNITS + 1; i++) {
     unit_t u = R.units[i];
     if (u.off + u.len <= off || u.off >= off + len) continue;
-    if (n < IPC_MAX_UNITS) out[n] = (ipc_span){u.off, u.len};
+    if (out && n < IPC_MAX_UNITS) out[n] = (ipc_span){u.off, u.len};
+    g = g * 0x100000001b3ULL ^ u.serial;
     n++;
   }
   pthread_mutex_unlock(&R.lock);
+  *gen = g;
   return n;
 }
+
+#define IPC_REPLACED (-1) /* reply status: the range holds other memory than when the handle was made */
 
 /* One request: the range asked for, answered with its units and one descriptor each. */
 static void serve(int conn) {
   struct ucred cred;
   socklen_t cl = sizeof(cred);
-  ipc_span want;
+  ipc_want want;
   ipc_reply reply;
   memset(&reply, 0, sizeof(reply));
   int fds[IPC_MAX_UNITS];
@@ -96,8 +110,10 @@ static void serve(int conn) {
       recv(conn, &want, sizeof(want), 0) != (ssize_t)sizeof(want)) {
     reply.status = CUDA_ERROR_INVALID_HANDLE;
   } else {
-    uint32_t n = units_of(want.off, want.len, reply.units);
+    uint64_t gen;
+    uint32_t n = units_of(want.off, want.len, reply.units, &gen);
     if (n == 0 || n > IPC_MAX_UNITS) reply.status = CUDA_ERROR_INVALID_HANDLE;
+    else if (gen != want.gen) reply.status = IPC_REPLACED;
     for (uint32_t i = 0; i < n && !reply.status; i++) {
       CUmemGenericAllocationHandle h;
       CUresult r = fdy_drv.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(R.base + reply.units[i].off));
@@ -223,6 +239,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
   h.off = off;
   h.len = len;
   h.at = dptr - R.base - off;
+  units_of(off, len, NULL, &h.gen);
   memset(pHandle, 0, sizeof(*pHandle));
   memcpy(pHandle->reserved, &h, sizeof(h));
   return CUDA_SUCCESS;
@@ -238,7 +255,7 @@ static CUresult fetch(const ipc_handle *h, ipc_reply *reply, int *fds) {
   struct timeval tv = {IPC_TIMEOUT_S, 0};
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  ipc_span want = {h->off, h->len};
+  ipc_want want = {h->off, h->len, h->gen};
   char control[CMSG_SPACE(sizeof(int) * IPC_MAX_UNITS)];
   struct iovec iov = {reply, sizeof(*reply)};
   struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control, .msg_controllen = sizeof(control)};
@@ -265,7 +282,10 @@ static CUresult fetch(const ipc_handle *h, ipc_reply *reply, int *fds) {
     for (uint32_t i = 0; i < nfds; i++) close(fds[i]);
     fdy_fail(FDY_ERR_INVALID, "cuIpcOpenMemHandle: process %u refused its range at region offset 0x%llx (%llu "
              "bytes): %s", h->pid, (unsigned long long)h->off, (unsigned long long)h->len,
-             reply->status ? fdy_cu_name((CUresult)reply->status)
+             reply->status == IPC_REPLACED
+               ? "that memory was freed since the handle was made (other memory lies there now): ask the process "
+                 "for a new handle"
+             : reply->status ? fdy_cu_name((CUresult)reply->status)
              : gap          ? "its pages are not mapped back to back"
                             : "the memory is no longer mapped there");
     return CUDA_ERROR_INVALID_HANDLE;

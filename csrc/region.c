@@ -103,6 +103,7 @@ static size_t rg_unit_lower(uint64_t off) { /* first unit ending after off */
 }
 
 static int rg_unit_insert(unit_t u) {
+  u.serial = ++R.unit_serial;
   void *items = R.units;
   int rc = array_insert(&items, &R.nunits, &R.capunits, sizeof(u), rg_unit_lower(u.off), &u);
   R.units = items;
@@ -209,7 +210,10 @@ void rg_unmap_owned(uint32_t owner, uint64_t owner_off) {
  * small allocations in it (which need not be SAVE's) never unmaps the SAVE allocations beside them. */
 void rg_adopt_units(uint64_t off, uint64_t len) {
   for (size_t i = rg_unit_lower(off); i < R.nunits && R.units[i].off < off + len; i++)
-    if (R.units[i].owner == OWN_PACK) R.units[i] = (unit_t){R.units[i].off, R.units[i].len, 0, OWN_RESTORE};
+    if (R.units[i].owner == OWN_PACK) {
+      R.units[i].owner_off = 0;
+      R.units[i].owner = OWN_RESTORE;
+    }
 }
 
 static int rg_on_region_device(void) {

@@ -15,6 +15,9 @@ typedef struct {
 typedef struct {
   uint64_t off, len, owner_off;
   uint32_t owner;
+  /* Which physical allocation this is: a number no other unit of this process had, so that memory mapped again
+   * at the same offsets is told apart from what was there before (ipc.c's handles carry it). */
+  uint64_t serial;
 } unit_t;
 
 typedef struct {
@@ -22,6 +25,7 @@ typedef struct {
   int reserved, active;
   CUdeviceptr base;
   uint64_t size, gran, cursor, hwm, mapped;
+  uint64_t unit_serial;           /* the last unit's serial */
   CUdevice device;
   chunk_t *chunks;
   size_t nchunks, capchunks;

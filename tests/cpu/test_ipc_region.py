@@ -246,3 +246,66 @@ def test_a_graph_reading_a_peers_buffer_by_ipc_handle_saves_and_loads_in_fresh_p
     assert loaded["peer"] == saved["peer"] and loaded["load"] == {"ok": saved["native"]}, loaded
     # not opened again: nothing of the peer is mapped where SAVE had it, refused before anything replays
     assert refused["load"].get("error") == "PeerMappingError", refused
+
+
+# The exporter frees its buffer and allocates another at the same offsets (its cursor moved back, as SAVE's KV
+# cache phase moves it over the memory profile's): the handle of the new memory differs from the old one's, so a
+# program that opens each distinct handle once opens the new memory; the old handle is refused by name.
+REALLOCATOR = """
+foundry.set_allocation_region(BASE, "1GB")
+n = 4 << 20
+x = buf("x", n)
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
+def handle(ptr):
+    h = IpcHandle()
+    call("cuIpcGetMemHandle", byref(h), c_uint64(ptr))
+    return bytes(h.reserved).hex()
+old = handle(x)
+again = handle(x)
+cu.free(x)
+foundry.set_current_alloc_offset(x - BASE)
+y = buf("y", n)
+cu.memcpy_htod(y, PATTERN)
+with open(HANDLES + ".part", "w") as f:
+    json.dump({"old": old, "again": again, "new": handle(y), "same_place": y == x}, f)
+os.replace(HANDLES + ".part", HANDLES)
+deadline = time.time() + 60
+while not os.path.exists(DONE) and time.time() < deadline:
+    time.sleep(0.02)
+emit(done=os.path.exists(DONE))
+"""
+
+REOPENER = """
+from foundry.native.ipc import ipc_open
+from foundry.native.lib import native
+foundry.set_allocation_region(BASE, "1GB")
+handles = json.load(open(HANDLES))
+new = ipc_open(bytes.fromhex(handles["new"]))
+old = attempt(lambda: ipc_open(bytes.fromhex(handles["old"])))
+emit(read=cu.memcpy_dtoh(new, 4096) == PATTERN, old=old, message=native().last_error(), handles=handles)
+"""
+
+
+def test_memory_allocated_again_at_the_same_offsets_has_another_handle_and_the_old_one_is_refused(
+    tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
+) -> None:
+    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, REALLOCATOR)],
+                                env=child_env(fakecuda_dir, None, foundry_lib),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "handles.json").exists() and exporter.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "handles.json").exists(), exporter.communicate(timeout=10)
+        out = _run(_script(tmp_path, REOPENER), fakecuda_dir, foundry_lib)
+        (tmp_path / "done").touch()
+        assert exporter.wait(timeout=60) == 0
+    finally:
+        if exporter.poll() is None:
+            exporter.kill()
+    handles = out["handles"]
+    assert handles["same_place"], handles  # the new allocation lies where the old one did
+    assert handles["old"] == handles["again"] and handles["new"] != handles["old"]  # one memory, one handle
+    assert out["read"], out  # the new handle opens the new memory
+    assert "error" in out["old"] and "freed since the handle was made" in out["message"], out
