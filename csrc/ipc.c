@@ -5,10 +5,10 @@
  * of virtual-memory allocations, which every region allocation is, and maps an opened handle where it chooses,
  * which no later process repeats. So, for a pointer in the region, the handle is Foundry's: the exporting
  * process, the allocation's range in its region, which physical memory holds that range now, and the pointer's
- * offset in it. Opening it asks the exporter
- * for its physical allocations as POSIX file descriptors (NCCL shares its peer buffers the same way), imports
- * them and maps them into a reservation carved from this process's region: the address then follows from the
- * sequence of calls, as NCCL's peer mappings do (imports.c), and SAVE records the mappings and LOAD checks them.
+ * offset in it. Opening it asks the exporter for its physical allocations as POSIX file descriptors (NCCL
+ * shares its peer buffers the same way), imports them and maps them into a reservation carved from this
+ * process's region: the address then follows from the sequence of calls, as NCCL's peer mappings do
+ * (imports.c), and SAVE records the mappings and LOAD checks them.
  *
  * The exporter serves descriptors from a thread listening on an abstract UNIX socket named after its pid
  * ("foundry-ipc.<pid>"), to processes of its own user only (SO_PEERCRED). A pointer outside the region, and a
@@ -36,7 +36,7 @@ typedef struct {
   uint64_t off;     /* the allocation's range in the exporter's region */
   uint64_t len;
   uint64_t at;      /* the handle's pointer, from the range's start */
-  uint64_t gen;     /* the physical allocations holding the range when the handle was made (gen_of) */
+  uint64_t gen;     /* the physical allocations holding the range when the handle was made (units_of) */
 } ipc_handle;
 _Static_assert(sizeof(ipc_handle) <= sizeof(CUipcMemHandle), "Foundry's IPC handle fits the driver's");
 
