@@ -106,10 +106,10 @@ def _run(code: str, fakecuda_dir: Path, foundry_lib: Path) -> dict[str, Any]:
 
 
 @contextmanager
-def _exporter(tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path) -> Iterator[dict[str, Any]]:
-    """The exporting process, up with its handles written while the block runs; then told it is done. The dict
-    yielded holds its JSON line afterwards."""
-    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, EXPORTER)],
+def _exporter(tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path, body: str = EXPORTER) -> Iterator[dict[str, Any]]:
+    """The exporting process (``body``), up with its handles written while the block runs; then told it is done.
+    The dict yielded holds its JSON line afterwards."""
+    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, body)],
                                 env=child_env(fakecuda_dir, None, foundry_lib),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     exported: dict[str, Any] = {}
@@ -290,20 +290,8 @@ emit(read=cu.memcpy_dtoh(new, 4096) == PATTERN, old=old, message=native().last_e
 def test_memory_allocated_again_at_the_same_offsets_has_another_handle_and_the_old_one_is_refused(
     tmp_path: Path, fakecuda_dir: Path, foundry_lib: Path
 ) -> None:
-    exporter = subprocess.Popen([sys.executable, "-c", _script(tmp_path, REALLOCATOR)],
-                                env=child_env(fakecuda_dir, None, foundry_lib),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        deadline = time.time() + 60
-        while not (tmp_path / "handles.json").exists() and exporter.poll() is None and time.time() < deadline:
-            time.sleep(0.02)
-        assert (tmp_path / "handles.json").exists(), exporter.communicate(timeout=10)
+    with _exporter(tmp_path, fakecuda_dir, foundry_lib, REALLOCATOR):
         out = _run(_script(tmp_path, REOPENER), fakecuda_dir, foundry_lib)
-        (tmp_path / "done").touch()
-        assert exporter.wait(timeout=60) == 0
-    finally:
-        if exporter.poll() is None:
-            exporter.kill()
     handles = out["handles"]
     assert handles["same_place"], handles  # the new allocation lies where the old one did
     assert handles["old"] == handles["again"] and handles["new"] != handles["old"]  # one memory, one handle

@@ -7,15 +7,9 @@ another process opens it and reads the loaded rank's bytes at the pointer's offs
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
-from tests.cpu.test_ipc_region import _run, _script
-from tests.support.subproc import child_env
+from tests.cpu.test_ipc_region import _exporter, _run, _script
 
 # Both phases: the region, then SAVE allocates the graph's buffers and captures a copy into `y`; LOAD allocates
 # nothing, so its restore maps SAVE's memory where `x` and `y` were.
@@ -73,23 +67,8 @@ def test_memory_loads_restore_mapped_is_shared_by_ipc_handle_at_the_pointers_off
 ) -> None:
     saved = _run(_script(tmp_path, SAVER), fakecuda_dir, foundry_lib)
     assert saved["saved"] == {"ok": "copy"}, saved
-    code = _script(tmp_path, LOADER.replace("Y", str(saved["y"])))
-    loader = subprocess.Popen([sys.executable, "-c", code], env=child_env(fakecuda_dir, None, foundry_lib),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    exported: dict[str, Any] = {}
-    try:
-        deadline = time.time() + 60
-        while not (tmp_path / "handles.json").exists() and loader.poll() is None and time.time() < deadline:
-            time.sleep(0.02)
-        assert (tmp_path / "handles.json").exists(), loader.communicate(timeout=10)
+    with _exporter(tmp_path, fakecuda_dir, foundry_lib, LOADER.replace("Y", str(saved["y"]))) as exported:
         peer = _run(_script(tmp_path, PEER), fakecuda_dir, foundry_lib)
-        (tmp_path / "done").touch()
-        out, err = loader.communicate(timeout=60)
-        assert loader.returncode == 0, err[-3000:]
-        exported = json.loads(out.strip().splitlines()[-1])
-    finally:
-        if loader.poll() is None:
-            loader.kill()
     pattern = bytes((7 * i + 3) % 256 for i in range(4096))
     # the loading process allocated nothing: the pointer lies in memory its restore mapped
     assert exported["done"] and exported["restored"] and exported["own"] == 0, exported
