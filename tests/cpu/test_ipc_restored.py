@@ -39,7 +39,7 @@ foundry.set_allocation_region(BASE, "1GB")
 g = load_graph(os.path.join(ARCH, "copy.json"))
 cu.graph_launch(g.exec, 0)
 cu.sync()
-y = Y
+y = SAVED_Y
 pointer = y + 4096 + 256  # a graph input inside SAVE's allocation, not at its start
 start = allocation_start(pointer)
 with open(HANDLES + ".part", "w") as f:
@@ -67,7 +67,7 @@ def test_memory_loads_restore_mapped_is_shared_by_ipc_handle_at_the_pointers_off
 ) -> None:
     saved = _run(_script(tmp_path, SAVER), fakecuda_dir, foundry_lib)
     assert saved["saved"] == {"ok": "copy"}, saved
-    with _exporter(tmp_path, fakecuda_dir, foundry_lib, LOADER.replace("Y", str(saved["y"]))) as exported:
+    with _exporter(tmp_path, fakecuda_dir, foundry_lib, LOADER.replace("SAVED_Y", str(saved["y"]))) as exported:
         peer = _run(_script(tmp_path, PEER), fakecuda_dir, foundry_lib)
     pattern = bytes((7 * i + 3) % 256 for i in range(4096))
     # the loading process allocated nothing: the pointer lies in memory its restore mapped
