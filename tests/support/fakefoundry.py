@@ -33,9 +33,22 @@ from foundry.schema.jsondocs import load_sealed
 from foundry.storage import document_ref
 from foundry.trust import configured_key, sign_manifest
 from tests.support.faketensor import FakeTensor
+from tests.support.peermemory import PeerMemory
 from tests.support.samples import sample_identity
 
 GRANULARITY = 2 << 20
+
+
+@dataclass
+class BoundRegistrations(foundry.PeerRegistrations):
+    """``foundry.PeerRegistrations`` over a memory and mappings of the test's (``driver``: foundry.ranks'
+    ``Driver``) rather than this process's, its declarations recorded by ``remaps``."""
+
+    driver: Any = None
+    remaps: Any = None
+
+    def around(self, register: Any, count: int, driver: Any = None, remaps: Any = None) -> Any:
+        return super().around(register, count, self.driver, self.remaps)
 
 
 @dataclass
@@ -73,6 +86,11 @@ class FakeFoundry:
     graphs_made: int = 0
     captures: int = 0
     high_water_saved: int = 0  # what Foundry's restore moves the cursor past (SAVE's high-water mark)
+    # a custom all-reduce's table and the peers' memory it opened, what SAVE declared the program's, and what
+    # LOAD wrote again
+    peers: PeerMemory = field(default_factory=lambda: PeerMemory(0))
+    remapped: list[tuple[int, int]] = field(default_factory=list)
+    rewritten: list[Any] = field(default_factory=list)
 
     # what the fake engine calls to allocate persistent device memory
     def allocate(self, nbytes: int) -> FakeTensor:
@@ -222,6 +240,19 @@ class FakeFoundry:
         assert self.base is not None and self.base <= address and address + nbytes <= self.base + self.high_water_saved
         self.calls.append(f"restored_tensor:{address:#x}+{nbytes}")
         return FakeTensor(address, nbytes)
+
+    def peer_registrations(self, rank: int, world: int, rank_data: int) -> Any:
+        self.peers.rank = rank
+        return BoundRegistrations(
+            rank, world, rank_data, driver=self.peers, remaps=lambda a, n: self.remapped.append((a, n))
+        )
+
+    def rewrite_peer_registrations(
+        self, registrations: Sequence[Any], rank: int, world: int, rank_data: int, exchange: Callable[[Any], list[Any]]
+    ) -> int:
+        self.calls.append(f"rewrite_peer_registrations:{sum(len(r.inputs) for r in registrations)}")
+        self.rewritten = list(registrations)
+        return sum(len(r.inputs) for r in registrations)
 
     def finish_one(self, pending: Any, index: int) -> tuple[Any, Any]:
         """Like foundry.CUDAGraph.finish_one_graph_load: one tensor bare, several as a tuple, none as None."""

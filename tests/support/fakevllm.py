@@ -19,9 +19,11 @@ import sys
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+from tests.support import fakevllm_allreduce
 from tests.support.faketensor import EngineDevice, FakeTensor
 from tests.support.fakevllm_cache import envs_module
 from tests.support.fakevllm_compile import CUDAGraphMode, compilation, graph_kinds
@@ -98,6 +100,9 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
         capturing["enabled"] = enabled
 
     monitor = mod("vllm.compilation.monitor", set_cudagraph_capturing_enabled=set_cudagraph_capturing_enabled)
+    # vllm.distributed: the TP group's custom all-reduce, where the config asks for one (fakevllm_allreduce.py)
+    custom_all_reduce, parallel_state, init_custom_all_reduce = fakevllm_allreduce.modules(memory, trace)
+    graph_capture = partial(fakevllm_allreduce.graph_capture, parallel_state)
 
     # vllm.forward_context, vllm.compilation.cuda_graph: the wrapper, the pieces, the compiled model ---------
     BatchDescriptor, cuda_graph, CompiledModel = compilation(memory, trace, capturing, torch_v1)
@@ -144,15 +149,17 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
             for desc in self._capture_descs.get(CUDAGraphMode.PIECEWISE, []):
                 model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)  # warm-up
                 model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.PIECEWISE)
-            for desc in self._capture_descs.get(CUDAGraphMode.FULL, []):
-                if self.hidden_states is None:  # vLLM allocates it in the first warm-up forward
-                    self.hidden_states = memory.allocate(1 << 20)
-                graph = t.cuda.CUDAGraph()
-                with t.cuda.graph(graph, self.pool):
-                    out = model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)
-                    memory.copy(self.hidden_states, out)  # the graph's output: vLLM's persistent buffer
-                    trace(f"capture:{desc.num_tokens}")
-                self.graphs[desc] = graph
+            with graph_capture() as ca:  # the FULL graphs all-reduce their output (the custom all-reduce's, if any)
+                for desc in self._capture_descs.get(CUDAGraphMode.FULL, []):
+                    if self.hidden_states is None:  # vLLM allocates it in the first warm-up forward
+                        self.hidden_states = memory.allocate(1 << 20)
+                    graph = t.cuda.CUDAGraph()
+                    with t.cuda.graph(graph, self.pool):
+                        out = model(BatchDescriptor(desc.num_tokens), CUDAGraphMode.NONE)
+                        memory.copy(self.hidden_states, out)  # the graph's output: vLLM's persistent buffer
+                        fakevllm_allreduce.all_reduce(ca, self.hidden_states)
+                        trace(f"capture:{desc.num_tokens}")
+                    self.graphs[desc] = graph
             self._graphs_captured = True
 
         def dispatch(self, num_tokens: int, uniform: bool) -> Any:
@@ -271,10 +278,12 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
 
         def capture_model(self) -> int:
             trace("v1.capture_model")
-            for mode, descs in self.cudagraph_dispatcher.get_capture_descs():
-                for desc in descs:
-                    self.model(desc, CUDAGraphMode.NONE)  # warm-up
-                    self.model(desc, mode)
+            with graph_capture() as ca:
+                for mode, descs in self.cudagraph_dispatcher.get_capture_descs():
+                    for desc in descs:
+                        self.model(desc, CUDAGraphMode.NONE)  # warm-up
+                        self.model(desc, mode)
+                        fakevllm_allreduce.all_reduce(ca, self.input_ids)
             lock_workspace()
             set_cudagraph_capturing_enabled(False)
             return 456
@@ -311,6 +320,9 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
     ) -> None:
         trace("init_distributed")
         memory.allocate(1 << 20)  # communication scratch
+        parallel = vllm_config.parallel_config
+        if parallel.tensor_parallel_size > 1 and not parallel.disable_custom_all_reduce and vllm_config.fake_custom_ar:
+            init_custom_all_reduce(rank, parallel.tensor_parallel_size)
 
     def kernel_warmup(worker: Any) -> None:
         trace("kernel_warmup")
@@ -333,6 +345,8 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
 
         def determine_available_memory(self) -> int:
             self.model_runner.profile_run()
+            if not self.vllm_config.use_v2_model_runner:  # profile_cudagraph_memory: throwaway graphs (V1 only)
+                fakevllm_allreduce.throwaway_capture(parallel_state, memory)
             return 1 << 30
 
         def initialize_from_config(self, kv_cache_config: Any) -> None:
@@ -374,6 +388,8 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
         "vllm.v1.worker.gpu_model_runner": model_runner_v1,
         "vllm.v1.worker.gpu_worker": gpu_worker,
         "vllm.v1.worker.workspace": workspace,
+        "vllm.distributed.parallel_state": parallel_state,
+        fakevllm_allreduce.MODULE: custom_all_reduce,
     }
     return FakeVllm(modules, trace, memory)
 

@@ -23,6 +23,7 @@ def make_config(
     compile_mode: str | None = None,
     tp: int = 1,
     disable_custom_all_reduce: bool = False,
+    custom_all_reduce: bool = False,
     **model_flags: Any,
 ) -> SimpleNamespace:
     model_config = SimpleNamespace(
@@ -54,4 +55,7 @@ def make_config(
         fake_compile_before_capture=compile_before_capture,
         # fake-only: the workspace bytes the profile run asks for (an MoE model's; 0: the model asks none)
         fake_workspace=workspace,
+        # fake-only: above one GPU, vLLM's custom all-reduce is built unless disable_custom_all_reduce
+        # (fakevllm_allreduce.py; the stand-in Foundry is its memory)
+        fake_custom_ar=custom_all_reduce,
     )

@@ -23,6 +23,7 @@ from typing import Any
 
 import foundry
 
+from .backend import FoundryApi
 from .errors import ArchiveMetadataError, ArchiveMismatchError
 
 __all__ = ["SLOTS", "Recorder", "active", "check_inputs", "check_same", "from_json", "record", "rewrite", "to_json"]
@@ -40,23 +41,22 @@ def active(ca: Any) -> bool:
 class Recorder:
     """SAVE's record of one process's custom all-reduce: every registration, and the ones the saved graphs use."""
 
-    records: foundry.PeerRegistrations
+    records: Any  # foundry.PeerRegistrations, or a test's stand-in
     keeping: bool = False  # set while the graphs SAVE writes are captured
     kept: list[foundry.PeerRegistration] = field(default_factory=list)
 
 
-def record(ca: Any, driver: Any = None, remaps: Callable[[int, int], None] | None = None) -> Recorder:
-    """Wraps ``ca.register_graph_buffers`` (on the instance) so that each registration is read back and recorded;
-    returns the record. The number of inputs comes from the kernel library's ``get_graph_buffer_ipc_meta``, the
-    ``ops`` of the module that defines ``ca``'s class. ``driver`` and ``remaps``: this process's memory and
-    ``foundry.program_remaps`` unless given (tests give their own)."""
+def record(ca: Any, api: FoundryApi) -> Recorder:
+    """Wraps ``ca.register_graph_buffers`` (on the instance) so that each registration is read back and recorded
+    (``api.peer_registrations``); returns the record. The number of inputs comes from the kernel library's
+    ``get_graph_buffer_ipc_meta``, the ``ops`` of the module that defines ``ca``'s class."""
     ops = getattr(sys.modules[type(ca).__module__], "ops", None)
     if ops is None or not hasattr(ops, "get_graph_buffer_ipc_meta"):
         raise foundry.PeerMemoryError(
             f"{type(ca).__module__}.{type(ca).__name__}: its kernel library has no get_graph_buffer_ipc_meta, so "
             "Foundry cannot read what it registers. Start the engine with --disable-custom-all-reduce."
         )
-    rec = Recorder(foundry.PeerRegistrations(int(ca.rank), int(ca.world_size), int(ca.rank_data.data_ptr())))
+    rec = Recorder(api.peer_registrations(int(ca.rank), int(ca.world_size), int(ca.rank_data.data_ptr())))
     original: Callable[[], None] = ca.register_graph_buffers
 
     def register_graph_buffers() -> None:
@@ -64,7 +64,7 @@ def record(ca: Any, driver: Any = None, remaps: Callable[[int, int], None] | Non
         if not offsets:  # nothing captured in the context: the engine registers nothing, no slot is taken
             original()
             return
-        registration = rec.records.around(original, len(offsets), driver, *([remaps] if remaps else []))
+        registration = rec.records.around(original, len(offsets))
         if rec.keeping:
             rec.kept.append(registration)
 
@@ -75,30 +75,28 @@ def record(ca: Any, driver: Any = None, remaps: Callable[[int, int], None] | Non
 def rewrite(
     ca: Any,
     registrations: Sequence[foundry.PeerRegistration],
-    driver: Any = None,
+    api: FoundryApi,
     exchange: Callable[[Any], list[Any]] | None = None,
 ) -> int:
     """LOAD: writes SAVE's registrations into ``ca.rank_data`` again, the peers' inputs opened here; returns the
     slots written. Every rank of ``ca``'s group calls it at the same point (``exchange``: over ``ca.group``
     unless given)."""
-    return foundry.rewrite_peer_registrations(
-        registrations, int(ca.rank), int(ca.world_size), int(ca.rank_data.data_ptr()),
-        exchange or _exchange(ca.group), driver=driver,
-    )  # fmt: skip
+    return api.rewrite_peer_registrations(
+        registrations, int(ca.rank), int(ca.world_size), int(ca.rank_data.data_ptr()), exchange or _exchange(ca.group)
+    )
 
 
 def _exchange(group: Any) -> Callable[[Any], list[Any]]:
     """Every rank's value, by rank, over the all-reduce's CPU (gloo) group: one broadcast from each rank in turn,
     as vLLM's ``register_graph_buffers`` exchanges its handles (``all_gather_object`` fails on gloo in inference
-    mode)."""
-    import torch.distributed as dist
-
-    ranks = sorted(dist.get_process_group_ranks(group))
-    me = ranks.index(dist.get_rank())
+    mode). torch is imported at the first exchange."""
 
     def exchange(value: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        ranks = sorted(dist.get_process_group_ranks(group))
         data: list[list[Any]] = [[None] for _ in ranks]
-        data[me] = [value]
+        data[ranks.index(dist.get_rank())] = [value]
         for i, source in enumerate(ranks):
             dist.broadcast_object_list(data[i], src=source, group=group, device="cpu")
         return [d[0] for d in data]

@@ -6,7 +6,7 @@ Everything a plugin asks of Foundry goes through a ``FoundryApi``: the real one 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -115,6 +115,17 @@ class FoundryApi(Protocol):
         """LOAD, after ``start_builds``: a byte tensor over a buffer the engine held at SAVE, at SAVE's address."""
         ...
 
+    def peer_registrations(self, rank: int, world: int, rank_data: int) -> Any:
+        """SAVE: a record of a custom all-reduce's registrations into its table at ``rank_data``
+        (``foundry.PeerRegistrations``: ``around(register, count)`` runs one and reads it back)."""
+        ...
+
+    def rewrite_peer_registrations(
+        self, registrations: Sequence[Any], rank: int, world: int, rank_data: int, exchange: Callable[[Any], list[Any]]
+    ) -> int:
+        """LOAD: the registrations written into the table again, the peers' inputs opened here; the slots written."""
+        ...
+
 
 class PublicFoundryApi:
     """FoundryApi over ``import foundry`` (the interposer must be preloaded: ``foundry run -- ...``)."""
@@ -220,3 +231,11 @@ class PublicFoundryApi:
 
     def restored_tensor(self, address: int, nbytes: int) -> Any:
         return foundry.restored_tensor(address, nbytes)
+
+    def peer_registrations(self, rank: int, world: int, rank_data: int) -> Any:
+        return foundry.PeerRegistrations(rank, world, rank_data)
+
+    def rewrite_peer_registrations(
+        self, registrations: Sequence[Any], rank: int, world: int, rank_data: int, exchange: Callable[[Any], list[Any]]
+    ) -> int:
+        return foundry.rewrite_peer_registrations(registrations, rank, world, rank_data, exchange)

@@ -37,7 +37,7 @@ def attach(s: sessions.Session, ca: Any) -> None:
     """After vLLM's distributed set-up: SAVE starts recording; LOAD refuses an archive saved with the other
     setting, before the weights."""
     if s.config.mode is Mode.SAVE:
-        s.state.allreduce = allreduce.record(ca) if allreduce.active(ca) else None
+        s.state.allreduce = allreduce.record(ca, s.api) if allreduce.active(ca) else None
     elif s.config.mode is Mode.LOAD:
         saved = s.require_saved().custom_all_reduce
         allreduce.check_same(saved, ca, SWITCH)
@@ -68,4 +68,4 @@ def install(s: sessions.Session, ca: Any) -> int:
     registrations = s.require_saved().custom_all_reduce
     if not registrations:
         return 0
-    return allreduce.rewrite(ca, registrations)
+    return allreduce.rewrite(ca, registrations, s.api)

@@ -15,8 +15,9 @@ import pytest
 from foundry.errors import PeerMemoryError
 from foundry.integration.shared import allreduce
 from foundry.integration.shared.errors import ArchiveMetadataError, ArchiveMismatchError
-from foundry.ranks.registrations import SLOT_BYTES, PeerRegistration
+from foundry.ranks.registrations import SLOT_BYTES, PeerRegistration, rewrite_peer_registrations
 from tests.cpu.test_custom_ar import RANK_DATA, Process, vllm_register
+from tests.support.fakefoundry import BoundRegistrations
 
 MODULE = "fake_custom_all_reduce"
 
@@ -59,11 +60,30 @@ def _ca(world: list[Process]) -> FakeCustomAllreduce:
     return ca
 
 
+class _Api:
+    """The two calls of FoundryApi the custom all-reduce makes, over rank 0's model process."""
+
+    def __init__(self, process: Process) -> None:
+        self.process, self.declared = process, []
+
+    def peer_registrations(self, rank: int, world: int, rank_data: int) -> Any:
+        return BoundRegistrations(rank, world, rank_data, driver=self.process, remaps=self._declare)
+
+    def _declare(self, address: int, size: int) -> None:
+        self.declared.append((address, size))
+
+    def rewrite_peer_registrations(
+        self, registrations: Any, rank: int, world: int, rank_data: int, exchange: Any
+    ) -> int:
+        return rewrite_peer_registrations(registrations, rank, world, rank_data, exchange, self.process)
+
+
 def test_save_keeps_the_captures_registrations_and_counts_the_profiles_slots(ops_module: ModuleType) -> None:
     world = [Process(0), Process(1)]
     ca = _ca(world)
-    declared: list[tuple[int, int]] = []
-    rec = allreduce.record(ca, world[0], lambda a, n: declared.append((a, n)))
+    api = _Api(world[0])
+    declared = api.declared
+    rec = allreduce.record(ca, api)  # type: ignore[arg-type]
     # the memory profile's throwaway graphs: registered (slots 1-2), not kept
     ca.pending = [[0x6000_0100_0000, 0x6000_0100_4000]] * 2
     ca.register_graph_buffers()
@@ -87,7 +107,7 @@ def test_load_writes_the_kept_registrations_with_the_peers_inputs_opened_here(op
     def exchange(value: Any) -> list[Any]:  # rank 1 answers with the same inputs of its own
         return [value, [(peer.handle(a)[0].hex(), peer.handle(a)[1]) for a in regs[0].inputs]]
 
-    assert allreduce.rewrite(ca, regs, world[0], exchange) == 2
+    assert allreduce.rewrite(ca, regs, _Api(world[0]), exchange) == 2  # type: ignore[arg-type]
     slots = world[0].read(RANK_DATA + 3 * SLOT_BYTES, 2 * SLOT_BYTES)
     words = [int.from_bytes(slots[i : i + 8], "little") for i in range(0, len(slots), 8)]
     assert words[0:2] == [0x6000_0900_0000, 0x6000_5000_0000] and words[8:10] == [0x6000_0900_0100, 0x6000_5000_0100]
@@ -99,7 +119,7 @@ def test_a_kernel_library_foundry_cannot_read_is_refused_naming_the_switch(monke
     monkeypatch.setitem(sys.modules, MODULE, module)
     FakeCustomAllreduce.__module__ = MODULE
     with pytest.raises(PeerMemoryError, match="--disable-custom-all-reduce"):
-        allreduce.record(FakeCustomAllreduce([Process(0), Process(1)], [[], []]))
+        allreduce.record(FakeCustomAllreduce([Process(0), Process(1)], [[], []]), _Api(Process(0)))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -141,3 +161,67 @@ def test_an_input_outside_the_region_is_refused_before_any_table_is_written() ->
     with pytest.raises(ArchiveMetadataError, match=r"1 inputs outside the region.*0x500000000000"):
         allreduce.check_inputs(regs, 0x6000_0000_0000, 1 << 40)
     allreduce.check_inputs(regs[:1], 0x6000_0000_0000, 1 << 40)
+
+
+# ---------------------------------------------------------------- the vLLM plugin over the fake vLLM's start-up
+TP_READY = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+
+
+def _start(engines: Any, mode: str, runner: str, custom: bool = True, **memory: Any) -> Any:
+    """Both ranks' start-ups in turn (vLLM starts one worker process per rank); rank 0's fake engine."""
+    from tests.support.fakefoundry import FakeFoundry
+    from tests.support.fakevllm_config import make_config
+
+    fakes = []
+    for rank in range(2):
+        fake = engines.prepare(mode, FakeFoundry(**memory) if memory else None)
+        config = make_config(runner=runner, tp=2, disable_custom_all_reduce=not custom, custom_all_reduce=custom)
+        fake.start_engine(config, rank=rank)
+        fakes.append(fake)
+    return fakes[0]
+
+
+@pytest.mark.parametrize("runner", ["v2", "v1"])
+def test_vllm_saves_the_captures_registrations_and_load_writes_them_before_any_graph_replays(
+    engines: Any, monkeypatch: pytest.MonkeyPatch, runner: str
+) -> None:
+    from foundry.integration.vllm import read_metadata
+
+    for k, v in TP_READY.items():
+        monkeypatch.setenv(k, v)
+    saved = _start(engines, "save", runner)
+    meta = read_metadata(engines.archive / "rank_0")
+    registered = [e for e in saved.trace.events if e.startswith("register_graph_buffers:")]
+    (kept,) = meta.custom_all_reduce or ()
+    if runner == "v1":  # the memory profile's throwaway graph took slot 1: the capture's follow it
+        assert registered[0] == "register_graph_buffers:1" and kept.first_slot == 2
+    else:
+        assert kept.first_slot == 1
+    assert registered[-1] == f"register_graph_buffers:{len(kept.inputs)}" and len(kept.inputs) == 4  # 4 sizes
+    # every peer mapping the registrations opened is declared the program's to map again
+    assert saved.memory.remapped == saved.memory.peers.maps and saved.memory.remapped
+    loaded = _start(engines, "load", runner, high_water_saved=int(meta.high_water))
+    calls = loaded.memory.calls
+    assert f"rewrite_peer_registrations:{len(kept.inputs)}" in calls
+    started = next(i for i, c in enumerate(calls) if c.startswith("start_builds"))
+    assert started < calls.index(f"rewrite_peer_registrations:{len(kept.inputs)}")  # SAVE's memory mapped first
+    assert loaded.memory.rewritten == [kept]
+    assert not [e for e in loaded.trace.events if e.startswith("register_graph_buffers")]  # nothing captured
+
+
+def test_vllm_load_refuses_an_archive_saved_with_the_other_all_reduce_before_the_weights(
+    engines: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from foundry.integration.vllm import read_metadata
+
+    for k, v in TP_READY.items():
+        monkeypatch.setenv(k, v)
+    _start(engines, "save", "v2")
+    high_water = int(read_metadata(engines.archive / "rank_0").high_water)
+    from tests.support.fakefoundry import FakeFoundry
+    from tests.support.fakevllm_config import make_config
+
+    fake = engines.prepare("load", FakeFoundry(high_water_saved=high_water))
+    with pytest.raises(ArchiveMismatchError, match=r"custom all-reduce on, and it is off here.*--disable-custom"):
+        fake.start_engine(make_config(tp=2, disable_custom_all_reduce=True), rank=0)
+    assert "load_model" not in fake.trace.events and "start_builds" not in fake.memory.calls
