@@ -101,10 +101,7 @@ def init_device_end(worker: Any) -> None:
     s = sessions.current()
     if s.config.enabled:
         allreduce.attach(s, allreduce.find())  # vLLM's distributed set-up made it, or none
-        # No boundary here or after the weights: both phases run in LOAD as in SAVE (checked), and a fresh
-        # granule after vLLM's memory snapshot would count against the KV cache where natively NCCL's partly
-        # used page takes the next small allocations.
-        steps.end_phase(s, "init_device", boundary=False)
+        steps.end_phase(s, "init_device")
 
 
 # ----------------------------------------------------------------------------------------------- load_model
@@ -113,7 +110,7 @@ def load_model_end(worker: Any) -> None:
     s = sessions.current()
     if not s.config.enabled:
         return
-    steps.end_phase(s, "load_model", boundary=False)
+    steps.end_phase(s, "load_model")
     if s.config.mode is Mode.LOAD:
         steps.start_builds(s)
 
