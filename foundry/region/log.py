@@ -16,6 +16,7 @@ from foundry.schema import RegionSpec
 
 from .api import AllocationEvent, AllocKind, RegionState, allocation_events, region_epoch, region_state
 from .remapped import outside_remapped, remapped_ranges
+from .spans import coalesce
 
 __all__ = [
     "ALLOCS",
@@ -40,16 +41,6 @@ ALLOCS = {AllocKind.ALLOC, AllocKind.ASYNC_ALLOC}
 T = TypeVar("T")
 
 
-def _coalesce(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for start, end in sorted(ranges):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return [(s, e - s) for s, e in out if e > s]
-
-
 def _live(events: Iterable[tuple[int, int, int, int]]) -> dict[tuple[int, int], tuple[int, int]]:
     """(kind, offset) -> (offset, end) of everything mapped after replaying (kind, offset, size, span)."""
     live: dict[tuple[int, int], tuple[int, int]] = {}
@@ -65,7 +56,7 @@ def _live(events: Iterable[tuple[int, int, int, int]]) -> dict[tuple[int, int], 
 
 def live_ranges(events: Iterable[tuple[int, int, int, int]]) -> list[tuple[int, int]]:
     """Sorted, coalesced (offset, length) ranges mapped at the end of a log of (kind, off, size, span)."""
-    return _coalesce(_live(events).values())
+    return coalesce(_live(events).values())
 
 
 def live_allocations(

@@ -20,6 +20,7 @@ from foundry._state import ProcessState
 from foundry.errors import RegionStateError
 
 from .api import region_epoch, region_state
+from .spans import coalesce, subtract
 
 __all__ = ["outside_remapped", "program_remaps", "remapped_covers", "remapped_ranges"]
 
@@ -55,7 +56,7 @@ def program_remaps(address: int, size: int) -> None:
         epoch = region_epoch()
         ranges = list(kept.ranges) if kept.epoch == epoch else []
         ranges.append((address - state.base, size))
-        kept.epoch, kept.ranges = epoch, _merged(ranges)
+        kept.epoch, kept.ranges = epoch, tuple(coalesce((o, o + n) for o, n in ranges))
 
 
 def remapped_ranges() -> tuple[tuple[int, int], ...]:
@@ -72,30 +73,7 @@ def remapped_covers(offset: int, size: int) -> bool:
 
 def outside_remapped(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """``ranges`` ((offset, length), sorted, disjoint) less the declared ones."""
-    holes = remapped_ranges()
+    holes = [(o, o + n) for o, n in remapped_ranges()]
     if not holes:
         return list(ranges)
-    out = []
-    for offset, length in ranges:
-        at, end = offset, offset + length
-        for a, n in holes:
-            b = a + n
-            if b <= at or a >= end:
-                continue
-            if a > at:
-                out.append((at, a - at))
-            at = max(at, b)
-        if at < end:
-            out.append((at, end - at))
-    return out
-
-
-def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    out: list[tuple[int, int]] = []
-    for offset, length in sorted(ranges):
-        if out and offset <= out[-1][0] + out[-1][1]:
-            start, n = out[-1]
-            out[-1] = (start, max(start + n, offset + length) - start)
-        else:
-            out.append((offset, length))
-    return tuple(out)
+    return [(a, b - a) for offset, length in ranges for a, b in subtract(offset, offset + length, holes)]

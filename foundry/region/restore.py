@@ -15,7 +15,8 @@ from foundry.native.region import region_map_range
 from foundry.schema import RegionSpec
 
 from .api import region_epoch, region_state, set_current_alloc_offset
-from .log import ALLOCS, _coalesce, own_allocations
+from .log import ALLOCS, own_allocations
+from .spans import coalesce
 
 __all__ = ["restore_region", "restored_covers"]
 
@@ -74,7 +75,7 @@ def restore_region(saved: RegionSpec) -> None:
         restored.specs.add(key)
         if restored.epoch != key[0]:
             restored.epoch, restored.ranges = key[0], []
-        merged = _coalesce([*restored.ranges, *((saved.base + o, saved.base + o + n) for o, n in saved.live)])
+        merged = coalesce([*restored.ranges, *((saved.base + o, saved.base + o + n) for o, n in saved.live)])
         restored.ranges = [(start, start + length) for start, length in merged]
 
 

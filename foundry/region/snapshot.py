@@ -23,6 +23,7 @@ from foundry.storage import read_memory, write_memory
 from .api import REGIONS, AllocationEvent, allocation_events, region_state
 from .log import KeyedCache, live_allocations, log_key
 from .remapped import outside_remapped, remapped_ranges
+from .spans import subtract
 
 __all__ = ["capture_window", "in_any", "restore_snapshot", "snapshot_limit", "state_ranges", "take_snapshot"]
 
@@ -95,19 +96,6 @@ def take_snapshot(archive_dir: Path, base: int, limit: int | None = None) -> Mem
     return MemorySpec(sha, len(data), tuple(ranges))
 
 
-def _subtract(start: int, end: int, holes: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    """Parts of [start, end) outside the sorted, disjoint [a, b) holes."""
-    at = start
-    for a, b in holes:
-        if b <= at or a >= end:
-            continue
-        if a > at:
-            yield at, a
-        at = max(at, b)
-    if at < end:
-        yield at, end
-
-
 def restore_snapshot(
     archive_dir: Path,
     spec: MemorySpec,
@@ -128,12 +116,12 @@ def restore_snapshot(
     cursor = 0
     for offset, length in spec.ranges:
         start, end = offset, offset + length
-        pieces = list(_subtract(start, end, chunks))  # nobody here owns these parts: restore all of them
+        pieces = list(subtract(start, end, chunks))  # nobody here owns these parts: restore all of them
         if occupied is not None:
             for a, b in chunks:
                 lo, hi = max(a, start), min(b, end)
                 if lo < hi:
-                    pieces.extend(_subtract(lo, hi, in_use))
+                    pieces.extend(subtract(lo, hi, in_use))
         for a, b in pieces:
             memcpy_htod_from(base + a, data, cursor + (a - offset), b - a)
             written += b - a
