@@ -181,7 +181,11 @@ def rewrite_peer_registrations(
 
 
 class NativeDriver:
-    """This process's device memory and IPC, through foundry.native."""
+    """This process's device memory and IPC, through foundry.native. A rank's thousands of graph inputs lie in a
+    few allocations: each allocation's handle is made once (one walk of the region's mappings a handle)."""
+
+    def __init__(self) -> None:
+        self._handles: dict[int, bytes] = {}
 
     def read(self, address: int, n: int) -> bytes:
         return memcpy_dtoh(address, n)
@@ -191,7 +195,9 @@ class NativeDriver:
 
     def handle(self, address: int) -> tuple[bytes, int]:
         start = allocation_start(address)
-        return ipc_handle(start), address - start
+        if start not in self._handles:
+            self._handles[start] = ipc_handle(start)
+        return self._handles[start], address - start
 
     def open(self, handle: bytes) -> int:
         return ipc_open(handle)
