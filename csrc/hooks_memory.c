@@ -55,7 +55,7 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     size_t size;
     CUresult r;
     if ((fdy_region_address_range(ptr, &base, &size, &r) && r == CUDA_SUCCESS) ||
-        fdy_region_restored_range(ptr, &base, &size)) {
+        fdy_region_unit_range(ptr, 1, &base, &size)) {
       if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *(CUdeviceptr *)data = base;
       else *(size_t *)data = size;
       return CUDA_SUCCESS;

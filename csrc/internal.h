@@ -122,9 +122,9 @@ int fdy_region_contains(CUdeviceptr ptr);
 int fdy_region_alloc(CUdeviceptr *dptr, size_t size, uint32_t kind, CUresult *res);
 int fdy_region_free(CUdeviceptr ptr, uint32_t kind, CUresult *res);
 int fdy_region_address_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize, CUresult *res);
-/* 1 if ptr lies in memory LOAD's restore mapped (no allocation of this process holds it): the physical
- * allocation's range, the one cuIpcGetMemHandle's handle covers there (ipc.c). */
-int fdy_region_restored_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize);
+/* 1 if ptr lies in a physical allocation the region mapped (with restored_only, one LOAD's restore mapped, which no
+ * allocation of this process holds): that allocation's range, the one cuIpcGetMemHandle's handle covers (ipc.c). */
+int fdy_region_unit_range(CUdeviceptr ptr, int restored_only, CUdeviceptr *pbase, size_t *psize);
 int fdy_region_vmm_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr, CUresult *res);
 int fdy_region_vmm_free(CUdeviceptr ptr, size_t size, CUresult *res);
 void fdy_region_note_map(CUdeviceptr ptr, size_t size, int mapped);

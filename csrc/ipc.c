@@ -201,23 +201,13 @@ static int range_of(CUdeviceptr p, uint64_t *off, uint64_t *len) {
   CUresult r;
   CUdeviceptr base;
   size_t size;
-  if (fdy_region_address_range(p, &base, &size, &r) && r == CUDA_SUCCESS && size) {
+  if ((fdy_region_address_range(p, &base, &size, &r) && r == CUDA_SUCCESS && size) ||
+      fdy_region_unit_range(p, 0, &base, &size)) {
     *off = base - R.base;
     *len = size;
     return 1;
   }
-  pthread_mutex_lock(&R.lock);
-  uint64_t o = p - R.base;
-  int found = 0;
-  for (size_t i = 0; i < R.nunits && !found; i++) {
-    if (o >= R.units[i].off && o < R.units[i].off + R.units[i].len) {
-      *off = R.units[i].off;
-      *len = R.units[i].len;
-      found = 1;
-    }
-  }
-  pthread_mutex_unlock(&R.lock);
-  return found;
+  return 0;
 }
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {

@@ -383,12 +383,12 @@ int fdy_region_address_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize,
   return 1;
 }
 
-int fdy_region_restored_range(CUdeviceptr ptr, CUdeviceptr *pbase, size_t *psize) {
+int fdy_region_unit_range(CUdeviceptr ptr, int restored_only, CUdeviceptr *pbase, size_t *psize) {
   if (!fdy_region_contains(ptr)) return 0;
   pthread_mutex_lock(&R.lock);
   uint64_t off = ptr - R.base;
   size_t i = rg_unit_lower(off);
-  int found = i < R.nunits && R.units[i].off <= off && R.units[i].owner == OWN_RESTORE;
+  int found = i < R.nunits && R.units[i].off <= off && (!restored_only || R.units[i].owner == OWN_RESTORE);
   if (found) {
     *pbase = R.base + R.units[i].off;
     *psize = R.units[i].len;
