@@ -1,7 +1,7 @@
 """vLLM's custom all-reduce under the region, two ranks, outside the engine (run under `foundry run`, with vLLM's
-bundle on the path: scripts/gpu_custom_ar.sh). What the plugin must do before it can stop refusing the engines'
-default all-reduce (docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"), done here with what the plugin will
-use (foundry/ranks/registrations.py, through ``foundry``'s surface).
+bundle on the path: scripts/gpu_custom_ar.sh). What the vLLM plugin does around vLLM's custom all-reduce
+(docs/DESIGN.md, "Many GPUs: tensor parallel in the plugins"), done here with the plugin's own calls
+(foundry/integration/shared/allreduce.py: ``record`` at SAVE, ``rewrite`` at LOAD).
 
     python tests/gpu/custom_ar_probe.py WORK_DIR save|load
 
@@ -9,11 +9,11 @@ Phase "save": each rank sets its device, its rank and the region, creates NCCL's
 then vLLM's `CustomAllreduce` over the gloo group (its shared buffers: `cudaMalloc`, `cudaIpcGetMemHandle`, the
 peers' opened: Foundry's IPC handles of region memory, csrc/ipc.c), checks an eager all-reduce, captures one
 custom all-reduce in a Foundry graph inside `ca.capture()`, whose exit registers the graph's input with the peer
-(`get_graph_buffer_ipc_meta`, the handles exchanged and opened, `rank_data` written): `PeerRegistrations.around`
+(`get_graph_buffer_ipc_meta`, the handles exchanged and opened, `rank_data` written): the plugin's recorder
 reads the slots back, keeps this rank's input and declares the mapping of the peer's input the program's
 (`foundry.program_remaps`). It replays, saves, and reports whether the registration's handles are Foundry's, its
 offsets, the slots and the peer mappings SAVE recorded. Phase "load": fresh processes repeat the set-up, load
-the graph, write the registration's slot again (`rewrite_peer_registrations`: handles of their own input
+the graph, write the registration's slot again (the plugin's `rewrite`: handles of their own input
 exchanged over the gloo group, the peer's opened here), replay, and compare with SAVE's replay bit for bit. Prints
 one JSON line."""
 
@@ -32,6 +32,9 @@ os.environ.setdefault("VLLM_SKIP_P2P_CHECK", "1")  # the driver's P2P report, no
 import torch
 import torch.distributed as dist
 from multi_rank import BASE, REGION, WORLD, _phase, _report_and_tear_down  # this folder's two-rank harness
+
+from foundry.integration.shared import allreduce
+from foundry.integration.shared.backend import PublicFoundryApi
 
 N = 1 << 18  # 1 MiB of floats: under the custom all-reduce's 8 MiB buffer
 
@@ -61,20 +64,6 @@ def _set_up(rank: int, port: int) -> tuple[Any, torch.Tensor]:
     return ca, x
 
 
-def _group_exchange(group: Any, rank: int) -> Any:
-    """Every rank's value, by rank, over the gloo group: one broadcast from each rank in turn, as vLLM's
-    register_graph_buffers exchanges its handles (all_gather_object does not work on gloo in inference mode)."""
-
-    def exchange(value: Any) -> list[Any]:
-        data: list[list[Any]] = [[None] for _ in range(WORLD)]
-        data[rank] = [value]
-        for i, source in enumerate(sorted(dist.get_process_group_ranks(group))):
-            dist.broadcast_object_list(data[i], src=source, group=group, device="cpu")
-        return [d[0] for d in data]
-
-    return exchange
-
-
 def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     from vllm import _custom_ops as ops
 
@@ -84,14 +73,8 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
     ca = None
     try:
         ca, x = _set_up(rank, port)
-        records = foundry.PeerRegistrations(rank, WORLD, ca.rank_data.data_ptr())
-        register = ca.register_graph_buffers
-
-        def recorded_register() -> None:  # what the plugin puts around vLLM's register_graph_buffers
-            _, inputs = ops.get_graph_buffer_ipc_meta(ca._ptr)
-            out["registration"] = records.around(register, len(inputs)).to_json()
-
-        ca.register_graph_buffers = recorded_register
+        recorder = allreduce.record(ca, PublicFoundryApi())  # what the vLLM plugin puts around its registration
+        recorder.keeping = True
         g = foundry.CUDAGraph()
         with ca.capture():
             with foundry.graph(g):
@@ -104,7 +87,9 @@ def save_rank(rank: int, port: int, work: str, results: Any) -> None:
         native = y.cpu()
         out["native_ok"] = bool(torch.all(native == 3.0))
         torch.save(native, Path(work) / f"native_{rank}.pt")
-        (Path(work) / f"registrations_{rank}.json").write_text(json.dumps([r.to_json() for r in records.done]))
+        (kept,) = recorder.kept
+        out["registration"] = kept.to_json()
+        (Path(work) / f"registrations_{rank}.json").write_text(json.dumps(allreduce.to_json(recorder.kept)))
         arch = Path(work) / f"rank_{rank}"
         g.save(arch / "g.json", output_tensors=y, archive_dir=arch)
         foundry.save_graph_manifest(arch)
@@ -133,11 +118,8 @@ def load_rank(rank: int, port: int, work: str, results: Any) -> None:
         foundry.load_cuda_modules_and_libraries(arch)
         ca, _ = _set_up(rank, port)
         g, y = foundry.CUDAGraph.load(arch / "g.json")
-        saved = json.loads((Path(work) / f"registrations_{rank}.json").read_text())
-        registrations = [foundry.PeerRegistration.from_json(r) for r in saved]
-        out["slots"] = foundry.rewrite_peer_registrations(
-            registrations, rank, WORLD, ca.rank_data.data_ptr(), _group_exchange(ca.group, rank)
-        )
+        saved = allreduce.from_json(json.loads((Path(work) / f"registrations_{rank}.json").read_text()))
+        out["slots"] = allreduce.rewrite(ca, saved or (), PublicFoundryApi())  # as the plugin does after install
         g.replay()
         torch.cuda.synchronize()
         native = torch.load(Path(work) / f"native_{rank}.pt")
