@@ -19,31 +19,10 @@ from foundry.ranks.registrations import (
     rewrite_peer_registrations,
     slot_bytes,
 )
-from tests.support.peermemory import ALLOC
+from tests.support.peermemory import ALLOC, vllm_register
 from tests.support.peermemory import PeerMemory as Process
 
 RANK_DATA = 0x6000_0010_0000
-
-
-def vllm_register(processes: list[Process], inputs: list[list[int]], first_slot: int) -> None:
-    """What vLLM's C++ ``register_graph_buffers`` leaves on every rank: the peers' allocations opened once each
-    (its ipc_handles_ map), one RankData a captured all-reduce from ``first_slot``."""
-    for me in processes:
-        data = b""
-        for i in range(len(inputs[me.rank])):
-            pointers = []
-            for peer in processes:
-                if peer.rank == me.rank:
-                    pointers.append(inputs[me.rank][i])
-                    continue
-                handle, offset = peer.handle(inputs[peer.rank][i])
-                known = getattr(me, "_opened", {})
-                if handle not in known:
-                    known[handle] = me.open(handle)
-                    me._opened = known  # type: ignore[attr-defined]
-                pointers.append(known[handle] + offset)
-            data += slot_bytes(pointers)
-        me.write(RANK_DATA + first_slot * SLOT_BYTES, data)
 
 
 def test_save_keeps_each_ranks_inputs_and_declares_only_the_mappings_the_registration_opened() -> None:
@@ -52,12 +31,16 @@ def test_save_keeps_each_ranks_inputs_and_declares_only_the_mappings_the_registr
     inputs = [[0x6000_0100_0000, 0x6000_0100_4000], [0x6000_0100_0000, 0x6000_0100_4000]]
     records, declared = PeerRegistrations(0, 2, RANK_DATA), []
 
-    reg = records.around(lambda: vllm_register(world, inputs, 1), 2, world[0], lambda a, n: declared.append((a, n)))
+    reg = records.around(
+        lambda: vllm_register(world, inputs, 1, RANK_DATA), 2, world[0], lambda a, n: declared.append((a, n))
+    )
     assert reg == PeerRegistration(1, tuple(inputs[0]))
     assert declared == [(0x6000_4000_0000, ALLOC)]  # the peer's input allocation, opened once; not the start-up one
     # a second registration (another capture) follows in the slots and reuses the allocation opened before
     more = [[0x6000_0100_8000], [0x6000_0100_8000]]
-    reg2 = records.around(lambda: vllm_register(world, more, 3), 1, world[0], lambda a, n: declared.append((a, n)))
+    reg2 = records.around(
+        lambda: vllm_register(world, more, 3, RANK_DATA), 1, world[0], lambda a, n: declared.append((a, n))
+    )
     assert reg2 == PeerRegistration(3, (0x6000_0100_8000,)) and records.next_slot == 4
     assert len(declared) == 1 and PeerRegistration.from_json(reg2.to_json()) == reg2
 
@@ -67,7 +50,7 @@ def test_a_registration_that_does_not_read_as_vllms_is_refused_by_name() -> None
     inputs = [[0x6000_0100_0000], [0x6000_0100_0000]]
     records = PeerRegistrations(0, 2, RANK_DATA, next_slot=2)  # Foundry expects another slot than vLLM wrote
     with pytest.raises(PeerMemoryError, match="--disable-custom-all-reduce"):
-        records.around(lambda: vllm_register(world, inputs, 1), 1, world[0], lambda a, n: None)
+        records.around(lambda: vllm_register(world, inputs, 1, RANK_DATA), 1, world[0], lambda a, n: None)
     assert records.done == []
 
 

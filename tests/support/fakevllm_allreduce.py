@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from foundry.ranks.registrations import SLOT_BYTES, slot_bytes
+from tests.support.peermemory import PeerMemory, vllm_register
 
 MODULE = "vllm.distributed.device_communicators.custom_all_reduce"
 
@@ -26,7 +26,9 @@ class CustomAllreduce:
         self._IS_CAPTURING = False
         self.pending: list[int] = []
         self.next_slot = 1  # slot 0: register_buffer's, at start-up
-        self.opened: dict[bytes, int] = {}
+        # this rank's memory the stand-in Foundry's; the others stand-ins whose inputs lie where this rank's do
+        memory.peers.rank = rank
+        self.world = [memory.peers if r == rank else PeerMemory(r) for r in range(world_size)]
 
     def all_reduce(self, inp: Any) -> None:
         """One all-reduce; inside a capture context its input is registered at the context's exit."""
@@ -44,19 +46,7 @@ class CustomAllreduce:
 
     def register_graph_buffers(self) -> None:
         self._trace(f"register_graph_buffers:{len(self.pending)}")
-        data = b""
-        for own in self.pending:
-            pointers = []
-            for r in range(self.world_size):
-                if r == self.rank:
-                    pointers.append(own)
-                    continue
-                handle, offset = self.memory.peers.handle(own)  # the peer's input, where this rank's lies
-                if handle not in self.opened:
-                    self.opened[handle] = self.memory.peers.open(handle)
-                pointers.append(self.opened[handle] + offset)
-            data += slot_bytes(pointers)
-        self.memory.peers.write(self.rank_data.data_ptr() + self.next_slot * SLOT_BYTES, data)
+        vllm_register(self.world, [self.pending] * self.world_size, self.next_slot, self.rank_data.data_ptr())
         self.next_slot += len(self.pending)
         self.pending = []
 

@@ -1,11 +1,13 @@
 """One rank's process as the engines' custom all-reduce sees it (foundry.ranks' ``Driver``): device memory as a
 sparse dict of 8-byte words, and the other processes' allocations it opened by IPC handle, each carved after the
-last. tests/cpu/test_custom_ar.py models vLLM's C++ registration over it; the stand-in Foundry
-(tests/support/fakefoundry.py) is the fake vLLM's memory through one."""
+last; and vLLM's C++ registration over such processes (``vllm_register``), which tests/cpu/test_custom_ar.py and
+the fake vLLM's custom all-reduce (tests/support/fakevllm_allreduce.py) run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from foundry.ranks.registrations import SLOT_BYTES, slot_bytes
 
 ALLOC = 0x20_0000  # each rank's graph inputs lie in allocations of this size
 
@@ -20,6 +22,7 @@ class PeerMemory:
     maps: list[tuple[int, int]] = field(default_factory=list)
     next_map: int = 0x6000_4000_0000  # where the next opened allocation lands (a carve from the cursor)
     opens: list[bytes] = field(default_factory=list)
+    opened: dict[bytes, int] = field(default_factory=dict)  # vLLM's C++ ipc_handles_: each handle opened once
 
     def read(self, address: int, n: int) -> bytes:
         return b"".join(self.memory.get(address + i, bytes(8)) for i in range(0, n, 8))
@@ -41,3 +44,22 @@ class PeerMemory:
 
     def mappings(self) -> list[tuple[int, int]]:
         return list(self.maps)
+
+
+def vllm_register(processes: list[PeerMemory], inputs: list[list[int]], first_slot: int, rank_data: int) -> None:
+    """What vLLM's C++ ``register_graph_buffers`` leaves on every rank: the peers' allocations opened once each
+    (its ipc_handles_ map), one RankData a captured all-reduce from ``first_slot`` of ``rank_data``."""
+    for me in processes:
+        data = b""
+        for i in range(len(inputs[me.rank])):
+            pointers = []
+            for peer in processes:
+                if peer.rank == me.rank:
+                    pointers.append(inputs[me.rank][i])
+                    continue
+                handle, offset = peer.handle(inputs[peer.rank][i])
+                if handle not in me.opened:
+                    me.opened[handle] = me.open(handle)
+                pointers.append(me.opened[handle] + offset)
+            data += slot_bytes(pointers)
+        me.write(rank_data + first_slot * SLOT_BYTES, data)

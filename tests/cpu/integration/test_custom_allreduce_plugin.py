@@ -16,8 +16,9 @@ from foundry.errors import PeerMemoryError
 from foundry.integration.shared import allreduce
 from foundry.integration.shared.errors import ArchiveMetadataError, ArchiveMismatchError
 from foundry.ranks.registrations import SLOT_BYTES, PeerRegistration, rewrite_peer_registrations
-from tests.cpu.test_custom_ar import RANK_DATA, Process, vllm_register
+from tests.cpu.test_custom_ar import RANK_DATA, Process
 from tests.support.fakefoundry import BoundRegistrations
+from tests.support.peermemory import vllm_register
 
 MODULE = "fake_custom_all_reduce"
 
@@ -34,7 +35,7 @@ class FakeCustomAllreduce:
     def register_graph_buffers(self) -> None:
         count = len(self.pending[self.rank])
         if count:
-            vllm_register(self.world, self.pending, self.slot)
+            vllm_register(self.world, self.pending, self.slot, RANK_DATA)
             self.slot += count
         self.pending = [[] for _ in self.world]
 
