@@ -81,7 +81,8 @@ class VllmBenchConfig(ServingConfig):
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
     expert_parallel: bool = False  # vLLM's --enable-expert-parallel (over the --tp group)
-    # vLLM's custom all-reduce kept on above one GPU (its default); off, NCCL all-reduces inside the graphs
+    # Above one GPU, vLLM's all-reduces as it sets them by default: its custom all-reduce on and
+    # VLLM_ALLREDUCE_USE_SYMM_MEM as the environment has it; off, NCCL all-reduces inside the graphs
     custom_all_reduce: bool = False
     archive: Path = Path("/tmp/foundry-vllm-archive")
     models: Path = Path("/tmp/foundry-vllm-models")
@@ -118,7 +119,6 @@ class _Runs(BenchRuns):
     env_defaults = ENV
     profile_keys = ("kv_cache_tokens", "capture_gib")
     pack_env = PACK_ENV
-    tp_env: ClassVar[dict[str, str]] = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}  # torch symmetric memory's all-reduce
     native_site_env: ClassVar[dict[str, str]] = {capture_timer.ENV: "1"}
     capture_patterns = (LOG_NUMBERS["capture_exact_s"][0],)  # the native runs' timer, every rank's worker
     # Each worker's own lines (whole seconds): its weights, then torch.compile's end (the artifact loaded).
@@ -130,6 +130,9 @@ class _Runs(BenchRuns):
     def __init__(self, cfg: VllmBenchConfig) -> None:
         super().__init__(cfg)
         self.vcfg = cfg
+        if cfg.tp > 1 and not cfg.custom_all_reduce:
+            # NCCL's all-reduce alone: torch symmetric memory's off too (with multicast off vLLM switches it off)
+            self.env["VLLM_ALLREDUCE_USE_SYMM_MEM"] = "0"
         self.env.update({name: str(self.out / sub) for name, sub in PINNED_PATHS.items()})
         if cfg.runner == "v1":
             self.env["VLLM_USE_V2_MODEL_RUNNER"] = "0"

@@ -94,11 +94,12 @@ def _parallel_problems(parallel: Any) -> list[str]:
             "read the placement SAVE had; serve without --enable-eplb (expert parallel itself is supported)"
         )
     if (getattr(parallel, "tensor_parallel_size", 1) or 1) > 1:
-        for var in ("VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER", "VLLM_USE_NCCL_SYMM_MEM"):
-            default = "1" if var == "VLLM_ALLREDUCE_USE_SYMM_MEM" else "0"
-            if os.environ.get(var, default).strip() not in ("0", ""):
+        # VLLM_ALLREDUCE_USE_SYMM_MEM (on by default) is judged after vLLM's set-up, on what vLLM made of it
+        # (allreduce.py): its torch symmetric-memory all-reduce needs multicast, which the NCCL settings turn off.
+        for var in ("VLLM_ALLREDUCE_USE_FLASHINFER", "VLLM_USE_NCCL_SYMM_MEM"):
+            if os.environ.get(var, "0").strip() not in ("0", ""):
                 problems.append(
-                    f"tensor parallel with {var}={os.environ.get(var, default)} (an all-reduce over symmetric memory, "
-                    f"whose peer windows are not restored): set {var}=0"
+                    f"tensor parallel with {var}={os.environ[var]} (an all-reduce over symmetric memory, whose peer "
+                    f"windows are not restored): set {var}=0"
                 )
     return problems

@@ -226,3 +226,15 @@ def test_vllm_load_refuses_an_archive_saved_with_the_other_all_reduce_before_the
     with pytest.raises(ArchiveMismatchError, match=r"custom all-reduce on, and it is off here.*--disable-custom"):
         fake.start_engine(make_config(tp=2, disable_custom_all_reduce=True), rank=0)
     assert "load_model" not in fake.trace.events and "start_builds" not in fake.memory.calls
+
+
+def test_vllms_symmetric_memory_all_reduce_is_refused_only_where_vllm_uses_it() -> None:
+    from foundry.integration.shared.errors import UnsupportedConfigError
+    from foundry.integration.vllm.allreduce import check_symmetric_memory
+
+    # VLLM_ALLREDUCE_USE_SYMM_MEM at its default: vLLM makes the communicator and, without multicast, turns it off
+    check_symmetric_memory(SimpleNamespace(symm_mem_comm=SimpleNamespace(disabled=True)))
+    check_symmetric_memory(SimpleNamespace(symm_mem_comm=None))
+    check_symmetric_memory(None)  # one GPU: no communicator
+    with pytest.raises(UnsupportedConfigError, match="VLLM_ALLREDUCE_USE_SYMM_MEM=0"):
+        check_symmetric_memory(SimpleNamespace(symm_mem_comm=SimpleNamespace(disabled=False)))

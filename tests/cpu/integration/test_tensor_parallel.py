@@ -117,7 +117,11 @@ def test_nccl_settings_are_set_where_unset_and_a_users_other_value_is_refused() 
 @pytest.mark.parametrize(
     ("config", "env", "refusal"),
     [
-        ({"tp": 2, "disable_custom_all_reduce": True}, {}, r"VLLM_ALLREDUCE_USE_SYMM_MEM=1 .*set VLLM_ALLREDUCE_USE"),
+        (
+            {"tp": 2, "disable_custom_all_reduce": True},
+            {"VLLM_ALLREDUCE_USE_FLASHINFER": "1"},
+            r"VLLM_ALLREDUCE_USE_FLASHINFER=1 .*set VLLM_ALLREDUCE_USE_FLASHINFER=0",
+        ),
         (
             {"tp": 2, "disable_custom_all_reduce": True},
             {**TP_READY, "VLLM_USE_NCCL_SYMM_MEM": "1"},
