@@ -11,6 +11,7 @@ from typing import Any
 
 from foundry.probe import table
 
+from .memory import memory_profile
 from .report import fmt
 from .shapes import MATRIX, SHAPES
 
@@ -49,21 +50,6 @@ def _counts(c: dict[str, Any]) -> str:
     return text
 
 
-def _profile(doc: dict[str, Any], mode: str) -> str:
-    """Whether ``mode``'s memory profile (the KV cache the engine sized, capture's memory) is native's."""
-    c = doc.get("compare", {}).get(mode) or {}
-    if "memory_profile" not in c:
-        return "-"
-    if c.get("same_memory_profile"):
-        return "as native's"
-    return "; ".join(f"{k} {_num(v['here'])} vs {_num(v['reference'])}" for k, v in c["memory_profile"].items()
-                     if v["here"] != v["reference"])  # fmt: skip
-
-
-def _num(value: float) -> str:
-    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
-
-
 def _init_s(r: dict[str, Any]) -> Any:
     return r.get("init_engine_s", r.get("engine_init_s"))
 
@@ -85,7 +71,7 @@ def matrix_rows(docs: list[dict[str, Any]]) -> list[list[str]]:
             capture = native["decode_graphs_s"] + native.get("prefill_graphs_s", 0.0)
         rows.append([
             shape, (SHAPES.get(shape) or doc.get("model") or {}).get("architectures", ["?"])[0], run_as,
-            _verdict(doc, "save"), _verdict(doc, "load"), _verdict(doc, "native_cold"), _profile(doc, "save"),
+            _verdict(doc, "save"), _verdict(doc, "load"), _verdict(doc, "native_cold"), memory_profile(doc, "save"),
             fmt(_init_s(native)), fmt(_init_s(load)), fmt(capture),
             (doc.get("machine") or {}).get("gpu", "-"), str(doc.get("commit", "-")), "; ".join(problems) or "-",
         ])  # fmt: skip

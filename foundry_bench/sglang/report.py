@@ -11,6 +11,7 @@ from typing import Any
 
 from foundry.probe import table
 from foundry_bench.serving.fresh import fresh_lines
+from foundry_bench.serving.memory import memory_profile_lines
 from foundry_bench.serving.ranks import arrival_lines, restore_lines
 from foundry_bench.serving.report import (
     LABELS,
@@ -193,6 +194,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
+    lines += memory_profile_lines(doc, LABELS)
     lines += answer_group_lines(doc["results"], LABELS)
     lines += repeat_lines(doc["results"], LABELS)
     lines += stack_lines(doc["results"], LABELS)

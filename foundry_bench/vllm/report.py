@@ -13,6 +13,7 @@ from foundry.probe import table
 from foundry_bench.serving.compare import reference_run
 from foundry_bench.serving.digests import lines as digest_lines
 from foundry_bench.serving.fresh import fresh_lines
+from foundry_bench.serving.memory import memory_profile_lines
 from foundry_bench.serving.ranks import arrival_lines, restore_lines
 from foundry_bench.serving.report import (
     LABELS,
@@ -205,6 +206,7 @@ def render(doc: dict[str, Any]) -> str:
     lines += parity_lines(doc)
     lines += fresh_lines(doc["results"], LABELS)
     lines += written_lines(doc["results"], LABELS)
+    lines += memory_profile_lines(doc, LABELS)
     lines += answer_group_lines(doc["results"], LABELS)
     lines += choice_lines(doc["results"])
     lines += repeat_lines(doc["results"], LABELS)
