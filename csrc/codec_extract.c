@@ -112,7 +112,7 @@ static int put_kernel(extract_t *c, CUgraphNode node) {
   if (!f && p.kern && (r = fdy_drv.cuKernelGetFunction(&f, p.kern)) != CUDA_SUCCESS)
     return fdy_fail_cu(r, "cuKernelGetFunction", "kernel node after %s", last_kernel(c));
   c->last_func = f;
-  uint32_t index;
+  uint32_t index = 0;
   int rc = function_index(c, f, &index);
   if (rc) return rc;
 

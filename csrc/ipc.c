@@ -13,7 +13,9 @@
  * The exporter serves descriptors from a thread listening on an abstract UNIX socket named after its pid
  * ("foundry-ipc.<pid>"), to processes of its own user only (SO_PEERCRED). A pointer outside the region, and a
  * handle not made here, pass through to the driver unchanged. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

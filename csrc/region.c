@@ -148,7 +148,7 @@ static int rg_map_one(uint64_t off, uint64_t len, uint32_t owner, uint64_t owner
     fdy_drv.cuMemUnmap(at, len);
     return fdy_fail_cu(r, "cuMemSetAccess", "at 0x%llx, %llu bytes", (unsigned long long)at, (unsigned long long)len);
   }
-  if (rg_unit_insert((unit_t){off, len, owner_off, owner}) != 0) {
+  if (rg_unit_insert((unit_t){.off = off, .len = len, .owner_off = owner_off, .owner = owner}) != 0) {
     fdy_drv.cuMemUnmap(at, len);
     return fdy_fail(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory while recording a region mapping");
   }
@@ -482,7 +482,7 @@ void fdy_region_note_map(CUdeviceptr ptr, size_t size, int mapped) {
   pthread_mutex_lock(&R.lock);
   uint64_t off = ptr - R.base, end = off + size;
   if (mapped == 1) {
-    if (rg_unit_insert((unit_t){off, size, 0, OWN_APP}) == 0) rg_log_event(FDY_EV_VMM_MAP, off, size, size);
+    if (rg_unit_insert((unit_t){.off = off, .len = size, .owner_off = 0, .owner = OWN_APP}) == 0) rg_log_event(FDY_EV_VMM_MAP, off, size, size);
   } else {
     for (size_t i = R.nunits; i-- > 0;) {
       unit_t u = R.units[i];
