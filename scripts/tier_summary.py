@@ -57,8 +57,13 @@ def codecs() -> list[str]:
 
 
 def tier(doc: dict[str, Any]) -> list[str]:
-    lines = [f"GPU tier: {doc['passed']} passed, {doc['failed']} failed"]
+    skipped = sum(t["outcome"] == "skipped" for t in doc["tests"])
+    # a summary written after some test, the run then killed from outside (tests/gpu/conftest.py)
+    cut = "" if doc.get("complete", True) else f"; CUT SHORT after {len(doc['tests'])} tests"
+    lines = [f"GPU tier: {doc['passed']} passed, {doc['failed']} failed, {skipped} skipped{cut}"]
     lines += [f"   {t['outcome']} {t['test']}" for t in doc["tests"] if t["outcome"] != "passed"]
+    slowest = sorted(doc["tests"], key=lambda t: -t["seconds"])[:5]
+    lines.append("  slowest: " + ", ".join(f"{t['test'].split('::')[-1][:60]} {t['seconds']:.0f} s" for t in slowest))
     lines += [f"  {k}: {json.dumps(v)[:400]}" for k, v in doc["figures"].items()]
     return lines
 

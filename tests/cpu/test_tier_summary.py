@@ -22,12 +22,30 @@ def test_the_tier_names_what_did_not_pass_and_prints_its_figures() -> None:
     proc = _run("tier", str(RESULTS / "gpu-tier-h200x2-82d6d55.json"))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "GPU tier: 38 passed, 1 failed"
+    assert lines[0] == "GPU tier: 38 passed, 1 failed, 0 skipped"
     assert lines[1].split() == [
         "failed",
         "tests/gpu/test_multi_rank.py::test_an_all_reduce_graph_saved_per_rank_loads_bit_identically",
     ]
     assert any(line.startswith("  roundtrip: ") for line in lines)
+
+
+def test_a_tier_cut_short_says_so_with_its_skips_and_slowest_tests(tmp_path: Path) -> None:
+    """A summary the tier wrote after some test (tests/gpu/conftest.py), the run then killed from outside, and the
+    tests its deadline kept from starting, skipped."""
+    import json
+
+    doc = json.loads((RESULTS / "gpu-tier-h200x2-82d6d55.json").read_text())
+    doc["complete"] = False
+    doc["tests"][-1] = {**doc["tests"][-1], "outcome": "skipped", "seconds": 0.0}
+    path = tmp_path / "gpu-tier.json"
+    path.write_text(json.dumps(doc))
+    lines = _run("tier", str(path)).stdout.splitlines()
+    n = len(doc["tests"])
+    assert lines[0] == f"GPU tier: {doc['passed']} passed, {doc['failed']} failed, 1 skipped; CUT SHORT after {n} tests"
+    slowest = max(doc["tests"], key=lambda t: t["seconds"])
+    (line,) = [x for x in lines if x.startswith("  slowest: ")]
+    assert line.startswith(f"  slowest: {slowest['test'].split('::')[-1][:60]} {slowest['seconds']:.0f} s")
 
 
 def test_a_missing_tier_file_is_said_and_fails() -> None:

@@ -83,12 +83,29 @@ def run_mode(script: str, mode: str, out: Path) -> dict[str, Any]:
     return result
 
 
+# FOUNDRY_GPU_TIER_DEADLINE (epoch seconds; scripts/gpu_tier.sh sets it from TIER_SECONDS): no test starts after
+# it. A device call has a fixed length, and a tier cut short by the call's own bound brings nothing back; one
+# that stops starting tests still writes its summary, naming the tests it did not run.
+_DEADLINE = float(os.environ.get("FOUNDRY_GPU_TIER_DEADLINE") or "inf")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if time.time() > _DEADLINE:
+        pytest.skip("not run: the tier's time ran out (TIER_SECONDS) before it started")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         _outcomes.append({"test": report.nodeid, "outcome": report.outcome, "seconds": round(report.duration, 3)})
+        # after every test, so that a tier killed from outside still leaves what it measured
+        _write_summary(complete=False)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _write_summary(complete=True)
+
+
+def _write_summary(complete: bool) -> None:
     if not HAS_GPU or not any("tests/gpu/" in o["test"] for o in _outcomes):
         return
     import torch
@@ -100,9 +117,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "complete": complete,
         "passed": sum(o["outcome"] == "passed" for o in _outcomes),
         "failed": sum(o["outcome"] == "failed" for o in _outcomes),
         "tests": _outcomes,
         "figures": _figures,
     }
-    path.write_text(json.dumps(summary, indent=1))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(summary, indent=1))
+    tmp.replace(path)
