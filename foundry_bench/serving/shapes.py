@@ -57,7 +57,8 @@ SHAPES: dict[str, dict[str, Any]] = {
 
 # Qwen3-235B-A22B (the paper's headline model): its published config, 94 layers of 128 experts, top 8, for eight
 # GPUs (attention tensor parallel, experts parallel over the same GPUs; 470 GB of bf16 weights, 59 GB a GPU), and
-# its rehearsal on four: the same layers, 24 of them (120 GB, 30 GB a GPU), everything else alike.
+# its rehearsals on four and two: the same layers, 24 or 12 of them (120 or 60 GB, 30 GB a GPU), everything else
+# alike.
 # What every Qwen3-MoE shape here shares with the published Qwen3-MoE configs: the router's settings, every
 # layer an MoE one.
 _QWEN3_MOE = {
@@ -84,6 +85,8 @@ SHAPES["qwen3-235b-a22b"] = {
     "num_experts_per_tok": 8,
 }
 SHAPES["qwen3-235b-a22b-24l"] = {**SHAPES["qwen3-235b-a22b"], "num_hidden_layers": 24, "max_window_layers": 24}
+# and on two GPUs (12 layers, 60 GB: the same 30 GB a GPU as the four-GPU rehearsal), where no four are lent
+SHAPES["qwen3-235b-a22b-12l"] = {**SHAPES["qwen3-235b-a22b"], "num_hidden_layers": 12, "max_window_layers": 12}
 
 # The architecture matrix: small shapes of the architectures users serve, each with its features on (a few layers
 # and dummy weights keep every run short; what LOAD must reproduce is the architecture's kernels and state, not

@@ -52,12 +52,16 @@ def test_each_prefill_measurement_asks_a_new_prompt_the_same_of_both_engines(tmp
 
 
 def test_the_headline_models_rehearsal_differs_from_it_in_its_layer_count_alone() -> None:
-    """The eight-GPU run's Qwen3-235B-A22B shape and its four-GPU rehearsal: the same layers, fewer of them."""
+    """The eight-GPU run's Qwen3-235B-A22B shape and its four- and two-GPU rehearsals: the same layers, fewer."""
     from foundry_bench.serving.shapes import SHAPES
 
-    full, rehearsal = SHAPES["qwen3-235b-a22b"], SHAPES["qwen3-235b-a22b-24l"]
-    assert (full["num_hidden_layers"], rehearsal["num_hidden_layers"]) == (94, 24)
-    differ = {k for k in full.keys() | rehearsal.keys() if full.get(k) != rehearsal.get(k)}
-    assert differ == {"num_hidden_layers", "max_window_layers"}
+    full = SHAPES["qwen3-235b-a22b"]
+    for name, layers in (("qwen3-235b-a22b-24l", 24), ("qwen3-235b-a22b-12l", 12)):
+        rehearsal = SHAPES[name]
+        assert (full["num_hidden_layers"], rehearsal["num_hidden_layers"], rehearsal["max_window_layers"]) == (
+            94, layers, layers,
+        )  # fmt: skip
+        differ = {k for k in full.keys() | rehearsal.keys() if full.get(k) != rehearsal.get(k)}
+        assert differ == {"num_hidden_layers", "max_window_layers"}
     assert full["architectures"] == ["Qwen3MoeForCausalLM"]
     assert (full["num_experts"], full["num_experts_per_tok"], full["moe_intermediate_size"]) == (128, 8, 1536)
