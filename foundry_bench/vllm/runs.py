@@ -15,6 +15,7 @@ from foundry_bench.serving.bench import run_bench
 from foundry_bench.serving.process import Engine, free_port
 from foundry_bench.serving.runs import MODES, BenchRuns, ServingConfig
 from foundry_bench.serving.stacksite import foundry_capture_timer as capture_timer
+from foundry_bench.serving.stacksite import foundry_memory_profile as memory_profile
 from foundry_bench.serving.stats import compare_tokens
 
 from .engines import OfflineEngine, ServerEngine
@@ -66,6 +67,12 @@ LOG_NUMBERS: dict[str, tuple[str, bool]] = {
     "kv_cache_tokens": (r"GPU KV cache size: ([\d,]+) tokens", False),
     "capture_gib": (r"Graph capturing finished in [\d.]+ secs, took ([\d.]+) GiB", False),
 }
+# vLLM's memory profile to the byte, as SAVE's plugin and the native runs' site hook log it
+# (foundry/integration/vllm/memreport.py, stacksite/foundry_memory_profile.py): the figures of a KV cache that
+# came out otherwise. LOAD does not profile, so it logs none.
+LOG_NUMBERS.update(
+    {f"{key}_bytes": (rf"vLLM's memory profile, bytes: .*\b{key}=(\d+)", False) for key in memory_profile.KEYS}
+)
 
 
 @dataclass(frozen=True)
@@ -117,9 +124,9 @@ class _Runs(BenchRuns):
     engine = "vllm"
     group = "vllm.general_plugins"
     env_defaults = ENV
-    profile_keys = ("kv_cache_tokens", "capture_gib")
+    profile_keys = ("kv_cache_tokens", "capture_gib", *(f"{key}_bytes" for key in memory_profile.KEYS))
     pack_env = PACK_ENV
-    native_site_env: ClassVar[dict[str, str]] = {capture_timer.ENV: "1"}
+    native_site_env: ClassVar[dict[str, str]] = {capture_timer.ENV: "1", memory_profile.ENV: "1"}
     capture_patterns = (LOG_NUMBERS["capture_exact_s"][0],)  # the native runs' timer, every rank's worker
     # Each worker's own lines (whole seconds): its weights, then torch.compile's end (the artifact loaded).
     arrival_markers: ClassVar[dict[str, str]] = {

@@ -329,8 +329,7 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
 
     class Worker:
         def __init__(self, vllm_config: Any, rank: int = 0) -> None:
-            self.vllm_config = vllm_config
-            self.rank = rank
+            self.vllm_config, self.rank = vllm_config, rank
 
         def init_device(self) -> None:
             trace("set_device")
@@ -347,7 +346,8 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
             self.model_runner.profile_run()
             if not self.vllm_config.use_v2_model_runner:  # profile_cudagraph_memory: throwaway graphs (V1 only)
                 fakevllm_allreduce.throwaway_capture(parallel_state, memory)
-            return 1 << 30
+            self.non_torch_memory, self.available_kv_cache_memory_bytes = 2 << 20, 1 << 30  # left as vLLM leaves them
+            return self.available_kv_cache_memory_bytes
 
         def initialize_from_config(self, kv_cache_config: Any) -> None:
             trace("initialize_kv_cache")

@@ -36,7 +36,7 @@ from ..shared import autotune, steps
 from ..shared.capture import foundry_capture
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
-from . import allreduce, caches, workspace
+from . import allreduce, caches, memreport, workspace
 from . import choices as choice_reports
 from . import session as sessions
 from .config import ENV_WARM_UP, VLLM, Mode
@@ -122,6 +122,7 @@ def determine_available_memory(worker: Any, original: Any) -> int:
         value = int(original(worker))
         s.state.kv_cache_bytes = value
         s.tracker.mark("profile")
+        log.info("Foundry save: %s", memreport.line(memreport.profile_bytes(worker)))
         return value
     if s.config.mode is Mode.LOAD:
         value = s.require_saved().kv_cache_bytes

@@ -1,8 +1,9 @@
 """Put first on an engine's ``PYTHONPATH`` by ``foundry bench ... --stacks`` or ``--digests``, and for vLLM's
 native runs: Python imports this module in every interpreter it starts, so every process of the engine samples
-its stacks (foundry_stack_sampler.py), fingerprints its attention layers (foundry_attention_digests.py) or times
-vLLM's capture (foundry_capture_timer.py), each where its variable is set. A ``sitecustomize`` this one
-shadows (the image's own) is run after it, as it would have been."""
+its stacks (foundry_stack_sampler.py), fingerprints its attention layers (foundry_attention_digests.py), times
+vLLM's capture (foundry_capture_timer.py) or logs its memory profile to the byte (foundry_memory_profile.py),
+each where its variable is set. A ``sitecustomize`` this one shadows (the image's own) is run after it, as it
+would have been."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ _HERE = os.path.dirname(os.path.realpath(__file__))
 
 
 def _start() -> None:
-    for name in ("foundry_stack_sampler", "foundry_attention_digests", "foundry_capture_timer"):
+    names = ("foundry_stack_sampler", "foundry_attention_digests", "foundry_capture_timer", "foundry_memory_profile")
+    for name in names:
         try:  # by name: this folder is on the path of the process it runs in, not a package of it
             importlib.import_module(name).start()
         except Exception as exc:

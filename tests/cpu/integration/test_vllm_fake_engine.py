@@ -3,6 +3,7 @@ call through, and SAVE and LOAD do what lifecycle.py says, for both model runner
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 from typing import Any
 
@@ -68,6 +69,16 @@ def test_save_writes_phases_kv_size_and_one_entry_per_graph(engines: Any) -> Non
     assert (engines.archive / "graph_manifest.json").is_file()
     kv = meta.phase("kv_cache")
     assert [size for _, size in kv.allocations] == [8192, 100 << 16]
+
+
+def test_save_logs_vllms_memory_profile_to_the_byte(engines: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """vLLM rounds its own to 0.01 GiB: SAVE's line is what a KV cache one granule off native's is traced from."""
+    from foundry_bench.vllm.runs import log_numbers
+
+    caplog.set_level(logging.INFO, logger="vllm.foundry")
+    _save(engines)
+    (line,) = [r.getMessage() for r in caplog.records if "memory profile, bytes" in r.getMessage()]
+    assert log_numbers(line) == {"non_torch_increase_bytes": 2 << 20, "kv_cache_bytes": 1 << 30}
 
 
 def test_load_with_warm_up_off_skips_profiling_warmup_and_capture_and_serves_the_loaded_graphs(

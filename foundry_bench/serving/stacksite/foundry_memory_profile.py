@@ -1,0 +1,73 @@
+"""vLLM's memory profile to the byte in the native runs of ``foundry bench --engine vllm``, beside the line SAVE's
+plugin logs (foundry/integration/vllm/memreport.py, whose keys these are; a test holds them alike). vLLM logs
+its profile rounded to 0.01 GiB, and SAVE's KV cache one 2 MiB granule smaller than native's cannot be traced
+from that. Loaded by this folder's ``sitecustomize`` while ``FOUNDRY_BENCH_MEMORY_PROFILE`` is set: vLLM's
+``Worker.determine_available_memory`` is wrapped once its module is imported, and after it returns (its answer
+unchanged) what it left on the worker is written to standard error (the engine's log) as ``PROFILE_LINE``.
+Nothing of vLLM's or Foundry's is imported here."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+from typing import Any
+
+__all__ = ["ENV", "KEYS", "PROFILE_LINE", "start", "wrap"]
+
+ENV = "FOUNDRY_BENCH_MEMORY_PROFILE"
+PROFILE_LINE = "foundry bench: vLLM's memory profile, bytes: {}"
+KEYS = {
+    "init_non_torch": ("init_snapshot", "non_torch_memory"),
+    "non_torch_increase": ("non_torch_memory",),
+    "torch_peak_increase": ("peak_activation_memory",),
+    "cudagraph_estimate": ("cudagraph_memory_estimate",),
+    "weights": ("model_runner", "model_memory_usage"),
+    "kv_cache": ("available_kv_cache_memory_bytes",),
+}
+TARGET = ("vllm.v1.worker.gpu_worker", "Worker")
+_MARK = "_foundry_memory_profile"
+
+
+def _figures(worker: Any) -> str:
+    out = []
+    for key, path in KEYS.items():
+        value: Any = worker
+        for name in path:
+            value = getattr(value, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out.append(f"{key}={int(value)}")
+    return " ".join(out)
+
+
+def wrap(cls: type) -> bool:
+    """Wraps ``cls.determine_available_memory`` (once); whether it did."""
+    original = cls.__dict__.get("determine_available_memory")
+    if original is None or getattr(original, _MARK, False):
+        return False
+
+    def determine_available_memory(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, *args, **kwargs)
+        print(PROFILE_LINE.format(_figures(self)), file=sys.stderr, flush=True)
+        return result
+
+    setattr(determine_available_memory, _MARK, True)
+    determine_available_memory.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.determine_available_memory = determine_available_memory  # type: ignore[attr-defined]
+    return True
+
+
+def _wrap_in(module: ModuleType) -> None:
+    cls = getattr(module, TARGET[1], None)
+    if isinstance(cls, type):
+        wrap(cls)
+
+
+def start() -> bool:
+    """Logs every memory profile from now on where ``$FOUNDRY_BENCH_MEMORY_PROFILE`` is set; whether it will."""
+    if not os.environ.get(ENV):
+        return False
+    hooks = importlib.import_module(f"{__package__}.foundry_site_hooks" if __package__ else "foundry_site_hooks")
+    hooks.after_import(TARGET[0], _wrap_in)
+    return True
