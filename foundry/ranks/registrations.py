@@ -77,17 +77,18 @@ class Driver(Protocol):
     def mappings(self) -> list[tuple[int, int]]: ...  # other processes' memory mapped here: (address, size)
 
 
-def slot_bytes(pointers: Sequence[int]) -> bytes:
-    """One ``RankData``: the pointers by rank, zero past the world."""
-    if len(pointers) > MAX_RANKS:
-        raise ValueError(f"{len(pointers)} ranks: vLLM's custom all-reduce holds {MAX_RANKS} at most")
-    return b"".join(p.to_bytes(8, "little") for p in [*pointers, *[0] * (MAX_RANKS - len(pointers))])
+def slot_bytes(pointers: Sequence[int], width: int = MAX_RANKS) -> bytes:
+    """One slot of ``width`` pointers (vLLM's ``RankData``: ``MAX_RANKS``): the pointers by rank, zero past the
+    world."""
+    if len(pointers) > width:
+        raise ValueError(f"{len(pointers)} ranks: the engine's table holds {width} at most a slot")
+    return b"".join(p.to_bytes(8, "little") for p in [*pointers, *[0] * (width - len(pointers))])
 
 
-def _slots(data: bytes) -> list[list[int]]:
+def _slots(data: bytes, width: int) -> list[list[int]]:
     return [
-        [int.from_bytes(data[at + 8 * r : at + 8 * r + 8], "little") for r in range(MAX_RANKS)]
-        for at in range(0, len(data), SLOT_BYTES)
+        [int.from_bytes(data[at + 8 * r : at + 8 * r + 8], "little") for r in range(width)]
+        for at in range(0, len(data), 8 * width)
     ]
 
 
@@ -97,8 +98,9 @@ class PeerRegistrations:
 
     rank: int
     world: int
-    rank_data: int  # the device address of ``rank_data``
+    rank_data: int  # the device address of ``rank_data`` (the engine's table)
     next_slot: int = 1
+    width: int = MAX_RANKS  # pointers a slot: vLLM's RankData; SGLang's CustomAllReduceV2 has a row of world_size
     done: list[PeerRegistration] = field(default_factory=list)
     opened: list[tuple[int, int]] = field(default_factory=list)  # by every registration: vLLM opens each once
 
@@ -108,16 +110,25 @@ class PeerRegistrations:
         count: int,
         driver: Driver | None = None,
         remaps: Callable[[int, int], None] = program_remaps,
+        first: int | None = None,
     ) -> PeerRegistration:
         """Runs the engine's ``register_graph_buffers`` (``register``) for ``count`` inputs, then reads what it
-        wrote; declares the peer mappings it opened with ``remaps``."""
+        wrote; declares the peer mappings it opened with ``remaps``. ``first``: the slot it writes first, where the
+        engine keeps that count itself (SGLang's ``_graph_counter``); the slot after the last one otherwise."""
         driver = driver or NativeDriver()
         before = set(driver.mappings())
         register()
         new = [m for m in driver.mappings() if m not in before]
         opened = [*self.opened, *new]
-        first = self.next_slot
-        slots = _slots(driver.read(self.rank_data + first * SLOT_BYTES, count * SLOT_BYTES))
+        first = self.next_slot if first is None else first
+        if first < self.next_slot:
+            raise PeerMemoryError(
+                f"the engine's custom all-reduce registered graph inputs from slot {first}, over slots it had "
+                f"registered before (up to {self.next_slot - 1}): its table cannot be rebuilt at LOAD. Start the "
+                "engine with --disable-custom-all-reduce (NCCL then all-reduces inside the graphs)."
+            )
+        row = 8 * self.width
+        slots = _slots(driver.read(self.rank_data + first * row, count * row), self.width)
         problems = []
         for i, slot in enumerate(slots):
             own = slot[self.rank]
@@ -148,10 +159,11 @@ def rewrite_peer_registrations(
     rank_data: int,
     exchange: Callable[[Any], list[Any]],
     driver: Driver | None = None,
+    width: int = MAX_RANKS,
 ) -> int:
     """LOAD: writes every registration's slots again, its peers' inputs opened here; returns the slots written.
     ``exchange(value)`` gives every rank's value, by rank, and is called the same number of times on every rank
-    (once per registration)."""
+    (once per registration); ``width``: pointers a slot (``PeerRegistrations.width``)."""
     driver = driver or NativeDriver()
     opened: dict[bytes, int] = {}  # one open per distinct allocation, as vLLM's C++ keeps its ipc_handles_
     written = 0
@@ -174,8 +186,8 @@ def rewrite_peer_registrations(
                 if handle not in opened:
                     opened[handle] = driver.open(handle)
                 pointers.append(opened[handle] + offset)
-            data += slot_bytes(pointers)
-        driver.write(rank_data + reg.first_slot * SLOT_BYTES, bytes(data))
+            data += slot_bytes(pointers, width)
+        driver.write(rank_data + reg.first_slot * 8 * width, bytes(data))
         written += len(reg.inputs)
     return written
 

@@ -92,5 +92,30 @@ def test_load_refuses_ranks_whose_registrations_differ() -> None:
     regs = [PeerRegistration(1, (0x6000_0100_0000, 0x6000_0100_4000))]
     with pytest.raises(PeerMemoryError, match="registrations differ"):
         rewrite_peer_registrations(regs, 0, 2, RANK_DATA, lambda value: [value, value[:1]], me)
-    with pytest.raises(ValueError, match="8 at most"):
+    with pytest.raises(ValueError, match="holds 8 at most"):
         slot_bytes(list(range(9)))
+
+
+def test_a_table_of_rows_one_pointer_a_rank_the_engine_counting_its_rows_itself() -> None:
+    """SGLang's CustomAllReduceV2: ``graph_params`` holds one row of world_size pointers a captured all-reduce,
+    from row 0, and the engine keeps the next row itself (``_graph_counter``), which SAVE passes as ``first``."""
+    world = [Process(0), Process(1), Process(2)]
+    inputs = [[0x6000_0100_0000, 0x6000_0100_4000] for _ in range(3)]
+    records = PeerRegistrations(1, 3, RANK_DATA, next_slot=0, width=3)
+    reg = records.around(lambda: vllm_register(world, inputs, 0, RANK_DATA, 3), 2, world[1], lambda a, n: None, 0)
+    assert reg == PeerRegistration(0, tuple(inputs[1])) and records.next_slot == 2
+    assert world[1].read(RANK_DATA + 8, 8) == inputs[1][0].to_bytes(8, "little")  # row 0: its own, at its rank
+    with pytest.raises(PeerMemoryError, match="over slots it had registered before"):
+        records.around(lambda: None, 1, world[1], lambda a, n: None, 1)
+    # LOAD: rows of three pointers written where SAVE's were, every peer opened here
+    loaded = [Process(r, next_map=0x6000_5000_0000 + r * 0x1000_0000) for r in range(3)]
+    handles = [[p.handle(a) for a in inputs[p.rank]] for p in loaded]
+
+    def exchange(value: object) -> list[object]:
+        return [[(h.hex(), off) for h, off in theirs] for theirs in handles]
+
+    assert rewrite_peer_registrations([reg], 1, 3, RANK_DATA, exchange, loaded[1], width=3) == 2
+    row = loaded[1].read(RANK_DATA + 8 * 3, 8 * 3)  # row 1
+    pointers = [int.from_bytes(row[i : i + 8], "little") for i in range(0, 24, 8)]
+    assert pointers[1] == inputs[1][1] and pointers[0] != inputs[0][1] and pointers[2] != inputs[2][1]
+    assert loaded[1].read(RANK_DATA + 8 * 6, 8) == bytes(8)  # nothing past the rows SAVE registered

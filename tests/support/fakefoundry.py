@@ -47,8 +47,8 @@ class BoundRegistrations(foundry.PeerRegistrations):
     driver: Any = None
     remaps: Any = None
 
-    def around(self, register: Any, count: int, driver: Any = None, remaps: Any = None) -> Any:
-        return super().around(register, count, self.driver, self.remaps)
+    def around(self, register: Any, count: int, driver: Any = None, remaps: Any = None, first: Any = None) -> Any:
+        return super().around(register, count, self.driver, self.remaps, first)
 
 
 @dataclass
@@ -91,6 +91,7 @@ class FakeFoundry:
     peers: PeerMemory = field(default_factory=lambda: PeerMemory(0))
     remapped: list[tuple[int, int]] = field(default_factory=list)
     rewritten: list[Any] = field(default_factory=list)
+    rewritten_width: int = 0  # the pointers a slot LOAD rewrote with
 
     # what the fake engine calls to allocate persistent device memory
     def allocate(self, nbytes: int) -> FakeTensor:
@@ -241,15 +242,22 @@ class FakeFoundry:
         self.calls.append(f"restored_tensor:{address:#x}+{nbytes}")
         return FakeTensor(address, nbytes)
 
-    def peer_registrations(self, rank: int, world: int, rank_data: int) -> Any:
+    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int = 8) -> Any:
         self.peers.rank = rank
         return BoundRegistrations(
-            rank, world, rank_data, driver=self.peers, remaps=lambda a, n: self.remapped.append((a, n))
+            rank, world, rank_data, width=width, driver=self.peers, remaps=lambda a, n: self.remapped.append((a, n))
         )
 
     def rewrite_peer_registrations(
-        self, registrations: Sequence[Any], rank: int, world: int, rank_data: int, exchange: Callable[[Any], list[Any]]
+        self,
+        registrations: Sequence[Any],
+        rank: int,
+        world: int,
+        rank_data: int,
+        exchange: Callable[[Any], list[Any]],
+        width: int = 8,
     ) -> int:
+        self.rewritten_width = width
         self.calls.append(f"rewrite_peer_registrations:{sum(len(r.inputs) for r in registrations)}")
         self.rewritten = list(registrations)
         return sum(len(r.inputs) for r in registrations)

@@ -1,13 +1,13 @@
 """One rank's process as the engines' custom all-reduce sees it (foundry.ranks' ``Driver``): device memory as a
 sparse dict of 8-byte words, and the other processes' allocations it opened by IPC handle, each carved after the
 last; and vLLM's C++ registration over such processes (``vllm_register``), which tests/cpu/test_custom_ar.py and
-the fake vLLM's custom all-reduce (tests/support/fakevllm_allreduce.py) run."""
+the fake engines' custom all-reduces (tests/support/fakevllm_allreduce.py, fakesglang_allreduce.py) run."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from foundry.ranks.registrations import SLOT_BYTES, slot_bytes
+from foundry.ranks.registrations import MAX_RANKS, slot_bytes
 
 ALLOC = 0x20_0000  # each rank's graph inputs lie in allocations of this size
 
@@ -46,9 +46,13 @@ class PeerMemory:
         return list(self.maps)
 
 
-def vllm_register(processes: list[PeerMemory], inputs: list[list[int]], first_slot: int, rank_data: int) -> None:
+def vllm_register(
+    processes: list[PeerMemory], inputs: list[list[int]], first_slot: int, rank_data: int, width: int = MAX_RANKS
+) -> None:
     """What vLLM's C++ ``register_graph_buffers`` leaves on every rank: the peers' allocations opened once each
-    (its ipc_handles_ map), one RankData a captured all-reduce from ``first_slot`` of ``rank_data``."""
+    (its ipc_handles_ map), one RankData a captured all-reduce from ``first_slot`` of ``rank_data``. With ``width``
+    the world size, SGLang's ``CustomAllReduceV2`` alike: one row of ``graph_params`` a captured all-reduce, the
+    peers' base allocations mapped once each."""
     for me in processes:
         data = b""
         for i in range(len(inputs[me.rank])):
@@ -61,5 +65,5 @@ def vllm_register(processes: list[PeerMemory], inputs: list[list[int]], first_sl
                 if handle not in me.opened:
                     me.opened[handle] = me.open(handle)
                 pointers.append(me.opened[handle] + offset)
-            data += slot_bytes(pointers)
-        me.write(rank_data + first_slot * SLOT_BYTES, data)
+            data += slot_bytes(pointers, width)
+        me.write(rank_data + first_slot * 8 * width, data)

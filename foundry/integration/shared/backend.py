@@ -115,13 +115,19 @@ class FoundryApi(Protocol):
         """LOAD, after ``start_builds``: a byte tensor over a buffer the engine held at SAVE, at SAVE's address."""
         ...
 
-    def peer_registrations(self, rank: int, world: int, rank_data: int) -> Any:
-        """SAVE: a record of a custom all-reduce's registrations into its table at ``rank_data``
-        (``foundry.PeerRegistrations``: ``around(register, count)`` runs one and reads it back)."""
+    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int = 8) -> Any:
+        """SAVE: a record of a custom all-reduce's registrations into its table at ``rank_data``, ``width``
+        pointers a slot (``foundry.PeerRegistrations``: ``around(register, count)`` runs one and reads it back)."""
         ...
 
     def rewrite_peer_registrations(
-        self, registrations: Sequence[Any], rank: int, world: int, rank_data: int, exchange: Callable[[Any], list[Any]]
+        self,
+        registrations: Sequence[Any],
+        rank: int,
+        world: int,
+        rank_data: int,
+        exchange: Callable[[Any], list[Any]],
+        width: int = 8,
     ) -> int:
         """LOAD: the registrations written into the table again, the peers' inputs opened here; the slots written."""
         ...
@@ -232,10 +238,16 @@ class PublicFoundryApi:
     def restored_tensor(self, address: int, nbytes: int) -> Any:
         return foundry.restored_tensor(address, nbytes)
 
-    def peer_registrations(self, rank: int, world: int, rank_data: int) -> Any:
-        return foundry.PeerRegistrations(rank, world, rank_data)
+    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int = 8) -> Any:
+        return foundry.PeerRegistrations(rank, world, rank_data, width=width)
 
     def rewrite_peer_registrations(
-        self, registrations: Sequence[Any], rank: int, world: int, rank_data: int, exchange: Callable[[Any], list[Any]]
+        self,
+        registrations: Sequence[Any],
+        rank: int,
+        world: int,
+        rank_data: int,
+        exchange: Callable[[Any], list[Any]],
+        width: int = 8,
     ) -> int:
-        return foundry.rewrite_peer_registrations(registrations, rank, world, rank_data, exchange)
+        return foundry.rewrite_peer_registrations(registrations, rank, world, rank_data, exchange, width=width)
