@@ -191,14 +191,18 @@ def _run_sglang(args: argparse.Namespace) -> int:
     engine_args, problem = _json_object("--engine-args", args.engine_args, "Engine keyword arguments")
     problems += [problem] if problem else []
     if args.custom_all_reduce:
-        problems.append("--custom-all-reduce: vllm only (SGLang's custom all-reduce is refused by its plugin)")
+        if args.tp < 2:
+            problems.append("--custom-all-reduce needs --tp 2 or more: one GPU all-reduces nothing")
+        # SAVE and LOAD take SGLang's CustomAllReduceV2 knowingly (its plugin's support.py)
+        settings["plugin_env"] = {**settings.get("plugin_env", {}), "CUSTOM_ALL_REDUCE": "1"}
     if args.mem_fraction_static is not None:
         settings["mem_fraction_static"] = args.mem_fraction_static
     if args.expert_parallel:  # SGLang's expert parallel over the tensor-parallel GPUs: ep_size = tp_size
         if args.tp < 2:
             problems.append("--expert-parallel needs --tp 2 or more: the experts are split over those GPUs")
         engine_args = {**engine_args, "ep_size": args.tp}
-    configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args, **settings)
+    configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args,
+                                 custom_all_reduce=args.custom_all_reduce, **settings)
                for shape in shapes for api in apis]  # fmt: skip
     problems += [p for cfg in configs for p in cfg.problems()]
     problems += [p for p in map(archive_problem, configs) if p]
@@ -371,9 +375,9 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--expert-parallel", action="store_true", help="the experts split over the --tp GPUs (vllm: "
                    "--enable-expert-parallel; sglang: ep_size = --tp), data parallel 1: their outputs summed by "
                    "NCCL's all-reduce")  # fmt: skip
-    v.add_argument("--custom-all-reduce", action="store_true", help="vllm, --tp 2 or more: keep vLLM's custom "
+    v.add_argument("--custom-all-reduce", action="store_true", help="--tp 2 or more: keep the engine's custom "
                    "all-reduce on (its default; the plugin writes its peer table again at LOAD) rather than NCCL's "
-                   "inside the graphs")  # fmt: skip
+                   "inside the graphs (sglang: FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE=1 in SAVE and LOAD)")  # fmt: skip
     v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
     v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
     v.add_argument("--compilation-config", default="", help="vllm: more of its compilation config as a JSON "

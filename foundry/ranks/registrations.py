@@ -1,11 +1,12 @@
 """Peer tables: device memory a program writes with its peers' addresses after capture, which graphs read (the
 engines' custom all-reduce), recorded at SAVE and written again at LOAD.
 
-vLLM's (vllm/distributed/device_communicators/custom_all_reduce.py) and SGLang's CUDA path (sglang/srt/distributed/
-device_communicators/custom_all_reduce.py) have one Python shape over ops of the same names: a ``CustomAllreduce``
-with ``rank_data``, ``_ptr``, ``rank`` and a gloo ``group``, whose ``register_graph_buffers`` exchanges the graph
-inputs' IPC handles and has the C++ open them. The slot layout below is vLLM's; SAVE's check of what the C++ wrote
-refuses, by name, a kernel library that lays them out otherwise. A custom all-reduce captured in a
+vLLM's (vllm/distributed/device_communicators/custom_all_reduce.py) is a ``CustomAllreduce`` with ``rank_data``,
+``_ptr``, ``rank`` and a gloo ``group``, whose ``register_graph_buffers`` exchanges the graph inputs' IPC handles and
+has the C++ open them into slots of ``MAX_RANKS`` pointers; SGLang's ``CustomAllReduceV2`` (sglang/srt/distributed/
+device_communicators/custom_all_reduce_v2.py) writes rows of ``world_size`` pointers into ``graph_params`` from
+the row it counts itself (``width`` and ``first`` below). SAVE's check of what the engine wrote refuses, by name,
+a table laid out otherwise. A custom all-reduce captured in a
 graph takes its input's copies on the other ranks from a slot of ``rank_data``, device memory the host writes:
 ``register_graph_buffers``, at the exit of ``CustomAllreduce.capture()``, gives each captured all-reduce one
 ``RankData`` (``MAX_RANKS`` pointers), in capture order after the slot ``register_buffer`` took at start-up, holding

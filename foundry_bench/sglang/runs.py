@@ -56,12 +56,16 @@ class SglangBenchConfig(ServingConfig):
     mem_fraction_static: float = 0.35  # per engine: two run side by side
     context_length: int = 2048
     engine_args: dict[str, Any] = field(default_factory=dict)  # more Engine keyword arguments (server flags)
+    # Above one GPU, SGLang's custom all-reduce (CustomAllReduceV2, its default) on in every run, SAVE and LOAD
+    # taking it knowingly (FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE=1); off, NCCL all-reduces inside the graphs
+    custom_all_reduce: bool = False
     archive: Path = Path("/tmp/foundry-sglang-archive")
     models: Path = Path("/tmp/foundry-sglang-models")
 
     def tag(self) -> str:
         ep = "-ep" if int(self.engine_args.get("ep_size", 1) or 1) > 1 else ""
-        return f"sglang-{self.shape}-{self.api}" + (f"-tp{self.tp}" if self.tp > 1 else "") + ep
+        car = "-car" if self.custom_all_reduce else ""
+        return f"sglang-{self.shape}-{self.api}" + (f"-tp{self.tp}" if self.tp > 1 else "") + ep + car
 
     def problems(self) -> list[str]:
         """What is wrong with these settings, each named (empty when they can run)."""
@@ -92,9 +96,8 @@ class SglangBenchConfig(ServingConfig):
             "mem_fraction_static": self.mem_fraction_static,
             "context_length": self.context_length,
             "log_level": "info",  # the figures the benchmark reads are logged at info
-            # Tensor parallel with NCCL as the only all-reduce in the graphs (the custom one's IPC peer tables
-            # are not restored)
-            **({"tp_size": self.tp, "disable_custom_all_reduce": True} if self.tp > 1 else {}),
+            # Tensor parallel with NCCL as the only all-reduce in the graphs, unless the custom one is asked for
+            **({"tp_size": self.tp, "disable_custom_all_reduce": not self.custom_all_reduce} if self.tp > 1 else {}),
             **self.engine_args,
         }
 

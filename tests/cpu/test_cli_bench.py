@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +149,25 @@ def test_cli_refuses_to_load_another_configurations_archive_before_looking_for_t
         rc = cli_main([*args, "--modes", "save,native,load"])  # saving it again: no objection, then no engine here
         err = capsys.readouterr().err
         assert "last saved for" not in err and "not installed" in err
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_custom_all_reduce_keeps_each_engines_own_on_and_needs_two_gpus(
+    engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--custom-all-reduce``: the engine's all-reduce left on in every run (SGLang's plugin takes it knowingly),
+    its files tagged ``-car``; refused at one GPU, which all-reduces nothing."""
+    import foundry_bench
+
+    seen: list[Any] = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == engine else real(name, *a))
+    monkeypatch.setattr(foundry_bench, f"run_{engine}_bench", lambda cfg: seen.append(cfg) or {"compare": {}})
+    args = ["bench", "--engine", engine, "--scratch", str(tmp_path), "--shapes", "qwen3-0.6b", "--custom-all-reduce"]
+    assert cli_main([*args, "--tp", "1"]) == 2 and "needs --tp 2 or more" in capsys.readouterr().err
+    assert cli_main([*args, "--tp", "2", "--out", str(tmp_path / "out")]) == 0
+    (cfg,) = seen
+    assert cfg.custom_all_reduce and cfg.tag().endswith("-tp2-car")
+    if engine == "sglang":
+        assert cfg.plugin_env == {"CUSTOM_ALL_REDUCE": "1"}
+        assert cfg.kwargs(Path("/m"))["disable_custom_all_reduce"] is False

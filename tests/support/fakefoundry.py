@@ -28,6 +28,7 @@ from typing import Any
 
 import foundry
 from foundry.archive import Manifest, now_iso, read_manifest, write_manifest
+from foundry.ranks.registrations import MAX_RANKS
 from foundry.schema import RegionSpec
 from foundry.schema.jsondocs import load_sealed
 from foundry.storage import document_ref
@@ -242,11 +243,12 @@ class FakeFoundry:
         self.calls.append(f"restored_tensor:{address:#x}+{nbytes}")
         return FakeTensor(address, nbytes)
 
-    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int = 8) -> Any:
+    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int | None = None) -> Any:
         self.peers.rank = rank
         return BoundRegistrations(
-            rank, world, rank_data, width=width, driver=self.peers, remaps=lambda a, n: self.remapped.append((a, n))
-        )
+            rank, world, rank_data, width=width or MAX_RANKS, driver=self.peers,
+            remaps=lambda a, n: self.remapped.append((a, n)),
+        )  # fmt: skip
 
     def rewrite_peer_registrations(
         self,
@@ -255,9 +257,9 @@ class FakeFoundry:
         world: int,
         rank_data: int,
         exchange: Callable[[Any], list[Any]],
-        width: int = 8,
+        width: int | None = None,
     ) -> int:
-        self.rewritten_width = width
+        self.rewritten_width = width or MAX_RANKS
         self.calls.append(f"rewrite_peer_registrations:{sum(len(r.inputs) for r in registrations)}")
         self.rewritten = list(registrations)
         return sum(len(r.inputs) for r in registrations)

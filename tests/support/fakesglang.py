@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar, NamedTuple
 
+from tests.support import fakesglang_allreduce
 from tests.support.fakesglang_graphs import DECODE, PREFILL, fake_torch, graph_modules, mod
 from tests.support.faketensor import EngineDevice
 from tests.support.fakevllm import Trace
@@ -131,7 +132,9 @@ def build(
     ``kv_extra``: one more buffer in the memory-pool phase (a LOAD that diverges); ``free_gb``: the free memory
     the prefill-graph memory gate sees; ``cell``: KV bytes per token (another KV layout)."""
     trace = Trace()
-    modules = graph_modules(memory, trace)
+    # the TP group's custom all-reduce where tensor parallel asks for it (fakesglang_allreduce.py)
+    parallel_state, init_custom_all_reduce = fakesglang_allreduce.modules(memory, trace)
+    modules = graph_modules(memory, trace, parallel_state)
     registry = _hook_registry()
     loaded = {"done": False}
 
@@ -259,6 +262,10 @@ def build(
         def init_torch_distributed(self) -> None:
             trace("init_torch_distributed")
             memory.allocate(1 << 20)  # communication scratch
+            sa = self.server_args
+            if sa.tp_size > 1 and not sa.disable_custom_all_reduce:  # V2 unless SGLang's switch says the legacy one
+                legacy = os.environ.get("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2") == "0"
+                init_custom_all_reduce(self.ps.tp_rank, sa.tp_size, legacy)
 
         def load_model(self) -> None:
             trace("load_model")
@@ -314,6 +321,7 @@ def build(
                 HookType=SimpleNamespace(AROUND="around", BEFORE="before", AFTER="after", REPLACE="replace"),
             ),
             SCHEDULER: mod(SCHEDULER, Scheduler=Scheduler),
+            parallel_state.__name__: parallel_state,
             RUNNER: mod(RUNNER, ModelRunner=ModelRunner),
             KV: kv,
             SETUP: setup,

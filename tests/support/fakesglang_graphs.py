@@ -24,11 +24,12 @@ inputs.
 from __future__ import annotations
 
 import bisect
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
+from tests.support.fakesglang_allreduce import all_reduce, graph_capture
 from tests.support.faketensor import EngineDevice, FakeTensor
 
 M = "sglang.srt.model_executor."
@@ -80,7 +81,7 @@ def mod(name: str, **attrs: Any) -> ModuleType:
     return m
 
 
-def graph_modules(memory: EngineDevice, trace: Any) -> dict[str, ModuleType]:
+def graph_modules(memory: EngineDevice, trace: Any, parallel_state: ModuleType | None = None) -> dict[str, ModuleType]:
     @dataclass(frozen=True)
     class ShapeKey:
         size: int
@@ -196,13 +197,16 @@ def graph_modules(memory: EngineDevice, trace: Any) -> dict[str, ModuleType]:
             self._graphs: dict[Any, Any] = {}
             self._outputs: dict[Any, Any] = {}
             self._device_module = runner.device_module
+            self.capturing = False
 
         def capture_one(self, shape_key: Any, forward_fn: Any) -> None:
             for _ in range(2):
                 forward_fn()  # warm-up
             graph = full.torch.cuda.CUDAGraph()
             with self._device_module.graph(cuda_graph=graph, pool=None, stream=None):
+                self.capturing = True  # torch.cuda.is_current_stream_capturing(), which the custom all-reduce asks
                 out = forward_fn()
+                self.capturing = False
             self._graphs[shape_key], self._outputs[shape_key] = graph, out
 
         def replay(self, shape_key: Any) -> Any:
@@ -301,12 +305,19 @@ def graph_modules(memory: EngineDevice, trace: Any) -> dict[str, ModuleType]:
             self.capture()
 
         def capture(self) -> None:
+            with ExitStack() as stack:  # SGLang's graph_capture(): the custom all-reduce's context, where one runs
+                ca = stack.enter_context(graph_capture(parallel_state)) if parallel_state else None
+                self._capture(ca)
+
+        def _capture(self, ca: Any) -> None:
             for bs in reversed(self.capture_bs):
 
                 def forward(bs: int = bs) -> Any:
                     self.model_runner.model.forward()  # the MoE layers' dispatch
                     activations = memory.allocate(bs * 4096)
                     memory.compute(activations, self.input_ids, self.model_runner.weights[0])
+                    if self.backend.capturing:  # the warm-ups' all-reduce runs eagerly and registers nothing
+                        all_reduce(ca, activations)  # tensor parallel: the layer's output summed over the ranks
                     logits = FakeTensor(self.logits.address, bs * 4)
                     memory.copy(logits, activations)
                     return LogitsProcessorOutput(next_token_logits=logits)

@@ -6,7 +6,8 @@ Scheduler.init_model_worker, and what each mode does there (phases in quotes, SA
   init_model_worker       refuse unsupported settings; put the hooks below on the model runner's modules
   ModelRunner.init_torch_distributed
                           before: compare the archive (LOAD), load its kernel images (LOAD), set the allocation
-                          region (both); after: "distributed"
+                          region (both); after: the custom all-reduce recorded (SAVE) or its setting compared
+                          (LOAD) (allreduce.py), "distributed"
   ModelRunner.load_model  weights, "load_model": LOAD then starts building the graphs in the background (which
                           maps SAVE's memory) and goes back to SAVE's cursor
   KVCacheConfigurator._profile_available_bytes
@@ -16,8 +17,9 @@ Scheduler.init_model_worker, and what each mode does there (phases in quotes, SA
   ModelRunner.init_attention_backends  "attention_backends"
   ModelRunner.init_cuda_graphs         expert parallel: the MoE layers' expert maps (moe.py), "expert_maps";
                                        SAVE captures with Foundry, then writes the archive; LOAD checks every
-                                       saved graph went to a runner, then (unless FOUNDRY_SGLANG_WARM_UP=0) replays the
-                                       smallest prefill graph once (warmup.py)
+                                       saved graph went to a runner, writes the custom all-reduce's rows again,
+                                       then (unless FOUNDRY_SGLANG_WARM_UP=0) replays the smallest prefill graph
+                                       once (warmup.py)
     should_skip_auto_prefill_cuda_graph_for_memory   LOAD answers what SAVE's gate answered
     PrefillCudaGraphRunner.capture     "prefill_buffers" (the eager and prefill runners' buffers, the shared
                                        logits buffer); SAVE captures, "prefill_capture"; LOAD installs the
@@ -42,11 +44,12 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
+from ..shared import allreduce as shared_allreduce
 from ..shared import steps
 from ..shared.capture import foundry_capture, foundry_device_module
 from ..shared.errors import ArchiveMismatchError, UnsupportedConfigError
 from ..shared.ranks import Place
-from . import graphs, moe, warmup
+from . import allreduce, graphs, moe, warmup
 from . import session as sessions
 from .config import SGLANG, Mode
 from .fingerprint import describe
@@ -107,6 +110,7 @@ def init_torch_distributed(original: Any, runner: Any, *args: Any, **kwargs: Any
         log.info("Foundry %s: region set, archive %s", s.config.mode.value, s.archive)
     result = original(runner, *args, **kwargs)
     if s is not None:
+        allreduce.attach(s, allreduce.find())  # SGLang's set-up made it, or none
         steps.end_phase(s, "distributed")
     return result
 
@@ -191,17 +195,20 @@ def init_cuda_graphs(original: Any, runner: Any, *args: Any, **kwargs: Any) -> A
         result = original(runner, *args, **kwargs)
         _check_all_installed(s)
         steps.past_saved_memory(s)
+        # every runner has its graphs and none has replayed: the custom all-reduce's rows before the warm-up's
+        rows = allreduce.install(s, allreduce.find())
         if s.config.warm_up:
             seconds = warmup.warm_prefill(runner)
             if seconds is not None:
                 s.timings["warm_up_s"] = seconds
                 log.info("Foundry load: prefill warm-up (one replay of the smallest graph) in %.3f s", seconds)
-        _report(s)
+        _report(s, custom_all_reduce_rows=rows)
         return result
     with ExitStack() as stack:
         for module in (graphs.FULL_MODULE, graphs.BREAKABLE_MODULE):
             importlib.import_module(module)
             stack.enter_context(foundry_capture(module, s.api, SGLANG))
+        stack.enter_context(shared_allreduce.keeping(s.state.allreduce))  # the rows the saved graphs read
         result = original(runner, *args, **kwargs)
     _save(s)
     return result
@@ -313,6 +320,7 @@ def _save(s: sessions.Session) -> None:
         "max_running_requests": pool[1],
         "prefill_gate_skip": s.state.prefill_gate_skip,
         "breaks": {files[i]: doc for i, doc in breaks.items()},
+        "custom_all_reduce": allreduce.saved_field(s),
     }
     meta = steps.save_graphs(s, items, fields, file_name=lambda i, key: files[i], phase="graphs")
     _report(s, graphs=len(meta.graphs))

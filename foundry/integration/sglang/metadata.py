@@ -1,7 +1,8 @@
 """SGLang's part of the plugin's metadata file, ``sglang_plugin.json`` (shared/metadata.py holds the rest):
 the KV-cache budget SGLang measured at SAVE and the pool it made of it, so that LOAD skips the measurement
 and checks it gets the same pool; the answer SGLang's prefill-graph memory gate gave; and, for every
-breakable-graph segment that an eager step follows, that step (breaks.py). Each step is checked against the
+breakable-graph segment that an eager step follows, that step (breaks.py); and the custom all-reduce's
+registrations (allreduce.py). Each step is checked against the
 functions the plugin calls (allowed.py) when the metadata is read, at the start of LOAD, before the GPU is
 touched: a step naming anything else, or passing arguments its function does not take, is refused there."""
 
@@ -11,9 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import foundry
+
+from ..shared import allreduce as shared_allreduce
 from ..shared.errors import ArchiveMetadataError
 from ..shared.metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
 from ..shared.outputs import tensor_count
+from . import allreduce
 from .allowed import step_problem
 from .config import SGLANG
 
@@ -28,6 +33,8 @@ class SglangMetadata(ArchiveMetadata):
     prefill_gate_skip: bool | None = field(default=None, kw_only=True)  # None: SGLang did not ask
     # graph file -> the eager step that follows that segment of a breakable graph (breaks.py)
     breaks: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
+    # the custom all-reduce's rows of graph_params SAVE's graphs read (allreduce.py); None: none ran
+    custom_all_reduce: tuple[foundry.PeerRegistration, ...] | None = field(default=None, kw_only=True)
 
     def engine_json(self) -> dict[str, Any]:
         return {
@@ -38,6 +45,7 @@ class SglangMetadata(ArchiveMetadata):
             },
             "prefill_gate": None if self.prefill_gate_skip is None else {"skip": self.prefill_gate_skip},
             "breaks": dict(self.breaks),
+            "custom_all_reduce": shared_allreduce.to_json(self.custom_all_reduce),
         }
 
     def check(self, source: str) -> None:
@@ -70,6 +78,8 @@ class SglangMetadata(ArchiveMetadata):
             "max_running_requests": int(pool["max_running_requests"]),
             "prefill_gate_skip": None if gate is None else bool(gate["skip"]),
             "breaks": breaks,
+            # absent from archives saved before SGLang's custom all-reduce was taken: none ran there
+            "custom_all_reduce": allreduce.from_json(doc.get("custom_all_reduce")),
         }
 
 

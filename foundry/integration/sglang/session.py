@@ -30,6 +30,7 @@ class SglangState:
     installed: set[str] = field(default_factory=set)  # LOAD: the graph files handed to SGLang's runners
     loaded_runners: set[str] = field(default_factory=set)  # LOAD: the runners given their graphs
     captured: list[tuple[str, Any]] = field(default_factory=list)  # SAVE: (runner, runner object) captured
+    allreduce: Any = None  # SAVE: the custom all-reduce's registrations (allreduce.py), where one runs
 
 
 @dataclass

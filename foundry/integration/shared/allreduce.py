@@ -1,4 +1,5 @@
-"""An engine's custom all-reduce (vLLM's ``CustomAllreduce``) across SAVE and LOAD.
+"""An engine's custom all-reduce (vLLM's ``CustomAllreduce``, SGLang's ``CustomAllReduceV2``: sglang/allreduce.py)
+across SAVE and LOAD.
 
 Its captured kernels take the peers' copies of their input from a slot of ``rank_data``, device memory that
 ``register_graph_buffers`` fills at the exit of ``CustomAllreduce.capture()`` with pointers opened from the peers'
@@ -17,7 +18,8 @@ runs: its graphs differ from NCCL's, and the eager all-reduces between them too.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +28,9 @@ import foundry
 from .backend import FoundryApi
 from .errors import ArchiveMetadataError, ArchiveMismatchError
 
-__all__ = ["SLOTS", "Recorder", "active", "check_inputs", "check_same", "from_json", "record", "rewrite", "to_json"]
+__all__ = [
+    "SLOTS", "Recorder", "active", "check_inputs", "check_same", "from_json", "keeping", "record", "rewrite", "to_json",
+]  # fmt: skip
 
 SLOTS = (8 << 20) // 64  # vLLM's rank_data: 8 MiB of RankData slots, 8 pointers each
 
@@ -72,17 +76,34 @@ def record(ca: Any, api: FoundryApi) -> Recorder:
     return rec
 
 
+@contextmanager
+def keeping(recorder: Recorder | None) -> Iterator[None]:
+    """SAVE: the registrations made inside are the saved graphs' (``recorder``: None where none runs)."""
+    if recorder is not None:
+        recorder.keeping = True
+    try:
+        yield
+    finally:
+        if recorder is not None:
+            recorder.keeping = False
+
+
 def rewrite(
     ca: Any,
     registrations: Sequence[foundry.PeerRegistration],
     api: FoundryApi,
     exchange: Callable[[Any], list[Any]] | None = None,
+    table: Any = None,
 ) -> int:
-    """LOAD: writes SAVE's registrations into ``ca.rank_data`` again, the peers' inputs opened here; returns the
-    slots written. Every rank of ``ca``'s group calls it at the same point (``exchange``: over ``ca.group``
-    unless given)."""
+    """LOAD: writes SAVE's registrations into the engine's table (``ca.rank_data`` unless ``table``, a tensor of
+    one row of pointers a slot) again, the peers' inputs opened here; returns the slots written. Every rank of
+    ``ca``'s group calls it at the same point (``exchange``: over ``ca.group`` unless given)."""
+    exchange = exchange or _exchange(ca.group)
+    rank, world = int(ca.rank), int(ca.world_size)
+    if table is None:  # vLLM's RankData slots, the library's default width
+        return api.rewrite_peer_registrations(registrations, rank, world, int(ca.rank_data.data_ptr()), exchange)
     return api.rewrite_peer_registrations(
-        registrations, int(ca.rank), int(ca.world_size), int(ca.rank_data.data_ptr()), exchange or _exchange(ca.group)
+        registrations, rank, world, int(table.data_ptr()), exchange, width=int(table.shape[1])
     )
 
 
@@ -108,10 +129,10 @@ def to_json(registrations: Sequence[foundry.PeerRegistration] | None) -> dict[st
     return None if registrations is None else {"registrations": [r.to_json() for r in registrations]}
 
 
-def from_json(doc: Any) -> tuple[foundry.PeerRegistration, ...] | None:
+def from_json(doc: Any, slots: int = SLOTS, first_free: int = 1) -> tuple[foundry.PeerRegistration, ...] | None:
     """The document's registrations; None where SAVE ran without a custom all-reduce (or before it was saved).
-    Each must be a first slot past ``register_buffer``'s and inputs that are addresses, the slots of all of them
-    inside vLLM's ``rank_data`` and none written twice."""
+    Each must be a first slot from ``first_free`` on (vLLM's slot 0 is ``register_buffer``'s) and inputs that are
+    addresses, the slots of all of them inside the engine's table of ``slots`` and none written twice."""
     if doc is None:
         return None
     try:
@@ -120,17 +141,17 @@ def from_json(doc: Any) -> tuple[foundry.PeerRegistration, ...] | None:
         raise ArchiveMetadataError(
             f"the archive's custom_all_reduce entry is malformed ({type(exc).__name__}: {exc}): save again"
         ) from exc
-    taken = 1  # slot 0 is register_buffer's
+    taken = first_free
     for reg in regs:
         if not reg.inputs:
             raise ArchiveMetadataError(
                 "the archive's custom_all_reduce entry holds a registration that registers no input: save again"
             )
-        if reg.first_slot < taken or reg.first_slot + len(reg.inputs) > SLOTS:
+        if reg.first_slot < taken or reg.first_slot + len(reg.inputs) > slots:
             raise ArchiveMetadataError(
                 f"the archive's custom_all_reduce entry writes slots {reg.first_slot} to "
                 f"{reg.first_slot + len(reg.inputs) - 1}, which are not after the ones before it inside the "
-                f"{SLOTS} slots of the engine's table: save again"
+                f"{slots} slots of the engine's table: save again"
             )
         if any(not 0 < a < 1 << 64 for a in reg.inputs):
             raise ArchiveMetadataError("the archive's custom_all_reduce entry holds an input that is no address")

@@ -115,9 +115,10 @@ class FoundryApi(Protocol):
         """LOAD, after ``start_builds``: a byte tensor over a buffer the engine held at SAVE, at SAVE's address."""
         ...
 
-    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int = 8) -> Any:
+    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int | None = None) -> Any:
         """SAVE: a record of a custom all-reduce's registrations into its table at ``rank_data``, ``width``
-        pointers a slot (``foundry.PeerRegistrations``: ``around(register, count)`` runs one and reads it back)."""
+        pointers a slot (None: vLLM's RankData) (``foundry.PeerRegistrations``: ``around(register, count)`` runs
+        one and reads it back)."""
         ...
 
     def rewrite_peer_registrations(
@@ -127,7 +128,7 @@ class FoundryApi(Protocol):
         world: int,
         rank_data: int,
         exchange: Callable[[Any], list[Any]],
-        width: int = 8,
+        width: int | None = None,
     ) -> int:
         """LOAD: the registrations written into the table again, the peers' inputs opened here; the slots written."""
         ...
@@ -238,7 +239,9 @@ class PublicFoundryApi:
     def restored_tensor(self, address: int, nbytes: int) -> Any:
         return foundry.restored_tensor(address, nbytes)
 
-    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int = 8) -> Any:
+    def peer_registrations(self, rank: int, world: int, rank_data: int, width: int | None = None) -> Any:
+        if width is None:
+            return foundry.PeerRegistrations(rank, world, rank_data)
         return foundry.PeerRegistrations(rank, world, rank_data, width=width)
 
     def rewrite_peer_registrations(
@@ -248,6 +251,8 @@ class PublicFoundryApi:
         world: int,
         rank_data: int,
         exchange: Callable[[Any], list[Any]],
-        width: int = 8,
+        width: int | None = None,
     ) -> int:
+        if width is None:
+            return foundry.rewrite_peer_registrations(registrations, rank, world, rank_data, exchange)
         return foundry.rewrite_peer_registrations(registrations, rank, world, rank_data, exchange, width=width)

@@ -10,8 +10,7 @@ and keeps what ``capture_model`` registers; LOAD writes that again after its gra
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..shared import allreduce
@@ -64,17 +63,9 @@ def attach(s: sessions.Session, ca: Any) -> None:
         allreduce.check_inputs(saved or (), s.config.region_base, s.config.region_size)
 
 
-@contextmanager
-def capturing(s: sessions.Session) -> Iterator[None]:
+def capturing(s: sessions.Session) -> AbstractContextManager[None]:
     """SAVE: the registrations made inside are the saved graphs'."""
-    recorder = s.state.allreduce
-    if recorder is not None:
-        recorder.keeping = True
-    try:
-        yield
-    finally:
-        if recorder is not None:
-            recorder.keeping = False
+    return allreduce.keeping(s.state.allreduce)
 
 
 def saved_field(s: sessions.Session) -> Any:

@@ -1,0 +1,105 @@
+"""SGLang's custom all-reduce at tensor parallel on CUDA (``CustomAllReduceV2``, its default there) under SAVE and
+LOAD: where the plugin finds it, and the points of SGLang's start-up where shared/allreduce.py records and rewrites
+its registrations.
+
+SGLang builds it with the tensor-parallel group (``GroupCoordinator.ca_comm``) in ``init_torch_distributed``,
+before the weights, in SAVE, native and LOAD alike: its workspaces (torch symmetric memory, the peers' mapped by
+the rendezvous in the region as NCCL's are) and its device-side table ``graph_params`` lie where SAVE had them.
+A captured all-reduce takes its input's copies on the other ranks from one row of ``graph_params`` (one pointer a
+rank), which ``_register_graph_inputs`` fills at the exit of ``capture()``, from row ``_graph_counter`` on, with
+the peers' inputs mapped into this process. SAVE wraps that method on the instance and reads every row back
+(``foundry.PeerRegistrations`` with a row's width); LOAD, once every runner has its graphs and before the first
+replay (the prefill warm-up's included), writes the rows again with the peers' inputs opened here and sets
+``_graph_counter`` past them, as SGLang's capture left it.
+
+Not run on GPUs yet, so it is taken only with ``FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE=1`` (support.py); SGLang's
+legacy ``CustomAllreduce`` (``SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0``, or where V2 cannot run) is refused by
+name."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..shared import allreduce
+from ..shared.backend import FoundryApi
+from ..shared.config import Mode
+from ..shared.errors import UnsupportedConfigError
+
+if TYPE_CHECKING:  # the session's metadata reads this module's entry: no import of the session at run time
+    from . import session as sessions
+
+__all__ = ["ROWS", "SWITCH", "attach", "find", "from_json", "install", "record", "saved_field"]
+
+SWITCH = "--disable-custom-all-reduce"
+ROWS = 131072  # SGLang 0.5.17's _MAX_GRAPH_INPUTS: graph_params' rows
+
+
+def find() -> Any:
+    """The tensor-parallel group's custom all-reduce, or None (one GPU, switched off, or before SGLang's set-up).
+    Only that group makes one (SGLang's other groups pass ``use_custom_allreduce=False``)."""
+    parallel_state = sys.modules.get("sglang.srt.distributed.parallel_state")
+    if parallel_state is None or not parallel_state.model_parallel_is_initialized():
+        return None
+    return getattr(parallel_state.get_tp_group(), "ca_comm", None)
+
+
+def record(ca: Any, api: FoundryApi) -> allreduce.Recorder:
+    """Wraps ``ca._register_graph_inputs`` (on the instance) so that each registration's rows are read back and
+    recorded; returns the record. Refuses, by name, a custom all-reduce of another shape (the legacy one)."""
+    table = getattr(ca, "graph_params", None)
+    if table is None or not hasattr(ca, "_register_graph_inputs") or not hasattr(ca, "_graph_counter"):
+        raise UnsupportedConfigError(
+            f"tensor parallel with SGLang's {type(ca).__name__} (its legacy custom all-reduce: "
+            "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0, or CustomAllReduceV2 could not run here), whose peer table "
+            f"Foundry does not rebuild: start SGLang with {SWITCH}, or with its CustomAllReduceV2"
+        )
+    records = api.peer_registrations(int(ca.rank), int(ca.world_size), int(table.data_ptr()), int(table.shape[1]))
+    records.next_slot = 0  # no row is taken at start-up: SGLang fills graph_params from row 0
+    rec = allreduce.Recorder(records)
+    original = ca._register_graph_inputs
+
+    def register_graph_inputs() -> None:
+        count = len(ca._graph_inputs)
+        if not count:  # nothing captured in the context: SGLang registers nothing
+            original()
+            return
+        registration = rec.records.around(original, count, first=int(ca._graph_counter))
+        if rec.keeping:
+            rec.kept.append(registration)
+
+    ca._register_graph_inputs = register_graph_inputs
+    return rec
+
+
+def attach(s: sessions.Session, ca: Any) -> None:
+    """After SGLang's distributed set-up: SAVE starts recording; LOAD refuses an archive saved with the other
+    setting, before the weights."""
+    if s.config.mode is Mode.SAVE:
+        s.state.allreduce = record(ca, s.api) if allreduce.active(ca) else None
+    elif s.config.mode is Mode.LOAD:
+        saved = s.require_saved().custom_all_reduce
+        allreduce.check_same(saved, ca, SWITCH)
+        allreduce.check_inputs(saved or (), s.config.region_base, s.config.region_size)
+
+
+def saved_field(s: sessions.Session) -> Any:
+    """SAVE: what the archive's engine document holds (None: no custom all-reduce ran)."""
+    recorder = s.state.allreduce
+    return None if recorder is None else tuple(recorder.kept)
+
+
+def install(s: sessions.Session, ca: Any) -> int:
+    """LOAD, every runner's graphs installed and none replayed yet: the saved rows written again; the rows
+    written."""
+    registrations = s.require_saved().custom_all_reduce
+    if not registrations:
+        return 0
+    written = allreduce.rewrite(ca, registrations, s.api, table=ca.graph_params)
+    ca._graph_counter = max(r.first_slot + len(r.inputs) for r in registrations)
+    return written
+
+
+def from_json(doc: Any) -> Any:
+    """The engine document's ``custom_all_reduce`` entry, checked against ``graph_params``' rows (from row 0)."""
+    return allreduce.from_json(doc, slots=ROWS, first_free=0)
