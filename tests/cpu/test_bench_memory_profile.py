@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from foundry.integration.vllm import memreport
 from foundry_bench.serving.stacks import site_path
@@ -74,3 +75,31 @@ def test_the_plugin_and_the_site_hook_log_the_same_keys_from_the_same_places() -
                              available_kv_cache_memory_bytes=True)  # fmt: skip
     assert memreport.profile_bytes(worker) == {"non_torch_increase": 5, "torch_peak_increase": 6}
     assert memreport.line({"kv_cache": 7}) == "vLLM's memory profile, bytes: kv_cache=7"
+
+
+def test_a_site_hook_wraps_a_method_once_however_often_it_is_asked() -> None:
+    """The recorders share one wrapper (stacksite/foundry_site_hooks.py): a module already imported is wrapped at
+    once, and asked again (a sitecustomize chained twice) it is left as it is, its original kept."""
+    import types
+
+    from foundry_bench.serving.stacksite import foundry_site_hooks as hooks
+
+    class Worker:
+        def determine_available_memory(self) -> int:
+            return 7
+
+    module = types.ModuleType("fake_engine_for_site_hooks")
+    module.Worker = Worker  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    calls: list[int] = []
+
+    def counting(original: Any) -> Any:
+        return lambda self: calls.append(1) or original(self)
+
+    try:
+        for _ in range(2):
+            hooks.wrap_after_import(module.__name__, "Worker", "determine_available_memory", counting)
+    finally:
+        del sys.modules[module.__name__]
+    assert Worker().determine_available_memory() == 7 and calls == [1]
+    assert Worker.determine_available_memory.__wrapped__(Worker()) == 7  # type: ignore[attr-defined]

@@ -13,40 +13,24 @@ import importlib
 import os
 import sys
 import time
-from types import ModuleType
 from typing import Any
 
-__all__ = ["ENV", "TARGETS", "TIMER_LINE", "start", "wrap"]
+__all__ = ["ENV", "TARGETS", "TIMER_LINE", "start"]
 
 ENV = "FOUNDRY_BENCH_CAPTURE_TIMER"
 TIMER_LINE = "foundry bench: capture_model took {:.3f} s"
 # vLLM 0.26's model runners, V1 and V2, each with its capture_model.
 TARGETS = {"vllm.v1.worker.gpu_model_runner": "GPUModelRunner", "vllm.v1.worker.gpu.model_runner": "GPUModelRunner"}
-_MARK = "_foundry_capture_timer"
 
 
-def wrap(cls: type) -> bool:
-    """Wraps ``cls.capture_model`` (once); whether it did."""
-    original = cls.__dict__.get("capture_model")
-    if original is None or getattr(original, _MARK, False):
-        return False
-
+def _timed(original: Any) -> Any:
     def capture_model(self: Any, *args: Any, **kwargs: Any) -> Any:
         t0 = time.perf_counter()
         result = original(self, *args, **kwargs)
         print(TIMER_LINE.format(time.perf_counter() - t0), file=sys.stderr, flush=True)
         return result
 
-    setattr(capture_model, _MARK, True)
-    capture_model.__wrapped__ = original  # type: ignore[attr-defined]
-    cls.capture_model = capture_model  # type: ignore[attr-defined]
-    return True
-
-
-def _wrap_in(module: ModuleType, name: str) -> None:
-    cls = getattr(module, name, None)
-    if isinstance(cls, type):
-        wrap(cls)
+    return capture_model
 
 
 def start() -> bool:
@@ -55,5 +39,5 @@ def start() -> bool:
         return False
     hooks = importlib.import_module(f"{__package__}.foundry_site_hooks" if __package__ else "foundry_site_hooks")
     for module, name in TARGETS.items():
-        hooks.after_import(module, lambda m, name=name: _wrap_in(m, name))
+        hooks.wrap_after_import(module, name, "capture_model", _timed)
     return True

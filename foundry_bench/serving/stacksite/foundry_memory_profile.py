@@ -11,10 +11,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from types import ModuleType
 from typing import Any
 
-__all__ = ["ENV", "KEYS", "PROFILE_LINE", "start", "wrap"]
+__all__ = ["ENV", "KEYS", "PROFILE_LINE", "start"]
 
 ENV = "FOUNDRY_BENCH_MEMORY_PROFILE"
 PROFILE_LINE = "foundry bench: vLLM's memory profile, bytes: {}"
@@ -27,7 +26,6 @@ KEYS = {
     "kv_cache": ("available_kv_cache_memory_bytes",),
 }
 TARGET = ("vllm.v1.worker.gpu_worker", "Worker")
-_MARK = "_foundry_memory_profile"
 
 
 def _figures(worker: Any) -> str:
@@ -41,27 +39,13 @@ def _figures(worker: Any) -> str:
     return " ".join(out)
 
 
-def wrap(cls: type) -> bool:
-    """Wraps ``cls.determine_available_memory`` (once); whether it did."""
-    original = cls.__dict__.get("determine_available_memory")
-    if original is None or getattr(original, _MARK, False):
-        return False
-
+def _logging(original: Any) -> Any:
     def determine_available_memory(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(self, *args, **kwargs)
         print(PROFILE_LINE.format(_figures(self)), file=sys.stderr, flush=True)
         return result
 
-    setattr(determine_available_memory, _MARK, True)
-    determine_available_memory.__wrapped__ = original  # type: ignore[attr-defined]
-    cls.determine_available_memory = determine_available_memory  # type: ignore[attr-defined]
-    return True
-
-
-def _wrap_in(module: ModuleType) -> None:
-    cls = getattr(module, TARGET[1], None)
-    if isinstance(cls, type):
-        wrap(cls)
+    return determine_available_memory
 
 
 def start() -> bool:
@@ -69,5 +53,5 @@ def start() -> bool:
     if not os.environ.get(ENV):
         return False
     hooks = importlib.import_module(f"{__package__}.foundry_site_hooks" if __package__ else "foundry_site_hooks")
-    hooks.after_import(TARGET[0], _wrap_in)
+    hooks.wrap_after_import(*TARGET, "determine_available_memory", _logging)
     return True

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-__all__ = ["after_import"]
+__all__ = ["after_import", "wrap_after_import"]
 
 _CALLBACKS: dict[str, list[Callable[[ModuleType], None]]] = {}
 
@@ -52,3 +52,22 @@ def after_import(name: str, callback: Callable[[ModuleType], None]) -> None:
     _CALLBACKS.setdefault(name, []).append(callback)
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
+
+
+def wrap_after_import(module: str, cls_name: str, method: str, make: Callable[[Any], Any]) -> None:
+    """Once ``module`` has run, replaces ``cls_name.method`` with ``make(original)``, once: a wrapper already
+    there (this hook run twice, a ``sitecustomize`` chained twice) is left alone. The wrapper keeps the original
+    as ``__wrapped__``."""
+    mark = f"_foundry_site_{method}"
+
+    def wrap(loaded: ModuleType) -> None:
+        cls = getattr(loaded, cls_name, None)
+        original = cls.__dict__.get(method) if isinstance(cls, type) else None
+        if original is None or getattr(original, mark, False):
+            return
+        wrapper = make(original)
+        setattr(wrapper, mark, True)
+        wrapper.__wrapped__ = original
+        setattr(cls, method, wrapper)
+
+    after_import(module, wrap)
