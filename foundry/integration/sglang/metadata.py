@@ -1,10 +1,10 @@
 """SGLang's part of the plugin's metadata file, ``sglang_plugin.json`` (shared/metadata.py holds the rest):
 the KV-cache budget SGLang measured at SAVE and the pool it made of it, so that LOAD skips the measurement
-and checks it gets the same pool; the answer SGLang's prefill-graph memory gate gave; and, for every
-breakable-graph segment that an eager step follows, that step (breaks.py); and the custom all-reduce's
-registrations (allreduce.py). Each step is checked against the
-functions the plugin calls (allowed.py) when the metadata is read, at the start of LOAD, before the GPU is
-touched: a step naming anything else, or passing arguments its function does not take, is refused there."""
+and checks it gets the same pool; the answer SGLang's prefill-graph memory gate gave; the custom all-reduce's
+registrations (allreduce.py); and, for every breakable-graph segment that an eager step follows, that step
+(breaks.py). Each step is checked against the functions the plugin calls (allowed.py) when the metadata is
+read, at the start of LOAD, before the GPU is touched: a step naming anything else, or passing arguments its
+function does not take, is refused there."""
 
 from __future__ import annotations
 
