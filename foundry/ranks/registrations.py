@@ -6,8 +6,8 @@ vLLM's (vllm/distributed/device_communicators/custom_all_reduce.py) is a ``Custo
 has the C++ open them into slots of ``MAX_RANKS`` pointers; SGLang's ``CustomAllReduceV2`` (sglang/srt/distributed/
 device_communicators/custom_all_reduce_v2.py) writes rows of ``world_size`` pointers into ``graph_params`` from
 the row it counts itself (``width`` and ``first`` below). SAVE's check of what the engine wrote refuses, by name,
-a table laid out otherwise. A custom all-reduce captured in a
-graph takes its input's copies on the other ranks from a slot of ``rank_data``, device memory the host writes:
+a table laid out otherwise. A custom all-reduce captured in a graph takes its input's copies on the other ranks
+from a slot of ``rank_data``, device memory the host writes:
 ``register_graph_buffers``, at the exit of ``CustomAllreduce.capture()``, gives each captured all-reduce one
 ``RankData`` (``MAX_RANKS`` pointers), in capture order after the slot ``register_buffer`` took at start-up, holding
 every rank's graph input as opened in this process (its own at its rank). The other ranks' inputs are opened from
