@@ -19,20 +19,17 @@ name."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..shared import allreduce
 from ..shared.backend import FoundryApi
 from ..shared.config import Mode
 from ..shared.errors import UnsupportedConfigError
+from . import session as sessions
 
-if TYPE_CHECKING:  # the session's metadata reads this module's entry: no import of the session at run time
-    from . import session as sessions
-
-__all__ = ["ROWS", "SWITCH", "attach", "find", "from_json", "install", "record", "saved_field"]
+__all__ = ["SWITCH", "attach", "find", "install", "record", "saved_field"]
 
 SWITCH = "--disable-custom-all-reduce"
-ROWS = 131072  # SGLang 0.5.17's _MAX_GRAPH_INPUTS: graph_params' rows
 
 
 def find() -> Any:
@@ -98,8 +95,3 @@ def install(s: sessions.Session, ca: Any) -> int:
     written = allreduce.rewrite(ca, registrations, s.api, table=ca.graph_params)
     ca._graph_counter = max(r.first_slot + len(r.inputs) for r in registrations)
     return written
-
-
-def from_json(doc: Any) -> Any:
-    """The engine document's ``custom_all_reduce`` entry, checked against ``graph_params``' rows (from row 0)."""
-    return allreduce.from_json(doc, slots=ROWS, first_free=0)

@@ -18,11 +18,20 @@ from ..shared import allreduce as shared_allreduce
 from ..shared.errors import ArchiveMetadataError
 from ..shared.metadata import ArchiveMetadata, Fingerprint, GraphEntry, MetadataFile, PhaseMark
 from ..shared.outputs import tensor_count
-from . import allreduce
 from .allowed import step_problem
 from .config import SGLANG
 
-__all__ = ["FILE", "Fingerprint", "GraphEntry", "PhaseMark", "SglangMetadata", "read_metadata"]
+__all__ = [
+    "FILE", "GRAPH_PARAMS_ROWS", "Fingerprint", "GraphEntry", "PhaseMark", "SglangMetadata",
+    "custom_all_reduce_from_json", "read_metadata",
+]  # fmt: skip
+
+GRAPH_PARAMS_ROWS = 131072  # SGLang 0.5.17's _MAX_GRAPH_INPUTS: the rows of CustomAllReduceV2's graph_params
+
+
+def custom_all_reduce_from_json(doc: Any) -> tuple[foundry.PeerRegistration, ...] | None:
+    """The ``custom_all_reduce`` entry (allreduce.py), checked against ``graph_params``' rows, from row 0."""
+    return shared_allreduce.from_json(doc, slots=GRAPH_PARAMS_ROWS, first_free=0)
 
 
 @dataclass(frozen=True)
@@ -79,7 +88,7 @@ class SglangMetadata(ArchiveMetadata):
             "prefill_gate_skip": None if gate is None else bool(gate["skip"]),
             "breaks": breaks,
             # absent from archives saved before SGLang's custom all-reduce was taken: none ran there
-            "custom_all_reduce": allreduce.from_json(doc.get("custom_all_reduce")),
+            "custom_all_reduce": custom_all_reduce_from_json(doc.get("custom_all_reduce")),
         }
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from foundry.integration.sglang import allreduce, warmup
-from foundry.integration.sglang.metadata import read_metadata
+from foundry.integration.sglang import warmup
+from foundry.integration.sglang.metadata import GRAPH_PARAMS_ROWS, custom_all_reduce_from_json, read_metadata
 from foundry.integration.shared.errors import ArchiveMetadataError, ArchiveMismatchError, UnsupportedConfigError
 from tests.support.fakefoundry import FakeFoundry
 from tests.support.fakesglang import server_args
@@ -88,13 +88,13 @@ def test_sglangs_legacy_custom_all_reduce_is_refused_by_name(
 
 def test_the_entry_is_checked_against_graph_params_rows() -> None:
     ok = {"registrations": [{"first_slot": 0, "inputs": [0x6000_0000_1000]}]}
-    (reg,) = allreduce.from_json(ok) or ()
+    (reg,) = custom_all_reduce_from_json(ok) or ()
     assert reg.first_slot == 0  # row 0 is SGLang's first, where vLLM's slot 0 is taken
     for doc, problem in (
-        ({"registrations": [{"first_slot": allreduce.ROWS, "inputs": [1]}]}, "inside the 131072 slots"),
+        ({"registrations": [{"first_slot": GRAPH_PARAMS_ROWS, "inputs": [1]}]}, "inside the 131072 slots"),
         ({"registrations": [{"first_slot": 0, "inputs": [1]}, {"first_slot": 0, "inputs": [2]}]}, "not after"),
         ({"registrations": [{"first_slot": 0}]}, "malformed"),
     ):
         with pytest.raises(ArchiveMetadataError, match=problem):
-            allreduce.from_json(doc)
-    assert allreduce.from_json(None) is None
+            custom_all_reduce_from_json(doc)
+    assert custom_all_reduce_from_json(None) is None
