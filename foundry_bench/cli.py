@@ -95,6 +95,9 @@ def _serving_problems(
     if args.tp < 1:
         problems.append(f"--tp {args.tp}: give the GPUs per engine, at least 1")
     settings["tp"] = args.tp
+    if args.custom_all_reduce and args.tp < 2:
+        problems.append("--custom-all-reduce needs --tp 2 or more: one GPU all-reduces nothing")
+    settings["custom_all_reduce"] = args.custom_all_reduce
     if args.scratch:  # the archive and model folders of this benchmark, apart from another's on the same machine
         engine = args.engine
         settings["archive"] = Path(args.scratch) / f"foundry-{engine}-archive"
@@ -159,8 +162,6 @@ def _run_vllm(args: argparse.Namespace) -> int:
     compilation, problem = _json_object("--compilation-config", args.compilation_config, "vLLM's compilation config")
     kernel, kernel_problem = _json_object("--kernel-config", args.kernel_config, "vLLM's kernel config")
     problems += [p for p in (problem, kernel_problem) if p]
-    if args.custom_all_reduce and args.tp < 2:
-        problems.append("--custom-all-reduce needs --tp 2 or more: one GPU all-reduces nothing")
     if "cudagraph_mode" in compilation:
         problems.append("--compilation-config: give the graph mode with --cudagraph-mode (it names the report's files)")
     if problems:
@@ -168,8 +169,7 @@ def _run_vllm(args: argparse.Namespace) -> int:
     configs = [VllmBenchConfig(shape=shape, api=api, runner=runner, cudagraph_mode=args.cudagraph_mode,
                                compilation=_canonical(compilation), kernel=_canonical(kernel),
                                gpu_memory_utilization=args.gpu_memory_utilization,
-                               expert_parallel=args.expert_parallel, custom_all_reduce=args.custom_all_reduce,
-                               **settings)
+                               expert_parallel=args.expert_parallel, **settings)
                for shape in shapes for api in apis for runner in runners]  # fmt: skip
     problems = [p for p in map(archive_problem, configs) if p]
     if problems:
@@ -190,19 +190,15 @@ def _run_sglang(args: argparse.Namespace) -> int:
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
     engine_args, problem = _json_object("--engine-args", args.engine_args, "Engine keyword arguments")
     problems += [problem] if problem else []
-    if args.custom_all_reduce:
-        if args.tp < 2:
-            problems.append("--custom-all-reduce needs --tp 2 or more: one GPU all-reduces nothing")
-        # SAVE and LOAD take SGLang's CustomAllReduceV2 knowingly (its plugin's support.py)
-        settings["plugin_env"] = {**settings.get("plugin_env", {}), "CUSTOM_ALL_REDUCE": "1"}
+    if args.custom_all_reduce:  # SAVE and LOAD take SGLang's CustomAllReduceV2 knowingly (its plugin's support.py)
+        settings["plugin_env"] = {**settings["plugin_env"], "CUSTOM_ALL_REDUCE": "1"}
     if args.mem_fraction_static is not None:
         settings["mem_fraction_static"] = args.mem_fraction_static
     if args.expert_parallel:  # SGLang's expert parallel over the tensor-parallel GPUs: ep_size = tp_size
         if args.tp < 2:
             problems.append("--expert-parallel needs --tp 2 or more: the experts are split over those GPUs")
         engine_args = {**engine_args, "ep_size": args.tp}
-    configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args,
-                                 custom_all_reduce=args.custom_all_reduce, **settings)
+    configs = [SglangBenchConfig(shape=shape, api=api, engine_args=engine_args, **settings)
                for shape in shapes for api in apis]  # fmt: skip
     problems += [p for cfg in configs for p in cfg.problems()]
     problems += [p for p in map(archive_problem, configs) if p]

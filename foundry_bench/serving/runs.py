@@ -117,6 +117,9 @@ class ServingConfig:
     # Foundry needs costs natively). The reference then runs otherwise than SAVE and LOAD; the report says so.
     native_env: dict[str, str] = field(default_factory=dict)
     tp: int = 1  # GPUs per engine, tensor parallel (native runs with the NCCL settings SAVE and LOAD need)
+    # Above one GPU, the engine's custom all-reduce on in every run, as the engine sets it by default (the plugin
+    # writes its peer table again at LOAD); off, NCCL all-reduces inside the graphs. Files tagged "-car".
+    custom_all_reduce: bool = False
     gpus: int | None = None  # the GPUs seen (None: CUDA_VISIBLE_DEVICES's, else nvidia-smi's); a replica needs 2 x tp
 
     def tag(self) -> str:
@@ -141,9 +144,6 @@ class BenchRuns:
     # Set in every run when SAVE packs the engine's caches: the engine's settings that make them movable, which
     # its compile cache depends on (so every run, native ones too, compiles alike).
     pack_env: ClassVar[dict[str, str]] = {}
-    # Set in every run at tensor parallel beside NCCL_SETTINGS (native too: the reference runs as SAVE and LOAD
-    # do): the engine's switches that leave NCCL the only all-reduce inside the graphs.
-    tp_env: ClassVar[dict[str, str]] = {}
     # Set in the native runs with the site folder first on their path (stacksite/): vLLM's capture timed to the
     # millisecond where its log rounds it to the second.
     native_site_env: ClassVar[dict[str, str]] = {}
@@ -159,7 +159,7 @@ class BenchRuns:
         paths = [str(self.cwd), *([str(shim)] if shim else []), os.environ.get("PYTHONPATH", "")]
         self.env = {**os.environ, **self.env_defaults, **cfg.extra_env, "PYTHONPATH": ":".join(p for p in paths if p)}
         if cfg.tp > 1:
-            self.env.update({**NCCL_SETTINGS, **self.tp_env})
+            self.env.update(NCCL_SETTINGS)
         self.prefix = f"FOUNDRY_{self.engine.upper()}_"
         for name in [n for n in self.env if n.startswith(self.prefix)]:
             del self.env[name]

@@ -56,9 +56,6 @@ class SglangBenchConfig(ServingConfig):
     mem_fraction_static: float = 0.35  # per engine: two run side by side
     context_length: int = 2048
     engine_args: dict[str, Any] = field(default_factory=dict)  # more Engine keyword arguments (server flags)
-    # Above one GPU, SGLang's custom all-reduce (CustomAllReduceV2, its default) on in every run, SAVE and LOAD
-    # taking it knowingly (FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE=1); off, NCCL all-reduces inside the graphs
-    custom_all_reduce: bool = False
     archive: Path = Path("/tmp/foundry-sglang-archive")
     models: Path = Path("/tmp/foundry-sglang-models")
 

@@ -88,9 +88,6 @@ class VllmBenchConfig(ServingConfig):
     gpu_memory_utilization: float = 0.35
     max_model_len: int = 2048
     expert_parallel: bool = False  # vLLM's --enable-expert-parallel (over the --tp group)
-    # Above one GPU, vLLM's all-reduces as it sets them by default: its custom all-reduce on and
-    # VLLM_ALLREDUCE_USE_SYMM_MEM as the environment has it; off, NCCL all-reduces inside the graphs
-    custom_all_reduce: bool = False
     archive: Path = Path("/tmp/foundry-vllm-archive")
     models: Path = Path("/tmp/foundry-vllm-models")
 
