@@ -57,13 +57,7 @@ def record(ca: Any, api: FoundryApi) -> allreduce.Recorder:
     original = ca._register_graph_inputs
 
     def register_graph_inputs() -> None:
-        count = len(ca._graph_inputs)
-        if not count:  # nothing captured in the context: SGLang registers nothing
-            original()
-            return
-        registration = rec.records.around(original, count, first=int(ca._graph_counter))
-        if rec.keeping:
-            rec.kept.append(registration)
+        rec.register(original, len(ca._graph_inputs), first=int(ca._graph_counter))
 
     ca._register_graph_inputs = register_graph_inputs
     return rec

@@ -49,6 +49,17 @@ class Recorder:
     keeping: bool = False  # set while the graphs SAVE writes are captured
     kept: list[foundry.PeerRegistration] = field(default_factory=list)
 
+    def register(self, original: Callable[[], None], count: int, first: int | None = None) -> None:
+        """Runs the engine's registration of ``count`` captured inputs (``original``), read back and recorded
+        (``first``: the slot it writes first, where the engine counts its slots itself); with none captured the
+        engine registers nothing and takes no slot."""
+        if not count:
+            original()
+            return
+        registration = self.records.around(original, count, first=first)
+        if self.keeping:
+            self.kept.append(registration)
+
 
 def record(ca: Any, api: FoundryApi) -> Recorder:
     """Wraps ``ca.register_graph_buffers`` (on the instance) so that each registration is read back and recorded
@@ -65,12 +76,7 @@ def record(ca: Any, api: FoundryApi) -> Recorder:
 
     def register_graph_buffers() -> None:
         _, offsets = ops.get_graph_buffer_ipc_meta(ca._ptr)
-        if not offsets:  # nothing captured in the context: the engine registers nothing, no slot is taken
-            original()
-            return
-        registration = rec.records.around(original, len(offsets))
-        if rec.keeping:
-            rec.kept.append(registration)
+        rec.register(original, len(offsets))
 
     ca.register_graph_buffers = register_graph_buffers
     return rec
