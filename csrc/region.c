@@ -482,7 +482,8 @@ void fdy_region_note_map(CUdeviceptr ptr, size_t size, int mapped) {
   pthread_mutex_lock(&R.lock);
   uint64_t off = ptr - R.base, end = off + size;
   if (mapped == 1) {
-    if (rg_unit_insert((unit_t){.off = off, .len = size, .owner_off = 0, .owner = OWN_APP}) == 0) rg_log_event(FDY_EV_VMM_MAP, off, size, size);
+    if (rg_unit_insert((unit_t){.off = off, .len = size, .owner = OWN_APP}) == 0)
+      rg_log_event(FDY_EV_VMM_MAP, off, size, size);
   } else {
     for (size_t i = R.nunits; i-- > 0;) {
       unit_t u = R.units[i];
