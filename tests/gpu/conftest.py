@@ -38,6 +38,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.gpu)
             if not HAS_GPU:
                 item.add_marker(skip)
+    # The tests marked slow (each a minute or more of fresh processes compiling) run last: a tier bounded by
+    # TIER_SECONDS then always covers the round trips and refusals, and leaves out the longest checks first.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
 
 
 @pytest.fixture(scope="session")

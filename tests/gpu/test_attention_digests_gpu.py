@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from foundry_bench.serving.digests import _short, env, read
 from foundry_bench.serving.stacksite.foundry_attention_digests import fingerprint
 
@@ -57,6 +59,7 @@ print(json.dumps({"product": fingerprint(x @ w), "input": fingerprint(x), "out":
 """
 
 
+@pytest.mark.slow
 def test_the_compiled_models_matrix_products_are_recorded_through_inductors_namespace(tmp_path: Path) -> None:
     folder = tmp_path / "digests"
     (tmp_path / "program.py").write_text(PRODUCT)

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from foundry.integration.shared.autotune import KernelChoices
 
 # One process: ``save`` records the choices into OUT/choices.json, ``load`` replays them, ``plain`` does neither.
@@ -65,6 +67,7 @@ def _run(tmp_path: Path, mode: str, cache: str | None = None, **env: str) -> dic
     return doc
 
 
+@pytest.mark.slow
 def test_load_takes_the_configuration_save_timed_and_computes_saves_bits(
     tmp_path: Path, figures: dict[str, Any]
 ) -> None:
@@ -86,6 +89,7 @@ def test_load_takes_the_configuration_save_timed_and_computes_saves_bits(
     }
 
 
+@pytest.mark.slow
 def test_save_and_load_take_no_choice_from_inductors_cache(tmp_path: Path, figures: dict[str, Any]) -> None:
     """One compile cache for every process, as vLLM's processes of one model share theirs: a plain process times
     the norm first, and Inductor may write its choice there (``.best_config`` beside the kernel; vLLM's processes

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import run_foundry
 
 # Host microseconds per piece (replay plus a one-kernel eager step, ~13 us on an H100 or H200) that a
@@ -16,6 +18,7 @@ from .conftest import run_foundry
 ALLOWED_EXTRA_US = 1.0
 
 
+@pytest.mark.slow
 def test_loaded_pieces_replay_at_native_host_cost(artifacts: Path, figures: dict[str, Any]) -> None:
     out = artifacts / "piece_replay"
     run_foundry(["tests/gpu/piece_replay.py", "save", str(out)])
