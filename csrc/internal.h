@@ -42,6 +42,7 @@ fdy_cuGraphLaunch_t cuGraphLaunch_ptsz;
   X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease) X(cuMemSetAccess)           \
   X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap)                        \
   X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemFree_v2) X(cuMemGetAddressRange_v2)           \
+  X(cuMemGetInfo_v2)                                                                         \
   X(cuMemAllocManaged) X(cuStreamIsCapturing) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)   \
   X(cuMemImportFromShareableHandle) X(cuMemGetAllocationPropertiesFromHandle)                \
   X(cuIpcGetMemHandle) X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle)         \

@@ -257,6 +257,8 @@ static uint64_t rg_skip_live(uint64_t off, uint64_t span, uint64_t align) {
   return off;
 }
 
+static int rg_open_pack(uint64_t taken, uint64_t *g);
+
 /* Where an allocation of `size` bytes goes (*off, *span), mapping what it needs; 1 with *res set when it is
  * refused. Caller holds R.lock. */
 static int rg_place(size_t size, uint64_t *off, uint64_t *span, CUresult *res) {
@@ -271,18 +273,48 @@ static int rg_place(size_t size, uint64_t *off, uint64_t *span, CUresult *res) {
   }
   *span = rg_round_up(size, FDY_REGION_SMALL_ALIGN);
   if (!R.pack_open || *span > R.gran - R.pack_used) {
-    uint64_t g = rg_skip_live(rg_round_up(R.cursor, R.gran), R.gran, R.gran); /* a refusal logs it */
-    if (g > R.size || R.gran > R.size - g) return rg_refuse_full(g, size, R.gran, res);
-    int rc = rg_map_gaps(g, R.gran, OWN_PACK, g);
+    uint64_t g;
+    int rc = rg_open_pack(0, &g);
+    if (rc == FDY_ERR_REGION_FULL) return rg_refuse_full(g, size, R.gran, res); /* a refusal logs it */
     if (rc != 0) return rg_refuse_mapping(rc, g, size, R.gran, res);
-    R.pack_open = 1;
-    R.pack_off = g;
-    R.pack_used = 0;
-    R.cursor = g + R.gran;
   }
   *off = R.pack_off + R.pack_used;
   R.pack_used += *span;
   return 0;
+}
+
+/* Maps the granule at the cursor as the one small allocations share from now on, with its first `taken` bytes
+ * counted as used (*g: its offset). FDY_ERR_REGION_FULL past the region's end, else rg_map_gaps's answer. */
+static int rg_open_pack(uint64_t taken, uint64_t *g) {
+  *g = rg_skip_live(rg_round_up(R.cursor, R.gran), R.gran, R.gran);
+  if (*g > R.size || R.gran > R.size - *g) return FDY_ERR_REGION_FULL;
+  int rc = rg_map_gaps(*g, R.gran, OWN_PACK, *g);
+  if (rc != 0) return rc;
+  R.pack_open = 1;
+  R.pack_off = *g;
+  R.pack_used = taken;
+  R.cursor = *g + R.gran;
+  return 0;
+}
+
+FDY_EXPORT int fdy_region_open_pack(uint64_t room) {
+  pthread_mutex_lock(&R.lock);
+  int rc = 0;
+  room = (room < R.gran ? room : R.gran) / FDY_REGION_SMALL_ALIGN * FDY_REGION_SMALL_ALIGN;
+  if (!R.reserved || !R.active) {
+    rc = fdy_fail(FDY_ERR_REGION_STATE, "open_small_allocation_granule(): no active region. Next step: call it "
+                                        "after set_allocation_region().");
+  } else if (room > 0) {
+    uint64_t g;
+    rc = rg_open_pack(R.gran - room, &g);
+    if (rc == FDY_ERR_REGION_FULL) {
+      rc = fdy_fail(rc, "open_small_allocation_granule(): the region [0x%llx, 0x%llx) has no granule left at "
+                        "offset 0x%llx. Next step: pass a larger size to set_allocation_region().",
+                    (unsigned long long)R.base, (unsigned long long)(R.base + R.size), (unsigned long long)g);
+    }
+  }
+  pthread_mutex_unlock(&R.lock);
+  return rc;
 }
 
 /* The granule a small allocation at `off` shares, when it holds no allocation but the chunk at index i:

@@ -289,3 +289,45 @@ FDY_EXPORT size_t fdy_region_events(size_t first, fdy_alloc_event *out, size_t c
   return total;
 }
 
+
+/* Natively, the first small cudaMalloc after a memory snapshot may cost nothing: the driver packs small
+ * allocations into a page, and one partly used before the snapshot takes them. The region's own granule for
+ * them costs a granule when opened; an engine that sizes its KV cache from memory grown since a snapshot (vLLM)
+ * then sizes it a granule smaller than natively. This measures the driver's room so that the region can open
+ * its granule before the snapshot with as much room (fdy_region_open_pack): the driver's page size is not
+ * documented, so the room is counted, 4 KiB at a time, until the device's free memory drops. */
+#define FDY_ROOM_STEP 4096
+#define FDY_ROOM_MAX_STEPS 1024
+
+FDY_EXPORT int fdy_region_driver_room(uint64_t *room) {
+  if (!room) return FDY_ERR_INVALID;
+  ENSURE_DRIVER();
+  *room = 0;
+  size_t free0 = 0, total = 0, now = 0;
+  CUresult r = fdy_drv.cuMemGetInfo_v2(&free0, &total);
+  if (r != CUDA_SUCCESS) return fdy_fail_cu(r, "cuMemGetInfo", "measuring the driver's room for small allocations");
+  uint64_t cap = R.gran ? R.gran : 2u << 20;
+  size_t steps = (size_t)(cap / FDY_ROOM_STEP);
+  if (steps > FDY_ROOM_MAX_STEPS) steps = FDY_ROOM_MAX_STEPS;
+  CUdeviceptr taken[FDY_ROOM_MAX_STEPS + 1];
+  size_t n = 0;
+  int rc = 0;
+  /* Real driver entry points: the region, active or not, must not place these. */
+  while (n <= steps) {
+    r = fdy_drv.cuMemAlloc_v2(&taken[n], FDY_ROOM_STEP);
+    if (r != CUDA_SUCCESS) {
+      rc = fdy_fail_cu(r, "cuMemAlloc", "measuring the driver's room for small allocations");
+      break;
+    }
+    n++;
+    r = fdy_drv.cuMemGetInfo_v2(&now, &total);
+    if (r != CUDA_SUCCESS) {
+      rc = fdy_fail_cu(r, "cuMemGetInfo", "measuring the driver's room for small allocations");
+      break;
+    }
+    if (now < free0) break; /* the n-th did not fit the page: the n-1 before it did */
+  }
+  if (rc == 0) *room = n > steps ? cap : (uint64_t)(n - 1) * FDY_ROOM_STEP;
+  while (n) fdy_drv.cuMemFree_v2(taken[--n]);
+  return rc;
+}

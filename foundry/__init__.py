@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "allocation_region": ".region",
     "preallocate_region": ".region",
     "free_preallocated_region": ".region",
+    "small_allocation_room": ".region",
+    "open_small_allocation_granule": ".region",
     "get_current_alloc_offset": ".region",
     "set_current_alloc_offset": ".region",
     "region_state": ".region",

@@ -177,6 +177,13 @@ FDY_EXPORT int fdy_region_release(void);
 FDY_EXPORT int fdy_region_info_get(fdy_region_info *out);
 FDY_EXPORT int fdy_region_set_cursor(uint64_t offset);
 FDY_EXPORT int fdy_region_preallocate(uint64_t size);
+/* The bytes of small allocations the driver's own cuMemAlloc would place now without taking device memory (the
+ * room left in the page it packs them into), measured on the calling thread's device with allocations of
+ * 4 KiB outside the region, all freed again; at most a granule. */
+FDY_EXPORT int fdy_region_driver_room(uint64_t *room);
+/* Opens, at the cursor, the granule the region's next small allocations share, with only its last `room`
+ * bytes (rounded down to FDY_REGION_SMALL_ALIGN, at most a granule) left for them; room 0 opens nothing. */
+FDY_EXPORT int fdy_region_open_pack(uint64_t room);
 FDY_EXPORT int fdy_region_free_preallocated(void);
 /* Maps every part of [offset, offset+size) that is not mapped yet (LOAD's restore of SAVE's live
  * memory). Granularity-aligned. Moves nothing else. */

@@ -40,6 +40,8 @@ SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "fdy_region_info_get": (ctypes.c_int, [_ptr(RegionInfo, 1)]),
     "fdy_region_set_cursor": (ctypes.c_int, [ctypes.c_uint64]),
     "fdy_region_preallocate": (ctypes.c_int, [ctypes.c_uint64]),
+    "fdy_region_driver_room": (ctypes.c_int, [_ptr(ctypes.c_uint64, 1)]),
+    "fdy_region_open_pack": (ctypes.c_int, [ctypes.c_uint64]),
     "fdy_region_free_preallocated": (ctypes.c_int, []),
     "fdy_region_map_range": (ctypes.c_int, [ctypes.c_uint64, ctypes.c_uint64]),
     "fdy_region_events": (ctypes.c_size_t, [ctypes.c_size_t, _ptr(AllocEvent, 1), ctypes.c_size_t]),

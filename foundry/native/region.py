@@ -63,6 +63,17 @@ def region_preallocate(size: int) -> None:
     check(native().fdy_region_preallocate(size), "preallocate_region")
 
 
+def region_driver_room() -> int:
+    """Bytes of small allocations the driver's own packing would take now without more device memory."""
+    room = ctypes.c_uint64(0)
+    check(native().fdy_region_driver_room(ctypes.byref(room)), "small_allocation_room")
+    return int(room.value)
+
+
+def region_open_pack(room: int) -> None:
+    check(native().fdy_region_open_pack(room), "open_small_allocation_granule")
+
+
 def region_free_preallocated() -> None:
     check(native().fdy_region_free_preallocated(), "free_preallocated_region", RegionStateError)
 

@@ -15,6 +15,7 @@ from .api import (
     free_preallocated_region,
     get_current_alloc_offset,
     hold_allocation_region,
+    open_small_allocation_granule,
     preallocate_region,
     region_epoch,
     region_state,
@@ -22,6 +23,7 @@ from .api import (
     resume_allocation_region,
     set_allocation_region,
     set_current_alloc_offset,
+    small_allocation_room,
     stop_allocation_region,
 )
 from .log import live_allocations, live_ranges, live_ranges_now, own_chunks, region_spec
@@ -44,6 +46,7 @@ __all__ = [
     "live_allocations",
     "live_ranges",
     "live_ranges_now",
+    "open_small_allocation_granule",
     "own_chunks",
     "preallocate_region",
     "program_remaps",
@@ -59,6 +62,7 @@ __all__ = [
     "resume_allocation_region",
     "set_allocation_region",
     "set_current_alloc_offset",
+    "small_allocation_room",
     "stop_allocation_region",
     "take_snapshot",
 ]

@@ -133,6 +133,7 @@ void fc_read_env(void) {
   }
   fc_g.phys_limit = (unsigned long long)env_ll("FAKECUDA_PHYS_LIMIT", 64LL << 30);
   fc_g.total_mem = (unsigned long long)env_ll("FAKECUDA_TOTAL_MEM", 80LL << 30);
+  fc_g.small_page_room = env_ll("FAKECUDA_SMALL_PAGE_ROOM", -1);
   fc_g.edge_data_bug = (int)env_ll("FAKECUDA_EDGE_DATA_BUG", 0);
   fc_g.batch_copy_max = (unsigned long long)env_ll("FAKECUDA_BATCH_COPY_MAX", 0);
   const char *np = getenv("FAKECUDA_NO_PARAM_INFO");

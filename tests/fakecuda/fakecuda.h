@@ -40,6 +40,7 @@ typedef struct fc_globals {
   int cc_major, cc_minor;
   unsigned long long phys_limit;
   unsigned long long total_mem;
+  long long small_page_room; /* -1: linear memory counted to the byte; else the model below (memory.c) */
   int edge_data_bug;
   unsigned long long batch_copy_max; /* copies a cuMemcpyBatchAsync_v2 takes at most; 0: any number */
   char no_param_info[1024]; /* comma-separated kernel names */

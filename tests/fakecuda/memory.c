@@ -7,7 +7,26 @@ typedef struct fc_alloc_rec {
   CUdeviceptr base;
   size_t size, span;
   int kind;
+  int paged; /* packed into a driver page (FAKECUDA_SMALL_PAGE_ROOM): its free gives no memory back */
 } fc_alloc_rec;
+
+/* With FAKECUDA_SMALL_PAGE_ROOM set, cuMemAlloc of less than a page is packed as a real driver packs it: into
+ * a 2 MiB page that starts with that many bytes of room (one partly used before the program began), a new
+ * page charged whole when the next does not fit, pages never given back. The bytes a linear allocation of n
+ * adds to the used memory cuMemGetInfo reports; *paged: packed. */
+#define FC_SMALL_PAGE (2ull << 20)
+static size_t charge_for(size_t n, int kind, int *paged) {
+  *paged = 0;
+  if (fc_g.small_page_room < 0 || kind != FC_MEM_DEVICE || n >= FC_SMALL_PAGE) return n;
+  size_t slot = (n + 511) & ~(size_t)511;
+  *paged = 1;
+  if ((long long)slot <= fc_g.small_page_room) {
+    fc_g.small_page_room -= (long long)slot;
+    return 0;
+  }
+  fc_g.small_page_room = (long long)(FC_SMALL_PAGE - slot);
+  return FC_SMALL_PAGE;
+}
 
 static fc_alloc_rec *allocs;
 static size_t nallocs, capallocs;
@@ -71,16 +90,19 @@ int fc_any_ok(const void *ptr, size_t n) {
 CUresult fc_alloc(CUdeviceptr *out, size_t n, int kind, int low32) {
   if (!out || n == 0) return CUDA_ERROR_INVALID_VALUE;
   if (n > fc_g.total_mem || used_bytes + n > fc_g.total_mem) return CUDA_ERROR_OUT_OF_MEMORY;
+  int paged;
+  long long room_before = fc_g.small_page_room;
+  size_t charge = charge_for(n, kind, &paged);
   size_t span = (n + 4095) & ~(size_t)4095;
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (low32 ? MAP_32BIT : 0);
   void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, flags, -1, 0);
-  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  fc_alloc_rec rec = {(CUdeviceptr)(uintptr_t)p, n, span, kind};
-  if (FC_PUSH(allocs, nallocs, capallocs, rec)) {
-    munmap(p, span);
+  fc_alloc_rec rec = {(CUdeviceptr)(uintptr_t)p, n, span, kind, paged};
+  if (p == MAP_FAILED || FC_PUSH(allocs, nallocs, capallocs, rec)) {
+    if (p != MAP_FAILED) munmap(p, span);
+    fc_g.small_page_room = room_before;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  used_bytes += n;
+  used_bytes += charge;
   *out = rec.base;
   return CUDA_SUCCESS;
 }
@@ -92,7 +114,7 @@ CUresult fc_free(CUdeviceptr p, int kind_mask) {
     if (!(kind_mask & (1 << allocs[i].kind))) return CUDA_ERROR_INVALID_VALUE;
     if (allocs[i].kind == FC_MEM_GRAPH) return CUDA_SUCCESS; /* graph memory stays mapped */
     munmap((void *)(uintptr_t)p, allocs[i].span);
-    used_bytes -= allocs[i].size;
+    if (!allocs[i].paged) used_bytes -= allocs[i].size;
     allocs[i] = allocs[--nallocs];
     return CUDA_SUCCESS;
   }

@@ -93,6 +93,7 @@ class FakeFoundry:
     remapped: list[tuple[int, int]] = field(default_factory=list)
     rewritten: list[Any] = field(default_factory=list)
     rewritten_width: int = 0  # the pointers a slot LOAD rewrote with
+    driver_room: int = 0  # what small_allocation_room answers (the driver's page room, measured on a GPU)
 
     # what the fake engine calls to allocate persistent device memory
     def allocate(self, nbytes: int) -> FakeTensor:
@@ -134,6 +135,16 @@ class FakeFoundry:
 
     def boundary(self) -> None:
         self.boundaries += 1  # counted apart from the calls: every phase mark makes one
+
+    def small_allocation_room(self) -> int:
+        self.calls.append("small_allocation_room")
+        return self.driver_room
+
+    def open_small_granule(self, room: int) -> None:
+        self.calls.append(f"open_small_granule:{room}")
+        if room:  # a granule mapped at the cursor, as the region does
+            self.cursor_at = -(-self.cursor_at // GRANULARITY) * GRANULARITY + GRANULARITY
+            self.high = max(self.high, self.cursor_at)
 
     def high_water(self) -> int:
         return self.high

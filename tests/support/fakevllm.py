@@ -334,6 +334,9 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
         def init_device(self) -> None:
             trace("set_device")
             gpu_worker.init_worker_distributed_environment(self.vllm_config, self.rank, "tcp://x", self.rank)
+            # vLLM's memory snapshot, which its profile measures non-torch memory from: what Foundry did by now
+            # (over the real Foundry, whose memory keeps no calls: nothing)
+            self.foundry_calls_at_snapshot = list(getattr(memory, "calls", ()))
             workspace.init_workspace_manager()
             runner = GPUModelRunnerV2 if self.vllm_config.use_v2_model_runner else GPUModelRunnerV1
             self.model_runner = runner(self.vllm_config)

@@ -34,6 +34,14 @@ class FoundryApi(Protocol):
         cursor itself, which LOAD's move to SAVE's phase boundary matches)."""
         ...
 
+    def small_allocation_room(self) -> int:
+        """Bytes of small allocations the driver's own packing would take now without more device memory."""
+        ...
+
+    def open_small_granule(self, room: int) -> None:
+        """The region's next small allocations share a granule mapped now, ``room`` bytes of it theirs."""
+        ...
+
     def high_water(self) -> int: ...
     def allocations_from(self, first: int) -> tuple[list[tuple[int, int]], int]:
         """(offset, size) of the allocations logged from entry ``first`` on, and the next entry's index."""
@@ -151,6 +159,12 @@ class PublicFoundryApi:
 
     def boundary(self) -> None:
         foundry.set_current_alloc_offset(foundry.get_current_alloc_offset())
+
+    def small_allocation_room(self) -> int:
+        return int(foundry.small_allocation_room())
+
+    def open_small_granule(self, room: int) -> None:
+        foundry.open_small_allocation_granule(room)
 
     def high_water(self) -> int:
         return int(foundry.region_state().high_water)

@@ -54,11 +54,15 @@ class PhaseTracker:
         self._next = self._api.log_length()
         self._since = time.perf_counter()
 
-    def mark(self, name: str) -> PhaseMark:
-        """Ends phase ``name`` here. The region's next small allocation then opens a granule of its own at the
-        cursor (a cursor move to the cursor itself), as it does in LOAD, which moves the cursor to SAVE's
-        boundary before the next phase: both runs place that phase's small allocations alike."""
-        self._api.boundary()
+    def mark(self, name: str, boundary: bool = True) -> PhaseMark:
+        """Ends phase ``name`` here. With ``boundary`` the region's next small allocation then opens a granule of
+        its own at the cursor (a cursor move to the cursor itself), as it does in LOAD, which moves the cursor to
+        SAVE's boundary before the next phase: both runs place that phase's small allocations alike. Without it,
+        the next phase's small allocations may share the granule this one left open, as natively: for a phase
+        LOAD runs as SAVE did, with no cursor move of LOAD's before the next (LOAD's restore moves the cursor
+        past SAVE's memory, which closes the granule)."""
+        if boundary:
+            self._api.boundary()
         allocations, self._next = self._api.allocations_from(self._next)
         now = time.perf_counter()
         self.seconds[name] = now - self._since

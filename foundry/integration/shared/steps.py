@@ -111,9 +111,9 @@ def begin(s: Session[Any, Any], fingerprint: Fingerprint, place: Place = SINGLE)
     s.tracker.start()
 
 
-def end_phase(s: Session[Any, Any], name: str) -> PhaseMark:
-    """Ends phase ``name``; LOAD checks it against SAVE's."""
-    here = s.tracker.mark(name)
+def end_phase(s: Session[Any, Any], name: str, boundary: bool = True) -> PhaseMark:
+    """Ends phase ``name``; LOAD checks it against SAVE's (``boundary``: phases.PhaseTracker.mark's)."""
+    here = s.tracker.mark(name, boundary)
     if s.config.mode is Mode.LOAD:
         check_phase(s.require_saved().phase(name), here)
     return here

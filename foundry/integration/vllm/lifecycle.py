@@ -5,7 +5,9 @@ same way (shared/steps.py) where vLLM's start-up reaches them.
 Worker start-up (vllm/v1/worker/gpu_worker.py), and what each mode does there:
 
   init_device          refuse unsupported settings (support.py); just before distributed set-up: compare the archive
-                       (LOAD), load its kernel images (LOAD), set the allocation region (both)
+                       (LOAD), load its kernel images (LOAD), set the allocation region (both); just after it,
+                       before vLLM's memory snapshot: open the region's small-allocation granule with the room
+                       the driver's page has (SAVE measures it, LOAD takes SAVE's)
   load_model           weights: LOAD checks it allocated exactly what SAVE did, then starts building the
                        graphs in the background
   determine_available_memory
@@ -47,6 +49,7 @@ from .pieces import PieceId, captured_pieces, install_pieces, piece_of, piece_wr
 from .support import check_supported
 
 __all__ = [
+    "after_distributed",
     "before_distributed",
     "capture_model",
     "determine_available_memory",
@@ -90,6 +93,23 @@ def before_distributed(vllm_config: Any, rank: int = 0) -> None:
     log.info("Foundry %s: region set, archive %s (%s runner)", s.config.mode.value, s.archive, s.state.runner)
 
 
+def after_distributed() -> None:
+    """Runs when vLLM's distributed set-up returns, just before ``init_device`` takes the memory snapshot that
+    vLLM's profile measures non-torch memory from. Natively the profile's first small allocations outside
+    PyTorch (1 KiB and 128 KiB at tensor parallel) land in a page the driver had partly used before the
+    snapshot and cost nothing; the region's granule for them would cost a granule inside the window, and the
+    KV cache would come out a granule smaller than natively. So the region opens that granule here with the
+    room the driver's page has (SAVE measures it; LOAD takes SAVE's, since the granule moves the cursor), and
+    the two phase marks up to the profile close no granule (steps.end_phase's ``boundary``)."""
+    s = sessions.current()
+    if not s.config.enabled:
+        return
+    room = s.api.small_allocation_room() if s.config.mode is Mode.SAVE else s.require_saved().small_room
+    if room:
+        s.api.open_small_granule(room)
+    s.state.small_room = room
+
+
 def compiles(vllm_config: Any) -> bool:
     """Whether vLLM torch.compiles the model (any compilation mode but NONE)."""
     mode = getattr(vllm_config.compilation_config, "mode", None)
@@ -101,7 +121,9 @@ def init_device_end(worker: Any) -> None:
     s = sessions.current()
     if s.config.enabled:
         allreduce.attach(s, allreduce.find())  # vLLM's distributed set-up made it, or none
-        steps.end_phase(s, "init_device")
+        # No boundary here or after the weights (after_distributed says why): LOAD runs both phases as SAVE did
+        # (checked), and its restore, which moves the cursor past SAVE's memory, closes the granule.
+        steps.end_phase(s, "init_device", boundary=False)
 
 
 # ----------------------------------------------------------------------------------------------- load_model
@@ -110,7 +132,7 @@ def load_model_end(worker: Any) -> None:
     s = sessions.current()
     if not s.config.enabled:
         return
-    steps.end_phase(s, "load_model")
+    steps.end_phase(s, "load_model", boundary=False)
     if s.config.mode is Mode.LOAD:
         steps.start_builds(s)
 
@@ -225,6 +247,7 @@ def _save(runner: Any, original: Any) -> Any:
         "kv_cache_bytes": steps.required(s, s.state.kv_cache_bytes, "KV cache size"),
         "num_gpu_blocks": steps.required(s, s.state.num_gpu_blocks, "number of KV cache blocks"),
         "custom_all_reduce": allreduce.saved_field(s),
+        "small_room": s.state.small_room,
     }
     meta = steps.save_graphs(s, items, vllm_fields, file_name=_graph_file)
     pieces = sum(1 for key, *_ in items if key["graph"] == "piece")

@@ -39,6 +39,9 @@ class VllmMetadata(ArchiveMetadata):
     kernel_choices: KernelChoices = field(default_factory=KernelChoices, kw_only=True)
     # The custom all-reduce's registrations the saved graphs read (shared/allreduce.py); None: it was off.
     custom_all_reduce: tuple[foundry.PeerRegistration, ...] | None = field(default=None, kw_only=True)
+    # The room the region's small-allocation granule opened with after vLLM's distributed set-up (lifecycle.py's
+    # after_distributed); LOAD opens it alike, since it moves the cursor. 0: none opened.
+    small_room: int = field(default=0, kw_only=True)
 
     def engine_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +50,7 @@ class VllmMetadata(ArchiveMetadata):
             "workspace": self.workspace.to_json(),
             "kernel_choices": self.kernel_choices.to_json(),
             "custom_all_reduce": allreduce.to_json(self.custom_all_reduce),
+            "small_allocation_room": self.small_room,
         }
 
     @classmethod
@@ -62,7 +66,20 @@ class VllmMetadata(ArchiveMetadata):
             "kernel_choices": KernelChoices.from_json(doc.get("kernel_choices")),
             # Absent in an archive saved before it was recorded, which ran with it off (refused otherwise).
             "custom_all_reduce": allreduce.from_json(doc.get("custom_all_reduce")),
+            # Absent in an archive saved before the granule was opened early: LOAD opens none, as SAVE did.
+            "small_room": _small_room(doc.get("small_allocation_room", 0)),
         }
+
+
+# At most a granule of the region is ever room for small allocations; the largest granularity a GPU reports
+# for device memory is 2 MiB today, so 64 MiB bounds any plausible one.
+_MAX_SMALL_ROOM = 64 << 20
+
+
+def _small_room(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_SMALL_ROOM:
+        raise ValueError(f"small_allocation_room {value!r}: a number of bytes from 0 to {_MAX_SMALL_ROOM} expected")
+    return value
 
 
 FILE = MetadataFile(VLLM, VllmMetadata)

@@ -4,7 +4,8 @@ when that module is imported (hooks.when_imported) and replaces attributes of it
 vllm/v1/worker/gpu_worker.py
   Worker.init_device                         start: refuse unsupported settings; end: phase "init_device"
   init_worker_distributed_environment        (module global, called by init_device after the device is set,
-                                             before NCCL): archive check, kernel images, allocation region
+                                             before NCCL): archive check, kernel images, allocation region;
+                                             after it, before vLLM's memory snapshot: the small-allocation granule
   Worker.load_model                          end: phase "load_model"; LOAD starts the graph builds
   Worker.determine_available_memory          SAVE keeps the answer; LOAD answers from the archive
   Worker.initialize_from_config              the KV-cache phase (see lifecycle.initialize_from_config)
@@ -52,7 +53,9 @@ def _before_distributed(original: Fn) -> Fn:
     def init_worker_distributed_environment(vllm_config: Any, *args: Any, **kwargs: Any) -> Any:
         rank = args[0] if args else kwargs.get("rank", 0)
         lifecycle.before_distributed(vllm_config, int(rank))
-        return original(vllm_config, *args, **kwargs)
+        result = original(vllm_config, *args, **kwargs)
+        lifecycle.after_distributed()
+        return result
 
     return init_worker_distributed_environment
 

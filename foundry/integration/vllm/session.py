@@ -31,6 +31,7 @@ class VllmState:
     loaded_pieces: dict[Any, list[tuple[Any, dict[str, Any], Any, Any]]] | None = None
     replay: Replay | None = None  # LOAD: SAVE's kernel choices, and how many kernels took them (shared/autotune.py)
     allreduce: Recorder | None = None  # SAVE: the custom all-reduce's registrations (shared/allreduce.py)
+    small_room: int = 0  # the room the region's small-allocation granule opened with before vLLM's snapshot
 
 
 @dataclass
