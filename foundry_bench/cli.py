@@ -190,8 +190,6 @@ def _run_sglang(args: argparse.Namespace) -> int:
     settings, problems = _serving_problems(args, shapes, _csv(args.modes))
     engine_args, problem = _json_object("--engine-args", args.engine_args, "Engine keyword arguments")
     problems += [problem] if problem else []
-    if args.custom_all_reduce:  # SAVE and LOAD take SGLang's CustomAllReduceV2 knowingly (its plugin's support.py)
-        settings["plugin_env"] = {**settings["plugin_env"], "CUSTOM_ALL_REDUCE": "1"}
     if args.mem_fraction_static is not None:
         settings["mem_fraction_static"] = args.mem_fraction_static
     if args.expert_parallel:  # SGLang's expert parallel over the tensor-parallel GPUs: ep_size = tp_size
@@ -373,7 +371,7 @@ def add_parser(sub: Any) -> None:
                    "NCCL's all-reduce")  # fmt: skip
     v.add_argument("--custom-all-reduce", action="store_true", help="--tp 2 or more: keep the engine's custom "
                    "all-reduce on (its default; the plugin writes its peer table again at LOAD) rather than NCCL's "
-                   "inside the graphs (sglang: FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE=1 in SAVE and LOAD)")  # fmt: skip
+                   "inside the graphs")  # fmt: skip
     v.add_argument("--runner", default="v2", help="vllm's model runner: v2 (default) and/or v1, comma-separated")
     v.add_argument("--cudagraph-mode", default="default", help="vllm's cudagraph_mode (default: FULL_AND_PIECEWISE)")
     v.add_argument("--compilation-config", default="", help="vllm: more of its compilation config as a JSON "

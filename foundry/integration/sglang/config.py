@@ -8,10 +8,6 @@ FOUNDRY_SGLANG_REPORT, FOUNDRY_SGLANG_PACK_CACHES (what each means: shared/confi
                               them, and not in the first request (default: H200, Qwen3-MoE shape, the first
                               request 0.07 s against 0.96 s without it and 0.08 s natively, for 0.7 s more at
                               start-up; logprobs identical); 0: it does not
-    FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE
-                              1: at tensor parallel, SGLang's custom all-reduce (CustomAllReduceV2) is taken, its
-                              table recorded at SAVE and written again at LOAD (allreduce.py); not yet measured on
-                              GPUs, so off by default: SGLang's custom all-reduce is then refused by name
 
 SGLang starts its scheduler (which holds the model) as a spawned child process, which inherits them."""
 

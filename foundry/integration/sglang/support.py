@@ -3,8 +3,8 @@ all named in one message with what still works.
 
 The adapter saves the decode runner's ``full`` graphs and the prefill runner's ``breakable`` graphs of one
 model on one GPU, or on several in tensor parallel (one archive folder per rank: shared/ranks.py), expert
-parallel over them included, with NCCL as the only all-reduce inside the graphs (SGLang's custom all-reduce
-knowingly, allreduce.py), with PyTorch's caching allocator allocating inside Foundry's region.
+parallel over them included, with NCCL or SGLang's custom all-reduce (CustomAllReduceV2, allreduce.py) inside
+the graphs, with PyTorch's caching allocator allocating inside Foundry's region.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..shared.config import env_flag
 from ..shared.errors import UnsupportedConfigError
-from .config import SGLANG
 
 __all__ = ["check_supported", "problems"]
 
@@ -34,8 +32,6 @@ ALL_REDUCE = {
     "enable_flashinfer_allreduce_fusion": "FlashInfer's all-reduce fusion",
 }
 TRUE = ("1", "true", "yes", "on")
-# Knowingly on: SGLang's CustomAllReduceV2 under SAVE and LOAD (allreduce.py), until a GPU row has measured it
-CUSTOM_ALL_REDUCE = SGLANG.var("CUSTOM_ALL_REDUCE")
 
 
 def _on(environ: Mapping[str, str], name: str) -> bool:
@@ -60,14 +56,6 @@ def problems(server_args: Any, environ: Mapping[str, str]) -> list[str]:
         )
     found += _expert_parallel_problems(sa)
     if (getattr(sa, "tp_size", 1) or 1) > 1:
-        if not getattr(sa, "disable_custom_all_reduce", False) and not env_flag(environ, CUSTOM_ALL_REDUCE):
-            found.append(
-                f"tp_size={sa.tp_size} with SGLang's custom all-reduce, whose captured kernels read peer pointers "
-                "from a table SGLang fills after capture: start with --disable-custom-all-reduce (NCCL then "
-                "all-reduces inside the graphs), and run native with the same flag to compare; or, knowingly, set "
-                f"{CUSTOM_ALL_REDUCE}=1 (Foundry rebuilds the table of SGLang's CustomAllReduceV2 at LOAD, tested on "
-                "the CPU, not yet measured on GPUs)"
-            )
         found += [
             f"tp_size={sa.tp_size} with {name} ({what}), whose peer state is not restored: turn it off"
             for name, what in ALL_REDUCE.items()

@@ -1,9 +1,8 @@
 """SGLang's custom all-reduce (CustomAllReduceV2, its CUDA default at tensor parallel) under SAVE and LOAD over
-the fake SGLang (tests/support/fakesglang_allreduce.py): taken only knowingly (FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE=1,
-until a GPU row measures it); SAVE reads back the rows of ``graph_params`` the decode capture registered and
-declares the peer mappings they opened the program's; LOAD writes the rows again, one pointer a rank, once every
-runner has its graphs and before the prefill warm-up replays; the other setting and SGLang's legacy one are
-refused by name."""
+the fake SGLang (tests/support/fakesglang_allreduce.py), taken by default: SAVE reads back the rows of
+``graph_params`` the decode capture registered and declares the peer mappings they opened the program's; LOAD
+writes the rows again, one pointer a rank, once every runner has its graphs and before the prefill warm-up
+replays; the other setting and SGLang's legacy one are refused by name."""
 
 from __future__ import annotations
 
@@ -29,17 +28,9 @@ def _save_both(sglang_engines: Any) -> list[Any]:
     return fakes
 
 
-def test_without_the_opt_in_the_custom_all_reduce_is_refused_naming_both_ways_out(sglang_engines: Any) -> None:
-    fake = sglang_engines.prepare("save")
-    with pytest.raises(UnsupportedConfigError, match=r"--disable-custom-all-reduce.*FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE"):
-        fake.start_scheduler(server_args(**TP2))
-    assert fake.memory.log == []  # before anything is allocated
-
-
 def test_save_keeps_the_captures_rows_and_load_writes_them_before_the_warm_up(
     sglang_engines: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE", "1")
     saved = _save_both(sglang_engines)
     assert "register_graph_inputs:4" in saved[0].trace.events  # the decode runner's four sizes, one context
     meta = read_metadata(sglang_engines.archive / "rank_1")
@@ -63,10 +54,7 @@ def test_save_keeps_the_captures_rows_and_load_writes_them_before_the_warm_up(
         assert runner.prefill_cuda_graph_runner is not None
 
 
-def test_load_refuses_an_archive_saved_with_the_other_all_reduce_before_the_weights(
-    sglang_engines: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE", "1")
+def test_load_refuses_an_archive_saved_with_the_other_all_reduce_before_the_weights(sglang_engines: Any) -> None:
     _save_both(sglang_engines)
     high_water = read_metadata(sglang_engines.archive / "rank_0").high_water
     fake = sglang_engines.prepare("load", FakeFoundry(high_water_saved=high_water))
@@ -78,7 +66,6 @@ def test_load_refuses_an_archive_saved_with_the_other_all_reduce_before_the_weig
 def test_sglangs_legacy_custom_all_reduce_is_refused_by_name(
     sglang_engines: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FOUNDRY_SGLANG_CUSTOM_ALL_REDUCE", "1")
     monkeypatch.setenv("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", "0")
     fake = sglang_engines.prepare("save")
     with pytest.raises(UnsupportedConfigError, match=r"legacy custom all-reduce.*--disable-custom-all-reduce"):

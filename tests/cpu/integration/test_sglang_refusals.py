@@ -40,7 +40,6 @@ def _edit_metadata(engines: Any, edit: Any) -> None:
     ("args", "env", "message"),
     [
         ({"enable_memory_saver": True}, {}, r"memory saver \(enable_memory_saver\) swaps PyTorch's allocator"),
-        ({"tp_size": 2}, {}, r"tp_size=2 with SGLang's custom all-reduce.*--disable-custom-all-reduce"),
         (
             {"tp_size": 2, "disable_custom_all_reduce": True, "enable_torch_symm_mem": True},
             {},
@@ -95,8 +94,8 @@ def test_unsupported_settings_are_refused_by_name_before_anything_is_allocated(
 
 def test_all_problems_are_named_in_one_message(sglang_engines: Any) -> None:
     fake = sglang_engines.prepare("save")
-    with pytest.raises(UnsupportedConfigError, match=r"(?s)tp_size=2.*memory saver"):
-        fake.start_scheduler(server_args(tp_size=2, enable_memory_saver=True))
+    with pytest.raises(UnsupportedConfigError, match=r"(?s)tp_size=2 with enable_torch_symm_mem.*memory saver"):
+        fake.start_scheduler(server_args(tp_size=2, enable_torch_symm_mem=True, enable_memory_saver=True))
 
 
 def test_load_refuses_an_archive_of_another_model_before_touching_the_gpu(sglang_engines: Any) -> None:
