@@ -10,9 +10,10 @@ import re
 
 __all__ = ["cause_line", "clipped"]
 
-# An exception's line in a log: its class name (``...Error``, ``...Exception``, ``...Exit``) and message, after any
-# prefix the engine writes ("(Worker pid=1) ERROR 11-29 19:42:26 [file.py:901] ").
-_RAISED = re.compile(r"\b((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit)): (.*)$")
+# An exception's line in a log: its class name (``...Error``, ``...Exception``, ``...Exit``) and message, at the
+# line's start or after any prefix the engine writes ("(Worker pid=1) ERROR 11-29 19:42:26 [file.py:901] "), never
+# one quoted inside a sentence (vLLM's warning "can cause fd limit errors like `OSError: [Errno 24] ...`").
+_RAISED = re.compile(r"(?:^|\s)((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit)): (.*)$")
 
 
 def cause_line(text: object, width: int = 80) -> str:

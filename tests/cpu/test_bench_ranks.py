@@ -175,6 +175,11 @@ def test_a_failed_runs_cell_names_the_exception_the_engines_log_ends_with() -> N
     assert cause_line("no answer after 420 s while building the engine (rc=None)\nINFO up") == (
         "no answer after 420 s while building the engine (rc=None)"
     )
+    warned = (  # a run the benchmark's bound ended, whose log's last exception-like words are a warning's quote
+        "/health did not answer 200 within 37 s (rc=None); the last lines of native.log:\n(APIServer pid=1) WARNING "
+        "[system_utils.py:299] This can cause fd limit errors like `OSError: [Errno 24] Too many open files`."
+    )
+    assert cause_line(warned).startswith("/health did not answer 200 within 37 s")
     assert cause_line("") == "?" and len(cause_line("ValueError: " + "x" * 200)) == 80
     # a long message keeps its first line and its end, within the bound
     long = "what failed\n" + "frame\n" * 1000 + "RuntimeError: the end"
