@@ -108,6 +108,7 @@ def after_distributed() -> None:
     if room:
         s.api.open_small_granule(room)
     s.state.small_room = room
+    log.info("Foundry %s: small-allocation room %d bytes before vLLM's memory snapshot", s.config.mode.value, room)
 
 
 def compiles(vllm_config: Any) -> bool:
