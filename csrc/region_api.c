@@ -289,7 +289,6 @@ FDY_EXPORT size_t fdy_region_events(size_t first, fdy_alloc_event *out, size_t c
   return total;
 }
 
-
 /* Natively, the first small cudaMalloc after a memory snapshot may cost nothing: the driver packs small
  * allocations into a page, and one partly used before the snapshot takes them. The region's own granule for
  * them costs a granule when opened; an engine that sizes its KV cache from memory grown since a snapshot (vLLM)
