@@ -112,6 +112,20 @@ def test_load_in_a_fresh_process_replays_saves_graphs_with_saves_outputs(process
         assert load["workspace"] == saved.report["workspace"] is not None
 
 
+def test_vllm_saves_the_drivers_page_room_and_load_opens_saves_granule(processes: Processes, tmp_path: Path) -> None:
+    """With a driver whose first page has room for small allocations (the fake's FAKECUDA_SMALL_PAGE_ROOM), SAVE
+    opens the region's small-allocation granule with it before vLLM's snapshot and keeps it in the archive; LOAD on a
+    machine whose page has none opens SAVE's granule all the same, places every phase where SAVE did (checked) and
+    its graphs write what SAVE's wrote."""
+    archive, args = tmp_path / "room", RUNS["vllm-v2"][1]
+    saved = processes.run("vllm", "save", archive, args, {"FAKECUDA_SMALL_PAGE_ROOM": str(300_000)})
+    assert "refused" not in saved, saved["refused"]
+    assert read_vllm_metadata(archive).small_room == 300_000 // 4096 * 4096  # measured 4 KiB at a time
+    load = processes.run("vllm", "load", archive, args, {"FAKECUDA_SMALL_PAGE_ROOM": "0"})
+    assert "refused" not in load, load["refused"]
+    assert load["outputs"] == saved["outputs"] and load["graphs"] != saved["graphs"]  # loaded, not captured
+
+
 def test_sglang_load_warm_up_replays_before_serving_and_changes_no_output(processes: Processes) -> None:
     """SGLang's LOAD on Foundry itself, by default: it replays the smallest prefill graph once at start-up (its
     eager attention steps run before the first request), and every graph then still writes what SAVE's wrote;
