@@ -26,9 +26,9 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, ClassVar, NamedTuple
 
 from tests.support import fakesglang_allreduce
+from tests.support.enginetrace import Trace
 from tests.support.fakesglang_graphs import DECODE, PREFILL, fake_torch, graph_modules, mod
 from tests.support.faketensor import EngineDevice
-from tests.support.fakevllm import Trace
 
 SCHEDULER = "sglang.srt.managers.scheduler"
 RUNNER = "sglang.srt.model_executor.model_runner"

@@ -18,12 +18,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from tests.support import fakevllm_allreduce
+from tests.support.enginetrace import Trace
 from tests.support.faketensor import EngineDevice, FakeTensor
 from tests.support.fakevllm_cache import envs_module
 from tests.support.fakevllm_compile import CUDAGraphMode, compilation, graph_kinds
@@ -31,16 +32,6 @@ from tests.support.fakevllm_workspace import workspace_module
 
 
 # ------------------------------------------------------------------------------------------- fake vLLM
-@dataclass
-class Trace:
-    """What the fake engine did, in order."""
-
-    events: list[str] = field(default_factory=list)
-
-    def __call__(self, what: str) -> None:
-        self.events.append(what)
-
-
 class FakeTorchGraph:
     """torch.cuda.CUDAGraph of the fake torch: capturing into one means the adapter did not route the
     capture to Foundry."""
@@ -334,8 +325,7 @@ def build(memory: EngineDevice, hidden_states_extra: int = 0, kv_extra: int = 0)
         def init_device(self) -> None:
             trace("set_device")
             gpu_worker.init_worker_distributed_environment(self.vllm_config, self.rank, "tcp://x", self.rank)
-            # vLLM's memory snapshot, which its profile measures non-torch memory from: what Foundry did by now
-            # (over the real Foundry, whose memory keeps no calls: nothing)
+            # vLLM's memory snapshot (its profile's baseline): what Foundry did by then (none kept over Foundry)
             self.foundry_calls_at_snapshot = list(getattr(memory, "calls", ()))
             workspace.init_workspace_manager()
             runner = GPUModelRunnerV2 if self.vllm_config.use_v2_model_runner else GPUModelRunnerV1
